@@ -1,0 +1,466 @@
+package s3lect
+
+/*
+#include <stdlib.h>
+#include <s3lect.h>
+#include "trampolines.h"
+*/
+import "C"
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"runtime/cgo"
+	"sync"
+	"time"
+)
+
+// Elector is the Go s3lect package's Elector interface; *S3Elector implements it.
+type Elector interface {
+	Start(ctx context.Context) error
+	Stop() error
+	IsLeader() bool
+	WaitForLeadership(ctx context.Context) error
+	WaitForNextElection(ctx context.Context, since time.Time) (*LeadershipStatus, error)
+	LeaderID() string
+	GetLeadershipStatus() *LeadershipStatus
+	EnablePeerMode(caCert []byte) error
+	UpdateConfig(newConfig ElectorConfig) error
+	GetConfig() *ElectorConfig
+}
+
+// LeadershipStatus is a snapshot of an elector's view. The JSON tags of the
+// first fields are those of the Go s3lect package; the rest are additions.
+type LeadershipStatus struct {
+	ServerID         string    `json:"serverID"`
+	LockfilePath     string    `json:"lockfilePath"`
+	IsLeader         bool      `json:"isLeader"`
+	LeaderID         string    `json:"leaderID"`
+	LeaderAddr       string    `json:"leaderAddr"`
+	LeaderLastSeen   time.Time `json:"leaderLastSeen"`   // the lock record's lastUpdated
+	LastElectionTime time.Time `json:"lastElectionTime"` // when this node last acquired
+	ConsecutiveFails int       `json:"consecutiveFails"`
+
+	// Term is the fencing token: it grows by one on every change of holder.
+	Term int64 `json:"term"`
+	// State is "leader", "follower", ... as named by libs3lect.
+	State string `json:"state"`
+	// ETag is the etag of the lock record as last seen.
+	ETag string `json:"etag,omitempty"`
+	// Cycle counts completed election cycles.
+	Cycle uint64 `json:"cycle"`
+	// LeaseRemainingMs is the lease left while leader, else 0.
+	LeaseRemainingMs int64 `json:"leaseRemainingMs"`
+	// LastError describes the last failed operation ("" after a success).
+	LastError string `json:"lastError,omitempty"`
+	// RecordCorrupt is true when the lock object is not a valid record.
+	RecordCorrupt bool `json:"recordCorrupt,omitempty"`
+}
+
+// S3ElectorOptions are the arguments of NewS3Elector, as in the Go s3lect package.
+type S3ElectorOptions struct {
+	// Config is required. NewS3Elector fills in its zero fields with defaults.
+	Config *ElectorConfig
+	// Storage, optional, is a custom store used instead of the one
+	// Config.LockfilePath names (S3 or file); LockfilePath is then its key.
+	Storage Storage
+	// Logger receives the elector's log records (default slog.Default()).
+	Logger *slog.Logger
+}
+
+const (
+	stateNew = iota
+	stateStarted
+	stateStopped
+)
+
+// S3Elector is a leader elector backed by libs3lect. Its methods are safe
+// for concurrent use by multiple goroutines.
+type S3Elector struct {
+	storage Storage
+	logger  *slog.Logger
+	ev      *events
+
+	// hmu guards the C handle: replaced only before Start (EnablePeerMode),
+	// freed by the finalizer. Readers hold it during their C call.
+	hmu sync.RWMutex
+	c   *C.s3lect_elector
+
+	mu     sync.Mutex // guards cfg and state; never held while waiting on libs3lect threads
+	cfg    ElectorConfig
+	state  int
+	stopCh chan struct{} // closed once stopped
+}
+
+// live keeps started electors reachable: a running elector must not be
+// garbage collected (and so stopped) because the program dropped its pointer.
+var live sync.Map
+
+// NewS3Elector validates the configuration and creates an elector. It does
+// not contact the store; Start does.
+func NewS3Elector(opts S3ElectorOptions) (*S3Elector, error) {
+	if err := versionCheck(); err != nil {
+		return nil, err
+	}
+	if opts.Config == nil {
+		return nil, &Error{Code: CodeInvalid, Op: "NewS3Elector", Msg: "Config is required"}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := opts.Config.fillDefaults(); err != nil {
+		return nil, err
+	}
+	e := &S3Elector{
+		storage: opts.Storage,
+		logger:  opts.Logger,
+		ev:      newEvents(opts.Logger, hooksOf(opts.Config)),
+		cfg:     *opts.Config,
+		stopCh:  make(chan struct{}),
+	}
+	c, err := e.build(&e.cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.c = c
+	runtime.SetFinalizer(e, (*S3Elector).finalize)
+	return e, nil
+}
+
+// build creates a C elector for cfg with the Go callbacks registered.
+func (e *S3Elector) build(cfg *ElectorConfig) (*C.s3lect_elector, error) {
+	var store *storeBinding
+	if e.storage != nil {
+		store = &storeBinding{s: e.storage}
+	}
+	cc, err := cfg.toC(store)
+	if err != nil {
+		return nil, err
+	}
+	defer C.s3lect_config_free(cc)
+	var c *C.s3lect_elector
+	if rc := C.s3lect_new(cc, &c); rc != C.S3LECT_OK {
+		msg := configErrmsg(cc)
+		return nil, newError(rc, "config", msg)
+	}
+	// One handle per registration: libs3lect frees each userdata once.
+	for _, t := range []C.s3lect_event_type{C.S3LECT_EVENT_ACQUIRED, C.S3LECT_EVENT_LOST,
+		C.S3LECT_EVENT_LEADER_CHANGED, C.S3LECT_EVENT_ERROR, C.S3LECT_EVENT_CYCLE} {
+		if rc := C.gos3lect_set_callback(c, t, C.uintptr_t(cgo.NewHandle(e.ev))); rc != C.S3LECT_OK {
+			C.s3lect_free_elector(c)
+			return nil, newError(rc, "NewS3Elector", "registering callbacks failed")
+		}
+	}
+	if rc := C.gos3lect_set_acquire_hook(c, C.uintptr_t(cgo.NewHandle(e.ev))); rc != C.S3LECT_OK {
+		C.s3lect_free_elector(c)
+		return nil, newError(rc, "NewS3Elector", "registering the acquire hook failed")
+	}
+	return c, nil
+}
+
+func (e *S3Elector) finalize() {
+	e.hmu.Lock()
+	defer e.hmu.Unlock()
+	if e.c != nil {
+		C.s3lect_free_elector(e.c)
+		e.c = nil
+	}
+}
+
+// Start starts the election in the background and returns at once. When
+// ctx is cancelled the elector stops (as with Stop). An elector cannot be
+// restarted after Stop; create a new one.
+func (e *S3Elector) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch e.state {
+	case stateStarted:
+		return &Error{Code: CodeState, Op: "Start", Msg: "elector already started"}
+	case stateStopped:
+		return &Error{Code: CodeStopped, Op: "Start", Msg: "elector was stopped and cannot be restarted; create a new one"}
+	}
+	e.ev.setContext(ctx)
+	e.hmu.RLock()
+	rc := C.s3lect_start(e.c)
+	msg := e.errmsgLocked()
+	e.hmu.RUnlock()
+	if rc != C.S3LECT_OK {
+		return newError(rc, "Start", msg)
+	}
+	e.state = stateStarted
+	live.Store(e, struct{}{})
+	e.logger.Info("Starting leader election", "lockfilePath", e.cfg.LockfilePath,
+		"serverID", e.cfg.ServerID, "serverAddr", e.cfg.ServerAddr)
+	if done := ctx.Done(); done != nil {
+		go func() {
+			select {
+			case <-done:
+				_ = e.Stop()
+			case <-e.stopCh:
+			}
+		}()
+	}
+	return nil
+}
+
+// Stop stops the elector. If it is leader, it stops being leader at once,
+// releases the lock so that a follower can take over without waiting for
+// the lease to expire, and runs OnLoseLeadership before Stop returns.
+// Stop may be called any number of times, from any goroutine, and on an
+// elector never started. Called from inside one of this elector's hooks it
+// cannot wait for itself: it then starts the stop and returns at once.
+func (e *S3Elector) Stop() error {
+	return e.stop(true)
+}
+
+// StopWithoutRelease stops like Stop but leaves the lock record as it is,
+// so followers take over only when the lease expires, as after a crash.
+// Meant for tests and failover drills.
+func (e *S3Elector) StopWithoutRelease() error {
+	return e.stop(false)
+}
+
+func (e *S3Elector) stop(release bool) error {
+	e.mu.Lock()
+	state := e.state
+	e.mu.Unlock()
+	if state != stateStarted {
+		return nil
+	}
+	e.hmu.RLock()
+	var rc C.int
+	if release {
+		rc = C.s3lect_stop(e.c)
+	} else {
+		rc = C.s3lect_stop_no_release(e.c)
+	}
+	msg := e.errmsgLocked()
+	e.hmu.RUnlock()
+	if rc == C.S3LECT_EBUSY {
+		// Called from one of our own hooks: libs3lect would wait for the
+		// very callback we are in. Stop from another goroutine instead.
+		go func() { _ = e.stop(release) }()
+		return nil
+	}
+	if rc != C.S3LECT_OK {
+		return newError(rc, "Stop", msg)
+	}
+	e.mu.Lock()
+	if e.state != stateStopped {
+		e.state = stateStopped
+		close(e.stopCh)
+		live.Delete(e)
+		e.logger.Info("Stopped leader election", "lockfilePath", e.cfg.LockfilePath)
+	}
+	e.mu.Unlock()
+	e.ev.markStopped()
+	return nil
+}
+
+// IsLeader reports whether this node holds a valid lease right now. It is
+// computed by libs3lect at call time from the last successful renewal, so
+// it turns false on its own when renewals stop succeeding.
+func (e *S3Elector) IsLeader() bool {
+	e.hmu.RLock()
+	defer e.hmu.RUnlock()
+	return C.s3lect_is_leader(e.c) != 0
+}
+
+// Term returns the highest term this node has observed or written. While
+// IsLeader is true it is this leadership's fencing token: pass it to
+// downstream systems so they can reject writes from an older leader.
+func (e *S3Elector) Term() int64 {
+	e.hmu.RLock()
+	defer e.hmu.RUnlock()
+	return int64(C.s3lect_term(e.c))
+}
+
+// LeaderID returns the current leader's ServerID, or "" if none is known.
+func (e *S3Elector) LeaderID() string {
+	e.hmu.RLock()
+	defer e.hmu.RUnlock()
+	buf := make([]C.char, 256)
+	for {
+		n := C.s3lect_leader_id(e.c, &buf[0], C.size_t(len(buf)))
+		if int(n) < len(buf) {
+			return C.GoStringN(&buf[0], C.int(n))
+		}
+		buf = make([]C.char, int(n)+1)
+	}
+}
+
+// WaitForLeadership blocks until this node is leader (its
+// OnAcquireLeadership hook, if any, has accepted) or ctx is done. It
+// returns ctx.Err() on cancellation and ErrStopped if the elector is or
+// gets stopped. Any number of goroutines may wait at once.
+func (e *S3Elector) WaitForLeadership(ctx context.Context) error {
+	for {
+		s := e.ev.snapshot()
+		if s.acquired && e.IsLeader() {
+			return nil
+		}
+		if s.stopped {
+			return &Error{Code: CodeStopped, Op: "WaitForLeadership", Msg: "elector stopped while waiting for leadership"}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.changed:
+		}
+	}
+}
+
+// WaitForNextElection blocks until an election cycle completes after since
+// (for a zero since: until the first cycle completes), then returns the
+// status. It returns ctx.Err() on cancellation and ErrStopped if the
+// elector is or gets stopped first.
+func (e *S3Elector) WaitForNextElection(ctx context.Context, since time.Time) (*LeadershipStatus, error) {
+	for {
+		s := e.ev.snapshot()
+		if s.cycles > 0 && s.lastCycleAt.After(since) {
+			return e.GetLeadershipStatus(), nil
+		}
+		if s.stopped {
+			return nil, &Error{Code: CodeStopped, Op: "WaitForNextElection", Msg: "elector stopped while waiting for an election"}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.changed:
+		}
+	}
+}
+
+// GetLeadershipStatus returns a consistent snapshot of the elector's state.
+func (e *S3Elector) GetLeadershipStatus() *LeadershipStatus {
+	e.mu.Lock()
+	lockfile, serverID := e.cfg.LockfilePath, e.cfg.ServerID
+	e.mu.Unlock()
+	st := &LeadershipStatus{LockfilePath: lockfile, ServerID: serverID}
+	st.LastElectionTime = e.ev.snapshot().lastElection
+
+	e.hmu.RLock()
+	defer e.hmu.RUnlock()
+	var s *C.s3lect_status
+	if C.s3lect_get_status(e.c, &s) != C.S3LECT_OK || s == nil {
+		st.IsLeader = C.s3lect_is_leader(e.c) != 0
+		return st
+	}
+	defer C.s3lect_status_free(s)
+	st.IsLeader = C.s3lect_status_is_leader(s) != 0
+	st.LeaderID = C.GoString(C.s3lect_status_leader_id(s))
+	st.LeaderAddr = C.GoString(C.s3lect_status_leader_addr(s))
+	if lu := int64(C.s3lect_status_last_updated_ms(s)); lu != 0 {
+		st.LeaderLastSeen = time.UnixMilli(lu)
+	}
+	st.ConsecutiveFails = int(C.s3lect_status_consecutive_failures(s))
+	st.Term = int64(C.s3lect_status_term(s))
+	st.State = C.GoString(C.s3lect_state_str(C.s3lect_status_state(s)))
+	st.ETag = C.GoString(C.s3lect_status_etag(s))
+	st.Cycle = uint64(C.s3lect_status_cycle(s))
+	st.LeaseRemainingMs = int64(C.s3lect_status_lease_remaining_ms(s))
+	if C.s3lect_status_last_error(s) != 0 {
+		st.LastError = C.GoString(C.s3lect_status_last_error_message(s))
+	}
+	st.RecordCorrupt = C.s3lect_status_record_corrupt(s) != 0
+	return st
+}
+
+// StatusJSON returns libs3lect's status document, the body a leader serves
+// on its peer endpoint when the application runs that endpoint itself.
+func (e *S3Elector) StatusJSON() ([]byte, error) {
+	e.hmu.RLock()
+	defer e.hmu.RUnlock()
+	var out *C.char
+	if rc := C.s3lect_status_json(e.c, &out); rc != C.S3LECT_OK {
+		return nil, newError(rc, "StatusJSON", e.errmsgLocked())
+	}
+	defer C.s3lect_free(unsafePointer(out))
+	return []byte(C.GoString(out)), nil
+}
+
+// EnablePeerMode turns peer mode on with the CA that verifies the leader.
+// libs3lect fixes peer mode when the election starts, so this must be
+// called before Start.
+func (e *S3Elector) EnablePeerMode(caCert []byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.state != stateNew {
+		return &Error{Code: CodeState, Op: "EnablePeerMode",
+			Msg: "peer mode must be enabled before Start (or set PeerMode in ElectorConfig)"}
+	}
+	cfg := e.cfg
+	cfg.PeerMode = true
+	cfg.PeerCACert = append([]byte(nil), caCert...)
+	c, err := e.build(&cfg)
+	if err != nil {
+		return err
+	}
+	e.hmu.Lock()
+	old := e.c
+	e.c = c
+	e.hmu.Unlock()
+	C.s3lect_free_elector(old)
+	e.cfg = cfg
+	e.logger.Info("Peer mode enabled")
+	return nil
+}
+
+// UpdateConfig applies new timings (LeaderTimeout, RenewInterval,
+// RenewDeadline, FrequentInterval, InfrequentInterval, MaxClockSkew,
+// PeerTimeout, RequestTimeout) and hooks to a running or stopped elector,
+// after validating them together. Zero fields take their defaults. The lock,
+// identity, S3 and peer settings cannot change: create a new elector.
+func (e *S3Elector) UpdateConfig(newConfig ElectorConfig) error {
+	if err := newConfig.fillDefaults(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f := e.cfg.immutableDiff(&newConfig); f != "" {
+		return &Error{Code: CodeInvalid, Op: "UpdateConfig",
+			Msg: "cannot change " + f + " of an existing elector; create a new elector"}
+	}
+	cc := &cconfig{p: C.s3lect_config_new()}
+	if cc.p == nil {
+		return &Error{Code: CodeNoMemory, Op: "UpdateConfig"}
+	}
+	defer C.s3lect_config_free(cc.p)
+	cc.setTiming(&newConfig)
+	if cc.err != nil {
+		return cc.err
+	}
+	e.hmu.RLock()
+	rc := C.s3lect_update_config(e.c, cc.p)
+	msg := configErrmsg(cc.p)
+	if msg == "" {
+		msg = e.errmsgLocked()
+	}
+	e.hmu.RUnlock()
+	if rc != C.S3LECT_OK {
+		return newError(rc, "UpdateConfig", msg)
+	}
+	e.cfg = newConfig
+	e.ev.setHooks(hooksOf(&newConfig))
+	e.logger.Info("Configuration updated", "lockfilePath", newConfig.LockfilePath, "serverID", newConfig.ServerID)
+	return nil
+}
+
+// GetConfig returns a copy of the configuration in effect, defaults filled in.
+func (e *S3Elector) GetConfig() *ElectorConfig {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.cfg
+	c.PeerCACert = append([]byte(nil), c.PeerCACert...)
+	return &c
+}
+
+// errmsgLocked returns the elector's last detailed error; hmu must be held.
+func (e *S3Elector) errmsgLocked() string {
+	var buf [1024]C.char
+	C.s3lect_errmsg(e.c, &buf[0], C.size_t(len(buf)))
+	return C.GoString(&buf[0])
+}
+
+var _ Elector = (*S3Elector)(nil)

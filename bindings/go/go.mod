@@ -1,0 +1,3 @@
+module github.com/s3lect/s3lect/bindings/go
+
+go 1.22

@@ -1,0 +1,159 @@
+package s3lect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestStartStopLifecycle(t *testing.T) {
+	log := testLogger(t)
+	el := newElector(t, log, fileConfig(t, "", "n"), nil)
+	if err := el.Stop(); err != nil {
+		t.Fatalf("Stop before Start: %v", err)
+	}
+	start(t, el)
+	if err := el.Start(context.Background()); !errors.Is(err, ErrAlreadyStarted) {
+		t.Fatalf("second Start: %v, want ErrAlreadyStarted", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := el.WaitForLeadership(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 10)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = el.Stop()
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Stop %d: %v", i, err)
+		}
+	}
+	if err := el.Stop(); err != nil {
+		t.Fatalf("Stop after Stop: %v", err)
+	}
+	if el.IsLeader() {
+		t.Fatal("leader after Stop")
+	}
+	if err := el.Start(context.Background()); !isStopped(err) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
+	}
+}
+
+// Stop called from inside a hook must not deadlock.
+func TestStopFromHook(t *testing.T) {
+	log := testLogger(t)
+	var el *S3Elector
+	var mu sync.Mutex
+	cfg := fileConfig(t, "", "n")
+	cfg.OnAcquireLeadership = func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return el.Stop()
+	}
+	mu.Lock()
+	el = newElector(t, log, cfg, nil)
+	mu.Unlock()
+	start(t, el)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := el.WaitForLeadership(ctx)
+	if !isStopped(err) && err != nil {
+		t.Fatalf("WaitForLeadership: %v, want ErrStopped (or nil if it won before the stop)", err)
+	}
+	waitUntil(t, 20*time.Second, "the stop requested from the hook completes", func() bool {
+		return el.ev.snapshot().stopped
+	})
+}
+
+// Panicking hooks are recovered: a panicking OnAcquireLeadership vetoes,
+// a panicking OnLeaderChange is logged, and the process survives.
+func TestHookPanicsAreRecovered(t *testing.T) {
+	log := testLogger(t)
+	lock := filepath.Join(t.TempDir(), "lock.json")
+	pc := fileConfig(t, lock, "panicky")
+	var tries sync.WaitGroup
+	tries.Add(1)
+	var once sync.Once
+	pc.OnAcquireLeadership = func(ctx context.Context) error {
+		once.Do(tries.Done)
+		panic("boom")
+	}
+	pc.OnLeaderChange = func(string, string, int64) { panic("boom too") }
+	p := newElector(t, log, pc, nil)
+	start(t, p)
+	tries.Wait()
+	g := newElector(t, log, fileConfig(t, lock, "good"), nil)
+	start(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := g.WaitForLeadership(ctx); err != nil {
+		t.Fatalf("good elector did not lead: %v", err)
+	}
+	if p.IsLeader() {
+		t.Fatal("elector whose acquire hook panicked is leader")
+	}
+}
+
+func TestLeadershipStatusJSON(t *testing.T) {
+	log := testLogger(t)
+	el := newElector(t, log, fileConfig(t, "", "node-1"), nil)
+	start(t, el)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := el.WaitForLeadership(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(must(json.Marshal(el.GetLeadershipStatus())), &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"serverID", "lockfilePath", "isLeader", "leaderID", "leaderAddr",
+		"leaderLastSeen", "lastElectionTime", "consecutiveFails", "term"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("status JSON lacks the Go s3lect field %q: %v", k, m)
+		}
+	}
+	if m["isLeader"] != true || m["leaderID"] != "node-1" || m["serverID"] != "node-1" || m["term"] != float64(1) {
+		t.Fatalf("status JSON: %v", m)
+	}
+	raw, err := el.StatusJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm map[string]any
+	if err := json.Unmarshal(raw, &cm); err != nil || cm["isLeader"] != true || cm["leaderID"] != "node-1" {
+		t.Fatalf("StatusJSON: %s (%v)", raw, err)
+	}
+}
+
+func TestVersionCheck(t *testing.T) {
+	if LibraryVersion() != HeaderVersion {
+		t.Errorf("loaded libs3lect %s, compiled against %s", LibraryVersion(), HeaderVersion)
+	}
+	for _, tc := range []struct {
+		header, lib int
+		ok          bool
+	}{
+		{100, 100, true}, {100, 101, true}, {101, 100, false}, {100, 200, false}, {100, 10100, false},
+	} {
+		err := checkVersion(tc.header, tc.lib)
+		if (err == nil) != tc.ok {
+			t.Errorf("checkVersion(%d, %d) = %v, want ok=%v", tc.header, tc.lib, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrVersionMismatch) {
+			t.Errorf("checkVersion error %v is not ErrVersionMismatch", err)
+		}
+	}
+}
