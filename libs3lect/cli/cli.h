@@ -1,0 +1,40 @@
+/* cli.h - shared pieces of the s3lect command. */
+#ifndef S3LECT_CLI_H
+#define S3LECT_CLI_H
+
+#include <stdint.h>
+
+#include "s3lect.h"
+
+/* Exit codes (documented in `s3lect --help` and docs/cli.md). */
+enum {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_ERROR = 1,
+    CLI_EXIT_USAGE = 2,
+    CLI_EXIT_NO_LEADER = 3,
+    CLI_EXIT_EXEC = 127
+};
+
+/* Parses "500ms", "2s", "1.5m", "1h" (or a bare number of seconds) into ms. */
+int cli_parse_duration(const char *s, int64_t *ms);
+
+/* Options common to the subcommands that touch a lock. */
+typedef struct cli_opts {
+    const char *lock, *id, *addr, *endpoint, *region, *ca_file;
+    int path_style; /* -1 unset */
+    int64_t lease, renew, deadline, frequent, infrequent, skew, kill_timeout, interval;
+    int json;
+    int has_timing;
+} cli_opts;
+
+/* Handles one option at argv[*i] (advancing *i past its value). Returns 1 if
+ * consumed, 0 if not an option we know, -1 after printing a usage error. */
+int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o);
+/* Builds a config from the options; prints the error and returns NULL on failure. */
+s3lect_config *cli_config(const char *cmd, const cli_opts *o);
+void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int cli_run(int argc, char **argv);
+int cli_check_store(int argc, char **argv);
+
+#endif

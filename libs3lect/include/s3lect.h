@@ -1,0 +1,456 @@
+/*
+ * s3lect.h - leader election for processes that share nothing but an S3 bucket.
+ *
+ * This is the only public header of libs3lect. It includes nothing but
+ * <stddef.h> and <stdint.h>, exposes only opaque handles, and never uses
+ * variadic functions, so that every binding (cgo, SWIG, the Lua C API) can
+ * call every function.
+ *
+ * Conventions
+ * -----------
+ * - Every fallible function returns an int: S3LECT_OK (0) or a negative
+ *   S3LECT_E* code. s3lect_strerror() names a code; s3lect_errmsg() and
+ *   s3lect_config_errmsg() give the detailed message of the last failure on
+ *   that handle. There is no thread-local error state.
+ * - Strings passed in are copied; the caller keeps ownership.
+ * - Strings handed out are either (a) borrowed from a handle whose lifetime
+ *   is stated, (b) copied into a caller buffer with snprintf semantics (the
+ *   return value is the full length, excluding the NUL), or (c) allocated
+ *   and released with s3lect_free().
+ * - Durations are milliseconds (int64_t). Wall-clock times are milliseconds
+ *   since the Unix epoch.
+ * - Enum values are explicit and only ever appended.
+ *
+ * Threads
+ * -------
+ * Each started elector runs one election thread and, unless poll mode is on,
+ * one dispatcher thread on which callbacks run. Callbacks never run on the
+ * election thread, so a slow callback cannot delay a renewal. Getters are
+ * safe from any thread. s3lect_stop() and s3lect_free() called from inside
+ * one of the same elector's callbacks return S3LECT_EBUSY instead of
+ * deadlocking.
+ */
+#ifndef S3LECT_H
+#define S3LECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(S3LECT_STATIC)
+#define S3LECT_API
+#elif defined(_WIN32)
+#if defined(S3LECT_BUILDING)
+#define S3LECT_API __declspec(dllexport)
+#else
+#define S3LECT_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define S3LECT_API __attribute__((visibility("default")))
+#else
+#define S3LECT_API
+#endif
+
+#define S3LECT_VERSION_MAJOR 0
+#define S3LECT_VERSION_MINOR 1
+#define S3LECT_VERSION_PATCH 0
+#define S3LECT_VERSION_STRING "0.1.0"
+/** MAJOR * 10000 + MINOR * 100 + PATCH, as returned by s3lect_version_number(). */
+#define S3LECT_VERSION_NUMBER                                                                      \
+    (S3LECT_VERSION_MAJOR * 10000 + S3LECT_VERSION_MINOR * 100 + S3LECT_VERSION_PATCH)
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/** Return codes. 0 is success; every error is negative. */
+typedef enum s3lect_error {
+    S3LECT_OK = 0,
+    S3LECT_EINVAL = -1,         /**< invalid argument or configuration */
+    S3LECT_ENOMEM = -2,         /**< out of memory */
+    S3LECT_ESTATE = -3,         /**< call not valid in this state (e.g. start twice) */
+    S3LECT_EBUSY = -4,          /**< would deadlock: called from this elector's callback */
+    S3LECT_ETIMEDOUT = -5,      /**< a wait ran out of time */
+    S3LECT_ESTOPPED = -6,       /**< the elector is stopped (or was stopped while waiting) */
+    S3LECT_EAUTH = -7,          /**< the store refused our credentials or permissions */
+    S3LECT_ETRANSIENT = -8,     /**< temporary store failure (5xx, timeout, network) */
+    S3LECT_EFATAL = -9,         /**< store misconfiguration (no such bucket, bad endpoint) */
+    S3LECT_ECORRUPT = -10,      /**< the lock record is not a valid s3lect record */
+    S3LECT_EPRECONDITION = -11, /**< a conditional write lost the race */
+    S3LECT_ENOTFOUND = -12,     /**< the lock object does not exist */
+    S3LECT_EIO = -13,           /**< local I/O or system call failure */
+    S3LECT_EUNSUPPORTED = -14,  /**< feature not compiled in or not available */
+    S3LECT_ECALLBACK = -15      /**< a user callback failed (acquire hook veto) */
+} s3lect_error;
+
+/** Static, never-NULL description of an error code. Thread-safe. */
+S3LECT_API const char *s3lect_strerror(int code);
+
+/** Library version string, e.g. "0.1.0". Static storage. Thread-safe. */
+S3LECT_API const char *s3lect_version(void);
+/** Library version as MAJOR*10000 + MINOR*100 + PATCH. Thread-safe. */
+S3LECT_API int s3lect_version_number(void);
+
+/** Releases memory handed out by this library (status JSON, peer bodies). NULL is fine. */
+S3LECT_API void s3lect_free(void *ptr);
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct s3lect_config s3lect_config;
+
+/**
+ * Configuration options. The comment gives the setter type, unit, default
+ * and bounds. Durations are milliseconds. Appended only.
+ */
+typedef enum s3lect_option {
+    /** str, required: lock location: "s3://bucket/key", "file:///dir/key" or a plain path. */
+    S3LECT_OPT_LOCK = 1,
+    /** str, required, 1..255 bytes: this node's server id (recorded as leaderID). */
+    S3LECT_OPT_SERVER_ID = 2,
+    /** str: this node's advertised peer address "host:port" (leaderAddr). Default "". */
+    S3LECT_OPT_SERVER_ADDR = 3,
+    /** int ms [15000], 100..86400000: lease timeout L. */
+    S3LECT_OPT_LEASE_TIMEOUT = 4,
+    /** int ms [5000]: leader renew interval; renew_interval < renew_deadline. */
+    S3LECT_OPT_RENEW_INTERVAL = 5,
+    /** int ms [10000]: leader steps down if not renewed for this long; < lease_timeout. */
+    S3LECT_OPT_RENEW_DEADLINE = 6,
+    /** int ms [5000], >= 10: follower poll period during transitions. */
+    S3LECT_OPT_FREQUENT_INTERVAL = 7,
+    /** int ms [30000], >= frequent_interval: follower poll period when stable. */
+    S3LECT_OPT_INFREQUENT_INTERVAL = 8,
+    /** int ms [2000], >= 0; 0 disables the wall-clock takeover rule. */
+    S3LECT_OPT_MAX_CLOCK_SKEW = 9,
+    /** bool [0]: peer mode (see docs/peer.md). */
+    S3LECT_OPT_PEER_MODE = 10,
+    /** str ["/health/leadership"]: path of the peer leadership endpoint. */
+    S3LECT_OPT_PEER_HEALTH_PATH = 11,
+    /** int ms [3000], >= 10: peer check timeout; also bounds the release on stop. */
+    S3LECT_OPT_PEER_TIMEOUT = 12,
+    /** str: S3 endpoint URL, e.g. "http://127.0.0.1:9000". Default: environment, then AWS. */
+    S3LECT_OPT_ENDPOINT = 13,
+    /** str: S3 region. Default: AWS_REGION, AWS_DEFAULT_REGION, profile, "us-east-1". */
+    S3LECT_OPT_REGION = 14,
+    /** bool: force path-style addressing (automatic for IP and localhost endpoints). */
+    S3LECT_OPT_PATH_STYLE = 15,
+    /** str: PEM CA bundle file for HTTPS to S3. Default: the system bundle. */
+    S3LECT_OPT_CA_FILE = 16,
+    /** str: AWS access key id (explicit credentials; else environment, else files). */
+    S3LECT_OPT_ACCESS_KEY_ID = 17,
+    /** str: AWS secret access key. Never logged. */
+    S3LECT_OPT_SECRET_ACCESS_KEY = 18,
+    /** str: AWS session token. Never logged. */
+    S3LECT_OPT_SESSION_TOKEN = 19,
+    /** str: AWS shared-config profile. Default: AWS_PROFILE, else "default". */
+    S3LECT_OPT_PROFILE = 20,
+    /** str: peer server listen address "host:port". Default: SERVER_ADDR. */
+    S3LECT_OPT_PEER_LISTEN = 21,
+    /** bytes or str (PEM or file path): peer server certificate chain. */
+    S3LECT_OPT_PEER_CERT = 22,
+    /** bytes or str (PEM or file path): peer server private key. */
+    S3LECT_OPT_PEER_KEY = 23,
+    /** bytes or str (PEM or file path): CA that followers use to verify the leader
+     *  (and, when set on the leader, to verify client certificates: mTLS). */
+    S3LECT_OPT_PEER_CA = 24,
+    /** bytes or str (PEM or file path): client certificate (and key, concatenated) for mTLS. */
+    S3LECT_OPT_PEER_CLIENT_CERT = 25,
+    /** int ms [10000], 100..600000: timeout of one store request. */
+    S3LECT_OPT_REQUEST_TIMEOUT = 26,
+    /** bool [0]: poll mode: no dispatcher thread; callbacks run in s3lect_dispatch(). */
+    S3LECT_OPT_POLL_MODE = 27,
+    /** bool [1]: write a released record on stop when leader. */
+    S3LECT_OPT_RELEASE_ON_STOP = 28
+} s3lect_option;
+
+/** Creates a configuration with the defaults. Returns NULL on out-of-memory. */
+S3LECT_API s3lect_config *s3lect_config_new(void);
+/** Frees a configuration. Electors created from it keep their own copy. NULL is fine. */
+S3LECT_API void s3lect_config_free(s3lect_config *cfg);
+/** Copies a configuration (custom store userdata is shared, freed once). NULL on OOM. */
+S3LECT_API s3lect_config *s3lect_config_dup(const s3lect_config *cfg);
+
+/**
+ * Typed setters. Return S3LECT_EINVAL if the option does not take that type
+ * or the value is out of bounds for that option alone; cross-option rules
+ * (renew_interval < renew_deadline < lease_timeout ...) are checked by
+ * s3lect_config_validate() and s3lect_new(). A NULL string resets to the
+ * default. A config handle may be used by one thread at a time.
+ */
+S3LECT_API int s3lect_config_set_str(s3lect_config *cfg, s3lect_option opt, const char *value);
+S3LECT_API int s3lect_config_set_int(s3lect_config *cfg, s3lect_option opt, int64_t value);
+S3LECT_API int s3lect_config_set_bool(s3lect_config *cfg, s3lect_option opt, int value);
+S3LECT_API int s3lect_config_set_bytes(s3lect_config *cfg, s3lect_option opt, const void *data,
+                                       size_t len);
+
+/** Reads an int/bool option into *out. EINVAL for other types. */
+S3LECT_API int s3lect_config_get_int(const s3lect_config *cfg, s3lect_option opt, int64_t *out);
+/**
+ * Copies a str option into buf (snprintf semantics); returns its full length,
+ * or a negative code for non-string options. Secrets are returned as "" .
+ */
+S3LECT_API int s3lect_config_get_str(const s3lect_config *cfg, s3lect_option opt, char *buf,
+                                     size_t buflen);
+
+/** Checks all cross-option rules. On failure the message is in s3lect_config_errmsg(). */
+S3LECT_API int s3lect_config_validate(s3lect_config *cfg);
+/** Copies the last error message of this config (snprintf semantics). */
+S3LECT_API size_t s3lect_config_errmsg(const s3lect_config *cfg, char *buf, size_t buflen);
+
+/* ------------------------------------------------------------------------ */
+/* Custom stores                                                            */
+/* ------------------------------------------------------------------------ */
+
+/** Outcomes a store operation reports (DESIGN §2.3). */
+typedef enum s3lect_store_outcome {
+    S3LECT_STORE_OK = 0,
+    S3LECT_STORE_NOT_FOUND = 1,
+    S3LECT_STORE_PRECONDITION = 2, /**< conditional write lost the race */
+    S3LECT_STORE_AUTH = 3,
+    S3LECT_STORE_TRANSIENT = 4, /**< retry later */
+    S3LECT_STORE_FATAL = 5      /**< misconfiguration */
+} s3lect_store_outcome;
+
+/** Where a custom store puts its answer. Valid only during the store call. */
+typedef struct s3lect_store_result s3lect_store_result;
+
+/** Sets the object body (GET). Copied. */
+S3LECT_API int s3lect_store_result_set_body(s3lect_store_result *res, const void *data, size_t len);
+/** Sets the object's etag (GET) or the new etag (PUT). Copied. Any opaque non-empty string. */
+S3LECT_API int s3lect_store_result_set_etag(s3lect_store_result *res, const char *etag);
+/** Sets a human message explaining a failure outcome. Copied. */
+S3LECT_API int s3lect_store_result_set_message(s3lect_store_result *res, const char *msg);
+
+/**
+ * get: read `key`; return an s3lect_store_outcome. On OK set body and etag.
+ * put: write `key` only if its current etag equals `if_match`, or, when
+ * `if_match` is NULL, only if the key does not exist. Return OK and set the
+ * new etag, or PRECONDITION when the condition fails (NOT_FOUND is also
+ * accepted for If-Match on a missing key).
+ * Both run on the election thread, must return within `timeout_ms`
+ * (best effort), and must not call back into this elector.
+ */
+typedef int (*s3lect_store_get_fn)(void *userdata, const char *key, int64_t timeout_ms,
+                                   s3lect_store_result *res);
+typedef int (*s3lect_store_put_fn)(void *userdata, const char *key, const void *data, size_t len,
+                                   const char *if_match, int64_t timeout_ms,
+                                   s3lect_store_result *res);
+/** Releases userdata; called exactly once. May be NULL. */
+typedef void (*s3lect_free_fn)(void *userdata);
+
+/**
+ * Makes the config use a custom store instead of the one named by
+ * S3LECT_OPT_LOCK; the lock string's key part (or the whole string, if it has
+ * no scheme) becomes the key passed to get/put. userdata_free runs exactly
+ * once, when the config and every elector made from it are freed (or on
+ * replacement, or immediately if this call fails).
+ */
+S3LECT_API int s3lect_config_set_custom_store(s3lect_config *cfg, s3lect_store_get_fn get,
+                                              s3lect_store_put_fn put, void *userdata,
+                                              s3lect_free_fn userdata_free);
+
+/* ------------------------------------------------------------------------ */
+/* Events and callbacks                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct s3lect_event s3lect_event;
+
+typedef enum s3lect_event_kind {
+    S3LECT_EVENT_ACQUIRED = 1,       /**< this node became leader: term */
+    S3LECT_EVENT_LOST = 2,           /**< this node stopped being leader: term, reason */
+    S3LECT_EVENT_LEADER_CHANGED = 3, /**< observed leader changed: leader_id, leader_addr, term */
+    S3LECT_EVENT_ERROR = 4,          /**< store or record problem: code, message */
+    S3LECT_EVENT_CYCLE = 5           /**< one election cycle completed: cycle */
+} s3lect_event_kind;
+
+/** Why leadership was lost. */
+typedef enum s3lect_lost_reason {
+    S3LECT_LOST_NONE = 0,
+    S3LECT_LOST_RELEASED = 1,      /**< released (acquire-hook veto or explicit release) */
+    S3LECT_LOST_LEASE_EXPIRED = 2, /**< could not renew before renew_deadline */
+    S3LECT_LOST_LOST_RACE = 3,     /**< another node wrote the record (412/409/404) */
+    S3LECT_LOST_HOOK_FAILED = 4,   /**< the acquire hook vetoed */
+    S3LECT_LOST_STOPPED = 5        /**< s3lect_stop() */
+} s3lect_lost_reason;
+
+/** Static name of a reason ("released", "lease_expired", ...). */
+S3LECT_API const char *s3lect_lost_reason_str(int reason);
+/** Static name of an event type ("acquired", "lost", ...). */
+S3LECT_API const char *s3lect_event_type_str(int type);
+
+/* Event accessors. An event is valid only during the callback it is passed to;
+ * strings are borrowed from it. Fields that do not apply are 0 / "". */
+S3LECT_API int s3lect_event_type(const s3lect_event *ev);
+S3LECT_API int64_t s3lect_event_term(const s3lect_event *ev);
+S3LECT_API int s3lect_event_reason(const s3lect_event *ev);
+S3LECT_API const char *s3lect_event_leader_id(const s3lect_event *ev);
+S3LECT_API const char *s3lect_event_leader_addr(const s3lect_event *ev);
+S3LECT_API int s3lect_event_code(const s3lect_event *ev);
+S3LECT_API const char *s3lect_event_message(const s3lect_event *ev);
+S3LECT_API uint64_t s3lect_event_cycle(const s3lect_event *ev);
+
+typedef struct s3lect_elector s3lect_elector;
+
+/** Event callback. Runs on the dispatcher thread (or in s3lect_dispatch()). */
+typedef void (*s3lect_event_fn)(s3lect_elector *e, const s3lect_event *ev, void *userdata);
+/**
+ * Acquire hook: runs after this node acquired leadership (ev is the ACQUIRED
+ * event) on the dispatcher thread, while the lease keeps being renewed.
+ * Return 0 to keep leadership; any other value vetoes: the node releases the
+ * lock (LOST with reason HOOK_FAILED) and backs off for one frequent_interval.
+ * Runs before the ACQUIRED event callback; after a veto that callback is not run.
+ */
+typedef int (*s3lect_acquire_fn)(s3lect_elector *e, const s3lect_event *ev, void *userdata);
+
+/* ------------------------------------------------------------------------ */
+/* Electors                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Creates an elector from a validated copy of cfg. On S3LECT_EINVAL the
+ * reason is in s3lect_config_errmsg(cfg). The elector is not started.
+ */
+S3LECT_API int s3lect_new(s3lect_config *cfg, s3lect_elector **out);
+
+/**
+ * Registers the callback for one event type, replacing (and freeing the
+ * userdata of) any previous one. Only before s3lect_start(): ESTATE after.
+ * userdata_free runs exactly once: on replacement, on s3lect_free(), or
+ * immediately when this call fails.
+ */
+S3LECT_API int s3lect_set_callback(s3lect_elector *e, s3lect_event_kind type, s3lect_event_fn fn,
+                                   void *userdata, s3lect_free_fn userdata_free);
+/** Registers the acquire hook (same ownership rules as s3lect_set_callback). */
+S3LECT_API int s3lect_set_acquire_hook(s3lect_elector *e, s3lect_acquire_fn fn, void *userdata,
+                                       s3lect_free_fn userdata_free);
+
+/** Starts the election thread (and the dispatcher unless poll mode). ESTATE if started. */
+S3LECT_API int s3lect_start(s3lect_elector *e);
+/**
+ * Stops the elector: if leader, it stops being leader at once, writes a
+ * released record (bounded by peer_timeout) and emits LOST(STOPPED); then
+ * joins its threads. Pending events are delivered before it returns (in poll
+ * mode they stay queued for s3lect_dispatch()). Idempotent; returns
+ * S3LECT_EBUSY when called from one of this elector's callbacks.
+ * Any thread. Not restartable.
+ */
+S3LECT_API int s3lect_stop(s3lect_elector *e);
+/**
+ * Like s3lect_stop() but does not write the released record: followers take
+ * over only after the lease expires (simulates a crash; for tests).
+ */
+S3LECT_API int s3lect_stop_no_release(s3lect_elector *e);
+/** Stops if needed and frees. EBUSY (and nothing freed) from a callback. NULL is fine. */
+S3LECT_API int s3lect_free_elector(s3lect_elector *e);
+
+/** 1 if this node holds a valid lease now (computed at call time), else 0. Any thread. */
+S3LECT_API int s3lect_is_leader(const s3lect_elector *e);
+/** Highest term this node has observed or written (the fencing token while leader). */
+S3LECT_API int64_t s3lect_term(const s3lect_elector *e);
+/** Copies the current leader's id ("" if none known). snprintf semantics. Any thread. */
+S3LECT_API size_t s3lect_leader_id(const s3lect_elector *e, char *buf, size_t buflen);
+/** Number of completed election cycles (see S3LECT_EVENT_CYCLE). Any thread. */
+S3LECT_API uint64_t s3lect_cycle(const s3lect_elector *e);
+
+/**
+ * Blocks until this node is leader. timeout_ms < 0 waits forever. Returns
+ * S3LECT_OK, S3LECT_ETIMEDOUT or S3LECT_ESTOPPED. Any thread but a callback.
+ */
+S3LECT_API int s3lect_wait_for_leadership(s3lect_elector *e, int64_t timeout_ms);
+/**
+ * Blocks until the cycle counter exceeds `since` (use s3lect_cycle() before
+ * triggering), then stores the new counter in *cycle_out (may be NULL).
+ * Returns OK, ETIMEDOUT or ESTOPPED.
+ */
+S3LECT_API int s3lect_wait_for_next_election(s3lect_elector *e, uint64_t since, int64_t timeout_ms,
+                                             uint64_t *cycle_out);
+
+/**
+ * Applies the timing options of cfg (lease_timeout, renew_interval,
+ * renew_deadline, frequent/infrequent_interval, max_clock_skew, peer_timeout,
+ * request_timeout) to a running or stopped elector, after validating them
+ * together. Other options in cfg are ignored. Any thread.
+ */
+S3LECT_API int s3lect_update_config(s3lect_elector *e, s3lect_config *cfg);
+/** Returns a copy of the elector's current configuration (free with s3lect_config_free). */
+S3LECT_API s3lect_config *s3lect_get_config(const s3lect_elector *e);
+
+/** Copies the last detailed error message of this elector. snprintf semantics. Any thread. */
+S3LECT_API size_t s3lect_errmsg(const s3lect_elector *e, char *buf, size_t buflen);
+
+/* ---- poll mode ---- */
+
+/**
+ * A file descriptor that is readable while events are pending (poll mode;
+ * in thread mode it is still valid but the dispatcher drains it). Owned by the
+ * elector; do not close. Returns a negative code on error.
+ */
+S3LECT_API int s3lect_event_fd(s3lect_elector *e);
+/**
+ * Runs pending callbacks on the calling thread, waiting up to timeout_ms
+ * (0: do not wait; < 0: wait forever) for the first one. Returns the number
+ * run (>= 0) or a negative code (EINVAL when not in poll mode). One thread at
+ * a time.
+ */
+S3LECT_API int s3lect_dispatch(s3lect_elector *e, int64_t timeout_ms);
+
+/* ---- status ---- */
+
+typedef struct s3lect_status s3lect_status;
+
+/** Elector states as reported in status. */
+typedef enum s3lect_state {
+    S3LECT_STATE_NEW = 0,
+    S3LECT_STATE_FOLLOWER_TRANSITION = 1,
+    S3LECT_STATE_FOLLOWER_STABLE = 2,
+    S3LECT_STATE_LEADER = 3,
+    S3LECT_STATE_STOPPED = 4,
+    S3LECT_STATE_BACKOFF = 5
+} s3lect_state;
+
+/** Static name of a state ("follower", "leader", ...). */
+S3LECT_API const char *s3lect_state_str(int state);
+
+/** Takes a consistent snapshot of the elector's status. Free with s3lect_status_free(). */
+S3LECT_API int s3lect_get_status(const s3lect_elector *e, s3lect_status **out);
+S3LECT_API void s3lect_status_free(s3lect_status *st);
+/* Snapshot accessors; strings are borrowed from the snapshot. */
+S3LECT_API int s3lect_status_is_leader(const s3lect_status *st);
+S3LECT_API int s3lect_status_state(const s3lect_status *st);
+S3LECT_API int64_t s3lect_status_term(const s3lect_status *st);
+S3LECT_API const char *s3lect_status_server_id(const s3lect_status *st);
+S3LECT_API const char *s3lect_status_leader_id(const s3lect_status *st);
+S3LECT_API const char *s3lect_status_leader_addr(const s3lect_status *st);
+S3LECT_API const char *s3lect_status_etag(const s3lect_status *st);
+/** Wall-clock ms of the record's lastUpdated (0: none/released). */
+S3LECT_API int64_t s3lect_status_last_updated_ms(const s3lect_status *st);
+/** Wall-clock ms when this node last read or wrote the record (0: never). */
+S3LECT_API int64_t s3lect_status_last_seen_ms(const s3lect_status *st);
+/** Milliseconds of lease left for this node while leader, else 0. */
+S3LECT_API int64_t s3lect_status_lease_remaining_ms(const s3lect_status *st);
+/** 1 if the current record is corrupt. */
+S3LECT_API int s3lect_status_record_corrupt(const s3lect_status *st);
+/** Last error code (0 if the last operation succeeded) and its message. */
+S3LECT_API int s3lect_status_last_error(const s3lect_status *st);
+S3LECT_API const char *s3lect_status_last_error_message(const s3lect_status *st);
+S3LECT_API uint64_t s3lect_status_cycle(const s3lect_status *st);
+/** Count of consecutive failed store operations. */
+S3LECT_API int64_t s3lect_status_consecutive_failures(const s3lect_status *st);
+
+/**
+ * The status as a JSON object (UTF-8, NUL-terminated), allocated; release
+ * with s3lect_free(). Fields: isLeader, leaderID, leaderAddr, lastUpdated,
+ * term, etag, state, serverID, consecutiveFails, lastError, cycle,
+ * leaseRemainingMs, recordCorrupt. Any thread.
+ */
+S3LECT_API int s3lect_status_json(const s3lect_elector *e, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* S3LECT_H */

@@ -1,0 +1,61 @@
+/* config.h - the configuration handle's layout (internal). */
+#ifndef S3LECT_CONFIG_H
+#define S3LECT_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "s3lect.h"
+
+/* Shared, refcounted custom-store binding (userdata_free runs exactly once). */
+typedef struct cfg_custom {
+    int refs; /* atomic */
+    s3lect_store_get_fn get;
+    s3lect_store_put_fn put;
+    void *userdata;
+    s3lect_free_fn userdata_free;
+} cfg_custom;
+
+typedef struct cfg_blob {
+    char *data; /* NUL-terminated copy */
+    size_t len;
+} cfg_blob;
+
+struct s3lect_config {
+    char *lock;
+    char *server_id;
+    char *server_addr;
+    int64_t lease_timeout;
+    int64_t renew_interval;
+    int64_t renew_deadline;
+    int64_t frequent_interval;
+    int64_t infrequent_interval;
+    int64_t max_clock_skew;
+    int64_t peer_timeout;
+    int64_t request_timeout;
+    int peer_mode;
+    int poll_mode;
+    int release_on_stop;
+    int path_style; /* -1 auto, 0 off, 1 on */
+    char *peer_health_path;
+    char *endpoint;
+    char *region;
+    char *ca_file;
+    char *access_key_id;
+    char *secret_access_key;
+    char *session_token;
+    char *profile;
+    char *peer_listen;
+    cfg_blob peer_cert, peer_key, peer_ca, peer_client_cert;
+    cfg_custom *custom;
+    char errmsg[512];
+};
+
+/* Sets cfg->errmsg (printf-style) and returns code. */
+int cfg_fail(struct s3lect_config *cfg, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Validates the timing options only (used by update_config). */
+int cfg_validate_timing(struct s3lect_config *cfg);
+void cfg_custom_release(cfg_custom *c);
+
+#endif

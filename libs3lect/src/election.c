@@ -1,0 +1,675 @@
+/* election.c - who leads, decided as a pure state machine.
+ *
+ * Safety in one paragraph (the long form is docs/algorithm.md): a leader is
+ * leader only while now < renewed_at + renew_deadline, where renewed_at is the
+ * monotonic time *before* it sent its last successful write. A follower takes
+ * over a record with etag E only after seeing E unchanged for L on its own
+ * monotonic clock, counted from the *receipt* of its first read of E, which is
+ * after E was written, hence after it was sent. If the follower's conditional
+ * write on E succeeds, no later write by the old leader succeeded, so the old
+ * leader stopped by send(E) + renew_deadline < send(E) + L <= takeover.
+ */
+#include "election.h"
+
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "s3lect.h"
+
+#define FAR_FUTURE INT64_MAX
+
+void el_event_clear(el_event *ev)
+{
+    free(ev->leader_id);
+    free(ev->leader_addr);
+    free(ev->message);
+    memset(ev, 0, sizeof *ev);
+}
+
+static void push_event(el_engine *e, const el_event *ev)
+{
+    if (e->nevents == e->capevents) {
+        size_t cap = e->capevents ? e->capevents * 2 : 8;
+        el_event *n = realloc(e->events, cap * sizeof *n);
+        if (!n) {
+            el_event tmp = *ev;
+            el_event_clear(&tmp); /* out of memory: drop the event, never the state */
+            return;
+        }
+        e->events = n;
+        e->capevents = cap;
+    }
+    e->events[e->nevents++] = *ev;
+}
+
+static void emit(el_engine *e, int type, int64_t term, int reason, const char *id, const char *addr)
+{
+    el_event ev = {.type = type, .term = term, .reason = reason, .cycle = e->cycle};
+    ev.leader_id = u_strdup(id ? id : "");
+    ev.leader_addr = u_strdup(addr ? addr : "");
+    push_event(e, &ev);
+}
+
+static void emit_error(el_engine *e, int code, const char *msg)
+{
+    el_event ev = {.type = S3LECT_EVENT_ERROR, .code = code, .cycle = e->cycle};
+    ev.message = u_strdup(msg ? msg : s3lect_strerror(code));
+    push_event(e, &ev);
+}
+
+static void end_cycle(el_engine *e)
+{
+    e->cycle++;
+    el_event ev = {.type = S3LECT_EVENT_CYCLE, .cycle = e->cycle};
+    push_event(e, &ev);
+}
+
+el_event *el_take_events(el_engine *e, size_t *n)
+{
+    el_event *ev = e->events;
+    *n = e->nevents;
+    e->events = NULL;
+    e->nevents = e->capevents = 0;
+    return ev;
+}
+
+int el_init(el_engine *e, const el_params *p, const char *id, const char *addr,
+            const char *incarnation, uint64_t seed)
+{
+    memset(e, 0, sizeof *e);
+    e->p = *p;
+    e->id = u_strdup(id);
+    e->addr = u_strdup(addr ? addr : "");
+    e->incarnation = u_strdup(incarnation);
+    if (!e->id || !e->addr || !e->incarnation) {
+        el_free(e);
+        return S3LECT_ENOMEM;
+    }
+    u_rng_seed(&e->rng, seed);
+    e->exists = -1;
+    e->next_kind = EL_K_GET;
+    e->next_at = INT64_MIN; /* first read at once */
+    return 0;
+}
+
+static void attempt_clear(el_attempt *a)
+{
+    free(a->body);
+    memset(a, 0, sizeof *a);
+}
+
+void el_free(el_engine *e)
+{
+    free(e->id);
+    free(e->addr);
+    free(e->incarnation);
+    free(e->etag);
+    free(e->ann_id);
+    free(e->ann_addr);
+    free(e->last_error_msg);
+    rec_clear(&e->cur);
+    attempt_clear(&e->att);
+    for (size_t i = 0; i < e->nevents; i++)
+        el_event_clear(&e->events[i]);
+    free(e->events);
+    memset(e, 0, sizeof *e);
+}
+
+void el_set_params(el_engine *e, const el_params *p)
+{
+    e->p = *p;
+}
+
+int el_is_leader(const el_engine *e, int64_t now)
+{
+    return e->role == EL_LEADER && now < e->renewed_at + e->p.renew_deadline;
+}
+
+int el_state(const el_engine *e, int64_t now)
+{
+    if (e->role == EL_STOPPED)
+        return S3LECT_STATE_STOPPED;
+    if (el_is_leader(e, now))
+        return S3LECT_STATE_LEADER;
+    if (e->backoff_until > now)
+        return S3LECT_STATE_BACKOFF;
+    return e->stable ? S3LECT_STATE_FOLLOWER_STABLE : S3LECT_STATE_FOLLOWER_TRANSITION;
+}
+
+int64_t el_retry_delay(el_engine *e, int n)
+{
+    /* DESIGN §4: immediate, +100 ms, +1 s (±20 %); later failures wait 1 s
+     * (leader) or frequent_interval (follower; set by the caller). */
+    if (n <= 1)
+        return 0;
+    return u_jitter(&e->rng, n == 2 ? 100 : 1000, 0.2);
+}
+
+static void schedule(el_engine *e, int kind, int64_t at)
+{
+    e->next_kind = kind;
+    e->next_at = at;
+}
+
+static void set_error(el_engine *e, int code, const char *msg)
+{
+    e->last_error = code;
+    free(e->last_error_msg);
+    e->last_error_msg = u_strdup(msg ? msg : "");
+}
+
+static void clear_error(el_engine *e)
+{
+    e->last_error = 0;
+    e->consecutive_fails = 0;
+    e->retry = 0;
+    free(e->last_error_msg);
+    e->last_error_msg = NULL;
+}
+
+static int outcome_code(int outcome)
+{
+    switch (outcome) {
+    case ST_OK:
+        return 0;
+    case ST_NOT_FOUND:
+        return S3LECT_ENOTFOUND;
+    case ST_PRECONDITION:
+        return S3LECT_EPRECONDITION;
+    case ST_AUTH:
+        return S3LECT_EAUTH;
+    case ST_FATAL:
+        return S3LECT_EFATAL;
+    default:
+        return S3LECT_ETRANSIENT;
+    }
+}
+
+/* Records a failed store operation and returns the retry number. ERROR events
+ * go out for every AUTH/FATAL failure and for transient ones once the quick
+ * retries are used up, so a single blip does not page anyone. */
+static int note_failure(el_engine *e, const st_result *r)
+{
+    int code = outcome_code(r->outcome);
+    const char *msg = r->message ? r->message : s3lect_strerror(code);
+    set_error(e, code, msg);
+    e->consecutive_fails++;
+    e->retry++;
+    if (r->outcome != ST_TRANSIENT || e->retry >= 3)
+        emit_error(e, code, msg);
+    return e->retry;
+}
+
+static void announce(el_engine *e, const char *id, const char *addr, int64_t term)
+{
+    if (e->ann_valid && u_streq(e->ann_id, id) && u_streq(e->ann_addr, addr) && e->ann_term == term)
+        return;
+    u_setstr(&e->ann_id, id ? id : "");
+    u_setstr(&e->ann_addr, addr ? addr : "");
+    e->ann_term = term;
+    e->ann_valid = 1;
+    emit(e, S3LECT_EVENT_LEADER_CHANGED, term, 0, id, addr);
+}
+
+static void forget_etag(el_engine *e)
+{
+    free(e->etag);
+    e->etag = NULL;
+    e->exists = -1;
+}
+
+/* Leader → follower. The record we wrote stays; we never resume it, so
+ * forget its etag: a later read starts a fresh observation (first_seen). */
+static void step_down(el_engine *e, int reason, int64_t now)
+{
+    if (e->role != EL_LEADER)
+        return;
+    e->role = EL_FOLLOWER;
+    e->stable = 0;
+    emit(e, S3LECT_EVENT_LOST, e->term, reason, e->id, e->addr);
+    forget_etag(e);
+    schedule(e, EL_K_GET, now);
+}
+
+static char *make_body(el_engine *e, int released, int64_t term, int64_t wall, size_t *len)
+{
+    rec r = {0};
+    r.leader_id = released ? "" : e->id;
+    r.leader_addr = released ? "" : e->addr;
+    r.zero_time = released;
+    r.last_updated_ms = wall;
+    r.term = term;
+    r.lease_ms = e->p.lease;
+    r.incarnation = released ? "" : e->incarnation;
+    char *s = rec_encode(&r);
+    *len = s ? strlen(s) : 0;
+    return s;
+}
+
+/* Prepares a fresh attempt body. lastUpdated strictly increases per attempt,
+ * so two attempts never have the same bytes: a read that returns exactly
+ * this body proves that this write (sent no earlier than sent_at) landed. */
+static int prepare_attempt(el_engine *e, el_time now, int released, int64_t term)
+{
+    attempt_clear(&e->att);
+    int64_t wall = now.wall > e->last_body_wall ? now.wall : e->last_body_wall + 1;
+    e->last_body_wall = wall;
+    e->att.body = make_body(e, released, term, wall, &e->att.body_len);
+    if (!e->att.body)
+        return -1;
+    e->att.active = 1;
+    e->att.sent_at = now.mono;
+    e->att.term = term;
+    e->att.release = released;
+    return 0;
+}
+
+static void become_leader(el_engine *e, const char *etag, int64_t sent_at, int64_t term,
+                          el_time now)
+{
+    int was_leader = e->role == EL_LEADER;
+    u_setstr(&e->etag, etag);
+    e->exists = 1;
+    e->first_seen = now.mono;
+    e->seen_wall = now.wall;
+    e->renewed_at = sent_at;
+    e->term = term;
+    if (term > e->max_term)
+        e->max_term = term;
+    e->role = EL_LEADER;
+    e->stable = 0;
+    e->corrupt = 0;
+    rec_clear(&e->cur);
+    e->cur.leader_id = u_strdup(e->id);
+    e->cur.leader_addr = u_strdup(e->addr);
+    e->cur.incarnation = u_strdup(e->incarnation);
+    e->cur.term = term;
+    e->cur.lease_ms = e->p.lease;
+    e->cur.last_updated_ms = now.wall;
+    if (!was_leader)
+        emit(e, S3LECT_EVENT_ACQUIRED, term, 0, e->id, e->addr);
+    announce(e, e->id, e->addr, term);
+    schedule(e, EL_K_RENEW, sent_at + u_jitter(&e->rng, e->p.renew_interval * 19 / 20, 0.05));
+}
+
+/* Does the record body equal our unresolved attempt? Then the write landed. */
+static int attempt_landed(const el_engine *e, const st_result *r)
+{
+    return e->att.active && r->body && r->body_len == e->att.body_len &&
+           memcmp(r->body, e->att.body, r->body_len) == 0;
+}
+
+/* ---- follower ---------------------------------------------------------- */
+
+/* The takeover rule. Rule 1 (monotonic): the etag has not changed for L
+ * since we first saw it. Rule 2 (wall clock, bounded skew): lastUpdated is
+ * older than L + max_clock_skew. L is the larger of ours and the holder's
+ * advertised leaseMs, so a holder with a longer renew deadline is respected. */
+static int holder_presumed_dead(const el_engine *e, el_time now)
+{
+    int64_t L = e->p.lease;
+    if (!e->corrupt && e->cur.lease_ms > L)
+        L = e->cur.lease_ms;
+    if (now.mono - e->first_seen >= L)
+        return 1;
+    if (e->p.skew > 0 && !e->corrupt && now.wall - e->cur.last_updated_ms >= L + e->p.skew)
+        return 1;
+    return 0;
+}
+
+static int64_t expiry_at(const el_engine *e)
+{
+    int64_t L = e->p.lease;
+    if (!e->corrupt && e->cur.lease_ms > L)
+        L = e->cur.lease_ms;
+    return e->first_seen + L;
+}
+
+static void observe(el_engine *e, el_time now, const st_result *r)
+{
+    e->seen_wall = now.wall;
+    if (r->outcome == ST_NOT_FOUND) {
+        if (e->exists != 0 && e->ann_valid && e->ann_id && e->ann_id[0])
+            announce(e, "", "", e->max_term);
+        forget_etag(e);
+        e->exists = 0;
+        rec_clear(&e->cur);
+        e->corrupt = 0;
+        e->stable = 0;
+        schedule(e, EL_K_ACQUIRE, now.mono);
+        return;
+    }
+    int changed = !e->etag || strcmp(e->etag, r->etag ? r->etag : "") != 0;
+    if (changed) {
+        u_setstr(&e->etag, r->etag ? r->etag : "");
+        e->exists = 1;
+        e->first_seen = now.mono;
+        rec_clear(&e->cur);
+        char err[160];
+        e->corrupt = rec_parse(r->body, r->body_len, &e->cur, err, sizeof err) != 0;
+        if (e->corrupt) {
+            set_error(e, S3LECT_ECORRUPT, err);
+            emit_error(e, S3LECT_ECORRUPT, err);
+        } else {
+            if (e->cur.term > e->max_term)
+                e->max_term = e->cur.term;
+            if (rec_released(&e->cur))
+                announce(e, "", "", e->cur.term);
+            else
+                announce(e, e->cur.leader_id, e->cur.leader_addr, e->cur.term);
+            if (u_streq(e->cur.leader_id, e->id) && !u_streq(e->cur.incarnation, e->incarnation) &&
+                !rec_released(&e->cur) && !e->misconfig_reported) {
+                char msg[320];
+                snprintf(msg, sizeof msg,
+                         "another process (incarnation %.40s) holds the lock with this server id "
+                         "'%.100s': give every process its own id",
+                         e->cur.incarnation, e->id);
+                emit_error(e, S3LECT_EINVAL, msg);
+                e->misconfig_reported = 1;
+            }
+        }
+    }
+    int free_now = !e->corrupt && rec_released(&e->cur);
+    if (free_now || holder_presumed_dead(e, now)) {
+        e->stable = 0;
+        if (now.mono < e->backoff_until)
+            schedule(e, EL_K_GET, e->backoff_until);
+        else
+            schedule(e, EL_K_ACQUIRE, now.mono);
+        return;
+    }
+    int fresh = !e->corrupt && (e->p.skew == 0 || now.wall - e->cur.last_updated_ms <=
+                                                      e->p.renew_interval + e->p.skew);
+    if (changed && fresh) {
+        e->stable = 1;
+        schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.infrequent, 0.1));
+    } else {
+        e->stable = 0;
+        int64_t at = now.mono + u_jitter(&e->rng, e->p.frequent, 0.1);
+        if (expiry_at(e) < at)
+            at = expiry_at(e);
+        schedule(e, EL_K_GET, at);
+    }
+}
+
+/* ---- results ----------------------------------------------------------- */
+
+static void on_get(el_engine *e, el_time now, const st_result *r)
+{
+    if (r->outcome == ST_OK || r->outcome == ST_NOT_FOUND) {
+        clear_error(e);
+        if (r->outcome == ST_OK && attempt_landed(e, r) && !e->att.release) {
+            el_attempt a = e->att;
+            if (now.mono < a.sent_at + e->p.renew_deadline) {
+                /* Our unresolved write landed and its lease is still good. */
+                e->att.active = 0;
+                become_leader(e, r->etag, a.sent_at, a.term, now);
+                free(a.body);
+                memset(&e->att, 0, sizeof e->att);
+                end_cycle(e);
+                return;
+            }
+        }
+        /* It did not land (or landed too long ago to lead on): stop tracking it.
+         * Should it land later, it is just another holder's record to us. */
+        attempt_clear(&e->att);
+        if (e->role == EL_LEADER) {
+            if (r->outcome == ST_OK && u_streq(r->etag, e->etag)) {
+                /* Our last write still stands; the renewal did not land. */
+                schedule(e, EL_K_RENEW, now.mono);
+                return;
+            }
+            step_down(e, S3LECT_LOST_LOST_RACE, now.mono);
+        }
+        observe(e, now, r);
+        end_cycle(e);
+        return;
+    }
+    int n = note_failure(e, r);
+    int64_t delay = (r->outcome == ST_TRANSIENT && n <= 3) ? el_retry_delay(e, n)
+                                                           : u_jitter(&e->rng, e->p.frequent, 0.1);
+    if (e->role == EL_LEADER) {
+        schedule(e, EL_K_VERIFY, now.mono + (n <= 3 ? el_retry_delay(e, n) : 1000));
+        return;
+    }
+    e->stable = 0;
+    schedule(e, EL_K_GET, now.mono + delay);
+    if (n == 3 || r->outcome != ST_TRANSIENT)
+        end_cycle(e);
+}
+
+static void on_acquire(el_engine *e, el_time now, const st_result *r)
+{
+    if (r->outcome == ST_OK) {
+        clear_error(e);
+        el_attempt a = e->att;
+        memset(&e->att, 0, sizeof e->att);
+        if (now.mono < a.sent_at + e->p.renew_deadline) {
+            become_leader(e, r->etag, a.sent_at, a.term, now);
+        } else {
+            /* The write took longer than our own lease: never lead on it. */
+            forget_etag(e);
+            schedule(e, EL_K_GET, now.mono);
+        }
+        free(a.body);
+        end_cycle(e);
+        return;
+    }
+    if (r->outcome == ST_PRECONDITION || r->outcome == ST_NOT_FOUND) {
+        clear_error(e);
+        attempt_clear(&e->att);
+        schedule(e, EL_K_GET, now.mono); /* another node won: re-read */
+        end_cycle(e);
+        return;
+    }
+    int n = note_failure(e, r);
+    if (r->outcome == ST_TRANSIENT) {
+        e->att.ambiguous = 1; /* it may have landed: the next read tells */
+        schedule(e, EL_K_GET, now.mono + (n <= 3 ? el_retry_delay(e, n) : e->p.frequent));
+    } else {
+        attempt_clear(&e->att);
+        schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.frequent, 0.1));
+    }
+    e->stable = 0;
+    end_cycle(e);
+}
+
+static void on_renew(el_engine *e, el_time now, const st_result *r)
+{
+    if (e->role != EL_LEADER)
+        return;
+    if (r->outcome == ST_OK) {
+        clear_error(e);
+        el_attempt a = e->att;
+        memset(&e->att, 0, sizeof e->att);
+        free(a.body);
+        u_setstr(&e->etag, r->etag);
+        e->renewed_at = a.sent_at;
+        e->seen_wall = now.wall;
+        e->cur.last_updated_ms = now.wall;
+        schedule(e, EL_K_RENEW, a.sent_at + u_jitter(&e->rng, e->p.renew_interval * 19 / 20, 0.05));
+        end_cycle(e);
+        return;
+    }
+    if (r->outcome == ST_PRECONDITION || r->outcome == ST_NOT_FOUND) {
+        attempt_clear(&e->att);
+        step_down(e, S3LECT_LOST_LOST_RACE, now.mono);
+        end_cycle(e);
+        return;
+    }
+    int n = note_failure(e, r);
+    int64_t delay = n <= 3 ? el_retry_delay(e, n) : 1000;
+    if (r->outcome == ST_TRANSIENT) {
+        /* Unknown outcome: read before writing again. */
+        e->att.ambiguous = 1;
+        schedule(e, EL_K_VERIFY, now.mono + delay);
+    } else {
+        schedule(e, EL_K_RENEW, now.mono + delay);
+    }
+}
+
+static void finish_stop(el_engine *e)
+{
+    e->role = EL_STOPPED;
+    if (e->stop_was_leader)
+        emit(e, S3LECT_EVENT_LOST, e->term, S3LECT_LOST_STOPPED, e->id, e->addr);
+}
+
+static void on_release(el_engine *e, el_time now, const st_result *r)
+{
+    attempt_clear(&e->att);
+    if (r->outcome != ST_OK) {
+        note_failure(e, r);
+        forget_etag(e);
+    } else {
+        u_setstr(&e->etag, r->etag);
+        e->first_seen = now.mono;
+    }
+    if (e->role == EL_STOPPING) {
+        finish_stop(e);
+        return;
+    }
+    /* Released after a veto: back off, then read. */
+    schedule(e, EL_K_GET, e->backoff_until);
+    end_cycle(e);
+}
+
+void el_complete(el_engine *e, el_time now, const st_result *r)
+{
+    int kind = e->pending - 1;
+    e->pending = 0;
+    switch (kind) {
+    case EL_K_GET:
+    case EL_K_VERIFY:
+        on_get(e, now, r);
+        break;
+    case EL_K_ACQUIRE:
+        on_acquire(e, now, r);
+        break;
+    case EL_K_RENEW:
+        on_renew(e, now, r);
+        break;
+    case EL_K_RELEASE:
+        on_release(e, now, r);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- decisions --------------------------------------------------------- */
+
+void el_stop(el_engine *e, int release)
+{
+    if (e->role == EL_STOPPED)
+        return;
+    e->stop_requested = 1;
+    e->stop_release = release;
+}
+
+void el_veto(el_engine *e, int64_t term)
+{
+    if (e->role == EL_LEADER && e->term == term)
+        e->veto_pending = 1;
+}
+
+static int issue(el_engine *e, int kind, el_op *op, int64_t timeout)
+{
+    e->pending = kind + 1;
+    op->timeout_ms = timeout < 1 ? 1 : timeout;
+    if (kind == EL_K_GET || kind == EL_K_VERIFY) {
+        op->kind = EL_OP_GET;
+        return EL_OP_GET;
+    }
+    op->kind = EL_OP_PUT;
+    op->body = e->att.body;
+    op->body_len = e->att.body_len;
+    return EL_OP_PUT;
+}
+
+static int issue_release(el_engine *e, el_time now, el_op *op)
+{
+    if (prepare_attempt(e, now, 1, e->term) != 0)
+        return -1;
+    op->if_match = e->etag;
+    return issue(e, EL_K_RELEASE, op, e->p.release_timeout);
+}
+
+int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
+{
+    memset(op, 0, sizeof *op);
+    *wake = FAR_FUTURE;
+    if (e->role == EL_STOPPED)
+        return EL_OP_DONE;
+    if (e->pending) /* driver bug: one op at a time */
+        return EL_OP_NONE;
+    if (e->role == EL_LEADER && !el_is_leader(e, now.mono)) {
+        step_down(e, S3LECT_LOST_LEASE_EXPIRED, now.mono);
+        end_cycle(e);
+    }
+    if (e->stop_requested) {
+        e->stop_was_leader = e->role == EL_LEADER;
+        e->role = EL_STOPPING; /* not leader from this instant */
+        if (e->stop_was_leader && e->stop_release && e->etag && issue_release(e, now, op) > 0)
+            return op->kind;
+        finish_stop(e);
+        return EL_OP_DONE;
+    }
+    if (e->veto_pending) {
+        e->veto_pending = 0;
+        if (e->role == EL_LEADER) {
+            emit(e, S3LECT_EVENT_LOST, e->term, S3LECT_LOST_HOOK_FAILED, e->id, e->addr);
+            e->role = EL_FOLLOWER;
+            e->stable = 0;
+            e->backoff_until = now.mono + u_jitter(&e->rng, e->p.frequent, 0.1);
+            if (e->etag && issue_release(e, now, op) > 0)
+                return op->kind;
+            forget_etag(e);
+            schedule(e, EL_K_GET, e->backoff_until);
+        }
+    }
+    if (now.mono < e->next_at) {
+        *wake = e->next_at;
+        if (e->role == EL_LEADER && e->renewed_at + e->p.renew_deadline < *wake)
+            *wake = e->renewed_at + e->p.renew_deadline;
+        return EL_OP_NONE;
+    }
+    switch (e->next_kind) {
+    case EL_K_ACQUIRE: {
+        int64_t base = e->exists == 1 && !e->corrupt ? e->cur.term : 0;
+        int64_t term = (base > e->max_term ? base : e->max_term) + 1;
+        if (prepare_attempt(e, now, 0, term) != 0) {
+            schedule(e, EL_K_GET, now.mono + e->p.frequent);
+            *wake = e->next_at;
+            return EL_OP_NONE;
+        }
+        op->if_match = e->exists == 1 ? e->etag : NULL;
+        int64_t t =
+            e->p.request_timeout < e->p.renew_deadline ? e->p.request_timeout : e->p.renew_deadline;
+        return issue(e, EL_K_ACQUIRE, op, t);
+    }
+    case EL_K_RENEW: {
+        if (e->role != EL_LEADER)
+            break;
+        if (prepare_attempt(e, now, 0, e->term) != 0) {
+            schedule(e, EL_K_RENEW, now.mono + 100);
+            *wake = e->next_at;
+            return EL_OP_NONE;
+        }
+        op->if_match = e->etag;
+        int64_t left = e->renewed_at + e->p.renew_deadline - now.mono;
+        return issue(e, EL_K_RENEW, op, left < e->p.request_timeout ? left : e->p.request_timeout);
+    }
+    case EL_K_VERIFY:
+        if (e->role == EL_LEADER) {
+            int64_t left = e->renewed_at + e->p.renew_deadline - now.mono;
+            return issue(e, EL_K_VERIFY, op,
+                         left < e->p.request_timeout ? left : e->p.request_timeout);
+        }
+        break;
+    default:
+        break;
+    }
+    return issue(e, EL_K_GET, op, e->p.request_timeout);
+}

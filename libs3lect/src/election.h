@@ -1,0 +1,147 @@
+/* election.h - the election as a pure state machine (sans I/O, DESIGN §4).
+ *
+ * The engine never reads a clock, sleeps, locks or does I/O. The driver (the
+ * runtime, the simulation, the unit tests) loops:
+ *
+ *     el_next(e, now, &op, &wake)   -> EL_OP_GET / EL_OP_PUT: perform op, then
+ *     el_complete(e, now, &result)     report its outcome with the time of receipt;
+ *                                   -> EL_OP_NONE: call again at `wake` (or sooner
+ *                                      after el_stop / el_veto / el_set_params);
+ *                                   -> EL_OP_DONE: stopped.
+ *
+ * and drains e->events after every call. "now" for el_next must be read before
+ * the request is sent, and for el_complete after the answer arrived: both
+ * errors are on the safe side (see docs/algorithm.md).
+ */
+#ifndef S3LECT_ELECTION_H
+#define S3LECT_ELECTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "record.h"
+#include "store.h"
+#include "util.h"
+
+typedef struct el_params {
+    int64_t lease;          /* L */
+    int64_t renew_interval; /* leader rewrite period */
+    int64_t renew_deadline; /* leader steps down after this long without a renewal */
+    int64_t frequent;       /* follower poll period in transition */
+    int64_t infrequent;     /* follower poll period when stable */
+    int64_t skew;           /* max_clock_skew; 0 disables the wall-clock rule */
+    int64_t release_timeout;
+    int64_t request_timeout;
+} el_params;
+
+typedef struct el_time {
+    int64_t mono; /* monotonic ms */
+    int64_t wall; /* wall-clock ms since the epoch */
+} el_time;
+
+enum { EL_OP_NONE = 0, EL_OP_GET = 1, EL_OP_PUT = 2, EL_OP_DONE = 3 };
+
+typedef struct el_op {
+    int kind;
+    const char *body; /* PUT body, owned by the engine until el_complete */
+    size_t body_len;
+    const char *if_match; /* PUT: NULL = If-None-Match: * */
+    int64_t timeout_ms;
+} el_op;
+
+typedef struct el_event {
+    int type; /* S3LECT_EVENT_* */
+    int64_t term;
+    int reason;
+    int code;
+    uint64_t cycle;
+    char *leader_id;
+    char *leader_addr;
+    char *message;
+} el_event;
+
+void el_event_clear(el_event *ev);
+
+enum el_role { EL_FOLLOWER = 0, EL_LEADER = 1, EL_STOPPING = 2, EL_STOPPED = 3 };
+enum el_next_kind { EL_K_GET = 0, EL_K_ACQUIRE, EL_K_RENEW, EL_K_VERIFY, EL_K_RELEASE };
+
+/* Our last write. If it failed ambiguously (timeout) and a later read returns
+ * exactly this body, it landed, and it was sent no earlier than sent_at. */
+typedef struct el_attempt {
+    int active;
+    int ambiguous;
+    char *body;
+    size_t body_len;
+    int64_t sent_at; /* mono ms at the first send of this body */
+    int64_t term;
+    int release; /* the body is a released record */
+} el_attempt;
+
+typedef struct el_engine {
+    el_params p;
+    char *id, *addr, *incarnation;
+    u_rng rng;
+
+    int role;
+    int stable; /* follower: last observation was a fresh change */
+    int next_kind;
+    int64_t next_at;
+    int pending; /* an op is in flight: its kind (EL_K_*) + 1, or 0 */
+    int retry;   /* consecutive failures of the current step */
+    int64_t backoff_until;
+    int stop_requested, stop_release, stop_was_leader;
+    int64_t last_body_wall;
+    int veto_pending;
+
+    /* What we know of the record. */
+    int exists;         /* 1 object seen, 0 not found, -1 unknown */
+    char *etag;         /* last seen (follower) or last written (leader) */
+    int64_t first_seen; /* mono ms of the first sight of etag */
+    int64_t seen_wall;  /* wall ms of the last read or write */
+    rec cur;
+    int corrupt;
+    int64_t max_term;
+
+    /* Leader. */
+    int64_t renewed_at; /* mono send time of the last successful write */
+    int64_t term;       /* our term while leader */
+    el_attempt att;
+
+    /* Announced leader (for LEADER_CHANGED). */
+    char *ann_id, *ann_addr;
+    int64_t ann_term;
+    int ann_valid;
+
+    uint64_t cycle;
+    int last_error;
+    char *last_error_msg;
+    int64_t consecutive_fails;
+    int misconfig_reported;
+
+    el_event *events;
+    size_t nevents, capevents;
+} el_engine;
+
+int el_init(el_engine *e, const el_params *p, const char *id, const char *addr,
+            const char *incarnation, uint64_t seed);
+void el_free(el_engine *e);
+void el_set_params(el_engine *e, const el_params *p);
+
+int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake);
+void el_complete(el_engine *e, el_time now, const st_result *res);
+/* Requests a stop; with release, a leader writes a released record first. */
+void el_stop(el_engine *e, int release);
+/* The acquire hook vetoed leadership of `term`. */
+void el_veto(el_engine *e, int64_t term);
+
+/* 1 while this node holds a valid lease at mono time `now`. */
+int el_is_leader(const el_engine *e, int64_t now);
+/* Moves the queued events out: the caller owns the array and clears each. */
+el_event *el_take_events(el_engine *e, size_t *n);
+/* Public state (S3LECT_STATE_*). */
+int el_state(const el_engine *e, int64_t now);
+
+/* Delay before retry number `n` (1-based) of a failed store operation. */
+int64_t el_retry_delay(el_engine *e, int n);
+
+#endif

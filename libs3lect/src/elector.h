@@ -1,0 +1,65 @@
+/* elector.h - the elector handle (internal): engine + store + threads. */
+#ifndef S3LECT_ELECTOR_H
+#define S3LECT_ELECTOR_H
+
+#include <pthread.h>
+
+#include "config.h"
+#include "election.h"
+#include "store.h"
+
+typedef struct rt_callback {
+    s3lect_event_fn fn;
+    s3lect_acquire_fn hook;
+    void *userdata;
+    s3lect_free_fn userdata_free;
+} rt_callback;
+
+typedef struct rt_qevent {
+    struct rt_qevent *next;
+    el_event ev;
+} rt_qevent;
+
+#define RT_NCALLBACKS 6 /* indexed by s3lect_event_type; [0] is the acquire hook */
+
+struct s3lect_elector {
+    s3lect_config *cfg; /* private copy */
+    st_store *store;
+    char *key;
+    char incarnation[33];
+
+    pthread_mutex_t mu;      /* guards everything below */
+    pthread_cond_t wake_cv;  /* election thread: stop, veto, config change */
+    pthread_cond_t state_cv; /* waiters: leadership, cycle, stopped */
+    pthread_cond_t q_cv;     /* dispatcher / s3lect_dispatch: events queued */
+    el_engine eng;
+    int started, stop_req, stop_release, joining, stopped;
+    int64_t *vetoes; /* terms vetoed by the hook, for the election thread */
+    size_t nvetoes;
+    int params_changed;
+    int64_t last_cycle_wall;
+    uint64_t seen_cycle;
+
+    pthread_t el_thread, disp_thread;
+    int have_disp, disp_exit;
+    rt_qevent *q_head, *q_tail;
+    int evfd;
+    int dispatching; /* poll mode: a thread is inside s3lect_dispatch */
+    pthread_t dispatch_tid;
+
+    rt_callback cb[RT_NCALLBACKS];
+    char errmsg[512];
+};
+
+int rt_start(s3lect_elector *e);
+int rt_stop(s3lect_elector *e, int release);
+int rt_dispatch(s3lect_elector *e, int64_t timeout_ms);
+/* 1 if the calling thread is running one of e's callbacks. */
+int rt_in_callback(s3lect_elector *e);
+/* Sets e->errmsg (printf-style) and returns code. Caller holds no lock. */
+int rt_fail(s3lect_elector *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void rt_free_queue(s3lect_elector *e);
+el_params rt_params(const s3lect_config *c);
+
+#endif

@@ -1,0 +1,131 @@
+#include "record.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "s3lect.h"
+#include "util.h"
+
+static const char ZERO_TIME[] = "0001-01-01T00:00:00Z";
+
+void rec_clear(rec *r)
+{
+    free(r->leader_id);
+    free(r->leader_addr);
+    free(r->incarnation);
+    memset(r, 0, sizeof *r);
+}
+
+int rec_released(const rec *r)
+{
+    return r->zero_time || !r->leader_id || !r->leader_id[0];
+}
+
+static int corrupt(rec *r, char *err, size_t errlen, const char *why)
+{
+    rec_clear(r);
+    snprintf(err, errlen, "corrupt lock record: %s", why);
+    return S3LECT_ECORRUPT;
+}
+
+/* An optional string field: absent → "", present must be a string. */
+static int get_str(const cJSON *root, const char *name, int required, char **out)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!it || cJSON_IsNull(it)) {
+        if (required)
+            return -1;
+        *out = u_strdup("");
+        return *out ? 0 : -2;
+    }
+    if (!cJSON_IsString(it) || !it->valuestring)
+        return -1;
+    *out = u_strdup(it->valuestring);
+    return *out ? 0 : -2;
+}
+
+/* An optional integer field: absent → 0; present must be a whole number in [min, 2^53]. */
+static int get_int(const cJSON *root, const char *name, int64_t min, int64_t *out)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, name);
+    *out = 0;
+    if (!it)
+        return 0;
+    if (!cJSON_IsNumber(it))
+        return -1;
+    double v = it->valuedouble;
+    if (!isfinite(v) || v != floor(v) || v < (double)min || v > 9007199254740992.0)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!body || len == 0)
+        return corrupt(out, err, errlen, "empty object");
+    if (len > REC_MAX_SIZE)
+        return corrupt(out, err, errlen, "larger than 64 KiB");
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root)
+        return corrupt(out, err, errlen, "not valid JSON");
+    int rc = 0;
+    const char *why = NULL;
+    char *lu = NULL;
+    if (!cJSON_IsObject(root)) {
+        why = "not a JSON object";
+    } else if ((rc = get_str(root, "leaderID", 1, &out->leader_id)) != 0) {
+        why = "leaderID missing or not a string";
+    } else if ((rc = get_str(root, "leaderAddr", 0, &out->leader_addr)) != 0) {
+        why = "leaderAddr is not a string";
+    } else if ((rc = get_str(root, "lastUpdated", 1, &lu)) != 0) {
+        why = "lastUpdated missing or not a string";
+    } else if ((rc = get_str(root, "incarnation", 0, &out->incarnation)) != 0) {
+        why = "incarnation is not a string";
+    } else if (get_int(root, "term", 0, &out->term) != 0) {
+        why = "term is not a non-negative integer";
+    } else if (get_int(root, "leaseMs", 0, &out->lease_ms) != 0) {
+        why = "leaseMs is not a non-negative integer";
+    } else if (u_parse_rfc3339(lu, &out->last_updated_ms) != 0) {
+        why = "lastUpdated is not an RFC 3339 time";
+    } else {
+        /* Go's zero time.Time marks a released record; any year-1 time counts. */
+        out->zero_time = strncmp(lu, "0001-", 5) == 0;
+    }
+    free(lu);
+    cJSON_Delete(root);
+    if (rc == -2) {
+        rec_clear(out);
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    if (why)
+        return corrupt(out, err, errlen, why);
+    return 0;
+}
+
+char *rec_encode(const rec *r)
+{
+    char lu[40];
+    if (r->zero_time)
+        snprintf(lu, sizeof lu, "%s", ZERO_TIME);
+    else
+        u_format_rfc3339(r->last_updated_ms, lu, sizeof lu);
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    char *s = NULL;
+    if (cJSON_AddStringToObject(o, "leaderID", r->leader_id ? r->leader_id : "") &&
+        cJSON_AddStringToObject(o, "leaderAddr", r->leader_addr ? r->leader_addr : "") &&
+        cJSON_AddStringToObject(o, "lastUpdated", lu) &&
+        cJSON_AddNumberToObject(o, "term", (double)r->term) &&
+        cJSON_AddNumberToObject(o, "leaseMs", (double)r->lease_ms) &&
+        cJSON_AddStringToObject(o, "incarnation", r->incarnation ? r->incarnation : ""))
+        s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}

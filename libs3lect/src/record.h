@@ -1,0 +1,29 @@
+/* record.h - the lock object's JSON (DESIGN §3), strict and s3lect-v1 compatible. */
+#ifndef S3LECT_RECORD_H
+#define S3LECT_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define REC_MAX_SIZE (64 * 1024)
+
+typedef struct rec {
+    char *leader_id;         /* "" when released */
+    char *leader_addr;       /* may be "" */
+    int64_t last_updated_ms; /* wall ms; meaningless when zero_time */
+    int zero_time;           /* lastUpdated is Go's zero time (released) */
+    int64_t term;            /* 0 when absent (records written by Go s3lect) */
+    int64_t lease_ms;        /* 0 when absent */
+    char *incarnation;       /* "" when absent */
+} rec;
+
+/* Parses body. Returns 0, or S3LECT_ECORRUPT with a one-line reason in err.
+ * Unknown fields are accepted and ignored. */
+int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen);
+/* Serialises r; allocated, NUL-terminated. zero_time writes 0001-01-01T00:00:00Z. NULL on OOM. */
+char *rec_encode(const rec *r);
+/* 1 if the record is released (no holder). */
+int rec_released(const rec *r);
+void rec_clear(rec *r);
+
+#endif

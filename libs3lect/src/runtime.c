@@ -1,0 +1,351 @@
+/* runtime.c - one election thread per elector feeds the engine real time and
+ * real store results; a dispatcher thread (or s3lect_dispatch in poll mode)
+ * delivers events to callbacks, so a slow callback never delays a renewal. */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elector.h"
+#include "util.h"
+
+el_params rt_params(const s3lect_config *c)
+{
+    el_params p = {
+        .lease = c->lease_timeout,
+        .renew_interval = c->renew_interval,
+        .renew_deadline = c->renew_deadline,
+        .frequent = c->frequent_interval,
+        .infrequent = c->infrequent_interval,
+        .skew = c->max_clock_skew,
+        .release_timeout = c->peer_timeout,
+        .request_timeout = c->request_timeout,
+    };
+    return p;
+}
+
+int rt_fail(s3lect_elector *e, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&e->mu);
+    vsnprintf(e->errmsg, sizeof e->errmsg, fmt, ap);
+    pthread_mutex_unlock(&e->mu);
+    va_end(ap);
+    return code;
+}
+
+static el_time now_time(void)
+{
+    el_time t = {u_mono_ms(), u_wall_ms()};
+    return t;
+}
+
+/* Absolute CLOCK_MONOTONIC timespec for a mono-ms deadline. */
+static struct timespec abs_ts(int64_t mono_ms)
+{
+    struct timespec ts = {(time_t)(mono_ms / 1000), (long)(mono_ms % 1000) * 1000000L};
+    return ts;
+}
+
+static void signal_evfd(s3lect_elector *e)
+{
+    uint64_t one = 1;
+    ssize_t n = write(e->evfd, &one, sizeof one);
+    (void)n; /* EAGAIN means it is already readable */
+}
+
+static void drain_evfd(s3lect_elector *e)
+{
+    uint64_t v;
+    ssize_t n = read(e->evfd, &v, sizeof v);
+    (void)n;
+}
+
+static int wanted(s3lect_elector *e, int type)
+{
+    if (type == S3LECT_EVENT_ACQUIRED && e->cb[0].hook)
+        return 1;
+    return type > 0 && type < RT_NCALLBACKS && e->cb[type].fn;
+}
+
+/* Moves the engine's events to the dispatch queue. Holds mu. */
+static void flush_events(s3lect_elector *e, el_time now)
+{
+    size_t n;
+    el_event *evs = el_take_events(&e->eng, &n);
+    int queued = 0;
+    for (size_t i = 0; i < n; i++) {
+        rt_qevent *q = wanted(e, evs[i].type) ? malloc(sizeof *q) : NULL;
+        if (!q) {
+            el_event_clear(&evs[i]);
+            continue;
+        }
+        q->next = NULL;
+        q->ev = evs[i];
+        if (e->q_tail)
+            e->q_tail->next = q;
+        else
+            e->q_head = q;
+        e->q_tail = q;
+        queued = 1;
+    }
+    free(evs);
+    if (e->eng.cycle != e->seen_cycle) {
+        e->seen_cycle = e->eng.cycle;
+        e->last_cycle_wall = now.wall;
+    }
+    if (queued) {
+        pthread_cond_broadcast(&e->q_cv);
+        signal_evfd(e);
+    }
+    pthread_cond_broadcast(&e->state_cv);
+}
+
+static void perform(s3lect_elector *e, const el_op *op, const char *if_match, st_result *res)
+{
+    if (op->kind == EL_OP_GET)
+        st_get(e->store, e->key, op->timeout_ms, res);
+    else
+        st_put(e->store, e->key, op->body, op->body_len, if_match, op->timeout_ms, res);
+}
+
+static void *election_main(void *arg)
+{
+    s3lect_elector *e = arg;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        el_time now = now_time();
+        for (size_t i = 0; i < e->nvetoes; i++)
+            el_veto(&e->eng, e->vetoes[i]);
+        e->nvetoes = 0;
+        if (e->params_changed) {
+            el_params p = rt_params(e->cfg);
+            el_set_params(&e->eng, &p);
+            e->params_changed = 0;
+        }
+        if (e->stop_req)
+            el_stop(&e->eng, e->stop_release);
+        el_op op;
+        int64_t wake;
+        int kind = el_next(&e->eng, now, &op, &wake);
+        flush_events(e, now);
+        if (kind == EL_OP_DONE)
+            break;
+        if (kind == EL_OP_NONE) {
+            if (!e->stop_req && !e->nvetoes && !e->params_changed) {
+                struct timespec ts = abs_ts(wake);
+                pthread_cond_timedwait(&e->wake_cv, &e->mu, &ts);
+            }
+            continue;
+        }
+        char *if_match = u_strdup(op.if_match);
+        pthread_mutex_unlock(&e->mu);
+        st_result res = {0};
+        perform(e, &op, if_match, &res);
+        free(if_match);
+        pthread_mutex_lock(&e->mu);
+        el_complete(&e->eng, now_time(), &res);
+        st_result_clear(&res);
+        flush_events(e, now_time());
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* Runs one event's callback(s) on the calling thread (no lock held). */
+static void deliver(s3lect_elector *e, el_event *ev)
+{
+    const s3lect_event *pub = (const s3lect_event *)ev;
+    if (ev->type == S3LECT_EVENT_ACQUIRED && e->cb[0].hook) {
+        int rc = e->cb[0].hook(e, pub, e->cb[0].userdata);
+        if (rc != 0) {
+            pthread_mutex_lock(&e->mu);
+            int64_t *v = realloc(e->vetoes, (e->nvetoes + 1) * sizeof *v);
+            if (v) {
+                e->vetoes = v;
+                e->vetoes[e->nvetoes++] = ev->term;
+            }
+            pthread_cond_signal(&e->wake_cv);
+            pthread_mutex_unlock(&e->mu);
+            return;
+        }
+    }
+    int t = ev->type;
+    if (t > 0 && t < RT_NCALLBACKS && e->cb[t].fn)
+        e->cb[t].fn(e, pub, e->cb[t].userdata);
+}
+
+static rt_qevent *pop_event(s3lect_elector *e)
+{
+    rt_qevent *q = e->q_head;
+    if (q) {
+        e->q_head = q->next;
+        if (!e->q_head)
+            e->q_tail = NULL;
+    }
+    return q;
+}
+
+static void *dispatch_main(void *arg)
+{
+    s3lect_elector *e = arg;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        rt_qevent *q = pop_event(e);
+        if (!q) {
+            drain_evfd(e);
+            if (e->disp_exit)
+                break;
+            pthread_cond_wait(&e->q_cv, &e->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&e->mu);
+        deliver(e, &q->ev);
+        el_event_clear(&q->ev);
+        free(q);
+        pthread_mutex_lock(&e->mu);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+int rt_in_callback(s3lect_elector *e)
+{
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&e->mu);
+    int in = (e->have_disp && pthread_equal(self, e->disp_thread)) ||
+             (e->dispatching && pthread_equal(self, e->dispatch_tid));
+    pthread_mutex_unlock(&e->mu);
+    return in;
+}
+
+int rt_start(s3lect_elector *e)
+{
+    pthread_mutex_lock(&e->mu);
+    if (e->started || e->stopped) {
+        pthread_mutex_unlock(&e->mu);
+        return rt_fail(e, S3LECT_ESTATE,
+                       e->stopped ? "elector was stopped; create a new one"
+                                  : "elector already started");
+    }
+    e->started = 1;
+    int rc = 0;
+    if (!e->cfg->poll_mode) {
+        rc = pthread_create(&e->disp_thread, NULL, dispatch_main, e);
+        e->have_disp = rc == 0;
+    }
+    if (rc == 0)
+        rc = pthread_create(&e->el_thread, NULL, election_main, e);
+    if (rc != 0) {
+        e->started = 0;
+        if (e->have_disp) {
+            e->disp_exit = 1;
+            pthread_cond_broadcast(&e->q_cv);
+            pthread_mutex_unlock(&e->mu);
+            pthread_join(e->disp_thread, NULL);
+            pthread_mutex_lock(&e->mu);
+            e->have_disp = 0;
+            e->disp_exit = 0;
+        }
+        pthread_mutex_unlock(&e->mu);
+        return rt_fail(e, S3LECT_EIO, "cannot create thread: %s", strerror(rc));
+    }
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+int rt_stop(s3lect_elector *e, int release)
+{
+    if (rt_in_callback(e))
+        return rt_fail(e, S3LECT_EBUSY,
+                       "s3lect_stop called from this elector's own callback: it would deadlock; "
+                       "stop from another thread");
+    pthread_mutex_lock(&e->mu);
+    if (!e->started || e->stopped) {
+        e->stopped = 1;
+        pthread_cond_broadcast(&e->state_cv);
+        pthread_mutex_unlock(&e->mu);
+        return 0;
+    }
+    if (e->joining) { /* another thread is stopping it: wait for that */
+        while (!e->stopped)
+            pthread_cond_wait(&e->state_cv, &e->mu);
+        pthread_mutex_unlock(&e->mu);
+        return 0;
+    }
+    e->joining = 1;
+    e->stop_req = 1;
+    e->stop_release = release && e->cfg->release_on_stop;
+    pthread_cond_signal(&e->wake_cv);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->el_thread, NULL);
+    pthread_mutex_lock(&e->mu);
+    if (e->have_disp) {
+        e->disp_exit = 1; /* the dispatcher drains the queue before it exits */
+        pthread_cond_broadcast(&e->q_cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->disp_thread, NULL);
+        pthread_mutex_lock(&e->mu);
+    }
+    e->stopped = 1;
+    pthread_cond_broadcast(&e->state_cv);
+    pthread_cond_broadcast(&e->q_cv);
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+int rt_dispatch(s3lect_elector *e, int64_t timeout_ms)
+{
+    pthread_mutex_lock(&e->mu);
+    if (!e->cfg->poll_mode) {
+        pthread_mutex_unlock(&e->mu);
+        return rt_fail(
+            e, S3LECT_EINVAL,
+            "s3lect_dispatch needs poll mode: set S3LECT_OPT_POLL_MODE before s3lect_new");
+    }
+    if (e->dispatching) {
+        pthread_mutex_unlock(&e->mu);
+        return rt_fail(e, S3LECT_EBUSY, "s3lect_dispatch is already running on another thread");
+    }
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : u_mono_ms() + timeout_ms;
+    while (!e->q_head && !e->stopped && timeout_ms != 0) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&e->q_cv, &e->mu);
+        } else {
+            struct timespec ts = abs_ts(deadline);
+            if (pthread_cond_timedwait(&e->q_cv, &e->mu, &ts) == ETIMEDOUT)
+                break;
+        }
+    }
+    e->dispatching = 1;
+    e->dispatch_tid = pthread_self();
+    int count = 0;
+    rt_qevent *q;
+    while ((q = pop_event(e)) != NULL) {
+        pthread_mutex_unlock(&e->mu);
+        deliver(e, &q->ev);
+        el_event_clear(&q->ev);
+        free(q);
+        count++;
+        pthread_mutex_lock(&e->mu);
+    }
+    drain_evfd(e); /* the queue is empty and we hold mu: nothing can be pending */
+    e->dispatching = 0;
+    pthread_mutex_unlock(&e->mu);
+    return count;
+}
+
+void rt_free_queue(s3lect_elector *e)
+{
+    rt_qevent *q;
+    while ((q = pop_event(e)) != NULL) {
+        el_event_clear(&q->ev);
+        free(q);
+    }
+}

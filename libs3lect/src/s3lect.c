@@ -1,0 +1,645 @@
+/* s3lect.c - the public API: argument checks, handle life cycle, getters. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "crypto.h"
+#include "elector.h"
+#include "util.h"
+
+/* ---- static strings ---- */
+
+const char *s3lect_strerror(int code)
+{
+    switch (code) {
+    case S3LECT_OK:
+        return "success";
+    case S3LECT_EINVAL:
+        return "invalid argument or configuration";
+    case S3LECT_ENOMEM:
+        return "out of memory";
+    case S3LECT_ESTATE:
+        return "not valid in the elector's current state";
+    case S3LECT_EBUSY:
+        return "called from the elector's own callback (would deadlock)";
+    case S3LECT_ETIMEDOUT:
+        return "timed out";
+    case S3LECT_ESTOPPED:
+        return "elector stopped";
+    case S3LECT_EAUTH:
+        return "store refused credentials or permission";
+    case S3LECT_ETRANSIENT:
+        return "temporary store failure";
+    case S3LECT_EFATAL:
+        return "store misconfigured (bucket, endpoint or directory)";
+    case S3LECT_ECORRUPT:
+        return "lock record is corrupt";
+    case S3LECT_EPRECONDITION:
+        return "conditional write lost the race";
+    case S3LECT_ENOTFOUND:
+        return "lock object not found";
+    case S3LECT_EIO:
+        return "local I/O or system error";
+    case S3LECT_EUNSUPPORTED:
+        return "not supported by this build";
+    case S3LECT_ECALLBACK:
+        return "callback failed";
+    default:
+        return "unknown error";
+    }
+}
+
+const char *s3lect_version(void)
+{
+    return S3LECT_VERSION_STRING;
+}
+
+int s3lect_version_number(void)
+{
+    return S3LECT_VERSION_NUMBER;
+}
+
+void s3lect_free(void *ptr)
+{
+    free(ptr);
+}
+
+const char *s3lect_lost_reason_str(int reason)
+{
+    switch (reason) {
+    case S3LECT_LOST_RELEASED:
+        return "released";
+    case S3LECT_LOST_LEASE_EXPIRED:
+        return "lease_expired";
+    case S3LECT_LOST_LOST_RACE:
+        return "lost_race";
+    case S3LECT_LOST_HOOK_FAILED:
+        return "hook_failed";
+    case S3LECT_LOST_STOPPED:
+        return "stopped";
+    default:
+        return "none";
+    }
+}
+
+const char *s3lect_event_type_str(int type)
+{
+    switch (type) {
+    case S3LECT_EVENT_ACQUIRED:
+        return "acquired";
+    case S3LECT_EVENT_LOST:
+        return "lost";
+    case S3LECT_EVENT_LEADER_CHANGED:
+        return "leader_changed";
+    case S3LECT_EVENT_ERROR:
+        return "error";
+    case S3LECT_EVENT_CYCLE:
+        return "cycle";
+    default:
+        return "unknown";
+    }
+}
+
+const char *s3lect_state_str(int state)
+{
+    switch (state) {
+    case S3LECT_STATE_NEW:
+        return "new";
+    case S3LECT_STATE_FOLLOWER_TRANSITION:
+        return "follower_transition";
+    case S3LECT_STATE_FOLLOWER_STABLE:
+        return "follower_stable";
+    case S3LECT_STATE_LEADER:
+        return "leader";
+    case S3LECT_STATE_STOPPED:
+        return "stopped";
+    case S3LECT_STATE_BACKOFF:
+        return "backoff";
+    default:
+        return "unknown";
+    }
+}
+
+/* ---- events: s3lect_event is the engine's el_event ---- */
+
+#define EV(ev) ((const el_event *)(ev))
+int s3lect_event_type(const s3lect_event *ev)
+{
+    return ev ? EV(ev)->type : 0;
+}
+int64_t s3lect_event_term(const s3lect_event *ev)
+{
+    return ev ? EV(ev)->term : 0;
+}
+int s3lect_event_reason(const s3lect_event *ev)
+{
+    return ev ? EV(ev)->reason : 0;
+}
+int s3lect_event_code(const s3lect_event *ev)
+{
+    return ev ? EV(ev)->code : 0;
+}
+uint64_t s3lect_event_cycle(const s3lect_event *ev)
+{
+    return ev ? EV(ev)->cycle : 0;
+}
+const char *s3lect_event_leader_id(const s3lect_event *ev)
+{
+    return ev && EV(ev)->leader_id ? EV(ev)->leader_id : "";
+}
+const char *s3lect_event_leader_addr(const s3lect_event *ev)
+{
+    return ev && EV(ev)->leader_addr ? EV(ev)->leader_addr : "";
+}
+const char *s3lect_event_message(const s3lect_event *ev)
+{
+    return ev && EV(ev)->message ? EV(ev)->message : "";
+}
+
+/* ---- life cycle ---- */
+
+static void free_handle(s3lect_elector *e)
+{
+    for (int i = 0; i < RT_NCALLBACKS; i++)
+        if (e->cb[i].userdata_free)
+            e->cb[i].userdata_free(e->cb[i].userdata);
+    rt_free_queue(e);
+    el_free(&e->eng);
+    st_destroy(e->store);
+    free(e->key);
+    free(e->vetoes);
+    if (e->evfd >= 0)
+        close(e->evfd);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->wake_cv);
+    pthread_cond_destroy(&e->state_cv);
+    pthread_cond_destroy(&e->q_cv);
+    s3lect_config_free(e->cfg);
+    free(e);
+}
+
+static int init_sync(s3lect_elector *e)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC))
+        return -1;
+    int rc = pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->wake_cv, &ca) ||
+             pthread_cond_init(&e->state_cv, &ca) || pthread_cond_init(&e->q_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return rc ? -1 : 0;
+}
+
+int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
+{
+    if (!out)
+        return S3LECT_EINVAL;
+    *out = NULL;
+    if (!cfg)
+        return S3LECT_EINVAL;
+    int rc = s3lect_config_validate(cfg);
+    if (rc)
+        return rc;
+    s3lect_elector *e = calloc(1, sizeof *e);
+    if (!e)
+        return S3LECT_ENOMEM;
+    e->evfd = -1;
+    if (init_sync(e) != 0) {
+        free(e);
+        return cfg_fail(cfg, S3LECT_EIO, "cannot initialise mutexes");
+    }
+    if (!(e->cfg = s3lect_config_dup(cfg))) {
+        free_handle(e);
+        return S3LECT_ENOMEM;
+    }
+    e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->evfd < 0) {
+        free_handle(e);
+        return cfg_fail(cfg, S3LECT_EIO, "eventfd: %s", strerror(errno));
+    }
+    char err[512] = "";
+    rc = st_open(e->cfg, &e->store, &e->key, err, sizeof err);
+    if (rc) {
+        free_handle(e);
+        return cfg_fail(cfg, rc, "%s", err[0] ? err : s3lect_strerror(rc));
+    }
+    uint8_t rnd[24];
+    if (cr_random(rnd, sizeof rnd) != 0) {
+        free_handle(e);
+        return cfg_fail(cfg, S3LECT_EIO, "no random bytes available");
+    }
+    cr_hex(rnd, 16, e->incarnation);
+    uint64_t seed;
+    memcpy(&seed, rnd + 16, sizeof seed);
+    el_params p = rt_params(e->cfg);
+    rc = el_init(&e->eng, &p, e->cfg->server_id, e->cfg->server_addr, e->incarnation, seed);
+    if (rc) {
+        free_handle(e);
+        return rc;
+    }
+    *out = e;
+    return 0;
+}
+
+static int set_cb(s3lect_elector *e, int slot, s3lect_event_fn fn, s3lect_acquire_fn hook, void *ud,
+                  s3lect_free_fn ud_free)
+{
+    pthread_mutex_lock(&e->mu);
+    if (e->started) {
+        pthread_mutex_unlock(&e->mu);
+        if (ud_free)
+            ud_free(ud);
+        return rt_fail(e, S3LECT_ESTATE, "callbacks must be set before s3lect_start");
+    }
+    rt_callback old = e->cb[slot];
+    e->cb[slot] = (rt_callback){fn, hook, ud, ud_free};
+    pthread_mutex_unlock(&e->mu);
+    if (old.userdata_free)
+        old.userdata_free(old.userdata);
+    return 0;
+}
+
+int s3lect_set_callback(s3lect_elector *e, s3lect_event_kind type, s3lect_event_fn fn,
+                        void *userdata, s3lect_free_fn userdata_free)
+{
+    if (!e || type < S3LECT_EVENT_ACQUIRED || type > S3LECT_EVENT_CYCLE) {
+        if (userdata_free)
+            userdata_free(userdata);
+        return e ? rt_fail(e, S3LECT_EINVAL, "unknown event type %d", (int)type) : S3LECT_EINVAL;
+    }
+    return set_cb(e, (int)type, fn, NULL, userdata, userdata_free);
+}
+
+int s3lect_set_acquire_hook(s3lect_elector *e, s3lect_acquire_fn fn, void *userdata,
+                            s3lect_free_fn userdata_free)
+{
+    if (!e) {
+        if (userdata_free)
+            userdata_free(userdata);
+        return S3LECT_EINVAL;
+    }
+    return set_cb(e, 0, NULL, fn, userdata, userdata_free);
+}
+
+int s3lect_start(s3lect_elector *e)
+{
+    return e ? rt_start(e) : S3LECT_EINVAL;
+}
+
+int s3lect_stop(s3lect_elector *e)
+{
+    return e ? rt_stop(e, 1) : S3LECT_EINVAL;
+}
+
+int s3lect_stop_no_release(s3lect_elector *e)
+{
+    return e ? rt_stop(e, 0) : S3LECT_EINVAL;
+}
+
+int s3lect_free_elector(s3lect_elector *e)
+{
+    if (!e)
+        return 0;
+    int rc = rt_stop(e, 1);
+    if (rc)
+        return rc;
+    free_handle(e);
+    return 0;
+}
+
+/* ---- getters ---- */
+
+#define LOCKED(e, expr)                                                                            \
+    ({                                                                                             \
+        pthread_mutex_lock(&((s3lect_elector *)(e))->mu);                                          \
+        __typeof__(expr) v_ = (expr);                                                              \
+        pthread_mutex_unlock(&((s3lect_elector *)(e))->mu);                                        \
+        v_;                                                                                        \
+    })
+
+int s3lect_is_leader(const s3lect_elector *e)
+{
+    return e ? LOCKED(e, el_is_leader(&e->eng, u_mono_ms())) : 0;
+}
+
+int64_t s3lect_term(const s3lect_elector *e)
+{
+    return e ? LOCKED(e, e->eng.max_term) : 0;
+}
+
+uint64_t s3lect_cycle(const s3lect_elector *e)
+{
+    return e ? LOCKED(e, e->eng.cycle) : 0;
+}
+
+/* The leader as this node knows it: itself while leading, else the record's. */
+static const char *leader_id_locked(const s3lect_elector *e, int64_t now)
+{
+    if (el_is_leader(&e->eng, now))
+        return e->eng.id;
+    if (e->eng.role == EL_LEADER || e->eng.corrupt || e->eng.exists != 1 ||
+        rec_released(&e->eng.cur))
+        return "";
+    return e->eng.cur.leader_id ? e->eng.cur.leader_id : "";
+}
+
+size_t s3lect_leader_id(const s3lect_elector *e, char *buf, size_t buflen)
+{
+    if (!e)
+        return u_copyout("", buf, buflen);
+    s3lect_elector *m = (s3lect_elector *)e;
+    pthread_mutex_lock(&m->mu);
+    size_t n = u_copyout(leader_id_locked(e, u_mono_ms()), buf, buflen);
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+size_t s3lect_errmsg(const s3lect_elector *e, char *buf, size_t buflen)
+{
+    if (!e)
+        return u_copyout("NULL elector", buf, buflen);
+    s3lect_elector *m = (s3lect_elector *)e;
+    pthread_mutex_lock(&m->mu);
+    size_t n = u_copyout(m->errmsg, buf, buflen);
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+/* ---- waiting ---- */
+
+static int wait_until(s3lect_elector *e, int64_t timeout_ms, int (*done)(s3lect_elector *, void *),
+                      void *arg)
+{
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : u_mono_ms() + timeout_ms;
+    pthread_mutex_lock(&e->mu);
+    int rc = 0;
+    for (;;) {
+        if (done(e, arg))
+            break;
+        if (e->stopped || e->stop_req || e->eng.role == EL_STOPPED) {
+            rc = S3LECT_ESTOPPED;
+            break;
+        }
+        if (timeout_ms >= 0 && u_mono_ms() >= deadline) {
+            rc = S3LECT_ETIMEDOUT;
+            break;
+        }
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&e->state_cv, &e->mu);
+        } else {
+            struct timespec ts = {(time_t)(deadline / 1000), (long)(deadline % 1000) * 1000000L};
+            pthread_cond_timedwait(&e->state_cv, &e->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+static int is_leader_done(s3lect_elector *e, void *arg)
+{
+    (void)arg;
+    return el_is_leader(&e->eng, u_mono_ms());
+}
+
+static int cycle_done(s3lect_elector *e, void *arg)
+{
+    return e->eng.cycle > *(uint64_t *)arg;
+}
+
+int s3lect_wait_for_leadership(s3lect_elector *e, int64_t timeout_ms)
+{
+    return e ? wait_until(e, timeout_ms, is_leader_done, NULL) : S3LECT_EINVAL;
+}
+
+int s3lect_wait_for_next_election(s3lect_elector *e, uint64_t since, int64_t timeout_ms,
+                                  uint64_t *cycle_out)
+{
+    if (!e)
+        return S3LECT_EINVAL;
+    int rc = wait_until(e, timeout_ms, cycle_done, &since);
+    if (cycle_out)
+        *cycle_out = s3lect_cycle(e);
+    return rc;
+}
+
+/* ---- configuration at run time ---- */
+
+int s3lect_update_config(s3lect_elector *e, s3lect_config *cfg)
+{
+    if (!e || !cfg)
+        return S3LECT_EINVAL;
+    int rc = cfg_validate_timing(cfg);
+    if (rc)
+        return rt_fail(e, rc, "%s", cfg->errmsg);
+    pthread_mutex_lock(&e->mu);
+    e->cfg->lease_timeout = cfg->lease_timeout;
+    e->cfg->renew_interval = cfg->renew_interval;
+    e->cfg->renew_deadline = cfg->renew_deadline;
+    e->cfg->frequent_interval = cfg->frequent_interval;
+    e->cfg->infrequent_interval = cfg->infrequent_interval;
+    e->cfg->max_clock_skew = cfg->max_clock_skew;
+    e->cfg->peer_timeout = cfg->peer_timeout;
+    e->cfg->request_timeout = cfg->request_timeout;
+    if (e->started && !e->stopped) {
+        e->params_changed = 1;
+        pthread_cond_signal(&e->wake_cv);
+    } else {
+        el_params p = rt_params(e->cfg);
+        el_set_params(&e->eng, &p);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+s3lect_config *s3lect_get_config(const s3lect_elector *e)
+{
+    return e ? LOCKED(e, s3lect_config_dup(e->cfg)) : NULL;
+}
+
+/* ---- poll mode ---- */
+
+int s3lect_event_fd(s3lect_elector *e)
+{
+    return e ? e->evfd : S3LECT_EINVAL;
+}
+
+int s3lect_dispatch(s3lect_elector *e, int64_t timeout_ms)
+{
+    return e ? rt_dispatch(e, timeout_ms) : S3LECT_EINVAL;
+}
+
+/* ---- status ---- */
+
+struct s3lect_status {
+    int is_leader, state, corrupt, last_error;
+    int64_t term, last_updated, last_seen, lease_remaining, fails, last_cycle_wall;
+    uint64_t cycle;
+    char *server_id, *leader_id, *leader_addr, *etag, *error_msg, *lock;
+};
+
+void s3lect_status_free(s3lect_status *st)
+{
+    if (!st)
+        return;
+    free(st->server_id);
+    free(st->leader_id);
+    free(st->leader_addr);
+    free(st->etag);
+    free(st->error_msg);
+    free(st->lock);
+    free(st);
+}
+
+static s3lect_status *snapshot(const s3lect_elector *e)
+{
+    s3lect_status *st = calloc(1, sizeof *st);
+    if (!st)
+        return NULL;
+    s3lect_elector *m = (s3lect_elector *)e;
+    pthread_mutex_lock(&m->mu);
+    const el_engine *g = &e->eng;
+    int64_t now = u_mono_ms();
+    st->is_leader = el_is_leader(g, now);
+    st->state = e->started ? el_state(g, now) : S3LECT_STATE_NEW;
+    if (e->stopped)
+        st->state = S3LECT_STATE_STOPPED;
+    st->term = g->max_term;
+    st->corrupt = g->corrupt;
+    st->last_error = g->last_error;
+    st->fails = g->consecutive_fails;
+    st->cycle = g->cycle;
+    st->last_seen = g->seen_wall;
+    st->last_cycle_wall = e->last_cycle_wall;
+    int have = g->exists == 1 && !g->corrupt && !rec_released(&g->cur);
+    st->last_updated = have ? g->cur.last_updated_ms : 0;
+    st->lease_remaining = st->is_leader ? g->renewed_at + g->p.renew_deadline - now : 0;
+    const char *lid = leader_id_locked(e, now);
+    st->server_id = u_strdup(g->id);
+    st->leader_id = u_strdup(lid);
+    st->leader_addr = u_strdup(lid[0] ? (st->is_leader ? g->addr : g->cur.leader_addr) : "");
+    st->etag = u_strdup(g->etag ? g->etag : "");
+    st->error_msg = u_strdup(g->last_error_msg ? g->last_error_msg : "");
+    st->lock = u_strdup(e->cfg->lock);
+    pthread_mutex_unlock(&m->mu);
+    if (!st->server_id || !st->leader_id || !st->leader_addr || !st->etag || !st->error_msg ||
+        !st->lock) {
+        s3lect_status_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+int s3lect_get_status(const s3lect_elector *e, s3lect_status **out)
+{
+    if (!e || !out)
+        return S3LECT_EINVAL;
+    *out = snapshot(e);
+    return *out ? 0 : S3LECT_ENOMEM;
+}
+
+int s3lect_status_is_leader(const s3lect_status *st)
+{
+    return st ? st->is_leader : 0;
+}
+int s3lect_status_state(const s3lect_status *st)
+{
+    return st ? st->state : 0;
+}
+int64_t s3lect_status_term(const s3lect_status *st)
+{
+    return st ? st->term : 0;
+}
+const char *s3lect_status_server_id(const s3lect_status *st)
+{
+    return st ? st->server_id : "";
+}
+const char *s3lect_status_leader_id(const s3lect_status *st)
+{
+    return st ? st->leader_id : "";
+}
+const char *s3lect_status_leader_addr(const s3lect_status *st)
+{
+    return st ? st->leader_addr : "";
+}
+const char *s3lect_status_etag(const s3lect_status *st)
+{
+    return st ? st->etag : "";
+}
+int64_t s3lect_status_last_updated_ms(const s3lect_status *st)
+{
+    return st ? st->last_updated : 0;
+}
+int64_t s3lect_status_last_seen_ms(const s3lect_status *st)
+{
+    return st ? st->last_seen : 0;
+}
+int64_t s3lect_status_lease_remaining_ms(const s3lect_status *st)
+{
+    return st ? st->lease_remaining : 0;
+}
+int s3lect_status_record_corrupt(const s3lect_status *st)
+{
+    return st ? st->corrupt : 0;
+}
+int s3lect_status_last_error(const s3lect_status *st)
+{
+    return st ? st->last_error : 0;
+}
+const char *s3lect_status_last_error_message(const s3lect_status *st)
+{
+    return st ? st->error_msg : "";
+}
+uint64_t s3lect_status_cycle(const s3lect_status *st)
+{
+    return st ? st->cycle : 0;
+}
+int64_t s3lect_status_consecutive_failures(const s3lect_status *st)
+{
+    return st ? st->fails : 0;
+}
+
+static void add_time(cJSON *o, const char *name, int64_t wall_ms)
+{
+    char buf[40] = "0001-01-01T00:00:00Z";
+    if (wall_ms)
+        u_format_rfc3339(wall_ms, buf, sizeof buf);
+    cJSON_AddStringToObject(o, name, buf);
+}
+
+int s3lect_status_json(const s3lect_elector *e, char **out)
+{
+    if (!e || !out)
+        return S3LECT_EINVAL;
+    *out = NULL;
+    s3lect_status *st = snapshot(e);
+    cJSON *o = st ? cJSON_CreateObject() : NULL;
+    if (!o) {
+        s3lect_status_free(st);
+        return S3LECT_ENOMEM;
+    }
+    /* Go s3lect's LeadershipStatus fields first, then ours. */
+    cJSON_AddStringToObject(o, "serverID", st->server_id);
+    cJSON_AddStringToObject(o, "lockfilePath", st->lock);
+    cJSON_AddBoolToObject(o, "isLeader", st->is_leader);
+    cJSON_AddStringToObject(o, "leaderID", st->leader_id);
+    cJSON_AddStringToObject(o, "leaderAddr", st->leader_addr);
+    add_time(o, "leaderLastSeen", st->last_seen);
+    add_time(o, "lastElectionTime", st->last_cycle_wall);
+    cJSON_AddNumberToObject(o, "consecutiveFails", (double)st->fails);
+    cJSON_AddNumberToObject(o, "term", (double)st->term);
+    add_time(o, "lastUpdated", st->last_updated);
+    cJSON_AddStringToObject(o, "etag", st->etag);
+    cJSON_AddStringToObject(o, "state", s3lect_state_str(st->state));
+    cJSON_AddNumberToObject(o, "leaseRemainingMs", (double)st->lease_remaining);
+    cJSON_AddBoolToObject(o, "recordCorrupt", st->corrupt);
+    cJSON_AddNumberToObject(o, "lastError", st->last_error);
+    cJSON_AddStringToObject(o, "lastErrorMessage", st->error_msg);
+    cJSON_AddNumberToObject(o, "cycle", (double)st->cycle);
+    s3lect_status_free(st);
+    *out = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return *out ? 0 : S3LECT_ENOMEM;
+}

@@ -1,0 +1,100 @@
+/* store.h - the storage layer interface (DESIGN §2.3, §5).
+ *
+ * A store is bound to one backend (a bucket, a directory, a custom object);
+ * each call names the key. Calls run on the election thread (or the CLI's
+ * thread), one at a time per store object; a store object is not shared
+ * between threads.
+ */
+#ifndef S3LECT_STORE_H
+#define S3LECT_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "s3lect.h"
+
+/* Outcomes: the public s3lect_store_outcome values. */
+enum {
+    ST_OK = S3LECT_STORE_OK,
+    ST_NOT_FOUND = S3LECT_STORE_NOT_FOUND,
+    ST_PRECONDITION = S3LECT_STORE_PRECONDITION,
+    ST_AUTH = S3LECT_STORE_AUTH,
+    ST_TRANSIENT = S3LECT_STORE_TRANSIENT,
+    ST_FATAL = S3LECT_STORE_FATAL
+};
+
+/* The answer of one store call. The store fills it; the caller frees it
+ * with st_result_clear(). body is NUL-terminated for convenience (len excludes it). */
+typedef struct st_result {
+    int outcome;
+    char *body;
+    size_t body_len;
+    char *etag;      /* GET: the object's etag; PUT: the new etag */
+    char *message;   /* failure detail for humans; never contains secrets */
+    int http_status; /* 0 when not HTTP */
+} st_result;
+
+void st_result_clear(st_result *r);
+/* Helpers for store implementations: set fields (copying). Return 0 or S3LECT_ENOMEM. */
+int st_result_set_body(st_result *r, const void *data, size_t len);
+int st_result_set_etag(st_result *r, const char *etag);
+int st_result_setf(st_result *r, int outcome, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+typedef struct st_store st_store;
+
+typedef struct st_vtable {
+    const char *name; /* "s3", "file", "custom" */
+    /* Reads key. OK: body + etag. */
+    void (*get)(st_store *s, const char *key, int64_t timeout_ms, st_result *out);
+    /* Writes key if its etag equals if_match, or if it does not exist when if_match == NULL. */
+    void (*put)(st_store *s, const char *key, const void *data, size_t len, const char *if_match,
+                int64_t timeout_ms, st_result *out);
+    void (*destroy)(st_store *s);
+} st_vtable;
+
+struct st_store {
+    const st_vtable *vt;
+};
+
+static inline void st_get(st_store *s, const char *key, int64_t timeout_ms, st_result *out)
+{
+    s->vt->get(s, key, timeout_ms, out);
+}
+static inline void st_put(st_store *s, const char *key, const void *data, size_t len,
+                          const char *if_match, int64_t timeout_ms, st_result *out)
+{
+    s->vt->put(s, key, data, len, if_match, timeout_ms, out);
+}
+static inline void st_destroy(st_store *s)
+{
+    if (s)
+        s->vt->destroy(s);
+}
+
+/* A parsed lock location. */
+typedef struct st_location {
+    int kind;     /* ST_LOC_S3, ST_LOC_FILE */
+    char *bucket; /* s3: bucket; file: directory */
+    char *key;    /* s3: object key; file: file name inside the directory */
+} st_location;
+enum { ST_LOC_S3 = 1, ST_LOC_FILE = 2 };
+
+/* Parses "s3://bucket/key", "file:///dir/key" or a plain path. On error
+ * writes a one-line message that says what to fix into err. */
+int st_location_parse(const char *url, st_location *out, char *err, size_t errlen);
+void st_location_clear(st_location *loc);
+
+struct s3lect_config;
+/* Opens the store a config names (custom store if set, else by location).
+ * err receives a one-line message on failure. */
+int st_open(const struct s3lect_config *cfg, st_store **out, char **key_out, char *err,
+            size_t errlen);
+
+/* Backends. */
+int st_file_open(const char *dir, st_store **out, char *err, size_t errlen);
+int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **out, char *err,
+               size_t errlen);
+int st_custom_open(const struct s3lect_config *cfg, st_store **out);
+
+#endif

@@ -1,0 +1,199 @@
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+char *u_strdup(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+int u_setstr(char **dst, const char *src)
+{
+    char *copy = NULL;
+    if (src && !(copy = u_strdup(src)))
+        return -1;
+    free(*dst);
+    *dst = copy;
+    return 0;
+}
+
+size_t u_copyout(const char *src, char *buf, size_t buflen)
+{
+    if (!src)
+        src = "";
+    size_t n = strlen(src);
+    if (buf && buflen > 0) {
+        size_t c = n < buflen - 1 ? n : buflen - 1;
+        memcpy(buf, src, c);
+        buf[c] = '\0';
+    }
+    return n;
+}
+
+char *u_vasprintf(const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0)
+        return NULL;
+    char *p = malloc((size_t)n + 1);
+    if (p)
+        vsnprintf(p, (size_t)n + 1, fmt, ap);
+    return p;
+}
+
+char *u_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *p = u_vasprintf(fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+int u_streq(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+int64_t u_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t u_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm). */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static void civil_from_days(int64_t z, int64_t *y, int *m, int *d)
+{
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+void u_format_rfc3339(int64_t wall_ms, char *out, size_t outlen)
+{
+    int64_t secs = wall_ms >= 0 ? wall_ms / 1000 : (wall_ms - 999) / 1000;
+    int ms = (int)(wall_ms - secs * 1000);
+    int64_t days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400;
+    int64_t sod = secs - days * 86400;
+    int64_t y;
+    int m, d;
+    civil_from_days(days, &y, &m, &d);
+    snprintf(out, outlen, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", (long long)y, m, d,
+             (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60), ms);
+}
+
+static int digits(const char **p, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        char c = (*p)[i];
+        if (c < '0' || c > '9')
+            return -1;
+        v = v * 10 + (c - '0');
+    }
+    *p += n;
+    *out = v;
+    return 0;
+}
+
+int u_parse_rfc3339(const char *s, int64_t *wall_ms)
+{
+    int Y, M, D, h, mi, se, ms = 0;
+    const char *p = s;
+    if (!s || digits(&p, 4, &Y) || *p++ != '-' || digits(&p, 2, &M) || *p++ != '-' ||
+        digits(&p, 2, &D) || (*p != 'T' && *p != 't' && *p != ' '))
+        return -1;
+    p++;
+    if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi) || *p++ != ':' || digits(&p, 2, &se))
+        return -1;
+    if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || mi > 59 || se > 60)
+        return -1;
+    if (*p == '.') {
+        p++;
+        int n = 0, scale = 100;
+        while (*p >= '0' && *p <= '9') {
+            if (n < 3)
+                ms += (*p - '0') * scale;
+            scale /= 10;
+            p++;
+            n++;
+        }
+        if (n == 0)
+            return -1;
+    }
+    int off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int sign = *p++ == '-' ? -1 : 1, oh, om;
+        if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om) || oh > 23 || om > 59)
+            return -1;
+        off = sign * (oh * 60 + om);
+    } else {
+        return -1;
+    }
+    if (*p)
+        return -1;
+    int64_t days = days_from_civil(Y, M, D);
+    int64_t secs = days * 86400 + h * 3600 + mi * 60 + se - (int64_t)off * 60;
+    *wall_ms = secs * 1000 + ms;
+    return 0;
+}
+
+void u_rng_seed(u_rng *r, uint64_t seed)
+{
+    r->s = seed ? seed : 0x9E3779B97F4A7C15ULL;
+}
+
+uint64_t u_rng_next(u_rng *r)
+{
+    uint64_t x = r->s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+int64_t u_jitter(u_rng *r, int64_t v, double frac)
+{
+    double u = (double)(u_rng_next(r) >> 11) / (double)(1ULL << 53); /* [0,1) */
+    double f = 1.0 - frac + 2.0 * frac * u;
+    return (int64_t)((double)v * f);
+}

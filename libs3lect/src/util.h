@@ -1,0 +1,39 @@
+/* util.h - small helpers shared by the layers: strings, clocks, buffers. */
+#ifndef S3LECT_UTIL_H
+#define S3LECT_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* strdup that accepts NULL (returns NULL). */
+char *u_strdup(const char *s);
+/* Replaces *dst with a copy of src (NULL allowed). Returns 0 or -1 on OOM. */
+int u_setstr(char **dst, const char *src);
+/* Copies src into buf with snprintf semantics; returns strlen(src). */
+size_t u_copyout(const char *src, char *buf, size_t buflen);
+/* Formats into an allocated string; NULL on OOM. */
+char *u_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *u_vasprintf(const char *fmt, va_list ap);
+/* 1 if a and b are equal strings (both NULL counts as equal, NULL == ""). */
+int u_streq(const char *a, const char *b);
+
+/* Clocks in milliseconds. */
+int64_t u_mono_ms(void);
+int64_t u_wall_ms(void);
+
+/* Formats wall-clock ms as RFC 3339 UTC with milliseconds into out (>= 32 bytes). */
+void u_format_rfc3339(int64_t wall_ms, char *out, size_t outlen);
+/* Parses RFC 3339 (any fraction digits, Z or +hh:mm offset). Returns 0 and ms, or -1. */
+int u_parse_rfc3339(const char *s, int64_t *wall_ms);
+
+/* Small deterministic PRNG (xorshift64*), used for jitter only. */
+typedef struct u_rng {
+    uint64_t s;
+} u_rng;
+void u_rng_seed(u_rng *r, uint64_t seed);
+uint64_t u_rng_next(u_rng *r);
+/* Returns v scaled by a uniform factor in [1 - frac, 1 + frac]. */
+int64_t u_jitter(u_rng *r, int64_t v, double frac);
+
+#endif
