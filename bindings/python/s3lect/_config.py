@@ -1,0 +1,195 @@
+"""Settings: names, types, conversion of durations, building a C config."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from datetime import timedelta
+from typing import Any, Dict, Mapping, Optional, Union
+
+from . import _core
+from ._errors import ConfigError, error_from_code
+
+#: A duration: seconds as ``int``/``float``, or a :class:`datetime.timedelta`.
+Duration = Union[int, float, timedelta]
+
+# Python keyword -> C option, grouped by the setter type. Names are DESIGN §4's.
+DURATIONS: Dict[str, int] = {
+    "lease_timeout": _core.S3LECT_OPT_LEASE_TIMEOUT,
+    "renew_interval": _core.S3LECT_OPT_RENEW_INTERVAL,
+    "renew_deadline": _core.S3LECT_OPT_RENEW_DEADLINE,
+    "frequent_interval": _core.S3LECT_OPT_FREQUENT_INTERVAL,
+    "infrequent_interval": _core.S3LECT_OPT_INFREQUENT_INTERVAL,
+    "max_clock_skew": _core.S3LECT_OPT_MAX_CLOCK_SKEW,
+    "peer_timeout": _core.S3LECT_OPT_PEER_TIMEOUT,
+    "request_timeout": _core.S3LECT_OPT_REQUEST_TIMEOUT,
+}
+STRINGS: Dict[str, int] = {
+    "server_addr": _core.S3LECT_OPT_SERVER_ADDR,
+    "peer_health_path": _core.S3LECT_OPT_PEER_HEALTH_PATH,
+    "endpoint": _core.S3LECT_OPT_ENDPOINT,
+    "region": _core.S3LECT_OPT_REGION,
+    "ca_file": _core.S3LECT_OPT_CA_FILE,
+    "access_key_id": _core.S3LECT_OPT_ACCESS_KEY_ID,
+    "secret_access_key": _core.S3LECT_OPT_SECRET_ACCESS_KEY,
+    "session_token": _core.S3LECT_OPT_SESSION_TOKEN,
+    "profile": _core.S3LECT_OPT_PROFILE,
+    "peer_listen": _core.S3LECT_OPT_PEER_LISTEN,
+}
+BOOLS: Dict[str, int] = {
+    "peer_mode": _core.S3LECT_OPT_PEER_MODE,
+    "path_style": _core.S3LECT_OPT_PATH_STYLE,
+    "release_on_stop": _core.S3LECT_OPT_RELEASE_ON_STOP,
+}
+# PEM material: bytes (PEM), or str/PathLike (PEM text or a file path).
+BLOBS: Dict[str, int] = {
+    "peer_cert": _core.S3LECT_OPT_PEER_CERT,
+    "peer_key": _core.S3LECT_OPT_PEER_KEY,
+    "peer_ca": _core.S3LECT_OPT_PEER_CA,
+    "peer_client_cert": _core.S3LECT_OPT_PEER_CLIENT_CERT,
+}
+SECRETS = frozenset({"secret_access_key", "session_token", "peer_key", "peer_client_cert"})
+ALL = {**DURATIONS, **STRINGS, **BOOLS, **BLOBS}
+
+
+def to_ms(name: str, value: Any) -> int:
+    """Converts a duration (seconds or timedelta) to whole milliseconds."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise ConfigError(
+            f"{name} must be a duration in seconds (int or float) or a datetime.timedelta, "
+            f"not {type(value).__name__} {value!r}"
+        )
+    if math.isnan(seconds) or math.isinf(seconds):
+        raise ConfigError(f"{name} must be a finite duration, got {value!r}")
+    if seconds < 0:
+        raise ConfigError(
+            f"{name} must not be negative, got {seconds:g} s; pass seconds (e.g. {name}=15) "
+            f"or a datetime.timedelta"
+        )
+    return int(round(seconds * 1000.0))
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(name: str, text: str) -> float:
+    """Parses "15", "1.5s", "500ms", "2m" or "1h" into seconds."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*", text)
+    if not m:
+        raise ConfigError(
+            f"{name}={text!r} is not a duration; use seconds like '15' or '1.5s', or '500ms', '2m'"
+        )
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def check(cfg: Any, rc: int, what: str) -> None:
+    """Raises the typed error for a failed config call, with the core's message."""
+    if rc == _core.S3LECT_OK:
+        return
+    detail = _core.s3lect_py_config_errmsg(cfg) or _core.s3lect_strerror(rc)
+    if rc == _core.S3LECT_EINVAL:
+        raise ConfigError(f"{what}: {detail}" if what else detail, rc)
+    raise error_from_code(rc, f"{what}: {detail}" if what else detail)
+
+
+def apply(cfg: Any, name: str, value: Any) -> None:
+    """Sets one keyword setting on a C config."""
+    shown = "***" if name in SECRETS else repr(value)
+    if name in DURATIONS:
+        ms = to_ms(name, value)
+        check(cfg, _core.s3lect_config_set_int(cfg, DURATIONS[name], ms), f"{name}={shown}")
+    elif name in STRINGS:
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise ConfigError(f"{name} must be a str, not {type(value).__name__}")
+        text = None if value is None else os.fspath(value)
+        check(cfg, _core.s3lect_config_set_str(cfg, STRINGS[name], text), f"{name}={shown}")
+    elif name in BOOLS:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} must be True or False, not {value!r}")
+        check(cfg, _core.s3lect_config_set_bool(cfg, BOOLS[name], int(value)), f"{name}={shown}")
+    elif name in BLOBS:
+        opt = BLOBS[name]
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            rc = _core.s3lect_config_set_bytes(cfg, opt, bytes(value))
+        elif isinstance(value, (str, os.PathLike)):
+            rc = _core.s3lect_config_set_str(cfg, opt, os.fspath(value))
+        else:
+            raise ConfigError(f"{name} must be PEM bytes, PEM text or a file path, not {value!r}")
+        check(cfg, rc, f"{name}={'***' if name in SECRETS else '<PEM>'}")
+    else:
+        raise ConfigError(f"unknown setting {name!r}; known settings: {', '.join(sorted(ALL))}")
+
+
+def derive_timings(options: Dict[str, Any]) -> None:
+    """When lease_timeout is given but the renew settings are not, scales them
+    with it (the default ratios 15 s : 10 s : 5 s), so that ``lease_timeout=3``
+    alone is a valid configuration. Explicit values are never changed."""
+    lease = options.get("lease_timeout")
+    if lease is None:
+        return
+    lease_s = to_ms("lease_timeout", lease) / 1000.0
+    if options.get("renew_deadline") is None:
+        options["renew_deadline"] = lease_s * 2.0 / 3.0
+    if options.get("renew_interval") is None:
+        deadline_s = to_ms("renew_deadline", options["renew_deadline"]) / 1000.0
+        options["renew_interval"] = min(lease_s / 3.0, deadline_s / 2.0)
+
+
+def read(cfg: Any) -> Dict[str, Any]:
+    """The settings of a C config as a dict (durations in seconds; secrets as "")."""
+    out: Dict[str, Any] = {
+        "lock": _core.s3lect_py_config_get_str(cfg, _core.S3LECT_OPT_LOCK),
+        "server_id": _core.s3lect_py_config_get_str(cfg, _core.S3LECT_OPT_SERVER_ID),
+    }
+    for name, opt in DURATIONS.items():
+        rc, ms = _core.s3lect_config_get_int(cfg, opt)
+        if rc == 0:
+            out[name] = ms / 1000.0
+    for name, opt in BOOLS.items():
+        rc, v = _core.s3lect_config_get_int(cfg, opt)
+        if rc == 0:
+            out[name] = bool(v) if name != "path_style" or v >= 0 else None
+    for name, opt in STRINGS.items():
+        out[name] = _core.s3lect_py_config_get_str(cfg, opt)
+    return out
+
+
+def env_settings(environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """Settings from the environment: the AWS variables and S3LECT_* ones."""
+    env = os.environ if environ is None else environ
+
+    def first(*names: str) -> Optional[str]:
+        for n in names:
+            v = env.get(n)
+            if v:
+                return v
+        return None
+
+    out: Dict[str, Any] = {}
+    pairs = {
+        "lock": ("S3LECT_LOCK",),
+        "server_id": ("S3LECT_SERVER_ID",),
+        "server_addr": ("S3LECT_SERVER_ADDR",),
+        "endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+        "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+        "access_key_id": ("AWS_ACCESS_KEY_ID",),
+        "secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
+        "session_token": ("AWS_SESSION_TOKEN",),
+        "profile": ("AWS_PROFILE",),
+        "ca_file": ("AWS_CA_BUNDLE",),
+    }
+    for key, names in pairs.items():
+        v = first(*names)
+        if v is not None:
+            out[key] = v
+    for name in DURATIONS:
+        var = "S3LECT_" + name.upper()
+        v = env.get(var)
+        if v:
+            out[name] = parse_duration(var, v)
+    return out

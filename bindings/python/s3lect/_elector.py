@@ -1,0 +1,852 @@
+"""The Elector: the Pythonic face of an s3lect_elector."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import logging
+import os
+import socket
+import threading
+import time
+import weakref
+from typing import (
+    Any,
+    AsyncIterator,
+    Callable,
+    Deque,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Set,
+)
+
+from . import _config, _core
+from ._config import Duration
+from ._errors import (
+    BusyError,
+    ConfigError,
+    Error,
+    StateError,
+    StoppedError,
+    error_from_code,
+)
+from ._store import StoreAdapter
+from ._types import Event, EventType, LostReason, Status
+
+__all__ = ["Elector", "EventStream"]
+
+log = logging.getLogger("s3lect")
+
+# Electors started and not yet stopped; stopped at interpreter exit.
+_live: "weakref.WeakSet[Elector]" = weakref.WeakSet()
+# Threads freeing electors that were dropped on one of their own threads.
+_reapers: Set[threading.Thread] = set()
+_reapers_lock = threading.Lock()
+
+# How long one C-level wait may block: the Python waits loop over such slices
+# so that Ctrl-C (KeyboardInterrupt) and misconfiguration are noticed.
+_SLICE_S = 0.25
+
+_END = object()  # end-of-stream marker for event subscribers
+
+
+def _free_handle(handle: Any) -> None:
+    rc = _core.s3lect_free_elector(handle)
+    if rc not in (_core.S3LECT_OK,):
+        log.error("s3lect: freeing an elector failed: %s", _core.s3lect_strerror(rc))
+
+
+def _free_later(handle: Any) -> None:
+    """Frees on a fresh thread: the current one belongs to the elector."""
+
+    def run() -> None:
+        try:
+            _free_handle(handle)
+        finally:
+            with _reapers_lock:
+                _reapers.discard(threading.current_thread())
+
+    t = threading.Thread(target=run, name="s3lect-free", daemon=True)
+    with _reapers_lock:
+        _reapers.add(t)
+    t.start()
+
+
+@atexit.register
+def _stop_all_at_exit() -> None:
+    """Stops (and releases) every elector still running at interpreter exit,
+    so that followers take over at once and no C thread calls into a
+    finalizing interpreter."""
+    for el in list(_live):
+        try:
+            el.stop()
+        except Exception:  # noqa: BLE001 - keep stopping the others
+            log.exception("s3lect: stopping %r at exit failed", el)
+    with _reapers_lock:
+        pending = list(_reapers)
+    for t in pending:
+        t.join(timeout=30)
+
+
+class _Dispatch:
+    """Receives every event and acquire-hook call from the C trampolines and
+    calls the user's callables. Holds no reference to the Elector, so that an
+    Elector nobody uses any more can be garbage collected (and stopped)."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        on_acquire: Optional[Callable[[int], Any]],
+        on_lose: Optional[Callable[[int, LostReason], Any]],
+        on_leader_change: Optional[Callable[[str, str, int], Any]],
+        on_error: Optional[Callable[[Error], Any]],
+        on_event: Optional[Callable[[Event], Any]],
+    ) -> None:
+        self.logger = logger
+        self.on_acquire = on_acquire
+        self.on_lose = on_lose
+        self.on_leader_change = on_leader_change
+        self.on_error = on_error
+        self.on_event = on_event
+        self.thread_ids: Set[int] = set()
+        self.lock = threading.Lock()
+        self.subscribers: List[Callable[[Any], None]] = []
+        self.callback_errors: Deque[BaseException] = collections.deque(maxlen=16)
+        self.closed = False
+        self._last_logged_error: Optional[tuple] = None
+
+    def _failed(self, name: str, exc: BaseException, extra: str = "") -> None:
+        self.callback_errors.append(exc)
+        self.logger.error("s3lect: %s callback raised%s", name, extra, exc_info=exc)
+
+    def _call(self, name: str, fn: Optional[Callable[..., Any]], *args: Any) -> None:
+        if fn is None:
+            return
+        try:
+            fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - a callback must not kill the dispatcher
+            self._failed(name, exc)
+
+    # Called by the C acquire trampoline: False vetoes.
+    def hook(self, t: tuple) -> bool:
+        self.thread_ids.add(threading.get_ident())
+        if self.on_acquire is None:
+            return True
+        ev = Event._from_core(t)
+        term = ev.term if ev is not None else t[1]
+        try:
+            self.on_acquire(term)
+        except BaseException as exc:  # noqa: BLE001
+            self._failed("on_acquire", exc, f"; leadership of term {term} is released (veto)")
+            return False
+        return True
+
+    # Called by the C event trampoline for every event type.
+    def event(self, t: tuple) -> None:
+        self.thread_ids.add(threading.get_ident())
+        ev = Event._from_core(t)
+        if ev is None:
+            return
+        if ev.type is EventType.LOST:
+            self._call("on_lose", self.on_lose, ev.term, ev.reason)
+        elif ev.type is EventType.LEADER_CHANGED:
+            self._call("on_leader_change", self.on_leader_change, ev.leader_id, ev.leader_addr,
+                       ev.term)
+        elif ev.type is EventType.ERROR:
+            key = (ev.code, ev.message)
+            level = logging.WARNING if key != self._last_logged_error else logging.DEBUG
+            self._last_logged_error = key
+            self.logger.log(level, "s3lect: %s (%s)", ev.message,
+                            _core.s3lect_strerror(ev.code))
+            self._call("on_error", self.on_error, ev.error)
+        self._call("on_event", self.on_event, ev)
+        self.publish(ev)
+
+    def publish(self, item: Any) -> None:
+        with self.lock:
+            subs = list(self.subscribers)
+        for push in subs:
+            push(item)
+
+    def subscribe(self, push: Callable[[Any], None]) -> None:
+        with self.lock:
+            closed = self.closed
+            if not closed:
+                self.subscribers.append(push)
+        if closed:
+            push(_END)
+
+    def unsubscribe(self, push: Callable[[Any], None]) -> None:
+        with self.lock:
+            if push in self.subscribers:
+                self.subscribers.remove(push)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            subs, self.subscribers = self.subscribers, []
+        for push in subs:
+            push(_END)
+
+
+class EventStream:
+    """An async iterator over an elector's events (see :meth:`Elector.events`).
+
+    It ends when the elector stops. Events that arrive while nobody awaits are
+    queued. Close it (``await stream.aclose()`` or ``async with``) to stop
+    receiving events early.
+    """
+
+    def __init__(self, dispatch: _Dispatch, loop: asyncio.AbstractEventLoop) -> None:
+        self._dispatch = dispatch
+        self._loop = loop
+        self._queue: "asyncio.Queue[Any]" = asyncio.Queue()
+        self._done = False
+        dispatch.subscribe(self._push)
+
+    def _push(self, item: Any) -> None:  # any thread
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed: nobody will read
+            self._dispatch.unsubscribe(self._push)
+
+    def __aiter__(self) -> "EventStream":
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._done:
+            raise StopAsyncIteration
+        item = await self._queue.get()
+        if item is _END:
+            self._done = True
+            raise StopAsyncIteration
+        return item
+
+    async def aclose(self) -> None:
+        """Stops receiving events; iteration ends."""
+        self._done = True
+        self._dispatch.unsubscribe(self._push)
+
+    async def __aenter__(self) -> "EventStream":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+def _default_server_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class Elector:
+    """Takes part in the leader election for one lock.
+
+    Example::
+
+        import s3lect
+
+        def on_acquire(term):
+            print("leading with fencing token", term)
+
+        with s3lect.Elector("s3://my-bucket/leader.json", server_id="node-a",
+                            on_acquire=on_acquire) as el:
+            if el.wait_for_leadership(timeout=30):
+                do_leader_work(el.term)
+
+    Args:
+        lock: where the lock lives: ``"s3://bucket/key"``, ``"file:///dir/key"``
+            or a plain path (file store, for one host), or a key name when
+            ``store`` is given.
+        server_id: this node's id, recorded as ``leaderID`` (1..255 bytes).
+            Default: ``"<hostname>-<pid>"``.
+        server_addr: this node's advertised peer address ``"host:port"``.
+        endpoint, region, path_style, ca_file, access_key_id,
+        secret_access_key, session_token, profile: S3 settings. Unset ones
+            come from the environment (``AWS_ENDPOINT_URL_S3``,
+            ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ...) and the AWS shared
+            config files, as the AWS SDKs do.
+        lease_timeout: how long a record must stay unchanged before a follower
+            may take over [15 s]. When given without ``renew_deadline`` /
+            ``renew_interval``, those default to 2/3 and 1/3 of it.
+        renew_interval: how often the leader renews [5 s].
+        renew_deadline: the leader steps down when it could not renew for this
+            long [10 s]. Requires renew_interval < renew_deadline < lease_timeout.
+        frequent_interval: follower poll period during transitions [5 s].
+        infrequent_interval: follower poll period while leadership is stable [30 s].
+        max_clock_skew: bound on wall-clock differences between nodes [2 s];
+            0 disables the wall-clock takeover rule.
+        request_timeout: timeout of one store request [10 s].
+        peer_mode, peer_health_path, peer_timeout, peer_listen, peer_cert,
+        peer_key, peer_ca, peer_client_cert: peer mode (see docs/peer.md).
+        release_on_stop: write a released record when a leader stops [True].
+        store: a custom store object instead of S3/file (see :class:`s3lect.Store`).
+        on_acquire: ``on_acquire(term)``, called when this node became leader,
+            while the lease keeps being renewed. Raise to veto: the exception is
+            logged with its traceback, the lock is released and the node backs
+            off for one ``frequent_interval``.
+        on_lose: ``on_lose(term, reason)`` with a :class:`s3lect.LostReason`;
+            also called after a veto (reason ``hook_failed``).
+        on_leader_change: ``on_leader_change(leader_id, leader_addr, term)``.
+        on_error: ``on_error(error)`` with a typed :class:`s3lect.Error` for
+            store or record problems (the elector keeps retrying).
+        on_event: ``on_event(event)`` for every :class:`s3lect.Event`.
+        logger: where to log (default: the ``"s3lect"`` logger).
+
+    Durations are seconds (int or float) or :class:`datetime.timedelta`.
+    Callbacks run on the elector's dispatcher thread, one at a time, never on
+    the thread that renews the lease: a slow callback cannot cost leadership.
+    An exception in a callback is logged with its traceback and kept in
+    :attr:`callback_errors`; the elector carries on.
+
+    Raises:
+        ConfigError: for invalid settings, with a message that names the setting.
+    """
+
+    def __init__(
+        self,
+        lock: str,
+        *,
+        server_id: Optional[str] = None,
+        server_addr: Optional[str] = None,
+        endpoint: Optional[str] = None,
+        region: Optional[str] = None,
+        path_style: Optional[bool] = None,
+        ca_file: Optional[str] = None,
+        access_key_id: Optional[str] = None,
+        secret_access_key: Optional[str] = None,
+        session_token: Optional[str] = None,
+        profile: Optional[str] = None,
+        lease_timeout: Optional[Duration] = None,
+        renew_interval: Optional[Duration] = None,
+        renew_deadline: Optional[Duration] = None,
+        frequent_interval: Optional[Duration] = None,
+        infrequent_interval: Optional[Duration] = None,
+        max_clock_skew: Optional[Duration] = None,
+        request_timeout: Optional[Duration] = None,
+        peer_mode: Optional[bool] = None,
+        peer_health_path: Optional[str] = None,
+        peer_timeout: Optional[Duration] = None,
+        peer_listen: Optional[str] = None,
+        peer_cert: Optional[Any] = None,
+        peer_key: Optional[Any] = None,
+        peer_ca: Optional[Any] = None,
+        peer_client_cert: Optional[Any] = None,
+        release_on_stop: Optional[bool] = None,
+        store: Optional[Any] = None,
+        on_acquire: Optional[Callable[[int], Any]] = None,
+        on_lose: Optional[Callable[[int, LostReason], Any]] = None,
+        on_leader_change: Optional[Callable[[str, str, int], Any]] = None,
+        on_error: Optional[Callable[[Error], Any]] = None,
+        on_event: Optional[Callable[[Event], Any]] = None,
+        logger: Optional[logging.Logger] = None,
+    ) -> None:
+        self._handle: Any = None
+        self._started = False
+        self._stopped = False
+        if not isinstance(lock, (str, os.PathLike)):
+            raise ConfigError(
+                f"lock must be a str like 's3://bucket/key' or 'file:///dir/key', not {lock!r}"
+            )
+        self._lock_url = os.fspath(lock)
+        if server_id is None:
+            server_id = _default_server_id()
+        if not isinstance(server_id, str):
+            raise ConfigError(f"server_id must be a str, not {type(server_id).__name__}")
+        self._server_id = server_id
+        for name, fn in (
+            ("on_acquire", on_acquire),
+            ("on_lose", on_lose),
+            ("on_leader_change", on_leader_change),
+            ("on_error", on_error),
+            ("on_event", on_event),
+        ):
+            if fn is not None and not callable(fn):
+                raise ConfigError(f"{name} must be callable, not {fn!r}")
+        if store is not None and not (callable(getattr(store, "get", None))
+                                      and callable(getattr(store, "put", None))):
+            raise ConfigError(f"store must have get(key) and put(key, data, if_match) methods, "
+                              f"not {store!r}")
+        options = {
+            k: v
+            for k, v in dict(
+                server_addr=server_addr,
+                endpoint=endpoint,
+                region=region,
+                path_style=path_style,
+                ca_file=ca_file,
+                access_key_id=access_key_id,
+                secret_access_key=secret_access_key,
+                session_token=session_token,
+                profile=profile,
+                lease_timeout=lease_timeout,
+                renew_interval=renew_interval,
+                renew_deadline=renew_deadline,
+                frequent_interval=frequent_interval,
+                infrequent_interval=infrequent_interval,
+                max_clock_skew=max_clock_skew,
+                request_timeout=request_timeout,
+                peer_mode=peer_mode,
+                peer_health_path=peer_health_path,
+                peer_timeout=peer_timeout,
+                peer_listen=peer_listen,
+                peer_cert=peer_cert,
+                peer_key=peer_key,
+                peer_ca=peer_ca,
+                peer_client_cert=peer_client_cert,
+                release_on_stop=release_on_stop,
+            ).items()
+            if v is not None
+        }
+        _config.derive_timings(options)
+        self._logger = logger or log
+        self._dispatch = _Dispatch(
+            self._logger, on_acquire, on_lose, on_leader_change, on_error, on_event
+        )
+        self._handle = self._create(options, store)
+
+    def _create(self, options: Dict[str, Any], store: Any) -> Any:
+        cfg = _core.s3lect_config_new()
+        if cfg is None:
+            raise MemoryError("s3lect_config_new failed")
+        try:
+            _config.check(cfg, _core.s3lect_config_set_str(cfg, _core.S3LECT_OPT_LOCK,
+                                                           self._lock_url),
+                          f"lock={self._lock_url!r}")
+            _config.check(cfg, _core.s3lect_config_set_str(cfg, _core.S3LECT_OPT_SERVER_ID,
+                                                           self._server_id),
+                          f"server_id={self._server_id!r}")
+            for name, value in options.items():
+                _config.apply(cfg, name, value)
+            if store is not None:
+                adapter = StoreAdapter(store, self._logger, self._dispatch.thread_ids)
+                _config.check(cfg, _core.s3lect_config_set_custom_store(cfg, adapter), "store")
+            _config.check(cfg, _core.s3lect_config_validate(cfg), "")
+            rc, handle = _core.s3lect_new(cfg)
+            _config.check(cfg, rc, "")
+        finally:
+            _core.s3lect_config_free(cfg)
+        try:
+            d = self._dispatch
+            for etype in (
+                _core.S3LECT_EVENT_ACQUIRED,
+                _core.S3LECT_EVENT_LOST,
+                _core.S3LECT_EVENT_LEADER_CHANGED,
+                _core.S3LECT_EVENT_ERROR,
+                _core.S3LECT_EVENT_CYCLE,
+            ):
+                self._check(_core.s3lect_set_callback(handle, etype, d.event), handle)
+            self._check(_core.s3lect_set_acquire_hook(handle, d.hook), handle)
+        except BaseException:
+            _core.s3lect_free_elector(handle)
+            raise
+        return handle
+
+    # ---- construction from the environment ----
+
+    @classmethod
+    def from_env(
+        cls, lock: Optional[str] = None, *, environ: Optional[Mapping[str, str]] = None,
+        **kwargs: Any
+    ) -> "Elector":
+        """Creates an Elector from environment variables; keyword arguments win.
+
+        Reads ``S3LECT_LOCK``, ``S3LECT_SERVER_ID``, ``S3LECT_SERVER_ADDR``, the
+        AWS variables (``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``,
+        ``AWS_REGION`` or ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``,
+        ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_PROFILE``,
+        ``AWS_CA_BUNDLE``) and durations such as ``S3LECT_LEASE_TIMEOUT=15s``
+        (``S3LECT_<SETTING>``; ``"500ms"``, ``"2m"`` or plain seconds).
+
+        Args:
+            lock: the lock URL; default ``$S3LECT_LOCK``.
+            environ: the mapping to read instead of ``os.environ``.
+            **kwargs: any :class:`Elector` argument; overrides the environment.
+        """
+        settings = _config.env_settings(environ)
+        if lock is not None:
+            settings["lock"] = lock
+        settings.update(kwargs)
+        if not settings.get("lock"):
+            raise ConfigError("no lock given: pass lock='s3://bucket/key' or set S3LECT_LOCK")
+        url = settings.pop("lock")
+        return cls(url, **settings)
+
+    # ---- life cycle ----
+
+    def _h(self) -> Any:
+        h = self._handle
+        if h is None:
+            raise StateError("this Elector was closed")
+        return h
+
+    def _check(self, rc: int, handle: Any = None) -> None:
+        if rc == _core.S3LECT_OK:
+            return
+        h = handle if handle is not None else self._handle
+        msg = (_core.s3lect_py_errmsg(h) if h is not None else "") or _core.s3lect_strerror(rc)
+        raise error_from_code(rc, msg)
+
+    def start(self) -> "Elector":
+        """Starts taking part in the election (in background threads); returns self.
+
+        Raises:
+            StateError: if already started, or stopped (an Elector cannot be
+                restarted; create a new one).
+        """
+        h = self._h()
+        if self._stopped:
+            raise StateError("this Elector was stopped and cannot be restarted; create a new one")
+        if self._started:
+            raise StateError("this Elector is already started")
+        self._check(_core.s3lect_start(h))
+        self._started = True
+        _live.add(self)
+        return self
+
+    def stop(self, release: bool = True) -> None:
+        """Stops the elector; idempotent, any thread but its own callbacks.
+
+        If this node leads, it stops leading at once, writes a released record
+        so that a follower takes over without waiting for the lease to expire
+        (bounded by ``peer_timeout``), and ``on_lose(term, "stopped")`` runs
+        before this returns. Pending callbacks are delivered before it returns.
+
+        Args:
+            release: False skips writing the released record, as a crash would;
+                followers then take over only after ``lease_timeout``.
+
+        Raises:
+            BusyError: when called from one of this elector's callbacks.
+        """
+        h = self._handle
+        if h is None or self._stopped:
+            return
+        rc = _core.s3lect_stop(h) if release else _core.s3lect_stop_no_release(h)
+        if rc == _core.S3LECT_EBUSY:
+            raise BusyError(
+                "stop() was called from one of this elector's own callbacks, where it would "
+                "deadlock; call it from another thread"
+            )
+        self._check(rc)
+        self._stopped = True
+        _live.discard(self)
+        self._dispatch.close()
+
+    def close(self) -> None:
+        """Same as :meth:`stop`; for ``contextlib.closing``."""
+        self.stop()
+
+    def __enter__(self) -> "Elector":
+        if not self._started:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        h = self.__dict__.get("_handle")
+        if h is None:
+            return
+        self._handle = None
+        try:
+            _live.discard(self)
+            d = self.__dict__.get("_dispatch")
+            if d is not None and threading.get_ident() in d.thread_ids:
+                _free_later(h)  # dropped on one of its own threads: it cannot join itself
+            elif _core.s3lect_free_elector(h) == _core.S3LECT_EBUSY:
+                _free_later(h)
+        except Exception:  # noqa: BLE001 - interpreter shutdown: modules may be gone
+            pass
+
+    # ---- state ----
+
+    @property
+    def lock(self) -> str:
+        """The lock URL (or key, with a custom store)."""
+        return self._lock_url
+
+    @property
+    def server_id(self) -> str:
+        """This node's server id."""
+        return self._server_id
+
+    @property
+    def started(self) -> bool:
+        """True once :meth:`start` succeeded (stays True after stop)."""
+        return self._started
+
+    @property
+    def stopped(self) -> bool:
+        """True once :meth:`stop` completed."""
+        return self._stopped
+
+    @property
+    def is_leader(self) -> bool:
+        """True if this node holds a valid lease now (computed at call time)."""
+        return bool(_core.s3lect_is_leader(self._h()))
+
+    @property
+    def term(self) -> int:
+        """The highest term seen or written: the fencing token while leader."""
+        return int(_core.s3lect_term(self._h()))
+
+    @property
+    def leader_id(self) -> str:
+        """The current leader's server id; "" if none is known."""
+        return _core.s3lect_py_leader_id(self._h()) or ""
+
+    @property
+    def cycle(self) -> int:
+        """Number of completed election cycles."""
+        return int(_core.s3lect_cycle(self._h()))
+
+    @property
+    def last_error(self) -> str:
+        """The elector's last detailed error message ("" if none)."""
+        return _core.s3lect_py_errmsg(self._h()) or ""
+
+    @property
+    def callback_errors(self) -> List[BaseException]:
+        """Exceptions raised by callbacks (most recent last, at most 16 kept);
+        each carries its ``__traceback__``."""
+        return list(self._dispatch.callback_errors)
+
+    def status(self) -> Status:
+        """A consistent snapshot of the elector's state (a frozen dataclass)."""
+        h = self._h()
+        rc, st = _core.s3lect_get_status(h)
+        self._check(rc)
+        try:
+            return Status._from_core(st)
+        finally:
+            _core.s3lect_status_free(st)
+
+    def status_json(self) -> str:
+        """The status as JSON (the body a peer leadership endpoint serves)."""
+        rc, text = _core.s3lect_status_json(self._h())
+        self._check(rc)
+        return text or "{}"
+
+    def get_config(self) -> Dict[str, Any]:
+        """The elector's current settings (durations in seconds; secrets read as "")."""
+        cfg = _core.s3lect_get_config(self._h())
+        if cfg is None:
+            raise MemoryError("s3lect_get_config failed")
+        try:
+            return _config.read(cfg)
+        finally:
+            _core.s3lect_config_free(cfg)
+
+    _TIMINGS = frozenset(
+        {
+            "lease_timeout",
+            "renew_interval",
+            "renew_deadline",
+            "frequent_interval",
+            "infrequent_interval",
+            "max_clock_skew",
+            "peer_timeout",
+            "request_timeout",
+        }
+    )
+
+    def update_config(self, **timings: Duration) -> None:
+        """Changes timing settings of a running (or stopped) elector.
+
+        Accepts ``lease_timeout``, ``renew_interval``, ``renew_deadline``,
+        ``frequent_interval``, ``infrequent_interval``, ``max_clock_skew``,
+        ``peer_timeout`` and ``request_timeout``; the new values are checked
+        together with the current ones.
+
+        Raises:
+            ConfigError: for unknown names or an invalid combination (nothing changes).
+        """
+        unknown = set(timings) - self._TIMINGS
+        if unknown:
+            raise ConfigError(
+                f"update_config() changes only timing settings ({', '.join(sorted(self._TIMINGS))}); "
+                f"got {', '.join(sorted(unknown))}"
+            )
+        h = self._h()
+        cfg = _core.s3lect_get_config(h)
+        if cfg is None:
+            raise MemoryError("s3lect_get_config failed")
+        try:
+            for name, value in timings.items():
+                _config.apply(cfg, name, value)
+            rc = _core.s3lect_update_config(h, cfg)
+            if rc == _core.S3LECT_EINVAL:
+                detail = (_core.s3lect_py_config_errmsg(cfg) or _core.s3lect_py_errmsg(h)
+                          or _core.s3lect_strerror(rc))
+                raise ConfigError(detail, rc)
+            self._check(rc)
+        finally:
+            _core.s3lect_config_free(cfg)
+
+    # ---- waiting ----
+
+    def _require_started(self) -> Any:
+        h = self._h()
+        if not self._started:
+            raise StateError("the elector is not started: call start() or use 'with elector:'")
+        return h
+
+    def _raise_if_misconfigured(self) -> None:
+        """Waiting is pointless while the store refuses us: raise instead."""
+        st = self.status()
+        if st.consecutive_failures > 0 and st.last_error_code in (
+            _core.S3LECT_EAUTH,
+            _core.S3LECT_EFATAL,
+        ):
+            raise error_from_code(st.last_error_code, st.last_error or self.last_error)
+
+    @staticmethod
+    def _deadline(timeout: Optional[Duration]) -> Optional[float]:
+        if timeout is None:
+            return None
+        return time.monotonic() + _config.to_ms("timeout", timeout) / 1000.0
+
+    @staticmethod
+    def _slice_ms(deadline: Optional[float]) -> int:
+        if deadline is None:
+            return int(_SLICE_S * 1000)
+        left = deadline - time.monotonic()
+        return max(0, int(min(left, _SLICE_S) * 1000))
+
+    def _wait_leader_slice(self, h: Any, ms: int) -> Optional[bool]:
+        rc = _core.s3lect_wait_for_leadership(h, ms)
+        if rc == _core.S3LECT_OK:
+            return True
+        if rc == _core.S3LECT_ESTOPPED:
+            raise StoppedError("the elector is stopped; it will not become leader")
+        if rc != _core.S3LECT_ETIMEDOUT:
+            self._check(rc)
+        self._raise_if_misconfigured()
+        return None
+
+    def wait_for_leadership(self, timeout: Optional[Duration] = None) -> bool:
+        """Blocks until this node is leader.
+
+        Args:
+            timeout: seconds or timedelta; None waits as long as it takes.
+
+        Returns:
+            True when leader, False if ``timeout`` passed first.
+
+        Raises:
+            StoppedError: if the elector is or gets stopped.
+            AuthError, FatalStoreError: when the store keeps refusing us
+                (wrong credentials, missing bucket): waiting would be in vain.
+            StateError: if the elector was not started.
+        """
+        h = self._require_started()
+        deadline = self._deadline(timeout)
+        while True:
+            ms = self._slice_ms(deadline)
+            if self._wait_leader_slice(h, ms):
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    def _wait_next_slice(self, h: Any, since: int, ms: int) -> bool:
+        rc, _cycle = _core.s3lect_wait_for_next_election(h, since, ms)
+        if rc == _core.S3LECT_OK:
+            return True
+        if rc == _core.S3LECT_ESTOPPED:
+            raise StoppedError("the elector is stopped; no further elections")
+        if rc != _core.S3LECT_ETIMEDOUT:
+            self._check(rc)
+        return False
+
+    def wait_for_next_election(self, timeout: Optional[Duration] = None) -> bool:
+        """Blocks until the next election cycle completes (a read or write of
+        the lock by this node and the decision that followed it).
+
+        Returns:
+            True when a cycle completed, False if ``timeout`` passed first.
+
+        Raises:
+            StoppedError: if the elector is or gets stopped.
+        """
+        h = self._require_started()
+        since = int(_core.s3lect_cycle(h))
+        deadline = self._deadline(timeout)
+        while True:
+            if self._wait_next_slice(h, since, self._slice_ms(deadline)):
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    # ---- asyncio ----
+
+    async def wait_for_leadership_async(self, timeout: Optional[Duration] = None) -> bool:
+        """``await``-able :meth:`wait_for_leadership`; the event loop keeps running.
+
+        Cancelling the awaiting task stops the wait within a fraction of a second.
+        """
+        h = self._require_started()
+        loop = asyncio.get_running_loop()
+        deadline = self._deadline(timeout)
+        while True:
+            ms = self._slice_ms(deadline)
+            if await loop.run_in_executor(None, self._wait_leader_slice, h, ms):
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    async def wait_for_next_election_async(self, timeout: Optional[Duration] = None) -> bool:
+        """``await``-able :meth:`wait_for_next_election`."""
+        h = self._require_started()
+        loop = asyncio.get_running_loop()
+        since = int(_core.s3lect_cycle(h))
+        deadline = self._deadline(timeout)
+        while True:
+            ms = self._slice_ms(deadline)
+            if await loop.run_in_executor(None, self._wait_next_slice, h, since, ms):
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    def events(self) -> EventStream:
+        """An async iterator of this elector's :class:`Event` s, from now on::
+
+            async for ev in el.events():
+                if ev.type is s3lect.EventType.ACQUIRED: ...
+
+        Must be called with an event loop running (inside a coroutine). The
+        iteration ends when the elector stops.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError("Elector.events() must be called from a coroutine") from None
+        self._h()
+        return EventStream(self._dispatch, loop)
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self.events()
+
+    async def __aenter__(self) -> "Elector":
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.stop)
+
+    def __repr__(self) -> str:
+        state = "closed"
+        if self._handle is not None:
+            if self._stopped:
+                state = "stopped"
+            elif not self._started:
+                state = "new"
+            else:
+                state = "leader" if self.is_leader else "follower"
+        return (f"<s3lect.Elector lock={self._lock_url!r} server_id={self._server_id!r} "
+                f"{state}>")
