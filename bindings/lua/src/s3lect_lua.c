@@ -1,0 +1,991 @@
+/*
+ * s3lect_lua.c - the Lua module "s3lect" (Lua 5.4 and the 5.1 API of LuaJIT).
+ *
+ * Electors run in poll mode (DESIGN §7): the library's election thread never
+ * touches the Lua state. Events queue inside the library, el:fd() becomes
+ * readable, and el:dispatch() runs the Lua callbacks on the thread that calls
+ * it. A Lua state is therefore only ever used by the host's own thread.
+ *
+ * Callbacks are kept as registry references and run with lua_pcall and a
+ * traceback handler, inside a protected C call, so that no Lua error (not
+ * even out-of-memory) can longjmp through the library's frames.
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "s3lect.h"
+
+#include "compat.h"
+
+#define ELECTOR_MT "s3lect.elector"
+#define MODULE_NAME "s3lect"
+
+/* Lua callbacks an elector may hold. */
+enum cb_kind { CB_ACQUIRE, CB_LOSE, CB_LEADER_CHANGE, CB_ERROR, CB_CYCLE, CB_COUNT };
+
+static const char *const cb_names[CB_COUNT] = {"on_acquire", "on_lose", "on_leader_change",
+                                               "on_error", "on_cycle"};
+
+/* Deferred actions requested from inside one of the elector's own callbacks. */
+enum pending { PENDING_NONE, PENDING_STOP, PENDING_STOP_NO_RELEASE };
+
+typedef struct lelector {
+    s3lect_elector *e;  /* NULL once closed */
+    s3lect_config *cfg; /* only while s3lect.new() builds it */
+    lua_State *L;       /* the thread inside el:dispatch(); NULL otherwise */
+    int ref[CB_COUNT];  /* registry references, LUA_NOREF when unset */
+    int started;        /* el:start() succeeded */
+    int in_dispatch;    /* inside s3lect_dispatch() on this elector */
+    int pending;        /* enum pending */
+    int pending_close;  /* el:close() requested from a callback */
+} lelector;
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Pushes nil and "context: message" for an expected failure; returns 2. */
+static int push_fail(lua_State *L, lelector *le, const char *context, int code)
+{
+    char msg[512] = "";
+    if (le != NULL && le->e != NULL)
+        s3lect_errmsg(le->e, msg, sizeof msg);
+    lua_pushnil(L);
+    if (msg[0] != '\0')
+        lua_pushfstring(L, "%s: %s", context, msg);
+    else
+        lua_pushfstring(L, "%s: %s", context, s3lect_strerror(code));
+    return 2;
+}
+
+static lelector *check_elector(lua_State *L, int idx)
+{
+    lelector *le = luaL_checkudata(L, idx, ELECTOR_MT);
+    return le;
+}
+
+/* Like check_elector, but raises if the elector was closed. */
+static lelector *check_open(lua_State *L, int idx)
+{
+    lelector *le = check_elector(L, idx);
+    if (le->e == NULL)
+        luaL_error(L, "s3lect: elector is closed");
+    return le;
+}
+
+static void unref_all(lua_State *L, lelector *le)
+{
+    for (int i = 0; i < CB_COUNT; i++) {
+        luaL_unref(L, LUA_REGISTRYINDEX, le->ref[i]);
+        le->ref[i] = LUA_NOREF;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running callbacks                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Message handler: adds a traceback; tolerates non-string error objects. */
+static int msgh(lua_State *L)
+{
+    const char *msg = lua_tostring(L, 1);
+    if (msg == NULL) {
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+            msg = lua_tostring(L, -1);
+        else
+            msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    s3l_traceback(L, msg);
+    return 1;
+}
+
+/* Last resort for errors nobody else can take. */
+static void report_stderr(const char *what, const char *msg)
+{
+    fprintf(stderr, "s3lect: %s: %s\n", what, msg != NULL ? msg : "(no message)");
+    fflush(stderr);
+}
+
+/* Reports the error message on top of the stack (and pops it): to on_error
+ * if set, else to stderr. Runs in protected mode. */
+static void report_callback_error(lua_State *L, lelector *le, enum cb_kind kind)
+{
+    const char *msg = lua_tostring(L, -1);
+    char what[64];
+    snprintf(what, sizeof what, "error in %s callback", cb_names[kind]);
+    if (kind == CB_ERROR || le->ref[CB_ERROR] == LUA_NOREF) {
+        report_stderr(what, msg);
+        lua_pop(L, 1);
+        return;
+    }
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, msgh);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, le->ref[CB_ERROR]);
+    lua_pushfstring(L, "%s: %s", what, msg != NULL ? msg : "(no message)");
+    lua_pushinteger(L, S3LECT_ECALLBACK);
+    if (lua_pcall(L, 2, 0, top + 1) != LUA_OK) {
+        report_stderr(what, msg);
+        report_stderr("error in on_error callback", lua_tostring(L, -1));
+    }
+    lua_settop(L, top - 1);
+}
+
+/* One callback invocation, passed through s3l_cpcall as light userdata. */
+typedef struct cb_call {
+    lelector *le;
+    enum cb_kind kind;
+    const s3lect_event *ev;
+    int veto; /* on_acquire: returned false or raised */
+} cb_call;
+
+/* Pushes the callback's arguments; returns their count. */
+static int push_args(lua_State *L, const cb_call *c)
+{
+    const s3lect_event *ev = c->ev;
+    const char *s;
+    switch (c->kind) {
+    case CB_ACQUIRE:
+        s3l_pushint64(L, s3lect_event_term(ev));
+        return 1;
+    case CB_LOSE:
+        s3l_pushint64(L, s3lect_event_term(ev));
+        lua_pushstring(L, s3lect_lost_reason_str(s3lect_event_reason(ev)));
+        return 2;
+    case CB_LEADER_CHANGE:
+        s = s3lect_event_leader_id(ev);
+        if (s != NULL && s[0] != '\0')
+            lua_pushstring(L, s);
+        else
+            lua_pushnil(L);
+        s3l_pushint64(L, s3lect_event_term(ev));
+        s = s3lect_event_leader_addr(ev);
+        if (s != NULL && s[0] != '\0')
+            lua_pushstring(L, s);
+        else
+            lua_pushnil(L);
+        return 3;
+    case CB_ERROR:
+        s = s3lect_event_message(ev);
+        lua_pushstring(L, s != NULL && s[0] != '\0' ? s : s3lect_strerror(s3lect_event_code(ev)));
+        lua_pushinteger(L, s3lect_event_code(ev));
+        return 2;
+    case CB_CYCLE:
+        s3l_pushint64(L, (int64_t)s3lect_event_cycle(ev));
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Protected body: calls the Lua callback with a traceback handler. */
+static int run_callback(lua_State *L)
+{
+    cb_call *c = lua_touserdata(L, 1);
+    lelector *le = c->le;
+    lua_settop(L, 0);
+    lua_pushcfunction(L, msgh);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, le->ref[c->kind]);
+    int nargs = push_args(L, c);
+    if (lua_pcall(L, nargs, 1, 1) != LUA_OK) {
+        c->veto = 1;
+        report_callback_error(L, le, c->kind);
+        return 0;
+    }
+    /* Only an explicit false vetoes: a callback that returns nothing keeps
+     * leadership. */
+    c->veto = lua_isboolean(L, -1) && !lua_toboolean(L, -1);
+    return 0;
+}
+
+/* Runs one callback from a library trampoline. Returns nonzero on veto. */
+static int invoke(lelector *le, enum cb_kind kind, const s3lect_event *ev)
+{
+    if (le->ref[kind] == LUA_NOREF)
+        return 0;
+    lua_State *L = le->L;
+    if (L == NULL) {
+        /* Cannot happen in poll mode (callbacks run only in dispatch); if it
+         * ever does, refusing leadership is the safe answer. */
+        report_stderr(cb_names[kind], "callback outside el:dispatch(); not run");
+        return 1;
+    }
+    cb_call c = {.le = le, .kind = kind, .ev = ev, .veto = 0};
+    int top = lua_gettop(L);
+    int status = s3l_cpcall(L, run_callback, &c);
+    if (status != LUA_OK) {
+        /* Only out-of-memory or a failing error handler gets here. */
+        report_stderr(cb_names[kind],
+                      lua_isstring(L, -1) ? lua_tostring(L, -1) : "could not run the callback");
+        c.veto = 1;
+    }
+    lua_settop(L, top);
+    return c.veto;
+}
+
+static void on_event(s3lect_elector *e, const s3lect_event *ev, void *userdata)
+{
+    (void)e;
+    lelector *le = userdata;
+    switch (s3lect_event_type(ev)) {
+    case S3LECT_EVENT_LOST:
+        invoke(le, CB_LOSE, ev);
+        break;
+    case S3LECT_EVENT_LEADER_CHANGED:
+        invoke(le, CB_LEADER_CHANGE, ev);
+        break;
+    case S3LECT_EVENT_ERROR:
+        invoke(le, CB_ERROR, ev);
+        break;
+    case S3LECT_EVENT_CYCLE:
+        invoke(le, CB_CYCLE, ev);
+        break;
+    default:
+        break;
+    }
+}
+
+static int on_acquire_hook(s3lect_elector *e, const s3lect_event *ev, void *userdata)
+{
+    (void)e;
+    return invoke(userdata, CB_ACQUIRE, ev);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Options                                                                  */
+/* ------------------------------------------------------------------------ */
+
+enum opt_kind { K_STR, K_SECONDS, K_BOOL, K_CALLBACK };
+
+typedef struct optdef {
+    const char *name;
+    int opt;    /* s3lect_option, or the cb_kind for K_CALLBACK */
+    int kind;   /* enum opt_kind */
+    int timing; /* accepted by el:update_config() */
+} optdef;
+
+static const optdef optdefs[] = {
+    {"lock", S3LECT_OPT_LOCK, K_STR, 0},
+    {"id", S3LECT_OPT_SERVER_ID, K_STR, 0},
+    {"server_id", S3LECT_OPT_SERVER_ID, K_STR, 0},
+    {"addr", S3LECT_OPT_SERVER_ADDR, K_STR, 0},
+    {"server_addr", S3LECT_OPT_SERVER_ADDR, K_STR, 0},
+    {"lease_timeout", S3LECT_OPT_LEASE_TIMEOUT, K_SECONDS, 1},
+    {"renew_interval", S3LECT_OPT_RENEW_INTERVAL, K_SECONDS, 1},
+    {"renew_deadline", S3LECT_OPT_RENEW_DEADLINE, K_SECONDS, 1},
+    {"frequent_interval", S3LECT_OPT_FREQUENT_INTERVAL, K_SECONDS, 1},
+    {"infrequent_interval", S3LECT_OPT_INFREQUENT_INTERVAL, K_SECONDS, 1},
+    {"max_clock_skew", S3LECT_OPT_MAX_CLOCK_SKEW, K_SECONDS, 1},
+    {"peer_timeout", S3LECT_OPT_PEER_TIMEOUT, K_SECONDS, 1},
+    {"request_timeout", S3LECT_OPT_REQUEST_TIMEOUT, K_SECONDS, 1},
+    {"peer_mode", S3LECT_OPT_PEER_MODE, K_BOOL, 0},
+    {"peer_health_path", S3LECT_OPT_PEER_HEALTH_PATH, K_STR, 0},
+    {"peer_listen", S3LECT_OPT_PEER_LISTEN, K_STR, 0},
+    {"peer_cert", S3LECT_OPT_PEER_CERT, K_STR, 0},
+    {"peer_key", S3LECT_OPT_PEER_KEY, K_STR, 0},
+    {"peer_ca", S3LECT_OPT_PEER_CA, K_STR, 0},
+    {"peer_client_cert", S3LECT_OPT_PEER_CLIENT_CERT, K_STR, 0},
+    {"endpoint", S3LECT_OPT_ENDPOINT, K_STR, 0},
+    {"region", S3LECT_OPT_REGION, K_STR, 0},
+    {"path_style", S3LECT_OPT_PATH_STYLE, K_BOOL, 0},
+    {"ca_file", S3LECT_OPT_CA_FILE, K_STR, 0},
+    {"access_key_id", S3LECT_OPT_ACCESS_KEY_ID, K_STR, 0},
+    {"secret_access_key", S3LECT_OPT_SECRET_ACCESS_KEY, K_STR, 0},
+    {"session_token", S3LECT_OPT_SESSION_TOKEN, K_STR, 0},
+    {"profile", S3LECT_OPT_PROFILE, K_STR, 0},
+    {"release_on_stop", S3LECT_OPT_RELEASE_ON_STOP, K_BOOL, 0},
+    {"on_acquire", CB_ACQUIRE, K_CALLBACK, 0},
+    {"on_lose", CB_LOSE, K_CALLBACK, 0},
+    {"on_leader_change", CB_LEADER_CHANGE, K_CALLBACK, 0},
+    {"on_error", CB_ERROR, K_CALLBACK, 0},
+    {"on_cycle", CB_CYCLE, K_CALLBACK, 0},
+};
+
+#define N_OPTDEFS (sizeof optdefs / sizeof optdefs[0])
+
+static const optdef *find_opt(const char *name)
+{
+    for (size_t i = 0; i < N_OPTDEFS; i++)
+        if (strcmp(optdefs[i].name, name) == 0)
+            return &optdefs[i];
+    return NULL;
+}
+
+/* Raises "unknown option" with the list of valid names. */
+static int unknown_option(lua_State *L, const char *fn, const char *name, int timing_only)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    int first = 1;
+    for (size_t i = 0; i < N_OPTDEFS; i++) {
+        if (timing_only && !optdefs[i].timing)
+            continue;
+        if (!first)
+            luaL_addstring(&b, ", ");
+        luaL_addstring(&b, optdefs[i].name);
+        first = 0;
+    }
+    luaL_pushresult(&b);
+    return luaL_error(L, "%s: unknown option '%s' (valid: %s)", fn, name, lua_tostring(L, -1));
+}
+
+/* Converts seconds (a Lua number) to milliseconds, raising on misuse. */
+static int64_t seconds_to_ms(lua_State *L, const char *fn, const char *name, int idx)
+{
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        luaL_error(L, "%s: option '%s' must be a number of seconds, not a %s", fn, name,
+                   luaL_typename(L, idx));
+    double s = (double)lua_tonumber(L, idx);
+    if (!isfinite(s) || fabs(s) > 9.0e12)
+        luaL_error(L, "%s: option '%s' must be a finite number of seconds", fn, name);
+    return (int64_t)llround(s * 1000.0);
+}
+
+/* Applies the option whose value is at idx to cfg. Returns 0 or a negative
+ * code from the library (expected failure: the caller reports it). Raises on
+ * wrong types. */
+static int apply_option(lua_State *L, const char *fn, s3lect_config *cfg, const optdef *d, int idx)
+{
+    switch (d->kind) {
+    case K_STR: {
+        if (lua_type(L, idx) != LUA_TSTRING)
+            return luaL_error(L, "%s: option '%s' must be a string, not a %s", fn, d->name,
+                              luaL_typename(L, idx));
+        size_t len;
+        const char *s = lua_tolstring(L, idx, &len);
+        if (strlen(s) != len) /* embedded NUL: PEM given as raw bytes */
+            return s3lect_config_set_bytes(cfg, (s3lect_option)d->opt, s, len);
+        return s3lect_config_set_str(cfg, (s3lect_option)d->opt, s);
+    }
+    case K_SECONDS:
+        return s3lect_config_set_int(cfg, (s3lect_option)d->opt,
+                                     seconds_to_ms(L, fn, d->name, idx));
+    case K_BOOL:
+        if (lua_type(L, idx) != LUA_TBOOLEAN)
+            return luaL_error(L, "%s: option '%s' must be a boolean, not a %s", fn, d->name,
+                              luaL_typename(L, idx));
+        return s3lect_config_set_bool(cfg, (s3lect_option)d->opt, lua_toboolean(L, idx));
+    default:
+        return 0;
+    }
+}
+
+/* Message for a failed setter or validation: the config's detail if any. */
+static int push_config_fail(lua_State *L, const char *fn, const char *name, s3lect_config *cfg,
+                            int code)
+{
+    char msg[512] = "";
+    s3lect_config_errmsg(cfg, msg, sizeof msg);
+    lua_pushnil(L);
+    if (name != NULL)
+        lua_pushfstring(L, "%s: option '%s': %s", fn, name,
+                        msg[0] != '\0' ? msg : s3lect_strerror(code));
+    else
+        lua_pushfstring(L, "%s: %s", fn, msg[0] != '\0' ? msg : s3lect_strerror(code));
+    return 2;
+}
+
+/* ------------------------------------------------------------------------ */
+/* s3lect.new                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* s3lect.new{...} -> elector | nil, message */
+static int l_new(lua_State *L)
+{
+    static const char fn[] = "s3lect.new";
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+
+    /* The userdata owns everything from here on, so a raised error leaks
+     * nothing: __gc frees the config and the references. */
+    lelector *le = lua_newuserdata(L, sizeof *le);
+    memset(le, 0, sizeof *le);
+    for (int i = 0; i < CB_COUNT; i++)
+        le->ref[i] = LUA_NOREF;
+    luaL_getmetatable(L, ELECTOR_MT);
+    lua_setmetatable(L, 2);
+
+    le->cfg = s3lect_config_new();
+    if (le->cfg == NULL)
+        return luaL_error(L, "%s: out of memory", fn);
+    s3lect_config_set_bool(le->cfg, S3LECT_OPT_POLL_MODE, 1);
+
+    int seen_id = 0, seen_addr = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 1) != 0) {
+        /* key at -2, value at -1 */
+        if (lua_type(L, -2) != LUA_TSTRING)
+            return luaL_error(L, "%s: option names must be strings, got a %s key", fn,
+                              luaL_typename(L, -2));
+        const char *name = lua_tostring(L, -2);
+        const optdef *d = find_opt(name);
+        if (d == NULL)
+            return unknown_option(L, fn, name, 0);
+        if (d->opt == S3LECT_OPT_SERVER_ID && d->kind == K_STR && seen_id++)
+            return luaL_error(L, "%s: give 'id' or 'server_id', not both", fn);
+        if (d->opt == S3LECT_OPT_SERVER_ADDR && d->kind == K_STR && seen_addr++)
+            return luaL_error(L, "%s: give 'addr' or 'server_addr', not both", fn);
+        if (d->kind == K_CALLBACK) {
+            if (lua_type(L, -1) != LUA_TFUNCTION)
+                return luaL_error(L, "%s: option '%s' must be a function, not a %s", fn, name,
+                                  luaL_typename(L, -1));
+            lua_pushvalue(L, -1);
+            le->ref[d->opt] = luaL_ref(L, LUA_REGISTRYINDEX);
+        } else {
+            int rc = apply_option(L, fn, le->cfg, d, lua_gettop(L));
+            if (rc != S3LECT_OK)
+                return push_config_fail(L, fn, name, le->cfg, rc);
+        }
+        lua_pop(L, 1);
+    }
+
+    s3lect_elector *e = NULL;
+    int rc = s3lect_new(le->cfg, &e);
+    if (rc != S3LECT_OK)
+        return push_config_fail(L, fn, NULL, le->cfg, rc);
+    le->e = e;
+    s3lect_config_free(le->cfg);
+    le->cfg = NULL;
+
+    if (le->ref[CB_ACQUIRE] != LUA_NOREF)
+        rc = s3lect_set_acquire_hook(e, on_acquire_hook, le, NULL);
+    static const struct {
+        enum cb_kind kind;
+        int type; /* s3lect_event_type */
+    } evmap[] = {{CB_LOSE, S3LECT_EVENT_LOST},
+                 {CB_LEADER_CHANGE, S3LECT_EVENT_LEADER_CHANGED},
+                 {CB_ERROR, S3LECT_EVENT_ERROR},
+                 {CB_CYCLE, S3LECT_EVENT_CYCLE}};
+    for (size_t i = 0; rc == S3LECT_OK && i < sizeof evmap / sizeof evmap[0]; i++)
+        if (le->ref[evmap[i].kind] != LUA_NOREF)
+            rc = s3lect_set_callback(e, (enum s3lect_event_type)evmap[i].type, on_event, le, NULL);
+    if (rc != S3LECT_OK)
+        return push_fail(L, le, fn, rc);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Elector methods                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* el:start() -> true | nil, message */
+static int l_start(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    int rc = s3lect_start(le->e);
+    if (rc == S3LECT_ESTATE)
+        return luaL_error(L, "el:start(): elector already started (electors are not "
+                             "restartable; make a new one)");
+    if (rc != S3LECT_OK)
+        return push_fail(L, le, "el:start()", rc);
+    le->started = 1;
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* Runs s3lect_dispatch on behalf of thread L, with callbacks bound to L. */
+static int dispatch_on(lua_State *L, lelector *le, int64_t timeout_ms)
+{
+    le->L = L;
+    le->in_dispatch = 1;
+    int n = s3lect_dispatch(le->e, timeout_ms);
+    le->in_dispatch = 0;
+    le->L = NULL;
+    return n;
+}
+
+/* Delivers what the library still has queued (after a stop). Bounded:
+ * a stopped elector produces no new events. */
+static void drain(lua_State *L, lelector *le)
+{
+    for (int i = 0; i < 64 && dispatch_on(L, le, 0) > 0; i++)
+        ;
+}
+
+static int do_stop(lua_State *L, lelector *le, int release)
+{
+    int rc = release ? s3lect_stop(le->e) : s3lect_stop_no_release(le->e);
+    if (rc == S3LECT_OK)
+        drain(L, le);
+    return rc;
+}
+
+static void do_close(lua_State *L, lelector *le, int run_callbacks)
+{
+    if (le->e != NULL) {
+        if (run_callbacks && le->started)
+            do_stop(L, le, 1);
+        s3lect_free_elector(le->e);
+        le->e = NULL;
+    }
+    if (le->cfg != NULL) {
+        s3lect_config_free(le->cfg);
+        le->cfg = NULL;
+    }
+    unref_all(L, le);
+}
+
+/* Performs a stop or close requested from inside a callback. */
+static void run_pending(lua_State *L, lelector *le)
+{
+    int pending = le->pending;
+    le->pending = PENDING_NONE;
+    if (pending != PENDING_NONE && le->e != NULL) {
+        int rc = do_stop(L, le, pending == PENDING_STOP);
+        if (rc != S3LECT_OK) {
+            char msg[512] = "";
+            s3lect_errmsg(le->e, msg, sizeof msg);
+            report_stderr("deferred el:stop() failed", msg[0] ? msg : s3lect_strerror(rc));
+        }
+    }
+    if (le->pending_close) {
+        le->pending_close = 0;
+        do_close(L, le, 1);
+    }
+}
+
+/* el:stop([{release = false}]) -> true | nil, message */
+static int l_stop(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    int release = 1;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_pushnil(L);
+        while (lua_next(L, 2) != 0) {
+            if (lua_type(L, -2) != LUA_TSTRING || strcmp(lua_tostring(L, -2), "release") != 0)
+                return luaL_error(L, "el:stop(): unknown option '%s' (valid: release)",
+                                  lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?");
+            if (lua_type(L, -1) != LUA_TBOOLEAN)
+                return luaL_error(L, "el:stop(): option 'release' must be a boolean");
+            release = lua_toboolean(L, -1);
+            lua_pop(L, 1);
+        }
+    }
+    if (le->in_dispatch) {
+        /* Stopping joins the library's threads; from inside a callback that
+         * is deferred until the running el:dispatch() returns. */
+        if (le->pending == PENDING_NONE)
+            le->pending = release ? PENDING_STOP : PENDING_STOP_NO_RELEASE;
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    int rc = do_stop(L, le, release);
+    if (rc != S3LECT_OK)
+        return push_fail(L, le, "el:stop()", rc);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* el:close(): stop (releasing leadership), run the last callbacks, free.
+ * Idempotent. Also __close (Lua 5.4). */
+static int l_close(lua_State *L)
+{
+    lelector *le = check_elector(L, 1);
+    if (le->in_dispatch) {
+        le->pending_close = 1;
+        return 0;
+    }
+    do_close(L, le, 1);
+    return 0;
+}
+
+/* __gc: stop and free without running Lua callbacks. */
+static int l_gc(lua_State *L)
+{
+    lelector *le = check_elector(L, 1);
+    do_close(L, le, 0);
+    return 0;
+}
+
+/* el:dispatch([timeout_ms]) -> count | nil, message */
+static int l_dispatch(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    lua_Number t = luaL_optnumber(L, 2, 0);
+    if (t != t)
+        return luaL_argerror(L, 2, "timeout_ms is NaN");
+    int64_t timeout_ms = t < 0 ? -1 : (t > 9.0e15 ? (int64_t)9e15 : (int64_t)ceil(t));
+    if (le->in_dispatch)
+        return luaL_error(L, "el:dispatch(): called from inside one of this elector's "
+                             "callbacks; return from the callback instead");
+    int n = dispatch_on(L, le, timeout_ms);
+    run_pending(L, le);
+    if (n < 0)
+        return push_fail(L, le, "el:dispatch()", n);
+    lua_pushinteger(L, n);
+    return 1;
+}
+
+/* el:fd() -> integer | nil, message */
+static int l_fd(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    int fd = s3lect_event_fd(le->e);
+    if (fd < 0)
+        return push_fail(L, le, "el:fd()", fd);
+    lua_pushinteger(L, fd);
+    return 1;
+}
+
+static int l_is_leader(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    lua_pushboolean(L, s3lect_is_leader(le->e));
+    return 1;
+}
+
+static int l_term(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    s3l_pushint64(L, s3lect_term(le->e));
+    return 1;
+}
+
+static int l_cycle(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    s3l_pushint64(L, (int64_t)s3lect_cycle(le->e));
+    return 1;
+}
+
+/* el:leader_id() -> string | nil (no leader known) */
+static int l_leader_id(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    char small[256];
+    size_t n = s3lect_leader_id(le->e, small, sizeof small);
+    if (n == 0) {
+        lua_pushnil(L);
+        return 1;
+    }
+    if (n < sizeof small) {
+        lua_pushlstring(L, small, n);
+        return 1;
+    }
+    char *big = malloc(n + 1);
+    if (big == NULL)
+        return luaL_error(L, "el:leader_id(): out of memory");
+    n = s3lect_leader_id(le->e, big, n + 1);
+    lua_pushlstring(L, big, n);
+    free(big);
+    return 1;
+}
+
+static void set_str(lua_State *L, const char *key, const char *v)
+{
+    if (v != NULL && v[0] != '\0') {
+        lua_pushstring(L, v);
+        lua_setfield(L, -2, key);
+    }
+}
+
+static void set_int(lua_State *L, const char *key, int64_t v)
+{
+    s3l_pushint64(L, v);
+    lua_setfield(L, -2, key);
+}
+
+/* Milliseconds to seconds (a float); 0 stays absent for epoch times. */
+static void set_seconds(lua_State *L, const char *key, int64_t ms, int omit_zero)
+{
+    if (omit_zero && ms == 0)
+        return;
+    lua_pushnumber(L, (lua_Number)ms / 1000.0);
+    lua_setfield(L, -2, key);
+}
+
+/* Builds the status table from the snapshot in protected mode (so that a
+ * memory error cannot leak the snapshot) and leaves it in the registry. */
+typedef struct status_ctx {
+    const s3lect_status *st;
+    int ref;
+} status_ctx;
+
+static int build_status(lua_State *L)
+{
+    status_ctx *c = lua_touserdata(L, 1);
+    const s3lect_status *st = c->st;
+    lua_createtable(L, 0, 16);
+    lua_pushboolean(L, s3lect_status_is_leader(st));
+    lua_setfield(L, -2, "is_leader");
+    lua_pushstring(L, s3lect_state_str(s3lect_status_state(st)));
+    lua_setfield(L, -2, "state");
+    set_int(L, "term", s3lect_status_term(st));
+    set_str(L, "server_id", s3lect_status_server_id(st));
+    set_str(L, "leader_id", s3lect_status_leader_id(st));
+    set_str(L, "leader_addr", s3lect_status_leader_addr(st));
+    set_str(L, "etag", s3lect_status_etag(st));
+    set_seconds(L, "last_updated", s3lect_status_last_updated_ms(st), 1);
+    set_seconds(L, "last_seen", s3lect_status_last_seen_ms(st), 1);
+    set_seconds(L, "lease_remaining", s3lect_status_lease_remaining_ms(st), 0);
+    lua_pushboolean(L, s3lect_status_record_corrupt(st));
+    lua_setfield(L, -2, "record_corrupt");
+    set_int(L, "last_error", s3lect_status_last_error(st));
+    set_str(L, "last_error_message", s3lect_status_last_error_message(st));
+    set_int(L, "cycle", (int64_t)s3lect_status_cycle(st));
+    set_int(L, "consecutive_failures", s3lect_status_consecutive_failures(st));
+    c->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 0;
+}
+
+/* el:status() -> table | nil, message */
+static int l_status(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    s3lect_status *st = NULL;
+    int rc = s3lect_get_status(le->e, &st);
+    if (rc != S3LECT_OK)
+        return push_fail(L, le, "el:status()", rc);
+    status_ctx c = {.st = st, .ref = LUA_NOREF};
+    int status = s3l_cpcall(L, build_status, &c);
+    s3lect_status_free(st);
+    if (status != LUA_OK)
+        return lua_error(L); /* re-raise (out of memory) now that st is freed */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c.ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, c.ref);
+    return 1;
+}
+
+/* el:status_json() -> string | nil, message */
+static int l_status_json(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    char *json = NULL;
+    int rc = s3lect_status_json(le->e, &json);
+    if (rc != S3LECT_OK)
+        return push_fail(L, le, "el:status_json()", rc);
+    lua_pushstring(L, json);
+    s3lect_free(json);
+    return 1;
+}
+
+/* el:update_config{lease_timeout = ..., ...} -> true | nil, message */
+static int l_update_config(lua_State *L)
+{
+    static const char fn[] = "el:update_config()";
+    lelector *le = check_open(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 2);
+    /* Check names and types before taking the config, so raising leaks
+     * nothing. */
+    lua_pushnil(L);
+    while (lua_next(L, 2) != 0) {
+        const optdef *d = lua_type(L, -2) == LUA_TSTRING ? find_opt(lua_tostring(L, -2)) : NULL;
+        if (d == NULL || !d->timing)
+            return unknown_option(L, fn, lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?",
+                                  1);
+        seconds_to_ms(L, fn, d->name, lua_gettop(L));
+        lua_pop(L, 1);
+    }
+    s3lect_config *cfg = s3lect_get_config(le->e);
+    if (cfg == NULL)
+        return luaL_error(L, "%s: out of memory", fn);
+    int rc = S3LECT_OK;
+    const char *bad = NULL;
+    lua_pushnil(L);
+    while (rc == S3LECT_OK && lua_next(L, 2) != 0) {
+        const optdef *d = find_opt(lua_tostring(L, -2));
+        rc = s3lect_config_set_int(cfg, (s3lect_option)d->opt,
+                                   (int64_t)llround((double)lua_tonumber(L, -1) * 1000.0));
+        if (rc != S3LECT_OK)
+            bad = d->name;
+        lua_pop(L, 1);
+    }
+    if (rc == S3LECT_OK) {
+        rc = s3lect_update_config(le->e, cfg);
+        if (rc != S3LECT_OK) {
+            s3lect_config_free(cfg);
+            return push_fail(L, le, fn, rc);
+        }
+    }
+    if (rc != S3LECT_OK) {
+        int n = push_config_fail(L, fn, bad, cfg, rc);
+        s3lect_config_free(cfg);
+        return n;
+    }
+    s3lect_config_free(cfg);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_tostring(lua_State *L)
+{
+    lelector *le = check_elector(L, 1);
+    if (le->e == NULL) {
+        lua_pushfstring(L, "s3lect.elector (closed): %p", (void *)le);
+        return 1;
+    }
+    s3lect_status *st = NULL;
+    if (s3lect_get_status(le->e, &st) != S3LECT_OK) {
+        lua_pushfstring(L, "s3lect.elector: %p", (void *)le);
+        return 1;
+    }
+    char id[256];
+    snprintf(id, sizeof id, "%s", s3lect_status_server_id(st));
+    const char *state = s3lect_state_str(s3lect_status_state(st));
+    s3lect_status_free(st);
+    lua_pushfstring(L, "s3lect.elector(id=%s, %s): %p", id, state, (void *)le);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Module functions                                                         */
+/* ------------------------------------------------------------------------ */
+
+static int l_version(lua_State *L)
+{
+    lua_pushstring(L, s3lect_version());
+    lua_pushinteger(L, s3lect_version_number());
+    return 2;
+}
+
+static int l_strerror(lua_State *L)
+{
+    lua_pushstring(L, s3lect_strerror((int)luaL_checkinteger(L, 1)));
+    return 1;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#define POLL_MAX 1024
+
+/* s3lect.poll_fd(fd | {fd, ...}, [timeout_ms]) -> boolean | {ready fds} | nil, message
+ * A small poll(2) for hosts without one (plain lua5.4, tests). */
+static int l_poll_fd(lua_State *L)
+{
+    int single = lua_type(L, 1) == LUA_TNUMBER;
+    if (!single && !lua_istable(L, 1))
+        return luaL_argerror(L, 1, "expected a file descriptor or an array of them");
+    lua_Number t = luaL_optnumber(L, 2, 0);
+    int timeout = t < 0 ? -1 : (t > 2.0e9 ? 2000000000 : (int)ceil(t));
+
+    struct pollfd fds[POLL_MAX];
+    size_t n = single ? 1 : s3l_rawlen(L, 1);
+    if (n > POLL_MAX)
+        return luaL_argerror(L, 1, "too many file descriptors (max 1024)");
+    for (size_t i = 0; i < n; i++) {
+        if (!single)
+            lua_rawgeti(L, 1, (int)i + 1);
+        int idx = single ? 1 : -1;
+        if (lua_type(L, idx) != LUA_TNUMBER)
+            return luaL_argerror(L, 1, "file descriptors must be integers");
+        fds[i].fd = (int)lua_tointeger(L, idx);
+        fds[i].events = POLLIN;
+        fds[i].revents = 0;
+        if (!single)
+            lua_pop(L, 1);
+    }
+
+    int64_t deadline = timeout < 0 ? -1 : now_ms() + timeout;
+    int rc;
+    for (;;) {
+        rc = poll(fds, (nfds_t)n, timeout);
+        if (rc >= 0 || errno != EINTR)
+            break;
+        if (deadline >= 0) {
+            int64_t left = deadline - now_ms();
+            timeout = left > 0 ? (int)left : 0;
+        }
+    }
+    if (rc < 0) {
+        int err = errno;
+        lua_pushnil(L);
+        lua_pushfstring(L, "s3lect.poll_fd: %s", strerror(err));
+        return 2;
+    }
+    if (single) {
+        lua_pushboolean(L, (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) != 0);
+        return 1;
+    }
+    lua_createtable(L, rc, 0);
+    int k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fds[i].revents & (POLLIN | POLLERR | POLLHUP)) {
+            lua_pushinteger(L, fds[i].fd);
+            lua_rawseti(L, -2, ++k);
+        }
+    }
+    return 1;
+}
+
+static const luaL_Reg elector_methods[] = {
+    {"start", l_start},
+    {"stop", l_stop},
+    {"close", l_close},
+    {"dispatch", l_dispatch},
+    {"fd", l_fd},
+    {"is_leader", l_is_leader},
+    {"term", l_term},
+    {"cycle", l_cycle},
+    {"leader_id", l_leader_id},
+    {"status", l_status},
+    {"status_json", l_status_json},
+    {"update_config", l_update_config},
+    {NULL, NULL},
+};
+
+static const luaL_Reg elector_meta[] = {
+    {"__gc", l_gc},
+    {"__close", l_close},
+    {"__tostring", l_tostring},
+    {NULL, NULL},
+};
+
+static const luaL_Reg module_funcs[] = {
+    {"new", l_new},         {"version", l_version}, {"strerror", l_strerror},
+    {"poll_fd", l_poll_fd}, {NULL, NULL},
+};
+
+static const struct {
+    const char *name;
+    int code;
+} error_codes[] = {
+    {"OK", S3LECT_OK},
+    {"EINVAL", S3LECT_EINVAL},
+    {"ENOMEM", S3LECT_ENOMEM},
+    {"ESTATE", S3LECT_ESTATE},
+    {"EBUSY", S3LECT_EBUSY},
+    {"ETIMEDOUT", S3LECT_ETIMEDOUT},
+    {"ESTOPPED", S3LECT_ESTOPPED},
+    {"EAUTH", S3LECT_EAUTH},
+    {"ETRANSIENT", S3LECT_ETRANSIENT},
+    {"EFATAL", S3LECT_EFATAL},
+    {"ECORRUPT", S3LECT_ECORRUPT},
+    {"EPRECONDITION", S3LECT_EPRECONDITION},
+    {"ENOTFOUND", S3LECT_ENOTFOUND},
+    {"EIO", S3LECT_EIO},
+    {"EUNSUPPORTED", S3LECT_EUNSUPPORTED},
+    {"ECALLBACK", S3LECT_ECALLBACK},
+};
+
+__attribute__((visibility("default"))) int luaopen_s3lect(lua_State *L)
+{
+    luaL_newmetatable(L, ELECTOR_MT);
+    s3l_setfuncs(L, elector_meta);
+    lua_newtable(L);
+    s3l_setfuncs(L, elector_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushliteral(L, "s3lect.elector");
+    lua_setfield(L, -2, "__name");
+    lua_pop(L, 1);
+
+    lua_newtable(L);
+    s3l_setfuncs(L, module_funcs);
+    lua_pushstring(L, s3lect_version());
+    lua_setfield(L, -2, "_VERSION");
+    for (size_t i = 0; i < sizeof error_codes / sizeof error_codes[0]; i++) {
+        lua_pushinteger(L, error_codes[i].code);
+        lua_setfield(L, -2, error_codes[i].name);
+    }
+    return 1;
+}
