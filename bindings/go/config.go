@@ -268,8 +268,25 @@ func (cc *cconfig) bytes(opt C.s3lect_option, field string, v []byte) {
 func configErrmsg(cfg *C.s3lect_config) string {
 	var buf [1024]C.char
 	C.s3lect_config_errmsg(cfg, &buf[0], C.size_t(len(buf)))
-	return C.GoString(&buf[0])
+	return goFieldNames.Replace(C.GoString(&buf[0]))
 }
+
+// goFieldNames rewrites libs3lect's option names in its messages into the
+// ElectorConfig field names a Go user sets.
+var goFieldNames = strings.NewReplacer(
+	"lease_timeout", "LeaderTimeout",
+	"renew_interval", "RenewInterval",
+	"renew_deadline", "RenewDeadline",
+	"infrequent_interval", "InfrequentInterval",
+	"frequent_interval", "FrequentInterval",
+	"max_clock_skew", "MaxClockSkew",
+	"peer_health_path", "PeerHealthPath",
+	"peer_timeout", "PeerTimeout",
+	"request_timeout", "RequestTimeout",
+	"server_id", "ServerID",
+	"server_addr", "ServerAddr",
+	"set lock to", "set LockfilePath to",
+)
 
 // setTiming sets the options s3lect_update_config applies.
 func (cc *cconfig) setTiming(c *ElectorConfig) {

@@ -24,13 +24,13 @@ func TestConfigValidationErrors(t *testing.T) {
 		{"negative lease", func(c *ElectorConfig) { c.LeaderTimeout = -time.Second }, "LeaderTimeout"},
 		{"deadline not below lease", func(c *ElectorConfig) {
 			c.LeaderTimeout, c.RenewDeadline, c.RenewInterval = 3*time.Second, 5*time.Second, time.Second
-		}, "renew"},
+		}, "RenewDeadline"},
 		{"interval not below deadline", func(c *ElectorConfig) {
 			c.LeaderTimeout, c.RenewDeadline, c.RenewInterval = 3*time.Second, 2*time.Second, 2*time.Second
-		}, "renew"},
+		}, "RenewInterval"},
 		{"infrequent below frequent", func(c *ElectorConfig) {
 			c.FrequentInterval, c.InfrequentInterval = 2*time.Second, time.Second
-		}, "infrequent"},
+		}, "InfrequentInterval"},
 		{"s3 url without bucket", func(c *ElectorConfig) { c.LockfilePath = "s3:///key" }, "bucket"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

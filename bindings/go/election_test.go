@@ -333,12 +333,18 @@ func TestWaitCancellation(t *testing.T) {
 	}
 }
 
-// Cancelling Start's context stops the elector and releases the lock.
+// Cancelling Start's context stops the elector and releases the lock, so
+// a follower takes over well before the lease would expire.
 func TestStartContextCancelStops(t *testing.T) {
 	s := needS3(t)
 	log := testLogger(t)
 	key := uniqueKey(t)
-	a := newElector(t, log, s3Config(s, key, "a"), nil)
+	slow := func(id string) *ElectorConfig {
+		cfg := s3Config(s, key, id)
+		cfg.LeaderTimeout, cfg.RenewDeadline, cfg.RenewInterval = 6*time.Second, 4*time.Second, time.Second
+		return cfg
+	}
+	a := newElector(t, log, slow("a"), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := a.Start(ctx); err != nil {
@@ -349,14 +355,22 @@ func TestStartContextCancelStops(t *testing.T) {
 	if err := a.WaitForLeadership(wctx); err != nil {
 		t.Fatal(err)
 	}
-	b := newElector(t, log, s3Config(s, key, "b"), nil)
+	b := newElector(t, log, slow("b"), nil)
 	start(t, b)
 	waitUntil(t, 10*time.Second, "b sees a", func() bool { return b.LeaderID() == "a" })
+
+	cancelled := time.Now()
 	cancel()
-	if err := a.WaitForLeadership(wctx); !isStopped(err) {
-		t.Fatalf("after cancelling Start's context, WaitForLeadership: %v, want ErrStopped", err)
-	}
 	if err := b.WaitForLeadership(wctx); err != nil {
 		t.Fatalf("b did not take over after a's context was cancelled: %v", err)
+	}
+	if took := time.Since(cancelled); took >= 6*time.Second {
+		t.Fatalf("takeover took %v, a lease expiry: cancelling the context did not release the lock", took)
+	}
+	if a.IsLeader() {
+		t.Fatal("a still leads after its context was cancelled")
+	}
+	if err := a.WaitForLeadership(wctx); !isStopped(err) {
+		t.Fatalf("after cancelling Start's context, a.WaitForLeadership: %v, want ErrStopped", err)
 	}
 }

@@ -145,7 +145,7 @@ func (e *S3Elector) build(cfg *ElectorConfig) (*C.s3lect_elector, error) {
 		return nil, newError(rc, "config", msg)
 	}
 	// One handle per registration: libs3lect frees each userdata once.
-	for _, t := range []C.s3lect_event_type{C.S3LECT_EVENT_ACQUIRED, C.S3LECT_EVENT_LOST,
+	for _, t := range []C.s3lect_event_kind{C.S3LECT_EVENT_ACQUIRED, C.S3LECT_EVENT_LOST,
 		C.S3LECT_EVENT_LEADER_CHANGED, C.S3LECT_EVENT_ERROR, C.S3LECT_EVENT_CYCLE} {
 		if rc := C.gos3lect_set_callback(c, t, C.uintptr_t(cgo.NewHandle(e.ev))); rc != C.S3LECT_OK {
 			C.s3lect_free_elector(c)

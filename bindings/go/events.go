@@ -110,7 +110,7 @@ type eventData struct {
 
 func copyEvent(ev *C.s3lect_event) eventData {
 	return eventData{
-		typ:        C.s3lect_event_get_type(ev),
+		typ:        C.s3lect_event_type(ev),
 		term:       int64(C.s3lect_event_term(ev)),
 		reason:     C.s3lect_event_reason(ev),
 		leaderID:   C.GoString(C.s3lect_event_leader_id(ev)),

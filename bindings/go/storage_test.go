@@ -151,7 +151,9 @@ func (r racingStore) PutIfMatch(ctx context.Context, key string, data []byte, et
 	}
 	r.memStore.mu.Lock()
 	r.memStore.gen++
-	r.memStore.objs[key] = memObj{data: []byte(`{"leaderID":"intruder"}`), etag: fmt.Sprintf("\"%d\"", r.memStore.gen)}
+	rec := fmt.Sprintf(`{"leaderID":"intruder","leaderAddr":"","lastUpdated":%q,"term":5,"leaseMs":60000,"incarnation":"x"}`,
+		time.Now().UTC().Format("2006-01-02T15:04:05.000Z"))
+	r.memStore.objs[key] = memObj{data: []byte(rec), etag: fmt.Sprintf("\"%d\"", r.memStore.gen)}
 	r.memStore.mu.Unlock()
 	return nil
 }
@@ -162,12 +164,11 @@ func TestReadBackDetectsOtherWriter(t *testing.T) {
 	log := testLogger(t)
 	el := newElector(t, log, fileConfig(t, "k", "n"), racingStore{newMemStore()})
 	start(t, el)
-	var st *LeadershipStatus
-	waitUntil(t, 20*time.Second, "the lost race shows in the status", func() bool {
-		st = el.GetLeadershipStatus()
-		return st.Cycle >= 3
+	waitUntil(t, 20*time.Second, "the elector sees the other writer as leader", func() bool {
+		return el.LeaderID() == "intruder"
 	})
-	if el.IsLeader() || el.ev.snapshot().acquired {
-		t.Fatalf("became leader although another writer replaced its record: %+v", st)
+	st := el.GetLeadershipStatus()
+	if el.IsLeader() || el.ev.snapshot().acquired || st.Term != 5 {
+		t.Fatalf("took another writer's record for its own: %+v", st)
 	}
 }

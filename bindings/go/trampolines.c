@@ -40,7 +40,7 @@ static int store_put(void *userdata, const char *key, const void *data, size_t l
                             (char *)if_match, timeout_ms, res);
 }
 
-int gos3lect_set_callback(s3lect_elector *e, s3lect_event_type type, uintptr_t h)
+int gos3lect_set_callback(s3lect_elector *e, s3lect_event_kind type, uintptr_t h)
 {
     return s3lect_set_callback(e, type, on_event, handle_to_ptr(h), free_handle);
 }

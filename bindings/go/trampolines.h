@@ -16,7 +16,7 @@
 #include <s3lect.h>
 
 /* Registers the Go event dispatcher for one event type; h is a cgo.Handle. */
-int gos3lect_set_callback(s3lect_elector *e, s3lect_event_type type, uintptr_t h);
+int gos3lect_set_callback(s3lect_elector *e, s3lect_event_kind type, uintptr_t h);
 /* Registers the Go acquire hook; h is a cgo.Handle. */
 int gos3lect_set_acquire_hook(s3lect_elector *e, uintptr_t h);
 /* Makes cfg use a Go Storage; h is a cgo.Handle of the Go store binding. */
