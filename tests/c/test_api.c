@@ -1,0 +1,394 @@
+/* The public API end to end on the file store and a custom store: threads,
+ * callbacks, poll mode, waits, stop semantics, validation messages. */
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "s3lect.h"
+#include "testutil.h"
+#include "util.h"
+
+static char *g_dir;
+
+static s3lect_config *fast_cfg(const char *lock, const char *id)
+{
+    s3lect_config *c = s3lect_config_new();
+    s3lect_config_set_str(c, S3LECT_OPT_LOCK, lock);
+    s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, id);
+    s3lect_config_set_int(c, S3LECT_OPT_LEASE_TIMEOUT, 1500);
+    s3lect_config_set_int(c, S3LECT_OPT_RENEW_INTERVAL, 300);
+    s3lect_config_set_int(c, S3LECT_OPT_RENEW_DEADLINE, 900);
+    s3lect_config_set_int(c, S3LECT_OPT_FREQUENT_INTERVAL, 200);
+    s3lect_config_set_int(c, S3LECT_OPT_INFREQUENT_INTERVAL, 600);
+    return c;
+}
+
+static s3lect_elector *make(const char *lock, const char *id)
+{
+    s3lect_config *c = fast_cfg(lock, id);
+    s3lect_elector *e = NULL;
+    int rc = s3lect_new(c, &e);
+    if (rc) {
+        char msg[512];
+        s3lect_config_errmsg(c, msg, sizeof msg);
+        fprintf(stderr, "s3lect_new: %s\n", msg);
+        exit(2);
+    }
+    s3lect_config_free(c);
+    return e;
+}
+
+static int count_leaders(s3lect_elector **e, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += e[i] && s3lect_is_leader(e[i]);
+    return k;
+}
+
+static int wait_one_leader(s3lect_elector **e, int n, int64_t timeout_ms)
+{
+    int64_t end = u_mono_ms() + timeout_ms;
+    while (u_mono_ms() < end) {
+        for (int i = 0; i < n; i++)
+            if (e[i] && s3lect_is_leader(e[i]))
+                return i;
+        t_sleep_ms(10);
+    }
+    return -1;
+}
+
+static void t_validation(void)
+{
+    s3lect_config *c = s3lect_config_new();
+    s3lect_elector *e;
+    char msg[512];
+    CHECK(s3lect_new(c, &e) == S3LECT_EINVAL, "no lock");
+    s3lect_config_errmsg(c, msg, sizeof msg);
+    CHECK(strstr(msg, "s3://bucket/key") != NULL, "message says what to set: %s", msg);
+    s3lect_config_set_str(c, S3LECT_OPT_LOCK, "http://x/y");
+    s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, "a");
+    CHECK(s3lect_new(c, &e) == S3LECT_EINVAL, "bad scheme");
+    s3lect_config_errmsg(c, msg, sizeof msg);
+    CHECK(strstr(msg, "unsupported lock URL scheme") != NULL, "scheme message: %s", msg);
+    char lock[512];
+    snprintf(lock, sizeof lock, "file://%s/leader.json", g_dir);
+    s3lect_config_set_str(c, S3LECT_OPT_LOCK, lock);
+    s3lect_config_set_int(c, S3LECT_OPT_RENEW_DEADLINE, 20000);
+    CHECK(s3lect_new(c, &e) == S3LECT_EINVAL, "renew_deadline >= lease");
+    s3lect_config_errmsg(c, msg, sizeof msg);
+    CHECK(strstr(msg, "renew_deadline (20s) must be less than lease_timeout (15s)") != NULL,
+          "timing message: %s", msg);
+    CHECK(s3lect_config_set_int(c, S3LECT_OPT_LEASE_TIMEOUT, -5) == S3LECT_EINVAL,
+          "negative duration rejected");
+    CHECK(s3lect_config_set_str(c, S3LECT_OPT_LEASE_TIMEOUT, "x") == S3LECT_EINVAL,
+          "type mismatch rejected");
+    s3lect_config_set_int(c, S3LECT_OPT_RENEW_DEADLINE, 10000);
+    s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, "");
+    CHECK(s3lect_new(c, &e) == S3LECT_EINVAL, "empty id");
+    s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, "a");
+    s3lect_config_set_str(c, S3LECT_OPT_LOCK, "file:///definitely/not/here/leader.json");
+    CHECK(s3lect_new(c, &e) == S3LECT_EFATAL, "missing directory is FATAL");
+    s3lect_config_errmsg(c, msg, sizeof msg);
+    CHECK(strstr(msg, "does not exist") != NULL, "directory message: %s", msg);
+    s3lect_config_free(c);
+    CHECK(strcmp(s3lect_strerror(S3LECT_EBUSY), "unknown error") != 0, "strerror");
+    CHECK(s3lect_version_number() == S3LECT_VERSION_NUMBER, "version");
+}
+
+typedef struct cbstate {
+    pthread_mutex_t mu;
+    int acquired, lost, changed, errors;
+    int last_reason;
+    pthread_t cb_thread;
+    int sleep_ms;
+    int stop_rc;
+    int veto;
+} cbstate;
+
+static void on_event(s3lect_elector *e, const s3lect_event *ev, void *ud)
+{
+    cbstate *s = ud;
+    pthread_mutex_lock(&s->mu);
+    s->cb_thread = pthread_self();
+    switch (s3lect_event_type(ev)) {
+    case S3LECT_EVENT_ACQUIRED:
+        s->acquired++;
+        break;
+    case S3LECT_EVENT_LOST:
+        s->lost++;
+        s->last_reason = s3lect_event_reason(ev);
+        break;
+    case S3LECT_EVENT_LEADER_CHANGED:
+        s->changed++;
+        break;
+    case S3LECT_EVENT_ERROR:
+        s->errors++;
+        break;
+    }
+    int sleep_ms = s3lect_event_type(ev) == S3LECT_EVENT_ACQUIRED ? s->sleep_ms : 0;
+    pthread_mutex_unlock(&s->mu);
+    if (sleep_ms) {
+        s->stop_rc = s3lect_stop(e); /* from a callback: must refuse, not deadlock */
+        t_sleep_ms(sleep_ms);
+    }
+}
+
+static int veto_hook(s3lect_elector *e, const s3lect_event *ev, void *ud)
+{
+    (void)e;
+    (void)ev;
+    cbstate *s = ud;
+    return s->veto;
+}
+
+static void set_all(s3lect_elector *e, cbstate *s)
+{
+    for (int t = S3LECT_EVENT_ACQUIRED; t <= S3LECT_EVENT_ERROR; t++)
+        s3lect_set_callback(e, (s3lect_event_kind)t, on_event, s, NULL);
+}
+
+static void t_three_electors(void)
+{
+    char lock[512];
+    snprintf(lock, sizeof lock, "file://%s/three.json", g_dir);
+    s3lect_elector *e[3];
+    cbstate st[3];
+    const char *ids[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) {
+        memset(&st[i], 0, sizeof st[i]);
+        pthread_mutex_init(&st[i].mu, NULL);
+        e[i] = make(lock, ids[i]);
+        set_all(e[i], &st[i]);
+        CHECK(s3lect_start(e[i]) == 0, "start %d", i);
+    }
+    CHECK(s3lect_start(e[0]) == S3LECT_ESTATE, "start twice is ESTATE");
+    int leader = wait_one_leader(e, 3, 10000);
+    CHECK(leader >= 0, "a leader within 10 s");
+    int64_t end = u_mono_ms() + 3000;
+    int max = 0;
+    while (u_mono_ms() < end) {
+        int k = count_leaders(e, 3);
+        max = k > max ? k : max;
+        t_sleep_ms(2);
+    }
+    CHECK(max == 1, "exactly one leader at every sample (max %d)", max);
+    char id[64];
+    s3lect_leader_id(e[(leader + 1) % 3], id, sizeof id);
+    CHECK(strcmp(id, ids[leader]) == 0, "followers know the leader (%s vs %s)", id, ids[leader]);
+    int64_t term = s3lect_term(e[leader]);
+    CHECK(term >= 1, "term");
+    char *json = NULL;
+    CHECK(s3lect_status_json(e[leader], &json) == 0 && strstr(json, "\"isLeader\":true") &&
+              strstr(json, "\"term\":"),
+          "status json: %s", json ? json : "(null)");
+    s3lect_free(json);
+
+    /* Graceful stop: release → another leads quickly, with a higher term. */
+    int64_t t0 = u_mono_ms();
+    CHECK(s3lect_stop(e[leader]) == 0, "stop");
+    CHECK(s3lect_stop(e[leader]) == 0, "stop is idempotent");
+    CHECK(st[leader].lost == 1 && st[leader].last_reason == S3LECT_LOST_STOPPED,
+          "LOST(stopped) delivered before stop returns (lost %d)", st[leader].lost);
+    s3lect_free_elector(e[leader]);
+    e[leader] = NULL;
+    int next = wait_one_leader(e, 3, 5000);
+    int64_t handover = u_mono_ms() - t0;
+    CHECK(next >= 0 && handover < 600 + 1500, "handover after release took %lld ms",
+          (long long)handover);
+    CHECK(next < 0 || s3lect_term(e[next]) > term, "higher term after handover");
+
+    /* Crash (no release): the other takes over after the lease. */
+    t0 = u_mono_ms();
+    s3lect_stop_no_release(e[next]);
+    s3lect_free_elector(e[next]);
+    e[next] = NULL;
+    int last = wait_one_leader(e, 3, 6000);
+    int64_t failover = u_mono_ms() - t0;
+    CHECK(last >= 0, "failover after a crash");
+    CHECK(failover >= 900 && failover < 1500 + 600 + 1500,
+          "failover took %lld ms (must wait out the lease)", (long long)failover);
+    for (int i = 0; i < 3; i++)
+        if (e[i])
+            s3lect_free_elector(e[i]);
+    printf("three electors: handover %lld ms, failover %lld ms\n", (long long)handover,
+           (long long)failover);
+}
+
+static void t_slow_callback_and_ebusy(void)
+{
+    char lock[512];
+    snprintf(lock, sizeof lock, "file://%s/slow.json", g_dir);
+    s3lect_elector *e = make(lock, "slow");
+    cbstate st;
+    memset(&st, 0, sizeof st);
+    pthread_mutex_init(&st.mu, NULL);
+    st.sleep_ms = 4000; /* far longer than the 1.5 s lease */
+    set_all(e, &st);
+    s3lect_start(e);
+    CHECK(s3lect_wait_for_leadership(e, 5000) == 0, "leads");
+    int64_t end = u_mono_ms() + 3500, lapses = 0;
+    while (u_mono_ms() < end) {
+        lapses += !s3lect_is_leader(e);
+        t_sleep_ms(20);
+    }
+    CHECK(lapses == 0, "a callback blocking for 4 s did not cost the lease (%lld lapses)",
+          (long long)lapses);
+    t_sleep_ms(700);
+    CHECK(st.stop_rc == S3LECT_EBUSY, "stop from a callback returns EBUSY (%d)", st.stop_rc);
+    CHECK(!pthread_equal(st.cb_thread, pthread_self()), "callbacks run on the dispatcher");
+    s3lect_free_elector(e);
+}
+
+static void t_veto_and_waits(void)
+{
+    char lock[512];
+    snprintf(lock, sizeof lock, "file://%s/veto.json", g_dir);
+    s3lect_elector *a = make(lock, "vetoer"), *b = make(lock, "other");
+    cbstate sa, sb;
+    memset(&sa, 0, sizeof sa);
+    memset(&sb, 0, sizeof sb);
+    pthread_mutex_init(&sa.mu, NULL);
+    pthread_mutex_init(&sb.mu, NULL);
+    sa.veto = 1;
+    set_all(a, &sa);
+    s3lect_set_acquire_hook(a, veto_hook, &sa, NULL);
+    s3lect_start(a);
+    int64_t t0 = u_mono_ms();
+    CHECK(s3lect_wait_for_leadership(a, 300) == S3LECT_ETIMEDOUT || sa.lost >= 0, "wait");
+    /* It acquires, vetoes, releases; b (started later) must get it. */
+    t_sleep_ms(500);
+    set_all(b, &sb);
+    s3lect_start(b);
+    CHECK(s3lect_wait_for_leadership(b, 5000) == 0, "the other node leads after the veto");
+    CHECK(sa.lost >= 1 && sa.last_reason == S3LECT_LOST_HOOK_FAILED,
+          "vetoer got LOST(hook_failed) (lost %d reason %d)", sa.lost, sa.last_reason);
+    CHECK(sa.acquired == 0, "ACQUIRED callback not run after a veto");
+    uint64_t c0 = s3lect_cycle(b), c1 = 0;
+    CHECK(s3lect_wait_for_next_election(b, c0, 3000, &c1) == 0 && c1 > c0, "next cycle");
+    CHECK(s3lect_wait_for_leadership(a, 200) == S3LECT_ETIMEDOUT, "timeout while b leads");
+    s3lect_stop(a);
+    CHECK(s3lect_wait_for_leadership(a, 1000) == S3LECT_ESTOPPED, "ESTOPPED after stop");
+    (void)t0;
+    s3lect_free_elector(a);
+    s3lect_free_elector(b);
+}
+
+static void t_poll_mode(void)
+{
+    char lock[512];
+    snprintf(lock, sizeof lock, "file://%s/poll.json", g_dir);
+    s3lect_config *c = fast_cfg(lock, "poller");
+    s3lect_config_set_bool(c, S3LECT_OPT_POLL_MODE, 1);
+    s3lect_elector *e;
+    CHECK(s3lect_new(c, &e) == 0, "new poll mode");
+    s3lect_config_free(c);
+    cbstate st;
+    memset(&st, 0, sizeof st);
+    pthread_mutex_init(&st.mu, NULL);
+    set_all(e, &st);
+    s3lect_start(e);
+    struct pollfd p = {s3lect_event_fd(e), POLLIN, 0};
+    CHECK(poll(&p, 1, 5000) == 1, "event fd becomes readable");
+    CHECK(st.acquired == 0, "no callback before dispatch");
+    int n = s3lect_dispatch(e, 1000);
+    CHECK(n >= 1 && st.acquired == 1, "dispatch ran %d callbacks", n);
+    CHECK(pthread_equal(st.cb_thread, pthread_self()), "callbacks run on the caller's thread");
+    CHECK(poll(&p, 1, 0) == 0 || s3lect_dispatch(e, 0) >= 1, "fd drained after dispatch");
+    s3lect_stop(e);
+    CHECK(s3lect_dispatch(e, 0) >= 1 && st.lost == 1, "LOST stays queued for dispatch");
+    s3lect_free_elector(e);
+}
+
+/* A custom store: one object in memory. */
+typedef struct memstore {
+    pthread_mutex_t mu;
+    int exists, ctr, puts;
+    char body[2048];
+    size_t len;
+    char etag[32];
+} memstore;
+
+static int ms_get(void *ud, const char *key, int64_t timeout, s3lect_store_result *res)
+{
+    (void)key;
+    (void)timeout;
+    memstore *m = ud;
+    pthread_mutex_lock(&m->mu);
+    int rc = S3LECT_STORE_NOT_FOUND;
+    if (m->exists) {
+        s3lect_store_result_set_body(res, m->body, m->len);
+        s3lect_store_result_set_etag(res, m->etag);
+        rc = S3LECT_STORE_OK;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+static int ms_put(void *ud, const char *key, const void *data, size_t len, const char *if_match,
+                  int64_t timeout, s3lect_store_result *res)
+{
+    (void)key;
+    (void)timeout;
+    memstore *m = ud;
+    pthread_mutex_lock(&m->mu);
+    int ok = if_match ? m->exists && !strcmp(if_match, m->etag) : !m->exists;
+    if (ok) {
+        memcpy(m->body, data, len);
+        m->len = len;
+        m->exists = 1;
+        m->puts++;
+        snprintf(m->etag, sizeof m->etag, "v%d", ++m->ctr);
+        s3lect_store_result_set_etag(res, m->etag);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return ok ? S3LECT_STORE_OK : S3LECT_STORE_PRECONDITION;
+}
+
+static int freed;
+static void ms_free(void *ud)
+{
+    (void)ud;
+    freed++;
+}
+
+static void t_custom_store(void)
+{
+    memstore m;
+    memset(&m, 0, sizeof m);
+    pthread_mutex_init(&m.mu, NULL);
+    s3lect_config *c = fast_cfg("leader.json", "x");
+    CHECK(s3lect_config_set_custom_store(c, ms_get, ms_put, &m, ms_free) == 0, "custom store");
+    s3lect_elector *e[2];
+    s3lect_new(c, &e[0]);
+    s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, "y");
+    s3lect_new(c, &e[1]);
+    s3lect_config_free(c);
+    CHECK(freed == 0, "userdata alive while electors use it");
+    s3lect_start(e[0]);
+    s3lect_start(e[1]);
+    int l = wait_one_leader(e, 2, 5000);
+    CHECK(l >= 0, "custom store elects a leader");
+    t_sleep_ms(1000);
+    CHECK(count_leaders(e, 2) == 1, "one leader on the custom store");
+    s3lect_free_elector(e[0]);
+    CHECK(freed == 0, "userdata alive while one elector remains");
+    s3lect_free_elector(e[1]);
+    CHECK(freed == 1, "userdata_free ran exactly once (%d)", freed);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    g_dir = t_tmpdir("api");
+    t_validation();
+    t_three_electors();
+    t_slow_callback_and_ebusy();
+    t_veto_and_waits();
+    t_poll_mode();
+    t_custom_store();
+    return t_done("api");
+}

@@ -1,0 +1,408 @@
+/* Engine transitions with a simulated clock and an in-memory store. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "election.h"
+#include "s3lect.h"
+#include "testutil.h"
+
+/* A one-object store, applied instantly. */
+typedef struct mem {
+    int exists;
+    char body[4096];
+    size_t len;
+    char etag[32];
+    int ctr;
+    int puts, gets;
+    int fail_next; /* outcome to return instead of applying, 0 = none */
+} mem;
+
+static el_params P = {15000, 5000, 10000, 5000, 30000, 2000, 3000, 10000};
+
+static void mem_do(mem *m, const el_op *op, st_result *r)
+{
+    memset(r, 0, sizeof *r);
+    if (m->fail_next) {
+        r->outcome = m->fail_next;
+        m->fail_next = 0;
+        return;
+    }
+    if (op->kind == EL_OP_GET) {
+        m->gets++;
+        if (!m->exists) {
+            r->outcome = ST_NOT_FOUND;
+            return;
+        }
+        st_result_set_body(r, m->body, m->len);
+        st_result_set_etag(r, m->etag);
+        r->outcome = ST_OK;
+        return;
+    }
+    m->puts++;
+    int ok = op->if_match ? m->exists && !strcmp(op->if_match, m->etag) : !m->exists;
+    if (!ok) {
+        r->outcome = ST_PRECONDITION;
+        return;
+    }
+    memcpy(m->body, op->body, op->body_len);
+    m->len = op->body_len;
+    m->exists = 1;
+    snprintf(m->etag, sizeof m->etag, "\"%d\"", ++m->ctr);
+    st_result_set_etag(r, m->etag);
+    r->outcome = ST_OK;
+}
+
+static void mem_set(mem *m, const char *json)
+{
+    snprintf(m->body, sizeof m->body, "%s", json);
+    m->len = strlen(json);
+    m->exists = 1;
+    snprintf(m->etag, sizeof m->etag, "\"%d\"", ++m->ctr);
+}
+
+typedef struct counts {
+    int acquired, lost, changed, errors, cycles;
+    int64_t last_term;
+    int last_reason;
+} counts;
+
+static void drain(el_engine *e, counts *c)
+{
+    size_t n;
+    el_event *ev = el_take_events(e, &n);
+    for (size_t i = 0; i < n; i++) {
+        switch (ev[i].type) {
+        case S3LECT_EVENT_ACQUIRED:
+            c->acquired++;
+            c->last_term = ev[i].term;
+            break;
+        case S3LECT_EVENT_LOST:
+            c->lost++;
+            c->last_reason = ev[i].reason;
+            break;
+        case S3LECT_EVENT_LEADER_CHANGED:
+            c->changed++;
+            break;
+        case S3LECT_EVENT_ERROR:
+            c->errors++;
+            break;
+        case S3LECT_EVENT_CYCLE:
+            c->cycles++;
+            break;
+        }
+        el_event_clear(&ev[i]);
+    }
+    free(ev);
+}
+
+/* Runs the engine until mono time `until`, stepping at each wake. Returns last op kind. */
+static void run_until(el_engine *e, mem *m, int64_t *now, int64_t until, counts *c)
+{
+    for (int guard = 0; guard < 100000 && *now <= until; guard++) {
+        el_op op;
+        int64_t wake;
+        el_time t = {*now, 1700000000000 + *now};
+        int k = el_next(e, t, &op, &wake);
+        drain(e, c);
+        if (k == EL_OP_DONE)
+            return;
+        if (k == EL_OP_NONE) {
+            if (wake > until) {
+                *now = until + 1;
+                return;
+            }
+            *now = wake;
+            continue;
+        }
+        st_result r;
+        mem_do(m, &op, &r);
+        *now += 1;
+        el_time t2 = {*now, 1700000000000 + *now};
+        el_complete(e, t2, &r);
+        st_result_clear(&r);
+        drain(e, c);
+    }
+}
+
+static void init(el_engine *e, const char *id)
+{
+    el_init(e, &P, id, "127.0.0.1:1",
+            "inc-"
+            "x",
+            7);
+}
+
+static void t_create_and_renew(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 1000;
+    init(&e, "a");
+    run_until(&e, &m, &now, 1100, &c);
+    CHECK(c.acquired == 1 && c.last_term == 1,
+          "creates the record and leads with term 1 (%d, %lld)", c.acquired,
+          (long long)c.last_term);
+    CHECK(el_is_leader(&e, now), "leader after create");
+    int gets = m.gets, puts = m.puts;
+    run_until(&e, &m, &now, 1000 + 60000, &c);
+    CHECK(m.gets == gets, "leader renews without GETs (%d extra)", m.gets - gets);
+    CHECK(m.puts - puts >= 11 && m.puts - puts <= 13, "about one PUT per renew interval: %d",
+          m.puts - puts);
+    CHECK(el_is_leader(&e, now) && c.lost == 0, "still leader after a minute");
+    el_free(&e);
+}
+
+static void t_takeover_after_lease(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 5000;
+    /* A live-looking record by another node, which then never changes (crash). */
+    mem_set(&m, "{\"leaderID\":\"b\",\"lastUpdated\":\"2023-11-14T22:13:25.000Z\",\"term\":4,"
+                "\"leaseMs\":15000}");
+    el_params p = P;
+    p.skew = 0; /* only the monotonic rule */
+    el_init(&e, &p, "a", "", "inc", 1);
+    run_until(&e, &m, &now, 5000 + 14000, &c);
+    CHECK(c.acquired == 0, "must not take over before L");
+    run_until(&e, &m, &now, 5000 + 15000 + 1000, &c);
+    CHECK(c.acquired == 1 && c.last_term == 5, "takes over right after L with term+1 (term %lld)",
+          (long long)c.last_term);
+    el_free(&e);
+}
+
+static void t_wall_clock_rule(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 5000;
+    /* lastUpdated far in the past by our wall clock: rule 2 lets us take over at once. */
+    mem_set(&m, "{\"leaderID\":\"b\",\"lastUpdated\":\"2020-01-01T00:00:00Z\",\"term\":2}");
+    init(&e, "a");
+    run_until(&e, &m, &now, 5100, &c);
+    CHECK(c.acquired == 1 && c.last_term == 3, "long-dead record taken over at once");
+    el_free(&e);
+}
+
+static void t_released_is_free(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    mem_set(&m, "{\"leaderID\":\"\",\"lastUpdated\":\"0001-01-01T00:00:00Z\",\"term\":9}");
+    el_params p = P;
+    p.skew = 0;
+    el_init(&e, &p, "a", "", "inc", 1);
+    run_until(&e, &m, &now, 200, &c);
+    CHECK(c.acquired == 1 && c.last_term == 10, "released record is free at once, term+1");
+    el_free(&e);
+}
+
+static void t_lost_race_and_expiry(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    init(&e, "a");
+    run_until(&e, &m, &now, 200, &c);
+    CHECK(el_is_leader(&e, now), "leader");
+    /* Someone else overwrites the record: the next renewal gets 412. */
+    mem_set(&m, "{\"leaderID\":\"b\",\"lastUpdated\":\"2023-11-14T22:13:25Z\",\"term\":2}");
+    run_until(&e, &m, &now, 100 + 6000, &c);
+    CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_LOST_RACE, "steps down on 412 (lost %d)",
+          c.lost);
+    CHECK(!el_is_leader(&e, now), "not leader after losing the race");
+    el_free(&e);
+
+    /* Transient errors until the deadline: steps down at renewed_at + renew_deadline. */
+    memset(&m, 0, sizeof m);
+    memset(&c, 0, sizeof c);
+    now = 100;
+    init(&e, "a");
+    run_until(&e, &m, &now, 200, &c);
+    int64_t renewed = e.renewed_at;
+    for (int i = 0; i < 200 && c.lost == 0; i++) {
+        el_op op;
+        int64_t wake;
+        el_time t = {now, 1700000000000 + now};
+        int k = el_next(&e, t, &op, &wake);
+        drain(&e, &c);
+        if (k == EL_OP_NONE) {
+            CHECK(wake <= renewed + P.renew_deadline, "wakes by the deadline");
+            now = wake;
+            continue;
+        }
+        CHECK(op.timeout_ms <= renewed + P.renew_deadline - now,
+              "request timeout bounded by the lease left");
+        st_result r = {0};
+        r.outcome = ST_TRANSIENT;
+        now += 1;
+        el_complete(&e, (el_time){now, 1700000000000 + now}, &r);
+        drain(&e, &c);
+    }
+    CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_LEASE_EXPIRED, "lease expired");
+    CHECK(now >= renewed + P.renew_deadline && now <= renewed + P.renew_deadline + 1,
+          "steps down exactly at the deadline (%lld vs %lld)", (long long)now,
+          (long long)(renewed + P.renew_deadline));
+    CHECK(!el_is_leader(&e, renewed + P.renew_deadline), "is_leader false at the deadline");
+    el_free(&e);
+}
+
+static void t_stop_releases(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    init(&e, "a");
+    run_until(&e, &m, &now, 200, &c);
+    el_stop(&e, 1);
+    el_op op;
+    int64_t wake;
+    int k = el_next(&e, (el_time){now, 1700000000000 + now}, &op, &wake);
+    CHECK(k == EL_OP_PUT && op.if_match, "stop writes a conditional release");
+    CHECK(!el_is_leader(&e, now), "not leader from the moment stop begins");
+    st_result r;
+    mem_do(&m, &op, &r);
+    el_complete(&e, (el_time){now + 1, 1700000000000 + now}, &r);
+    st_result_clear(&r);
+    drain(&e, &c);
+    CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_STOPPED, "LOST(stopped)");
+    CHECK(strstr(m.body, "\"leaderID\":\"\"") && strstr(m.body, "0001-01-01T00:00:00Z") &&
+              strstr(m.body, "\"term\":1"),
+          "released record keeps the term: %s", m.body);
+    k = el_next(&e, (el_time){now + 2, 0}, &op, &wake);
+    CHECK(k == EL_OP_DONE, "done after stop");
+    el_free(&e);
+}
+
+static void t_veto(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    init(&e, "a");
+    run_until(&e, &m, &now, 200, &c);
+    el_veto(&e, 1);
+    run_until(&e, &m, &now, 300, &c);
+    CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_HOOK_FAILED, "veto → LOST(hook_failed)");
+    CHECK(strstr(m.body, "\"leaderID\":\"\"") != NULL, "veto releases the lock");
+    CHECK(el_state(&e, now) == S3LECT_STATE_BACKOFF, "backs off");
+    run_until(&e, &m, &now, 300 + 3000, &c);
+    CHECK(c.acquired == 1, "does not compete during the back-off");
+    run_until(&e, &m, &now, 300 + 7000, &c);
+    CHECK(c.acquired == 2 && c.last_term == 2, "competes again after the back-off");
+    el_free(&e);
+}
+
+static void t_ambiguous_write_adopted(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    init(&e, "a");
+    el_op op;
+    int64_t wake;
+    CHECK(el_next(&e, (el_time){now, 1700000000000}, &op, &wake) == EL_OP_GET, "reads first");
+    st_result r;
+    mem_do(&m, &op, &r);
+    el_complete(&e, (el_time){++now, 1700000000000}, &r);
+    st_result_clear(&r);
+    CHECK(el_next(&e, (el_time){now, 1700000000000}, &op, &wake) == EL_OP_PUT, "creates");
+    mem_do(&m, &op, &r); /* it lands ... */
+    st_result_clear(&r);
+    memset(&r, 0, sizeof r);
+    r.outcome = ST_TRANSIENT; /* ... but the reply is lost */
+    el_complete(&e, (el_time){now += 500, 1700000000000}, &r);
+    drain(&e, &c);
+    CHECK(c.acquired == 0, "not leader on an unknown outcome");
+    run_until(&e, &m, &now, now + 200, &c);
+    CHECK(c.acquired == 1 && el_is_leader(&e, now), "recognises its own landed write and leads");
+    CHECK(m.puts == 1 || m.puts == 2, "no duplicate create (%d PUTs)", m.puts);
+    el_free(&e);
+}
+
+static void t_corrupt_record(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    mem_set(&m, "this is not json");
+    init(&e, "a");
+    run_until(&e, &m, &now, 5000, &c);
+    CHECK(c.errors >= 1 && e.corrupt, "corrupt record reported");
+    CHECK(c.acquired == 0, "corrupt record is not taken over before L");
+    run_until(&e, &m, &now, 100 + 15000 + 1000, &c);
+    CHECK(c.acquired == 1 && c.last_term == 1, "taken over after L");
+    el_free(&e);
+}
+
+static void t_polling(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    /* A healthy leader renewing every 5 s; a follower should poll every ~30 s. */
+    init(&e, "a");
+    int polls = 0;
+    for (int64_t t = 0; t < 300000; t += 5000) {
+        char buf[256];
+        char ts[40];
+        u_format_rfc3339(1700000000000 + now + t, ts, sizeof ts);
+        snprintf(buf, sizeof buf, "{\"leaderID\":\"b\",\"lastUpdated\":\"%s\",\"term\":3}", ts);
+        mem_set(&m, buf);
+        int g = m.gets;
+        run_until(&e, &m, &now, 100 + t + 5000, &c);
+        polls += m.gets - g;
+    }
+    CHECK(c.acquired == 0, "healthy leader is never taken over");
+    CHECK(polls >= 9 && polls <= 13,
+          "stable follower polls about every infrequent_interval: %d "
+          "GETs in 300 s",
+          polls);
+    el_free(&e);
+}
+
+static void t_misconfig_same_id(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    char ts[40], buf[256];
+    u_format_rfc3339(1700000000000 + now, ts, sizeof ts);
+    snprintf(buf, sizeof buf,
+             "{\"leaderID\":\"a\",\"lastUpdated\":\"%s\",\"term\":3,\"incarnation\":\"other\"}",
+             ts);
+    mem_set(&m, buf);
+    init(&e, "a");
+    run_until(&e, &m, &now, 200, &c);
+    CHECK(c.errors == 1 && c.acquired == 0, "same id, other incarnation: reported, not resumed");
+    el_free(&e);
+}
+
+int main(void)
+{
+    t_create_and_renew();
+    t_takeover_after_lease();
+    t_wall_clock_rule();
+    t_released_is_free();
+    t_lost_race_and_expiry();
+    t_stop_releases();
+    t_veto();
+    t_ambiguous_write_adopted();
+    t_corrupt_record();
+    t_polling();
+    t_misconfig_same_id();
+    return t_done("engine");
+}

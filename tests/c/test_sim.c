@@ -1,0 +1,628 @@
+/* Deterministic simulation of many electors against a simulated linearizable
+ * store, with latency, lost requests and replies, late-landing writes,
+ * node<->store partitions, process pauses, clock rate error and wall-clock
+ * skew. Checks, at every event:
+ *   - no two nodes report is_leader at the same true instant;
+ *   - a node with a valid lease holds the highest term ever written;
+ *   - terms in the store never decrease and grow on every change of holder;
+ * and, after each fault phase heals, that a leader exists within a bound.
+ * With --break-skew the wall clocks differ by more than max_clock_skew, so
+ * the checker must find a violation (the test fails if it does not).
+ *
+ *   test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] [--break-skew] [-v]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "election.h"
+#include "s3lect.h"
+#include "testutil.h"
+
+#define MAXN 16
+
+enum { EV_WAKE = 1, EV_APPLY, EV_REPLY, EV_CHECK, EV_LATE };
+
+/* A write that lands after its sender gave up on it. */
+typedef struct late_write {
+    char *body;
+    size_t body_len;
+    char *if_match;
+} late_write;
+
+typedef struct sim_ev {
+    int64_t t; /* true time, µs */
+    uint64_t seq;
+    int type, node;
+    uint64_t gen; /* WAKE: timer generation; APPLY/REPLY: op id */
+    late_write *late;
+} sim_ev;
+
+typedef struct op_state {
+    uint64_t id;
+    int busy, kind;
+    char *body;
+    size_t body_len;
+    char *if_match;
+    int applied, drop_reply;
+    int64_t timeout_at;
+    st_result res;
+} op_state;
+
+typedef struct node {
+    el_engine eng;
+    el_params p;
+    double rate;      /* monotonic clock rate error */
+    int64_t mono_off; /* µs */
+    int64_t wall_off; /* µs */
+    int64_t paused_until, partitioned_until;
+    double lat_mean; /* µs */
+    uint64_t gen, op_seq;
+    op_state op;
+    char id[16];
+    int64_t acquired_term;
+} node;
+
+typedef struct sim {
+    u_rng g;
+    int n, break_skew, verbose;
+    node nodes[MAXN];
+    sim_ev *heap;
+    size_t nheap, capheap;
+    uint64_t seq;
+    int64_t t;
+    /* The store. */
+    int exists;
+    char *body;
+    size_t body_len;
+    uint64_t etag_ctr;
+    char etag[32];
+    int64_t store_term;
+    char store_holder[64];
+    int64_t max_term_written;
+    /* Fault phases. */
+    int chaos;
+    int64_t phase_end, heal_at;
+    double p_5xx, p_drop_req, p_drop_reply, p_late, p_spike;
+    /* Results. */
+    int violations;
+    uint64_t steps, ops, faults, leader_changes;
+    int64_t liveness_checks;
+} sim;
+
+static double urand(sim *s)
+{
+    return (double)(u_rng_next(&s->g) >> 11) / (double)(1ULL << 53);
+}
+
+static int64_t ms_to_us(int64_t ms)
+{
+    return ms * 1000;
+}
+
+/* ---- heap ---- */
+
+static int ev_less(const sim_ev *a, const sim_ev *b)
+{
+    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+}
+
+static void push_late(sim *s, int64_t t, int type, int node, uint64_t gen, late_write *lw)
+{
+    if (s->nheap == s->capheap) {
+        s->capheap = s->capheap ? s->capheap * 2 : 64;
+        s->heap = realloc(s->heap, s->capheap * sizeof *s->heap);
+    }
+    sim_ev ev = {t, s->seq++, type, node, gen, lw};
+    size_t i = s->nheap++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!ev_less(&ev, &s->heap[p]))
+            break;
+        s->heap[i] = s->heap[p];
+        i = p;
+    }
+    s->heap[i] = ev;
+}
+
+static void push(sim *s, int64_t t, int type, int node, uint64_t gen)
+{
+    push_late(s, t, type, node, gen, NULL);
+}
+
+static sim_ev pop(sim *s)
+{
+    sim_ev top = s->heap[0], last = s->heap[--s->nheap];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= s->nheap)
+            break;
+        if (c + 1 < s->nheap && ev_less(&s->heap[c + 1], &s->heap[c]))
+            c++;
+        if (!ev_less(&s->heap[c], &last))
+            break;
+        s->heap[i] = s->heap[c];
+        i = c;
+    }
+    if (s->nheap)
+        s->heap[i] = last;
+    return top;
+}
+
+/* ---- clocks: true time in µs → node clocks in ms ---- */
+
+static el_time node_now(const node *nd, int64_t t)
+{
+    el_time now;
+    now.mono = (int64_t)floor((nd->mono_off + (double)t * (1.0 + nd->rate)) / 1000.0);
+    now.wall = (nd->wall_off + t) / 1000;
+    return now;
+}
+
+/* Earliest true time at which the node's monotonic clock reads `mono_ms`. */
+static int64_t true_at(const node *nd, int64_t mono_ms)
+{
+    double t = ((double)mono_ms * 1000.0 - nd->mono_off) / (1.0 + nd->rate);
+    return (int64_t)ceil(t) + 1;
+}
+
+/* ---- checks ---- */
+
+static void check_safety(sim *s, int who)
+{
+    int leaders = 0, first = -1;
+    for (int i = 0; i < s->n; i++) {
+        node *nd = &s->nodes[i];
+        if (!el_is_leader(&nd->eng, node_now(nd, s->t).mono))
+            continue;
+        leaders++;
+        if (first < 0)
+            first = i;
+        if (nd->eng.term != s->max_term_written) {
+            s->violations++;
+            if (s->violations < 5)
+                fprintf(stderr, "  t=%.3fs node %d leads with term %lld but term %lld exists\n",
+                        s->t / 1e6, i, (long long)nd->eng.term, (long long)s->max_term_written);
+        }
+    }
+    if (leaders > 1) {
+        s->violations++;
+        if (s->violations < 5)
+            fprintf(stderr, "  t=%.3fs: %d leaders at once (first %d, event of node %d)\n",
+                    s->t / 1e6, leaders, first, who);
+    }
+}
+
+static void on_events(sim *s, node *nd, int idx)
+{
+    size_t n;
+    el_event *evs = el_take_events(&nd->eng, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (evs[i].type == S3LECT_EVENT_ACQUIRED) {
+            s->leader_changes++;
+            if (evs[i].term < nd->acquired_term) {
+                s->violations++;
+                fprintf(stderr, "  node %d acquired term %lld after term %lld\n", idx,
+                        (long long)evs[i].term, (long long)nd->acquired_term);
+            }
+            nd->acquired_term = evs[i].term;
+            if (s->verbose)
+                printf("  t=%.3fs node %d acquired term %lld\n", s->t / 1e6, idx,
+                       (long long)evs[i].term);
+        }
+        el_event_clear(&evs[i]);
+    }
+    free(evs);
+}
+
+/* ---- the store ---- */
+
+static void store_apply(sim *s, int kind, const char *body, size_t body_len, const char *if_match,
+                        st_result *r)
+{
+    if (kind == EL_OP_GET) {
+        if (!s->exists) {
+            r->outcome = ST_NOT_FOUND;
+            return;
+        }
+        r->outcome = ST_OK;
+        st_result_set_body(r, s->body, s->body_len);
+        st_result_set_etag(r, s->etag);
+        return;
+    }
+    int ok = if_match ? (s->exists && strcmp(if_match, s->etag) == 0) : !s->exists;
+    if (!ok) {
+        r->outcome = if_match && !s->exists ? ST_NOT_FOUND : ST_PRECONDITION;
+        return;
+    }
+    rec newr;
+    char err[160];
+    if (rec_parse(body, body_len, &newr, err, sizeof err) == 0) {
+        if (newr.term < s->store_term) {
+            s->violations++;
+            fprintf(stderr, "  term went down in the store: %lld -> %lld\n",
+                    (long long)s->store_term, (long long)newr.term);
+        }
+        if (!rec_released(&newr) && s->store_holder[0] &&
+            strcmp(newr.leader_id, s->store_holder) != 0 && newr.term <= s->store_term) {
+            s->violations++;
+            fprintf(stderr, "  holder changed %s -> %s without a new term (%lld)\n",
+                    s->store_holder, newr.leader_id, (long long)newr.term);
+        }
+        s->store_term = newr.term;
+        if (newr.term > s->max_term_written)
+            s->max_term_written = newr.term;
+        if (!rec_released(&newr))
+            snprintf(s->store_holder, sizeof s->store_holder, "%s", newr.leader_id);
+        rec_clear(&newr);
+    }
+    free(s->body);
+    s->body = malloc(body_len + 1);
+    memcpy(s->body, body, body_len);
+    s->body_len = body_len;
+    s->exists = 1;
+    snprintf(s->etag, sizeof s->etag, "\"e%llu\"", (unsigned long long)++s->etag_ctr);
+    r->outcome = ST_OK;
+    st_result_set_etag(r, s->etag);
+}
+
+/* ---- nodes ---- */
+
+static int64_t latency(sim *s, node *nd)
+{
+    double l = -log(1.0 - urand(s)) * nd->lat_mean + 1000;
+    if (s->chaos && urand(s) < s->p_spike)
+        l += urand(s) * 8e6; /* up to 8 s */
+    return (int64_t)l;
+}
+
+static void step(sim *s, int i);
+
+static void send_op(sim *s, int i, const el_op *op)
+{
+    node *nd = &s->nodes[i];
+    op_state *o = &nd->op;
+    memset(o, 0, sizeof *o);
+    o->busy = 1;
+    o->kind = op->kind;
+    if (op->kind == EL_OP_PUT) {
+        o->body = malloc(op->body_len + 1);
+        memcpy(o->body, op->body, op->body_len);
+        o->body_len = op->body_len;
+    }
+    o->if_match = op->if_match ? strdup(op->if_match) : NULL;
+    s->ops++;
+    /* Timeouts are on the node's clock; approximate with true time. */
+    o->timeout_at = s->t + ms_to_us(op->timeout_ms);
+    o->id = ++nd->op_seq;
+    int partitioned = s->t < nd->partitioned_until;
+    double u = urand(s);
+    if (partitioned || (s->chaos && u < s->p_drop_req)) {
+        s->faults++;
+        if (op->kind == EL_OP_PUT && s->chaos &&
+            urand(s) < s->p_late / (s->p_late + s->p_drop_req + 1e-9)) {
+            /* The request sits in a queue and lands after the client gave up. */
+            late_write *lw = malloc(sizeof *lw);
+            lw->body = malloc(op->body_len + 1);
+            memcpy(lw->body, op->body, op->body_len);
+            lw->body_len = op->body_len;
+            lw->if_match = op->if_match ? strdup(op->if_match) : NULL;
+            push_late(s, o->timeout_at + latency(s, nd) + (int64_t)(urand(s) * 3e6), EV_LATE, i, 0,
+                      lw);
+        }
+        o->drop_reply = 1;
+        push(s, o->timeout_at, EV_REPLY, i, o->id);
+        return;
+    }
+    if (s->chaos && u < s->p_drop_req + s->p_5xx) {
+        s->faults++;
+        o->res.outcome = ST_TRANSIENT;
+        push(s, s->t + latency(s, nd), EV_REPLY, i, o->id);
+        return;
+    }
+    int64_t there = s->t + latency(s, nd);
+    int64_t back = there + latency(s, nd);
+    if (s->chaos && urand(s) < s->p_drop_reply) {
+        s->faults++;
+        o->drop_reply = 1;
+    }
+    push(s, there < o->timeout_at ? there : o->timeout_at - 1, EV_APPLY, i, o->id);
+    push(s, back < o->timeout_at && !o->drop_reply ? back : o->timeout_at, EV_REPLY, i, o->id);
+    if (back >= o->timeout_at)
+        o->drop_reply = 1;
+}
+
+static void finish_op(sim *s, int i)
+{
+    node *nd = &s->nodes[i];
+    op_state *o = &nd->op;
+    st_result res = {0};
+    if (o->drop_reply || (!o->applied && o->res.outcome != ST_TRANSIENT)) {
+        res.outcome = ST_TRANSIENT;
+        res.message = strdup("timeout");
+        st_result_clear(&o->res);
+    } else {
+        res = o->res;
+        memset(&o->res, 0, sizeof o->res);
+    }
+    free(o->body);
+    free(o->if_match);
+    o->body = o->if_match = NULL;
+    o->busy = 0;
+    el_complete(&nd->eng, node_now(nd, s->t), &res);
+    st_result_clear(&res);
+    s->steps++;
+    on_events(s, nd, i);
+    check_safety(s, i);
+}
+
+static void step(sim *s, int i)
+{
+    node *nd = &s->nodes[i];
+    if (nd->op.busy)
+        return;
+    el_op op;
+    int64_t wake;
+    int kind = el_next(&nd->eng, node_now(nd, s->t), &op, &wake);
+    s->steps++;
+    on_events(s, nd, i);
+    check_safety(s, i);
+    if (kind == EL_OP_GET || kind == EL_OP_PUT) {
+        send_op(s, i, &op);
+    } else if (kind == EL_OP_NONE) {
+        nd->gen++;
+        int64_t t = true_at(nd, wake);
+        push(s, t > s->t ? t : s->t + 1, EV_WAKE, i, nd->gen);
+    }
+}
+
+/* ---- fault phases ---- */
+
+static int64_t liveness_bound(sim *s)
+{
+    int64_t lmax = 0, fmax = 0, imax = 0;
+    for (int i = 0; i < s->n; i++) {
+        el_params *p = &s->nodes[i].p;
+        lmax = p->lease > lmax ? p->lease : lmax;
+        fmax = p->frequent > fmax ? p->frequent : fmax;
+        imax = p->infrequent > imax ? p->infrequent : imax;
+    }
+    int64_t base = lmax > imax ? lmax : imax;
+    return ms_to_us(base + 2 * fmax + 3000);
+}
+
+static void begin_phase(sim *s)
+{
+    s->chaos = !s->chaos;
+    if (s->chaos) {
+        int64_t len = (int64_t)(30e6 + urand(s) * 270e6);
+        s->phase_end = s->t + len;
+        s->p_5xx = urand(s) * 0.2;
+        s->p_drop_req = urand(s) * 0.1;
+        s->p_drop_reply = urand(s) * 0.1;
+        s->p_late = urand(s) * 0.05;
+        s->p_spike = urand(s) * 0.05;
+        s->heal_at = s->phase_end;
+        /* Partitions and pauses, all healed by the end of the phase. */
+        for (int i = 0; i < s->n; i++) {
+            node *nd = &s->nodes[i];
+            if (urand(s) < 0.3) {
+                int64_t start = s->t + (int64_t)(urand(s) * len);
+                int64_t end = start + (int64_t)(urand(s) * 40e6);
+                nd->partitioned_until = end < s->phase_end ? end : s->phase_end;
+                s->faults++;
+            }
+            if (urand(s) < 0.2) {
+                int64_t d = (int64_t)(urand(s) * 45e6);
+                int64_t until = s->t + d;
+                nd->paused_until = until < s->phase_end ? until : s->phase_end;
+                s->faults++;
+            }
+        }
+    } else {
+        int64_t bound = liveness_bound(s);
+        s->phase_end = s->t + bound + (int64_t)(urand(s) * 600e6);
+        push(s, s->heal_at + bound, EV_CHECK, -1, 0);
+    }
+}
+
+static void check_liveness(sim *s)
+{
+    s->liveness_checks++;
+    for (int i = 0; i < s->n; i++)
+        if (el_is_leader(&s->nodes[i].eng, node_now(&s->nodes[i], s->t).mono))
+            return;
+    if (!s->break_skew) {
+        s->violations++;
+        fprintf(stderr, "  t=%.3fs: no leader %.1fs after the faults healed\n", s->t / 1e6,
+                liveness_bound(s) / 1e6);
+    }
+}
+
+/* ---- setup and main loop ---- */
+
+static void setup(sim *s, uint64_t seed, int n, int break_skew)
+{
+    memset(s, 0, sizeof *s);
+    u_rng_seed(&s->g, seed * 0x9E3779B97F4A7C15ULL + 1);
+    s->n = n;
+    s->break_skew = break_skew;
+    /* Mixed timing configs, all valid: renew_interval < renew_deadline < lease. */
+    static const el_params configs[] = {
+        {15000, 5000, 10000, 5000, 30000, 2000, 3000, 10000},
+        {15000, 5000, 10000, 5000, 15000, 2000, 3000, 10000},
+        {10000, 2000, 6000, 2000, 10000, 2000, 3000, 5000},
+        {20000, 4000, 12000, 3000, 20000, 2000, 3000, 8000},
+        {6000, 1000, 3000, 1000, 6000, 2000, 3000, 2000},
+    };
+    int64_t skew = 2000;
+    for (int i = 0; i < n; i++) {
+        node *nd = &s->nodes[i];
+        nd->p = configs[u_rng_next(&s->g) % (sizeof configs / sizeof configs[0])];
+        nd->p.skew = skew;
+        nd->rate = (urand(s) * 2 - 1) * 1e-3;
+        nd->mono_off = (int64_t)(urand(s) * 1e12);
+        /* Wall clocks: within max_clock_skew of each other, or far beyond it. */
+        double spread = break_skew ? 4.0 * 20000 * 1000 : skew * 1000.0;
+        nd->wall_off = 1700000000000000LL + (int64_t)(urand(s) * spread);
+        nd->lat_mean = 5000 + urand(s) * 60000;
+        snprintf(nd->id, sizeof nd->id, "n%d", i);
+        char inc[16];
+        snprintf(inc, sizeof inc, "inc%d", i);
+        el_init(&nd->eng, &nd->p, nd->id, "", inc, u_rng_next(&s->g));
+        push(s, (int64_t)(urand(s) * 2e6), EV_WAKE, i, 0);
+    }
+    s->chaos = 1; /* begin_phase flips it: start calm */
+    begin_phase(s);
+    s->heal_at = 0;
+}
+
+static void teardown(sim *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        el_free(&s->nodes[i].eng);
+        free(s->nodes[i].op.body);
+        free(s->nodes[i].op.if_match);
+        st_result_clear(&s->nodes[i].op.res);
+    }
+    for (size_t k = 0; k < s->nheap; k++)
+        if (s->heap[k].late) {
+            free(s->heap[k].late->body);
+            free(s->heap[k].late->if_match);
+            free(s->heap[k].late);
+        }
+    free(s->heap);
+    free(s->body);
+}
+
+static void run(sim *s, int64_t seconds)
+{
+    int64_t end = seconds * 1000000;
+    while (s->nheap && s->t <= end) {
+        sim_ev ev = pop(s);
+        s->t = ev.t;
+        if (s->t >= s->phase_end)
+            begin_phase(s);
+        if (ev.type == EV_CHECK) {
+            check_liveness(s);
+            continue;
+        }
+        node *nd = &s->nodes[ev.node];
+        if (ev.type == EV_LATE) {
+            st_result r = {0};
+            store_apply(s, EL_OP_PUT, ev.late->body, ev.late->body_len, ev.late->if_match, &r);
+            st_result_clear(&r);
+            free(ev.late->body);
+            free(ev.late->if_match);
+            free(ev.late);
+            continue;
+        }
+        if (s->t < nd->paused_until && ev.type != EV_APPLY) {
+            push(s, nd->paused_until, ev.type, ev.node, ev.gen); /* the process is stopped */
+            continue;
+        }
+        switch (ev.type) {
+        case EV_WAKE:
+            if (ev.gen == nd->gen && !nd->op.busy)
+                step(s, ev.node);
+            break;
+        case EV_APPLY:
+            if (nd->op.busy && nd->op.id == ev.gen && !nd->op.applied) {
+                nd->op.applied = 1;
+                store_apply(s, nd->op.kind, nd->op.body, nd->op.body_len, nd->op.if_match,
+                            &nd->op.res);
+            }
+            break;
+        case EV_REPLY:
+            if (nd->op.busy && nd->op.id == ev.gen) {
+                finish_op(s, ev.node);
+                step(s, ev.node);
+            }
+            break;
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int seeds = 10, nodes = 7, break_skew = 0, verbose = 0;
+    int64_t seconds = 1000000;
+    uint64_t first_seed = 0;
+    int one_seed = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--seeds") && i + 1 < argc)
+            seeds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+            first_seed = strtoull(argv[++i], NULL, 0);
+            one_seed = 1;
+        } else if (!strcmp(argv[i], "--nodes") && i + 1 < argc)
+            nodes = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--break-skew"))
+            break_skew = 1;
+        else if (!strcmp(argv[i], "-v"))
+            verbose = 1;
+        else {
+            fprintf(stderr, "usage: test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] "
+                            "[--break-skew] [-v]\n");
+            return 2;
+        }
+    }
+    if (nodes < 2 || nodes > MAXN) {
+        fprintf(stderr, "--nodes must be 2..%d\n", MAXN);
+        return 2;
+    }
+    if (!one_seed)
+        first_seed = (uint64_t)time(NULL);
+    if (one_seed)
+        seeds = 1;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    uint64_t steps = 0, faults = 0, changes = 0;
+    int64_t checks = 0;
+    int caught = 0;
+    sim *s = malloc(sizeof *s);
+    for (int k = 0; k < seeds; k++) {
+        uint64_t seed = first_seed + (uint64_t)k;
+        setup(s, seed, nodes, break_skew);
+        s->verbose = verbose;
+        run(s, seconds);
+        steps += s->steps;
+        faults += s->faults;
+        changes += s->leader_changes;
+        checks += s->liveness_checks;
+        if (s->violations) {
+            if (break_skew) {
+                caught++;
+            } else {
+                fprintf(stderr,
+                        "seed %llu: %d violations (reproduce: test_sim --seed %llu "
+                        "--seconds %lld --nodes %d)\n",
+                        (unsigned long long)seed, s->violations, (unsigned long long)seed,
+                        (long long)seconds, nodes);
+            }
+        }
+        if (!break_skew)
+            CHECK(s->violations == 0, "seed %llu", (unsigned long long)seed);
+        CHECK(s->leader_changes > 0, "seed %llu elected nobody", (unsigned long long)seed);
+        teardown(s);
+    }
+    free(s);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double wall = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
+    printf("simulation: seeds %llu..%llu, %d nodes, %lld simulated s/seed (%.3g total), %llu "
+           "engine steps, %.0f steps/s, %llu faults, %llu acquisitions, %lld liveness checks, "
+           "%.1f s\n",
+           (unsigned long long)first_seed, (unsigned long long)(first_seed + seeds - 1), nodes,
+           (long long)seconds, (double)seconds * seeds, (unsigned long long)steps, steps / wall,
+           (unsigned long long)faults, (unsigned long long)changes, (long long)checks, wall);
+    if (break_skew) {
+        printf("break-skew: the checker caught a violation in %d of %d seeds\n", caught, seeds);
+        CHECK(caught > 0, "wall clocks beyond max_clock_skew must produce a detectable violation");
+    }
+    return t_done(break_skew ? "simulation (broken clocks)" : "simulation");
+}

@@ -1,0 +1,45 @@
+#include "testutil.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int t_failures, t_checks;
+
+void t_fail(const char *file, int line, const char *expr, const char *fmt, ...)
+{
+    va_list ap;
+    t_failures++;
+    fprintf(stderr, "FAIL %s:%d: %s: ", file, line, expr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int t_done(const char *suite)
+{
+    printf("%s: %d checks, %d failures\n", suite, t_checks, t_failures);
+    return t_failures ? 1 : 0;
+}
+
+char *t_tmpdir(const char *tag)
+{
+    char tmpl[256];
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmpl, sizeof tmpl, "%s/s3lect-%s-XXXXXX", base, tag);
+    char *d = mkdtemp(tmpl);
+    if (!d) {
+        perror("mkdtemp");
+        exit(2);
+    }
+    return strdup(d);
+}
+
+void t_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}

@@ -1,0 +1,23 @@
+/* testutil.h - a tiny assertion harness for the C tests. */
+#ifndef S3LECT_TESTUTIL_H
+#define S3LECT_TESTUTIL_H
+
+#include <stdint.h>
+
+extern int t_failures, t_checks;
+void t_fail(const char *file, int line, const char *expr, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Prints a summary line and returns the process exit code. */
+int t_done(const char *suite);
+/* Makes a fresh temporary directory; returns a static-lifetime path. */
+char *t_tmpdir(const char *tag);
+void t_sleep_ms(int64_t ms);
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        t_checks++;                                                                                \
+        if (!(cond))                                                                               \
+            t_fail(__FILE__, __LINE__, #cond, __VA_ARGS__);                                        \
+    } while (0)
+
+#endif
