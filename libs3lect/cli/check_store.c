@@ -1,0 +1,451 @@
+/* check_store.c - `s3lect check-store URL`: proves that a store really
+ * enforces conditional writes before anyone trusts it with leadership.
+ *
+ * S3-compatible servers exist that accept If-None-Match / If-Match and then
+ * ignore them; on such a store two nodes would both "win". The probes run on
+ * a scratch key next to the lock (never the lock itself) and print a table.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "crypto.h"
+#include "store.h"
+#include "util.h"
+
+#define CMD "check-store"
+#define TIMEOUT_MS 10000
+#define MAX_RACERS 64
+#define MAX_ROUNDS 100
+
+static const char HELP[] =
+    "usage: s3lect check-store URL [--racers N] [--rounds N] [S3 options]\n"
+    "\n"
+    "Checks that the store at URL enforces conditional writes, which s3lect's\n"
+    "safety rests on. On a scratch key next to the lock (URL's key plus\n"
+    "'.s3lect-check-<random>'; the lock itself is not touched) it checks that:\n"
+    "  - a create-if-absent write (If-None-Match: *) creates the object,\n"
+    "  - a second create-if-absent is refused,\n"
+    "  - the object reads back with the ETag the write returned,\n"
+    "  - a write with the current ETag (If-Match) succeeds,\n"
+    "  - a write with a stale ETag is refused and changes nothing,\n"
+    "  - If-Match on a missing key is refused and creates nothing,\n"
+    "  - N racing writers with the same ETag: exactly one wins, each round.\n"
+    "It prints a pass/fail table. The scratch object is left in place (s3lect\n"
+    "needs no delete permission); remove it when you like.\n"
+    "\n"
+    "options:\n"
+    "  --racers N              concurrent writers per round (default 8, 2..64)\n"
+    "  --rounds N              racing rounds (default 5, 1..100)\n"
+    "\n"
+    "S3 options:\n"
+    "  --endpoint URL          S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS)\n"
+    "  --region REGION         S3 region (default: AWS_REGION, AWS_DEFAULT_REGION, us-east-1)\n"
+    "  --path-style            path-style S3 addressing (automatic for IPs and localhost)\n"
+    "  --ca-file FILE          PEM CA bundle for HTTPS\n"
+    "credentials come only from the environment or ~/.aws files, never from flags.\n"
+    "\n"
+    "exit codes: 0 every check passed, 1 a check failed or the store could not be\n"
+    "reached, 2 usage error.\n";
+
+typedef struct checker {
+    s3lect_config *cfg;
+    st_store *store;
+    char *key;     /* the lock key */
+    char *scratch; /* the scratch key */
+    int passed, failed;
+    int created; /* the scratch object exists */
+} checker;
+
+static void report(checker *c, int ok, const char *what, const char *detail)
+{
+    if (ok)
+        c->passed++;
+    else
+        c->failed++;
+    printf("  %s  %s%s%s\n", ok ? "PASS" : "FAIL", what, detail && *detail ? ": " : "",
+           detail ? detail : "");
+    fflush(stdout);
+}
+
+static const char *outcome_name(int o)
+{
+    switch (o) {
+    case ST_OK:
+        return "accepted";
+    case ST_NOT_FOUND:
+        return "not found";
+    case ST_PRECONDITION:
+        return "refused (precondition failed)";
+    case ST_AUTH:
+        return "permission error";
+    case ST_TRANSIENT:
+        return "temporary error";
+    default:
+        return "configuration error";
+    }
+}
+
+/* "accepted" or "refused (...)", plus the store's message for errors. */
+static void describe(const st_result *r, char *buf, size_t len)
+{
+    if (r->outcome == ST_OK || r->outcome == ST_PRECONDITION || r->outcome == ST_NOT_FOUND ||
+        !r->message)
+        snprintf(buf, len, "%s", outcome_name(r->outcome));
+    else
+        snprintf(buf, len, "%s: %s", outcome_name(r->outcome), r->message);
+}
+
+/* An error that means the store cannot be checked at all (bad credentials,
+ * bucket, endpoint): stop instead of failing every later probe the same way. */
+static int unreachable(const st_result *r)
+{
+    return r->outcome == ST_AUTH || r->outcome == ST_FATAL;
+}
+
+/* ---- the racing writers ---- */
+
+/* All writers of a round wait here and are released together. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+} gate;
+
+typedef struct racer {
+    st_store *store;
+    const char *key;
+    const char *etag;
+    gate *start;
+    char body[96];
+    st_result res;
+} racer;
+
+static void *race(void *arg)
+{
+    racer *r = arg;
+    pthread_mutex_lock(&r->start->mu);
+    while (!r->start->open)
+        pthread_cond_wait(&r->start->cv, &r->start->mu);
+    pthread_mutex_unlock(&r->start->mu);
+    st_put(r->store, r->key, r->body, strlen(r->body), r->etag, TIMEOUT_MS, &r->res);
+    return NULL;
+}
+
+/* Opens one store per racer (each has its own connection), then runs the
+ * rounds; passes when every round had exactly one winner. */
+static void check_races(checker *c, int nracers, int rounds)
+{
+    racer rs[MAX_RACERS];
+    pthread_t th[MAX_RACERS];
+    char detail[1024] = "";
+    int ok = 1;
+    memset(rs, 0, sizeof rs);
+    for (int i = 0; i < nracers; i++) {
+        char *key = NULL;
+        char err[512];
+        if (st_open(c->cfg, &rs[i].store, &key, err, sizeof err) != 0) {
+            snprintf(detail, sizeof detail, "cannot open store for writer %d: %s", i + 1, err);
+            ok = 0;
+            nracers = i;
+            break;
+        }
+        free(key);
+    }
+    for (int round = 1; ok && round <= rounds; round++) {
+        st_result cur = {0};
+        st_get(c->store, c->scratch, TIMEOUT_MS, &cur);
+        if (cur.outcome != ST_OK) {
+            char d[600];
+            describe(&cur, d, sizeof d);
+            snprintf(detail, sizeof detail, "round %d: reading the scratch key: %s", round, d);
+            st_result_clear(&cur);
+            ok = 0;
+            break;
+        }
+        gate start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+        int started = 0;
+        for (int i = 0; i < nracers; i++) {
+            rs[i].key = c->scratch;
+            rs[i].etag = cur.etag;
+            rs[i].start = &start;
+            snprintf(rs[i].body, sizeof rs[i].body,
+                     "{\"s3lectCheck\":\"race\",\"round\":%d,\"writer\":%d}", round, i + 1);
+            memset(&rs[i].res, 0, sizeof rs[i].res);
+            if (pthread_create(&th[i], NULL, race, &rs[i]) != 0)
+                break;
+            started++;
+        }
+        pthread_mutex_lock(&start.mu);
+        start.open = 1;
+        pthread_cond_broadcast(&start.cv);
+        pthread_mutex_unlock(&start.mu);
+        int winners = 0, refused = 0, winner = -1;
+        char other[600] = "";
+        for (int i = 0; i < started; i++) {
+            pthread_join(th[i], NULL);
+            if (rs[i].res.outcome == ST_OK) {
+                winners++;
+                winner = i;
+            } else if (rs[i].res.outcome == ST_PRECONDITION) {
+                refused++;
+            } else if (!other[0]) {
+                describe(&rs[i].res, other, sizeof other);
+            }
+        }
+        st_result_clear(&cur);
+        if (started < nracers) {
+            snprintf(detail, sizeof detail, "round %d: could only start %d of %d threads", round,
+                     started, nracers);
+            ok = 0;
+        } else if (winners != 1) {
+            snprintf(detail, sizeof detail,
+                     "round %d: %d of %d writers with the same If-Match won (want exactly 1)%s%s",
+                     round, winners, nracers, other[0] ? "; other answers: " : "", other);
+            ok = 0;
+        } else if (refused != nracers - 1) {
+            snprintf(detail, sizeof detail,
+                     "round %d: 1 winner but only %d of %d losers were refused; other: %s", round,
+                     refused, nracers - 1, other);
+            ok = 0;
+        } else {
+            /* The stored object must be the winner's write. */
+            st_result after = {0};
+            st_get(c->store, c->scratch, TIMEOUT_MS, &after);
+            if (after.outcome != ST_OK || !after.body || strcmp(after.body, rs[winner].body) != 0 ||
+                !after.etag || !rs[winner].res.etag ||
+                strcmp(after.etag, rs[winner].res.etag) != 0) {
+                snprintf(detail, sizeof detail,
+                         "round %d: the object after the race is not the winner's write", round);
+                ok = 0;
+            }
+            st_result_clear(&after);
+        }
+        for (int i = 0; i < nracers; i++)
+            st_result_clear(&rs[i].res);
+    }
+    for (int i = 0; i < nracers; i++)
+        st_destroy(rs[i].store);
+    char what[128];
+    snprintf(what, sizeof what, "%d racing writers x %d rounds: exactly one wins each round",
+             nracers, rounds);
+    report(c, ok, what, detail);
+}
+
+/* ---- the sequential probes ---- */
+
+static int run_checks(checker *c, int nracers, int rounds)
+{
+    char d[700];
+    st_result r1 = {0}, r2 = {0}, rd = {0}, r3 = {0}, r4 = {0}, rd2 = {0}, rm = {0}, rmg = {0};
+    const char *v1 = "{\"s3lectCheck\":\"create\"}";
+    const char *v2 = "{\"s3lectCheck\":\"update\"}";
+    const char *v3 = "{\"s3lectCheck\":\"stale\"}";
+    int ok;
+
+    st_put(c->store, c->scratch, v1, strlen(v1), NULL, TIMEOUT_MS, &r1);
+    describe(&r1, d, sizeof d);
+    ok = r1.outcome == ST_OK && r1.etag;
+    report(c, ok, "create-if-absent (If-None-Match: *) creates the object", ok ? "" : d);
+    if (!ok) {
+        /* Nothing else can be checked without the scratch object. */
+        int stop = unreachable(&r1);
+        st_result_clear(&r1);
+        return stop ? -1 : 0;
+    }
+    c->created = 1;
+
+    st_put(c->store, c->scratch, v3, strlen(v3), NULL, TIMEOUT_MS, &r2);
+    describe(&r2, d, sizeof d);
+    report(c, r2.outcome == ST_PRECONDITION, "a second create-if-absent is refused",
+           r2.outcome == ST_PRECONDITION ? "" : d);
+
+    st_get(c->store, c->scratch, TIMEOUT_MS, &rd);
+    describe(&rd, d, sizeof d);
+    if (rd.outcome == ST_OK && r2.outcome == ST_OK)
+        snprintf(d, sizeof d, "the object was overwritten by the refused write");
+    else if (rd.outcome == ST_OK && (!rd.body || strcmp(rd.body, v1) != 0))
+        snprintf(d, sizeof d, "read back different content");
+    else if (rd.outcome == ST_OK && (!rd.etag || strcmp(rd.etag, r1.etag) != 0))
+        snprintf(d, sizeof d, "GET's ETag %s differs from the ETag %s the PUT returned",
+                 rd.etag ? rd.etag : "(none)", r1.etag);
+    ok = rd.outcome == ST_OK && rd.body && strcmp(rd.body, v1) == 0 && rd.etag &&
+         strcmp(rd.etag, r1.etag) == 0;
+    report(c, ok, "reads back the first write with the ETag the PUT returned", ok ? "" : d);
+
+    st_put(c->store, c->scratch, v2, strlen(v2), r1.etag, TIMEOUT_MS, &r3);
+    describe(&r3, d, sizeof d);
+    if (r3.outcome == ST_OK && r3.etag && strcmp(r3.etag, r1.etag) == 0)
+        snprintf(d, sizeof d, "the new write kept the old ETag %s", r1.etag);
+    ok = r3.outcome == ST_OK && r3.etag && strcmp(r3.etag, r1.etag) != 0;
+    report(c, ok, "a write with the current ETag (If-Match) succeeds with a new ETag", ok ? "" : d);
+
+    if (r3.outcome == ST_OK) {
+        st_put(c->store, c->scratch, v3, strlen(v3), r1.etag, TIMEOUT_MS, &r4);
+        st_get(c->store, c->scratch, TIMEOUT_MS, &rd2);
+        describe(&r4, d, sizeof d);
+        if (r4.outcome == ST_PRECONDITION && rd2.outcome == ST_OK && rd2.body &&
+            strcmp(rd2.body, v2) != 0)
+            snprintf(d, sizeof d, "refused, but the object changed anyway");
+        ok = r4.outcome == ST_PRECONDITION && rd2.outcome == ST_OK && rd2.body &&
+             strcmp(rd2.body, v2) == 0;
+        report(c, ok, "a write with a stale ETag is refused and changes nothing", ok ? "" : d);
+    } else {
+        report(c, 0, "a write with a stale ETag is refused and changes nothing",
+               "not checked: the If-Match write before it failed");
+    }
+
+    char *missing = u_asprintf("%s-missing", c->scratch);
+    if (missing) {
+        const char *fake_etag = "\"00000000000000000000000000000000\"";
+        st_put(c->store, missing, v3, strlen(v3), fake_etag, TIMEOUT_MS, &rm);
+        st_get(c->store, missing, TIMEOUT_MS, &rmg);
+        describe(&rm, d, sizeof d);
+        if ((rm.outcome == ST_PRECONDITION || rm.outcome == ST_NOT_FOUND) &&
+            rmg.outcome != ST_NOT_FOUND)
+            snprintf(d, sizeof d, "refused, but the key exists afterwards");
+        ok = (rm.outcome == ST_PRECONDITION || rm.outcome == ST_NOT_FOUND) &&
+             rmg.outcome == ST_NOT_FOUND;
+        report(c, ok, "If-Match on a missing key is refused and creates nothing", ok ? "" : d);
+        free(missing);
+    }
+
+    st_result_clear(&r1);
+    st_result_clear(&r2);
+    st_result_clear(&rd);
+    st_result_clear(&r3);
+    st_result_clear(&r4);
+    st_result_clear(&rd2);
+    st_result_clear(&rm);
+    st_result_clear(&rmg);
+    check_races(c, nracers, rounds);
+    return 0;
+}
+
+/* ---- arguments ---- */
+
+static int parse_count(const char *flag, const char *v, int lo, int hi, int *out)
+{
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < lo || n > hi) {
+        cli_usage_error(CMD, "%s: '%s' is not a number from %d to %d", flag, v, lo, hi);
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
+/* Accepts only the lock and S3 options of the common set. */
+static int is_s3_option(const char *a)
+{
+    static const char *const names[] = {"--lock", "--endpoint", "--region", "--ca-file",
+                                        "--path-style"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        size_t n = strlen(names[k]);
+        if (strncmp(a, names[k], n) == 0 && (a[n] == '\0' || a[n] == '='))
+            return 1;
+    }
+    return 0;
+}
+
+static int count_opt(int argc, char **argv, int *i, const char *flag, int lo, int hi, int *out)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(flag);
+    if (strncmp(a, flag, n) == 0 && a[n] == '=')
+        return parse_count(flag, a + n + 1, lo, hi, out) ? -1 : 1;
+    if (strcmp(a, flag) != 0)
+        return 0;
+    if (*i + 1 >= argc) {
+        cli_usage_error(CMD, "option %s needs a value", flag);
+        return -1;
+    }
+    return parse_count(flag, argv[++*i], lo, hi, out) ? -1 : 1;
+}
+
+int cli_check_store(int argc, char **argv)
+{
+    cli_opts o;
+    int nracers = 8, rounds = 5;
+    memset(&o, 0, sizeof o);
+    o.path_style = -1;
+    o.lease = o.renew = o.deadline = o.frequent = o.infrequent = o.skew = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(HELP, stdout);
+            return CLI_EXIT_OK;
+        }
+        int r = count_opt(argc, argv, &i, "--racers", 2, MAX_RACERS, &nracers);
+        if (r == 0)
+            r = count_opt(argc, argv, &i, "--rounds", 1, MAX_ROUNDS, &rounds);
+        if (r == 0 && is_s3_option(a))
+            r = cli_common_opt(CMD, argc, argv, &i, &o);
+        if (r < 0)
+            return CLI_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        if (a[0] == '-') {
+            cli_usage_error(CMD, "unknown option '%s'", a);
+            return CLI_EXIT_USAGE;
+        }
+        if (o.lock) {
+            cli_usage_error(CMD, "more than one lock URL ('%s' and '%s')", o.lock, a);
+            return CLI_EXIT_USAGE;
+        }
+        o.lock = a;
+    }
+    if (!o.lock) {
+        cli_usage_error(CMD, "missing lock URL, e.g. s3lect check-store s3://bucket/leader.json");
+        return CLI_EXIT_USAGE;
+    }
+
+    checker c = {0};
+    c.cfg = cli_config(CMD, &o);
+    if (!c.cfg)
+        return CLI_EXIT_USAGE;
+    char err[512];
+    int rc = st_open(c.cfg, &c.store, &c.key, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "s3lect %s: %s\n", CMD, err);
+        s3lect_config_free(c.cfg);
+        return rc == S3LECT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
+    }
+    uint8_t rnd[4];
+    char hex[9];
+    if (cr_random(rnd, sizeof rnd) != 0)
+        memset(rnd, 0x5a, sizeof rnd);
+    cr_hex(rnd, sizeof rnd, hex);
+    c.scratch = u_asprintf("%s.s3lect-check-%s", c.key, hex);
+    if (!c.scratch) {
+        fprintf(stderr, "s3lect %s: out of memory\n", CMD);
+        st_destroy(c.store);
+        free(c.key);
+        s3lect_config_free(c.cfg);
+        return CLI_EXIT_ERROR;
+    }
+
+    printf("s3lect check-store %s\n  scratch key: %s\n", o.lock, c.scratch);
+    fflush(stdout);
+    rc = run_checks(&c, nracers, rounds);
+    if (rc < 0)
+        printf("stopped: the store cannot be used as configured (see the message above)\n");
+    else if (c.failed == 0)
+        printf("all %d checks passed: this store enforces conditional writes\n", c.passed);
+    else
+        printf("%d of %d checks FAILED: this store does not reliably enforce conditional writes; "
+               "do not use it for s3lect\n",
+               c.failed, c.passed + c.failed);
+    if (c.created)
+        printf("note: the scratch object %s was left in place; delete it when you like\n",
+               c.scratch);
+    int failed = c.failed > 0 || rc < 0;
+    st_destroy(c.store);
+    free(c.scratch);
+    free(c.key);
+    s3lect_config_free(c.cfg);
+    return failed ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+}
