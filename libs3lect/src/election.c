@@ -518,14 +518,11 @@ static void finish_stop(el_engine *e)
 
 static void on_release(el_engine *e, el_time now, const st_result *r)
 {
+    (void)now;
     attempt_clear(&e->att);
-    if (r->outcome != ST_OK) {
+    if (r->outcome != ST_OK)
         note_failure(e, r);
-        forget_etag(e);
-    } else {
-        u_setstr(&e->etag, r->etag);
-        e->first_seen = now.mono;
-    }
+    forget_etag(e); /* the next read parses the released record afresh */
     if (e->role == EL_STOPPING) {
         finish_stop(e);
         return;

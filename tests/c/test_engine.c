@@ -164,7 +164,8 @@ static void t_takeover_after_lease(void)
     mem_set(&m, "{\"leaderID\":\"b\",\"lastUpdated\":\"2023-11-14T22:13:25.000Z\",\"term\":4,"
                 "\"leaseMs\":15000}");
     el_params p = P;
-    p.skew = 0; /* only the monotonic rule */
+    p.skew = 0;           /* only the monotonic rule */
+    p.infrequent = 10000; /* <= L: failover within L + frequent */
     el_init(&e, &p, "a", "", "inc", 1);
     run_until(&e, &m, &now, 5000 + 14000, &c);
     CHECK(c.acquired == 0, "must not take over before L");
@@ -233,13 +234,16 @@ static void t_lost_race_and_expiry(void)
         el_time t = {now, 1700000000000 + now};
         int k = el_next(&e, t, &op, &wake);
         drain(&e, &c);
+        if (c.lost)
+            break; /* stepped down at this step; what follows is a follower's read */
         if (k == EL_OP_NONE) {
             CHECK(wake <= renewed + P.renew_deadline, "wakes by the deadline");
             now = wake;
             continue;
         }
         CHECK(op.timeout_ms <= renewed + P.renew_deadline - now,
-              "request timeout bounded by the lease left");
+              "request timeout %lld bounded by the lease left %lld (op %d)",
+              (long long)op.timeout_ms, (long long)(renewed + P.renew_deadline - now), k);
         st_result r = {0};
         r.outcome = ST_TRANSIENT;
         now += 1;
