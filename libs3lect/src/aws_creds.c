@@ -247,7 +247,8 @@ int aws_creds_resolve(const struct s3lect_config *cfg, aws_creds *out, char *err
                          akid ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
                 return S3LECT_EAUTH;
             }
-            snprintf(out->source, sizeof out->source, "the environment (AWS_ACCESS_KEY_ID)");
+            snprintf(out->source, sizeof out->source,
+                     "the environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
             rc = fill(out, akid, secret, env("AWS_SESSION_TOKEN"));
             goto done;
         }

@@ -1,0 +1,149 @@
+"""Shared pytest fixtures: the build, the s3lect CLI, and real S3 servers.
+
+- ``build_dir``: the CMake build directory, from S3LECT_BUILD_DIR (default
+  <repo>/build).
+- ``s3lect_bin``: <build>/bin/s3lect; ``s3_probe_bin``: <build>/tests/c/s3_probe
+  (one S3-store operation as JSON, for store-level tests).
+- ``minio``: a MinIO on a free 127.0.0.1 port with throwaway credentials and
+  bucket ``s3lect-test``, started once per session and always stopped; if
+  S3LECT_TEST_ENDPOINT is set (e.g. under scripts/with-minio), that server is
+  used instead. ``moto``: the same with moto's server.
+- ``s3server``: parametrised over both, for tests every S3 server must pass.
+
+A server that cannot start fails the tests that need it, with its log.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from harness.s3client import S3Client  # noqa: E402
+from harness.servers import MinioServer, MotoServer, Server, ServerStartError  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> Path:
+    d = Path(os.environ.get("S3LECT_BUILD_DIR", str(REPO / "build"))).resolve()
+    if not d.is_dir():
+        pytest.fail(
+            f"build directory {d} does not exist: build first (cmake -S . -B build -G Ninja && "
+            "ninja -C build) or set S3LECT_BUILD_DIR"
+        )
+    return d
+
+
+def _built(path: Path, what: str) -> Path:
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{what} not found at {path}: build it (ninja -C {path.parents[1]})")
+    return path
+
+
+@pytest.fixture(scope="session")
+def s3lect_bin(build_dir: Path) -> Path:
+    return _built(build_dir / "bin" / "s3lect", "the s3lect CLI")
+
+
+@pytest.fixture(scope="session")
+def s3_probe_bin(build_dir: Path) -> Path:
+    return _built(build_dir / "tests" / "c" / "s3_probe", "tests/c/s3_probe")
+
+
+@dataclass
+class ExternalServer:
+    """A server someone else started (S3LECT_TEST_ENDPOINT and friends)."""
+
+    endpoint: str
+    bucket: str
+    access_key: str
+    secret_key: str
+    region: str = "us-east-1"
+    name: str = "external"
+    extra: dict = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        return {
+            "S3LECT_TEST_ENDPOINT": self.endpoint,
+            "S3LECT_TEST_BUCKET": self.bucket,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": self.region,
+            "AWS_ENDPOINT_URL_S3": self.endpoint,
+        }
+
+    def client(self, secret_key: str | None = None) -> S3Client:
+        return S3Client(self.endpoint, self.access_key, secret_key or self.secret_key, self.region)
+
+    def log_text(self) -> str:
+        return "(server started outside the tests)"
+
+
+def _start(server: Server) -> Iterator[Server]:
+    try:
+        server.start()
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def minio() -> Iterator[Server | ExternalServer]:
+    ep = os.environ.get("S3LECT_TEST_ENDPOINT")
+    if ep:
+        missing = [v for v in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if not os.environ.get(v)]
+        if missing:
+            pytest.fail(f"S3LECT_TEST_ENDPOINT is set but {', '.join(missing)} is not")
+        srv = ExternalServer(
+            endpoint=ep,
+            bucket=os.environ.get("S3LECT_TEST_BUCKET", "s3lect-test"),
+            access_key=os.environ["AWS_ACCESS_KEY_ID"],
+            secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+            region=os.environ.get("AWS_REGION", "us-east-1"),
+            name="minio",
+        )
+        srv.client().create_bucket(srv.bucket)
+        yield srv
+        return
+    try:
+        server = MinioServer()
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield from _start(server)
+
+
+@pytest.fixture(scope="session")
+def moto() -> Iterator[Server]:
+    yield from _start(MotoServer())
+
+
+@pytest.fixture(params=["minio", "moto"])
+def s3server(request: pytest.FixtureRequest) -> Server | ExternalServer:
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture
+def clean_env(tmp_path: Path) -> dict[str, str]:
+    """The environment without any AWS or S3LECT_TEST settings, HOME in a temp dir
+    (no ~/.aws files), for child processes that must get settings explicitly."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AWS_") and not k.startswith("S3LECT_TEST_")
+    }
+    home = tmp_path / "home"
+    home.mkdir()
+    env["HOME"] = str(home)
+    return env

@@ -1,0 +1,1 @@
+"""Test harness: real S3 servers (MinIO, moto) on loopback, a small S3 client, CLI helpers."""

@@ -1,0 +1,113 @@
+"""Helpers for driving the s3lect CLI and tests/c/s3_probe from tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+# Scaled-down timings: lease 3 s; followers poll every 0.5 s in transitions
+# and every 1 s when stable, so failover takes about L + 1 s.
+FAST = [
+    "--lease-timeout", "3s",
+    "--renew-interval", "1s",
+    "--renew-deadline", "2s",
+    "--frequent-interval", "500ms",
+    "--infrequent-interval", "1s",
+    "--max-clock-skew", "0",
+]
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str, step: float = 0.05) -> Any:
+    """Polls cond() until it is truthy; raises AssertionError naming `what` after timeout s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(step)
+
+
+def run(cmd: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def probe(bin_: Path, env: dict[str, str], op: str, url: str, *args: str) -> dict:
+    """One store operation through tests/c/s3_probe; returns its JSON answer."""
+    r = run([str(bin_), op, url, *args], env, timeout=60)
+    assert r.returncode in (0, 3), f"s3_probe failed ({r.returncode}): {r.stderr}"
+    return json.loads(r.stdout)
+
+
+class Node:
+    """One `s3lect run` process. Its CMD appends "start ID TERM" to a shared
+    marker file and then runs until it is stopped."""
+
+    def __init__(self, bin_: Path, tmp: Path, lock: str, node_id: str, env: dict[str, str],
+                 extra: list[str] | None = None):
+        self.id = node_id
+        self.log = tmp / f"{node_id}.log"
+        self.marker = tmp / "cmd.log"
+        cmd = f'echo "start $S3LECT_LEADER_ID $S3LECT_TERM" >> {self.marker}; exec sleep 600'
+        self._out = open(self.log, "w")
+        self.proc = subprocess.Popen(
+            [str(bin_), "run", "--lock", lock, "--id", node_id, *(FAST if extra is None else extra),
+             "--kill-timeout", "2s", "--", "sh", "-c", cmd],
+            stdout=self._out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def terms(self) -> list[int]:
+        return [int(t) for t in re.findall(r"s3lect: acquired leadership term=(\d+)", self.text())]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def leading(self) -> bool:
+        """Running and its last transition was an acquisition whose CMD started."""
+        t = self.text()
+        return (self.alive() and t.rfind("started command") > max(t.rfind("lost leadership"),
+                                                                    t.rfind("command exited")))
+
+    def kill9(self) -> None:
+        """kill -9 of the whole group: the node and its CMD die at once, like a crash."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+
+    def terminate(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        finally:
+            self._out.close()
+
+
+def started_lines(marker: Path) -> list[tuple[str, int]]:
+    """(leader id, term) of every CMD start, in order."""
+    if not marker.exists():
+        return []
+    out = []
+    for line in marker.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "start":
+            out.append((parts[1], int(parts[2])))
+    return out

@@ -1,0 +1,298 @@
+"""Real S3 servers for the tests: MinIO and moto on free 127.0.0.1 ports.
+
+Each server is started fresh with throwaway credentials, waited for with a
+deadline, given the test bucket, and always stopped. If it cannot start, the
+error carries the server's log: suites fail with it, they never skip.
+
+Also a command line used by scripts/with-minio and scripts/with-moto:
+
+    python3 tests/harness/servers.py with-minio|with-moto -- CMD [ARGS...]
+
+starts the server, exports S3LECT_TEST_ENDPOINT, S3LECT_TEST_BUCKET,
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION=us-east-1, runs CMD,
+stops the server (even on failure or a signal) and exits with CMD's status.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from harness.s3client import S3Client  # noqa: E402
+else:
+    from .s3client import S3Client
+
+REPO = Path(__file__).resolve().parent.parent.parent
+DEFAULT_BUCKET = "s3lect-test"
+START_TIMEOUT_S = 60.0
+
+
+class ServerStartError(RuntimeError):
+    """A server did not come up; the message includes its log."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("S3LECT_CACHE", str(Path.home() / ".cache" / "s3lect")))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """Common life cycle: start a process, wait until it answers, stop it."""
+
+    name = "server"
+
+    def __init__(self, bucket: str = DEFAULT_BUCKET):
+        self.bucket = bucket
+        self.access_key = "s3lect-" + secrets.token_hex(6)
+        self.secret_key = secrets.token_hex(20)
+        self.region = "us-east-1"
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"s3lect-{self.name}-"))
+        self.log_path = self.workdir / f"{self.name}.log"
+        self._log = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        """Environment for a process that should use this server."""
+        return {
+            "S3LECT_TEST_ENDPOINT": self.endpoint,
+            "S3LECT_TEST_BUCKET": self.bucket,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": self.region,
+            "AWS_ENDPOINT_URL_S3": self.endpoint,
+        }
+
+    def client(self, secret_key: str | None = None) -> S3Client:
+        return S3Client(self.endpoint, self.access_key, secret_key or self.secret_key, self.region)
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-20000:]
+        except OSError:
+            return "(no log)"
+
+    # Subclasses provide these.
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def process_env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    def start(self) -> "Server":
+        errors = []
+        for _attempt in range(3):  # a free port can be taken between probe and bind
+            self.port = free_port()
+            self._log = open(self.log_path, "ab")
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.process_env(),
+                start_new_session=True,
+            )
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if self.ready():
+                    try:
+                        self.client().create_bucket(self.bucket)
+                        return self
+                    except (OSError, RuntimeError) as e:
+                        errors.append(f"creating bucket {self.bucket}: {e}")
+                        break
+                time.sleep(0.1)
+            if self.proc.poll() is None and not errors:
+                errors.append(f"{self.name} did not answer within {START_TIMEOUT_S:.0f}s")
+            elif self.proc.poll() is not None:
+                errors.append(f"{self.name} exited with status {self.proc.returncode}")
+            self.stop(keep_log=True)
+        raise ServerStartError(
+            f"{self.name} could not be started on 127.0.0.1 ({'; '.join(errors)}).\n"
+            f"command: {' '.join(self.command())}\n--- {self.name} log ---\n{self.log_text()}"
+        )
+
+    def stop(self, keep_log: bool = False) -> None:
+        p, self.proc = self.proc, None
+        if p is not None and p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
+        if self._log:
+            self._log.close()
+            self._log = None
+        if not keep_log:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "Server":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (OSError, ValueError):
+        return 0
+
+
+class MinioServer(Server):
+    name = "minio"
+
+    def __init__(self, bucket: str = DEFAULT_BUCKET, binary: str | None = None):
+        super().__init__(bucket)
+        self.binary = binary or ensure_minio()
+
+    def command(self) -> list[str]:
+        return [
+            self.binary,
+            "server",
+            "--quiet",
+            "--address",
+            f"127.0.0.1:{self.port}",
+            str(self.workdir / "data"),
+        ]
+
+    def process_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            MINIO_UPDATE="off",
+            MINIO_BROWSER="off",
+            MINIO_ROOT_USER=self.access_key,
+            MINIO_ROOT_PASSWORD=self.secret_key,
+            MINIO_CI_CD="1",
+        )
+        return env
+
+    def ready(self) -> bool:
+        return _http_status(f"{self.endpoint}/minio/health/live") == 200
+
+
+class MotoServer(Server):
+    """moto's S3 (Python): checks no signatures, so never the only server."""
+
+    name = "moto"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+
+    def start(self) -> "Server":
+        ensure_moto()
+        return super().start()
+
+    def ready(self) -> bool:
+        return _http_status(f"{self.endpoint}/moto-api/") in (200, 404)
+
+
+def ensure_minio() -> str:
+    """Path of the MinIO binary, installing it with scripts/minio-install if needed."""
+    out = subprocess.run(
+        [str(REPO / "scripts" / "minio-install")], stdout=subprocess.PIPE, text=True
+    )
+    path = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    if out.returncode != 0 or not path or not os.access(path, os.X_OK):
+        raise ServerStartError(
+            "MinIO is not installed and scripts/minio-install failed (see its output above); "
+            "it needs Go >= 1.24 and the Go module proxy"
+        )
+    return path
+
+
+def ensure_moto() -> None:
+    """Installs moto's server from the Python package index if it is missing."""
+    try:
+        import moto.server  # noqa: F401
+        import flask  # noqa: F401
+        import flask_cors  # noqa: F401
+
+        return
+    except ImportError:
+        pass
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "moto[server]"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    if r.returncode != 0:
+        raise ServerStartError(f"pip install 'moto[server]' failed:\n{r.stdout[-4000:]}")
+
+
+def with_server(kind: str, cmd: list[str]) -> int:
+    server: Server = MinioServer() if kind == "minio" else MotoServer()
+    try:
+        server.start()
+    except ServerStartError as e:
+        print(f"with-{kind}: {e}", file=sys.stderr)
+        return 1
+    child = None
+
+    def forward(signum, _frame):
+        if child and child.poll() is None:
+            child.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        env = dict(os.environ)
+        env.update(server.env())
+        print(f"with-{kind}: {server.name} at {server.endpoint}, bucket {server.bucket}", file=sys.stderr)
+        try:
+            child = subprocess.Popen(cmd, env=env)
+        except OSError as e:
+            print(f"with-{kind}: cannot run {cmd[0]}: {e}", file=sys.stderr)
+            return 127
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:
+                continue
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        server.stop()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[0] not in ("with-minio", "with-moto") or argv[1] != "--":
+        print("usage: servers.py with-minio|with-moto -- CMD [ARGS...]", file=sys.stderr)
+        return 2
+    return with_server(argv[0][5:], argv[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
