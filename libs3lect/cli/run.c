@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,6 +63,10 @@ static void start_child(runner *r)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         setpgid(0, 0); /* its own group: SIGTERM reaches the whole pipeline */
+        /* If s3lect itself dies (kill -9), CMD must not run on without a lease. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() == 1)
+            _exit(CLI_EXIT_EXEC);
         setenv("S3LECT_TERM", term, 1);
         setenv("S3LECT_LEADER_ID", r->id, 1);
         execvp(r->cmd[0], r->cmd);
