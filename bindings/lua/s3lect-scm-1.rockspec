@@ -3,7 +3,8 @@
 -- From a checkout (builds the C core and the module for the Lua that
 -- luarocks targets, and installs s3lect.so into the rocks tree):
 --     luarocks make bindings/lua/s3lect-scm-1.rockspec          (run at the repository root)
---     luarocks --lua-version 5.1 make bindings/lua/s3lect-scm-1.rockspec   (LuaJIT)
+--     luarocks --lua-version 5.1 make bindings/lua/s3lect-scm-1.rockspec \
+--         LUA_INCDIR=/usr/include/luajit-2.1                                (LuaJIT on Debian)
 -- Needs a C compiler, CMake >= 3.18, pkg-config and the development files of
 -- libcurl, cJSON and OpenSSL (Debian: libcurl4-openssl-dev libcjson-dev libssl-dev).
 rockspec_format = "3.0"

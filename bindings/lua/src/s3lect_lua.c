@@ -10,6 +10,8 @@
  * traceback handler, inside a protected C call, so that no Lua error (not
  * even out-of-memory) can longjmp through the library's frames.
  */
+#define _POSIX_C_SOURCE 200809L /* poll, clock_gettime */
+
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -455,14 +457,14 @@ static int l_new(lua_State *L)
         rc = s3lect_set_acquire_hook(e, on_acquire_hook, le, NULL);
     static const struct {
         enum cb_kind kind;
-        int type; /* s3lect_event_type */
+        int type; /* s3lect_event_kind */
     } evmap[] = {{CB_LOSE, S3LECT_EVENT_LOST},
                  {CB_LEADER_CHANGE, S3LECT_EVENT_LEADER_CHANGED},
                  {CB_ERROR, S3LECT_EVENT_ERROR},
                  {CB_CYCLE, S3LECT_EVENT_CYCLE}};
     for (size_t i = 0; rc == S3LECT_OK && i < sizeof evmap / sizeof evmap[0]; i++)
         if (le->ref[evmap[i].kind] != LUA_NOREF)
-            rc = s3lect_set_callback(e, (enum s3lect_event_type)evmap[i].type, on_event, le, NULL);
+            rc = s3lect_set_callback(e, (s3lect_event_kind)evmap[i].type, on_event, le, NULL);
     if (rc != S3LECT_OK)
         return push_fail(L, le, fn, rc);
     return 1;
@@ -857,6 +859,16 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* s3lect.monotonic() -> seconds (a float) on a monotonic clock, for hosts
+ * and tests that have none (os.time has 1 s resolution, os.clock is CPU). */
+static int l_monotonic(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec / 1e9);
+    return 1;
+}
+
 #define POLL_MAX 1024
 
 /* s3lect.poll_fd(fd | {fd, ...}, [timeout_ms]) -> boolean | {ready fds} | nil, message
@@ -942,8 +954,8 @@ static const luaL_Reg elector_meta[] = {
 };
 
 static const luaL_Reg module_funcs[] = {
-    {"new", l_new},         {"version", l_version}, {"strerror", l_strerror},
-    {"poll_fd", l_poll_fd}, {NULL, NULL},
+    {"new", l_new},         {"version", l_version},     {"strerror", l_strerror},
+    {"poll_fd", l_poll_fd}, {"monotonic", l_monotonic}, {NULL, NULL},
 };
 
 static const struct {

@@ -73,18 +73,15 @@ function T.skip(reason)
   error({ skip = reason }, 2)
 end
 
--- Monotonic enough for deadlines of seconds (os.time has 1 s resolution, so
--- deadlines are rounded up by one second).
-function T.now()
-  return os.time()
-end
+-- Seconds on a monotonic clock (a float).
+T.now = s3lect.monotonic
 
 -- Drives electors from this thread the way a host loop would: wait on their
 -- fds, dispatch what is pending, and check after every step that at most
 -- one of them is leader. Returns when cond() is true; raises after
 -- timeout_s seconds with `what` in the message.
 function T.drive(electors, cond, timeout_s, what)
-  local deadline = T.now() + timeout_s + 1
+  local deadline = T.now() + timeout_s
   while true do
     local fds = {}
     for i, el in ipairs(electors) do
@@ -160,7 +157,7 @@ function T.run(filter)
         io.stdout:write("skip (", err.skip, ")\n")
       elseif ok then
         passed = passed + 1
-        io.stdout:write(string.format("ok (%ds)\n", T.now() - started))
+        io.stdout:write(string.format("ok (%.1fs)\n", T.now() - started))
       else
         failed = failed + 1
         failures[#failures + 1] = tc.name
