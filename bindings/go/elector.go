@@ -11,7 +11,6 @@ import (
 	"context"
 	"log/slog"
 	"runtime"
-	"runtime/cgo"
 	"sync"
 	"time"
 )
@@ -147,12 +146,12 @@ func (e *S3Elector) build(cfg *ElectorConfig) (*C.s3lect_elector, error) {
 	// One handle per registration: libs3lect frees each userdata once.
 	for _, t := range []C.s3lect_event_kind{C.S3LECT_EVENT_ACQUIRED, C.S3LECT_EVENT_LOST,
 		C.S3LECT_EVENT_LEADER_CHANGED, C.S3LECT_EVENT_ERROR, C.S3LECT_EVENT_CYCLE} {
-		if rc := C.gos3lect_set_callback(c, t, C.uintptr_t(cgo.NewHandle(e.ev))); rc != C.S3LECT_OK {
+		if rc := C.gos3lect_set_callback(c, t, C.uintptr_t(newHandle(e.ev))); rc != C.S3LECT_OK {
 			C.s3lect_free_elector(c)
 			return nil, newError(rc, "NewS3Elector", "registering callbacks failed")
 		}
 	}
-	if rc := C.gos3lect_set_acquire_hook(c, C.uintptr_t(cgo.NewHandle(e.ev))); rc != C.S3LECT_OK {
+	if rc := C.gos3lect_set_acquire_hook(c, C.uintptr_t(newHandle(e.ev))); rc != C.S3LECT_OK {
 		C.s3lect_free_elector(c)
 		return nil, newError(rc, "NewS3Elector", "registering the acquire hook failed")
 	}

@@ -11,8 +11,18 @@ import (
 	"log/slog"
 	"runtime/cgo"
 	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// liveHandles counts the cgo handles libs3lect holds, for leak tests.
+var liveHandles atomic.Int64
+
+// newHandle makes a handle that libs3lect will free with gos3lectFreeHandle.
+func newHandle(v any) cgo.Handle {
+	liveHandles.Add(1)
+	return cgo.NewHandle(v)
+}
 
 // events is the Go state that libs3lect's callbacks reach through cgo
 // handles. It must not refer to the S3Elector, so that an elector that is
@@ -223,4 +233,5 @@ func gos3lectFreeHandle(h C.uintptr_t) {
 		}
 	}()
 	cgo.Handle(h).Delete()
+	liveHandles.Add(-1)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -156,4 +157,120 @@ func TestVersionCheck(t *testing.T) {
 			t.Errorf("checkVersion error %v is not ErrVersionMismatch", err)
 		}
 	}
+}
+
+// Electors that are dropped without being started, or after Stop, are
+// freed by the garbage collector, and libs3lect releases every handle.
+func TestDroppedElectorsAreFreed(t *testing.T) {
+	log := testLogger(t)
+	base := settledHandles()
+	func() {
+		for i := range 10 {
+			cfg := fileConfig(t, "", "n")
+			var st Storage
+			if i%2 == 0 {
+				st = newMemStore()
+			}
+			el, err := NewS3Elector(S3ElectorOptions{Config: cfg, Storage: st, Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i < 3 {
+				start(t, el)
+				if err := el.Stop(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}()
+	if liveHandles.Load() <= base {
+		t.Fatalf("no handles registered (%d, base %d)", liveHandles.Load(), base)
+	}
+	waitUntil(t, 20*time.Second, "every handle is released", func() bool {
+		runtime.GC()
+		return liveHandles.Load() <= base
+	})
+}
+
+// settledHandles collects what earlier tests dropped (finalizers run
+// asynchronously) and returns the handle count once it stops changing.
+func settledHandles() int64 {
+	last, stable := int64(-1), 0
+	for i := 0; i < 500 && stable < 5; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+		if n := liveHandles.Load(); n == last {
+			stable++
+		} else {
+			last, stable = n, 0
+		}
+	}
+	return last
+}
+
+// A started elector keeps leading even if the program drops its pointer.
+func TestStartedElectorSurvivesGC(t *testing.T) {
+	log := testLogger(t)
+	lock := filepath.Join(t.TempDir(), "lock.json")
+	func() {
+		el, err := NewS3Elector(S3ElectorOptions{Config: fileConfig(t, lock, "dropped"), Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start(t, el)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := el.WaitForLeadership(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	t.Cleanup(func() {
+		live.Range(func(k, _ any) bool {
+			if el := k.(*S3Elector); el.GetConfig().ServerID == "dropped" {
+				_ = el.Stop()
+			}
+			return true
+		})
+	})
+	other := newElector(t, log, fileConfig(t, lock, "other"), nil)
+	start(t, other)
+	until := time.Now().Add(testLease + time.Second)
+	for time.Now().Before(until) {
+		runtime.GC()
+		if other.IsLeader() {
+			t.Fatal("the dropped elector was collected and its lease taken over")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if id := other.LeaderID(); id != "dropped" {
+		t.Fatalf("leader is %q, want the dropped (but running) elector", id)
+	}
+}
+
+// EnablePeerMode before Start rebuilds the elector; hooks keep working.
+func TestEnablePeerModeBeforeStart(t *testing.T) {
+	log := testLogger(t)
+	var acquired sync.WaitGroup
+	acquired.Add(1)
+	var once sync.Once
+	cfg := fileConfig(t, "", "n")
+	cfg.OnAcquireLeadership = func(context.Context) error {
+		once.Do(acquired.Done)
+		return nil
+	}
+	el := newElector(t, log, cfg, nil)
+	ca := []byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n")
+	if err := el.EnablePeerMode(ca); err != nil {
+		t.Fatalf("EnablePeerMode before Start: %v", err)
+	}
+	if got := el.GetConfig(); !got.PeerMode || string(got.PeerCACert) != string(ca) {
+		t.Fatalf("GetConfig after EnablePeerMode: PeerMode %v, PeerCACert %q", got.PeerMode, got.PeerCACert)
+	}
+	start(t, el)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := el.WaitForLeadership(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acquired.Wait()
 }

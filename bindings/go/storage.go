@@ -61,7 +61,7 @@ type storeBinding struct {
 }
 
 func (b *storeBinding) newHandle() cgo.Handle {
-	return cgo.NewHandle(b)
+	return newHandle(b)
 }
 
 func outcomeOf(err error) C.int {
