@@ -308,6 +308,14 @@ static void set_http_failure(const req_ctx *c, long status, const response *resp
                            "S3 refused %s on bucket '%s' because this machine's clock is off by "
                            "more than 15 minutes (%s): synchronise the clock (NTP)",
                            c->action, s->bucket, detail);
+        else if (!c->if_match && strcmp(c->method, "GET") == 0)
+            /* S3 also hides a missing key behind 403 from callers that may not list the bucket. */
+            st_result_setf(out, outcome,
+                           "access denied: the credentials from %s lack %s on "
+                           "arn:aws:s3:::%s/%s (%s); grant s3:GetObject and s3:PutObject on the "
+                           "lock key (if the lock does not exist yet, S3 also answers 403 unless "
+                           "s3:ListBucket is granted on arn:aws:s3:::%s; see docs/s3.md)",
+                           s->creds.source, c->action, s->bucket, c->key, detail, s->bucket);
         else
             st_result_setf(out, outcome,
                            "access denied: the credentials from %s lack %s on "
