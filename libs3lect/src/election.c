@@ -381,6 +381,7 @@ static void observe(el_engine *e, el_time now, const st_result *r)
     }
     int fresh = !e->corrupt && (e->p.skew == 0 || now.wall - e->cur.last_updated_ms <=
                                                       e->p.renew_interval + e->p.skew);
+    e->lost_races = 0; /* someone holds it: the races are over */
     if (changed && fresh) {
         e->stable = 1;
         schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.infrequent, 0.1));
@@ -443,6 +444,7 @@ static void on_acquire(el_engine *e, el_time now, const st_result *r)
 {
     if (r->outcome == ST_OK) {
         clear_error(e);
+        e->lost_races = 0;
         el_attempt a = e->att;
         memset(&e->att, 0, sizeof e->att);
         if (now.mono < a.sent_at + e->p.renew_deadline) {
@@ -459,7 +461,12 @@ static void on_acquire(el_engine *e, el_time now, const st_result *r)
     if (r->outcome == ST_PRECONDITION || r->outcome == ST_NOT_FOUND) {
         clear_error(e);
         attempt_clear(&e->att);
-        schedule(e, EL_K_GET, now.mono); /* another node won: re-read */
+        /* Another node won: re-read at once. A store that keeps refusing our
+         * writes while reads show the lock free would make that a hot loop,
+         * so after a few lost races in a row wait a poll period. */
+        e->lost_races++;
+        schedule(e, EL_K_GET,
+                 now.mono + (e->lost_races < 3 ? 0 : u_jitter(&e->rng, e->p.frequent, 0.1)));
         end_cycle(e);
         return;
     }
