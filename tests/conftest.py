@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -28,8 +27,13 @@ REPO = TESTS.parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from harness.s3client import S3Client  # noqa: E402
-from harness.servers import MinioServer, MotoServer, Server, ServerStartError  # noqa: E402
+from harness.servers import (  # noqa: E402
+    ExternalServer,
+    MinioServer,
+    MotoServer,
+    Server,
+    ServerStartError,
+)
 
 
 @pytest.fixture(scope="session")
@@ -59,35 +63,6 @@ def s3_probe_bin(build_dir: Path) -> Path:
     return _built(build_dir / "tests" / "c" / "s3_probe", "tests/c/s3_probe")
 
 
-@dataclass
-class ExternalServer:
-    """A server someone else started (S3LECT_TEST_ENDPOINT and friends)."""
-
-    endpoint: str
-    bucket: str
-    access_key: str
-    secret_key: str
-    region: str = "us-east-1"
-    name: str = "external"
-    extra: dict = field(default_factory=dict)
-
-    def env(self) -> dict[str, str]:
-        return {
-            "S3LECT_TEST_ENDPOINT": self.endpoint,
-            "S3LECT_TEST_BUCKET": self.bucket,
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_REGION": self.region,
-            "AWS_ENDPOINT_URL_S3": self.endpoint,
-        }
-
-    def client(self, secret_key: str | None = None) -> S3Client:
-        return S3Client(self.endpoint, self.access_key, secret_key or self.secret_key, self.region)
-
-    def log_text(self) -> str:
-        return "(server started outside the tests)"
-
-
 def _start(server: Server) -> Iterator[Server]:
     try:
         server.start()
@@ -107,12 +82,12 @@ def minio() -> Iterator[Server | ExternalServer]:
         if missing:
             pytest.fail(f"S3LECT_TEST_ENDPOINT is set but {', '.join(missing)} is not")
         srv = ExternalServer(
+            name="minio",
             endpoint=ep,
             bucket=os.environ.get("S3LECT_TEST_BUCKET", "s3lect-test"),
             access_key=os.environ["AWS_ACCESS_KEY_ID"],
             secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
             region=os.environ.get("AWS_REGION", "us-east-1"),
-            name="minio",
         )
         srv.client().create_bucket(srv.bucket)
         yield srv

@@ -25,7 +25,7 @@ add_test(NAME s3_status COMMAND test_s3_status)
 set_tests_properties(s3_status PROPERTIES TIMEOUT 120)
 
 # Not a test by itself: tests/harness/probe.py runs it against real servers.
-add_executable(s3_probe s3_probe.c)
+add_executable(s3_probe s3_probe.c testutil.c)
 target_include_directories(s3_probe PRIVATE ${PROJECT_SOURCE_DIR}/libs3lect/src)
 target_compile_definitions(s3_probe PRIVATE _GNU_SOURCE)
 target_link_libraries(s3_probe PRIVATE s3lect_static)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "s3_test.h"
 #include "s3lect.h"
 #include "store.h"
 
@@ -23,31 +24,6 @@ static const char *outcome_str(int o)
     static const char *const names[] = {"OK",   "NOT_FOUND", "PRECONDITION",
                                         "AUTH", "TRANSIENT", "FATAL"};
     return o >= 0 && o <= 5 ? names[o] : "?";
-}
-
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 4096 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *p = realloc(buf, cap);
-            if (!p)
-                break;
-            buf = p;
-        }
-        size_t r = fread(buf + n, 1, 4096, f);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
 }
 
 static int usage(const char *msg)
@@ -112,7 +88,7 @@ int main(int argc, char **argv)
         st_result r = {0};
         if (put) {
             size_t len = 0;
-            char *data = body_file ? read_all(body_file, &len) : NULL;
+            char *data = body_file ? t_read_file(body_file, &len) : NULL;
             if (body_file && !data) {
                 fprintf(stderr, "s3_probe: cannot read %s\n", body_file);
                 return 2;

@@ -53,7 +53,48 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Server:
+class S3Access:
+    """How a test reaches an S3 server: endpoint, bucket and credentials."""
+
+    name = "s3"
+    endpoint: str
+    bucket: str
+    access_key: str
+    secret_key: str
+    region: str
+
+    def env(self) -> dict[str, str]:
+        """Environment for a process that should use this server."""
+        return {
+            "S3LECT_TEST_ENDPOINT": self.endpoint,
+            "S3LECT_TEST_BUCKET": self.bucket,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": self.region,
+            "AWS_ENDPOINT_URL_S3": self.endpoint,
+        }
+
+    def client(self, secret_key: str | None = None) -> S3Client:
+        return S3Client(self.endpoint, self.access_key, secret_key or self.secret_key, self.region)
+
+
+class ExternalServer(S3Access):
+    """A server started outside the tests (S3LECT_TEST_ENDPOINT and friends)."""
+
+    def __init__(self, name: str, endpoint: str, bucket: str, access_key: str, secret_key: str,
+                 region: str = "us-east-1"):
+        self.name = name
+        self.endpoint = endpoint
+        self.bucket = bucket
+        self.access_key = access_key
+        self.secret_key = secret_key
+        self.region = region
+
+    def log_text(self) -> str:
+        return "(server started outside the tests)"
+
+
+class Server(S3Access):
     """Common life cycle: start a process, wait until it answers, stop it."""
 
     name = "server"
@@ -72,20 +113,6 @@ class Server:
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def env(self) -> dict[str, str]:
-        """Environment for a process that should use this server."""
-        return {
-            "S3LECT_TEST_ENDPOINT": self.endpoint,
-            "S3LECT_TEST_BUCKET": self.bucket,
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_REGION": self.region,
-            "AWS_ENDPOINT_URL_S3": self.endpoint,
-        }
-
-    def client(self, secret_key: str | None = None) -> S3Client:
-        return S3Client(self.endpoint, self.access_key, secret_key or self.secret_key, self.region)
 
     def log_text(self) -> str:
         try:
