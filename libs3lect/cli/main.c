@@ -91,9 +91,7 @@ void cli_usage_error(const char *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (see 's3lect %s--help')\n", cmd ? cmd : "");
-    if (cmd)
-        fprintf(stderr, "%s", "");
+    fprintf(stderr, " (see 's3lect %s%s--help')\n", cmd ? cmd : "", cmd ? " " : "");
 }
 
 static int need_value(const char *cmd, int argc, char **argv, int i)

@@ -400,6 +400,7 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
 {
     if (r->outcome == ST_OK || r->outcome == ST_NOT_FOUND) {
         clear_error(e);
+        e->auth_create_tried = 0;
         if (r->outcome == ST_OK && attempt_landed(e, r) && !e->att.release) {
             el_attempt a = e->att;
             if (now.mono < a.sent_at + e->p.renew_deadline) {
@@ -425,6 +426,19 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
         }
         observe(e, now, r);
         end_cycle(e);
+        return;
+    }
+    if (r->outcome == ST_AUTH && e->role == EL_FOLLOWER && e->exists != 1 &&
+        !e->auth_create_tried) {
+        /* With only s3:GetObject, S3 answers 403 (not 404) for a missing key.
+         * Creating with If-None-Match: * can never overwrite anything, so try
+         * it once: it succeeds on a new lock, 412s on an existing one (then
+         * the read error is real), or fails with AUTH too. */
+        e->auth_create_tried = 1;
+        set_error(e, S3LECT_EAUTH, r->message);
+        forget_etag(e);
+        e->exists = 0;
+        schedule(e, EL_K_ACQUIRE, now.mono);
         return;
     }
     int n = note_failure(e, r);

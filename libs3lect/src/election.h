@@ -86,9 +86,10 @@ typedef struct el_engine {
     int stable; /* follower: last observation was a fresh change */
     int next_kind;
     int64_t next_at;
-    int pending;    /* an op is in flight: its kind (EL_K_*) + 1, or 0 */
-    int retry;      /* consecutive failures of the current step */
-    int lost_races; /* consecutive acquisitions that lost (PRECONDITION) */
+    int pending;           /* an op is in flight: its kind (EL_K_*) + 1, or 0 */
+    int retry;             /* consecutive failures of the current step */
+    int lost_races;        /* consecutive acquisitions that lost (PRECONDITION) */
+    int auth_create_tried; /* tried If-None-Match after a 403 on read */
     int64_t backoff_until;
     int stop_requested, stop_release, stop_was_leader;
     int64_t last_body_wall;

@@ -395,8 +395,51 @@ static void t_misconfig_same_id(void)
     el_free(&e);
 }
 
+/* A 403 on reading a missing key (S3 with only s3:GetObject) → create once. */
+static void t_auth_on_missing_key_creates(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    init(&e, "a");
+    m.fail_next = ST_AUTH;
+    run_until(&e, &m, &now, 200, &c);
+    CHECK(c.acquired == 1 && c.errors == 0, "created the lock after a 403 on read (acq %d err %d)",
+          c.acquired, c.errors);
+    el_free(&e);
+
+    /* A real permission problem: read and create both refused → ERROR, no loop. */
+    memset(&m, 0, sizeof m);
+    memset(&c, 0, sizeof c);
+    now = 100;
+    init(&e, "a");
+    int refused = 0;
+    for (int i = 0; i < 40; i++) {
+        el_op op;
+        int64_t wake;
+        int k = el_next(&e, (el_time){now, 1700000000000 + now}, &op, &wake);
+        drain(&e, &c);
+        if (k == EL_OP_NONE) {
+            now = wake;
+            continue;
+        }
+        st_result r = {0};
+        r.outcome = ST_AUTH;
+        refused++;
+        el_complete(&e, (el_time){++now, 1700000000000 + now}, &r);
+        drain(&e, &c);
+        if (now > 100 + 30000)
+            break;
+    }
+    CHECK(c.errors >= 1 && c.acquired == 0, "AUTH reported (%d errors)", c.errors);
+    CHECK(refused <= 10, "no tight retry loop on AUTH: %d requests in 30 s", refused);
+    el_free(&e);
+}
+
 int main(void)
 {
+    t_auth_on_missing_key_creates();
     t_create_and_renew();
     t_takeover_after_lease();
     t_wall_clock_rule();

@@ -140,5 +140,6 @@ int main(void)
               strstr(err, "does not exist"),
           "missing directory: %s", err);
     st_destroy(s);
+    free(dir);
     return t_done("file store");
 }
