@@ -131,9 +131,21 @@ static void on_event(s3lect_elector *e, const s3lect_event *ev, void *ud)
     int sleep_ms = s3lect_event_type(ev) == S3LECT_EVENT_ACQUIRED ? s->sleep_ms : 0;
     pthread_mutex_unlock(&s->mu);
     if (sleep_ms) {
-        s->stop_rc = s3lect_stop(e); /* from a callback: must refuse, not deadlock */
+        int rc = s3lect_stop(e); /* from a callback: must refuse, not deadlock */
+        pthread_mutex_lock(&s->mu);
+        s->stop_rc = rc;
+        pthread_mutex_unlock(&s->mu);
         t_sleep_ms(sleep_ms);
     }
+}
+
+/* A consistent copy of a callback state (the dispatcher writes it). */
+static cbstate snap(cbstate *s)
+{
+    pthread_mutex_lock(&s->mu);
+    cbstate c = *s;
+    pthread_mutex_unlock(&s->mu);
+    return c;
 }
 
 static int veto_hook(s3lect_elector *e, const s3lect_event *ev, void *ud)
@@ -237,8 +249,12 @@ static void t_slow_callback_and_ebusy(void)
     CHECK(lapses == 0, "a callback blocking for 4 s did not cost the lease (%lld lapses)",
           (long long)lapses);
     t_sleep_ms(700);
-    CHECK(st.stop_rc == S3LECT_EBUSY, "stop from a callback returns EBUSY (%d)", st.stop_rc);
-    CHECK(!pthread_equal(st.cb_thread, pthread_self()), "callbacks run on the dispatcher");
+    pthread_mutex_lock(&st.mu);
+    int stop_rc = st.stop_rc;
+    pthread_t cb_thread = st.cb_thread;
+    pthread_mutex_unlock(&st.mu);
+    CHECK(stop_rc == S3LECT_EBUSY, "stop from a callback returns EBUSY (%d)", stop_rc);
+    CHECK(!pthread_equal(cb_thread, pthread_self()), "callbacks run on the dispatcher");
     s3lect_free_elector(e);
 }
 
@@ -256,22 +272,20 @@ static void t_veto_and_waits(void)
     set_all(a, &sa);
     s3lect_set_acquire_hook(a, veto_hook, &sa, NULL);
     s3lect_start(a);
-    int64_t t0 = u_mono_ms();
-    CHECK(s3lect_wait_for_leadership(a, 300) == S3LECT_ETIMEDOUT || sa.lost >= 0, "wait");
     /* It acquires, vetoes, releases; b (started later) must get it. */
     t_sleep_ms(500);
     set_all(b, &sb);
     s3lect_start(b);
     CHECK(s3lect_wait_for_leadership(b, 5000) == 0, "the other node leads after the veto");
-    CHECK(sa.lost >= 1 && sa.last_reason == S3LECT_LOST_HOOK_FAILED,
-          "vetoer got LOST(hook_failed) (lost %d reason %d)", sa.lost, sa.last_reason);
-    CHECK(sa.acquired == 0, "ACQUIRED callback not run after a veto");
+    cbstate va = snap(&sa);
+    CHECK(va.lost >= 1 && va.last_reason == S3LECT_LOST_HOOK_FAILED,
+          "vetoer got LOST(hook_failed) (lost %d reason %d)", va.lost, va.last_reason);
+    CHECK(va.acquired == 0, "ACQUIRED callback not run after a veto");
     uint64_t c0 = s3lect_cycle(b), c1 = 0;
     CHECK(s3lect_wait_for_next_election(b, c0, 3000, &c1) == 0 && c1 > c0, "next cycle");
     CHECK(s3lect_wait_for_leadership(a, 200) == S3LECT_ETIMEDOUT, "timeout while b leads");
     s3lect_stop(a);
     CHECK(s3lect_wait_for_leadership(a, 1000) == S3LECT_ESTOPPED, "ESTOPPED after stop");
-    (void)t0;
     s3lect_free_elector(a);
     s3lect_free_elector(b);
 }
