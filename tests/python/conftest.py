@@ -2,8 +2,7 @@
 
 The MinIO server comes from the shared ``minio`` fixture of tests/conftest.py
 (it reuses a server announced by S3LECT_TEST_ENDPOINT, e.g. under
-scripts/with-minio). If that file is absent, a private fixture below starts
-one the same way, so this directory also runs on its own.
+scripts/with-minio, or starts one on a free loopback port).
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
@@ -26,53 +24,10 @@ import pytest
 import s3lect
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
-sys.path.insert(0, str(HERE))
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
 
-from s3client import S3Client  # noqa: E402
-
-#: Short timings for tests (seconds); bounds in assertions stay generous.
-FAST: Dict[str, float] = dict(
-    lease_timeout=3.0,
-    renew_interval=0.5,
-    renew_deadline=2.0,
-    frequent_interval=0.5,
-    infrequent_interval=1.0,
-    request_timeout=5.0,
-)
-
-
-def wait_until(cond: Callable[[], Any], timeout: float, what: str, step: float = 0.05) -> Any:
-    """Polls cond() until it returns a truthy value; fails the test with
-    `what` after `timeout` seconds. Returns that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(step)
-
-
-# ---------------------------------------------------------------------------
-# MinIO: the shared fixture when tests/conftest.py provides it, else our own.
-# ---------------------------------------------------------------------------
-
-if not (REPO / "tests" / "conftest.py").exists():
-    from minio_server import start_minio  # noqa: E402
-
-    @pytest.fixture(scope="session")
-    def minio() -> Iterator[Any]:
-        """A MinIO on a free 127.0.0.1 port (or the one in S3LECT_TEST_ENDPOINT)."""
-        with start_minio() as server:
-            yield server
-
-
-@pytest.fixture(scope="session")
-def s3(minio: Any) -> S3Client:
-    """A minimal signed S3 client for checks that bypass the library."""
-    return S3Client(minio.endpoint, minio.access_key, minio.secret_key)
+from pyutil import FAST  # noqa: E402
 
 
 @pytest.fixture

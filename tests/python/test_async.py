@@ -8,7 +8,7 @@ import time
 import pytest
 
 import s3lect
-from conftest import FAST
+from pyutil import FAST
 
 
 def test_wait_for_leadership_async_and_events(s3_lock, s3_settings):

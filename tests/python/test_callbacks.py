@@ -9,7 +9,7 @@ import time
 import pytest
 
 import s3lect
-from conftest import wait_until
+from pyutil import wait_until
 
 
 class Veto(Exception):

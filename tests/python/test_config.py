@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 import s3lect
-from conftest import FAST
+from pyutil import FAST
 
 
 def test_version_matches_core_and_package():

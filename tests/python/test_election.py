@@ -6,7 +6,7 @@ import threading
 import time
 
 import s3lect
-from conftest import wait_until
+from pyutil import wait_until
 
 
 def leaders(els):

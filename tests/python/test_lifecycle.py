@@ -11,7 +11,7 @@ import time
 import weakref
 
 import s3lect
-from conftest import FAST, wait_until
+from pyutil import FAST, wait_until
 
 
 def test_context_manager_starts_and_stops(s3_lock, s3_settings):

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import wait_until
+from pyutil import wait_until
 
 
 def leading(procs):

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import s3lect
-from conftest import wait_until
+from pyutil import wait_until
 
 
 def test_wait_for_leadership_times_out_on_a_follower(electors, s3_lock, s3_settings):
@@ -129,10 +129,10 @@ def test_status_of_leader_and_follower(electors, s3_lock, s3_settings):
     assert a.status().is_leader is False
 
 
-def test_status_reports_a_corrupt_record(electors, s3_lock, s3, minio):
+def test_status_reports_a_corrupt_record(electors, s3_lock, minio):
+    s3 = minio.client()
     key = s3_lock.split("/", 3)[3]
-    status, _ = s3.put(minio.bucket, key, b"this is not json")
-    assert status == 200
+    assert s3.put(minio.bucket, key, b"this is not json").status == 200
     el = electors(s3_lock, server_id="a", endpoint=minio.endpoint,
                   access_key_id=minio.access_key, secret_access_key=minio.secret_key)
     el.start()
@@ -140,6 +140,6 @@ def test_status_reports_a_corrupt_record(electors, s3_lock, s3, minio):
     assert not el.is_leader
     # The corrupt record is treated as a holder nobody renews: taken over after the lease.
     assert el.wait_for_leadership(timeout=20)
-    _, body, _ = s3.get(minio.bucket, key)
-    assert json.loads(body)["leaderID"] == "a"
+    r = s3.get(minio.bucket, key)
+    assert r.status == 200 and json.loads(r.body)["leaderID"] == "a"
     assert el.status().record_corrupt is False
