@@ -108,6 +108,7 @@ void el_free(el_engine *e)
     free(e->ann_id);
     free(e->ann_addr);
     free(e->last_error_msg);
+    free(e->my_body);
     rec_clear(&e->cur);
     attempt_clear(&e->att);
     for (size_t i = 0; i < e->nevents; i++)
@@ -266,9 +267,10 @@ static int prepare_attempt(el_engine *e, el_time now, int released, int64_t term
 }
 
 static void become_leader(el_engine *e, const char *etag, int64_t sent_at, int64_t term,
-                          el_time now)
+                          const char *body, el_time now)
 {
     int was_leader = e->role == EL_LEADER;
+    u_setstr(&e->my_body, body);
     u_setstr(&e->etag, etag);
     e->exists = 1;
     e->first_seen = now.mono;
@@ -324,6 +326,13 @@ static int64_t expiry_at(const el_engine *e)
     if (!e->corrupt && e->cur.lease_ms > L)
         L = e->cur.lease_ms;
     return e->first_seen + L;
+}
+
+/* Peer mode: a stable follower asks the leader (over HTTPS) instead of S3. */
+static int peer_usable(const el_engine *e)
+{
+    return e->p.peer && !e->corrupt && e->exists == 1 && !rec_released(&e->cur) &&
+           e->cur.leader_addr && e->cur.leader_addr[0] && !u_streq(e->cur.leader_id, e->id);
 }
 
 static void observe(el_engine *e, el_time now, const st_result *r)
@@ -384,7 +393,10 @@ static void observe(el_engine *e, el_time now, const st_result *r)
     e->lost_races = 0; /* someone holds it: the races are over */
     if (changed && fresh) {
         e->stable = 1;
-        schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.infrequent, 0.1));
+        if (peer_usable(e))
+            schedule(e, EL_K_PEER, now.mono); /* long-poll the leader instead of S3 */
+        else
+            schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.infrequent, 0.1));
     } else {
         e->stable = 0;
         int64_t at = now.mono + u_jitter(&e->rng, e->p.frequent, 0.1);
@@ -406,7 +418,7 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
             if (now.mono < a.sent_at + e->p.renew_deadline) {
                 /* Our unresolved write landed and its lease is still good. */
                 e->att.active = 0;
-                become_leader(e, r->etag, a.sent_at, a.term, now);
+                become_leader(e, r->etag, a.sent_at, a.term, a.body, now);
                 free(a.body);
                 memset(&e->att, 0, sizeof e->att);
                 end_cycle(e);
@@ -454,6 +466,26 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
         end_cycle(e);
 }
 
+/* The leader's answer counts as a read of the record at receipt time: the
+ * etag it reports is that of its last write that succeeded, so it exists
+ * (or existed) in the store, and we received it after it was written. Any
+ * failure — refused, reset, timeout, 404, another leader — falls back to S3
+ * and the transition state (DESIGN §6). */
+static void on_peer(el_engine *e, el_time now, const st_result *r)
+{
+    if (e->role != EL_FOLLOWER)
+        return;
+    if (r->outcome == ST_OK && r->etag && r->etag[0]) {
+        st_result obs = *r;
+        obs.outcome = ST_OK;
+        observe(e, now, &obs);
+        end_cycle(e);
+        return;
+    }
+    e->stable = 0;
+    schedule(e, EL_K_GET, now.mono);
+}
+
 static void on_acquire(el_engine *e, el_time now, const st_result *r)
 {
     if (r->outcome == ST_OK) {
@@ -462,7 +494,7 @@ static void on_acquire(el_engine *e, el_time now, const st_result *r)
         el_attempt a = e->att;
         memset(&e->att, 0, sizeof e->att);
         if (now.mono < a.sent_at + e->p.renew_deadline) {
-            become_leader(e, r->etag, a.sent_at, a.term, now);
+            become_leader(e, r->etag, a.sent_at, a.term, a.body, now);
         } else {
             /* The write took longer than our own lease: never lead on it. */
             forget_etag(e);
@@ -504,7 +536,8 @@ static void on_renew(el_engine *e, el_time now, const st_result *r)
         clear_error(e);
         el_attempt a = e->att;
         memset(&e->att, 0, sizeof e->att);
-        free(a.body);
+        free(e->my_body);
+        e->my_body = a.body;
         u_setstr(&e->etag, r->etag);
         e->renewed_at = a.sent_at;
         e->seen_wall = now.wall;
@@ -570,6 +603,9 @@ void el_complete(el_engine *e, el_time now, const st_result *r)
         break;
     case EL_K_RELEASE:
         on_release(e, now, r);
+        break;
+    case EL_K_PEER:
+        on_peer(e, now, r);
         break;
     default:
         break;
@@ -679,6 +715,18 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
         int64_t left = e->renewed_at + e->p.renew_deadline - now.mono;
         return issue(e, EL_K_RENEW, op, left < e->p.request_timeout ? left : e->p.request_timeout);
     }
+    case EL_K_PEER:
+        if (e->role == EL_FOLLOWER && peer_usable(e)) {
+            e->pending = EL_K_PEER + 1;
+            op->kind = EL_OP_PEER;
+            op->if_match = e->etag;
+            op->peer_addr = e->cur.leader_addr;
+            op->peer_id = e->cur.leader_id;
+            op->peer_wait = e->p.peer_wait;
+            op->timeout_ms = e->p.release_timeout; /* peer_timeout, on top of the wait */
+            return EL_OP_PEER;
+        }
+        break;
     case EL_K_VERIFY:
         if (e->role == EL_LEADER) {
             int64_t left = e->renewed_at + e->p.renew_deadline - now.mono;

@@ -32,6 +32,8 @@ typedef struct el_params {
     int64_t skew;           /* max_clock_skew; 0 disables the wall-clock rule */
     int64_t release_timeout;
     int64_t request_timeout;
+    int peer;          /* peer mode: stable followers long-poll the leader */
+    int64_t peer_wait; /* long-poll wait */
 } el_params;
 
 typedef struct el_time {
@@ -39,13 +41,16 @@ typedef struct el_time {
     int64_t wall; /* wall-clock ms since the epoch */
 } el_time;
 
-enum { EL_OP_NONE = 0, EL_OP_GET = 1, EL_OP_PUT = 2, EL_OP_DONE = 3 };
+enum { EL_OP_NONE = 0, EL_OP_GET = 1, EL_OP_PUT = 2, EL_OP_DONE = 3, EL_OP_PEER = 4 };
 
 typedef struct el_op {
     int kind;
     const char *body; /* PUT body, owned by the engine until el_complete */
     size_t body_len;
-    const char *if_match; /* PUT: NULL = If-None-Match: * */
+    const char *if_match;  /* PUT: NULL = If-None-Match: * ; PEER: the etag we know */
+    const char *peer_addr; /* PEER: the leader's address */
+    const char *peer_id;   /* PEER: the leader id we expect */
+    int64_t peer_wait;     /* PEER: long-poll wait */
     int64_t timeout_ms;
 } el_op;
 
@@ -63,7 +68,7 @@ typedef struct el_event {
 void el_event_clear(el_event *ev);
 
 enum el_role { EL_FOLLOWER = 0, EL_LEADER = 1, EL_STOPPING = 2, EL_STOPPED = 3 };
-enum el_next_kind { EL_K_GET = 0, EL_K_ACQUIRE, EL_K_RENEW, EL_K_VERIFY, EL_K_RELEASE };
+enum el_next_kind { EL_K_GET = 0, EL_K_ACQUIRE, EL_K_RENEW, EL_K_VERIFY, EL_K_RELEASE, EL_K_PEER };
 
 /* Our last write. If it failed ambiguously (timeout) and a later read returns
  * exactly this body, it landed, and it was sent no earlier than sent_at. */
@@ -107,6 +112,7 @@ typedef struct el_engine {
     /* Leader. */
     int64_t renewed_at; /* mono send time of the last successful write */
     int64_t term;       /* our term while leader */
+    char *my_body;      /* the body of our last successful write (peer view) */
     el_attempt att;
 
     /* Announced leader (for LEADER_CHANGED). */

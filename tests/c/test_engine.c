@@ -18,7 +18,7 @@ typedef struct mem {
     int fail_next; /* outcome to return instead of applying, 0 = none */
 } mem;
 
-static el_params P = {15000, 5000, 10000, 5000, 30000, 2000, 3000, 10000};
+static el_params P = {15000, 5000, 10000, 5000, 30000, 2000, 3000, 10000, 0, 0};
 
 static void mem_do(mem *m, const el_op *op, st_result *r)
 {

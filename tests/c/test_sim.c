@@ -9,7 +9,7 @@
  * With --break-skew the wall clocks differ by more than max_clock_skew, so
  * the checker must find a violation (the test fails if it does not).
  *
- *   test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] [--break-skew] [-v]
+ *   test_sim [--seeds N] [--seconds S] [--seed X] [--shard K] [--nodes K] [--break-skew] [-v]
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,7 +23,7 @@
 
 #define MAXN 16
 
-enum { EV_WAKE = 1, EV_APPLY, EV_REPLY, EV_CHECK, EV_LATE };
+enum { EV_WAKE = 1, EV_APPLY, EV_REPLY, EV_CHECK, EV_LATE, EV_PEER_ARRIVE, EV_PEER_DEADLINE };
 
 /* A write that lands after its sender gave up on it. */
 typedef struct late_write {
@@ -65,6 +65,17 @@ typedef struct node {
     int64_t acquired_term;
 } node;
 
+/* A follower's long-poll waiting at a (would-be) leader's endpoint. */
+typedef struct peer_wait {
+    int active;
+    int follower, server;
+    uint64_t op_id;
+    char etag[32];
+    int64_t deadline;
+} peer_wait;
+
+#define MAXWAIT (MAXN * 4)
+
 typedef struct sim {
     u_rng g;
     int n, break_skew, verbose;
@@ -86,6 +97,8 @@ typedef struct sim {
     int chaos;
     int64_t phase_end, heal_at;
     double p_5xx, p_drop_req, p_drop_reply, p_late, p_spike;
+    peer_wait waits[MAXWAIT];
+    uint64_t peer_answers, peer_fallbacks;
     /* Results. */
     int violations;
     uint64_t steps, ops, faults, leader_changes;
@@ -298,6 +311,30 @@ static void send_op(sim *s, int i, const el_op *op)
     /* Timeouts are on the node's clock; approximate with true time. */
     o->timeout_at = s->t + ms_to_us(op->timeout_ms);
     o->id = ++nd->op_seq;
+    if (op->kind == EL_OP_PEER) {
+        /* Over the peer network (not the store's): may be lost, never late. */
+        push(s, o->timeout_at + ms_to_us(op->peer_wait), EV_REPLY, i, o->id);
+        o->timeout_at += ms_to_us(op->peer_wait);
+        int j = op->peer_addr ? atoi(op->peer_addr + 1) : -1;
+        if (j < 0 || j >= s->n || (s->chaos && urand(s) < s->p_drop_req)) {
+            s->faults++;
+            return; /* refused or lost: the client times out */
+        }
+        for (int k = 0; k < MAXWAIT; k++) {
+            if (!s->waits[k].active) {
+                peer_wait *w = &s->waits[k];
+                w->active = 1;
+                w->follower = i;
+                w->server = j;
+                w->op_id = o->id;
+                snprintf(w->etag, sizeof w->etag, "%s", op->if_match ? op->if_match : "");
+                w->deadline = 0; /* set on arrival */
+                push(s, s->t + latency(s, nd), EV_PEER_ARRIVE, k, ms_to_us(op->peer_wait));
+                return;
+            }
+        }
+        return; /* no slot: behaves like a refused connection */
+    }
     int partitioned = s->t < nd->partitioned_until;
     double u = urand(s);
     if (partitioned || (s->chaos && u < s->p_drop_req)) {
@@ -335,6 +372,48 @@ static void send_op(sim *s, int i, const el_op *op)
         o->drop_reply = 1;
 }
 
+/* Answers waiter k from its server's state now, if it should be answered:
+ * force (deadline), or the server's etag differs from the waiter's, or the
+ * server no longer leads. A paused server answers nothing. */
+static void peer_try_answer(sim *s, int k, int force)
+{
+    peer_wait *w = &s->waits[k];
+    node *srv = &s->nodes[w->server], *fol = &s->nodes[w->follower];
+    if (!w->active || s->t < srv->paused_until)
+        return;
+    int leading = el_is_leader(&srv->eng, node_now(srv, s->t).mono) && srv->eng.my_body;
+    int changed = !leading || strcmp(srv->eng.etag ? srv->eng.etag : "", w->etag) != 0;
+    if (!force && !changed)
+        return;
+    w->active = 0;
+    op_state *o = &fol->op;
+    if (!o->busy || o->id != w->op_id)
+        return; /* the follower gave up already */
+    o->applied = 1;
+    s->peer_answers++;
+    if (leading) {
+        o->res.outcome = ST_OK;
+        st_result_set_body(&o->res, srv->eng.my_body, strlen(srv->eng.my_body));
+        st_result_set_etag(&o->res, srv->eng.etag);
+    } else {
+        o->res.outcome = ST_TRANSIENT; /* 404: not leading */
+        s->peer_fallbacks++;
+    }
+    int64_t back = s->t + latency(s, fol);
+    if (back < o->timeout_at)
+        push(s, back, EV_REPLY, w->follower, o->id);
+    else
+        o->drop_reply = 1;
+}
+
+/* After any step of node j, wake the long-polls it serves. */
+static void peer_poke(sim *s, int j)
+{
+    for (int k = 0; k < MAXWAIT; k++)
+        if (s->waits[k].active && s->waits[k].server == j && s->waits[k].deadline)
+            peer_try_answer(s, k, 0);
+}
+
 static void finish_op(sim *s, int i)
 {
     node *nd = &s->nodes[i];
@@ -357,6 +436,7 @@ static void finish_op(sim *s, int i)
     s->steps++;
     on_events(s, nd, i);
     check_safety(s, i);
+    peer_poke(s, i);
 }
 
 static void step(sim *s, int i)
@@ -370,7 +450,8 @@ static void step(sim *s, int i)
     s->steps++;
     on_events(s, nd, i);
     check_safety(s, i);
-    if (kind == EL_OP_GET || kind == EL_OP_PUT) {
+    peer_poke(s, i);
+    if (kind == EL_OP_GET || kind == EL_OP_PUT || kind == EL_OP_PEER) {
         send_op(s, i, &op);
     } else if (kind == EL_OP_NONE) {
         nd->gen++;
@@ -452,17 +533,20 @@ static void setup(sim *s, uint64_t seed, int n, int break_skew)
     s->break_skew = break_skew;
     /* Mixed timing configs, all valid: renew_interval < renew_deadline < lease. */
     static const el_params configs[] = {
-        {15000, 5000, 10000, 5000, 30000, 2000, 3000, 10000},
-        {15000, 5000, 10000, 5000, 15000, 2000, 3000, 10000},
-        {10000, 2000, 6000, 2000, 10000, 2000, 3000, 5000},
-        {20000, 4000, 12000, 3000, 20000, 2000, 3000, 8000},
-        {6000, 1000, 3000, 1000, 6000, 2000, 3000, 2000},
+        {15000, 5000, 10000, 5000, 30000, 2000, 3000, 10000, 0, 0},
+        {15000, 5000, 10000, 5000, 15000, 2000, 3000, 10000, 0, 0},
+        {10000, 2000, 6000, 2000, 10000, 2000, 3000, 5000, 0, 0},
+        {20000, 4000, 12000, 3000, 20000, 2000, 3000, 8000, 0, 0},
+        {6000, 1000, 3000, 1000, 6000, 2000, 3000, 2000, 0, 0},
     };
     int64_t skew = 2000;
     for (int i = 0; i < n; i++) {
         node *nd = &s->nodes[i];
         nd->p = configs[u_rng_next(&s->g) % (sizeof configs / sizeof configs[0])];
         nd->p.skew = skew;
+        /* Peer mode on some nodes: stable followers long-poll the leader. */
+        nd->p.peer = urand(s) < 0.5;
+        nd->p.peer_wait = nd->p.infrequent;
         nd->rate = (urand(s) * 2 - 1) * 1e-3;
         nd->mono_off = (int64_t)(urand(s) * 1e12);
         /* Wall clocks: within max_clock_skew of each other, or far beyond it. */
@@ -472,7 +556,7 @@ static void setup(sim *s, uint64_t seed, int n, int break_skew)
         snprintf(nd->id, sizeof nd->id, "n%d", i);
         char inc[16];
         snprintf(inc, sizeof inc, "inc%d", i);
-        el_init(&nd->eng, &nd->p, nd->id, "", inc, u_rng_next(&s->g));
+        el_init(&nd->eng, &nd->p, nd->id, nd->id, inc, u_rng_next(&s->g));
         push(s, (int64_t)(urand(s) * 2e6), EV_WAKE, i, 0);
     }
     s->chaos = 1; /* begin_phase flips it: start calm */
@@ -508,6 +592,21 @@ static void run(sim *s, int64_t seconds)
             begin_phase(s);
         if (ev.type == EV_CHECK) {
             check_liveness(s);
+            continue;
+        }
+        if (ev.type == EV_PEER_ARRIVE || ev.type == EV_PEER_DEADLINE) {
+            peer_wait *w = &s->waits[ev.node];
+            if (!w->active)
+                continue;
+            if (ev.type == EV_PEER_ARRIVE) {
+                w->deadline = s->t + (int64_t)ev.gen; /* gen carries the wait in µs */
+                push(s, w->deadline, EV_PEER_DEADLINE, ev.node, 0);
+                peer_try_answer(s, ev.node, 0);
+            } else if (s->t < s->nodes[w->server].paused_until) {
+                push(s, s->nodes[w->server].paused_until, EV_PEER_DEADLINE, ev.node, 0);
+            } else {
+                peer_try_answer(s, ev.node, 1);
+            }
             continue;
         }
         node *nd = &s->nodes[ev.node];
@@ -551,7 +650,7 @@ int main(int argc, char **argv)
     int seeds = 10, nodes = 7, break_skew = 0, verbose = 0;
     int64_t seconds = 1000000;
     uint64_t first_seed = 0;
-    int one_seed = 0;
+    int one_seed = 0, shard = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seeds") && i + 1 < argc)
             seeds = atoi(argv[++i]);
@@ -562,6 +661,8 @@ int main(int argc, char **argv)
             one_seed = 1;
         } else if (!strcmp(argv[i], "--nodes") && i + 1 < argc)
             nodes = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--shard") && i + 1 < argc)
+            shard = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--break-skew"))
             break_skew = 1;
         else if (!strcmp(argv[i], "-v"))
@@ -576,13 +677,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "--nodes must be 2..%d\n", MAXN);
         return 2;
     }
-    if (!one_seed)
-        first_seed = (uint64_t)time(NULL);
+    if (!one_seed) /* shards started in the same second get disjoint seeds */
+        first_seed = (uint64_t)time(NULL) * 1000 + (uint64_t)shard * 100;
     if (one_seed)
         seeds = 1;
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    uint64_t steps = 0, faults = 0, changes = 0;
+    uint64_t steps = 0, faults = 0, changes = 0, peer_answers = 0;
     int64_t checks = 0;
     int caught = 0;
     sim *s = malloc(sizeof *s);
@@ -594,6 +695,7 @@ int main(int argc, char **argv)
         steps += s->steps;
         faults += s->faults;
         changes += s->leader_changes;
+        peer_answers += s->peer_answers;
         checks += s->liveness_checks;
         if (s->violations) {
             if (break_skew) {
@@ -615,11 +717,12 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &b);
     double wall = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
     printf("simulation: seeds %llu..%llu, %d nodes, %lld simulated s/seed (%.3g total), %llu "
-           "engine steps, %.0f steps/s, %llu faults, %llu acquisitions, %lld liveness checks, "
-           "%.1f s\n",
+           "engine steps, %.0f steps/s, %llu faults, %llu acquisitions, %llu peer answers, "
+           "%lld liveness checks, %.1f s\n",
            (unsigned long long)first_seed, (unsigned long long)(first_seed + seeds - 1), nodes,
            (long long)seconds, (double)seconds * seeds, (unsigned long long)steps, steps / wall,
-           (unsigned long long)faults, (unsigned long long)changes, (long long)checks, wall);
+           (unsigned long long)faults, (unsigned long long)changes,
+           (unsigned long long)peer_answers, (long long)checks, wall);
     if (break_skew) {
         printf("break-skew: the checker caught a violation in %d of %d seeds\n", caught, seeds);
         CHECK(caught > 0, "wall clocks beyond max_clock_skew must produce a detectable violation");
