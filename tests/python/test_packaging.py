@@ -78,3 +78,14 @@ def test_sdist_builds_standalone(sdist, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     ext = list(build.glob("__core*.so"))
     assert ext, f"no extension built in {build}"
+
+
+def test_core_type_stub_names_every_export():
+    import s3lect._core as core
+
+    stub = Path(core.__file__).with_name("_core.pyi")
+    assert stub.exists(), "s3lect/_core.pyi is not installed"
+    declared = set(re.findall(r"^(?:def )?([A-Za-z]\w*)\s*[:(]", stub.read_text(), re.M))
+    exported = {n for n in dir(core) if not n.startswith("_") and n != "typing"}
+    assert exported - declared == set(), "add these to bindings/python/s3lect/_core.pyi"
+    assert declared - exported == set(), "remove these from bindings/python/s3lect/_core.pyi"

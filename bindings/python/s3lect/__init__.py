@@ -48,12 +48,12 @@ from ._store import MemoryStore, Store
 from ._types import Event, EventType, LostReason, State, Status
 
 #: Version of this package, which is the version of the C core it contains.
-__version__: str = _core.s3lect_version()
+__version__: str = str(_core.s3lect_version())
 
 
 def core_version() -> str:
     """Version of the linked C library (``s3lect_version()``)."""
-    return _core.s3lect_version()
+    return str(_core.s3lect_version())
 
 
 __all__ = [

@@ -21,6 +21,7 @@ from typing import (
     Mapping,
     Optional,
     Set,
+    Tuple,
 )
 
 from . import _config, _core
@@ -116,7 +117,7 @@ class _Dispatch:
         self.subscribers: List[Callable[[Any], None]] = []
         self.callback_errors: Deque[BaseException] = collections.deque(maxlen=16)
         self.closed = False
-        self._last_logged_error: Optional[tuple] = None
+        self._last_logged_error: Optional[Tuple[int, str]] = None
 
     def _failed(self, name: str, exc: BaseException, extra: str = "") -> None:
         self.callback_errors.append(exc)
@@ -131,12 +132,12 @@ class _Dispatch:
             self._failed(name, exc)
 
     # Called by the C acquire trampoline: False vetoes.
-    def hook(self, t: tuple) -> bool:
+    def hook(self, t: Tuple[Any, ...]) -> bool:
         self.thread_ids.add(threading.get_ident())
         if self.on_acquire is None:
             return True
         ev = Event._from_core(t)
-        term = ev.term if ev is not None else t[1]
+        term = ev.term if ev is not None else int(t[1])
         try:
             self.on_acquire(term)
         except BaseException as exc:  # noqa: BLE001
@@ -145,7 +146,7 @@ class _Dispatch:
         return True
 
     # Called by the C event trampoline for every event type.
-    def event(self, t: tuple) -> None:
+    def event(self, t: Tuple[Any, ...]) -> None:
         self.thread_ids.add(threading.get_ident())
         ev = Event._from_core(t)
         if ev is None:
@@ -225,6 +226,7 @@ class EventStream:
         if item is _END:
             self._done = True
             raise StopAsyncIteration
+        assert isinstance(item, Event)
         return item
 
     async def aclose(self) -> None:
