@@ -92,7 +92,7 @@ def test_raising_callbacks_are_logged_and_harmless(electors, s3_lock, s3_setting
 
 
 def test_blocking_callback_does_not_lose_leadership(electors, s3_lock, s3_settings):
-    lease = 2.0
+    lease = 3.0
     release = threading.Event()
     entered = threading.Event()
 
@@ -101,9 +101,9 @@ def test_blocking_callback_does_not_lose_leadership(electors, s3_lock, s3_settin
         release.wait(3 * lease)  # far longer than the lease
 
     a = electors(s3_lock, server_id="a", lease_timeout=lease, renew_interval=0.3,
-                 renew_deadline=1.2, on_acquire=slow_acquire, **s3_settings)
+                 renew_deadline=2.0, on_acquire=slow_acquire, **s3_settings)
     b = electors(s3_lock, server_id="b", lease_timeout=lease, renew_interval=0.3,
-                 renew_deadline=1.2, **s3_settings)
+                 renew_deadline=2.0, **s3_settings)
     a.start()
     assert entered.wait(15), "on_acquire never ran"
     term = a.term
