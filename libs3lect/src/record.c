@@ -10,6 +10,8 @@
 #include "util.h"
 
 static const char ZERO_TIME[] = "0001-01-01T00:00:00Z";
+#define FIRST_MS_OF_YEAR_2 (-62104060800000LL) /* 0002-01-01T00:00:00Z */
+#define LAST_MS_OF_9999 253402300799999LL      /* 9999-12-31T23:59:59.999Z */
 
 void rec_clear(rec *r)
 {
@@ -92,9 +94,13 @@ int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen)
         why = "leaseMs is not a non-negative integer";
     } else if (u_parse_rfc3339(lu, &out->last_updated_ms) != 0) {
         why = "lastUpdated is not an RFC 3339 time";
+    } else if (out->last_updated_ms > LAST_MS_OF_9999) {
+        why = "lastUpdated is after the year 9999";
     } else {
-        /* Go's zero time.Time marks a released record; any year-1 time counts. */
-        out->zero_time = strncmp(lu, "0001-", 5) == 0;
+        /* Go's zero time.Time marks a released record; any instant in year 1
+         * counts (or before it, through a UTC offset). Judged on the instant in
+         * UTC, as rec_encode writes it, so that a record reads back the same. */
+        out->zero_time = out->last_updated_ms < FIRST_MS_OF_YEAR_2;
     }
     free(lu);
     cJSON_Delete(root);
@@ -115,15 +121,19 @@ char *rec_encode(const rec *r)
         snprintf(lu, sizeof lu, "%s", ZERO_TIME);
     else
         u_format_rfc3339(r->last_updated_ms, lu, sizeof lu);
+    /* Integers as integers: cJSON prints doubles with 15 significant digits
+     * when that reads back within an epsilon, which changes values near 2^53. */
+    char term[24], lease[24];
+    snprintf(term, sizeof term, "%lld", (long long)r->term);
+    snprintf(lease, sizeof lease, "%lld", (long long)r->lease_ms);
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
     char *s = NULL;
     if (cJSON_AddStringToObject(o, "leaderID", r->leader_id ? r->leader_id : "") &&
         cJSON_AddStringToObject(o, "leaderAddr", r->leader_addr ? r->leader_addr : "") &&
-        cJSON_AddStringToObject(o, "lastUpdated", lu) &&
-        cJSON_AddNumberToObject(o, "term", (double)r->term) &&
-        cJSON_AddNumberToObject(o, "leaseMs", (double)r->lease_ms) &&
+        cJSON_AddStringToObject(o, "lastUpdated", lu) && cJSON_AddRawToObject(o, "term", term) &&
+        cJSON_AddRawToObject(o, "leaseMs", lease) &&
         cJSON_AddStringToObject(o, "incarnation", r->incarnation ? r->incarnation : ""))
         s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);

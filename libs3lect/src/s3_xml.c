@@ -99,6 +99,11 @@ static size_t utf8_seq_len(const char *s, const char *end)
                                        : 0;
     if (n == 0 || n > (size_t)(end - s))
         return 0;
+    /* No overlong forms, surrogates or code points past U+10FFFF (RFC 3629). */
+    unsigned char c1 = n > 1 ? (unsigned char)s[1] : 0;
+    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
+        (c == 0xF4 && c1 > 0x8F))
+        return 0;
     for (size_t i = 1; i < n; i++)
         if (((unsigned char)s[i] & 0xC0) != 0x80)
             return 0;
