@@ -1,0 +1,23 @@
+# C tests of the peer layer (included by tests/c/CMakeLists.txt): the HTTP
+# parser and answers with a scripted source, and the TLS server and libcurl
+# client on 127.0.0.1 with certificates made at test time by the openssl
+# command. (Peer mode end to end, with MinIO, is tested through Python.)
+function(s3lect_peer_test name)
+  add_executable(${name} ${name}.c testutil.c)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/libs3lect/src)
+  target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
+  target_link_libraries(${name} PRIVATE s3lect_static)
+endfunction()
+
+s3lect_peer_test(test_peer_http)
+add_test(NAME peer_http COMMAND test_peer_http)
+set_tests_properties(peer_http PROPERTIES TIMEOUT 120)
+
+# The TLS test drives a real client with the OpenSSL API (TLS 1.1 refusal,
+# slow clients), so it needs the OpenSSL build of the library.
+if(S3LECT_TLS STREQUAL "OpenSSL")
+  find_program(S3LECT_OPENSSL_CLI openssl)
+  s3lect_peer_test(test_peer_tls)
+  add_test(NAME peer_tls COMMAND test_peer_tls ${S3LECT_OPENSSL_CLI})
+  set_tests_properties(peer_tls PROPERTIES TIMEOUT 300)
+endif()
