@@ -21,6 +21,8 @@ int cli_parse_duration(const char *s, int64_t *ms);
 /* Options common to the subcommands that touch a lock. */
 typedef struct cli_opts {
     const char *lock, *id, *addr, *endpoint, *region, *ca_file;
+    const char *peer_listen, *peer_cert, *peer_key, *peer_ca, *peer_client_cert;
+    int peer;
     int path_style; /* -1 unset */
     int64_t lease, renew, deadline, frequent, infrequent, skew, kill_timeout, interval;
     int json;

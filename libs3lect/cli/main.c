@@ -67,6 +67,15 @@ static const char RUN_HELP[] =
     "  --max-clock-skew D      wall-clock skew bound, 0 disables (default 2s)\n"
     "  --kill-timeout D        SIGTERM→SIGKILL grace for CMD (default 10s)\n"
     "\n"
+    "peer mode (followers long-poll the leader over HTTPS instead of reading S3):\n"
+    "  --peer                  turn peer mode on (needs --addr, --peer-cert, --peer-key, "
+    "--peer-ca)\n"
+    "  --peer-listen HOST:PORT listen address of the leadership endpoint (default: --addr)\n"
+    "  --peer-cert FILE        server certificate chain (PEM)\n"
+    "  --peer-key FILE         server private key (PEM)\n"
+    "  --peer-ca FILE          CA bundle that verifies the leader (and client certs under mTLS)\n"
+    "  --peer-client-cert FILE client certificate + key (PEM); turns on mTLS\n"
+    "\n"
     "CMD may outlive leadership by up to --kill-timeout; for no overlap at all keep\n"
     "kill-timeout below lease-timeout - renew-deadline (see docs/cli.md).\n";
 
@@ -122,8 +131,17 @@ int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o)
     struct {
         const char *name;
         const char **slot;
-    } strs[] = {{"--lock", &o->lock},         {"--id", &o->id},         {"--addr", &o->addr},
-                {"--endpoint", &o->endpoint}, {"--region", &o->region}, {"--ca-file", &o->ca_file}};
+    } strs[] = {{"--lock", &o->lock},
+                {"--id", &o->id},
+                {"--addr", &o->addr},
+                {"--endpoint", &o->endpoint},
+                {"--region", &o->region},
+                {"--ca-file", &o->ca_file},
+                {"--peer-listen", &o->peer_listen},
+                {"--peer-cert", &o->peer_cert},
+                {"--peer-key", &o->peer_key},
+                {"--peer-ca", &o->peer_ca},
+                {"--peer-client-cert", &o->peer_client_cert}};
     for (size_t k = 0; k < sizeof strs / sizeof strs[0]; k++) {
         size_t n = strlen(strs[k].name);
         if (strncmp(a, strs[k].name, n) == 0 && a[n] == '=') {
@@ -165,6 +183,10 @@ int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o)
             return dur_opt(cmd, argc, argv, i, durs[k].slot);
         }
     }
+    if (strcmp(a, "--peer") == 0) {
+        o->peer = 1;
+        return 1;
+    }
     if (strcmp(a, "--path-style") == 0) {
         o->path_style = 1;
         return 1;
@@ -199,6 +221,13 @@ s3lect_config *cli_config(const char *cmd, const cli_opts *o)
     rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_CA_FILE, o->ca_file);
     if (!rc && o->path_style == 1)
         rc = s3lect_config_set_bool(c, S3LECT_OPT_PATH_STYLE, 1);
+    if (!rc && o->peer)
+        rc = s3lect_config_set_bool(c, S3LECT_OPT_PEER_MODE, 1);
+    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_LISTEN, o->peer_listen);
+    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_CERT, o->peer_cert);
+    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_KEY, o->peer_key);
+    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_CA, o->peer_ca);
+    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_CLIENT_CERT, o->peer_client_cert);
     struct {
         int64_t v;
         s3lect_option opt;

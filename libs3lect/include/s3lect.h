@@ -154,10 +154,12 @@ typedef enum s3lect_option {
     S3LECT_OPT_PEER_CERT = 22,
     /** bytes or str (PEM or file path): peer server private key. */
     S3LECT_OPT_PEER_KEY = 23,
-    /** bytes or str (PEM or file path): CA that followers use to verify the leader
-     *  (and, when set on the leader, to verify client certificates: mTLS). */
+    /** bytes or str (PEM or file path): CA that followers use to verify the leader,
+     *  and that the leader uses to verify client certificates under mTLS. */
     S3LECT_OPT_PEER_CA = 24,
-    /** bytes or str (PEM or file path): client certificate (and key, concatenated) for mTLS. */
+    /** bytes or str (PEM or file path): client certificate and key (concatenated PEM).
+     *  Setting it turns on mTLS: the node presents it as a follower and, as a
+     *  leader, requires a client certificate signed by PEER_CA. */
     S3LECT_OPT_PEER_CLIENT_CERT = 25,
     /** int ms [10000], 100..600000: timeout of one store request. */
     S3LECT_OPT_REQUEST_TIMEOUT = 26,
@@ -448,6 +450,27 @@ S3LECT_API int64_t s3lect_status_consecutive_failures(const s3lect_status *st);
  * leaseRemainingMs, recordCorrupt. Any thread.
  */
 S3LECT_API int s3lect_status_json(const s3lect_elector *e, char **out);
+
+/* ---- peer mode (docs/peer.md) ---- */
+
+/**
+ * Answers one request to the leadership endpoint as the built-in server would,
+ * so an application can serve it from its own HTTP server. method: "GET" or
+ * "HEAD"; target: path and query, e.g. "/health/leadership?wait=5000&etag=..."
+ * (a long-poll blocks up to the wait). *status gets 200 (leading: body is the
+ * record JSON with "etag" and "term"), 404, 405 or 400; *body is allocated
+ * JSON, release with s3lect_free(). Any thread but a callback.
+ */
+S3LECT_API int s3lect_peer_response(s3lect_elector *e, const char *method, const char *target,
+                                    int *status, char **body);
+/**
+ * Turns peer mode on for a created (started or not) elector, with the CA
+ * bundle (PEM) that followers use to verify the leader. Starts the leadership
+ * endpoint if the elector is running and has a certificate and key. Any thread.
+ */
+S3LECT_API int s3lect_enable_peer_mode(s3lect_elector *e, const void *ca_pem, size_t len);
+/** The port the leadership endpoint listens on (0 when not serving). Any thread. */
+S3LECT_API int s3lect_peer_port(const s3lect_elector *e);
 
 #ifdef __cplusplus
 }

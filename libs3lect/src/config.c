@@ -494,5 +494,19 @@ int s3lect_config_validate(s3lect_config *c)
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)c->server_id[i] < 0x20 || c->server_id[i] == 0x7f)
             return cfg_fail(c, S3LECT_EINVAL, "server_id contains a control character");
+    if (c->peer_mode) {
+        if (!c->server_addr || !c->server_addr[0])
+            return cfg_fail(c, S3LECT_EINVAL,
+                            "peer mode needs server_addr: the host:port followers use to reach "
+                            "this node's leadership endpoint");
+        if (!c->peer_ca.data)
+            return cfg_fail(c, S3LECT_EINVAL,
+                            "peer mode needs peer_ca: the CA bundle (PEM) that verifies the "
+                            "leader's certificate");
+        if (!c->peer_cert.data || !c->peer_key.data)
+            return cfg_fail(c, S3LECT_EINVAL,
+                            "peer mode needs peer_cert and peer_key (PEM) to serve the "
+                            "leadership endpoint when this node leads");
+    }
     return cfg_validate_timing(c);
 }

@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "election.h"
+#include "peer.h"
 #include "store.h"
 
 typedef struct rt_callback {
@@ -47,6 +48,14 @@ struct s3lect_elector {
     int dispatching; /* poll mode: a thread is inside s3lect_dispatch */
     pthread_t dispatch_tid;
 
+    /* Peer mode. */
+    peer_client *pc;
+    peer_server *ps;
+    uint64_t peer_version; /* bumped when leading or our etag changes */
+    int peer_leading;
+    char *peer_etag;
+    volatile int abort_io; /* set on stop: interrupts a follower's long poll */
+
     rt_callback cb[RT_NCALLBACKS];
     char errmsg[512];
 };
@@ -61,5 +70,9 @@ int rt_fail(s3lect_elector *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void rt_free_queue(s3lect_elector *e);
 el_params rt_params(const s3lect_config *c);
+/* The peer endpoint's view of this elector (peer_source callbacks). */
+peer_source rt_peer_source(s3lect_elector *e);
+/* Starts the peer server if peer mode is on and it is not running. Holds no lock. */
+int rt_start_peer_server(s3lect_elector *e);
 
 #endif

@@ -1,6 +1,7 @@
 /* runtime.c - one election thread per elector feeds the engine real time and
  * real store results; a dispatcher thread (or s3lect_dispatch in poll mode)
  * delivers events to callbacks, so a slow callback never delays a renewal. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -25,6 +26,9 @@ el_params rt_params(const s3lect_config *c)
         .skew = c->max_clock_skew,
         .release_timeout = c->peer_timeout,
         .request_timeout = c->request_timeout,
+        .peer = c->peer_mode,
+        .peer_wait =
+            c->infrequent_interval < PEER_MAX_WAIT_MS ? c->infrequent_interval : PEER_MAX_WAIT_MS,
     };
     return p;
 }
@@ -96,6 +100,12 @@ static void flush_events(s3lect_elector *e, el_time now)
         queued = 1;
     }
     free(evs);
+    int leading = el_is_leader(&e->eng, now.mono);
+    if (leading != e->peer_leading || !u_streq(e->peer_etag, leading ? e->eng.etag : "")) {
+        e->peer_leading = leading;
+        u_setstr(&e->peer_etag, leading ? e->eng.etag : "");
+        e->peer_version++; /* wakes long-polling followers (they wait on state_cv) */
+    }
     if (e->eng.cycle != e->seen_cycle) {
         e->seen_cycle = e->eng.cycle;
         e->last_cycle_wall = now.wall;
@@ -109,6 +119,17 @@ static void flush_events(s3lect_elector *e, el_time now)
 
 static void perform(s3lect_elector *e, const el_op *op, const char *if_match, st_result *res)
 {
+    if (op->kind == EL_OP_PEER) {
+        if (!e->pc) {
+            st_result_setf(res, ST_TRANSIENT, "peer mode has no client");
+            return;
+        }
+        const char *path =
+            e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
+        peer_client_check(e->pc, op->peer_addr, path, if_match, op->peer_wait, op->timeout_ms,
+                          op->peer_id, &e->abort_io, res);
+        return;
+    }
     if (op->kind == EL_OP_GET)
         st_get(e->store, e->key, op->timeout_ms, res);
     else
@@ -144,11 +165,17 @@ static void *election_main(void *arg)
             }
             continue;
         }
-        char *if_match = u_strdup(op.if_match);
+        /* The op points into engine memory; copy what the I/O needs. */
+        char *if_match = u_strdup(op.if_match), *addr = u_strdup(op.peer_addr),
+             *pid = u_strdup(op.peer_id);
+        op.peer_addr = addr;
+        op.peer_id = pid;
         pthread_mutex_unlock(&e->mu);
         st_result res = {0};
         perform(e, &op, if_match, &res);
         free(if_match);
+        free(addr);
+        free(pid);
         pthread_mutex_lock(&e->mu);
         el_complete(&e->eng, now_time(), &res);
         st_result_clear(&res);
@@ -240,6 +267,25 @@ int rt_start(s3lect_elector *e)
         rc = pthread_create(&e->disp_thread, NULL, dispatch_main, e);
         e->have_disp = rc == 0;
     }
+    if (rc == 0 && e->cfg->peer_mode) {
+        pthread_mutex_unlock(&e->mu);
+        int prc = rt_start_peer_server(e);
+        pthread_mutex_lock(&e->mu);
+        if (prc) {
+            if (e->have_disp) {
+                e->disp_exit = 1;
+                pthread_cond_broadcast(&e->q_cv);
+                pthread_mutex_unlock(&e->mu);
+                pthread_join(e->disp_thread, NULL);
+                pthread_mutex_lock(&e->mu);
+                e->have_disp = 0;
+                e->disp_exit = 0;
+            }
+            e->started = 0;
+            pthread_mutex_unlock(&e->mu);
+            return prc;
+        }
+    }
     if (rc == 0)
         rc = pthread_create(&e->el_thread, NULL, election_main, e);
     if (rc != 0) {
@@ -281,6 +327,7 @@ int rt_stop(s3lect_elector *e, int release)
     }
     e->joining = 1;
     e->stop_req = 1;
+    e->abort_io = 1;
     e->stop_release = release && e->cfg->release_on_stop;
     pthread_cond_signal(&e->wake_cv);
     pthread_mutex_unlock(&e->mu);
@@ -294,9 +341,12 @@ int rt_stop(s3lect_elector *e, int release)
         pthread_mutex_lock(&e->mu);
     }
     e->stopped = 1;
+    peer_server *ps = e->ps;
+    e->ps = NULL;
     pthread_cond_broadcast(&e->state_cv);
     pthread_cond_broadcast(&e->q_cv);
     pthread_mutex_unlock(&e->mu);
+    peer_server_stop(ps); /* after the release: long-pollers got their 404 */
     return 0;
 }
 
@@ -348,4 +398,87 @@ void rt_free_queue(s3lect_elector *e)
         el_event_clear(&q->ev);
         free(q);
     }
+}
+
+/* ---- peer endpoint view ---- */
+
+static int view_locked(s3lect_elector *e, peer_view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->version = e->peer_version;
+    v->leading = el_is_leader(&e->eng, u_mono_ms()) && e->eng.my_body;
+    v->etag = u_strdup(v->leading && e->eng.etag ? e->eng.etag : "");
+    if (!v->etag)
+        return S3LECT_ENOMEM;
+    if (!v->leading)
+        return 0;
+    cJSON *o = cJSON_Parse(e->eng.my_body);
+    if (!o)
+        return S3LECT_ENOMEM;
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "etag");
+    cJSON_AddStringToObject(o, "etag", v->etag);
+    if (!cJSON_GetObjectItemCaseSensitive(o, "term"))
+        cJSON_AddNumberToObject(o, "term", (double)e->eng.term);
+    v->body = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return v->body ? 0 : S3LECT_ENOMEM;
+}
+
+static int peer_view_cb(void *ctx, peer_view *v)
+{
+    s3lect_elector *e = ctx;
+    pthread_mutex_lock(&e->mu);
+    int rc = view_locked(e, v);
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+static int peer_wait_cb(void *ctx, uint64_t version, int64_t deadline)
+{
+    s3lect_elector *e = ctx;
+    pthread_mutex_lock(&e->mu);
+    int rc = 0;
+    for (;;) {
+        if (e->peer_version != version) {
+            rc = 1;
+            break;
+        }
+        if (e->stopped || e->stop_req) {
+            rc = -1;
+            break;
+        }
+        if (u_mono_ms() >= deadline)
+            break;
+        struct timespec ts = abs_ts(deadline);
+        pthread_cond_timedwait(&e->state_cv, &e->mu, &ts);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+peer_source rt_peer_source(s3lect_elector *e)
+{
+    peer_source src = {peer_view_cb, peer_wait_cb, e};
+    return src;
+}
+
+int rt_start_peer_server(s3lect_elector *e)
+{
+    pthread_mutex_lock(&e->mu);
+    int running = e->ps != NULL;
+    pthread_mutex_unlock(&e->mu);
+    if (running)
+        return 0;
+    peer_source src = rt_peer_source(e);
+    peer_server *ps = NULL;
+    char err[400] = "";
+    /* mTLS when this node has a client certificate: the cluster uses client certs. */
+    int mtls = e->cfg->peer_client_cert.data != NULL;
+    int rc = peer_server_start(e->cfg, &src, mtls, &ps, err, sizeof err);
+    if (rc)
+        return rt_fail(e, rc, "peer mode: %s", err[0] ? err : s3lect_strerror(rc));
+    pthread_mutex_lock(&e->mu);
+    e->ps = ps;
+    pthread_mutex_unlock(&e->mu);
+    return 0;
 }

@@ -169,6 +169,8 @@ static void free_handle(s3lect_elector *e)
             e->cb[i].userdata_free(e->cb[i].userdata);
     rt_free_queue(e);
     el_free(&e->eng);
+    peer_client_free(e->pc);
+    free(e->peer_etag);
     st_destroy(e->store);
     free(e->key);
     free(e->vetoes);
@@ -225,6 +227,10 @@ int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
     if (rc) {
         free_handle(e);
         return cfg_fail(cfg, rc, "%s", err[0] ? err : s3lect_strerror(rc));
+    }
+    if (e->cfg->peer_mode && (rc = peer_client_new(e->cfg, &e->pc, err, sizeof err)) != 0) {
+        free_handle(e);
+        return cfg_fail(cfg, rc, "peer mode: %s", err);
     }
     uint8_t rnd[24];
     if (cr_random(rnd, sizeof rnd) != 0) {
@@ -642,4 +648,71 @@ int s3lect_status_json(const s3lect_elector *e, char **out)
     *out = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return *out ? 0 : S3LECT_ENOMEM;
+}
+
+/* ---- peer mode ---- */
+
+int s3lect_peer_response(s3lect_elector *e, const char *method, const char *target, int *status,
+                         char **body)
+{
+    if (!e || !method || !target || !status || !body)
+        return S3LECT_EINVAL;
+    *body = NULL;
+    peer_request req;
+    int rc = peer_parse_target(target, &req);
+    if (rc < 0) {
+        *status = -rc;
+        *body = u_strdup("{\"error\":\"bad request\"}");
+        return *body ? 0 : S3LECT_ENOMEM;
+    }
+    snprintf(req.method, sizeof req.method, "%s", method);
+    peer_source src = rt_peer_source(e);
+    const char *path = e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
+    return peer_answer(&src, path, &req, status, body);
+}
+
+int s3lect_enable_peer_mode(s3lect_elector *e, const void *ca_pem, size_t len)
+{
+    if (!e || !ca_pem || !len)
+        return e ? rt_fail(e, S3LECT_EINVAL, "enable_peer_mode needs a CA bundle (PEM)")
+                 : S3LECT_EINVAL;
+    pthread_mutex_lock(&e->mu);
+    if (!e->cfg->server_addr || !e->cfg->server_addr[0]) {
+        pthread_mutex_unlock(&e->mu);
+        return rt_fail(e, S3LECT_EINVAL,
+                       "peer mode needs server_addr: the host:port followers use to reach this "
+                       "node");
+    }
+    int rc = s3lect_config_set_bytes(e->cfg, S3LECT_OPT_PEER_CA, ca_pem, len);
+    char err[400] = "";
+    if (!rc && !e->pc)
+        rc = peer_client_new(e->cfg, &e->pc, err, sizeof err);
+    else if (!rc)
+        rc = peer_client_set_ca(e->pc, ca_pem, len);
+    if (!rc) {
+        e->cfg->peer_mode = 1;
+        el_params p = rt_params(e->cfg);
+        if (e->started && !e->stopped) {
+            e->params_changed = 1;
+            pthread_cond_signal(&e->wake_cv);
+        } else {
+            el_set_params(&e->eng, &p);
+        }
+    }
+    int serve = !rc && e->started && !e->stopped && e->cfg->peer_cert.data && e->cfg->peer_key.data;
+    pthread_mutex_unlock(&e->mu);
+    if (rc)
+        return rt_fail(e, rc, "peer mode: %s", err[0] ? err : s3lect_strerror(rc));
+    return serve ? rt_start_peer_server(e) : 0;
+}
+
+int s3lect_peer_port(const s3lect_elector *e)
+{
+    if (!e)
+        return 0;
+    s3lect_elector *m = (s3lect_elector *)e;
+    pthread_mutex_lock(&m->mu);
+    int port = m->ps ? peer_server_port(m->ps) : 0;
+    pthread_mutex_unlock(&m->mu);
+    return port;
 }

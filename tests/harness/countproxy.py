@@ -1,0 +1,124 @@
+"""A counting HTTP/1.1 proxy for loopback tests: forwards one client's
+connections to an upstream server and counts requests by method.
+
+It parses only what it must to find request boundaries (request line, headers,
+Content-Length bodies); responses stream back untouched. Used to measure how
+many S3 requests each node makes (peer mode, cost).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections import Counter
+
+
+class CountingProxy:
+    def __init__(self, upstream_host: str, upstream_port: int):
+        self.upstream = (upstream_host, upstream_port)
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self._sock.settimeout(0.2)
+        self.port = self._sock.getsockname()[1]
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._conns: list[socket.socket] = []
+        t = threading.Thread(target=self._accept, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def snapshot(self) -> Counter[str]:
+        with self._lock:
+            return Counter(self.counts)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._sock.close()
+        with self._lock:
+            for c in self._conns:
+                try:
+                    c.close()
+                except OSError:
+                    pass
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self._sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            try:
+                upstream = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for target, args in ((self._requests, (client, upstream)),
+                                 (self._pipe, (upstream, client))):
+                t = threading.Thread(target=target, args=args, daemon=True)
+                t.start()
+                self._threads.append(t)
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while not self._stop.is_set():
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
+        buf = b""
+        need_body = 0
+        try:
+            while not self._stop.is_set():
+                data = client.recv(65536)
+                if not data:
+                    break
+                upstream.sendall(data)
+                buf += data
+                while True:
+                    if need_body:
+                        take = min(need_body, len(buf))
+                        buf, need_body = buf[take:], need_body - take
+                        if need_body:
+                            break
+                    end = buf.find(b"\r\n\r\n")
+                    if end < 0:
+                        break
+                    head, buf = buf[:end].decode("latin-1"), buf[end + 4:]
+                    lines = head.split("\r\n")
+                    method = lines[0].split(" ", 1)[0]
+                    with self._lock:
+                        self.counts[method] += 1
+                    for line in lines[1:]:
+                        k, _, v = line.partition(":")
+                        if k.strip().lower() == "content-length":
+                            need_body = int(v.strip() or 0)
+        except OSError:
+            pass
+        finally:
+            for s in (client, upstream):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass

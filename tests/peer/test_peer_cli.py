@@ -1,0 +1,188 @@
+"""Peer mode end to end: `s3lect run --peer` nodes on MinIO, each behind its own
+counting proxy so S3 requests are measured per node; real TLS with a throwaway CA.
+
+Checks: followers make no S3 requests while leadership is stable (they long-poll
+the leader over HTTPS), the leader makes no GETs, a release is noticed at once,
+a crash falls back to S3 and fails over, and a follower that cannot verify the
+leader falls back to S3 and still follows correctly.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.countproxy import CountingProxy
+
+TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
+          "--frequent-interval", "500ms", "--infrequent-interval", "2s", "--kill-timeout", "1s"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> dict[str, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1, plus an unrelated CA."""
+    d = tmp_path_factory.mktemp("pki")
+    ext = d / "san.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                   "extendedKeyUsage=serverAuth,clientAuth\n")
+    for ca in ("ca", "other-ca"):
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}.key",
+                "-out", f"{ca}.pem", "-days", "2", "-subj", f"/CN=s3lect test {ca}", cwd=d)
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out", "node.csr",
+            "-subj", "/CN=127.0.0.1", cwd=d)
+    openssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "node.pem", "-days", "2", "-extfile", str(ext), cwd=d)
+    return {k: d / f"{k}.pem" for k in ("ca", "other-ca", "node")} | {"key": d / "node.key"}
+
+
+class PeerNode:
+    def __init__(self, bin_, tmp, minio, lock, node_id, pki, ca=None):
+        self.id = node_id
+        self.proxy = CountingProxy("127.0.0.1", int(minio.endpoint.rsplit(":", 1)[1]))
+        self.port = free_port()
+        self.log = tmp / f"{node_id}.log"
+        env = dict(os.environ, **minio.env())
+        env.pop("AWS_ENDPOINT_URL_S3", None)
+        env.pop("AWS_ENDPOINT_URL", None)
+        self.proc = subprocess.Popen(
+            [str(bin_), "run", "--lock", lock, "--id", node_id, "--endpoint", self.proxy.endpoint,
+             "--peer", "--addr", f"127.0.0.1:{self.port}", "--peer-cert", str(pki["node"]),
+             "--peer-key", str(pki["key"]), "--peer-ca", str(ca or pki["ca"]), *TIMING,
+             "--", "sleep", "600"],
+            stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=env,
+            start_new_session=True)
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def leading(self) -> bool:
+        t = self.text()
+        return self.proc.poll() is None and t.rfind("acquired leadership") > max(
+            t.rfind("lost leadership"), -1)
+
+    def terms(self) -> list[int]:
+        return [int(x) for x in re.findall(r"acquired leadership term=(\d+)", self.text())]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(timeout=10)
+        self.proxy.close()
+
+
+@pytest.fixture
+def peer_cluster(s3lect_bin, minio, tmp_path, pki, request):
+    nodes: list[PeerNode] = []
+    lock = f"s3://{minio.bucket}/peer/{request.node.name}.json"
+
+    def start(n=3, bad_ca=False):
+        """Starts n more nodes; with bad_ca they trust an unrelated CA."""
+        for _ in range(n):
+            nid = f"p{len(nodes)}"
+            ca = pki["other-ca"] if bad_ca else None
+            nodes.append(PeerNode(s3lect_bin, tmp_path, minio, lock, nid, pki, ca))
+        return nodes
+    yield start
+    for n in nodes:
+        n.stop()
+
+
+def wait_for(cond, timeout, what):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def one_leader(nodes):
+    ls = [n for n in nodes if n.leading()]
+    return ls[0] if len(ls) == 1 else None
+
+
+def test_followers_make_no_s3_requests_when_stable(peer_cluster):
+    nodes = peer_cluster()
+    leader = wait_for(lambda: one_leader(nodes), 20, "one leader")
+    time.sleep(4)  # followers reach the stable state and start long-polling
+    before = {n.id: n.proxy.snapshot() for n in nodes}
+    window = 10.0
+    time.sleep(window)
+    after = {n.id: n.proxy.snapshot() for n in nodes}
+    assert one_leader(nodes) is leader, "leadership stayed put"
+    for n in nodes:
+        d = after[n.id] - before[n.id]
+        if n is leader:
+            assert d["GET"] == 0, f"the leader made {d['GET']} GETs (renewals need none)"
+            assert 7 <= d["PUT"] <= 13, f"the leader made {d['PUT']} PUTs in {window}s at 1/s"
+        else:
+            total = sum(d.values())
+            assert total == 0, f"follower {n.id} made {dict(d)} S3 requests while stable"
+    per_hour = {n.id: {k: round(v * 3600 / window) for k, v in (after[n.id] - before[n.id]).items()}
+                for n in nodes}
+    print(f"S3 requests per hour in peer mode: {per_hour}")
+
+
+def test_release_is_noticed_at_once(peer_cluster):
+    nodes = peer_cluster()
+    old = wait_for(lambda: one_leader(nodes), 20, "one leader")
+    time.sleep(4)
+    term = old.terms()[-1]
+    t0 = time.monotonic()
+    old.proc.send_signal(signal.SIGTERM)
+    assert old.proc.wait(timeout=10) == 0
+    new = wait_for(lambda: one_leader([n for n in nodes if n is not old]), 10, "a new leader")
+    took = time.monotonic() - t0
+    assert new.terms()[-1] > term
+    # Stable followers wait infrequent (2 s) between S3 reads without peer mode; the
+    # long-poll's 404 makes them read S3 at once.
+    assert took < 1.5, f"handover took {took:.2f}s"
+    print(f"peer-mode SIGTERM handover: {took:.2f}s")
+
+
+def test_crash_falls_back_to_s3_and_fails_over(peer_cluster):
+    nodes = peer_cluster()
+    old = wait_for(lambda: one_leader(nodes), 20, "one leader")
+    time.sleep(4)
+    term = old.terms()[-1]
+    t0 = time.monotonic()
+    os.killpg(old.proc.pid, signal.SIGKILL)
+    old.proc.wait(timeout=10)
+    new = wait_for(lambda: one_leader([n for n in nodes if n is not old]), 20, "a new leader")
+    took = time.monotonic() - t0
+    assert new.terms()[-1] > term
+    assert took < 3 + 0.5 + 2, f"failover took {took:.2f}s (bound: lease + frequent + slack)"
+    print(f"peer-mode kill -9 failover: {took:.2f}s")
+
+
+def test_follower_that_cannot_verify_the_leader_uses_s3(peer_cluster):
+    nodes = peer_cluster(2)
+    leader = wait_for(lambda: one_leader(nodes), 20, "one leader")
+    nodes = peer_cluster(1, bad_ca=True)   # joins as a follower of a live leader
+    bad = nodes[2]
+    time.sleep(4)
+    b0 = bad.proxy.snapshot()
+    time.sleep(6)
+    d = bad.proxy.snapshot() - b0
+    assert d["GET"] >= 3, f"the follower that cannot verify the leader must poll S3 ({dict(d)})"
+    assert one_leader(nodes) is leader, "and the election is undisturbed"
