@@ -539,7 +539,8 @@ static void test_mtls(void)
         int ok = tcli_open(&t, port, 0, &reason) == 0;
         char hdr[2048], body[2048];
         int status = 0;
-        if (ok && tcli_send(&t, "GET " PATH " HTTP/1.1\r\n\r\n", strlen("GET " PATH) + 15) == 0)
+        const char *get = "GET " PATH " HTTP/1.1\r\n\r\n";
+        if (ok && tcli_send(&t, get, strlen(get)) == 0)
             status = tcli_response(&t, 0, hdr, sizeof hdr, body, sizeof body);
         CHECK(status == 0, "[%s] mTLS: no answer without a certificate (status %d)",
               pem ? "pem" : "path", status);
@@ -597,6 +598,34 @@ static void test_stop_during_poll(void)
 static int send_str(tcli *t, const char *s)
 {
     return tcli_send(t, s, strlen(s));
+}
+
+/* A long poll whose client goes away stops waiting on the source. */
+static void test_client_gone(void)
+{
+    fake_source f;
+    fake_init(&f, 1, "\"e1\"");
+    int port;
+    peer_server *s = start_server(&f, 0, 0, &port);
+    tcli t;
+    unsigned long reason;
+    CHECK(tcli_open(&t, port, 0, &reason) == 0, "connect");
+    send_str(&t, "GET " PATH "?wait=30000&etag=%22e1%22 HTTP/1.1\r\n\r\n");
+    int64_t deadline = u_mono_ms() + 5000;
+    while (fake_count(&f, &f.waits) == 0 && u_mono_ms() < deadline)
+        t_sleep_ms(10);
+    int w0 = fake_count(&f, &f.waits);
+    t_sleep_ms(400);
+    int w1 = fake_count(&f, &f.waits);
+    CHECK(w0 > 0 && w1 > w0, "the long poll is waiting (%d → %d waits)", w0, w1);
+    tcli_close(&t);
+    t_sleep_ms(500);
+    int w2 = fake_count(&f, &f.waits);
+    t_sleep_ms(500);
+    int w3 = fake_count(&f, &f.waits);
+    CHECK(w3 == w2, "no more waits once the client left (%d → %d)", w2, w3);
+    peer_server_stop(s);
+    fake_destroy(&f);
 }
 
 /* What a Go s3lect follower or any HTTP client sees. */
@@ -1005,6 +1034,7 @@ int main(int argc, char **argv)
     test_mtls();
     test_stop_during_poll();
     test_raw_http();
+    test_client_gone();
     test_tls_versions();
     test_start_errors();
     test_ipv6();
