@@ -1,0 +1,226 @@
+"""Checks the leadership history of a chaos run.
+
+Input: the CMD log that every leader's CMD (leader_cmd.py) appends to, the
+`s3lect run` logs, and what the test did (pauses, kills, fault times). All
+times are CLOCK_MONOTONIC seconds, one clock for every process on the host.
+
+A CMD instance (one pid) leads from its `start` line to its `end` line. A
+CMD killed with its node (kill -9) has no end line: its end is the time the
+test saw it dead (an upper bound). A paused node's CMD does nothing while
+stopped, so its interval is split into [start, pause] and [resume, end]; the
+part after the resume is the time s3lect needs to notice the lease it lost
+while stopped and to stop CMD (`run` checks every 250 ms, CMD exits at once
+on SIGTERM), and may overlap the next leader by at most `stop_bound`.
+
+Violations:
+  overlap     two CMDs ran at the same time (beyond the post-resume allowance)
+  stop        a resumed CMD ran on longer than stop_bound after its lease was gone
+  term        terms did not strictly increase from one leader to the next
+  acquired    one term acquired twice, or a CMD ran with a term its node never acquired
+  unended     a CMD has no end and the test did not kill it
+  liveness    no leader within liveness_bound after a fault healed
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Instance:
+    pid: int
+    node: str
+    term: int
+    start: float
+    last: float  # last line seen (start, hb or end)
+    end: float | None = None
+    ended_by: str = ""  # "sigterm", "killed"
+
+
+@dataclass
+class Segment:
+    pid: int
+    node: str
+    term: int
+    start: float
+    end: float
+    post_resume: bool = False
+
+
+@dataclass
+class Pause:
+    node: str
+    pids: list[int]  # CMD pids that were stopped with the node
+    t_pause: float   # after SIGSTOP was sent to the node and its CMD
+    t_resume: float  # before SIGCONT was sent
+
+
+@dataclass
+class Fault:
+    kind: str
+    node: str
+    t_begin: float
+    t_heal: float
+
+
+@dataclass
+class Report:
+    violations: list[str] = field(default_factory=list)
+    instances: list[Instance] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
+    max_post_resume_s: float = 0.0
+    max_overlap_s: float = 0.0
+    regain_s: list[tuple[str, float]] = field(default_factory=list)
+    max_gap_s: float = 0.0  # longest time without a running CMD after the first one
+
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def parse_cmd_log(text: str) -> dict[int, Instance]:
+    inst: dict[int, Instance] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        parts = line.split()
+        if len(parts) != 5 or parts[0] not in ("start", "hb", "end"):
+            raise ValueError(f"CMD log line {n} is malformed: {line!r}")
+        ev, term, node, pid, t = parts[0], int(parts[1]), parts[2], int(parts[3]), float(parts[4])
+        if ev == "start":
+            if pid in inst:
+                raise ValueError(f"CMD log line {n}: pid {pid} started twice")
+            inst[pid] = Instance(pid=pid, node=node, term=term, start=t, last=t)
+            continue
+        if pid not in inst:
+            raise ValueError(f"CMD log line {n}: {ev} of pid {pid} without a start")
+        i = inst[pid]
+        i.last = max(i.last, t)
+        if ev == "end":
+            i.end = t
+            i.ended_by = "sigterm"
+    return inst
+
+
+ACQUIRED = re.compile(r"s3lect: acquired leadership term=(\d+) id=(\S+)")
+
+
+def acquired_terms(node_logs: dict[str, str]) -> list[tuple[int, str, str]]:
+    """(term, node id, log name) of every acquisition in the s3lect logs."""
+    out = []
+    for name, text in node_logs.items():
+        for m in ACQUIRED.finditer(text):
+            out.append((int(m.group(1)), m.group(2), name))
+    return out
+
+
+def check(cmd_log: str, node_logs: dict[str, str], pauses: list[Pause],
+          deaths: dict[int, float], faults: list[Fault], *, stop_bound: float,
+          liveness_bound: float, renew_deadline: float, run_end: float) -> Report:
+    rep = Report()
+    try:
+        inst = parse_cmd_log(cmd_log)
+    except ValueError as e:
+        rep.violations.append(f"cmdlog: {e}")
+        return rep
+    rep.instances = sorted(inst.values(), key=lambda i: i.start)
+
+    # End of each CMD.
+    for i in rep.instances:
+        if i.end is None:
+            if i.pid in deaths:
+                i.end = max(deaths[i.pid], i.last)
+                i.ended_by = "killed"
+            else:
+                rep.violations.append(
+                    f"unended: CMD pid {i.pid} of {i.node} (term {i.term}) has no end line and "
+                    f"was not killed by the test (last heartbeat {i.last:.3f})")
+                i.end = max(i.last, run_end)
+
+    # Segments, split at the pauses of their node.
+    for i in rep.instances:
+        cuts = sorted((p for p in pauses if i.pid in p.pids), key=lambda p: p.t_pause)
+        s, post = i.start, False
+        for p in cuts:
+            rep.segments.append(Segment(i.pid, i.node, i.term, s, min(p.t_pause, i.end), post))
+            s, post = p.t_resume, True
+            if i.end < p.t_resume:  # ended while stopped (killed): nothing after
+                s = None
+                break
+            run_on = i.end - p.t_resume
+            if p.t_resume - p.t_pause > renew_deadline:
+                rep.max_post_resume_s = max(rep.max_post_resume_s, run_on)
+                if run_on > stop_bound:
+                    rep.violations.append(
+                        f"stop: {i.node}'s CMD pid {i.pid} (term {i.term}) ran {run_on:.3f}s after "
+                        f"a {p.t_resume - p.t_pause:.1f}s pause (bound {stop_bound}s)")
+        if s is not None:
+            rep.segments.append(Segment(i.pid, i.node, i.term, s, i.end, post))
+
+    # (a) no overlap.
+    segs = sorted(rep.segments, key=lambda s: s.start)
+    for a_i, a in enumerate(segs):
+        for b in segs[a_i + 1:]:
+            if b.start >= a.end:
+                break
+            if a.pid == b.pid:
+                continue
+            ov = min(a.end, b.end) - b.start
+            if ov <= 0:
+                continue
+            if (a.post_resume or b.post_resume) and ov <= stop_bound:
+                rep.max_overlap_s = max(rep.max_overlap_s, ov)
+                continue
+            rep.violations.append(
+                f"overlap: {a.node} (term {a.term}, pid {a.pid}, {a.start:.3f}-{a.end:.3f}) and "
+                f"{b.node} (term {b.term}, pid {b.pid}, {b.start:.3f}-{b.end:.3f}) overlap by "
+                f"{ov:.3f}s")
+
+    # Longest time without any leader (after the first one started).
+    covered_to = None
+    for s in segs:
+        if covered_to is not None and s.start > covered_to:
+            rep.max_gap_s = max(rep.max_gap_s, s.start - covered_to)
+        covered_to = s.end if covered_to is None else max(covered_to, s.end)
+
+    # (b) terms strictly increase from one leader to the next.
+    for prev, cur in zip(rep.instances, rep.instances[1:]):
+        if cur.term <= prev.term:
+            rep.violations.append(
+                f"term: {cur.node} started with term {cur.term} at {cur.start:.3f} after "
+                f"{prev.node} led with term {prev.term}")
+
+    # Every acquisition has its own term; every CMD ran under an acquisition of its node.
+    acq = acquired_terms(node_logs)
+    seen: dict[int, tuple[str, str]] = {}
+    for term, node, log in acq:
+        if term in seen:
+            rep.violations.append(
+                f"acquired: term {term} acquired twice ({seen[term][0]} in {seen[term][1]}, "
+                f"{node} in {log})")
+        seen[term] = (node, log)
+    for i in rep.instances:
+        if seen.get(i.term, ("",))[0] != i.node:
+            rep.violations.append(
+                f"acquired: CMD of {i.node} ran with term {i.term}, which its s3lect did not "
+                f"report acquiring")
+
+    # (c) leadership regained after every fault.
+    for f in faults:
+        covering = [s for s in segs if s.start <= f.t_heal < s.end and not s.post_resume]
+        if covering:
+            rep.regain_s.append((f.kind, 0.0))
+            continue
+        later = [s.start for s in segs if s.start >= f.t_heal]
+        delay = (min(later) - f.t_heal) if later else None
+        if delay is None or delay > liveness_bound:
+            what = f"{delay:.1f}s" if delay is not None else "never"
+            rep.violations.append(
+                f"liveness: after {f.kind} of {f.node} healed at {f.t_heal:.3f}, a leader ran "
+                f"again after {what} (bound {liveness_bound}s)")
+        else:
+            rep.regain_s.append((f.kind, delay))
+    return rep
+
+
+def read_logs(paths: list[Path]) -> dict[str, str]:
+    return {p.name: p.read_text(errors="replace") for p in paths if p.exists()}

@@ -1,0 +1,455 @@
+"""Machinery of the chaos tests: a fault-injecting TCP proxy, a MinIO that can
+be restarted on the same port and data, and `s3lect run` nodes that can be
+killed, paused and partitioned.
+
+Everything here binds to 127.0.0.1 only, and every loop is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from harness.servers import MinioServer, ServerStartError  # noqa: E402
+
+LEADER_CMD = Path(__file__).resolve().parent / "leader_cmd.py"
+FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+def rst_close(s: socket.socket) -> None:
+    """Closes s with a TCP RST (SO_LINGER 0) instead of a FIN."""
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    try:
+        s.close()
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------------------
+# Fault-injecting TCP proxy
+
+
+class Proxy:
+    """Forwards 127.0.0.1:<port> to 127.0.0.1:<upstream_port>, with faults.
+
+    mode:    "ok"        forward
+             "blackhole" a partition: accept, swallow what the client sends,
+                         answer nothing (the client times out)
+             "reset"     a partition that fails fast: every connection is reset
+    latency: seconds added before each forwarded chunk (both directions)
+    flaky:   probability that a request chunk from the client meets a fault:
+             reset (RST at once), lost_response (forwarded, so the write may
+             land, but the client gets an RST instead of the answer) or stall
+             (swallowed, no answer)
+    """
+
+    MAX_CONNS = 64
+
+    def __init__(self, name: str, upstream_port: int, seed: int):
+        self.name = name
+        self.upstream_port = upstream_port
+        self.rng = random.Random(seed)
+        self.mode = "ok"
+        self.latency = 0.0
+        self.flaky = 0.0
+        self.stats: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._conns: set[socket.socket] = set()
+        self._stalled: set[socket.socket] = set()
+        self._threads: list[threading.Thread] = []
+        self._closed = threading.Event()
+        self._lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._lsock.bind(("127.0.0.1", 0))
+        self._lsock.listen(64)
+        self._lsock.settimeout(0.2)
+        self.port = self._lsock.getsockname()[1]
+        t = threading.Thread(target=self._accept_loop, name=f"proxy-{name}", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    # -- control
+    def set(self, mode: str | None = None, latency: float | None = None,
+            flaky: float | None = None) -> None:
+        with self._lock:
+            if mode is not None:
+                self.mode = mode
+            if latency is not None:
+                self.latency = latency
+            if flaky is not None:
+                self.flaky = flaky
+        if mode in ("reset",):
+            self._reset_all()
+
+    def heal(self) -> None:
+        """Back to forwarding. Connections cut by a partition are reset (their
+        clients gave up long ago) so that clients reconnect."""
+        was = self.mode
+        self.set(mode="ok", latency=0.0, flaky=0.0)
+        if was != "ok":
+            self._reset_all()
+
+    def calm(self) -> None:
+        """Ends a phase of background faults: no latency, no flaky requests, and
+        the connections that a stall fault left hanging are reset."""
+        self.set(latency=0.0, flaky=0.0)
+        with self._lock:
+            stalled = [c for c in self._stalled if c in self._conns]
+            self._stalled.clear()
+        for c in stalled:
+            rst_close(c)
+
+    def _reset_all(self) -> None:
+        with self._lock:
+            conns = list(self._conns)
+            self._conns.clear()
+        for c in conns:
+            rst_close(c)
+
+    def close(self) -> None:
+        self._closed.set()
+        try:
+            self._lsock.close()
+        except OSError:
+            pass
+        self._reset_all()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    # -- data path
+    def _accept_loop(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._lsock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with self._lock:
+                mode = self.mode
+                full = len(self._conns) >= self.MAX_CONNS
+                self._threads = [t for t in self._threads if t.is_alive()]
+            if mode == "reset" or full:
+                self.stats["conn_reset" if mode == "reset" else "conn_over_limit"] += 1
+                rst_close(client)
+                continue
+            t = threading.Thread(target=self._serve, args=(client,), daemon=True)
+            with self._lock:
+                self._conns.add(client)
+                self._threads.append(t)
+            t.start()
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream = None
+        sel = selectors.DefaultSelector()
+        try:
+            self.stats["connections"] += 1
+            if self.mode == "ok":
+                try:
+                    upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=2)
+                except OSError:
+                    self.stats["upstream_refused"] += 1
+                    rst_close(client)
+                    return
+                with self._lock:
+                    self._conns.add(upstream)
+            sel.register(client, selectors.EVENT_READ, "c")
+            if upstream:
+                sel.register(upstream, selectors.EVENT_READ, "u")
+            stalled = kill_on_response = False
+            # Bounded: every connection ends when a side closes, on a reset, or
+            # at proxy close; the 30 s idle limit stops abandoned ones.
+            idle_deadline = time.monotonic() + 30
+            while not self._closed.is_set() and time.monotonic() < idle_deadline:
+                events = sel.select(timeout=0.1)
+                mode, latency, flaky = self.mode, self.latency, self.flaky
+                if mode == "reset":
+                    return
+                for key, _ in events:
+                    try:
+                        data = key.fileobj.recv(65536)
+                    except OSError:
+                        return
+                    if not data:
+                        return
+                    idle_deadline = time.monotonic() + 30
+                    if key.data == "c":
+                        if mode == "blackhole" or stalled or upstream is None:
+                            self.stats["bytes_swallowed"] += len(data)
+                            continue
+                        if flaky and self.rng.random() < flaky:
+                            kind = self.rng.choice(["reset", "lost_response", "stall"])
+                            self.stats[kind] += 1
+                            if kind == "reset":
+                                return
+                            if kind == "stall":
+                                stalled = True
+                                with self._lock:
+                                    self._stalled.add(client)
+                                continue
+                            kill_on_response = True
+                        if latency:
+                            time.sleep(latency)
+                        upstream.sendall(data)
+                    else:
+                        if mode == "blackhole" or stalled:
+                            continue
+                        if kill_on_response:
+                            return
+                        if latency:
+                            time.sleep(latency)
+                        client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            sel.close()
+            with self._lock:
+                self._conns.discard(client)
+                self._stalled.discard(client)
+                if upstream:
+                    self._conns.discard(upstream)
+            rst_close(client)
+            if upstream:
+                rst_close(upstream)
+
+
+# ---------------------------------------------------------------------------
+# MinIO that survives restarts (same port, same data, same credentials)
+
+
+class RestartableMinio(MinioServer):
+    """A MinIO for one test that can be stopped and started again on the same
+    port and data directory (the shared `minio` fixture is per session and
+    may be an outside server, so it cannot be restarted)."""
+
+    name = "minio"
+
+    def stop_process(self) -> None:
+        """Stops MinIO but keeps its data, port and credentials."""
+        self.stop(keep_log=True)
+
+    def restart(self, timeout: float = 60.0) -> float:
+        """Starts MinIO again on the same port and data; returns when it is ready.
+        Returns the time it took."""
+        assert self.proc is None, "MinIO is still running"
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        while True:  # the port may be briefly unavailable after the stop
+            self._log = open(self.log_path, "ab")
+            self.proc = subprocess.Popen(
+                self.command(), stdout=self._log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=self.process_env(), start_new_session=True)
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if self.ready():
+                    return time.monotonic() - t0
+                time.sleep(0.1)
+            if time.monotonic() >= deadline:
+                self.stop(keep_log=True)
+                raise ServerStartError(
+                    f"MinIO did not restart on port {self.port} within {timeout:.0f}s\n"
+                    f"--- minio log ---\n{self.log_text()}")
+            self.stop(keep_log=True)  # exited (port busy?): try again
+            time.sleep(0.5)
+
+    def destroy(self) -> None:
+        self.stop(keep_log=False)
+
+
+# ---------------------------------------------------------------------------
+# s3lect run nodes
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    out += [int(x) for x in f.read().split()]
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def pid_gone(pid: int) -> bool:
+    """True once pid has exited (a zombie counts as gone: it runs no code)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+class Node:
+    """One `s3lect run` process, through its own proxy, with its own wall-clock
+    offset (libfaketime), whose CMD is leader_cmd.py."""
+
+    def __init__(self, node_id: str, bin_: Path, lock: str, proxy: Proxy, env: dict[str, str],
+                 timing: list[str], offset_s: float, cmd_log: Path, log_dir: Path):
+        self.id = node_id
+        self.bin = bin_
+        self.lock = lock
+        self.proxy = proxy
+        self.base_env = env
+        self.timing = timing
+        self.offset_s = offset_s
+        self.cmd_log = cmd_log
+        self.log_dir = log_dir
+        self.proc: subprocess.Popen | None = None
+        self.generation = 0
+        self.logs: list[Path] = []
+        self.paused = False
+        self.exits: list[str] = []  # unexpected exits
+        self._out = None
+
+    @property
+    def log(self) -> Path:
+        return self.logs[-1]
+
+    def env(self) -> dict[str, str]:
+        env = dict(self.base_env)
+        if self.offset_s:
+            env["LD_PRELOAD"] = str(FAKETIME_LIB)
+            env["FAKETIME"] = f"{self.offset_s:+.3f}"
+            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+            # With an ASan build the sanitizer runtime must otherwise come first.
+            env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
+        return env
+
+    def start(self) -> None:
+        assert self.proc is None or self.proc.poll() is not None
+        self.generation += 1
+        log = self.log_dir / f"{self.id}.{self.generation}.log"
+        self.logs.append(log)
+        if self._out:
+            self._out.close()
+        self._out = open(log, "w")
+        cmd = [str(self.bin), "run", "--lock", self.lock, "--id", self.id,
+               "--endpoint", f"http://127.0.0.1:{self.proxy.port}", *self.timing,
+               "--", "env", "-u", "LD_PRELOAD", "-u", "FAKETIME",
+               sys.executable, str(LEADER_CMD), str(self.cmd_log)]
+        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=self.env(),
+                                     start_new_session=True)
+        self.paused = False
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.logs and self.log.exists() else ""
+
+    def cmd_pids(self) -> list[int]:
+        """Running CMDs (children of s3lect)."""
+        if not self.alive():
+            return []
+        return [p for p in _children(self.proc.pid) if not pid_gone(p)]
+
+    def kill9(self) -> dict[int, float]:
+        """kill -9 of s3lect alone: the kernel must kill CMD too (PDEATHSIG).
+        Returns {cmd pid: monotonic time it was seen dead}."""
+        assert self.proc is not None
+        cmds = self.cmd_pids()
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        dead: dict[int, float] = {}
+        deadline = time.monotonic() + 5
+        while len(dead) < len(cmds) and time.monotonic() < deadline:
+            for p in cmds:
+                if p not in dead and pid_gone(p):
+                    dead[p] = time.monotonic()
+            time.sleep(0.005)
+        for p in cmds:  # PDEATHSIG failed: kill it ourselves, the test reports it
+            if p not in dead:
+                try:
+                    os.killpg(p, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        return dead
+
+    def pause(self) -> tuple[list[int], float]:
+        """SIGSTOP of s3lect and its CMD's process group: a paused machine.
+        Returns (CMD pids, monotonic time both were stopped)."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+        cmds = [p for p in _children(self.proc.pid) if not pid_gone(p)]
+        for p in cmds:
+            try:
+                os.killpg(p, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        self.paused = True
+        return cmds, time.monotonic()
+
+    def resume(self, cmds: list[int]) -> float:
+        """SIGCONT of the node; returns the monotonic time just before."""
+        assert self.proc is not None
+        t = time.monotonic()
+        for p in cmds:
+            try:
+                os.killpg(p, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        os.killpg(self.proc.pid, signal.SIGCONT)
+        self.paused = False
+        return t
+
+    def terminate(self, timeout: float = 20.0) -> float | None:
+        """SIGTERM (graceful: CMD stopped, lock released); returns the time it
+        took, or None if s3lect did not exit in time (then it is killed)."""
+        if not self.alive():
+            return 0.0
+        if self.paused:
+            self.resume(self.cmd_pids())
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=timeout)
+            return time.monotonic() - t0
+        except subprocess.TimeoutExpired:
+            self.stop()
+            return None
+
+    def stop(self) -> None:
+        """Whatever state: nothing of this node runs afterwards."""
+        if self.proc is not None:
+            cmds = _children(self.proc.pid) if self.alive() else []
+            for p in cmds:
+                for sig in (signal.SIGKILL, signal.SIGCONT):
+                    try:
+                        os.killpg(p, sig)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    os.killpg(self.proc.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._out:
+            self._out.close()
+            self._out = None

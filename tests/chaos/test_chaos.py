@@ -1,0 +1,390 @@
+"""Chaos across real processes (issue 8): five `s3lect run` nodes against a real
+MinIO, each through its own fault-injecting TCP proxy, each with its own
+wall-clock offset (libfaketime, within max_clock_skew), under kill -9 of the
+leader, SIGSTOP/SIGCONT of whole nodes for longer than the lease, one-node
+partitions (blackhole and reset), a slow leader, MinIO restarts and
+background connection faults (resets, lost responses, stalls, latency).
+
+Every leader's CMD (leader_cmd.py) logs its leadership with CLOCK_MONOTONIC
+times; chaos_checker.py then asserts that no two leaders overlapped (beyond
+the documented stop latency of a resumed node), that terms strictly
+increased, that no term was acquired twice, and that leadership came back
+after every fault.
+
+Timings are scaled (lease 3 s, renew 1 s, deadline 2 s, frequent 0.5 s,
+infrequent 1-2 s, kill-timeout 1 s, max-clock-skew 2 s, offsets within
+±0.9 s). The run injects faults for S3LECT_CHAOS_SECONDS (default 150; at
+least one round of every fault kind); S3LECT_CHAOS_SEED replays a schedule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import secrets
+import subprocess
+import time
+from collections import Counter
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+import chaos_checker as ck
+from chaos_lib import FAKETIME_LIB, Node, Proxy, RestartableMinio, pid_gone
+from harness.servers import ServerStartError
+
+N_NODES = 5
+LEASE_S, RENEW_S, DEADLINE_S, FREQUENT_S = 3.0, 1.0, 2.0, 0.5
+INFREQUENT = ["1s", "1500ms", "2s", "1s", "2s"]
+OFFSETS_S = [-0.9, -0.45, 0.0, 0.45, 0.9]  # pairwise within 1.8 s < max_clock_skew 2 s
+TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
+          "--frequent-interval", "500ms", "--max-clock-skew", "2s", "--kill-timeout", "1s"]
+# s3lect run checks its lease every 250 ms and SIGTERMs CMD, which exits at
+# once; the rest is slack for a loaded 2-core machine.
+STOP_BOUND_S = 1.0
+# Failover is about L + frequent (infrequent <= L); generous slack.
+LIVENESS_BOUND_S = LEASE_S + 2 * FREQUENT_S + 8.0
+DEFAULT_SECONDS = 150
+
+FAULT_KINDS = ["kill_leader", "pause_leader", "partition_leader_blackhole",
+               "partition_leader_reset", "minio_restart", "pause_follower",
+               "partition_follower", "slow_leader"]
+
+
+class CmdLog:
+    """Incremental reader of the shared CMD log."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.off = 0
+        self.buf = b""
+        self.inst: dict[int, ck.Instance] = {}
+
+    def poll(self) -> dict[int, ck.Instance]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.off)
+                data = f.read()
+        except FileNotFoundError:
+            return self.inst
+        self.off += len(data)
+        self.buf += data
+        *lines, self.buf = self.buf.split(b"\n")
+        for line in lines:
+            ev, term, node, pid, t = line.decode().split()
+            pid_i, t_f = int(pid), float(t)
+            if ev == "start":
+                self.inst[pid_i] = ck.Instance(pid_i, node, int(term), t_f, t_f)
+            elif pid_i in self.inst:
+                self.inst[pid_i].last = t_f
+                if ev == "end":
+                    self.inst[pid_i].end = t_f
+        return self.inst
+
+
+class Chaos:
+    def __init__(self, nodes: list[Node], proxies: list[Proxy], minio: RestartableMinio,
+                 rng: random.Random, cmd_log: Path):
+        self.nodes = nodes
+        self.proxies = proxies
+        self.minio = minio
+        self.rng = rng
+        self.log = CmdLog(cmd_log)
+        self.pauses: list[ck.Pause] = []
+        self.deaths: dict[int, float] = {}
+        self.faults: list[ck.Fault] = []
+        self.counts: Counter[str] = Counter()
+        self.problems: list[str] = []
+        self.expected_dead: set[str] = set()
+
+    # -- observation
+    def leader(self) -> Node | None:
+        """The node whose CMD runs now (alive, not paused), latest start wins."""
+        inst = self.log.poll()
+        best = None
+        for i in inst.values():
+            if i.end is None and i.pid not in self.deaths and not pid_gone(i.pid):
+                n = self.by_id(i.node)
+                if n.alive() and not n.paused and (best is None or i.start > best[0]):
+                    best = (i.start, n)
+        return best[1] if best else None
+
+    def by_id(self, node_id: str) -> Node:
+        return next(n for n in self.nodes if n.id == node_id)
+
+    def wait_leader(self, timeout: float, what: str, exclude: Node | None = None) -> Node | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_nodes()
+            n = self.leader()
+            if n is not None and n is not exclude:
+                return n
+            time.sleep(0.05)
+        self.problems.append(f"no leader within {timeout:.0f}s {what}")
+        return None
+
+    def check_nodes(self) -> None:
+        """An s3lect that exited without being told to is a bug: report, restart."""
+        for n in self.nodes:
+            if n.proc is not None and not n.alive() and n.id not in self.expected_dead:
+                self.problems.append(
+                    f"{n.id} exited by itself with status {n.proc.returncode}; log tail:\n"
+                    + "\n".join(n.text().splitlines()[-15:]))
+                n.start()
+
+    def sleep(self, s: float) -> None:
+        end = time.monotonic() + s
+        while time.monotonic() < end:
+            self.check_nodes()
+            time.sleep(min(0.1, max(0.0, end - time.monotonic())))
+
+    # -- faults
+    def noise(self) -> None:
+        """Background faults on one to three nodes for the next step."""
+        for p in self.proxies:
+            p.calm()
+        for p in self.rng.sample(self.proxies, self.rng.randint(1, 3)):
+            p.set(latency=self.rng.choice([0.0, 0.02, 0.1, 0.2]),
+                  flaky=self.rng.choice([0.05, 0.1, 0.2, 0.3]))
+            self.counts["noise_phase"] += 1
+
+    def record(self, kind: str, node: Node, t_begin: float, t_heal: float) -> None:
+        self.faults.append(ck.Fault(kind, node.id, t_begin, t_heal))
+        self.counts[kind] += 1
+
+    def kill_leader(self, leader: Node) -> None:
+        t = time.monotonic()
+        self.expected_dead.add(leader.id)
+        dead = leader.kill9()
+        # A CMD started just before the kill may not have shown up as a child yet.
+        for i in self.log.poll().values():
+            if (i.node == leader.id and i.end is None and i.pid not in dead
+                    and i.pid not in self.deaths):  # (not a CMD of an earlier kill)
+                deadline = time.monotonic() + 5
+                while not pid_gone(i.pid) and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                dead[i.pid] = time.monotonic()
+        for pid, td in dead.items():
+            if td - t > 2.0:
+                self.problems.append(f"CMD pid {pid} of {leader.id} outlived kill -9 of s3lect "
+                                     f"by {td - t:.1f}s (PR_SET_PDEATHSIG)")
+        self.deaths.update(dead)
+        # Healed once its CMD is gone: from then on the others must take over.
+        self.record("kill_leader", leader, t, max(dead.values(), default=t))
+        self.wait_leader(LIVENESS_BOUND_S + 5, f"after kill -9 of {leader.id}")
+        self.expected_dead.discard(leader.id)
+        leader.start()  # the machine reboots: same id, new incarnation
+
+    def pause(self, node: Node, kind: str, seconds: float) -> None:
+        cmds, tp = node.pause()
+        self.sleep(seconds)
+        tr = node.resume(cmds)
+        self.pauses.append(ck.Pause(node.id, cmds, tp, tr))
+        self.record(kind, node, tp, tr)
+        deadline = time.monotonic() + 10
+        while any(not pid_gone(p) for p in cmds) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if any(not pid_gone(p) for p in cmds):
+            self.problems.append(f"{node.id}'s CMD still runs 10s after a {seconds:.1f}s pause")
+
+    def partition(self, node: Node, kind: str, mode: str, seconds: float) -> None:
+        t = time.monotonic()
+        node.proxy.set(mode=mode)
+        self.sleep(seconds)
+        node.proxy.heal()
+        self.record(kind, node, t, time.monotonic())
+
+    def slow(self, node: Node, seconds: float) -> None:
+        t = time.monotonic()
+        node.proxy.set(latency=self.rng.uniform(0.3, 1.2))
+        self.sleep(seconds)
+        node.proxy.heal()
+        self.record("slow_leader", node, t, time.monotonic())
+
+    def minio_restart(self, node: Node) -> None:
+        t = time.monotonic()
+        self.minio.stop_process()
+        self.sleep(self.rng.uniform(0.5, 3.0))
+        try:
+            self.minio.restart()
+        except ServerStartError as e:
+            self.problems.append(str(e))
+            raise
+        self.record("minio_restart", node, t, time.monotonic())
+
+    def step(self, kind: str) -> None:
+        self.noise()
+        leader = self.wait_leader(LIVENESS_BOUND_S + 5, f"before {kind}")
+        if leader is None:
+            return
+        followers = [n for n in self.nodes if n is not leader and n.alive()]
+        if kind == "kill_leader":
+            self.kill_leader(leader)
+        elif kind == "pause_leader":
+            self.pause(leader, kind, self.rng.uniform(LEASE_S + 1, LEASE_S + 3))
+        elif kind == "pause_follower":
+            self.pause(self.rng.choice(followers), kind, self.rng.uniform(LEASE_S, LEASE_S + 2))
+        elif kind.startswith("partition_leader"):
+            self.partition(leader, kind, kind.rsplit("_", 1)[1], self.rng.uniform(4, 6))
+        elif kind == "partition_follower":
+            self.partition(self.rng.choice(followers), kind,
+                           self.rng.choice(["blackhole", "reset"]), self.rng.uniform(2, 4))
+        elif kind == "slow_leader":
+            self.slow(leader, self.rng.uniform(3, 5))
+        elif kind == "minio_restart":
+            self.minio_restart(leader)
+        for p in self.proxies:
+            p.calm()
+        self.wait_leader(LIVENESS_BOUND_S + 5, f"after {kind}")
+        self.sleep(self.rng.uniform(1.0, 2.0))
+
+    def run(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        rounds = 0
+        while not self.problems:
+            kinds = FAULT_KINDS[:]
+            self.rng.shuffle(kinds)
+            for kind in kinds:
+                if self.problems or (rounds > 0 and time.monotonic() >= end):
+                    return
+                self.step(kind)
+            rounds += 1
+
+    def finish(self) -> dict[str, float | None]:
+        """Heals everything, waits for a leader, then stops the nodes with
+        SIGTERM (followers first) and returns how long each took."""
+        for p in self.proxies:
+            p.calm()
+            p.heal()
+        for n in self.nodes:
+            if n.paused:
+                n.resume(n.cmd_pids())
+        self.wait_leader(LIVENESS_BOUND_S + 5, "after the last fault")
+        leader = self.leader()
+        order = [n for n in self.nodes if n is not leader] + ([leader] if leader else [])
+        took: dict[str, float | None] = {}
+        for n in order:
+            self.expected_dead.add(n.id)
+            t = took[n.id + (" (leader)" if n is leader else "")] = n.terminate()
+            if t is None:
+                self.problems.append(f"{n.id} did not exit within 20s of SIGTERM (hang); log "
+                                     "tail:\n" + "\n".join(n.text().splitlines()[-15:]))
+        return took
+
+
+def chaos_seconds() -> float:
+    v = os.environ.get("S3LECT_CHAOS_SECONDS", "")
+    try:
+        return float(v) if v else DEFAULT_SECONDS
+    except ValueError:
+        pytest.fail(f"S3LECT_CHAOS_SECONDS must be a number of seconds, not {v!r}")
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("AWS_", "S3LECT_TEST_", "LD_PRELOAD", "FAKETIME"))}
+
+
+def check_faketime(bin_: Path, lock: str, env: dict[str, str], endpoint: str) -> None:
+    """libfaketime must really move s3lect's wall clock (and only that): read the
+    record with `s3lect status` 100 s in the future; its age must show it."""
+    fenv = dict(env, LD_PRELOAD=str(FAKETIME_LIB), FAKETIME="+100",
+                FAKETIME_DONT_FAKE_MONOTONIC="1")
+    fenv["ASAN_OPTIONS"] = (fenv.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
+    r = subprocess.run([str(bin_), "status", lock, "--json", "--endpoint", endpoint], env=fenv,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode in (0, 3), f"s3lect status failed: {r.stderr}"
+    age = json.loads(r.stdout)["ageMs"]
+    assert 95_000 <= age <= 110_000, f"libfaketime did not shift s3lect's wall clock: ageMs={age}"
+
+
+def test_chaos_five_nodes(tmp_path: Path, s3lect_bin: Path, chaos_summary: list[str]) -> None:
+    if not FAKETIME_LIB.exists():
+        pytest.fail(f"libfaketime not found at {FAKETIME_LIB}: apt-get install faketime "
+                    "(scripts/deps installs it)")
+    seed = int(os.environ.get("S3LECT_CHAOS_SEED") or secrets.randbits(32))
+    seconds = chaos_seconds()
+    rng = random.Random(seed)
+    chaos_summary.append(f"seed {seed} (replay the schedule: S3LECT_CHAOS_SEED={seed}), "
+                         f"{seconds:.0f}s of faults, logs in {tmp_path}")
+    t_run = time.monotonic()
+    cmd_log = tmp_path / "cmd.log"
+    offsets = OFFSETS_S[:]
+    rng.shuffle(offsets)
+    took: dict[str, float | None] = {}
+    with ExitStack() as stack:
+        minio = RestartableMinio()
+        try:
+            minio.start()
+        except ServerStartError as e:
+            pytest.fail(str(e), pytrace=False)
+        stack.callback(minio.destroy)
+        proxies = []
+        for i in range(N_NODES):
+            p = Proxy(f"n{i}", minio.port, rng.randrange(2**32))
+            stack.callback(p.close)
+            proxies.append(p)
+        env = clean_env()
+        env.update(AWS_ACCESS_KEY_ID=minio.access_key, AWS_SECRET_ACCESS_KEY=minio.secret_key,
+                   AWS_REGION=minio.region, HOME=str(tmp_path))
+        lock = f"s3://{minio.bucket}/chaos/{secrets.token_hex(4)}.json"
+        nodes = []
+        for i in range(N_NODES):
+            timing = TIMING + ["--infrequent-interval", INFREQUENT[i]]
+            n = Node(f"n{i}", s3lect_bin, lock, proxies[i], env, timing, offsets[i], cmd_log,
+                     tmp_path)
+            stack.callback(n.stop)
+            nodes.append(n)
+        for n in nodes:
+            n.start()
+        chaos = Chaos(nodes, proxies, minio, rng, cmd_log)
+        if chaos.wait_leader(30, "at start") is not None:
+            check_faketime(s3lect_bin, lock, env, minio.endpoint)
+            try:
+                chaos.run(seconds)
+            finally:
+                took = chaos.finish()
+        logs = [p for n in nodes for p in n.logs]
+    run_end = time.monotonic()
+
+    node_logs = ck.read_logs(logs)
+    rep = ck.check(cmd_log.read_text() if cmd_log.exists() else "", node_logs, chaos.pauses,
+                   chaos.deaths, chaos.faults, stop_bound=STOP_BOUND_S,
+                   liveness_bound=LIVENESS_BOUND_S, renew_deadline=DEADLINE_S, run_end=run_end)
+    conn = Counter()
+    for p in proxies:
+        conn.update(p.stats)
+    conn_faults = sum(conn[k] for k in ("reset", "lost_response", "stall", "conn_reset"))
+    big = sum(v for k, v in chaos.counts.items() if k != "noise_phase")
+    regain = [d for _, d in rep.regain_s]
+    chaos_summary.append(
+        f"{big} faults injected: " + ", ".join(f"{k}={v}" for k, v in sorted(chaos.counts.items())
+                                               if k != "noise_phase"))
+    chaos_summary.append(
+        f"background: {chaos.counts['noise_phase']} noisy-node phases, {conn_faults} connection "
+        f"faults (" + ", ".join(f"{k}={conn[k]}" for k in
+                                ("reset", "lost_response", "stall", "conn_reset")) + ")")
+    chaos_summary.append(
+        f"{len(rep.instances)} leaderships, terms {rep.instances[0].term if rep.instances else '-'}"
+        f"..{rep.instances[-1].term if rep.instances else '-'}; leadership regained after a "
+        f"fault in max {max(regain, default=0):.2f}s (bound {LIVENESS_BOUND_S:.0f}s), longest "
+        f"time without a leader {rep.max_gap_s:.2f}s; resumed "
+        f"leader's CMD stopped within {rep.max_post_resume_s:.3f}s (bound {STOP_BOUND_S}s); "
+        f"SIGTERM exit max {max((v for v in took.values() if v is not None), default=0):.2f}s; "
+        f"run took {run_end - t_run:.0f}s")
+    for line in chaos_summary:
+        print(line)
+    exits = ", ".join(f"{k} {'hung' if v is None else f'{v:.2f}s'}" for k, v in took.items())
+    (tmp_path / "summary.txt").write_text(
+        "\n".join(chaos_summary + [f"SIGTERM to exit: {exits}"] + rep.violations) + "\n")
+
+    sanitizer = [f"{name}: {m.group(0)}" for name, text in node_logs.items()
+                 for m in re.finditer(r"ERROR: \w+Sanitizer.*|runtime error:.*", text)]
+    errors = chaos.problems + rep.violations + sanitizer
+    assert not errors, ("chaos run failed (seed %d, logs in %s):\n" % (seed, tmp_path)
+                        + "\n".join(errors))
+    assert big >= len(FAULT_KINDS), f"only {big} faults were injected"
+    assert len(rep.instances) >= 2, "leadership never changed hands"

@@ -1,0 +1,93 @@
+"""The chaos checker on hand-made histories: it must catch every violation it
+claims to, and accept the allowed post-resume stop latency."""
+
+from __future__ import annotations
+
+import chaos_checker as ck
+
+BOUNDS = dict(stop_bound=1.0, liveness_bound=12.0, renew_deadline=2.0, run_end=100.0)
+
+
+def cmdlog(*rows: tuple) -> str:
+    """rows: (event, term, node, pid, t)"""
+    return "".join(f"{e} {term} {node} {pid} {t:.6f}\n" for e, term, node, pid, t in rows)
+
+
+def acquired(**terms: list[int]) -> dict[str, str]:
+    return {f"{node}.1.log": "".join(f"s3lect: acquired leadership term={t} id={node}\n" for t in ts)
+            for node, ts in terms.items()}
+
+
+def kinds(rep: ck.Report) -> list[str]:
+    return sorted({v.split(":")[0] for v in rep.violations})
+
+
+def test_clean_handover_passes():
+    log = cmdlog(("start", 1, "a", 10, 1.0), ("hb", 1, "a", 10, 1.1), ("end", 1, "a", 10, 5.0),
+                 ("start", 2, "b", 20, 8.0), ("end", 2, "b", 20, 20.0))
+    rep = ck.check(log, acquired(a=[1], b=[2]), [], {},
+                   [ck.Fault("kill_leader", "a", 5.0, 5.0)], **BOUNDS)
+    assert rep.ok(), rep.violations
+    assert rep.regain_s == [("kill_leader", 3.0)] and rep.max_gap_s == 3.0
+
+
+def test_overlap_is_caught():
+    log = cmdlog(("start", 1, "a", 10, 1.0), ("end", 1, "a", 10, 5.0),
+                 ("start", 2, "b", 20, 4.9), ("end", 2, "b", 20, 9.0))
+    rep = ck.check(log, acquired(a=[1], b=[2]), [], {}, [], **BOUNDS)
+    assert kinds(rep) == ["overlap"], rep.violations
+
+
+def test_killed_cmd_ends_when_seen_dead():
+    log = cmdlog(("start", 1, "a", 10, 1.0), ("hb", 1, "a", 10, 3.9),
+                 ("start", 2, "b", 20, 4.5), ("end", 2, "b", 20, 9.0))
+    ok = ck.check(log, acquired(a=[1], b=[2]), [], {10: 4.0}, [], **BOUNDS)
+    assert ok.ok(), ok.violations
+    late = ck.check(log, acquired(a=[1], b=[2]), [], {10: 4.6}, [], **BOUNDS)
+    assert kinds(late) == ["overlap"]
+    unended = ck.check(log, acquired(a=[1], b=[2]), [], {}, [], **BOUNDS)
+    assert "unended" in kinds(unended)
+
+
+def test_resumed_leader_may_run_on_briefly_but_not_long():
+    pause = ck.Pause("a", [10], t_pause=3.0, t_resume=8.0)
+    base = [("start", 1, "a", 10, 1.0), ("start", 2, "b", 20, 6.5), ("end", 2, "b", 20, 20.0)]
+    quick = cmdlog(*base, ("end", 1, "a", 10, 8.3))
+    rep = ck.check(quick, acquired(a=[1], b=[2]), [pause], {}, [], **BOUNDS)
+    assert rep.ok(), rep.violations
+    assert abs(rep.max_post_resume_s - 0.3) < 1e-6 and abs(rep.max_overlap_s - 0.3) < 1e-6
+    slow = cmdlog(*base, ("end", 1, "a", 10, 9.5))
+    assert kinds(ck.check(slow, acquired(a=[1], b=[2]), [pause], {}, [], **BOUNDS)) == \
+        ["overlap", "stop"]
+
+
+def test_paused_leader_overlapping_before_its_pause_is_caught():
+    pause = ck.Pause("a", [10], t_pause=7.0, t_resume=12.0)
+    log = cmdlog(("start", 1, "a", 10, 1.0), ("end", 1, "a", 10, 12.1),
+                 ("start", 2, "b", 20, 6.5), ("end", 2, "b", 20, 20.0))
+    assert "overlap" in kinds(ck.check(log, acquired(a=[1], b=[2]), [pause], {}, [], **BOUNDS))
+
+
+def test_terms_must_increase_and_be_acquired_once():
+    log = cmdlog(("start", 5, "a", 10, 1.0), ("end", 5, "a", 10, 2.0),
+                 ("start", 5, "b", 20, 6.0), ("end", 5, "b", 20, 7.0))
+    rep = ck.check(log, acquired(a=[5], b=[5]), [], {}, [], **BOUNDS)
+    assert kinds(rep) == ["acquired", "term"], rep.violations
+    log2 = cmdlog(("start", 3, "a", 10, 1.0), ("end", 3, "a", 10, 2.0))
+    assert kinds(ck.check(log2, acquired(b=[3]), [], {}, [], **BOUNDS)) == ["acquired"]
+
+
+def test_liveness_after_fault():
+    log = cmdlog(("start", 1, "a", 10, 1.0), ("end", 1, "a", 10, 5.0),
+                 ("start", 2, "b", 20, 30.0), ("end", 2, "b", 20, 40.0))
+    rep = ck.check(log, acquired(a=[1], b=[2]), [], {},
+                   [ck.Fault("partition_leader_reset", "a", 4.0, 10.0)], **BOUNDS)
+    assert kinds(rep) == ["liveness"], rep.violations
+    never = ck.check(cmdlog(("start", 1, "a", 10, 1.0), ("end", 1, "a", 10, 5.0)),
+                     acquired(a=[1]), [], {}, [ck.Fault("kill_leader", "a", 5.0, 5.0)], **BOUNDS)
+    assert kinds(never) == ["liveness"]
+
+
+def test_malformed_log_is_a_violation():
+    rep = ck.check("start 1 a\n", {}, [], {}, [], **BOUNDS)
+    assert kinds(rep) == ["cmdlog"]
