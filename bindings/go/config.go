@@ -30,8 +30,9 @@ type ElectorConfig struct {
 	// the lock as leaderID.
 	ServerID string
 
-	// ServerAddr is the "host:port" advertised to followers for peer mode.
-	// Optional (unlike in the Go s3lect package).
+	// ServerAddr is the "host:port" advertised to followers for peer mode
+	// (recorded as leaderAddr; the leader's certificate must name its host).
+	// Optional without peer mode (unlike in the Go s3lect package).
 	ServerAddr string
 
 	// FrequentInterval is the follower poll period during transitions (default 5s).
@@ -46,7 +47,10 @@ type ElectorConfig struct {
 	LeaderTimeout time.Duration
 
 	// PeerMode lets stable followers ask the leader over HTTPS instead of
-	// reading the lock object (see PeerCACert, PeerCert, PeerKey).
+	// reading the lock object, and makes the leader serve its leadership
+	// there (libs3lect's own HTTPS server on PeerListen, default ServerAddr).
+	// It needs ServerAddr, PeerCACert, PeerCert and PeerKey. See
+	// docs/peer.md in the repository.
 	PeerMode bool
 
 	// PeerHealthPath is the path of the leader's peer endpoint (default
@@ -56,8 +60,9 @@ type ElectorConfig struct {
 	// PeerTimeout bounds one peer check and the release write on Stop (default 3s).
 	PeerTimeout time.Duration
 
-	// PeerCACert is the PEM CA bundle followers use to verify the leader
-	// (set on the leader too, it requires client certificates: mTLS).
+	// PeerCACert is the PEM CA bundle followers use to verify the leader;
+	// under mTLS (PeerClientCert set) the leader also verifies its clients
+	// with it. Required with PeerMode (or use EnablePeerMode).
 	PeerCACert []byte
 
 	// OnAcquireLeadership runs after this node acquired the lock, while the
@@ -107,13 +112,16 @@ type ElectorConfig struct {
 	// RequestTimeout bounds one store request (default 10s).
 	RequestTimeout time.Duration
 
-	// PeerListen is the leader's peer listen address (default ServerAddr).
+	// PeerListen is the address the leadership endpoint listens on (default
+	// ServerAddr); "127.0.0.1:0" picks a free port, see PeerPort.
 	PeerListen string
-	// PeerCert and PeerKey are the leader's PEM certificate chain and key
-	// (PEM text, or a file path).
+	// PeerCert and PeerKey are the endpoint's certificate chain and private
+	// key: PEM, or the path of a PEM file.
 	PeerCert []byte
 	PeerKey  []byte
-	// PeerClientCert is the follower's PEM client certificate and key, for mTLS.
+	// PeerClientCert is this node's client certificate and key in one PEM
+	// (or its path). Setting it turns on mTLS: the node presents it as a
+	// follower, and as leader requires client certificates signed by PeerCACert.
 	PeerClientCert []byte
 
 	// OnLeaderChange runs when this node observes a new leader (including
@@ -285,6 +293,11 @@ var goFieldNames = strings.NewReplacer(
 	"request_timeout", "RequestTimeout",
 	"server_id", "ServerID",
 	"server_addr", "ServerAddr",
+	"peer_client_cert", "PeerClientCert",
+	"peer_cert", "PeerCert",
+	"peer_key", "PeerKey",
+	"peer_ca", "PeerCACert",
+	"peer_listen", "PeerListen",
 	"set lock to", "set LockfilePath to",
 )
 

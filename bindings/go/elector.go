@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Elector is the Go s3lect package's Elector interface; *S3Elector implements it.
@@ -81,8 +82,8 @@ type S3Elector struct {
 	logger  *slog.Logger
 	ev      *events
 
-	// hmu guards the C handle: replaced only before Start (EnablePeerMode),
-	// freed by the finalizer. Readers hold it during their C call.
+	// hmu guards the C handle, freed by the finalizer. Readers hold it
+	// during their C call.
 	hmu sync.RWMutex
 	c   *C.s3lect_elector
 
@@ -366,8 +367,10 @@ func (e *S3Elector) GetLeadershipStatus() *LeadershipStatus {
 	return st
 }
 
-// StatusJSON returns libs3lect's status document, the body a leader serves
-// on its peer endpoint when the application runs that endpoint itself.
+// StatusJSON returns libs3lect's status document (isLeader, leaderID, term,
+// etag, state, ...), for an application's own status pages. The peer
+// leadership endpoint serves the lock record instead: see PeerResponse and
+// NewLeadershipHandler.
 func (e *S3Elector) StatusJSON() ([]byte, error) {
 	e.hmu.RLock()
 	defer e.hmu.RUnlock()
@@ -379,31 +382,78 @@ func (e *S3Elector) StatusJSON() ([]byte, error) {
 	return []byte(C.GoString(out)), nil
 }
 
-// EnablePeerMode turns peer mode on with the CA that verifies the leader.
-// libs3lect fixes peer mode when the election starts, so this must be
-// called before Start.
+// EnablePeerMode turns peer mode on, before or after Start, with the PEM CA
+// bundle that verifies the leader: as a follower this node then asks the
+// leader over HTTPS (a long poll) instead of reading the lock object while
+// leadership is stable, and falls back to S3 on any failure. If the elector
+// is running and has PeerCert and PeerKey, the built-in leadership endpoint
+// starts too. ServerAddr must be set; before Start, PeerCert and PeerKey
+// too (a node that starts in peer mode serves its leadership when it leads).
 func (e *S3Elector) EnablePeerMode(caCert []byte) error {
+	if len(caCert) == 0 {
+		return &Error{Code: CodeInvalid, Op: "EnablePeerMode",
+			Msg: "caCert is empty: pass the PEM CA bundle that verifies the leader's certificate"}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.state != stateNew {
-		return &Error{Code: CodeState, Op: "EnablePeerMode",
-			Msg: "peer mode must be enabled before Start (or set PeerMode in ElectorConfig)"}
+	if e.state == stateNew && (len(e.cfg.PeerCert) == 0 || len(e.cfg.PeerKey) == 0) {
+		// libs3lect would accept it now and refuse to Start.
+		return &Error{Code: CodeInvalid, Op: "EnablePeerMode",
+			Msg: "peer mode before Start needs PeerCert and PeerKey in the ElectorConfig: " +
+				"the node serves its leadership over HTTPS when it leads"}
 	}
-	cfg := e.cfg
-	cfg.PeerMode = true
-	cfg.PeerCACert = append([]byte(nil), caCert...)
-	c, err := e.build(&cfg)
-	if err != nil {
-		return err
+	e.hmu.RLock()
+	rc := C.s3lect_enable_peer_mode(e.c, unsafe.Pointer(&caCert[0]), C.size_t(len(caCert)))
+	msg := goFieldNames.Replace(e.errmsgLocked())
+	e.hmu.RUnlock()
+	if rc != C.S3LECT_OK {
+		return newError(rc, "EnablePeerMode", msg)
 	}
-	e.hmu.Lock()
-	old := e.c
-	e.c = c
-	e.hmu.Unlock()
-	C.s3lect_free_elector(old)
-	e.cfg = cfg
-	e.logger.Info("Peer mode enabled")
+	e.cfg.PeerMode = true
+	e.cfg.PeerCACert = append([]byte(nil), caCert...)
+	e.logger.Info("Peer mode enabled", "serverAddr", e.cfg.ServerAddr, "peerPort", e.peerPortLocked())
 	return nil
+}
+
+// PeerPort returns the port the built-in leadership endpoint listens on, or
+// 0 when it is not serving (not started, stopped, or no peer mode). With
+// PeerListen "host:0" it is the port the system picked.
+func (e *S3Elector) PeerPort() int {
+	e.hmu.RLock()
+	defer e.hmu.RUnlock()
+	return e.peerPortLocked()
+}
+
+func (e *S3Elector) peerPortLocked() int {
+	return int(C.s3lect_peer_port(e.c))
+}
+
+// PeerResponse answers one request to the leadership endpoint as the
+// built-in server would, for an application that serves the endpoint from
+// its own HTTP server (NewLeadershipHandler does this for net/http).
+// method is "GET" or "HEAD"; target is the path and query, e.g.
+// "/health/leadership?wait=5000&etag=%22...%22". status is 200 while this
+// node leads (body: the lock record as JSON, with "etag" and "term"), 404
+// when it does not lead or for another path, 405 for another method, 400 for
+// a malformed target; body is always JSON. A long poll (wait and the current
+// etag) blocks until the leader renews, leadership ends or wait passes; it
+// cannot be cancelled. Do not call it from a hook.
+func (e *S3Elector) PeerResponse(method, target string) (status int, body []byte, err error) {
+	cm, ct := C.CString(method), C.CString(target)
+	defer C.free(unsafe.Pointer(cm))
+	defer C.free(unsafe.Pointer(ct))
+	e.hmu.RLock()
+	defer e.hmu.RUnlock()
+	var st C.int
+	var out *C.char
+	if rc := C.s3lect_peer_response(e.c, cm, ct, &st, &out); rc != C.S3LECT_OK {
+		return 0, nil, newError(rc, "PeerResponse", e.errmsgLocked())
+	}
+	if out != nil {
+		body = []byte(C.GoString(out))
+		C.s3lect_free(unsafePointer(out))
+	}
+	return int(st), body, nil
 }
 
 // UpdateConfig applies new timings (LeaderTimeout, RenewInterval,
@@ -451,7 +501,11 @@ func (e *S3Elector) GetConfig() *ElectorConfig {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := e.cfg
-	c.PeerCACert = append([]byte(nil), c.PeerCACert...)
+	for _, b := range []*[]byte{&c.PeerCACert, &c.PeerCert, &c.PeerKey, &c.PeerClientCert} {
+		if *b != nil {
+			*b = append([]byte(nil), *b...)
+		}
+	}
 	return &c
 }
 

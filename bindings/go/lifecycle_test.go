@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -247,19 +248,29 @@ func TestStartedElectorSurvivesGC(t *testing.T) {
 	}
 }
 
-// EnablePeerMode before Start rebuilds the elector; hooks keep working.
+// EnablePeerMode before Start turns peer mode on: Start then starts the
+// leadership endpoint; hooks keep working.
 func TestEnablePeerModeBeforeStart(t *testing.T) {
 	log := testLogger(t)
 	var acquired sync.WaitGroup
 	acquired.Add(1)
 	var once sync.Once
+	p := newTestPKI(t)
 	cfg := fileConfig(t, "", "n")
+	cfg.ServerAddr = "127.0.0.1:9"
+	cfg.PeerListen = "127.0.0.1:0"
+	noCert := newElector(t, log, fileConfig(t, "", "nocert"), nil)
+	if err := noCert.EnablePeerMode(p.caPEM); !errors.Is(err, ErrInvalidConfig) ||
+		!strings.Contains(err.Error(), "PeerCert and PeerKey") {
+		t.Fatalf("EnablePeerMode before Start without a certificate: %v", err)
+	}
+	cfg.PeerCert, cfg.PeerKey = p.certPEM, p.keyPEM
 	cfg.OnAcquireLeadership = func(context.Context) error {
 		once.Do(acquired.Done)
 		return nil
 	}
 	el := newElector(t, log, cfg, nil)
-	ca := []byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n")
+	ca := p.caPEM
 	if err := el.EnablePeerMode(ca); err != nil {
 		t.Fatalf("EnablePeerMode before Start: %v", err)
 	}
@@ -273,4 +284,7 @@ func TestEnablePeerModeBeforeStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	acquired.Wait()
+	if el.PeerPort() == 0 {
+		t.Fatal("Start did not start the leadership endpoint after EnablePeerMode")
+	}
 }
