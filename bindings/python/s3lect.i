@@ -27,14 +27,17 @@
  * - The GIL. The module is generated with -threads: every wrapped C call
  *   releases the GIL while it runs, so the blocking calls (s3lect_stop,
  *   s3lect_free_elector, s3lect_wait_for_leadership,
- *   s3lect_wait_for_next_election, s3lect_dispatch) never hold it while
+ *   s3lect_wait_for_next_election, s3lect_dispatch, and
+ *   s3lect_peer_response with a long poll) never hold it while
  *   waiting for an election or dispatcher thread that needs it to run a
  *   Python callback or a Python store.
  *
  * - Out-parameters become return values: s3lect_new() returns
  *   (code, elector), s3lect_get_status() (code, status),
  *   s3lect_status_json() (code, str), s3lect_config_get_int() (code, int),
- *   s3lect_wait_for_next_election() (code, cycle). snprintf-style getters are
+ *   s3lect_wait_for_next_election() (code, cycle),
+ *   s3lect_peer_response(e, method, target) (code, status, body); bodies the
+ *   library allocates are released with s3lect_free() here. snprintf-style getters are
  *   replaced by helpers that return str (s3lect_py_errmsg, ...).
  */
 %module(package="s3lect") _core
@@ -324,6 +327,25 @@ static size_t s3py_leader_id_fn(const void *h, char *b, size_t n)
         SWIG_fail;
     $1 = (void *)buf;
     $2 = (size_t)n;
+}
+%apply (const void *data, size_t len) { (const void *ca_pem, size_t len) };
+
+/* s3lect_peer_response(e, method, target) -> (code, status, body) */
+%typemap(in, numinputs=0) int *status (int tmp = 0) { $1 = &tmp; }
+%typemap(argout) int *status {
+    %append_output(PyLong_FromLong((long)*$1));
+}
+%typemap(in, numinputs=0) char **body (char *tmp = NULL) { $1 = &tmp; }
+%typemap(argout) char **body {
+    PyObject *s;
+    if (*$1) {
+        s = s3py_str(*$1);
+        s3lect_free(*$1);
+    } else {
+        Py_INCREF(Py_None);
+        s = Py_None;
+    }
+    %append_output(s);
 }
 
 /* Strings handed out by the helpers below are malloc'd; SWIG frees them. */

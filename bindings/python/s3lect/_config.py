@@ -125,6 +125,27 @@ def apply(cfg: Any, name: str, value: Any) -> None:
         raise ConfigError(f"unknown setting {name!r}; known settings: {', '.join(sorted(ALL))}")
 
 
+def read_pem(name: str, value: Any) -> bytes:
+    """PEM material as bytes: bytes are taken as they are, a str that holds
+    PEM text too, any other str or PathLike is the path of a PEM file."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+    elif isinstance(value, str) and value.lstrip().startswith("-----BEGIN"):
+        data = value.encode()
+    elif isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ConfigError(f"{name}: cannot read PEM file {path!r}: {e.strerror}") from e
+    else:
+        raise ConfigError(f"{name} must be PEM bytes, PEM text or a file path, not {value!r}")
+    if not data.strip():
+        raise ConfigError(f"{name} is empty; give a PEM CA bundle (bytes, text or a file path)")
+    return data
+
+
 def derive_timings(options: Dict[str, Any]) -> None:
     """When lease_timeout is given but the renew settings are not, scales them
     with it (the default ratios 15 s : 10 s : 5 s), so that ``lease_timeout=3``

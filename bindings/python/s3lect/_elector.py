@@ -22,6 +22,7 @@ from typing import (
     Optional,
     Set,
     Tuple,
+    Union,
 )
 
 from . import _config, _core
@@ -52,6 +53,8 @@ _reapers_lock = threading.Lock()
 _SLICE_S = 0.25
 
 _END = object()  # end-of-stream marker for event subscribers
+
+_DEFAULT_PEER_PATH = "/health/leadership"
 
 
 def _free_handle(handle: Any) -> None:
@@ -283,8 +286,22 @@ class Elector:
         max_clock_skew: bound on wall-clock differences between nodes [2 s];
             0 disables the wall-clock takeover rule.
         request_timeout: timeout of one store request [10 s].
-        peer_mode, peer_health_path, peer_timeout, peer_listen, peer_cert,
-        peer_key, peer_ca, peer_client_cert: peer mode (see docs/peer.md).
+        peer_mode: serve this node's leadership over HTTPS while it leads, and
+            let stable followers long-poll the leader instead of reading the
+            lock from S3 (see docs/peer.md) [False]. Needs ``server_addr``,
+            ``peer_ca``, ``peer_cert`` and ``peer_key``.
+        peer_listen: the address the leadership endpoint listens on
+            ``"host:port"`` [``server_addr``]; port 0 picks a free port
+            (see :attr:`peer_port`).
+        peer_cert, peer_key: the endpoint's certificate chain and private key.
+        peer_ca: the CA bundle followers verify the leader with.
+        peer_client_cert: this node's client certificate and key (one PEM);
+            setting it turns on mutual TLS. Every certificate and key setting
+            takes PEM ``bytes``, PEM text (``str``) or a file path
+            (``str``/``PathLike``).
+        peer_health_path: path of the endpoint [``"/health/leadership"``].
+        peer_timeout: bound of one peer check and of the release write on
+            stop [3 s].
         release_on_stop: write a released record when a leader stops [True].
         store: a custom store object instead of S3/file (see :class:`s3lect.Store`).
         on_acquire: ``on_acquire(term)``, called when this node became leader,
@@ -405,6 +422,8 @@ class Elector:
             if v is not None
         }
         _config.derive_timings(options)
+        self._peer_health_path = peer_health_path or _DEFAULT_PEER_PATH
+        self._peer_can_serve = peer_cert is not None and peer_key is not None
         self._logger = logger or log
         self._dispatch = _Dispatch(
             self._logger, on_acquire, on_lose, on_leader_change, on_error, on_event
@@ -634,6 +653,88 @@ class Elector:
         rc, text = _core.s3lect_status_json(self._h())
         self._check(rc)
         return text or "{}"
+
+    # ---- peer mode ----
+
+    def peer_response(self, target: Optional[str] = None,
+                      method: str = "GET") -> Tuple[int, str]:
+        """Answers one request to the leadership endpoint, as the built-in
+        HTTPS server would, so that your own HTTP server can serve it.
+
+        Example with :mod:`http.server`::
+
+            class Handler(http.server.BaseHTTPRequestHandler):
+                def do_GET(self):
+                    status, body = el.peer_response(self.path, "GET")
+                    data = body.encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+
+        Args:
+            target: the request target, path and query, e.g.
+                ``"/health/leadership?wait=5000&etag=%22...%22"``. Default: the
+                configured ``peer_health_path``. With ``wait`` and the current
+                ``etag`` the call is a long poll: it blocks (without the GIL)
+                until the leader renews, leadership ends or ``wait`` ms pass.
+            method: ``"GET"`` or ``"HEAD"`` (for HEAD, send no body); any
+                other method gives 405.
+
+        Returns:
+            ``(status, body)``: 200 and the lock record as JSON (``leaderID``,
+            ``leaderAddr``, ``term``, ``etag``, ...) while this node leads;
+            404 when it does not lead or for another path; 405 for another
+            method; 400 for a malformed target. ``body`` is always JSON.
+
+        Raises:
+            BusyError: when called from one of this elector's callbacks (a
+                long poll there would stall every callback).
+        """
+        if target is None:
+            target = self._peer_health_path
+        if not isinstance(target, str) or not isinstance(method, str):
+            raise TypeError("peer_response(target, method) takes two str")
+        if threading.get_ident() in self._dispatch.thread_ids:
+            raise BusyError(
+                "peer_response() was called from one of this elector's callbacks; "
+                "call it from your HTTP server's threads"
+            )
+        rc, status, body = _core.s3lect_peer_response(self._h(), method, target)
+        self._check(rc)
+        return int(status), body or ""
+
+    def enable_peer_mode(self, ca: Union[bytes, str, "os.PathLike[str]"]) -> None:
+        """Turns peer mode on, started or not, with the CA bundle that
+        verifies the leader: as a follower this node then asks the leader
+        over HTTPS instead of reading S3 while leadership is stable. If the
+        elector runs and has ``peer_cert`` and ``peer_key``, its leadership
+        endpoint starts too. ``server_addr`` must be set; before
+        :meth:`start`, ``peer_cert`` and ``peer_key`` too (a node that starts
+        in peer mode serves its leadership when it leads).
+
+        Args:
+            ca: PEM ``bytes``, PEM text, or the path of a PEM file.
+
+        Raises:
+            ConfigError: no ``server_addr``, no certificate before start, an
+                unreadable file or an empty CA.
+        """
+        pem = _config.read_pem("ca", ca)
+        if not self._started and not self._peer_can_serve:
+            # The core would accept it now and refuse to start.
+            raise ConfigError(
+                "enable_peer_mode() before start() needs peer_cert and peer_key in the "
+                "Elector's settings: the node serves its leadership over HTTPS when it leads"
+            )
+        self._check(_core.s3lect_enable_peer_mode(self._h(), pem))
+
+    @property
+    def peer_port(self) -> int:
+        """The port the leadership endpoint listens on; 0 when not serving
+        (not started, stopped, or no peer mode)."""
+        return int(_core.s3lect_peer_port(self._h()))
 
     def get_config(self) -> Dict[str, Any]:
         """The elector's current settings (durations in seconds; secrets read as "")."""
