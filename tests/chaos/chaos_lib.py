@@ -30,6 +30,14 @@ LEADER_CMD = Path(__file__).resolve().parent / "leader_cmd.py"
 FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 
 
+_SLOWDOWN_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
+                  b"<Message>Please reduce your request rate.</Message>"
+                  b"<RequestId>chaos-proxy</RequestId></Error>")
+SLOWDOWN_RESPONSE = (b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+                     b"Content-Length: " + str(len(_SLOWDOWN_BODY)).encode() +
+                     b"\r\nConnection: close\r\n\r\n" + _SLOWDOWN_BODY)
+
+
 def rst_close(s: socket.socket) -> None:
     """Closes s with a TCP RST (SO_LINGER 0) instead of a FIN."""
     try:
@@ -56,8 +64,9 @@ class Proxy:
     latency: seconds added before each forwarded chunk (both directions)
     flaky:   probability that a request chunk from the client meets a fault:
              reset (RST at once), lost_response (forwarded, so the write may
-             land, but the client gets an RST instead of the answer) or stall
-             (swallowed, no answer)
+             land, but the client gets an RST instead of the answer), stall
+             (swallowed, no answer) or slowdown (S3's "503 SlowDown" answer,
+             the request is not forwarded)
     """
 
     MAX_CONNS = 64
@@ -158,6 +167,7 @@ class Proxy:
 
     def _serve(self, client: socket.socket) -> None:
         upstream = None
+        graceful = False
         sel = selectors.DefaultSelector()
         try:
             self.stats["connections"] += 1
@@ -195,9 +205,15 @@ class Proxy:
                             self.stats["bytes_swallowed"] += len(data)
                             continue
                         if flaky and self.rng.random() < flaky:
-                            kind = self.rng.choice(["reset", "lost_response", "stall"])
+                            kind = self.rng.choice(["reset", "lost_response", "stall",
+                                                    "slowdown"])
                             self.stats[kind] += 1
                             if kind == "reset":
+                                return
+                            if kind == "slowdown":
+                                client.sendall(SLOWDOWN_RESPONSE)
+                                client.shutdown(socket.SHUT_WR)
+                                graceful = True
                                 return
                             if kind == "stall":
                                 stalled = True
@@ -225,7 +241,13 @@ class Proxy:
                 self._stalled.discard(client)
                 if upstream:
                     self._conns.discard(upstream)
-            rst_close(client)
+            if graceful:  # let the answer arrive: FIN, not RST
+                try:
+                    client.close()
+                except OSError:
+                    pass
+            else:
+                rst_close(client)
             if upstream:
                 rst_close(upstream)
 

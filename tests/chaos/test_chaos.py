@@ -3,7 +3,7 @@ MinIO, each through its own fault-injecting TCP proxy, each with its own
 wall-clock offset (libfaketime, within max_clock_skew), under kill -9 of the
 leader, SIGSTOP/SIGCONT of whole nodes for longer than the lease, one-node
 partitions (blackhole and reset), a slow leader, MinIO restarts and
-background connection faults (resets, lost responses, stalls, latency).
+background faults (resets, lost responses, stalls, 503 SlowDown, latency).
 
 Every leader's CMD (leader_cmd.py) logs its leadership with CLOCK_MONOTONIC
 times; chaos_checker.py then asserts that no two leaders overlapped (beyond
@@ -36,6 +36,9 @@ import chaos_checker as ck
 from chaos_lib import FAKETIME_LIB, Node, Proxy, RestartableMinio, pid_gone
 from harness.servers import ServerStartError
 
+# An exception in a proxy thread is a bug of the test machinery: fail on it.
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+
 N_NODES = 5
 LEASE_S, RENEW_S, DEADLINE_S, FREQUENT_S = 3.0, 1.0, 2.0, 0.5
 INFREQUENT = ["1s", "1500ms", "2s", "1s", "2s"]
@@ -49,6 +52,7 @@ STOP_BOUND_S = 1.0
 LIVENESS_BOUND_S = LEASE_S + 2 * FREQUENT_S + 8.0
 DEFAULT_SECONDS = 150
 
+CONN_FAULTS = ("reset", "lost_response", "stall", "slowdown", "conn_reset")
 FAULT_KINDS = ["kill_leader", "pause_leader", "partition_leader_blackhole",
                "partition_leader_reset", "minio_restart", "pause_follower",
                "partition_follower", "slow_leader"]
@@ -357,7 +361,7 @@ def test_chaos_five_nodes(tmp_path: Path, s3lect_bin: Path, chaos_summary: list[
     conn = Counter()
     for p in proxies:
         conn.update(p.stats)
-    conn_faults = sum(conn[k] for k in ("reset", "lost_response", "stall", "conn_reset"))
+    conn_faults = sum(conn[k] for k in CONN_FAULTS)
     big = sum(v for k, v in chaos.counts.items() if k != "noise_phase")
     regain = [d for _, d in rep.regain_s]
     chaos_summary.append(
@@ -366,7 +370,7 @@ def test_chaos_five_nodes(tmp_path: Path, s3lect_bin: Path, chaos_summary: list[
     chaos_summary.append(
         f"background: {chaos.counts['noise_phase']} noisy-node phases, {conn_faults} connection "
         f"faults (" + ", ".join(f"{k}={conn[k]}" for k in
-                                ("reset", "lost_response", "stall", "conn_reset")) + ")")
+                                CONN_FAULTS) + ")")
     chaos_summary.append(
         f"{len(rep.instances)} leaderships, terms {rep.instances[0].term if rep.instances else '-'}"
         f"..{rep.instances[-1].term if rep.instances else '-'}; leadership regained after a "
