@@ -766,6 +766,141 @@ static int l_status_json(lua_State *L)
     return 1;
 }
 
+/* ---- peer mode ---- */
+
+/* Pushes a library-allocated string in protected mode, then frees it, so
+ * that a memory error cannot leak it. Leaves the string on the stack. */
+typedef struct owned_str {
+    const char *s;
+    int ref;
+} owned_str;
+
+static int push_owned_body(lua_State *L)
+{
+    owned_str *c = lua_touserdata(L, 1);
+    lua_pushstring(L, c->s != NULL ? c->s : "");
+    c->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 0;
+}
+
+static void push_and_free(lua_State *L, char *s)
+{
+    owned_str c = {.s = s, .ref = LUA_NOREF};
+    int status = s3l_cpcall(L, push_owned_body, &c);
+    s3lect_free(s);
+    if (status != LUA_OK)
+        lua_error(L); /* re-raise (out of memory) now that s is freed */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c.ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, c.ref);
+}
+
+/* Copies a string option of the elector's configuration into buf; "" if
+ * unset or too long. Returns 0 or a negative code. */
+static int elector_option(lelector *le, s3lect_option opt, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    s3lect_config *cfg = s3lect_get_config(le->e);
+    if (cfg == NULL)
+        return S3LECT_ENOMEM;
+    int n = s3lect_config_get_str(cfg, opt, buf, len);
+    s3lect_config_free(cfg);
+    if (n >= 0 && (size_t)n >= len)
+        buf[0] = '\0';
+    return n < 0 ? n : 0;
+}
+
+/* el:peer_response([target[, method]]) -> status, body | nil, message
+ * Answers one request to the leadership endpoint as the built-in server
+ * would. target defaults to the configured peer_health_path, method to GET. */
+static int l_peer_response(lua_State *L)
+{
+    static const char fn[] = "el:peer_response()";
+    lelector *le = check_open(L, 1);
+    const char *target = luaL_optstring(L, 2, NULL);
+    const char *method = luaL_optstring(L, 3, "GET");
+    if (le->in_dispatch)
+        return luaL_error(L,
+                          "%s: called from inside one of this elector's callbacks (a long "
+                          "poll would stall them); call it from your request handler",
+                          fn);
+    char path[512];
+    if (target == NULL) {
+        int rc = elector_option(le, S3LECT_OPT_PEER_HEALTH_PATH, path, sizeof path);
+        if (rc != S3LECT_OK || path[0] == '\0')
+            return push_fail(L, le, fn, rc != S3LECT_OK ? rc : S3LECT_EINVAL);
+        target = path;
+    }
+    int status = 0;
+    char *body = NULL;
+    int rc = s3lect_peer_response(le->e, method, target, &status, &body);
+    if (rc != S3LECT_OK) {
+        s3lect_free(body);
+        return push_fail(L, le, fn, rc);
+    }
+    lua_pushinteger(L, status);
+    push_and_free(L, body);
+    return 2;
+}
+
+/* el:peer_port() -> integer (0 when the endpoint is not serving) */
+static int l_peer_port(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    lua_pushinteger(L, s3lect_peer_port(le->e));
+    return 1;
+}
+
+static int looks_pem(const char *s)
+{
+    while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n')
+        s++;
+    return strncmp(s, "-----BEGIN", 10) == 0;
+}
+
+/* el:enable_peer_mode(ca) -> true | nil, message
+ * ca: PEM text or the path of a PEM file. */
+static int l_enable_peer_mode(lua_State *L)
+{
+    static const char fn[] = "el:enable_peer_mode()";
+    lelector *le = check_open(L, 1);
+    size_t len;
+    const char *ca = luaL_checklstring(L, 2, &len);
+    if (len == 0 || (!looks_pem(ca) && strlen(ca) != len))
+        return luaL_argerror(L, 2, "expected PEM text or the path of a PEM file");
+    if (!looks_pem(ca)) {
+        FILE *f = fopen(ca, "rb");
+        if (f == NULL) {
+            int err = errno;
+            lua_pushnil(L);
+            lua_pushfstring(L, "%s: cannot open CA file '%s': %s", fn, ca, strerror(err));
+            return 2;
+        }
+        fclose(f);
+    }
+    if (!le->started) {
+        /* The library would accept it now and refuse to start. */
+        s3lect_config *cfg = s3lect_get_config(le->e);
+        if (cfg == NULL)
+            return push_fail(L, le, fn, S3LECT_ENOMEM);
+        int ncert = s3lect_config_get_str(cfg, S3LECT_OPT_PEER_CERT, NULL, 0);
+        int nkey = s3lect_config_get_str(cfg, S3LECT_OPT_PEER_KEY, NULL, 0);
+        s3lect_config_free(cfg);
+        if (ncert <= 0 || nkey <= 0) {
+            lua_pushnil(L);
+            lua_pushfstring(L,
+                            "%s: peer mode before el:start() needs the peer_cert and peer_key "
+                            "options: the node serves its leadership over HTTPS when it leads",
+                            fn);
+            return 2;
+        }
+    }
+    int rc = s3lect_enable_peer_mode(le->e, ca, len);
+    if (rc != S3LECT_OK)
+        return push_fail(L, le, fn, rc);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 /* el:update_config{lease_timeout = ..., ...} -> true | nil, message */
 static int l_update_config(lua_State *L)
 {
@@ -943,6 +1078,9 @@ static const luaL_Reg elector_methods[] = {
     {"status", l_status},
     {"status_json", l_status_json},
     {"update_config", l_update_config},
+    {"peer_response", l_peer_response},
+    {"peer_port", l_peer_port},
+    {"enable_peer_mode", l_enable_peer_mode},
     {NULL, NULL},
 };
 

@@ -738,4 +738,218 @@ T.test("file:// locks elect one leader among two electors", function(t)
   T.eq(n, 1, "leaders")
 end)
 
+---------------------------------------------------------------------------
+-- Peer mode: el:peer_response(), el:peer_port(), el:enable_peer_mode()
+---------------------------------------------------------------------------
+
+local PEER_PATH = "/health/leadership"
+
+-- Drives one elector until it leads.
+local function lead(el, what)
+  T.drive({ el }, function()
+    return el:is_leader()
+  end, 30, what or "leadership")
+end
+
+T.test("peer_response() answers like the leadership endpoint", function(t)
+  local dir = make_tempdir(t)
+  local el = assert(s3lect.new({
+    lock = "file://" .. dir .. "/lock", id = "pr", addr = "127.0.0.1:7443",
+    lease_timeout = 3, renew_interval = 0.5, renew_deadline = 2, frequent_interval = 0.5,
+    infrequent_interval = 1,
+  }))
+  t:defer(function()
+    el:close()
+  end)
+  local status, body = el:peer_response()
+  T.eq(status, 404, "status before start (" .. tostring(body) .. ")")
+  T.contains(body, '"error"', "body before start")
+  T.eq(el:peer_port(), 0, "peer_port() without peer mode")
+
+  assert(el:start())
+  lead(el)
+  status, body = el:peer_response()
+  T.eq(status, 200, "status while leading (" .. tostring(body) .. ")")
+  T.contains(body, '"leaderID":"pr"', "body")
+  T.contains(body, '"leaderAddr":"127.0.0.1:7443"', "body")
+  T.ok(body:find('"etag":"[^"]', 1), "no etag in %s", body)
+  local term = tonumber(body:match('"term":(%d+)'))
+  T.eq(term, el:term(), "term in the body")
+  T.ok(term >= 1, "term %s", tostring(term))
+
+  T.eq((el:peer_response(PEER_PATH, "HEAD")), 200, "HEAD")
+  status, body = el:peer_response(PEER_PATH, "POST")
+  T.eq(status, 405, "POST")
+  T.contains(body, "method not allowed", "POST body")
+  T.eq((el:peer_response("/elsewhere")), 404, "another path")
+  T.eq((el:peer_response(PEER_PATH .. "?wait=soon")), 400, "a wait that is not a number")
+
+  -- A long poll with the current etag ends when the leader renews (0.5 s).
+  -- The etag as a JSON string (S3 etags carry quotes, escaped as \").
+  local json_etag = select(2, el:peer_response()):match('"etag":"(.-[^\\])"')
+  T.ok(json_etag, "etag")
+  local etag = json_etag:gsub('\\"', '"')
+  local q = etag:gsub("[^%w%-%.]", function(c)
+    return string.format("%%%02X", c:byte())
+  end)
+  local t0 = T.now()
+  status, body = el:peer_response(PEER_PATH .. "?wait=20000&etag=" .. q)
+  T.eq(status, 200, "long poll status (" .. tostring(body) .. ")")
+  T.ok(not body:find(json_etag, 1, true), "the long poll ended without a new etag: %s", body)
+  T.ok(T.now() - t0 < 10, "the long poll took %.1f s; renewals are 0.5 s apart", T.now() - t0)
+
+  assert(el:stop())
+  T.eq((el:peer_response()), 404, "status after stop")
+end)
+
+T.test("peer_response() is 404 on a follower and refused inside callbacks", function(t)
+  local dir = make_tempdir(t)
+  local inside = {}
+  local els = {}
+  for i, id in ipairs({ "pa", "pb" }) do
+    els[i] = started(t, {
+      lock = "file://" .. dir .. "/lock", id = id, lease_timeout = 3, renew_interval = 0.5,
+      renew_deadline = 2, frequent_interval = 0.5, infrequent_interval = 1,
+      on_leader_change = function()
+        inside[#inside + 1] = select(2, pcall(els[i].peer_response, els[i]))
+      end,
+    })
+  end
+  T.drive(els, function()
+    return count_leaders(els) == 1 and els[1]:leader_id() ~= nil and els[2]:leader_id() ~= nil
+        and els[1]:leader_id() == els[2]:leader_id() and #inside >= 2
+  end, 30, "one leader both electors know")
+  local _, which = count_leaders(els)
+  local leader, follower = els[which], els[3 - which]
+  T.eq((leader:peer_response()), 200, "leader")
+  local status, body = follower:peer_response()
+  T.eq(status, 404, "follower")
+  T.contains(body, "not the leader", "follower body")
+  T.contains(tostring(inside[1]), "inside one of this elector's callbacks", "from a callback")
+end)
+
+-- A throwaway CA and a certificate for 127.0.0.1, made with the openssl CLI.
+local function make_pki(t)
+  local dir = make_tempdir(t)
+  local function sh(cmd)
+    local ok = os.execute("cd '" .. dir .. "' && " .. cmd .. " >/dev/null 2>&1")
+    T.ok(ok == true or ok == 0, "command failed: %s", cmd)
+  end
+  local ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+  sh("openssl req -x509 " .. ec .. " -keyout ca.key -out ca.pem -days 2 -subj '/CN=s3lect lua test CA'"
+     .. " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign")
+  local ext = assert(io.open(dir .. "/node.ext", "w"))
+  ext:write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
+  ext:close()
+  sh("openssl req -new " .. ec .. " -keyout node.key -out node.csr -subj /CN=127.0.0.1")
+  sh("openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2"
+     .. " -out node.pem -extfile node.ext")
+  local f = assert(io.open(dir .. "/ca.pem"))
+  local ca_text = f:read("*a")
+  f:close()
+  return { ca = dir .. "/ca.pem", ca_text = ca_text, cert = dir .. "/node.pem", key = dir .. "/node.key" }
+end
+
+-- GET over TLS with openssl s_client, verifying the server against ca.
+-- Returns the HTTP status and the body.
+local function https_get(port, ca, path)
+  local cmd = string.format(
+    "printf 'GET %s HTTP/1.0\\r\\n\\r\\n' | timeout 20 openssl s_client -quiet -connect 127.0.0.1:%d"
+    .. " -CAfile '%s' -verify_return_error -verify_ip 127.0.0.1 2>/dev/null", path, port, ca)
+  local p = assert(io.popen(cmd))
+  local out = p:read("*a")
+  p:close()
+  return tonumber(out:match("^HTTP/1%.%d (%d+)")), out:match("\r\n\r\n(.*)$") or out
+end
+
+-- Starts an elector whose advertised address is 127.0.0.1:<a free port>;
+-- opts(addr) gives its options. Ports are picked at random and retried.
+local function start_peer(t, opts)
+  for _ = 1, 20 do
+    local port = math.random(20000, 40000)
+    local el = assert(s3lect.new(opts("127.0.0.1:" .. port)))
+    local ok, err = el:start()
+    if ok then
+      t:defer(function()
+        el:close()
+      end)
+      return el, port
+    end
+    el:close()
+    T.contains(err, "listen", "start() failed for another reason than a busy port")
+  end
+  T.fail("no free port found for the peer endpoint in 20 tries")
+end
+
+T.test("enable_peer_mode() starts the HTTPS endpoint of a running leader", function(t)
+  local pki = make_pki(t)
+  local dir = make_tempdir(t)
+  local before = assert(s3lect.new({ lock = "file://" .. dir .. "/other", id = "b", addr = "127.0.0.1:9" }))
+  t:defer(function()
+    before:close()
+  end)
+  local ok, err = before:enable_peer_mode(pki.ca_text)
+  T.eq(ok, nil, "enable_peer_mode() before start without a certificate")
+  T.contains(err, "peer_cert and peer_key", "message")
+  ok, err = before:enable_peer_mode(dir .. "/missing.pem")
+  T.eq(ok, nil, "enable_peer_mode() with a missing file")
+  T.contains(err, "cannot open", "message")
+
+  local el, port = start_peer(t, function(addr)
+    return {
+      lock = "file://" .. dir .. "/lock", id = "late", addr = addr, lease_timeout = 3,
+      renew_interval = 0.5, renew_deadline = 2, frequent_interval = 0.5, infrequent_interval = 1,
+      peer_cert = pki.cert, peer_key = pki.key, -- paths
+    }
+  end)
+  lead(el)
+  T.eq(el:peer_port(), 0, "peer_port() before peer mode")
+  assert(el:enable_peer_mode(pki.ca))
+  T.eq(el:peer_port(), port, "peer_port() after enable_peer_mode()")
+  local status, body = https_get(port, pki.ca, PEER_PATH)
+  T.eq(status, 200, "HTTPS status (" .. tostring(body) .. ")")
+  T.contains(body, '"leaderID":"late"', "HTTPS body")
+  assert(el:stop())
+  T.eq(el:peer_port(), 0, "peer_port() after stop")
+end)
+
+T.test("peer mode on S3: one leader serves HTTPS, the follower takes over on stop", function(t)
+  need_s3()
+  local pki = make_pki(t)
+  local key = new_key("peer")
+  local els, ports = {}, {}
+  for i, id in ipairs({ "peer-a", "peer-b" }) do
+    els[i], ports[i] = start_peer(t, function(addr)
+      return s3_opts(key, id, FAST, {
+        addr = addr, peer_mode = true, peer_ca = pki.ca_text, -- PEM text
+        peer_cert = pki.cert, peer_key = pki.key,
+      })
+    end)
+    T.eq(els[i]:peer_port(), ports[i], "peer_port() of " .. id)
+  end
+  T.drive(els, function()
+    return count_leaders(els) == 1
+  end, 30, "a leader")
+  local _, which = count_leaders(els)
+  local leader, follower = els[which], els[3 - which]
+  T.drive(els, function()
+    return follower:status().state == "follower_stable"
+  end, 30, "the follower to become stable")
+  local status, body = https_get(ports[which], pki.ca, PEER_PATH)
+  T.eq(status, 200, "leader over HTTPS (" .. tostring(body) .. ")")
+  T.contains(body, '"leaderID":"' .. leader:status().server_id .. '"', "leader's body")
+  T.eq((https_get(ports[3 - which], pki.ca, PEER_PATH)), 404, "follower over HTTPS")
+
+  local term = leader:term()
+  local t0 = T.now()
+  assert(leader:stop())
+  T.drive({ follower }, function()
+    return follower:is_leader()
+  end, 10, "the follower to take over")
+  local took = T.now() - t0
+  T.ok(took < FAST.lease_timeout, "handover took %.2f s: the release was not noticed", took)
+  T.ok(follower:term() > term, "term %s after the handover, was %s", follower:term(), term)
+  T.eq(leader:peer_port(), 0, "the stopped leader's endpoint")
+end)
+
 return T
