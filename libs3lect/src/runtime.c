@@ -267,7 +267,10 @@ int rt_start(s3lect_elector *e)
         rc = pthread_create(&e->disp_thread, NULL, dispatch_main, e);
         e->have_disp = rc == 0;
     }
-    if (rc == 0 && e->cfg->peer_mode) {
+    /* Without a certificate and key (peer mode turned on by
+     * s3lect_enable_peer_mode) the node long-polls as a follower but cannot
+     * serve; when it leads, its followers fall back to S3. */
+    if (rc == 0 && e->cfg->peer_mode && e->cfg->peer_cert.data && e->cfg->peer_key.data) {
         pthread_mutex_unlock(&e->mu);
         int prc = rt_start_peer_server(e);
         pthread_mutex_lock(&e->mu);
