@@ -46,17 +46,6 @@ static int is_digit(unsigned char c)
     return c >= '0' && c <= '9';
 }
 
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static int lower(unsigned char c)
 {
     return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
@@ -85,7 +74,7 @@ static long pct_decode(const char *s, size_t n, int plus_is_space, char *out, si
         if (c == '%') {
             if (n - i < 3)
                 return -1;
-            int hi = hexval((unsigned char)s[i + 1]), lo = hexval((unsigned char)s[i + 2]);
+            int hi = u_hexval((unsigned char)s[i + 1]), lo = u_hexval((unsigned char)s[i + 2]);
             if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
                 return -1;
             c = (unsigned char)(hi * 16 + lo);

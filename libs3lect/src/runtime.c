@@ -252,6 +252,21 @@ int rt_in_callback(s3lect_elector *e)
     return in;
 }
 
+/* Undoes a started dispatcher when start fails half-way. Holds mu (dropped
+ * while joining). */
+static void join_dispatcher_locked(s3lect_elector *e)
+{
+    if (!e->have_disp)
+        return;
+    e->disp_exit = 1;
+    pthread_cond_broadcast(&e->q_cv);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->disp_thread, NULL);
+    pthread_mutex_lock(&e->mu);
+    e->have_disp = 0;
+    e->disp_exit = 0;
+}
+
 int rt_start(s3lect_elector *e)
 {
     pthread_mutex_lock(&e->mu);
@@ -275,15 +290,7 @@ int rt_start(s3lect_elector *e)
         int prc = rt_start_peer_server(e);
         pthread_mutex_lock(&e->mu);
         if (prc) {
-            if (e->have_disp) {
-                e->disp_exit = 1;
-                pthread_cond_broadcast(&e->q_cv);
-                pthread_mutex_unlock(&e->mu);
-                pthread_join(e->disp_thread, NULL);
-                pthread_mutex_lock(&e->mu);
-                e->have_disp = 0;
-                e->disp_exit = 0;
-            }
+            join_dispatcher_locked(e);
             e->started = 0;
             pthread_mutex_unlock(&e->mu);
             return prc;
@@ -293,15 +300,7 @@ int rt_start(s3lect_elector *e)
         rc = pthread_create(&e->el_thread, NULL, election_main, e);
     if (rc != 0) {
         e->started = 0;
-        if (e->have_disp) {
-            e->disp_exit = 1;
-            pthread_cond_broadcast(&e->q_cv);
-            pthread_mutex_unlock(&e->mu);
-            pthread_join(e->disp_thread, NULL);
-            pthread_mutex_lock(&e->mu);
-            e->have_disp = 0;
-            e->disp_exit = 0;
-        }
+        join_dispatcher_locked(e);
         pthread_mutex_unlock(&e->mu);
         return rt_fail(e, S3LECT_EIO, "cannot create thread: %s", strerror(rc));
     }

@@ -6,6 +6,7 @@
  * chain from the secret. Every step is compared against the AWS suite.
  */
 #include "sigv4.h"
+#include "util.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -96,24 +97,15 @@ char *sigv4_uri_encode(const char *in, size_t len, int keep_slash)
     return sb_take(&b);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Decodes %XX escapes of in[0..len) into b; a '%' not followed by two hex
  * digits is kept literally. */
 static void sb_decode(sbuf *b, const char *in, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
-        if (in[i] == '%' && i + 2 < len && hexval(in[i + 1]) >= 0 && hexval(in[i + 2]) >= 0) {
-            sb_putc(b, (char)(hexval(in[i + 1]) * 16 + hexval(in[i + 2])));
+        if (in[i] == '%' && i + 2 < len && u_hexval((unsigned char)in[i + 1]) >= 0 &&
+            u_hexval((unsigned char)in[i + 2]) >= 0) {
+            sb_putc(b, (char)(u_hexval((unsigned char)in[i + 1]) * 16 +
+                              u_hexval((unsigned char)in[i + 2])));
             i += 2;
         } else {
             sb_putc(b, in[i]);

@@ -67,6 +67,17 @@ int u_streq(const char *a, const char *b)
     return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
+int u_hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 int64_t u_mono_ms(void)
 {
     struct timespec ts;

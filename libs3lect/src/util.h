@@ -18,6 +18,9 @@ char *u_vasprintf(const char *fmt, va_list ap);
 /* 1 if a and b are equal strings (both NULL counts as equal, NULL == ""). */
 int u_streq(const char *a, const char *b);
 
+/* Value of a hex digit, or -1. */
+int u_hexval(unsigned char c);
+
 /* Clocks in milliseconds. */
 int64_t u_mono_ms(void);
 int64_t u_wall_ms(void);

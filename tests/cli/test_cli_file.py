@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.wait import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("S3LECT_BUILD_DIR", ROOT / "build")) / "bin" / "s3lect"
 
@@ -64,16 +66,6 @@ def cluster(tmp_path):
     yield start
     for n in nodes:
         n.stop()
-
-
-def wait_for(cond, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def leaders(nodes):

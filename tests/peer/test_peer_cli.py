@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.wait import wait_for
+
 from harness.countproxy import CountingProxy
 
 TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
@@ -104,16 +106,6 @@ def peer_cluster(s3lect_bin, minio, tmp_path, pki, request):
     yield start
     for n in nodes:
         n.stop()
-
-
-def wait_for(cond, timeout, what):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def one_leader(nodes):

@@ -1,0 +1,20 @@
+"""Waiting on a condition with a deadline (never sleep-and-hope)."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+def wait_for(cond: Callable[[], T], timeout: float, what: str, step: float = 0.05) -> T:
+    """Polls cond() every `step` seconds until it returns something truthy and
+    returns that; raises AssertionError naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
