@@ -54,7 +54,7 @@ struct s3lect_elector {
     uint64_t peer_version; /* bumped when leading or our etag changes */
     int peer_leading;
     char *peer_etag;
-    volatile int abort_io; /* set on stop: interrupts a follower's long poll */
+    int abort_io; /* set on stop (atomically): interrupts a follower's long poll */
 
     rt_callback cb[RT_NCALLBACKS];
     char errmsg[512];

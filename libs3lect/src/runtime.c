@@ -329,7 +329,7 @@ int rt_stop(s3lect_elector *e, int release)
     }
     e->joining = 1;
     e->stop_req = 1;
-    e->abort_io = 1;
+    __atomic_store_n(&e->abort_io, 1, __ATOMIC_RELEASE); /* read atomically by the peer client */
     e->stop_release = release && e->cfg->release_on_stop;
     pthread_cond_signal(&e->wake_cv);
     pthread_mutex_unlock(&e->mu);
@@ -445,7 +445,10 @@ static int peer_wait_cb(void *ctx, uint64_t version, int64_t deadline)
             rc = 1;
             break;
         }
-        if (e->stopped || e->stop_req) {
+        /* Not on stop_req: until the engine has stopped leading (which bumps
+         * the version) a long poll would be answered 200 at once, again and
+         * again. */
+        if (e->stopped) {
             rc = -1;
             break;
         }
