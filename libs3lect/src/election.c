@@ -518,7 +518,7 @@ static void on_acquire(el_engine *e, el_time now, const st_result *r)
     }
     int n = note_failure(e, r);
     if (r->outcome == ST_TRANSIENT) {
-        e->att.ambiguous = 1; /* it may have landed: the next read tells */
+        /* It may have landed: keep the attempt, the next read tells. */
         schedule(e, EL_K_GET, now.mono + (n <= 3 ? el_retry_delay(e, n) : e->p.frequent));
     } else {
         attempt_clear(&e->att);
@@ -555,8 +555,7 @@ static void on_renew(el_engine *e, el_time now, const st_result *r)
     int n = note_failure(e, r);
     int64_t delay = n <= 3 ? el_retry_delay(e, n) : 1000;
     if (r->outcome == ST_TRANSIENT) {
-        /* Unknown outcome: read before writing again. */
-        e->att.ambiguous = 1;
+        /* Unknown outcome (the attempt is kept): read before writing again. */
         schedule(e, EL_K_VERIFY, now.mono + delay);
     } else {
         schedule(e, EL_K_RENEW, now.mono + delay);

@@ -74,7 +74,6 @@ enum el_next_kind { EL_K_GET = 0, EL_K_ACQUIRE, EL_K_RENEW, EL_K_VERIFY, EL_K_RE
  * exactly this body, it landed, and it was sent no earlier than sent_at. */
 typedef struct el_attempt {
     int active;
-    int ambiguous;
     char *body;
     size_t body_len;
     int64_t sent_at; /* mono ms at the first send of this body */
