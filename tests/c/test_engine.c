@@ -427,7 +427,8 @@ static void t_auth_on_missing_key_creates(void)
         st_result r = {0};
         r.outcome = ST_AUTH;
         refused++;
-        el_complete(&e, (el_time){++now, 1700000000000 + now}, &r);
+        now++;
+        el_complete(&e, (el_time){now, 1700000000000 + now}, &r);
         drain(&e, &c);
         if (now > 100 + 30000)
             break;
