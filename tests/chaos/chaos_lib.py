@@ -353,6 +353,13 @@ class Node:
         if self.offset_s:
             env["LD_PRELOAD"] = str(FAKETIME_LIB)
             env["FAKETIME"] = f"{self.offset_s:+.3f}"
+            # Only the wall clock moves. Caveat of libfaketime 0.9.10: with
+            # FAKETIME_DONT_FAKE_MONOTONIC its pthread_cond_timedwait wrapper
+            # returns at once for CLOCK_MONOTONIC condition variables, so the
+            # election thread re-evaluates in a loop (30-40 % CPU a node; same
+            # decisions, just more often). Faking monotonic too is worse: timed
+            # waits then run late by the offset, renewals miss their deadline,
+            # and leaders keep stepping down.
             env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
             # With an ASan build the sanitizer runtime must otherwise come first.
             env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")

@@ -91,3 +91,17 @@ def test_liveness_after_fault():
 def test_malformed_log_is_a_violation():
     rep = ck.check("start 1 a\n", {}, [], {}, [], **BOUNDS)
     assert kinds(rep) == ["cmdlog"]
+
+
+def test_same_node_may_readopt_its_term_but_two_nodes_may_not_share_one():
+    # a's renewal went unanswered, it stepped down, then found the renewal had
+    # landed and led again on it with the same term: allowed.
+    again = cmdlog(("start", 1, "a", 10, 1.0), ("end", 1, "a", 10, 3.0),
+                   ("start", 1, "a", 11, 3.2), ("end", 1, "a", 11, 6.0),
+                   ("start", 2, "b", 20, 9.0), ("end", 2, "b", 20, 20.0))
+    rep = ck.check(again, acquired(a=[1, 1], b=[2]), [], {}, [], **BOUNDS)
+    assert rep.ok(), rep.violations
+    shared = cmdlog(("start", 1, "a", 10, 1.0), ("end", 1, "a", 10, 3.0),
+                    ("start", 1, "b", 20, 9.0), ("end", 1, "b", 20, 20.0))
+    rep = ck.check(shared, acquired(a=[1], b=[1]), [], {}, [], **BOUNDS)
+    assert set(kinds(rep)) >= {"acquired", "term"}, rep.violations
