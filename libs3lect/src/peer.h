@@ -22,9 +22,9 @@ struct s3lect_config;
  * "etag" and "term" fields (Go s3lect followers read leaderID, leaderAddr,
  * lastUpdated); it is meaningful only while leading. */
 typedef struct peer_view {
-    int leading;    /* holds a valid lease right now */
-    char *etag;     /* etag of the leader's last successful write ("" if none) */
-    char *body;     /* allocated JSON object */
+    int leading;      /* holds a valid lease right now */
+    char *etag;       /* etag of the leader's last successful write ("" if none) */
+    char *body;       /* allocated JSON object */
     uint64_t version; /* increases whenever leading/etag change */
 } peer_view;
 
@@ -51,10 +51,10 @@ typedef struct peer_source {
 
 typedef struct peer_request {
     char method[16];
-    char path[256];  /* without the query */
-    char etag[160];  /* ?etag= (URL-decoded), "" if absent */
-    int64_t wait_ms; /* ?wait= capped at PEER_MAX_WAIT_MS, 0 if absent */
-    int keep_alive;  /* HTTP/1.1 without "Connection: close" */
+    char path[256];    /* without the query */
+    char etag[160];    /* ?etag= (URL-decoded), "" if absent */
+    int64_t wait_ms;   /* ?wait= capped at PEER_MAX_WAIT_MS, 0 if absent */
+    int keep_alive;    /* HTTP/1.1 without "Connection: close" */
     size_t header_len; /* bytes consumed by request line + headers + CRLFCRLF */
     size_t content_length;
 } peer_request;
