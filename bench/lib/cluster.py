@@ -1,0 +1,308 @@
+"""N election nodes of one implementation on one lock, as real processes.
+
+Each node's stderr is read by its own thread, which stamps every line with
+time.monotonic() as it arrives and turns the lines the implementation
+recognises into events. The cluster keeps, per node, the intervals in which
+it reported leadership (and ran its command), which is what the timeline
+plots and the overlap check use.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from common import BenchError
+from impls import Impl, NodeSpec, PeerSpec, Timing
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_pki(d: Path) -> dict[str, Path]:
+    """A throwaway CA and one server certificate for 127.0.0.1 (every node uses it)."""
+    d.mkdir(parents=True, exist_ok=True)
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
+
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                               "extendedKeyUsage=serverAuth,clientAuth\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+            "-subj", "/CN=s3lect bench CA")
+    openssl("req", "-new", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=127.0.0.1")
+    openssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "node.pem", "-days", "2", "-extfile", "san.ext")
+    return {"ca": d / "ca.pem", "cert": d / "node.pem", "key": d / "node.key"}
+
+
+@dataclass
+class Event:
+    t: float
+    node: "Node"
+    kind: str
+    data: dict = field(default_factory=dict)
+
+
+class Node:
+    def __init__(self, cluster: "Cluster", slot: int, gen: int, spec: NodeSpec):
+        self.cluster = cluster
+        self.slot = slot
+        self.gen = gen
+        self.id = spec.node_id
+        self.spec = spec
+        self.lead: list[list[float | None]] = []  # [start, end] of reported leadership
+        self.cmd: list[list[float | None]] = []  # [start, end] of the supervised command
+        self.cmd_pid: int | None = None
+        self.leading = False
+        self.term = 0
+        self.sees: str | None = None  # id of the leader it last reported following
+        self.dead_at: float | None = None
+        self.log_path = cluster.logdir / f"{self.id}.log"
+        impl = cluster.impl
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(impl.node_env(spec))
+        self.argv = impl.node_argv(spec)
+        self.t_start = time.monotonic()
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                                     start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        impl = self.cluster.impl
+        with open(self.log_path, "w") as logf:
+            assert self.proc.stderr is not None
+            for raw in self.proc.stderr:
+                t = time.monotonic()
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                logf.write(f"{t - self.cluster.t0:10.3f} {line}\n")
+                logf.flush()
+                ev = impl.parse_line(line)
+                if ev:
+                    self.cluster._on_event(Event(t, self, ev[0], ev[1]))
+        self.cluster._on_event(Event(time.monotonic(), self, "exit"))
+
+    def alive(self) -> bool:
+        return self.dead_at is None and self.proc.poll() is None
+
+    def kill9(self, trial: bool = True) -> float:
+        """SIGKILL to the node's process group and its command's group; returns
+        the time. trial=False for cleanup (no marker on the timeline)."""
+        t = time.monotonic()
+        for pg in (self.proc.pid, self.cmd_pid):
+            if pg:
+                try:
+                    os.killpg(pg, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        self.cluster._mark_dead(self, t, trial)
+        return t
+
+    def sigterm(self) -> float:
+        t = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        return t
+
+    def wait(self, timeout: float) -> int:
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9(trial=False)
+            raise BenchError(f"{self.id} did not exit within {timeout:.0f}s\n{self.tail()}")
+        self._reader.join(timeout=5)
+        return rc
+
+    def tail(self, n: int = 15) -> str:
+        try:
+            lines = self.log_path.read_text().splitlines()[-n:]
+        except OSError:
+            return "(no log)"
+        return "\n".join(f"  {self.id}: {x}" for x in lines)
+
+
+class Cluster:
+    """N slots; each slot holds one live node at a time (a restart is a new node
+    with a new id, since two processes must not share an id)."""
+
+    def __init__(self, impl: Impl, n: int, server, key: str, timing: Timing, mode: str,
+                 logdir: Path, pki: dict[str, Path] | None = None,
+                 endpoint_for: Callable[[int], str] | None = None):
+        if mode == "peer" and not pki:
+            raise BenchError("peer mode needs certificates")
+        self.impl = impl
+        self.n = n
+        self.server = server
+        self.key = key
+        self.timing = timing
+        self.mode = mode
+        self.pki = pki
+        self.endpoint_for = endpoint_for or (lambda slot: server.endpoint)
+        self.logdir = logdir
+        logdir.mkdir(parents=True, exist_ok=True)
+        self.t0 = time.monotonic()
+        self.cv = threading.Condition()
+        self.events: list[Event] = []
+        self.slots: list[Node | None] = [None] * n
+        self.gens = [0] * n
+        self.nodes: list[Node] = []
+        self.markers: list[tuple[float, int, str]] = []  # (t, slot, "kill"/"term")
+
+    # ---- life cycle ----
+    def start(self) -> "Cluster":
+        for s in range(self.n):
+            self.start_slot(s)
+        return self
+
+    def start_slot(self, slot: int) -> Node:
+        self.gens[slot] += 1
+        node_id = f"n{slot}.{self.gens[slot]}"
+        peer = None
+        if self.mode == "peer":
+            assert self.pki
+            peer = PeerSpec(f"127.0.0.1:{free_port()}", self.pki["cert"], self.pki["key"],
+                            self.pki["ca"])
+        spec = NodeSpec(node_id, self.server.bucket, self.key, self.endpoint_for(slot),
+                        self.server.access_key, self.server.secret_key, self.server.region,
+                        self.timing, peer)
+        node = Node(self, slot, self.gens[slot], spec)
+        with self.cv:
+            self.slots[slot] = node
+            self.nodes.append(node)
+        return node
+
+    def stop(self) -> None:
+        """Kills every node still running (cleanup, also after failures)."""
+        for node in self.nodes:
+            if node.proc.poll() is None:
+                node.kill9(trial=False)
+        for node in self.nodes:
+            try:
+                node.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.t_end = time.monotonic()
+        with self.cv:
+            for node in self.nodes:
+                for iv in node.lead + node.cmd:
+                    if iv[1] is None:
+                        iv[1] = self.t_end
+
+    # ---- events ----
+    def _on_event(self, ev: Event) -> None:
+        n = ev.node
+        with self.cv:
+            self.events.append(ev)
+            if ev.kind == "acquired":
+                if not n.leading and n.dead_at is None:
+                    n.lead.append([ev.t, None])
+                n.leading = n.dead_at is None
+                n.term = ev.data["term"]
+                n.sees = n.id
+            elif ev.kind in ("lost", "releasing", "exit"):
+                self._end_lead(n, ev.t)
+                if ev.kind == "exit":
+                    self._end_cmd(n, ev.t)
+            elif ev.kind == "leader_is":
+                n.sees = ev.data["id"]
+            elif ev.kind == "cmd_started":
+                n.cmd_pid = ev.data["pid"]
+                if n.dead_at is None:
+                    n.cmd.append([ev.t, None])
+            elif ev.kind == "cmd_exited":
+                self._end_cmd(n, ev.t)
+            self.cv.notify_all()
+
+    def _end_lead(self, n: Node, t: float) -> None:
+        n.leading = False
+        if n.lead and n.lead[-1][1] is None:
+            n.lead[-1][1] = t
+
+    def _end_cmd(self, n: Node, t: float) -> None:
+        if n.cmd and n.cmd[-1][1] is None:
+            n.cmd[-1][1] = t
+
+    def _mark_dead(self, n: Node, t: float, trial: bool) -> None:
+        with self.cv:
+            n.dead_at = t
+            self._end_lead(n, t)
+            self._end_cmd(n, t)
+            if trial:
+                self.markers.append((t, n.slot, "kill"))
+            self.cv.notify_all()
+
+    def mark(self, t: float, n: Node, what: str) -> None:
+        with self.cv:
+            self.markers.append((t, n.slot, what))
+
+    def wait(self, pred: Callable[[], object], timeout: float, what: str):
+        """Waits until pred() (called under the lock) is truthy; returns its value."""
+        end = time.monotonic() + timeout
+        with self.cv:
+            while True:
+                v = pred()
+                if v:
+                    return v
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}\n"
+                                     + self.tails())
+                self.cv.wait(min(left, 0.5))
+
+    def tails(self) -> str:
+        return "\n".join(n.tail() for n in self.slots if n)
+
+    # ---- state (call under self.cv, e.g. from a wait predicate) ----
+    def live(self) -> list[Node]:
+        return [n for n in self.slots if n and n.alive()]
+
+    def settled_leader(self) -> Node | None:
+        """The leader, if exactly one live node leads and every other live node
+        reports following it; else None."""
+        live = self.live()
+        leaders = [n for n in live if n.leading]
+        if len(leaders) != 1:
+            return None
+        ldr = leaders[0]
+        if all(n is ldr or n.sees == ldr.id for n in live) and len(live) == self.n:
+            return ldr
+        return None
+
+    def first_acquired_after(self, idx: int, exclude: Node) -> Event | None:
+        for ev in self.events[idx:]:
+            if ev.kind == "acquired" and ev.node is not exclude:
+                return ev
+        return None
+
+    # ---- analysis ----
+    def overlap(self, which: str = "lead") -> tuple[float, int]:
+        """Total seconds during which two or more nodes reported leadership
+        (which="lead") or ran their command (which="cmd"), and how many such
+        stretches there were."""
+        pts = []
+        for n in self.nodes:
+            for s, e in getattr(n, which):
+                e = e if e is not None else time.monotonic()
+                pts += [(s, 1), (e, -1)]
+        pts.sort(key=lambda p: (p[0], p[1]))  # ends before starts at equal times
+        depth, total, count, since = 0, 0.0, 0, None
+        for t, d in pts:
+            depth += d
+            if depth >= 2 and since is None:
+                since, count = t, count + 1
+            elif depth < 2 and since is not None:
+                total += t - since
+                since = None
+        return total, count

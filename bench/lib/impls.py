@@ -1,0 +1,229 @@
+"""Implementations under test, and the timing settings they are run with.
+
+An implementation is anything that can run one election node as a process
+and say on stderr when it acquires and loses leadership. The benchmarks
+only use the `Impl` interface below, so a second implementation (Go s3lect,
+see bench/README.md "Adding an implementation") is one more subclass plus an
+entry in `IMPLS`; the failover and cost tables then get its rows and the
+summary its ratios.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common import REPO, BenchError
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Election timing in seconds. `flags` names only what differs from the
+    defaults, so the defaults run really uses each implementation's defaults."""
+
+    name: str
+    lease: float = 15.0
+    renew: float = 5.0
+    deadline: float = 10.0
+    frequent: float = 5.0
+    infrequent: float = 30.0
+    skew: float = 2.0
+    flags: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return (f"lease {self.lease:g} s, renew {self.renew:g} s, deadline {self.deadline:g} s, "
+                f"frequent {self.frequent:g} s, infrequent {self.infrequent:g} s, "
+                f"max clock skew {self.skew:g} s")
+
+    # The targets of issue 9 (failover after kill -9, handover after SIGTERM).
+    def kill_target(self, mode: str) -> float:
+        if mode == "peer":
+            return self.lease + 0.5
+        if self.infrequent <= self.lease:
+            return self.lease + self.frequent + 0.5
+        return max(self.infrequent, self.lease + self.skew) + self.frequent + 0.5
+
+    def graceful_target(self, mode: str) -> float:
+        return 0.5 if mode == "peer" else self.frequent + 0.5
+
+
+def _timing(name: str, lease, renew, deadline, frequent, infrequent) -> Timing:
+    return Timing(name, lease, renew, deadline, frequent, infrequent, 2.0,
+                  ("lease", "renew", "deadline", "frequent", "infrequent"))
+
+
+DEFAULTS = Timing("defaults")
+# Both implementations poll S3 equally often (Go s3lect has no infrequent interval).
+LIKE_FOR_LIKE = _timing("like-for-like", 3, 1, 2, 1, 1)
+# What the dual interval trades: stable followers poll every 6 s instead of every 1 s.
+COST = _timing("cost", 3, 1, 2, 1, 6)
+TIMINGS = {t.name: t for t in (LIKE_FOR_LIKE, COST, DEFAULTS)}
+
+
+@dataclass
+class PeerSpec:
+    addr: str  # host:port advertised and listened on
+    cert: Path
+    key: Path
+    ca: Path
+
+
+@dataclass
+class NodeSpec:
+    """Everything an implementation needs to start one node."""
+
+    node_id: str
+    bucket: str
+    key: str
+    endpoint: str  # S3 endpoint URL (MinIO, or a counting proxy in front of it)
+    access_key: str
+    secret_key: str
+    region: str
+    timing: Timing
+    peer: PeerSpec | None = None
+    cmd: list[str] = field(default_factory=lambda: ["sleep", "86400"])
+
+
+# What a line on a node's stderr means. Kinds:
+#   acquired (term)   the node starts leading
+#   lost              the node stops leading (lease lost, released, stopped)
+#   releasing         the node is about to give leadership up on a graceful stop
+#   leader_is (id)    the node follows a leader with this id
+#   cmd_started (pid) / cmd_exited (pid)   the supervised command
+LineEvent = tuple[str, dict]
+
+
+class Impl:
+    name = "abstract"  # short, used in file names and tables
+    label = "abstract"
+    modes: tuple[str, ...] = ("s3", "peer")
+
+    def check(self) -> None:
+        """Raises BenchError saying why this implementation cannot run here."""
+
+    def version(self) -> str:
+        raise NotImplementedError
+
+    def node_argv(self, spec: NodeSpec) -> list[str]:
+        raise NotImplementedError
+
+    def node_env(self, spec: NodeSpec) -> dict[str, str]:
+        return {"AWS_ACCESS_KEY_ID": spec.access_key, "AWS_SECRET_ACCESS_KEY": spec.secret_key,
+                "AWS_REGION": spec.region}
+
+    def parse_line(self, line: str) -> LineEvent | None:
+        raise NotImplementedError
+
+    def footprint_argv(self, role: str, count: int, prefix: str, endpoint: str | None,
+                       timing: Timing) -> list[str] | None:
+        """A program that runs `count` electors in one process (bench/footprint's
+        stdin/stdout protocol), or None if this implementation has none."""
+        return None
+
+
+# The `s3lect run` stderr lines (docs/cli.md); Go s3lect's bench program
+# (bench/peers/gos3lect, not built: see README) is meant to print the same.
+_LINES = [
+    ("acquired", re.compile(r"^s3lect: acquired leadership term=(?P<term>\d+)")),
+    ("lost", re.compile(r"^s3lect: lost leadership")),
+    ("lost", re.compile(r"^s3lect: stopping command pid=\d+ \(lease no longer valid\)")),
+    ("releasing", re.compile(r"^s3lect: releasing leadership")),
+    ("leader_is", re.compile(r"^s3lect: leader is (?P<id>\S+) term=(?P<term>\d+)")),
+    ("cmd_started", re.compile(r"^s3lect: started command pid=(?P<pid>\d+)")),
+    ("cmd_exited", re.compile(r"^s3lect: command exited pid=(?P<pid>\d+)")),
+]
+
+
+def parse_s3lect_line(line: str) -> LineEvent | None:
+    for kind, rx in _LINES:
+        m = rx.match(line)
+        if m:
+            d = {k: (v if k == "id" else int(v)) for k, v in m.groupdict().items()}
+            return kind, d
+    return None
+
+
+class S3lectC(Impl):
+    """This repository's `s3lect run` (C library + CLI) and bench/footprint."""
+
+    name = "s3lect-c"
+    label = "s3lect (C, this repo)"
+
+    def __init__(self, build_dir: Path, work: Path, footprint_bin: Path | None = None):
+        self.build_dir = build_dir
+        src = build_dir / "bin" / "s3lect"
+        if not src.exists():
+            raise BenchError(f"{src} does not exist: build it first "
+                             f"(cmake -S {REPO} -B {build_dir} -G Ninja && ninja -C {build_dir})")
+        # A private copy, so a rebuild of the build tree during the run cannot
+        # swap the binary between trials.
+        self.bin = work / "s3lect"
+        shutil.copy2(src, self.bin)
+        self.footprint_bin = footprint_bin
+
+    def version(self) -> str:
+        out = subprocess.run([str(self.bin), "--version"], stdout=subprocess.PIPE, text=True,
+                             timeout=10).stdout.strip()
+        return out
+
+    def node_argv(self, spec: NodeSpec) -> list[str]:
+        argv = [str(self.bin), "run", "--lock", f"s3://{spec.bucket}/{spec.key}",
+                "--id", spec.node_id, "--endpoint", spec.endpoint, "--region", spec.region,
+                "--kill-timeout", "2s"]
+        t = spec.timing
+        names = {"lease": "--lease-timeout", "renew": "--renew-interval",
+                 "deadline": "--renew-deadline", "frequent": "--frequent-interval",
+                 "infrequent": "--infrequent-interval"}
+        for f in t.flags:
+            argv += [names[f], f"{int(getattr(t, f) * 1000)}ms"]
+        if spec.peer:
+            p = spec.peer
+            argv += ["--peer", "--addr", p.addr, "--peer-cert", str(p.cert),
+                     "--peer-key", str(p.key), "--peer-ca", str(p.ca)]
+        return argv + ["--", *spec.cmd]
+
+    def parse_line(self, line: str) -> LineEvent | None:
+        return parse_s3lect_line(line)
+
+    def footprint_argv(self, role, count, prefix, endpoint, timing):
+        if not self.footprint_bin:
+            return None
+        argv = [str(self.footprint_bin), "--role", role, "--lock-prefix", prefix,
+                "--count", str(count), "--ready-timeout", "90000"]
+        if endpoint:
+            argv += ["--endpoint", endpoint]
+        for f in timing.flags:
+            argv += [f"--{f}", str(int(getattr(timing, f) * 1000))]
+        return argv
+
+
+# Implementations that issue 9 asks for but that cannot be measured here,
+# with the reason. Reported in every result file; never given numbers.
+BLOCKED = {
+    "go-s3lect": (
+        "Go s3lect (github.com/podplane/s3lect, formerly github.com/nadrama-com/s3lect) "
+        "cannot be fetched: the Go module proxy answers HTTP 403 \"not available\" for every "
+        "version of both module paths (checked with `go list -m -versions "
+        "github.com/podplane/s3lect`), and copying its code is not allowed. Its side-by-side "
+        "numbers and the interoperability test are therefore missing, not estimated."
+    ),
+}
+
+
+def make_impls(names: list[str], build_dir: Path, work: Path,
+               footprint_bin: Path | None) -> list[Impl]:
+    """The implementations to measure; `work` is a scratch directory for this run."""
+    impls: list[Impl] = []
+    for n in names:
+        if n == S3lectC.name:
+            impls.append(S3lectC(build_dir, work, footprint_bin))
+        elif n in BLOCKED:
+            raise BenchError(f"implementation {n} is blocked: {BLOCKED[n]}")
+        else:
+            raise BenchError(f"unknown implementation {n!r}; known: {S3lectC.name}")
+    for i in impls:
+        i.check()
+    return impls
