@@ -127,6 +127,11 @@ int el_is_leader(const el_engine *e, int64_t now)
     return e->role == EL_LEADER && now < e->renewed_at + e->p.renew_deadline;
 }
 
+int el_releasing(const el_engine *e)
+{
+    return e->pending == EL_K_RELEASE + 1;
+}
+
 int el_state(const el_engine *e, int64_t now)
 {
     if (e->role == EL_STOPPED)

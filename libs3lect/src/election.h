@@ -143,6 +143,8 @@ void el_veto(el_engine *e, int64_t term);
 
 /* 1 while this node holds a valid lease at mono time `now`. */
 int el_is_leader(const el_engine *e, int64_t now);
+/* 1 while the released record (after stop or a veto) is being written. */
+int el_releasing(const el_engine *e);
 /* Moves the queued events out: the caller owns the array and clears each. */
 el_event *el_take_events(el_engine *e, size_t *n);
 /* Public state (S3LECT_STATE_*). */

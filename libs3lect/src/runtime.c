@@ -101,7 +101,11 @@ static void flush_events(s3lect_elector *e, el_time now)
     }
     free(evs);
     int leading = el_is_leader(&e->eng, now.mono);
-    if (leading != e->peer_leading || !u_streq(e->peer_etag, leading ? e->eng.etag : "")) {
+    /* Long-polling followers hear of the end of leadership only once the
+     * released record is written: answered earlier, they would read the old
+     * record, find it held and poll again a frequent interval later. */
+    if (!el_releasing(&e->eng) &&
+        (leading != e->peer_leading || !u_streq(e->peer_etag, leading ? e->eng.etag : ""))) {
         e->peer_leading = leading;
         u_setstr(&e->peer_etag, leading ? e->eng.etag : "");
         e->peer_version++; /* wakes long-polling followers (they wait on state_cv) */

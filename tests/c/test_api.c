@@ -320,6 +320,7 @@ static void t_poll_mode(void)
 typedef struct memstore {
     pthread_mutex_t mu;
     int exists, ctr, puts;
+    int slow_release_ms; /* a PUT of a released record takes this long */
     char body[2048];
     size_t len;
     char etag[32];
@@ -347,6 +348,8 @@ static int ms_put(void *ud, const char *key, const void *data, size_t len, const
     (void)key;
     (void)timeout;
     memstore *m = ud;
+    if (m->slow_release_ms && memmem(data, len, "\"leaderID\":\"\"", 13))
+        t_sleep_ms(m->slow_release_ms);
     pthread_mutex_lock(&m->mu);
     int ok = if_match ? m->exists && !strcmp(if_match, m->etag) : !m->exists;
     if (ok) {
@@ -393,6 +396,71 @@ static void t_custom_store(void)
     CHECK(freed == 1, "userdata_free ran exactly once (%d)", freed);
 }
 
+/* A follower long-polling the leader must hear of a release only once the
+ * released record is in the store: told earlier, it reads the old record, finds
+ * it held, and waits a frequent interval before it reads again. */
+typedef struct longpoll {
+    s3lect_elector *e;
+    memstore *m;
+    char target[128];
+    int status, released_when_answered;
+} longpoll;
+
+static void *longpoll_main(void *arg)
+{
+    longpoll *lp = arg;
+    char *body = NULL;
+    if (s3lect_peer_response(lp->e, "GET", lp->target, &lp->status, &body) != 0)
+        lp->status = -1;
+    pthread_mutex_lock(&lp->m->mu);
+    lp->released_when_answered = memmem(lp->m->body, lp->m->len, "\"leaderID\":\"\"", 13) != NULL;
+    pthread_mutex_unlock(&lp->m->mu);
+    s3lect_free(body);
+    return NULL;
+}
+
+static void t_release_before_long_poll_answer(void)
+{
+    memstore m;
+    memset(&m, 0, sizeof m);
+    pthread_mutex_init(&m.mu, NULL);
+    m.slow_release_ms = 400;
+    s3lect_config *c = fast_cfg("leader.json", "r");
+    CHECK(s3lect_config_set_custom_store(c, ms_get, ms_put, &m, NULL) == 0, "custom store");
+    s3lect_elector *e = NULL;
+    CHECK(s3lect_new(c, &e) == 0, "new");
+    s3lect_config_free(c);
+    s3lect_start(e);
+    CHECK(s3lect_wait_for_leadership(e, 5000) == S3LECT_OK, "leads on its own");
+    longpoll lp = {.e = e, .m = &m};
+    /* The etag of the leader's latest write, so the poll waits for a change. */
+    char *body = NULL;
+    int st = 0;
+    CHECK(s3lect_peer_response(e, "GET", "/health/leadership", &st, &body) == 0 && st == 200,
+          "leader answers 200 (%d)", st);
+    const char *p = body ? strstr(body, "\"etag\":\"") : NULL;
+    CHECK(p != NULL, "body has an etag: %s", body ? body : "(null)");
+    if (p) {
+        p += 8;
+        snprintf(lp.target, sizeof lp.target, "/health/leadership?wait=10000&etag=%.*s",
+                 (int)strcspn(p, "\""), p);
+    }
+    s3lect_free(body);
+    pthread_t th;
+    pthread_create(&th, NULL, longpoll_main, &lp);
+    t_sleep_ms(100); /* the poll is waiting */
+    int64_t t0 = u_mono_ms();
+    CHECK(s3lect_stop(e) == 0, "stop");
+    pthread_join(th, NULL);
+    int64_t took = u_mono_ms() - t0;
+    CHECK(lp.status == 404, "long poll answered 404 after the stop (%d)", lp.status);
+    CHECK(lp.released_when_answered, "the released record was written before the answer");
+    CHECK(took < 5000, "long poll answered at the release, not at its wait (%lld ms)",
+          (long long)took);
+    s3lect_free_elector(e);
+    pthread_mutex_destroy(&m.mu);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -404,5 +472,6 @@ int main(int argc, char **argv)
     t_veto_and_waits();
     t_poll_mode();
     t_custom_store();
+    t_release_before_long_poll_answer();
     return t_done("api");
 }
