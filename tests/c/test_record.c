@@ -64,6 +64,11 @@ static void go_compat(void)
                              "\"0001-01-01T00:00:00Z\"}";
     CHECK(parse(goreleased, &r) == 0 && rec_released(&r), "Go released record");
     rec_clear(&r);
+    /* Go s3lect resigns by zeroing lastUpdated and keeping its leaderID. */
+    const char *goresigned = "{\"leaderID\":\"go-1\",\"leaderAddr\":\"10.0.0.1:8993\","
+                             "\"lastUpdated\":\"0001-01-01T00:00:00Z\"}";
+    CHECK(parse(goresigned, &r) == 0 && rec_released(&r), "Go resignation record is released");
+    rec_clear(&r);
     const char *extra = "{\"leaderID\":\"x\",\"lastUpdated\":\"2025-11-22T02:53:20Z\","
                         "\"future\":{\"a\":[1,2]}}";
     CHECK(parse(extra, &r) == 0, "unknown fields are accepted");
