@@ -54,6 +54,19 @@ def md_table(headers: list[str], rows: list[list[object]]) -> str:
     return "\n".join(out)
 
 
+def paired_with_first(runs: list) -> list[tuple[object, object]]:
+    """(base, run) for every run of an implementation other than the first one
+    measured, where base is the first implementation's run of the same timing
+    and mode. Runs need .impl, .timing.name and .mode. Empty with one
+    implementation."""
+    impls = list(dict.fromkeys(r.impl for r in runs))
+    if len(impls) < 2:
+        return []
+    base = {(r.timing.name, r.mode): r for r in runs if r.impl == impls[0]}
+    return [(base[(r.timing.name, r.mode)], r) for r in runs
+            if r.impl != impls[0] and (r.timing.name, r.mode) in base]
+
+
 def _run(argv: list[str]) -> str:
     try:
         r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cluster import Cluster
 from common import (GET_USD_PER_1000, HOURS_PER_MONTH, PUT_USD_PER_1000, BenchError, log,
-                    md_table)
+                    md_table, paired_with_first)
 from harness.countproxy import CountingProxy
 from impls import DEFAULTS, LIKE_FOR_LIKE, Impl, Timing
 
@@ -136,8 +136,8 @@ def expectations(run: CostRun) -> list[tuple[str, bool, str]]:
 def ratios(runs: list[CostRun]) -> str:
     """Cluster requests per hour and USD/month of the first implementation
     relative to every other one ("" with one implementation)."""
-    impls = list(dict.fromkeys(r.impl for r in runs))
-    if len(impls) < 2:
+    pairs = paired_with_first(runs)
+    if not pairs:
         return ""
 
     def cluster(r):
@@ -145,12 +145,8 @@ def ratios(runs: list[CostRun]) -> str:
         p = sum(n.per_hour(n.put, r.window) for n in r.nodes)
         return g + p, usd_month(g, p)
 
-    base = {(r.timing.name, r.mode): r for r in runs if r.impl == impls[0]}
     rows = []
-    for r in runs:
-        b = base.get((r.timing.name, r.mode))
-        if r.impl == impls[0] or b is None:
-            continue
+    for b, r in pairs:
         (bq, bu), (q, u) = cluster(b), cluster(r)
         rows.append([r.timing.name, r.mode, f"{b.impl} / {r.impl}",
                      f"{bq / q:.2f}" if q else "n/a (0)", f"{bu / u:.2f}" if u else "n/a (0)"])

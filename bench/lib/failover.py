@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster import Cluster
-from common import BenchError, fmt_s, log, md_table, percentile
+from common import BenchError, fmt_s, log, md_table, paired_with_first, percentile
 from impls import COST, DEFAULTS, LIKE_FOR_LIKE, Impl, Timing
 
 # (timing, mode, trials in a full run, trials with --quick)
@@ -130,15 +130,11 @@ HEADERS = ["impl", "timing", "mode", "event", "trials", "p50 s", "p90 s", "p99 s
 def ratios(runs: list[Run]) -> str:
     """p50 and p99 of every other implementation relative to the first one
     measured, per timing, mode and event ("" with one implementation)."""
-    impls = list(dict.fromkeys(r.impl for r in runs))
-    if len(impls) < 2:
+    pairs = paired_with_first(runs)
+    if not pairs:
         return ""
-    base = {(r.timing.name, r.mode): r for r in runs if r.impl == impls[0]}
     rows = []
-    for r in runs:
-        b = base.get((r.timing.name, r.mode))
-        if r.impl == impls[0] or b is None:
-            continue
+    for b, r in pairs:
         for kind, label in (("kill", "kill -9"), ("term", "SIGTERM")):
             xs, bs = getattr(r, kind), getattr(b, kind)
             rows.append([r.timing.name, r.mode, label, f"{b.impl} / {r.impl}",
