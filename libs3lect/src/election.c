@@ -158,6 +158,16 @@ static void schedule(el_engine *e, int kind, int64_t at)
     e->next_at = at;
 }
 
+/* The leader's next renewal: exactly renew_interval after the previous write
+ * was sent, without jitter. Only the holder writes a renewal, so there is no
+ * race to spread out; an exact period makes the cost one PUT per interval
+ * (720 PUT/h at the defaults) and keeps the record's age seen by followers
+ * within renew_interval plus one request's latency. */
+static void schedule_renewal(el_engine *e, int64_t sent_at)
+{
+    schedule(e, EL_K_RENEW, sent_at + e->p.renew_interval);
+}
+
 static void set_error(el_engine *e, int code, const char *msg)
 {
     e->last_error = code;
@@ -297,7 +307,7 @@ static void become_leader(el_engine *e, const char *etag, int64_t sent_at, int64
     if (!was_leader)
         emit(e, S3LECT_EVENT_ACQUIRED, term, 0, e->id, e->addr);
     announce(e, e->id, e->addr, term);
-    schedule(e, EL_K_RENEW, sent_at + u_jitter(&e->rng, e->p.renew_interval * 19 / 20, 0.05));
+    schedule_renewal(e, sent_at);
 }
 
 /* Does the record body equal our unresolved attempt? Then the write landed. */
@@ -547,7 +557,7 @@ static void on_renew(el_engine *e, el_time now, const st_result *r)
         e->renewed_at = a.sent_at;
         e->seen_wall = now.wall;
         e->cur.last_updated_ms = now.wall;
-        schedule(e, EL_K_RENEW, a.sent_at + u_jitter(&e->rng, e->p.renew_interval * 19 / 20, 0.05));
+        schedule_renewal(e, a.sent_at);
         end_cycle(e);
         return;
     }
