@@ -297,6 +297,7 @@ static void become_leader(el_engine *e, const char *etag, int64_t sent_at, int64
     e->role = EL_LEADER;
     e->stable = 0;
     e->corrupt = 0;
+    e->lost_races = 0;
     rec_clear(&e->cur);
     e->cur.leader_id = u_strdup(e->id);
     e->cur.leader_addr = u_strdup(e->addr);
@@ -442,9 +443,12 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
         }
         /* It did not land (or landed too long ago to lead on): stop tracking it.
          * Should it land later, it is just another holder's record to us. */
+        int refused = e->att.active && e->att.refused;
         attempt_clear(&e->att);
         if (e->role == EL_LEADER) {
-            if (r->outcome == ST_OK && u_streq(r->etag, e->etag)) {
+            /* After a 412, an unchanged etag means a store that refuses our
+             * writes: step down rather than loop on it. */
+            if (r->outcome == ST_OK && u_streq(r->etag, e->etag) && !refused) {
                 /* Our last write still stands; the renewal did not land. */
                 schedule(e, EL_K_RENEW, now.mono);
                 return;
@@ -521,7 +525,10 @@ static void on_acquire(el_engine *e, el_time now, const st_result *r)
     }
     if (r->outcome == ST_PRECONDITION || r->outcome == ST_NOT_FOUND) {
         clear_error(e);
-        attempt_clear(&e->att);
+        /* Keep the attempt: a 412 may answer a resent copy of this write
+         * whose first copy landed (see on_renew); the read tells. */
+        if (r->outcome == ST_NOT_FOUND)
+            attempt_clear(&e->att);
         /* Another node won: re-read at once. A store that keeps refusing our
          * writes while reads show the lock free would make that a hot loop,
          * so after a few lost races in a row wait a poll period. */
@@ -561,7 +568,20 @@ static void on_renew(el_engine *e, el_time now, const st_result *r)
         end_cycle(e);
         return;
     }
-    if (r->outcome == ST_PRECONDITION || r->outcome == ST_NOT_FOUND) {
+    if (r->outcome == ST_PRECONDITION) {
+        /* Usually another node wrote. But a 412 can also answer a second copy
+         * of this very write: libcurl resends a request when a reused
+         * connection dies before the answer (a server or proxy closing it as
+         * idle just as we send), and if the first copy landed, the copy finds
+         * a new etag. Read before stepping down: the read tells the two
+         * apart (our exact bytes = it landed). Leading during the read is as
+         * safe as leading until renewed_at + renew_deadline ever is. */
+        clear_error(e);
+        e->att.refused = 1;
+        schedule(e, EL_K_VERIFY, now.mono);
+        return;
+    }
+    if (r->outcome == ST_NOT_FOUND) {
         attempt_clear(&e->att);
         step_down(e, S3LECT_LOST_LOST_RACE, now.mono);
         end_cycle(e);

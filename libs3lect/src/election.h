@@ -79,6 +79,7 @@ typedef struct el_attempt {
     int64_t sent_at; /* mono ms at the first send of this body */
     int64_t term;
     int release; /* the body is a released record */
+    int refused; /* a copy of it was answered 412 (resent copy, or lost race) */
 } el_attempt;
 
 typedef struct el_engine {

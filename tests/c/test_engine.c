@@ -16,6 +16,7 @@ typedef struct mem {
     int ctr;
     int puts, gets;
     int fail_next; /* outcome to return instead of applying, 0 = none */
+    int dup_next;  /* apply the next PUT, then answer a resent copy of it */
 } mem;
 
 static el_params P = {15000, 5000, 10000, 5000, 30000, 2000, 3000, 10000, 0, 0};
@@ -51,6 +52,13 @@ static void mem_do(mem *m, const el_op *op, st_result *r)
     snprintf(m->etag, sizeof m->etag, "\"%d\"", ++m->ctr);
     st_result_set_etag(r, m->etag);
     r->outcome = ST_OK;
+    if (m->dup_next) {
+        /* The transport resent the request (its connection died before the
+         * answer): the answer the engine sees is the copy's, a 412. */
+        m->dup_next = 0;
+        st_result_clear(r);
+        mem_do(m, op, r);
+    }
 }
 
 static void mem_set(mem *m, const char *json)
@@ -334,6 +342,54 @@ static void t_ambiguous_write_adopted(void)
     el_free(&e);
 }
 
+/* A 412 that answers a resent copy of the node's own landed write (libcurl
+ * resends on a reused connection that died) must not cost the leadership. */
+static void t_resent_write_kept(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    init(&e, "a");
+    run_until(&e, &m, &now, 200, &c);
+    CHECK(el_is_leader(&e, now) && c.acquired == 1, "leader");
+    int gets = m.gets;
+    m.dup_next = 1; /* the next renewal lands, its resent copy gets 412 */
+    run_until(&e, &m, &now, 100 + 6000, &c);
+    CHECK(m.puts == 3, "the renewal and its copy were sent (%d PUTs)", m.puts);
+    CHECK(m.gets == gets + 1, "one read tells a resent copy from a lost race (%d)", m.gets - gets);
+    CHECK(c.lost == 0 && el_is_leader(&e, now), "still leader after a 412 on its own write");
+    run_until(&e, &m, &now, 100 + 60000, &c);
+    CHECK(c.lost == 0 && c.acquired == 1 && el_is_leader(&e, now),
+          "renews on the landed write's etag afterwards (lost %d)", c.lost);
+    CHECK(e.term == 1, "same term (%lld)", (long long)e.term);
+    el_free(&e);
+
+    /* The same for the create: its copy finds the object and gets 412. */
+    memset(&m, 0, sizeof m);
+    memset(&c, 0, sizeof c);
+    now = 100;
+    init(&e, "a");
+    m.dup_next = 1;
+    run_until(&e, &m, &now, 200, &c);
+    CHECK(c.acquired == 1 && c.last_term == 1 && el_is_leader(&e, now),
+          "leads on its landed create at once (acquired %d)", c.acquired);
+    CHECK(m.puts == 2, "no further write (%d PUTs)", m.puts);
+    el_free(&e);
+
+    /* A store that answers 412 while the etag stays ours: step down, no loop. */
+    memset(&m, 0, sizeof m);
+    memset(&c, 0, sizeof c);
+    now = 100;
+    init(&e, "a");
+    run_until(&e, &m, &now, 200, &c);
+    m.fail_next = ST_PRECONDITION;
+    run_until(&e, &m, &now, 100 + 6000, &c);
+    CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_LOST_RACE,
+          "steps down on a 412 its read cannot explain (lost %d)", c.lost);
+    el_free(&e);
+}
+
 static void t_corrupt_record(void)
 {
     el_engine e;
@@ -449,6 +505,7 @@ int main(void)
     t_stop_releases();
     t_veto();
     t_ambiguous_write_adopted();
+    t_resent_write_kept();
     t_corrupt_record();
     t_polling();
     t_misconfig_same_id();

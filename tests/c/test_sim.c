@@ -97,6 +97,7 @@ typedef struct sim {
     int chaos;
     int64_t phase_end, heal_at;
     double p_5xx, p_drop_req, p_drop_reply, p_late, p_spike;
+    double p_resend; /* a PUT lands, and the answer is that of a resent copy */
     peer_wait waits[MAXWAIT];
     uint64_t peer_answers, peer_fallbacks;
     /* Results. */
@@ -486,6 +487,7 @@ static void begin_phase(sim *s)
         s->p_drop_reply = urand(s) * 0.1;
         s->p_late = urand(s) * 0.05;
         s->p_spike = urand(s) * 0.05;
+        s->p_resend = urand(s) * 0.05;
         s->heal_at = s->phase_end;
         /* Partitions and pauses, all healed by the end of the phase. */
         for (int i = 0; i < s->n; i++) {
@@ -633,6 +635,15 @@ static void run(sim *s, int64_t seconds)
                 nd->op.applied = 1;
                 store_apply(s, nd->op.kind, nd->op.body, nd->op.body_len, nd->op.if_match,
                             &nd->op.res);
+                if (nd->op.kind == EL_OP_PUT && s->chaos && urand(s) < s->p_resend) {
+                    /* The transport resent it (libcurl does when a reused
+                     * connection dies before the answer): the node sees the
+                     * copy's answer, a 412 if the first copy landed. */
+                    s->faults++;
+                    st_result_clear(&nd->op.res);
+                    store_apply(s, nd->op.kind, nd->op.body, nd->op.body_len, nd->op.if_match,
+                                &nd->op.res);
+                }
             }
             break;
         case EV_REPLY:
