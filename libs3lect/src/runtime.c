@@ -27,9 +27,15 @@ el_params rt_params(const s3lect_config *c)
         .release_timeout = c->peer_timeout,
         .request_timeout = c->request_timeout,
         .peer = c->peer_mode,
-        .peer_wait =
-            c->infrequent_interval < PEER_MAX_WAIT_MS ? c->infrequent_interval : PEER_MAX_WAIT_MS,
     };
+    /* The long-poll wait: the follower's infrequent interval, but at least
+     * two renew intervals, so that a live leader's next renewal (not the
+     * wait running out with the etag unchanged, which puts the follower in
+     * transition and back on S3) ends every poll. */
+    int64_t wait = c->infrequent_interval;
+    if (wait < 2 * c->renew_interval)
+        wait = 2 * c->renew_interval;
+    p.peer_wait = wait < PEER_MAX_WAIT_MS ? wait : PEER_MAX_WAIT_MS;
     return p;
 }
 
