@@ -443,7 +443,7 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
         }
         /* It did not land (or landed too long ago to lead on): stop tracking it.
          * Should it land later, it is just another holder's record to us. */
-        int refused = e->att.active && e->att.refused;
+        int refused = e->att.refused; /* zero unless an attempt got 412 */
         attempt_clear(&e->att);
         if (e->role == EL_LEADER) {
             /* After a 412, an unchanged etag means a store that refuses our

@@ -141,6 +141,16 @@ static void init(el_engine *e, const char *id)
             7);
 }
 
+/* A fresh store, fresh counts and a fresh node "a" at time 100 (for a second
+ * case in the same test; the engine must have been freed). */
+static void restart(el_engine *e, mem *m, counts *c, int64_t *now)
+{
+    memset(m, 0, sizeof *m);
+    memset(c, 0, sizeof *c);
+    *now = 100;
+    init(e, "a");
+}
+
 static void t_create_and_renew(void)
 {
     el_engine e;
@@ -230,10 +240,7 @@ static void t_lost_race_and_expiry(void)
     el_free(&e);
 
     /* Transient errors until the deadline: steps down at renewed_at + renew_deadline. */
-    memset(&m, 0, sizeof m);
-    memset(&c, 0, sizeof c);
-    now = 100;
-    init(&e, "a");
+    restart(&e, &m, &c, &now);
     run_until(&e, &m, &now, 200, &c);
     int64_t renewed = e.renewed_at;
     for (int i = 0; i < 200 && c.lost == 0; i++) {
@@ -366,10 +373,7 @@ static void t_resent_write_kept(void)
     el_free(&e);
 
     /* The same for the create: its copy finds the object and gets 412. */
-    memset(&m, 0, sizeof m);
-    memset(&c, 0, sizeof c);
-    now = 100;
-    init(&e, "a");
+    restart(&e, &m, &c, &now);
     m.dup_next = 1;
     run_until(&e, &m, &now, 200, &c);
     CHECK(c.acquired == 1 && c.last_term == 1 && el_is_leader(&e, now),
@@ -378,10 +382,7 @@ static void t_resent_write_kept(void)
     el_free(&e);
 
     /* A store that answers 412 while the etag stays ours: step down, no loop. */
-    memset(&m, 0, sizeof m);
-    memset(&c, 0, sizeof c);
-    now = 100;
-    init(&e, "a");
+    restart(&e, &m, &c, &now);
     run_until(&e, &m, &now, 200, &c);
     m.fail_next = ST_PRECONDITION;
     run_until(&e, &m, &now, 100 + 6000, &c);
@@ -466,10 +467,7 @@ static void t_auth_on_missing_key_creates(void)
     el_free(&e);
 
     /* A real permission problem: read and create both refused → ERROR, no loop. */
-    memset(&m, 0, sizeof m);
-    memset(&c, 0, sizeof c);
-    now = 100;
-    init(&e, "a");
+    restart(&e, &m, &c, &now);
     int refused = 0;
     for (int i = 0; i < 40; i++) {
         el_op op;

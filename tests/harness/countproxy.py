@@ -65,8 +65,8 @@ class CountingProxy:
             # Transparent from here on: no idle timeout of its own (a 5 s one
             # closed the leader's keep-alive connection just as its next
             # renewal went out, at renew_interval 5 s). close() unblocks recv.
+            # (The accepted client socket is blocking already.)
             upstream.settimeout(None)
-            client.settimeout(None)
             with self._lock:
                 self._conns += [client, upstream]
             for target, args in ((self._requests, (client, upstream)),
