@@ -82,6 +82,9 @@ def test_three_processes_elect_exactly_one(cluster, lock, tmp_path, s3lect_bin, 
 def test_kill9_of_the_leader_fails_over_with_a_higher_term(cluster, lock, tmp_path):
     nodes = cluster(lock)
     old = wait_for(lambda: only_leader(nodes), 20, "a leader")
+    # Kill only once its CMD has written its start line (a kill between the
+    # fork and the shell's echo would leave no trace of the first term).
+    wait_for(old.cmd_wrote_start, 10, "the leader's CMD to write its start line")
     term = old.terms()[-1]
     t0 = time.monotonic()
     old.kill9()
@@ -90,8 +93,9 @@ def test_kill9_of_the_leader_fails_over_with_a_higher_term(cluster, lock, tmp_pa
     took = time.monotonic() - t0
     assert took <= FAILOVER_BOUND_S, f"failover took {took:.1f} s (bound {FAILOVER_BOUND_S} s)"
     assert new.terms()[-1] > term
+    wait_for(new.cmd_wrote_start, 10, "the new leader's CMD to write its start line")
     starts = started_lines(tmp_path / "cmd.log")
-    assert starts[-1] == (new.id, new.terms()[-1]) and len(starts) == 2, starts
+    assert starts == [(old.id, term), (new.id, new.terms()[-1])], starts
 
 
 def test_sigterm_hands_over_quickly(cluster, lock, tmp_path, s3lect_bin, s3env):

@@ -78,6 +78,13 @@ class Node:
         return (self.alive() and t.rfind("started command") > max(t.rfind("lost leadership"),
                                                                     t.rfind("command exited")))
 
+    def cmd_wrote_start(self) -> bool:
+        """The CMD of this node's latest term has written its start line (the
+        s3lect log says "started command" once the child is forked; the line
+        comes a moment later, from the shell)."""
+        terms = self.terms()
+        return bool(terms) and (self.id, terms[-1]) in started_lines(self.marker)
+
     def kill9(self) -> None:
         """kill -9 of the whole group: the node and its CMD die at once, like a crash."""
         try:
