@@ -58,6 +58,11 @@ static void emit_error(el_engine *e, int code, const char *msg)
     push_event(e, &ev);
 }
 
+void el_report_error(el_engine *e, int code, const char *msg)
+{
+    emit_error(e, code, msg);
+}
+
 static void end_cycle(el_engine *e)
 {
     e->cycle++;

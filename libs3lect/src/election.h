@@ -151,6 +151,10 @@ el_event *el_take_events(el_engine *e, size_t *n);
 /* Public state (S3LECT_STATE_*). */
 int el_state(const el_engine *e, int64_t now);
 
+/* Queues an ERROR event for a failure the driver saw itself (peer mode). The
+ * caller rate-limits. */
+void el_report_error(el_engine *e, int code, const char *msg);
+
 /* Delay before retry number `n` (1-based) of a failed store operation. */
 int64_t el_retry_delay(el_engine *e, int n);
 

@@ -56,11 +56,11 @@ static el_time now_time(void)
     return t;
 }
 
-/* Absolute CLOCK_MONOTONIC timespec for a mono-ms deadline. */
+/* Absolute CLOCK_MONOTONIC timespec (the condition variables' clock) for a
+ * deadline on the boot clock (u_mono_ms). */
 static struct timespec abs_ts(int64_t mono_ms)
 {
-    struct timespec ts = {(time_t)(mono_ms / 1000), (long)(mono_ms % 1000) * 1000000L};
-    return ts;
+    return u_cond_deadline(mono_ms, 0);
 }
 
 static void signal_evfd(s3lect_elector *e)
@@ -170,7 +170,10 @@ static void *election_main(void *arg)
             break;
         if (kind == EL_OP_NONE) {
             if (!e->stop_req && !e->nvetoes && !e->params_changed) {
-                struct timespec ts = abs_ts(wake);
+                /* A leader wakes at least every second: after a suspend the
+                 * condition variable's clock (which stops while suspended)
+                 * would otherwise hold the LOST event back. */
+                struct timespec ts = u_cond_deadline(wake, e->eng.role == EL_LEADER ? 1000 : 0);
                 pthread_cond_timedwait(&e->wake_cv, &e->mu, &ts);
             }
             continue;

@@ -396,7 +396,7 @@ static int wait_until(s3lect_elector *e, int64_t timeout_ms, int (*done)(s3lect_
         if (timeout_ms < 0) {
             pthread_cond_wait(&e->state_cv, &e->mu);
         } else {
-            struct timespec ts = {(time_t)(deadline / 1000), (long)(deadline % 1000) * 1000000L};
+            struct timespec ts = u_cond_deadline(deadline, 0);
             pthread_cond_timedwait(&e->state_cv, &e->mu, &ts);
         }
     }

@@ -78,11 +78,43 @@ int u_hexval(unsigned char c)
     return -1;
 }
 
-int64_t u_mono_ms(void)
+/* Every lease and deadline is computed on CLOCK_BOOTTIME: unlike
+ * CLOCK_MONOTONIC it keeps counting while the machine is suspended, so a
+ * leader whose host slept past its deadline is not leader when it wakes.
+ * Neither clock is stepped by settimeofday or NTP. */
+static int64_t suspended_ms; /* test seam: time "slept" on top of the boot clock */
+
+static int64_t clock_ms(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t u_mono_ms(void)
+{
+    return clock_ms(CLOCK_BOOTTIME) + __atomic_load_n(&suspended_ms, __ATOMIC_RELAXED);
+}
+
+void u_test_suspend(int64_t ms)
+{
+    __atomic_add_fetch(&suspended_ms, ms, __ATOMIC_RELAXED);
+}
+
+struct timespec u_cond_deadline(int64_t mono_ms, int64_t cap_ms)
+{
+    int64_t now = u_mono_ms();
+    int64_t left = mono_ms - now;
+    if (left < 0)
+        left = 0;
+    if (cap_ms > 0 && left > cap_ms)
+        left = cap_ms;
+    int64_t at = clock_ms(CLOCK_MONOTONIC);
+    if (left > INT64_MAX / 4 - at)
+        left = INT64_MAX / 4 - at; /* "for ever" */
+    at += left;
+    struct timespec ts = {(time_t)(at / 1000), (long)(at % 1000) * 1000000L};
+    return ts;
 }
 
 int64_t u_wall_ms(void)

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* strdup that accepts NULL (returns NULL). */
 char *u_strdup(const char *s);
@@ -21,9 +22,18 @@ int u_streq(const char *a, const char *b);
 /* Value of a hex digit, or -1. */
 int u_hexval(unsigned char c);
 
-/* Clocks in milliseconds. */
+/* Clocks in milliseconds. u_mono_ms is CLOCK_BOOTTIME (never stepped, and it
+ * counts suspend): every lease and deadline uses it. u_wall_ms may step. */
 int64_t u_mono_ms(void);
 int64_t u_wall_ms(void);
+/* Test seam: the boot clock jumps forward by ms while CLOCK_MONOTONIC does
+ * not, exactly as after a suspend of that length. */
+void u_test_suspend(int64_t ms);
+/* Absolute CLOCK_MONOTONIC time (for pthread_cond_timedwait on a condition
+ * variable with that clock) at which the u_mono_ms deadline falls, waiting at
+ * most cap_ms (if > 0). Callers re-read u_mono_ms after each wake: a suspend
+ * during the wait makes it end late by the boot clock. */
+struct timespec u_cond_deadline(int64_t mono_ms, int64_t cap_ms);
 
 /* Formats wall-clock ms as RFC 3339 UTC with milliseconds into out (>= 32 bytes). */
 void u_format_rfc3339(int64_t wall_ms, char *out, size_t outlen);
