@@ -124,7 +124,9 @@ typedef enum s3lect_option {
     S3LECT_OPT_FREQUENT_INTERVAL = 7,
     /** int ms [30000], >= frequent_interval: follower poll period when stable. */
     S3LECT_OPT_INFREQUENT_INTERVAL = 8,
-    /** int ms [2000], >= 0; 0 disables the wall-clock takeover rule. */
+    /** int ms [0], >= 0: opt-in wall-clock takeover rule. 0 (the default) turns it
+     *  off. A value > 0 assumes every node's wall clock stays within this bound
+     *  of every other's, steps included: a larger step can give two leaders. */
     S3LECT_OPT_MAX_CLOCK_SKEW = 9,
     /** bool [0]: peer mode (see docs/peer.md). */
     S3LECT_OPT_PEER_MODE = 10,
@@ -166,7 +168,11 @@ typedef enum s3lect_option {
     /** bool [0]: poll mode: no dispatcher thread; callbacks run in s3lect_dispatch(). */
     S3LECT_OPT_POLL_MODE = 27,
     /** bool [1]: write a released record on stop when leader. */
-    S3LECT_OPT_RELEASE_ON_STOP = 28
+    S3LECT_OPT_RELEASE_ON_STOP = 28,
+    /** int ms [0 = 4 × lease_timeout], 0..86400000: a record's leaseMs is read as at
+     *  most this (a hostile or broken record cannot block the lock for longer). Every
+     *  node's lease_timeout must be at most every other node's bound. */
+    S3LECT_OPT_MAX_LEASE_TIMEOUT = 29
 } s3lect_option;
 
 /** Creates a configuration with the defaults. Returns NULL on out-of-memory. */
@@ -273,10 +279,13 @@ typedef enum s3lect_event_kind {
 typedef enum s3lect_lost_reason {
     S3LECT_LOST_NONE = 0,
     S3LECT_LOST_RELEASED = 1,      /**< released (acquire-hook veto or explicit release) */
-    S3LECT_LOST_LEASE_EXPIRED = 2, /**< could not renew before renew_deadline */
-    S3LECT_LOST_LOST_RACE = 3,     /**< another node wrote the record (412/409/404) */
+    S3LECT_LOST_LEASE_EXPIRED = 2, /**< renew_deadline passed with no renewal even tried
+                                        (process paused, suspended or starved) */
+    S3LECT_LOST_LOST_RACE = 3,     /**< another node wrote the record (412 confirmed, 404) */
     S3LECT_LOST_HOOK_FAILED = 4,   /**< the acquire hook vetoed */
-    S3LECT_LOST_STOPPED = 5        /**< s3lect_stop() */
+    S3LECT_LOST_STOPPED = 5,       /**< s3lect_stop() */
+    S3LECT_LOST_RENEW_TIMEOUT = 6  /**< renewals were sent but none succeeded before
+                                        renew_deadline (store slow, failing or unreachable) */
 } s3lect_lost_reason;
 
 /** Static name of a reason ("released", "lease_expired", ...). */

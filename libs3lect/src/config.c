@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aws_creds.h"
 #include "store.h"
 #include "util.h"
 
@@ -35,6 +36,7 @@ static int opt_type(int opt)
     case S3LECT_OPT_MAX_CLOCK_SKEW:
     case S3LECT_OPT_PEER_TIMEOUT:
     case S3LECT_OPT_REQUEST_TIMEOUT:
+    case S3LECT_OPT_MAX_LEASE_TIMEOUT:
         return T_INT;
     case S3LECT_OPT_PEER_MODE:
     case S3LECT_OPT_PATH_STYLE:
@@ -110,6 +112,8 @@ static const char *opt_name(int opt)
         return "poll_mode";
     case S3LECT_OPT_RELEASE_ON_STOP:
         return "release_on_stop";
+    case S3LECT_OPT_MAX_LEASE_TIMEOUT:
+        return "max_lease_timeout";
     default:
         return "unknown option";
     }
@@ -134,7 +138,7 @@ s3lect_config *s3lect_config_new(void)
     c->renew_deadline = 10000;
     c->frequent_interval = 5000;
     c->infrequent_interval = 30000;
-    c->max_clock_skew = 2000;
+    c->max_clock_skew = 0; /* the wall-clock takeover rule is opt-in */
     c->peer_timeout = 3000;
     c->request_timeout = 10000;
     c->release_on_stop = 1;
@@ -193,6 +197,8 @@ static int64_t *int_slot(s3lect_config *c, int opt)
         return &c->peer_timeout;
     case S3LECT_OPT_REQUEST_TIMEOUT:
         return &c->request_timeout;
+    case S3LECT_OPT_MAX_LEASE_TIMEOUT:
+        return &c->max_lease_timeout;
     default:
         return NULL;
     }
@@ -256,6 +262,11 @@ int s3lect_config_set_str(s3lect_config *cfg, s3lect_option opt, const char *val
     if (t != T_STR)
         return cfg_fail(cfg, S3LECT_EINVAL, "option %s (%d) does not take a string", opt_name(opt),
                         (int)opt);
+    if (opt == S3LECT_OPT_REGION && value && value[0] && !aws_region_valid(value))
+        return cfg_fail(cfg, S3LECT_EINVAL,
+                        "region '%.80s' is not a region name: letters, digits, '-' and '_', at "
+                        "most 64, e.g. us-east-1",
+                        value);
     if (opt == S3LECT_OPT_PEER_HEALTH_PATH && value && value[0] != '/')
         return cfg_fail(cfg, S3LECT_EINVAL, "peer_health_path must start with '/', got '%.100s'",
                         value);
@@ -282,7 +293,8 @@ int s3lect_config_set_int(s3lect_config *cfg, s3lect_option opt, int64_t value)
     if (t != T_INT)
         return cfg_fail(cfg, S3LECT_EINVAL, "option %s (%d) does not take an integer",
                         opt_name(opt), (int)opt);
-    int64_t lo = opt == S3LECT_OPT_MAX_CLOCK_SKEW ? 0 : 10, hi = 86400000;
+    int64_t lo = opt == S3LECT_OPT_MAX_CLOCK_SKEW || opt == S3LECT_OPT_MAX_LEASE_TIMEOUT ? 0 : 10,
+            hi = 86400000;
     if (opt == S3LECT_OPT_LEASE_TIMEOUT)
         lo = 100;
     if (opt == S3LECT_OPT_REQUEST_TIMEOUT) {
@@ -459,6 +471,14 @@ int cfg_validate_timing(s3lect_config *c)
         return cfg_fail(c, S3LECT_EINVAL,
                         "renew_deadline (%s) must be less than lease_timeout (%s): the gap is the "
                         "safety margin; lower renew_deadline or raise lease_timeout",
+                        a, b);
+    }
+    if (c->max_lease_timeout > 0 && c->max_lease_timeout < c->lease_timeout) {
+        fmt_ms(c->max_lease_timeout, a, sizeof a);
+        fmt_ms(c->lease_timeout, b, sizeof b);
+        return cfg_fail(c, S3LECT_EINVAL,
+                        "max_lease_timeout (%s) must not be less than lease_timeout (%s): it "
+                        "bounds the lease other nodes may advertise, ours included",
                         a, b);
     }
     if (c->infrequent_interval < c->frequent_interval) {

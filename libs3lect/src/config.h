@@ -33,6 +33,7 @@ struct s3lect_config {
     int64_t max_clock_skew;
     int64_t peer_timeout;
     int64_t request_timeout;
+    int64_t max_lease_timeout; /* 0: 4 × lease_timeout */
     int peer_mode;
     int poll_mode;
     int release_on_stop;

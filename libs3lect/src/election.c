@@ -63,6 +63,33 @@ void el_report_error(el_engine *e, int code, const char *msg)
     emit_error(e, code, msg);
 }
 
+/* Classes of rate-limited reports. */
+enum { EL_REP_READ = 0, EL_REP_WRITE = 1, EL_REP_RECORD = 2, EL_REP_LATENCY = 3 };
+#define EL_REP_EVERY_MS 30000
+#define EL_REP_LATENCY_EVERY_MS 600000
+
+/* An ERROR event, at most one per class every EL_REP_EVERY_MS (a new error
+ * code in a class goes out at once); the next one says how many were held. */
+static void report(el_engine *e, int64_t now, int cls, int code, const char *msg)
+{
+    int64_t every = cls == EL_REP_LATENCY ? EL_REP_LATENCY_EVERY_MS : EL_REP_EVERY_MS;
+    if (e->rep_sent[cls] && e->rep_code[cls] == code && now - e->rep_at[cls] < every) {
+        e->rep_suppressed[cls]++;
+        return;
+    }
+    char buf[600];
+    if (e->rep_suppressed[cls] > 0) {
+        snprintf(buf, sizeof buf, "%s (%lld similar before this one not reported)",
+                 msg ? msg : s3lect_strerror(code), (long long)e->rep_suppressed[cls]);
+        msg = buf;
+    }
+    emit_error(e, code, msg);
+    e->rep_sent[cls] = 1;
+    e->rep_at[cls] = now;
+    e->rep_code[cls] = code;
+    e->rep_suppressed[cls] = 0;
+}
+
 static void end_cycle(el_engine *e)
 {
     e->cycle++;
@@ -182,6 +209,7 @@ static void set_error(el_engine *e, int code, const char *msg)
 
 static void clear_error(el_engine *e)
 {
+    e->error_is_write = 0;
     e->last_error = 0;
     e->consecutive_fails = 0;
     e->retry = 0;
@@ -207,19 +235,63 @@ static int outcome_code(int outcome)
     }
 }
 
+/* A successful read clears the error state, unless the error came from a
+ * write: a store that serves reads but fails every write must keep showing
+ * the write's error in the status. */
+static void clear_read_error(el_engine *e)
+{
+    if (e->error_is_write) {
+        e->retry = 0;
+        return;
+    }
+    clear_error(e);
+}
+
 /* Records a failed store operation and returns the retry number. ERROR events
- * go out for every AUTH/FATAL failure and for transient ones once the quick
- * retries are used up, so a single blip does not page anyone. */
-static int note_failure(el_engine *e, const st_result *r)
+ * (rate-limited per class) go out for every failed write, every AUTH/FATAL
+ * failure and transient read failures once the quick retries are used up, so
+ * a single blip of a read does not page anyone. */
+static int note_failure(el_engine *e, int64_t now, const st_result *r, int write)
 {
     int code = outcome_code(r->outcome);
     const char *msg = r->message ? r->message : s3lect_strerror(code);
     set_error(e, code, msg);
+    e->error_is_write = write;
     e->consecutive_fails++;
     e->retry++;
-    if (r->outcome != ST_TRANSIENT || e->retry >= 3)
-        emit_error(e, code, msg);
+    if (write || r->outcome != ST_TRANSIENT || e->retry >= 3)
+        report(e, now, write ? EL_REP_WRITE : EL_REP_READ, code, msg);
     return e->retry;
+}
+
+/* After a failed acquisition or reclaim write: the next write waits
+ * frequent · 2^(n−1) (n consecutive failures), at most max(lease, frequent)
+ * (nobody can take a lock over faster than a lease anyway), ±20 %. Reads in
+ * between are allowed: they tell whether an ambiguous write landed. */
+static void write_failed(el_engine *e, int64_t now)
+{
+    if (e->write_fails < 30)
+        e->write_fails++;
+    int64_t cap = e->p.lease > e->p.frequent ? e->p.lease : e->p.frequent;
+    int64_t d = e->p.frequent;
+    for (int i = 1; i < e->write_fails && d < cap; i++)
+        d *= 2;
+    if (d > cap)
+        d = cap;
+    e->write_backoff_until = now + u_jitter(&e->rng, d, 0.2);
+}
+
+static void write_succeeded(el_engine *e)
+{
+    e->write_fails = 0;
+    e->write_backoff_until = 0;
+    e->renew_tried = 0;
+}
+
+/* Earliest time the next acquisition write may go out. */
+static int64_t write_gate(const el_engine *e)
+{
+    return e->backoff_until > e->write_backoff_until ? e->backoff_until : e->write_backoff_until;
 }
 
 static void announce(el_engine *e, const char *id, const char *addr, int64_t term)
@@ -323,7 +395,36 @@ static int attempt_landed(const el_engine *e, const st_result *r)
            memcmp(r->body, e->att.body, r->body_len) == 0;
 }
 
+/* Is this body a record this process wrote while leading its current term?
+ * (A renewal that landed after its sender stopped waiting for it.) */
+static int body_is_ours(const el_engine *e, const st_result *r)
+{
+    rec x;
+    char err[8];
+    if (!r->body || rec_parse(r->body, r->body_len, &x, err, sizeof err) != 0)
+        return 0;
+    int ours = !rec_released(&x) && u_streq(x.leader_id, e->id) &&
+               u_streq(x.incarnation, e->incarnation) && x.term == e->term;
+    rec_clear(&x);
+    return ours;
+}
+
 /* ---- follower ---------------------------------------------------------- */
+
+/* The current record is one this process wrote (same id and incarnation),
+ * not released, and carries the highest term we know. Writing over it with
+ * If-Match is a renewal: the conditional write proves nobody wrote since, and
+ * the record itself was a renewal or a takeover made under the rules, so
+ * leading from the new write's send time is as safe as any renewal. This
+ * "reclaim" keeps a node that stepped down (renewals timed out, a write
+ * landed after its sender gave up, a pause) from waiting L on its own record
+ * and starting a new term. */
+static int own_record(const el_engine *e)
+{
+    return !e->corrupt && e->exists == 1 && !rec_released(&e->cur) &&
+           u_streq(e->cur.leader_id, e->id) && u_streq(e->cur.incarnation, e->incarnation) &&
+           e->cur.term >= e->max_term && e->cur.term > 0;
+}
 
 /* The takeover rule. Rule 1 (monotonic): the etag has not changed for L
  * since we first saw it. Rule 2 (wall clock, bounded skew): lastUpdated is
@@ -336,9 +437,21 @@ static int holder_presumed_dead(const el_engine *e, el_time now)
         L = e->cur.lease_ms;
     if (now.mono - e->first_seen >= L)
         return 1;
+    /* Rule 2, opt-in (max_clock_skew > 0): trusts every node's wall clock to
+     * within the skew bound, steps included. Off by default. */
     if (e->p.skew > 0 && !e->corrupt && now.wall - e->cur.last_updated_ms >= L + e->p.skew)
         return 1;
     return 0;
+}
+
+/* How old (by our wall clock) a changed record may look and still count as
+ * fresh, which only chooses the poll period (stable or transition), never a
+ * takeover: a wall-clock step here costs GETs, not safety. */
+#define FRESH_TOLERANCE_MS 2000
+static int looks_fresh(const el_engine *e, el_time now)
+{
+    int64_t tol = e->p.skew > 0 ? e->p.skew : FRESH_TOLERANCE_MS;
+    return !e->corrupt && now.wall - e->cur.last_updated_ms <= e->p.renew_interval + tol;
 }
 
 static int64_t expiry_at(const el_engine *e)
@@ -367,7 +480,10 @@ static void observe(el_engine *e, el_time now, const st_result *r)
         rec_clear(&e->cur);
         e->corrupt = 0;
         e->stable = 0;
-        schedule(e, EL_K_ACQUIRE, now.mono);
+        if (now.mono < write_gate(e))
+            schedule(e, EL_K_GET, write_gate(e));
+        else
+            schedule(e, EL_K_ACQUIRE, now.mono);
         return;
     }
     int changed = !e->etag || strcmp(e->etag, r->etag ? r->etag : "") != 0;
@@ -380,8 +496,19 @@ static void observe(el_engine *e, el_time now, const st_result *r)
         e->corrupt = rec_parse(r->body, r->body_len, &e->cur, err, sizeof err) != 0;
         if (e->corrupt) {
             set_error(e, S3LECT_ECORRUPT, err);
-            emit_error(e, S3LECT_ECORRUPT, err);
+            report(e, now.mono, EL_REP_RECORD, S3LECT_ECORRUPT, err);
         } else {
+            int64_t maxl = e->p.max_lease > 0 ? e->p.max_lease : 4 * e->p.lease;
+            if (e->cur.lease_ms > maxl) {
+                char msg[300];
+                snprintf(msg, sizeof msg,
+                         "the record's leaseMs %lld ms is above max_lease_timeout %lld ms: read "
+                         "as %lld ms (raise max_lease_timeout if a node really uses a lease "
+                         "this long)",
+                         (long long)e->cur.lease_ms, (long long)maxl, (long long)maxl);
+                report(e, now.mono, EL_REP_RECORD, S3LECT_ECORRUPT, msg);
+                e->cur.lease_ms = maxl;
+            }
             if (e->cur.term > e->max_term)
                 e->max_term = e->cur.term;
             if (rec_released(&e->cur))
@@ -401,16 +528,15 @@ static void observe(el_engine *e, el_time now, const st_result *r)
         }
     }
     int free_now = !e->corrupt && rec_released(&e->cur);
-    if (free_now || holder_presumed_dead(e, now)) {
+    if (free_now || own_record(e) || holder_presumed_dead(e, now)) {
         e->stable = 0;
-        if (now.mono < e->backoff_until)
-            schedule(e, EL_K_GET, e->backoff_until);
+        if (now.mono < write_gate(e))
+            schedule(e, EL_K_GET, write_gate(e));
         else
             schedule(e, EL_K_ACQUIRE, now.mono);
         return;
     }
-    int fresh = !e->corrupt && (e->p.skew == 0 || now.wall - e->cur.last_updated_ms <=
-                                                      e->p.renew_interval + e->p.skew);
+    int fresh = looks_fresh(e, now);
     e->lost_races = 0; /* someone holds it: the races are over */
     if (changed && fresh) {
         e->stable = 1;
@@ -429,10 +555,22 @@ static void observe(el_engine *e, el_time now, const st_result *r)
 
 /* ---- results ----------------------------------------------------------- */
 
+/* A follower's wait after its n-th failed read in a row (past the quick
+ * retries): frequent, doubling from the 5th failure, at most
+ * max(infrequent, frequent), ±10 %. */
+static int64_t read_backoff(el_engine *e, int n)
+{
+    int64_t cap = e->p.infrequent > e->p.frequent ? e->p.infrequent : e->p.frequent;
+    int64_t d = e->p.frequent;
+    for (int i = 4; i < n && d < cap; i++)
+        d *= 2;
+    return u_jitter(&e->rng, d < cap ? d : cap, 0.1);
+}
+
 static void on_get(el_engine *e, el_time now, const st_result *r)
 {
     if (r->outcome == ST_OK || r->outcome == ST_NOT_FOUND) {
-        clear_error(e);
+        clear_read_error(e);
         e->auth_create_tried = 0;
         if (r->outcome == ST_OK && attempt_landed(e, r) && !e->att.release) {
             el_attempt a = e->att;
@@ -458,6 +596,17 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
                 schedule(e, EL_K_RENEW, now.mono);
                 return;
             }
+            if (r->outcome == ST_OK && !u_streq(r->etag, e->etag) && body_is_ours(e, r)) {
+                /* An earlier renewal of ours landed after we gave up on it: the
+                 * record is still ours and nobody wrote since (every write of
+                 * ours is conditional). Renew on its etag; the lease still
+                 * counts from renewed_at, the send time of a write we know
+                 * succeeded, which is earlier: safe. */
+                u_setstr(&e->etag, r->etag);
+                u_setstr(&e->my_body, r->body);
+                schedule(e, EL_K_RENEW, now.mono);
+                return;
+            }
             step_down(e, S3LECT_LOST_LOST_RACE, now.mono);
         }
         observe(e, now, r);
@@ -477,9 +626,9 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
         schedule(e, EL_K_ACQUIRE, now.mono);
         return;
     }
-    int n = note_failure(e, r);
-    int64_t delay = (r->outcome == ST_TRANSIENT && n <= 3) ? el_retry_delay(e, n)
-                                                           : u_jitter(&e->rng, e->p.frequent, 0.1);
+    int n = note_failure(e, now.mono, r, 0);
+    int64_t delay =
+        (r->outcome == ST_TRANSIENT && n <= 3) ? el_retry_delay(e, n) : read_backoff(e, n);
     if (e->role == EL_LEADER) {
         schedule(e, EL_K_VERIFY, now.mono + (n <= 3 ? el_retry_delay(e, n) : 1000));
         return;
@@ -514,6 +663,7 @@ static void on_acquire(el_engine *e, el_time now, const st_result *r)
 {
     if (r->outcome == ST_OK) {
         clear_error(e);
+        write_succeeded(e);
         e->lost_races = 0;
         el_attempt a = e->att;
         memset(&e->att, 0, sizeof e->att);
@@ -543,9 +693,11 @@ static void on_acquire(el_engine *e, el_time now, const st_result *r)
         end_cycle(e);
         return;
     }
-    int n = note_failure(e, r);
+    int n = note_failure(e, now.mono, r, 1);
+    write_failed(e, now.mono);
     if (r->outcome == ST_TRANSIENT) {
-        /* It may have landed: keep the attempt, the next read tells. */
+        /* It may have landed (a timeout, a 409): keep the attempt, the next
+         * read tells. The next write waits for the back-off. */
         schedule(e, EL_K_GET, now.mono + (n <= 3 ? el_retry_delay(e, n) : e->p.frequent));
     } else {
         attempt_clear(&e->att);
@@ -555,14 +707,33 @@ static void on_acquire(el_engine *e, el_time now, const st_result *r)
     end_cycle(e);
 }
 
+/* Renewals that take more than half of renew_deadline − renew_interval
+ * leave no room for one retry: say once (every 10 min) which setting to raise
+ * before the leader starts stepping down. */
+static void check_latency(el_engine *e, int64_t now, int64_t took)
+{
+    int64_t margin = e->p.renew_deadline - e->p.renew_interval;
+    if (took * 2 <= margin)
+        return;
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "a renewal took %lld ms, more than half of renew_deadline - renew_interval (%lld "
+             "ms): a slower store makes this leader step down; raise renew_deadline and "
+             "lease_timeout (or lower renew_interval)",
+             (long long)took, (long long)margin);
+    report(e, now, EL_REP_LATENCY, S3LECT_ETRANSIENT, msg);
+}
+
 static void on_renew(el_engine *e, el_time now, const st_result *r)
 {
     if (e->role != EL_LEADER)
         return;
     if (r->outcome == ST_OK) {
         clear_error(e);
+        write_succeeded(e);
         el_attempt a = e->att;
         memset(&e->att, 0, sizeof e->att);
+        check_latency(e, now.mono, now.mono - a.sent_at);
         free(e->my_body);
         e->my_body = a.body;
         u_setstr(&e->etag, r->etag);
@@ -592,7 +763,7 @@ static void on_renew(el_engine *e, el_time now, const st_result *r)
         end_cycle(e);
         return;
     }
-    int n = note_failure(e, r);
+    int n = note_failure(e, now.mono, r, 1);
     int64_t delay = n <= 3 ? el_retry_delay(e, n) : 1000;
     if (r->outcome == ST_TRANSIENT) {
         /* Unknown outcome (the attempt is kept): read before writing again. */
@@ -611,10 +782,9 @@ static void finish_stop(el_engine *e)
 
 static void on_release(el_engine *e, el_time now, const st_result *r)
 {
-    (void)now;
     attempt_clear(&e->att);
     if (r->outcome != ST_OK)
-        note_failure(e, r);
+        note_failure(e, now.mono, r, 1);
     forget_etag(e); /* the next read parses the released record afresh */
     if (e->role == EL_STOPPING) {
         finish_stop(e);
@@ -698,7 +868,21 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
     if (e->pending) /* driver bug: one op at a time */
         return EL_OP_NONE;
     if (e->role == EL_LEADER && !el_is_leader(e, now.mono)) {
-        step_down(e, S3LECT_LOST_LEASE_EXPIRED, now.mono);
+        /* Renewals were sent but none succeeded in time (slow, failing or
+         * unreachable store): renew_timeout. No renewal was even tried (the
+         * process was paused, suspended or starved): lease_expired. */
+        int tried = e->renew_tried;
+        step_down(e, tried ? S3LECT_LOST_RENEW_TIMEOUT : S3LECT_LOST_LEASE_EXPIRED, now.mono);
+        if (tried) {
+            char msg[300];
+            snprintf(msg, sizeof msg,
+                     "no renewal succeeded within renew_deadline (%lld ms): stepped down; "
+                     "if the store is slow rather than down, raise renew_deadline and "
+                     "lease_timeout",
+                     (long long)e->p.renew_deadline);
+            report(e, now.mono, EL_REP_LATENCY, S3LECT_ETRANSIENT, msg);
+        }
+        e->renew_tried = 0;
         end_cycle(e);
     }
     if (e->stop_requested) {
@@ -732,6 +916,8 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
     case EL_K_ACQUIRE: {
         int64_t base = e->exists == 1 && !e->corrupt ? e->cur.term : 0;
         int64_t term = (base > e->max_term ? base : e->max_term) + 1;
+        if (own_record(e))
+            term = e->cur.term; /* reclaim: a renewal of our own record */
         if (prepare_attempt(e, now, 0, term) != 0) {
             schedule(e, EL_K_GET, now.mono + e->p.frequent);
             *wake = e->next_at;
@@ -751,6 +937,7 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
             return EL_OP_NONE;
         }
         op->if_match = e->etag;
+        e->renew_tried = 1;
         int64_t left = e->renewed_at + e->p.renew_deadline - now.mono;
         return issue(e, EL_K_RENEW, op, left < e->p.request_timeout ? left : e->p.request_timeout);
     }

@@ -34,6 +34,7 @@ typedef struct el_params {
     int64_t request_timeout;
     int peer;          /* peer mode: stable followers long-poll the leader */
     int64_t peer_wait; /* long-poll wait */
+    int64_t max_lease; /* a record's leaseMs is read as at most this (0: 4 × lease) */
 } el_params;
 
 typedef struct el_time {
@@ -125,6 +126,19 @@ typedef struct el_engine {
     char *last_error_msg;
     int64_t consecutive_fails;
     int misconfig_reported;
+    int error_is_write; /* last_error came from a write: a good read does not clear it */
+
+    /* Back-off after failed writes (acquire/reclaim): attempts are spaced by
+     * frequent · 2^(write_fails−1), capped, with jitter. */
+    int write_fails;
+    int64_t write_backoff_until;
+    int renew_tried; /* a renewal was sent since the last successful write */
+
+    /* Rate-limited ERROR events, per class (EL_REP_*). */
+    int64_t rep_at[4];
+    int rep_code[4];
+    int rep_sent[4];
+    int64_t rep_suppressed[4];
 
     el_event *events;
     size_t nevents, capevents;

@@ -49,7 +49,9 @@ static int get_str(const cJSON *root, const char *name, int required, char **out
     return *out ? 0 : -2;
 }
 
-/* An optional integer field: absent → 0; present must be a whole number in [min, 2^53]. */
+/* An optional integer field: absent → 0; present must be a whole number in
+ * [min, 2^53): -1 when it is not, -2 when it is 2^53 or more (JSON numbers
+ * past 2^53 cannot be told apart from their neighbours). */
 static int get_int(const cJSON *root, const char *name, int64_t min, int64_t *out)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, name);
@@ -59,7 +61,9 @@ static int get_int(const cJSON *root, const char *name, int64_t min, int64_t *ou
     if (!cJSON_IsNumber(it))
         return -1;
     double v = it->valuedouble;
-    if (!isfinite(v) || v != floor(v) || v < (double)min || v > 9007199254740992.0)
+    if (isfinite(v) && v >= 9007199254740992.0)
+        return -2;
+    if (!isfinite(v) || v != floor(v) || v < (double)min)
         return -1;
     *out = (int64_t)v;
     return 0;
@@ -88,10 +92,14 @@ int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen)
         why = "lastUpdated missing or not a string";
     } else if ((rc = get_str(root, "incarnation", 0, &out->incarnation)) != 0) {
         why = "incarnation is not a string";
-    } else if (get_int(root, "term", 0, &out->term) != 0) {
-        why = "term is not a non-negative integer";
-    } else if (get_int(root, "leaseMs", 0, &out->lease_ms) != 0) {
-        why = "leaseMs is not a non-negative integer";
+    } else if ((rc = get_int(root, "term", 0, &out->term)) != 0) {
+        why = rc == -2 ? "term is 2^53 or more: too large to be exact in JSON"
+                       : "term is not a non-negative integer";
+        rc = 0;
+    } else if ((rc = get_int(root, "leaseMs", 0, &out->lease_ms)) != 0) {
+        why = rc == -2 ? "leaseMs is 2^53 or more: too large to be exact in JSON"
+                       : "leaseMs is not a non-negative integer";
+        rc = 0;
     } else if (u_parse_rfc3339(lu, &out->last_updated_ms) != 0) {
         why = "lastUpdated is not an RFC 3339 time";
     } else if (out->last_updated_ms > LAST_MS_OF_9999) {

@@ -225,7 +225,9 @@ int s3_classify(long status, const char *code)
     switch (status) {
     case 404:
         return code_is(code, "NoSuchBucket") ? ST_FATAL : ST_NOT_FOUND;
-    case 409:
+    case 409: /* ConditionalRequestConflict: raced another conditional write;
+               * whether it landed is unknown, so it is read back (transient) */
+        return ST_TRANSIENT;
     case 412:
         return ST_PRECONDITION;
     case 401:

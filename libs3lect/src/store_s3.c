@@ -350,8 +350,14 @@ static void set_http_failure(const req_ctx *c, long status, const response *resp
                            c->key, s->endpoint_desc, detail);
         break;
     default:
-        st_result_setf(out, outcome, "%s s3://%s/%s: temporary failure at %s (%s); will retry",
-                       c->method, s->bucket, c->key, s->endpoint_desc, detail);
+        if (status == 409)
+            st_result_setf(out, outcome,
+                           "%s s3://%s/%s raced another conditional write at %s (%s); whether "
+                           "it landed is unknown: will read back",
+                           c->method, s->bucket, c->key, s->endpoint_desc, detail);
+        else
+            st_result_setf(out, outcome, "%s s3://%s/%s: temporary failure at %s (%s); will retry",
+                           c->method, s->bucket, c->key, s->endpoint_desc, detail);
         break;
     }
 }
@@ -735,6 +741,12 @@ int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **o
         (cfg->profile && !s->credcfg.profile)) {
         snprintf(err, errlen, "out of memory");
         rc = S3LECT_ENOMEM;
+    } else if (!aws_region_valid(s->region)) {
+        snprintf(err, errlen,
+                 "region '%.80s' is not a region name (letters, digits, '-' and '_', at most 64): "
+                 "fix --region, AWS_REGION, AWS_DEFAULT_REGION or the profile's region",
+                 s->region);
+        rc = S3LECT_EINVAL;
     } else if (!s->curl) {
         snprintf(err, errlen, "libcurl could not create a handle");
         rc = S3LECT_EIO;

@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "election.h"
+#include "elector.h"
 #include "s3lect.h"
 #include "testutil.h"
 
@@ -15,11 +17,22 @@ typedef struct mem {
     char etag[32];
     int ctr;
     int puts, gets;
-    int fail_next; /* outcome to return instead of applying, 0 = none */
-    int dup_next;  /* apply the next PUT, then answer a resent copy of it */
+    int fail_next;      /* outcome to return instead of applying, 0 = none */
+    int fail_puts;      /* every PUT answers this outcome, not applied (0 = none) */
+    int land_then_fail; /* apply the next PUT, then answer TRANSIENT (reply lost, 409) */
+    int dup_next;       /* apply the next PUT, then answer a resent copy of it */
 } mem;
 
-static el_params P = {15000, 5000, 10000, 5000, 30000, 2000, 3000, 10000, 0, 0};
+static el_params P = {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0};
+
+/* The engine parameters a default configuration gives (what users get). */
+static el_params default_params(void)
+{
+    s3lect_config *c = s3lect_config_new();
+    el_params p = rt_params(c);
+    s3lect_config_free(c);
+    return p;
+}
 
 static void mem_do(mem *m, const el_op *op, st_result *r)
 {
@@ -41,6 +54,10 @@ static void mem_do(mem *m, const el_op *op, st_result *r)
         return;
     }
     m->puts++;
+    if (m->fail_puts) {
+        r->outcome = m->fail_puts;
+        return;
+    }
     int ok = op->if_match ? m->exists && !strcmp(op->if_match, m->etag) : !m->exists;
     if (!ok) {
         r->outcome = ST_PRECONDITION;
@@ -52,6 +69,12 @@ static void mem_do(mem *m, const el_op *op, st_result *r)
     snprintf(m->etag, sizeof m->etag, "\"%d\"", ++m->ctr);
     st_result_set_etag(r, m->etag);
     r->outcome = ST_OK;
+    if (m->land_then_fail) {
+        m->land_then_fail = 0;
+        st_result_clear(r);
+        r->outcome = ST_TRANSIENT;
+        return;
+    }
     if (m->dup_next) {
         /* The transport resent the request (its connection died before the
          * answer): the answer the engine sees is the copy's, a 412. */
@@ -199,11 +222,323 @@ static void t_wall_clock_rule(void)
     mem m = {0};
     counts c = {0};
     int64_t now = 5000;
-    /* lastUpdated far in the past by our wall clock: rule 2 lets us take over at once. */
+    /* lastUpdated far in the past by our wall clock: rule 2 (opt-in) lets us
+     * take over at once. */
     mem_set(&m, "{\"leaderID\":\"b\",\"lastUpdated\":\"2020-01-01T00:00:00Z\",\"term\":2}");
-    init(&e, "a");
+    el_params p = P;
+    p.skew = 2000;
+    el_init(&e, &p, "a", "", "inc", 1);
     run_until(&e, &m, &now, 5100, &c);
     CHECK(c.acquired == 1 && c.last_term == 3, "long-dead record taken over at once");
+    el_free(&e);
+
+    /* By default the rule is off: the same record waits L. */
+    restart(&e, &m, &c, &now);
+    el_free(&e);
+    p = default_params();
+    CHECK(p.skew == 0, "the wall-clock rule is off by default (max_clock_skew %lld)",
+          (long long)p.skew);
+    mem_set(&m, "{\"leaderID\":\"b\",\"lastUpdated\":\"2020-01-01T00:00:00Z\",\"term\":2}");
+    el_init(&e, &p, "a", "", "inc", 1);
+    run_until(&e, &m, &now, 100 + p.lease - 100, &c);
+    CHECK(c.acquired == 0, "default: no takeover before L however old lastUpdated looks");
+    run_until(&e, &m, &now, 100 + p.lease + p.frequent + 1000, &c);
+    CHECK(c.acquired == 1, "default: takeover after L");
+    el_free(&e);
+}
+
+/* A healthy leader's record, renewed every renew_interval, with the two
+ * nodes' wall clocks apart by `step_ms` (a step on either node). Returns how
+ * often the follower took over within `span` ms. */
+static int follower_vs_live_leader(const el_params *p, int64_t step_ms, int64_t span)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    el_init(&e, p, "a", "", "inc-a", 3);
+    for (int64_t t = 0; t < span; t += p->renew_interval) {
+        char buf[256], ts[40];
+        /* The leader's wall clock reads (true time − step). */
+        u_format_rfc3339(1700000000000 + now - step_ms, ts, sizeof ts);
+        snprintf(buf, sizeof buf,
+                 "{\"leaderID\":\"b\",\"lastUpdated\":\"%s\",\"term\":3,\"leaseMs\":%lld,"
+                 "\"incarnation\":\"inc-b\"}",
+                 ts, (long long)p->lease);
+        if (m.exists && strstr(m.body, "\"leaderID\":\"a\""))
+            break; /* taken over: the leader's next renewal would get 412 */
+        mem_set(&m, buf);
+        run_until(&e, &m, &now, 100 + t + p->renew_interval, &c);
+    }
+    el_free(&e);
+    return c.acquired;
+}
+
+/* Wall-clock steps larger than any bound, on the leader (stepped back) or on
+ * the follower (stepped forward), must not let a follower take over a leader
+ * that keeps renewing: by default no takeover reads a wall clock. */
+static void t_clock_steps(void)
+{
+    el_params p = default_params();
+    int64_t steps[] = {10000, -10000, 3600000, -3600000, 86400000LL * 365};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        CHECK(follower_vs_live_leader(&p, steps[i], 120000) == 0,
+              "default settings: a wall-clock step of %lld ms never takes over a live leader",
+              (long long)steps[i]);
+    /* With the opt-in rule, a step beyond its bound does: the assumption is
+     * load-bearing (and documented as such). */
+    p.skew = 2000;
+    CHECK(follower_vs_live_leader(&p, 10000 + p.lease, 60000) > 0,
+          "opt-in wall-clock rule: a step beyond max_clock_skew gives a takeover");
+}
+
+/* A suspend is a jump of the boot clock: the lease does not survive it. */
+static void t_suspend(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    init(&e, "a");
+    run_until(&e, &m, &now, 200, &c);
+    CHECK(el_is_leader(&e, now), "leader");
+    now += 60000; /* the machine slept a minute */
+    CHECK(!el_is_leader(&e, now), "not leader after waking past the deadline");
+    el_op op;
+    int64_t wake;
+    el_next(&e, (el_time){now, 1700000000000 + now}, &op, &wake);
+    drain(&e, &c);
+    CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_LEASE_EXPIRED,
+          "LOST(lease_expired) at the first step after waking (lost %d reason %d)", c.lost,
+          c.last_reason);
+    el_free(&e);
+}
+
+/* A record's leaseMs is bounded by max_lease (default 4 × our lease). */
+static void t_hostile_lease(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    mem_set(&m, "{\"leaderID\":\"x\",\"lastUpdated\":\"2023-11-14T22:13:25Z\",\"term\":7,"
+                "\"leaseMs\":1000000000000000}");
+    el_params p = default_params();
+    el_init(&e, &p, "a", "", "inc", 1);
+    run_until(&e, &m, &now, 100 + 4 * p.lease - 1000, &c);
+    CHECK(c.acquired == 0, "waits the clamped lease (4 × L), not less");
+    CHECK(c.errors >= 1, "clamping is reported (%d errors)", c.errors);
+    run_until(&e, &m, &now, 100 + 4 * p.lease + p.frequent + 2000, &c);
+    CHECK(c.acquired == 1 && c.last_term == 8,
+          "leaseMs 10^15 is read as 4 × lease_timeout: taken over (acquired %d)", c.acquired);
+    el_free(&e);
+
+    /* An explicit bound. */
+    restart(&e, &m, &c, &now);
+    el_free(&e);
+    mem_set(&m, "{\"leaderID\":\"x\",\"lastUpdated\":\"2020-01-01T00:00:00Z\",\"term\":7,"
+                "\"leaseMs\":86400000}");
+    p.max_lease = 20000;
+    el_init(&e, &p, "a", "", "inc", 1);
+    run_until(&e, &m, &now, 100 + 19000, &c);
+    CHECK(c.acquired == 0, "not before the bound");
+    run_until(&e, &m, &now, 100 + 20000 + p.frequent + 2000, &c);
+    CHECK(c.acquired == 1, "a 24 h leaseMs waits max_lease_timeout, not 24 h");
+    el_free(&e);
+}
+
+/* AWS answers 409 ConditionalRequestConflict when conditional writes race;
+ * the store reports it as TRANSIENT (unknown outcome). Neither a 409 that did
+ * not land nor one that did costs the leadership. */
+static void t_409_is_ambiguous(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    init(&e, "a");
+    run_until(&e, &m, &now, 200, &c);
+    for (int i = 0; i < 6; i++) {
+        run_until(&e, &m, &now, now + 2000, &c);
+        if (i % 2)
+            m.fail_next = ST_TRANSIENT; /* not applied */
+        else
+            m.land_then_fail = 1; /* applied, then 409 */
+        run_until(&e, &m, &now, now + 5000, &c);
+    }
+    CHECK(c.lost == 0 && c.acquired == 1 && el_is_leader(&e, now),
+          "six 409s on renewals: no step-down (lost %d, acquired %d)", c.lost, c.acquired);
+    CHECK(e.term == 1, "same term");
+    el_free(&e);
+}
+
+/* A write that lands after its sender gave up, but before the sender's
+ * deadline counted from its send: the sender leads on it (same term), and
+ * never starts a new term over its own record. */
+static void t_late_landing_write(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    init(&e, "a");
+    el_op op;
+    int64_t wake;
+    CHECK(el_next(&e, (el_time){now, 1700000000000 + now}, &op, &wake) == EL_OP_GET, "reads");
+    st_result r;
+    mem_do(&m, &op, &r);
+    el_complete(&e, (el_time){++now, 1700000000000 + now}, &r);
+    st_result_clear(&r);
+    CHECK(el_next(&e, (el_time){now, 1700000000000 + now}, &op, &wake) == EL_OP_PUT, "creates");
+    char body[512];
+    size_t len = op.body_len < sizeof body ? op.body_len : sizeof body - 1;
+    memcpy(body, op.body, len);
+    body[len] = 0;
+    memset(&r, 0, sizeof r);
+    r.outcome = ST_TRANSIENT; /* timed out; the request is still in a queue */
+    now += 2000;
+    el_complete(&e, (el_time){now, 1700000000000 + now}, &r);
+    drain(&e, &c);
+    /* The read-back finds nothing yet. */
+    run_until(&e, &m, &now, now + 50, &c);
+    CHECK(c.acquired == 0, "no lead while the write has not landed");
+    /* Now it lands. */
+    mem_set(&m, body);
+    run_until(&e, &m, &now, now + 20000, &c);
+    CHECK(c.acquired == 1 && c.last_term == 1 && el_is_leader(&e, now),
+          "leads on its late-landing write, same term (acquired %d term %lld)", c.acquired,
+          (long long)c.last_term);
+    el_free(&e);
+
+    /* A renewal that landed after the leader gave up on it: the leader
+     * renews on it instead of stepping down. */
+    restart(&e, &m, &c, &now);
+    run_until(&e, &m, &now, 200, &c);
+    run_until(&e, &m, &now, e.next_at - 1, &c);
+    CHECK(el_next(&e, (el_time){now + 1, 1700000000000 + now + 1}, &op, &wake) == EL_OP_PUT,
+          "renews");
+    now++;
+    len = op.body_len < sizeof body ? op.body_len : sizeof body - 1;
+    memcpy(body, op.body, len);
+    body[len] = 0;
+    memset(&r, 0, sizeof r);
+    r.outcome = ST_TRANSIENT;
+    now += 3000;
+    el_complete(&e, (el_time){now, 1700000000000 + now}, &r);
+    drain(&e, &c);
+    mem_set(&m, body); /* it lands just after the read-back would have looked */
+    run_until(&e, &m, &now, now + 30000, &c);
+    CHECK(c.lost == 0 && el_is_leader(&e, now),
+          "a late-landing renewal is adopted, no step-down (lost %d)", c.lost);
+    el_free(&e);
+}
+
+/* Renewals slower than renew_deadline − renew_interval: the leader must stop
+ * leading at its deadline (safety), names the reason renew_timeout, warns
+ * once about the setting, and takes its own record back without a new term. */
+static void t_slow_store(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    init(&e, "a");
+    run_until(&e, &m, &now, 200, &c);
+    int warned = 0, steps = 0;
+    /* Every renewal takes 4 s (landing, answered late); margin is 5 s. */
+    for (int guard = 0; guard < 2000 && now < 100 + 120000; guard++) {
+        el_op op;
+        int64_t wake;
+        int k = el_next(&e, (el_time){now, 1700000000000 + now}, &op, &wake);
+        size_t n;
+        el_event *ev = el_take_events(&e, &n);
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].type == S3LECT_EVENT_LOST) {
+                c.lost++;
+                c.last_reason = ev[i].reason;
+            }
+            if (ev[i].type == S3LECT_EVENT_ACQUIRED)
+                c.acquired++;
+            if (ev[i].type == S3LECT_EVENT_ERROR && ev[i].message &&
+                strstr(ev[i].message, "renew_deadline"))
+                warned++;
+            el_event_clear(&ev[i]);
+        }
+        free(ev);
+        if (k == EL_OP_NONE) {
+            now = wake;
+            continue;
+        }
+        st_result r;
+        mem_do(&m, &op, &r);
+        now += op.kind == EL_OP_PUT ? 4000 : 10;
+        el_complete(&e, (el_time){now, 1700000000000 + now}, &r);
+        st_result_clear(&r);
+        steps++;
+    }
+    CHECK(c.lost == 0 || c.last_reason == S3LECT_LOST_RENEW_TIMEOUT,
+          "a slow store is named renew_timeout, never lease_expired (reason %d)", c.last_reason);
+    CHECK(warned >= 1 && warned <= 3, "the latency is reported once, rate-limited (%d)", warned);
+    CHECK(e.max_term == 1, "no new term over its own record (%lld)", (long long)e.max_term);
+    el_free(&e);
+}
+
+/* Every PUT fails while GETs succeed (503 SlowDown on writes; a custom store
+ * whose put fails): bounded request rate, failures reported (rate-limited),
+ * the error stays visible in the status. */
+static void t_failing_puts_back_off(void)
+{
+    int outcomes[] = {ST_TRANSIENT, ST_FATAL, ST_AUTH};
+    for (int exists = 0; exists < 2; exists++) {
+        for (size_t o = 0; o < sizeof outcomes / sizeof outcomes[0]; o++) {
+            el_engine e;
+            mem m = {0};
+            counts c = {0};
+            int64_t now = 100;
+            if (exists)
+                mem_set(&m, "{\"leaderID\":\"\",\"lastUpdated\":\"0001-01-01T00:00:00Z\","
+                            "\"term\":3}");
+            m.fail_puts = outcomes[o];
+            el_params p = default_params();
+            el_init(&e, &p, "a", "", "inc", 1);
+            run_until(&e, &m, &now, 100 + 600000, &c);
+            int reqs = m.gets + m.puts;
+            CHECK(reqs <= 2 * (600000 / p.frequent),
+                  "outcome %d, object %s: %d requests in 10 min (%d PUTs), at most ~one "
+                  "attempt per frequent interval with back-off",
+                  outcomes[o], exists ? "free" : "missing", reqs, m.puts);
+            /* Back-off doubles from frequent to max(lease, frequent), ±20 %. */
+            int64_t cap = p.lease > p.frequent ? p.lease : p.frequent;
+            CHECK(m.puts >= 600000 / (cap * 6 / 5) && m.puts <= 600000 / (cap * 4 / 5) + 5,
+                  "keeps trying, with back-off: %d PUTs", m.puts);
+            CHECK(c.errors >= 1 && c.errors <= 25, "failures reported, rate-limited: %d errors",
+                  c.errors);
+            CHECK(e.last_error != 0, "the write's error stays in the status after good reads");
+            CHECK(c.acquired == 0, "never leads");
+            el_free(&e);
+        }
+    }
+}
+
+/* Renewals failing until the deadline, then the store recovers: the node
+ * takes its own record back at once with the same term. */
+static void t_reclaim_own_record(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    init(&e, "a");
+    run_until(&e, &m, &now, 200, &c);
+    m.fail_puts = ST_TRANSIENT;
+    run_until(&e, &m, &now, 100 + 16000, &c);
+    CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_RENEW_TIMEOUT,
+          "failing renewals: LOST(renew_timeout) (lost %d reason %d)", c.lost, c.last_reason);
+    m.fail_puts = 0;
+    run_until(&e, &m, &now, now + P.frequent * 3, &c);
+    CHECK(c.acquired == 2 && c.last_term == 1 && el_is_leader(&e, now),
+          "takes its own record back, same term, well before L (acquired %d term %lld)", c.acquired,
+          (long long)c.last_term);
     el_free(&e);
 }
 
@@ -265,7 +600,8 @@ static void t_lost_race_and_expiry(void)
         el_complete(&e, (el_time){now, 1700000000000 + now}, &r);
         drain(&e, &c);
     }
-    CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_LEASE_EXPIRED, "lease expired");
+    CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_RENEW_TIMEOUT,
+          "renewals failed until the deadline: renew_timeout (reason %d)", c.last_reason);
     CHECK(now >= renewed + P.renew_deadline && now <= renewed + P.renew_deadline + 1,
           "steps down exactly at the deadline (%lld vs %lld)", (long long)now,
           (long long)(renewed + P.renew_deadline));
@@ -507,5 +843,13 @@ int main(void)
     t_corrupt_record();
     t_polling();
     t_misconfig_same_id();
+    t_clock_steps();
+    t_suspend();
+    t_hostile_lease();
+    t_409_is_ambiguous();
+    t_late_landing_write();
+    t_slow_store();
+    t_failing_puts_back_off();
+    t_reclaim_own_record();
     return t_done("engine");
 }

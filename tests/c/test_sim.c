@@ -6,10 +6,20 @@
  *   - a node with a valid lease holds the highest term ever written;
  *   - terms in the store never decrease and grow on every change of holder;
  * and, after each fault phase heals, that a leader exists within a bound.
- * With --break-skew the wall clocks differ by more than max_clock_skew, so
- * the checker must find a violation (the test fails if it does not).
+ * Wall clocks are arbitrary (hours apart) and step by arbitrary amounts at
+ * any time; machines suspend for up to two minutes (the lease clock,
+ * CLOCK_BOOTTIME, counts the suspend). With default settings none of this may
+ * cause a violation.
  *
- *   test_sim [--seeds N] [--seconds S] [--seed X] [--shard K] [--nodes K] [--break-skew] [-v]
+ * Two modes prove that the assumptions are load-bearing: the checker must
+ * find a violation (the test fails if it does not):
+ *   --break-skew     the opt-in wall-clock rule (max_clock_skew 2 s) on, with
+ *                    wall clocks apart and stepping by more than the bound;
+ *   --break-suspend  the lease clock stops during a suspend (CLOCK_MONOTONIC
+ *                    semantics instead of CLOCK_BOOTTIME).
+ *
+ *   test_sim [--seeds N] [--seconds S] [--seed X] [--shard K] [--nodes K]
+ *            [--break-skew | --break-suspend] [-v]
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,7 +33,16 @@
 
 #define MAXN 16
 
-enum { EV_WAKE = 1, EV_APPLY, EV_REPLY, EV_CHECK, EV_LATE, EV_PEER_ARRIVE, EV_PEER_DEADLINE };
+enum {
+    EV_WAKE = 1,
+    EV_APPLY,
+    EV_REPLY,
+    EV_CHECK,
+    EV_LATE,
+    EV_PEER_ARRIVE,
+    EV_PEER_DEADLINE,
+    EV_CLOCK_STEP
+};
 
 /* A write that lands after its sender gave up on it. */
 typedef struct late_write {
@@ -57,6 +76,10 @@ typedef struct node {
     double rate;      /* monotonic clock rate error */
     int64_t mono_off; /* µs */
     int64_t wall_off; /* µs */
+    /* Suspends. With clock_stops (--break-suspend) the lease clock misses
+     * the time spent suspended, as CLOCK_MONOTONIC does. */
+    int clock_stops;
+    int64_t susp_start, susp_end, susp_lost; /* true µs */
     int64_t paused_until, partitioned_until;
     double lat_mean; /* µs */
     uint64_t gen, op_seq;
@@ -78,7 +101,7 @@ typedef struct peer_wait {
 
 typedef struct sim {
     u_rng g;
-    int n, break_skew, verbose;
+    int n, break_skew, break_suspend, verbose;
     node nodes[MAXN];
     sim_ev *heap;
     size_t nheap, capheap;
@@ -102,7 +125,7 @@ typedef struct sim {
     uint64_t peer_answers, peer_fallbacks;
     /* Results. */
     int violations;
-    uint64_t steps, ops, faults, leader_changes;
+    uint64_t steps, ops, faults, leader_changes, clock_steps, suspends;
     int64_t liveness_checks;
 } sim;
 
@@ -168,19 +191,30 @@ static sim_ev pop(sim *s)
 
 /* ---- clocks: true time in µs → node clocks in ms ---- */
 
+/* µs of true time before t that the node's lease clock did not count. */
+static int64_t clock_lost(const node *nd, int64_t t)
+{
+    if (!nd->clock_stops)
+        return 0;
+    int64_t cur = t <= nd->susp_start ? 0 : (t < nd->susp_end ? t : nd->susp_end) - nd->susp_start;
+    return nd->susp_lost + cur;
+}
+
 static el_time node_now(const node *nd, int64_t t)
 {
     el_time now;
-    now.mono = (int64_t)floor((nd->mono_off + (double)t * (1.0 + nd->rate)) / 1000.0);
+    now.mono = (int64_t)floor((nd->mono_off + (double)(t - clock_lost(nd, t)) * (1.0 + nd->rate)) /
+                              1000.0);
     now.wall = (nd->wall_off + t) / 1000;
     return now;
 }
 
-/* Earliest true time at which the node's monotonic clock reads `mono_ms`. */
+/* Earliest true time at which the node's monotonic clock reads `mono_ms`
+ * (after the current suspend, if any). */
 static int64_t true_at(const node *nd, int64_t mono_ms)
 {
     double t = ((double)mono_ms * 1000.0 - nd->mono_off) / (1.0 + nd->rate);
-    return (int64_t)ceil(t) + 1;
+    return (int64_t)ceil(t) + 1 + clock_lost(nd, nd->susp_end);
 }
 
 /* ---- checks ---- */
@@ -472,8 +506,15 @@ static int64_t liveness_bound(sim *s)
         fmax = p->frequent > fmax ? p->frequent : fmax;
         imax = p->infrequent > imax ? p->infrequent : imax;
     }
+    /* Without the wall-clock rule a stable follower first sees the dead
+     * leader's last etag up to one infrequent interval late, then waits
+     * max(infrequent, L) (the record may look fresh to a wall clock that is
+     * off); failed reads and writes during the faults back off up to
+     * max(infrequent, frequent) and max(L, frequent). All with jitter. */
     int64_t base = lmax > imax ? lmax : imax;
-    return ms_to_us(base + 2 * fmax + 3000);
+    int64_t wcap = lmax > fmax ? lmax : fmax;
+    return ms_to_us(imax * 11 / 10 + base * 11 / 10 + wcap * 12 / 10 + imax * 11 / 10 + 2 * fmax +
+                    3000);
 }
 
 static void begin_phase(sim *s)
@@ -503,7 +544,19 @@ static void begin_phase(sim *s)
                 int64_t until = s->t + d;
                 nd->paused_until = until < s->phase_end ? until : s->phase_end;
                 s->faults++;
+            } else if (urand(s) < 0.15 && s->t >= nd->susp_end) {
+                /* The machine suspends: nothing runs; the lease clock
+                 * (CLOCK_BOOTTIME) goes on counting, unless --break-suspend. */
+                int64_t d = (int64_t)(urand(s) * 120e6);
+                nd->susp_lost += nd->clock_stops ? nd->susp_end - nd->susp_start : 0;
+                nd->susp_start = s->t;
+                nd->susp_end = s->t + d;
+                nd->paused_until = nd->susp_end;
+                s->suspends++;
+                s->faults++;
             }
+            if (urand(s) < 0.3) /* a wall-clock step somewhere in the phase */
+                push(s, s->t + (int64_t)(urand(s) * len), EV_CLOCK_STEP, i, 0);
         }
     } else {
         int64_t bound = liveness_bound(s);
@@ -518,7 +571,7 @@ static void check_liveness(sim *s)
     for (int i = 0; i < s->n; i++)
         if (el_is_leader(&s->nodes[i].eng, node_now(&s->nodes[i], s->t).mono))
             return;
-    if (!s->break_skew) {
+    if (!s->break_skew && !s->break_suspend) {
         s->violations++;
         fprintf(stderr, "  t=%.3fs: no leader %.1fs after the faults healed\n", s->t / 1e6,
                 liveness_bound(s) / 1e6);
@@ -527,32 +580,36 @@ static void check_liveness(sim *s)
 
 /* ---- setup and main loop ---- */
 
-static void setup(sim *s, uint64_t seed, int n, int break_skew)
+static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspend)
 {
     memset(s, 0, sizeof *s);
     u_rng_seed(&s->g, seed * 0x9E3779B97F4A7C15ULL + 1);
     s->n = n;
     s->break_skew = break_skew;
+    s->break_suspend = break_suspend;
     /* Mixed timing configs, all valid: renew_interval < renew_deadline < lease. */
     static const el_params configs[] = {
-        {15000, 5000, 10000, 5000, 30000, 2000, 3000, 10000, 0, 0},
-        {15000, 5000, 10000, 5000, 15000, 2000, 3000, 10000, 0, 0},
-        {10000, 2000, 6000, 2000, 10000, 2000, 3000, 5000, 0, 0},
-        {20000, 4000, 12000, 3000, 20000, 2000, 3000, 8000, 0, 0},
-        {6000, 1000, 3000, 1000, 6000, 2000, 3000, 2000, 0, 0},
+        {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0},
+        {15000, 5000, 10000, 5000, 15000, 0, 3000, 10000, 0, 0, 0},
+        {10000, 2000, 6000, 2000, 10000, 0, 3000, 5000, 0, 0, 0},
+        {20000, 4000, 12000, 3000, 20000, 0, 3000, 8000, 0, 0, 0},
+        {6000, 1000, 3000, 1000, 6000, 0, 3000, 2000, 0, 0, 0},
     };
-    int64_t skew = 2000;
+    /* The default: the wall-clock rule off. --break-skew turns it on. */
+    int64_t skew = break_skew ? 2000 : 0;
     for (int i = 0; i < n; i++) {
         node *nd = &s->nodes[i];
         nd->p = configs[u_rng_next(&s->g) % (sizeof configs / sizeof configs[0])];
         nd->p.skew = skew;
+        nd->clock_stops = break_suspend;
         /* Peer mode on some nodes: stable followers long-poll the leader. */
         nd->p.peer = urand(s) < 0.5;
         nd->p.peer_wait = nd->p.infrequent;
         nd->rate = (urand(s) * 2 - 1) * 1e-3;
         nd->mono_off = (int64_t)(urand(s) * 1e12);
-        /* Wall clocks: within max_clock_skew of each other, or far beyond it. */
-        double spread = break_skew ? 4.0 * 20000 * 1000 : skew * 1000.0;
+        /* Wall clocks: hours apart (nothing may depend on them by default);
+         * with --break-skew far beyond the opt-in rule's bound. */
+        double spread = break_skew ? 4.0 * 20000 * 1000 : 4.0 * 3600e6;
         nd->wall_off = 1700000000000000LL + (int64_t)(urand(s) * spread);
         nd->lat_mean = 5000 + urand(s) * 60000;
         snprintf(nd->id, sizeof nd->id, "n%d", i);
@@ -612,6 +669,15 @@ static void run(sim *s, int64_t seconds)
             continue;
         }
         node *nd = &s->nodes[ev.node];
+        if (ev.type == EV_CLOCK_STEP) {
+            /* An arbitrary step of the wall clock, either way: from 1 ms to
+             * about a day (log-uniform). */
+            double mag = exp(urand(s) * log(86400e6 / 1e3)) * 1e3;
+            nd->wall_off += (int64_t)(urand(s) < 0.5 ? -mag : mag);
+            s->clock_steps++;
+            s->faults++;
+            continue;
+        }
         if (ev.type == EV_LATE) {
             st_result r = {0};
             store_apply(s, EL_OP_PUT, ev.late->body, ev.late->body_len, ev.late->if_match, &r);
@@ -658,7 +724,7 @@ static void run(sim *s, int64_t seconds)
 
 int main(int argc, char **argv)
 {
-    int seeds = 10, nodes = 7, break_skew = 0, verbose = 0;
+    int seeds = 10, nodes = 7, break_skew = 0, break_suspend = 0, verbose = 0;
     int64_t seconds = 1000000;
     uint64_t first_seed = 0;
     int one_seed = 0, shard = 0;
@@ -676,11 +742,13 @@ int main(int argc, char **argv)
             shard = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--break-skew"))
             break_skew = 1;
+        else if (!strcmp(argv[i], "--break-suspend"))
+            break_suspend = 1;
         else if (!strcmp(argv[i], "-v"))
             verbose = 1;
         else {
             fprintf(stderr, "usage: test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] "
-                            "[--break-skew] [-v]\n");
+                            "[--break-skew | --break-suspend] [-v]\n");
             return 2;
         }
     }
@@ -694,22 +762,25 @@ int main(int argc, char **argv)
         seeds = 1;
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    uint64_t steps = 0, faults = 0, changes = 0, peer_answers = 0;
+    uint64_t steps = 0, faults = 0, changes = 0, peer_answers = 0, csteps = 0, suspends = 0;
+    int broken = break_skew || break_suspend;
     int64_t checks = 0;
     int caught = 0;
     sim *s = malloc(sizeof *s);
     for (int k = 0; k < seeds; k++) {
         uint64_t seed = first_seed + (uint64_t)k;
-        setup(s, seed, nodes, break_skew);
+        setup(s, seed, nodes, break_skew, break_suspend);
         s->verbose = verbose;
         run(s, seconds);
         steps += s->steps;
         faults += s->faults;
         changes += s->leader_changes;
         peer_answers += s->peer_answers;
+        csteps += s->clock_steps;
+        suspends += s->suspends;
         checks += s->liveness_checks;
         if (s->violations) {
-            if (break_skew) {
+            if (broken) {
                 caught++;
             } else {
                 fprintf(stderr,
@@ -719,7 +790,7 @@ int main(int argc, char **argv)
                         (long long)seconds, nodes);
             }
         }
-        if (!break_skew)
+        if (!broken)
             CHECK(s->violations == 0, "seed %llu", (unsigned long long)seed);
         CHECK(s->leader_changes > 0, "seed %llu elected nobody", (unsigned long long)seed);
         teardown(s);
@@ -729,14 +800,22 @@ int main(int argc, char **argv)
     double wall = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
     printf("simulation: seeds %llu..%llu, %d nodes, %lld simulated s/seed (%.3g total), %llu "
            "engine steps, %.0f steps/s, %llu faults, %llu acquisitions, %llu peer answers, "
-           "%lld liveness checks, %.1f s\n",
+           "%lld liveness checks, %llu wall-clock steps, %llu suspends, %.1f s\n",
            (unsigned long long)first_seed, (unsigned long long)(first_seed + seeds - 1), nodes,
            (long long)seconds, (double)seconds * seeds, (unsigned long long)steps, steps / wall,
            (unsigned long long)faults, (unsigned long long)changes,
-           (unsigned long long)peer_answers, (long long)checks, wall);
+           (unsigned long long)peer_answers, (long long)checks, (unsigned long long)csteps,
+           (unsigned long long)suspends, wall);
     if (break_skew) {
         printf("break-skew: the checker caught a violation in %d of %d seeds\n", caught, seeds);
         CHECK(caught > 0, "wall clocks beyond max_clock_skew must produce a detectable violation");
     }
-    return t_done(break_skew ? "simulation (broken clocks)" : "simulation");
+    if (break_suspend) {
+        printf("break-suspend: the checker caught a violation in %d of %d seeds\n", caught, seeds);
+        CHECK(caught > 0,
+              "a lease clock that stops in suspend must produce a detectable violation");
+    }
+    return t_done(break_skew      ? "simulation (broken clocks)"
+                  : break_suspend ? "simulation (clock stops in suspend)"
+                                  : "simulation");
 }
