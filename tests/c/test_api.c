@@ -461,6 +461,72 @@ static void t_release_before_long_poll_answer(void)
     pthread_mutex_destroy(&m.mu);
 }
 
+typedef struct lost_seen {
+    pthread_mutex_t mu;
+    int lost, reason;
+    int64_t at;
+} lost_seen;
+
+static void on_lost_note(s3lect_elector *e, const s3lect_event *ev, void *ud)
+{
+    (void)e;
+    lost_seen *l = ud;
+    pthread_mutex_lock(&l->mu);
+    l->lost++;
+    l->reason = s3lect_event_reason(ev);
+    l->at = u_mono_ms();
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* A suspend (through the clock seam: the boot clock jumps, CLOCK_MONOTONIC
+ * does not, as when a laptop or VM sleeps): the leader is not leader the
+ * instant it wakes past its deadline, and hears LOST within about a second
+ * although its election thread sleeps on a CLOCK_MONOTONIC condition. */
+static void t_suspend(void)
+{
+    char lock[512];
+    snprintf(lock, sizeof lock, "file://%s/suspend.json", g_dir);
+    s3lect_config *c = s3lect_config_new(); /* default timings: renewals 5 s apart */
+    s3lect_config_set_str(c, S3LECT_OPT_LOCK, lock);
+    s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, "sleeper");
+    s3lect_elector *e = NULL;
+    CHECK(s3lect_new(c, &e) == 0, "new");
+    s3lect_config_free(c);
+    lost_seen l = {.lost = 0};
+    pthread_mutex_init(&l.mu, NULL);
+    s3lect_set_callback(e, S3LECT_EVENT_LOST, on_lost_note, &l, NULL);
+    s3lect_start(e);
+    CHECK(s3lect_wait_for_leadership(e, 5000) == 0, "leads");
+    t_sleep_ms(300); /* the election thread is now waiting for the next renewal */
+    int64_t woke = u_mono_ms() + 60000;
+    u_test_suspend(60000); /* slept a minute: past renew_deadline and lease */
+    CHECK(!s3lect_is_leader(e), "not leader the instant it wakes");
+    s3lect_status *st = NULL;
+    s3lect_get_status(e, &st);
+    CHECK(st && !s3lect_status_is_leader(st) && s3lect_status_lease_remaining_ms(st) == 0,
+          "the status agrees");
+    s3lect_status_free(st);
+    int64_t end = u_mono_ms() + 3000;
+    int lost = 0;
+    while (u_mono_ms() < end && !lost) {
+        pthread_mutex_lock(&l.mu);
+        lost = l.lost;
+        pthread_mutex_unlock(&l.mu);
+        t_sleep_ms(20);
+    }
+    pthread_mutex_lock(&l.mu);
+    CHECK(l.lost >= 1 && l.reason == S3LECT_LOST_LEASE_EXPIRED,
+          "LOST(lease_expired) after the suspend (lost %d, reason %s)", l.lost,
+          s3lect_lost_reason_str(l.reason));
+    CHECK(l.lost >= 1 && l.at - woke <= 1600, "LOST within ~1 s of waking (%lld ms)",
+          (long long)(l.at - woke));
+    pthread_mutex_unlock(&l.mu);
+    /* It reclaims its own record (no other node): leader again, same term. */
+    CHECK(s3lect_wait_for_leadership(e, 8000) == 0 && s3lect_term(e) == 1,
+          "leads again on its own record, same term (term %lld)", (long long)s3lect_term(e));
+    s3lect_free_elector(e);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -473,5 +539,6 @@ int main(int argc, char **argv)
     t_poll_mode();
     t_custom_store();
     t_release_before_long_poll_answer();
+    t_suspend();
     return t_done("api");
 }
