@@ -15,8 +15,14 @@ enum {
     CLI_EXIT_EXEC = 127
 };
 
-/* Parses "500ms", "2s", "1.5m", "1h" (or a bare number of seconds) into ms. */
+/* Parses "500ms", "2s", "1.5m", "1h", "1m30s" (and a bare "0") into ms.
+ * Returns 0, or one of the CLI_DUR_* codes; cli_duration_error() says why. */
 int cli_parse_duration(const char *s, int64_t *ms);
+const char *cli_duration_error(int code);
+enum { CLI_DUR_EMPTY = 1, CLI_DUR_SYNTAX, CLI_DUR_NO_UNIT, CLI_DUR_TOO_LONG, CLI_DUR_SUB_MS };
+#define CLI_DUR_MAX_MS ((int64_t)24 * 3600 * 1000)
+/* `watch --interval` floor: below it the loop would hammer the store. */
+#define CLI_MIN_INTERVAL_MS 100
 
 /* Options common to the subcommands that touch a lock. */
 typedef struct cli_opts {
@@ -25,8 +31,10 @@ typedef struct cli_opts {
     int peer;
     int path_style; /* -1 unset */
     int64_t lease, renew, deadline, frequent, infrequent, skew, kill_timeout, interval;
+    int64_t max_lease; /* 0: default (4 x lease) */
     int json;
     int has_timing;
+    unsigned long seen; /* options given so far (bit per option), to refuse repeats */
 } cli_opts;
 
 /* Handles one option at argv[*i] (advancing *i past its value). Returns 1 if

@@ -1,32 +1,100 @@
-/* duration.c - "500ms", "2s", "1m" → milliseconds. */
-#include <math.h>
-#include <stdlib.h>
+/* duration.c - "500ms", "2s", "1.5m", "1h30m" → milliseconds.
+ *
+ * A duration is one or more NUMBER UNIT pairs: NUMBER is decimal digits with
+ * an optional fraction ("1.5"), UNIT is ms, s, m or h. A bare "0" is allowed
+ * (zero needs no unit); any other number without a unit is refused, because
+ * "15" could mean seconds or milliseconds. No signs, exponents, spaces, NaN or
+ * infinity; the result must be whole milliseconds and at most 24 h.
+ */
 #include <string.h>
 
 #include "cli.h"
 
+#define MAX_DIGITS 9 /* per integer part and per fraction: no overflow below */
+
+static int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
 int cli_parse_duration(const char *s, int64_t *ms)
 {
     if (!s || !*s)
-        return -1;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !isfinite(v) || v < 0)
-        return -1;
-    double scale;
-    if (!*end || strcmp(end, "s") == 0)
-        scale = 1000;
-    else if (strcmp(end, "ms") == 0)
-        scale = 1;
-    else if (strcmp(end, "m") == 0)
-        scale = 60000;
-    else if (strcmp(end, "h") == 0)
-        scale = 3600000;
-    else
-        return -1;
-    double r = v * scale;
-    if (r > 9e15)
-        return -1;
-    *ms = (int64_t)llround(r);
+        return CLI_DUR_EMPTY;
+    size_t len = strlen(s), nint = strspn(s, "0123456789");
+    if (nint == len || (nint > 0 && s[nint] == '.' && nint + 1 < len &&
+                        strspn(s + nint + 1, "0123456789") == len - nint - 1)) {
+        /* A bare number: fine for zero ("0", "0.0"), ambiguous otherwise. */
+        if (strspn(s, "0.") != len)
+            return CLI_DUR_NO_UNIT;
+        *ms = 0;
+        return 0;
+    }
+    int64_t total = 0;
+    const char *p = s;
+    while (*p) {
+        int64_t whole = 0, frac = 0, frac_scale = 1;
+        int nd = 0, nf = 0;
+        while (is_digit(*p)) {
+            if (++nd > MAX_DIGITS)
+                return CLI_DUR_TOO_LONG;
+            whole = whole * 10 + (*p++ - '0');
+        }
+        if (*p == '.') {
+            p++;
+            while (is_digit(*p)) {
+                if (++nf > MAX_DIGITS)
+                    return CLI_DUR_SYNTAX;
+                frac = frac * 10 + (*p++ - '0');
+                frac_scale *= 10;
+            }
+            if (nf == 0)
+                return CLI_DUR_SYNTAX;
+        }
+        if (nd == 0)
+            return CLI_DUR_SYNTAX; /* ".5s", "-1s", "+1s", "s", "nan", "inf", " 1s" */
+        int64_t scale;
+        if (p[0] == 'm' && p[1] == 's') {
+            scale = 1;
+            p += 2;
+        } else if (p[0] == 's') {
+            scale = 1000;
+            p += 1;
+        } else if (p[0] == 'm') {
+            scale = 60000;
+            p += 1;
+        } else if (p[0] == 'h') {
+            scale = 3600000;
+            p += 1;
+        } else {
+            return CLI_DUR_SYNTAX; /* "1e3", "2x", "1s ", "1s5" */
+        }
+        if (whole > CLI_DUR_MAX_MS / scale)
+            return CLI_DUR_TOO_LONG;
+        /* frac < 10^9 and scale <= 3.6e6: the product fits easily. */
+        if ((frac * scale) % frac_scale != 0)
+            return CLI_DUR_SUB_MS;
+        total += whole * scale + frac * scale / frac_scale;
+        if (total > CLI_DUR_MAX_MS)
+            return CLI_DUR_TOO_LONG;
+    }
+    *ms = total;
     return 0;
+}
+
+const char *cli_duration_error(int code)
+{
+    switch (code) {
+    case CLI_DUR_EMPTY:
+        return "is empty; give a number with a unit, e.g. 500ms, 2s, 1m or 1h";
+    case CLI_DUR_NO_UNIT:
+        return "has no unit; write it with one, e.g. 15s or 15ms (only 0 may go without)";
+    case CLI_DUR_TOO_LONG:
+        return "is too long; durations go up to 24h";
+    case CLI_DUR_SUB_MS:
+        return "is finer than a millisecond; durations are whole milliseconds";
+    default:
+        return "is not a duration; use a number with a unit, e.g. 500ms, 2s, 1.5m or 1h "
+               "(no signs, exponents or spaces)";
+    }
 }

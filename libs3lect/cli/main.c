@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -29,6 +30,7 @@ static const char MAIN_HELP[] =
     "  help [command]      show help for a command\n"
     "\n"
     "lock URLs: s3://bucket/key, file:///dir/key, or a plain path (file store)\n"
+    "durations: a number with a unit: 500ms, 2s, 1.5m, 1h, 1m30s (0 needs none)\n"
     "\n"
     "  -h, --help          show this help\n"
     "  -V, --version       print the version\n"
@@ -37,14 +39,32 @@ static const char MAIN_HELP[] =
     "            127 command could not be run (run); run exits with CMD's status\n"
     "            when CMD ends by itself.\n";
 
-static const char COMMON_HELP[] =
-    "lock options:\n"
-    "  --lock URL              lock location (or give it as the first argument)\n"
-    "  --endpoint URL          S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS)\n"
-    "  --region REGION         S3 region (default: AWS_REGION, AWS_DEFAULT_REGION, us-east-1)\n"
-    "  --path-style            path-style S3 addressing (automatic for IPs and localhost)\n"
-    "  --ca-file FILE          PEM CA bundle for HTTPS\n"
-    "credentials come only from the environment or ~/.aws files, never from flags.\n";
+#define LOCK_HELP                                                                                  \
+    "lock options:\n"                                                                              \
+    "  --lock URL              lock location (or give it as the first argument)\n"                 \
+    "  --endpoint URL          S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, "      \
+    "AWS)\n"                                                                                       \
+    "  --region REGION         S3 region: letters, digits, '-', '_' (default: AWS_REGION,\n"       \
+    "                          AWS_DEFAULT_REGION, us-east-1)\n"                                   \
+    "  --path-style            path-style S3 addressing (automatic for IPs and localhost)\n"       \
+    "  --ca-file FILE          PEM CA bundle for HTTPS\n"                                          \
+    "lock URLs: s3://bucket/key (bucket: 3-63 of a-z 0-9 . -; key: at most 1024 bytes of\n"        \
+    "UTF-8, no empty, '.' or '..' segments), file:///dir/key or a plain path; no '?' or '#'\n"     \
+    "in URLs, the scheme may be upper case. Options are given once each; --opt=VALUE for a\n"      \
+    "value that starts with '-'.\n"                                                                \
+    "credentials come only from the environment or ~/.aws files, never from flags.\n"
+
+static const char COMMON_HELP[] = LOCK_HELP;
+
+/* Printed between RUN_HELP and the lock options. */
+static const char RUN_COMMON_HELP[] =
+    "\nmore options:\n"
+    "  --max-lease-timeout D   largest leaseMs trusted in a record (default 4 x lease timeout)\n"
+    "durations are a number with a unit (500ms, 2s, 1.5m, 1h, 1m30s; 0 needs none; at most\n"
+    "24h). --lease-timeout L alone sets --renew-deadline to 2/3 L and --renew-interval to\n"
+    "min(L/3, deadline/2); --frequent-interval alone raises --infrequent-interval to it, and\n"
+    "--infrequent-interval alone lowers --frequent-interval to it. Given values are kept.\n"
+    "\n" LOCK_HELP;
 
 static const char RUN_HELP[] =
     "usage: s3lect run --lock URL [options] -- CMD [ARGS...]\n"
@@ -80,131 +100,347 @@ static const char RUN_HELP[] =
     "kill-timeout below lease-timeout - renew-deadline (see docs/cli.md).\n";
 
 static const char STATUS_HELP[] =
-    "usage: s3lect status URL [--json] [--lease-timeout D]\n"
+    "usage: s3lect status URL [--json] [--lease-timeout D] [--max-lease-timeout D]\n"
     "\n"
     "Reads the lock record once and prints who leads, the term and the record's age.\n"
     "A leader is live while the record is younger than its lease (the record's\n"
-    "leaseMs, else --lease-timeout). Exit 0: live leader; 3: free, expired or\n"
-    "missing; 1: error.\n";
+    "leaseMs, else --lease-timeout, default 15s). A leaseMs above --max-lease-timeout\n"
+    "(default 4 x --lease-timeout) is read as that bound, with a warning on stderr;\n"
+    "--json then shows the bound as leaseMs and the record's value as rawLeaseMs.\n"
+    "Durations: a number with a unit (500ms, 2s, 1m). Exit 0: live leader; 3: free,\n"
+    "expired or missing; 1: error; 2: usage error.\n"
+    "\n";
 
 static const char WATCH_HELP[] =
-    "usage: s3lect watch URL [--interval D] [--json]\n"
+    "usage: s3lect watch URL [--interval D] [--json] [--lease-timeout D] "
+    "[--max-lease-timeout D]\n"
     "\n"
-    "Reads the lock record every --interval (default 1s) and prints a line whenever\n"
-    "the leader, the term or liveness changes. Never writes. Stops on SIGINT/SIGTERM.\n";
+    "Reads the lock record every --interval (default 1s, at least 100ms) and prints a\n"
+    "line whenever the leader, the term or liveness changes. Never writes. Stops on\n"
+    "SIGINT/SIGTERM. --lease-timeout and --max-lease-timeout work as for status.\n"
+    "Durations: a number with a unit (100ms, 2s, 1m).\n"
+    "\n";
 
 void cli_usage_error(const char *cmd, const char *fmt, ...)
 {
+    /* One line, whatever the user typed: control bytes are shown escaped and
+     * very long values are cut. */
+    char msg[1024], out[1200];
     va_list ap;
-    fprintf(stderr, "s3lect%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (see 's3lect %s%s--help')\n", cmd ? cmd : "", cmd ? " " : "");
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p && o + 8 < sizeof out; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", *p);
+        else
+            out[o++] = (char)*p;
+    }
+    out[o] = '\0';
+    fprintf(stderr, "s3lect%s%s: %s%s (see 's3lect %s%s--help')\n", cmd ? " " : "", cmd ? cmd : "",
+            out, n >= (int)sizeof msg || o + 8 >= sizeof out ? "..." : "", cmd ? cmd : "",
+            cmd ? " " : "");
 }
 
-static int need_value(const char *cmd, int argc, char **argv, int i)
+/* Which subcommands take an option. */
+enum { C_RUN = 1, C_STATUS = 2, C_WATCH = 4, C_CHECK = 8, C_READ = C_STATUS | C_WATCH };
+
+static unsigned cmd_bit(const char *cmd)
 {
-    if (i + 1 >= argc) {
-        cli_usage_error(cmd, "option %s needs a value", argv[i]);
+    if (strcmp(cmd, "run") == 0)
+        return C_RUN;
+    if (strcmp(cmd, "status") == 0)
+        return C_STATUS;
+    if (strcmp(cmd, "watch") == 0)
+        return C_WATCH;
+    return C_CHECK;
+}
+
+static const char *cmd_names(unsigned mask)
+{
+    switch (mask) {
+    case C_RUN:
+        return "run";
+    case C_WATCH:
+        return "watch";
+    case C_READ:
+        return "status and watch";
+    case C_RUN | C_READ:
+        return "run, status and watch";
+    default:
+        return "run, status, watch and check-store";
+    }
+}
+
+/* Valid UTF-8 without control characters (C0, DEL, C1)? */
+static int clean_utf8(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        size_t n = c < 0x80             ? 1
+                   : (c & 0xe0) == 0xc0 ? 2
+                   : (c & 0xf0) == 0xe0 ? 3
+                   : (c & 0xf8) == 0xf0 ? 4
+                                        : 0;
+        if (!n || c < 0x20 || c == 0x7f || (c == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+            return 0;
+        unsigned cp = n == 1 ? c : c & (0x7f >> n);
+        for (size_t i = 1; i < n; i++) {
+            if ((p[i] & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        static const unsigned min[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        p += n;
+    }
+    return 1;
+}
+
+static int has_control(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return 1;
+    return 0;
+}
+
+/* HOST:PORT, with [v6] allowed; port 1..65535. */
+static int host_port(const char *v)
+{
+    const char *colon = strrchr(v, ':');
+    if (!colon || colon == v || strpbrk(v, " \t/?#@"))
+        return 0;
+    if (v[0] == '[' ? colon[-1] != ']' || colon - v < 3
+                    : memchr(v, ':', (size_t)(colon - v)) != NULL)
+        return 0;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    return colon[1] >= '0' && colon[1] <= '9' && !*end && port >= 1 && port <= 65535;
+}
+
+/* Checks one string option's value; prints the error and returns -1 if bad. */
+static int check_str(const char *cmd, const char *name, const char *v)
+{
+    if (!*v) {
+        cli_usage_error(cmd, "%s is empty; give a value or leave the option out", name);
         return -1;
+    }
+    if (has_control(v)) {
+        cli_usage_error(cmd, "%s has a control character; remove it", name);
+        return -1;
+    }
+    if (strcmp(name, "--region") == 0) {
+        /* The library's rule (aws_region_valid), said with the flag's name. */
+        size_t n = strlen(v);
+        if (n > 64 ||
+            strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != n) {
+            cli_usage_error(cmd,
+                            "--region '%.100s' is not a region name; use letters, digits, '-' and "
+                            "'_' (at most 64), e.g. us-east-1",
+                            v);
+            return -1;
+        }
+    } else if (strcmp(name, "--id") == 0) {
+        if (!clean_utf8(v)) {
+            cli_usage_error(cmd, "--id is not valid UTF-8; use a plain name, e.g. web-1");
+            return -1;
+        }
+    } else if (strcmp(name, "--addr") == 0 || strcmp(name, "--peer-listen") == 0) {
+        if (!host_port(v) || !clean_utf8(v)) {
+            cli_usage_error(cmd,
+                            "%s '%.100s' is not HOST:PORT; e.g. 10.0.0.5:8443 or [::1]:8443 "
+                            "(port 1-65535)",
+                            name, v);
+            return -1;
+        }
+    } else if (strcmp(name, "--endpoint") == 0) {
+        if (strpbrk(v, " \t")) {
+            cli_usage_error(cmd,
+                            "--endpoint '%.100s' has a space; give a URL such as "
+                            "http://127.0.0.1:9000",
+                            v);
+            return -1;
+        }
+    } else if (strcmp(name, "--lock") != 0) { /* files: --ca-file, --peer-* */
+        struct stat sb;
+        if (stat(v, &sb) != 0 || access(v, R_OK) != 0) {
+            cli_usage_error(cmd, "%s: cannot read '%.200s': %s", name, v, strerror(errno));
+            return -1;
+        }
+        if (S_ISDIR(sb.st_mode)) {
+            cli_usage_error(cmd, "%s: '%.200s' is a directory; give a PEM file", name, v);
+            return -1;
+        }
     }
     return 0;
 }
 
-static int dur_opt(const char *cmd, int argc, char **argv, int *i, int64_t *out)
+/* The value of the option at argv[*i]: after '=' in "--name=value", else the
+ * next argument (which must not look like an option). NULL after an error. */
+static const char *opt_value(const char *cmd, const char *name, int argc, char **argv, int *i)
 {
-    if (need_value(cmd, argc, argv, *i))
-        return -1;
-    if (cli_parse_duration(argv[*i + 1], out) != 0) {
-        cli_usage_error(cmd, "%s: '%s' is not a duration; use e.g. 500ms, 2s or 1m", argv[*i],
-                        argv[*i + 1]);
-        return -1;
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (a[n] == '=')
+        return a + n + 1;
+    if (*i + 1 >= argc) {
+        cli_usage_error(cmd, "option %s needs a value", name);
+        return NULL;
     }
-    (*i)++;
-    return 1;
+    const char *v = argv[*i + 1];
+    if (v[0] == '-' && v[1] != '\0' && strcmp(name, "--lock") != 0 &&
+        !(v[1] >= '0' && v[1] <= '9')) {
+        cli_usage_error(cmd,
+                        "option %s needs a value, got the option '%.100s' (write %s=VALUE for a "
+                        "value that starts with '-')",
+                        name, v, name);
+        return NULL;
+    }
+    if (v[0] == '-' && strcmp(name, "--lock") == 0 && v[1] == '-') {
+        cli_usage_error(cmd,
+                        "option --lock needs a value, got the option '%.100s' (write --lock=VALUE "
+                        "for a value that starts with '-')",
+                        v);
+        return NULL;
+    }
+    ++*i;
+    return v;
 }
 
 int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o)
 {
     const char *a = argv[*i];
+    enum { K_STR, K_DUR, K_FLAG };
     struct {
         const char *name;
-        const char **slot;
-    } strs[] = {{"--lock", &o->lock},
-                {"--id", &o->id},
-                {"--addr", &o->addr},
-                {"--endpoint", &o->endpoint},
-                {"--region", &o->region},
-                {"--ca-file", &o->ca_file},
-                {"--peer-listen", &o->peer_listen},
-                {"--peer-cert", &o->peer_cert},
-                {"--peer-key", &o->peer_key},
-                {"--peer-ca", &o->peer_ca},
-                {"--peer-client-cert", &o->peer_client_cert}};
-    for (size_t k = 0; k < sizeof strs / sizeof strs[0]; k++) {
-        size_t n = strlen(strs[k].name);
-        if (strncmp(a, strs[k].name, n) == 0 && a[n] == '=') {
-            *strs[k].slot = a + n + 1;
-            return 1;
+        int kind;
+        unsigned cmds;
+        const char **str;
+        int64_t *dur;
+        int *flag;
+    } opts[] = {
+        {"--lock", K_STR, C_RUN | C_READ | C_CHECK, &o->lock, NULL, NULL},
+        {"--endpoint", K_STR, C_RUN | C_READ | C_CHECK, &o->endpoint, NULL, NULL},
+        {"--region", K_STR, C_RUN | C_READ | C_CHECK, &o->region, NULL, NULL},
+        {"--ca-file", K_STR, C_RUN | C_READ | C_CHECK, &o->ca_file, NULL, NULL},
+        {"--path-style", K_FLAG, C_RUN | C_READ | C_CHECK, NULL, NULL, &o->path_style},
+        {"--id", K_STR, C_RUN, &o->id, NULL, NULL},
+        {"--addr", K_STR, C_RUN, &o->addr, NULL, NULL},
+        {"--peer", K_FLAG, C_RUN, NULL, NULL, &o->peer},
+        {"--peer-listen", K_STR, C_RUN, &o->peer_listen, NULL, NULL},
+        {"--peer-cert", K_STR, C_RUN, &o->peer_cert, NULL, NULL},
+        {"--peer-key", K_STR, C_RUN, &o->peer_key, NULL, NULL},
+        {"--peer-ca", K_STR, C_RUN, &o->peer_ca, NULL, NULL},
+        {"--peer-client-cert", K_STR, C_RUN, &o->peer_client_cert, NULL, NULL},
+        {"--lease-timeout", K_DUR, C_RUN | C_READ, NULL, &o->lease, NULL},
+        {"--max-lease-timeout", K_DUR, C_RUN | C_READ, NULL, &o->max_lease, NULL},
+        {"--renew-interval", K_DUR, C_RUN, NULL, &o->renew, NULL},
+        {"--renew-deadline", K_DUR, C_RUN, NULL, &o->deadline, NULL},
+        {"--frequent-interval", K_DUR, C_RUN, NULL, &o->frequent, NULL},
+        {"--infrequent-interval", K_DUR, C_RUN, NULL, &o->infrequent, NULL},
+        {"--max-clock-skew", K_DUR, C_RUN, NULL, &o->skew, NULL},
+        {"--kill-timeout", K_DUR, C_RUN, NULL, &o->kill_timeout, NULL},
+        {"--interval", K_DUR, C_WATCH, NULL, &o->interval, NULL},
+        {"--json", K_FLAG, C_READ, NULL, NULL, &o->json},
+    };
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
+        size_t n = strlen(opts[k].name);
+        if (strncmp(a, opts[k].name, n) != 0 || (a[n] != '\0' && a[n] != '='))
+            continue;
+        if (!(opts[k].cmds & cmd_bit(cmd))) {
+            cli_usage_error(cmd, "option %s does not apply to %s (only to %s)", opts[k].name, cmd,
+                            cmd_names(opts[k].cmds));
+            return -1;
         }
-        if (strcmp(a, strs[k].name) == 0) {
-            if (need_value(cmd, argc, argv, *i))
-                return -1;
-            *strs[k].slot = argv[++*i];
-            return 1;
-        }
-    }
-    struct {
-        const char *name;
-        int64_t *slot;
-        int timing;
-    } durs[] = {{"--lease-timeout", &o->lease, 1},
-                {"--renew-interval", &o->renew, 1},
-                {"--renew-deadline", &o->deadline, 1},
-                {"--frequent-interval", &o->frequent, 1},
-                {"--infrequent-interval", &o->infrequent, 1},
-                {"--max-clock-skew", &o->skew, 1},
-                {"--kill-timeout", &o->kill_timeout, 0},
-                {"--interval", &o->interval, 0}};
-    for (size_t k = 0; k < sizeof durs / sizeof durs[0]; k++) {
-        size_t n = strlen(durs[k].name);
-        if (strncmp(a, durs[k].name, n) == 0 && a[n] == '=') {
-            if (cli_parse_duration(a + n + 1, durs[k].slot) != 0) {
-                cli_usage_error(cmd, "%s: '%s' is not a duration; use e.g. 500ms, 2s or 1m",
-                                durs[k].name, a + n + 1);
+        if (opts[k].kind == K_FLAG) {
+            if (a[n] == '=') {
+                cli_usage_error(cmd, "option %s takes no value", opts[k].name);
                 return -1;
             }
-            o->has_timing |= durs[k].timing;
+            *opts[k].flag = 1;
             return 1;
         }
-        if (strcmp(a, durs[k].name) == 0) {
-            o->has_timing |= durs[k].timing;
-            return dur_opt(cmd, argc, argv, i, durs[k].slot);
+        int first_lock = k == 0 && o->lock && !(o->seen & 1UL);
+        if ((o->seen & (1UL << k)) || first_lock) {
+            if (k == 0)
+                cli_usage_error(cmd, "more than one lock URL; give one, as --lock URL or as the "
+                                     "first argument");
+            else
+                cli_usage_error(cmd, "option %s is given twice; give it once", opts[k].name);
+            return -1;
         }
-    }
-    if (strcmp(a, "--peer") == 0) {
-        o->peer = 1;
-        return 1;
-    }
-    if (strcmp(a, "--path-style") == 0) {
-        o->path_style = 1;
-        return 1;
-    }
-    if (strcmp(a, "--json") == 0) {
-        o->json = 1;
+        const char *v = opt_value(cmd, opts[k].name, argc, argv, i);
+        if (!v)
+            return -1;
+        o->seen |= 1UL << k;
+        if (opts[k].kind == K_STR) {
+            if (check_str(cmd, opts[k].name, v))
+                return -1;
+            *opts[k].str = v;
+            return 1;
+        }
+        int rc = cli_parse_duration(v, opts[k].dur);
+        if (rc) {
+            cli_usage_error(cmd, "%s '%.100s' %s", opts[k].name, v, cli_duration_error(rc));
+            return -1;
+        }
+        if (opts[k].dur == &o->interval && o->interval < CLI_MIN_INTERVAL_MS) {
+            cli_usage_error(cmd,
+                            "--interval '%.100s' is too short; the minimum is %dms (each interval "
+                            "is one read of the store)",
+                            v, CLI_MIN_INTERVAL_MS);
+            return -1;
+        }
+        if (opts[k].dur != &o->kill_timeout && opts[k].dur != &o->interval)
+            o->has_timing = 1;
         return 1;
     }
     return 0;
 }
 
-s3lect_config *cli_config(const char *cmd, const cli_opts *o)
+/* Fills in the timings that were not given from those that were, as the
+ * Python and Go bindings do: renew_deadline = 2/3 lease, renew_interval =
+ * min(lease/3, deadline/2); infrequent at least frequent, frequent at most
+ * infrequent. Explicit values are kept (the library refuses bad mixes). */
+static void derive_timings(const s3lect_config *defaults, cli_opts *o)
+{
+    int64_t def_lease = 15000, def_deadline = 10000, def_freq = 5000, def_infreq = 30000;
+    s3lect_config_get_int(defaults, S3LECT_OPT_LEASE_TIMEOUT, &def_lease);
+    s3lect_config_get_int(defaults, S3LECT_OPT_RENEW_DEADLINE, &def_deadline);
+    s3lect_config_get_int(defaults, S3LECT_OPT_FREQUENT_INTERVAL, &def_freq);
+    s3lect_config_get_int(defaults, S3LECT_OPT_INFREQUENT_INTERVAL, &def_infreq);
+    int64_t lease = o->lease >= 0 ? o->lease : def_lease;
+    if (o->deadline < 0 && o->lease >= 0)
+        o->deadline = lease * 2 / 3;
+    if (o->renew < 0 && (o->lease >= 0 || o->deadline >= 0)) {
+        int64_t d = o->deadline >= 0 ? o->deadline : def_deadline;
+        o->renew = lease / 3 < d / 2 ? lease / 3 : d / 2;
+    }
+    if (o->infrequent < 0 && o->frequent >= 0)
+        o->infrequent = o->frequent > def_infreq ? o->frequent : def_infreq;
+    if (o->frequent < 0 && o->infrequent >= 0)
+        o->frequent = o->infrequent < def_freq ? o->infrequent : def_freq;
+}
+
+/* The largest leaseMs trusted in a record: --max-lease-timeout, else 4 L. */
+static int64_t max_lease_of(const cli_opts *o)
+{
+    return o->max_lease > 0 ? o->max_lease : 4 * (o->lease > 0 ? o->lease : 15000);
+}
+
+s3lect_config *cli_config(const char *cmd, const cli_opts *given)
 {
     s3lect_config *c = s3lect_config_new();
     if (!c) {
         fprintf(stderr, "s3lect %s: out of memory\n", cmd);
         return NULL;
     }
+    cli_opts oo = *given, *o = &oo;
+    derive_timings(c, o);
     char idbuf[300];
     if (!o->id) {
         char host[256] = "host";
@@ -236,7 +472,8 @@ s3lect_config *cli_config(const char *cmd, const cli_opts *o)
                 {o->deadline, S3LECT_OPT_RENEW_DEADLINE},
                 {o->frequent, S3LECT_OPT_FREQUENT_INTERVAL},
                 {o->infrequent, S3LECT_OPT_INFREQUENT_INTERVAL},
-                {o->skew, S3LECT_OPT_MAX_CLOCK_SKEW}};
+                {o->skew, S3LECT_OPT_MAX_CLOCK_SKEW},
+                {o->max_lease > 0 ? o->max_lease : -1, S3LECT_OPT_MAX_LEASE_TIMEOUT}};
     for (size_t k = 0; !rc && k < sizeof ints / sizeof ints[0]; k++)
         if (ints[k].v >= 0)
             rc = s3lect_config_set_int(c, ints[k].opt, ints[k].v);
@@ -261,27 +498,36 @@ static void opts_init(cli_opts *o)
     o->interval = 1000;
 }
 
-/* Parses status/watch arguments: URL positional or --lock, flags anywhere. */
+/* Parses status/watch arguments: URL positional or --lock, flags anywhere;
+ * after "--" every argument is positional. */
 static int parse_read_cmd(const char *cmd, int argc, char **argv, cli_opts *o, const char *help)
 {
     opts_init(o);
+    int positional_only = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(help, stdout);
-            fputs(COMMON_HELP, stdout);
-            exit(CLI_EXIT_OK);
-        }
-        int r = cli_common_opt(cmd, argc, argv, &i, o);
-        if (r < 0)
-            return -1;
-        if (r > 0)
-            continue;
-        if (argv[i][0] == '-') {
-            cli_usage_error(cmd, "unknown option '%s'", argv[i]);
-            return -1;
+        if (!positional_only) {
+            if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+                fputs(help, stdout);
+                fputs(COMMON_HELP, stdout);
+                exit(CLI_EXIT_OK);
+            }
+            if (strcmp(argv[i], "--") == 0) {
+                positional_only = 1;
+                continue;
+            }
+            int r = cli_common_opt(cmd, argc, argv, &i, o);
+            if (r < 0)
+                return -1;
+            if (r > 0)
+                continue;
+            if (argv[i][0] == '-' && argv[i][1] != '\0') {
+                cli_usage_error(cmd, "unknown option '%.100s'", argv[i]);
+                return -1;
+            }
         }
         if (o->lock) {
-            cli_usage_error(cmd, "more than one lock URL ('%s' and '%s')", o->lock, argv[i]);
+            cli_usage_error(cmd, "more than one lock URL ('%.200s' and '%.200s'); give one",
+                            o->lock, argv[i]);
             return -1;
         }
         o->lock = argv[i];
@@ -301,10 +547,13 @@ typedef struct snapshot {
     char *etag;
     char err[512];
     int64_t age_ms, lease_ms;
+    int64_t rec_lease_ms; /* the record's leaseMs, clamped to max_lease (0: none) */
+    int clamped;          /* the record's leaseMs was above max_lease */
     int live;
 } snapshot;
 
-static void read_snapshot(st_store *s, const char *key, int64_t lease_default, snapshot *sn)
+static void read_snapshot(st_store *s, const char *key, int64_t lease_default, int64_t max_lease,
+                          snapshot *sn)
 {
     memset(sn, 0, sizeof *sn);
     st_result res = {0};
@@ -315,7 +564,10 @@ static void read_snapshot(st_store *s, const char *key, int64_t lease_default, s
         res.etag = NULL;
         sn->corrupt = rec_parse(res.body, res.body_len, &sn->r, sn->err, sizeof sn->err) != 0;
         if (!sn->corrupt) {
-            sn->lease_ms = sn->r.lease_ms > 0 ? sn->r.lease_ms : lease_default;
+            /* A hostile or broken record must not make a dead leader look live for ever. */
+            sn->clamped = sn->r.lease_ms > max_lease;
+            sn->rec_lease_ms = sn->clamped ? max_lease : sn->r.lease_ms;
+            sn->lease_ms = sn->rec_lease_ms > 0 ? sn->rec_lease_ms : lease_default;
             sn->age_ms = u_wall_ms() - sn->r.last_updated_ms;
             sn->live = !rec_released(&sn->r) && sn->age_ms < sn->lease_ms;
         }
@@ -352,7 +604,11 @@ static void print_json(const snapshot *sn, const char *time, FILE *f)
         cJSON_AddStringToObject(o, "leaderAddr", sn->r.leader_addr);
         cJSON_AddStringToObject(o, "lastUpdated", lu);
         cJSON_AddNumberToObject(o, "term", (double)sn->r.term);
-        cJSON_AddNumberToObject(o, "leaseMs", (double)sn->r.lease_ms);
+        cJSON_AddNumberToObject(o, "leaseMs", (double)sn->rec_lease_ms);
+        char raw[32]; /* exact, not a double's "1e+15" */
+        snprintf(raw, sizeof raw, "%lld", (long long)sn->r.lease_ms);
+        cJSON_AddRawToObject(o, "rawLeaseMs", raw);
+        cJSON_AddBoolToObject(o, "leaseClamped", sn->clamped);
         cJSON_AddStringToObject(o, "incarnation", sn->r.incarnation);
         cJSON_AddBoolToObject(o, "released", rec_released(&sn->r));
         cJSON_AddNumberToObject(o, "ageMs", sn->r.zero_time ? 0 : (double)sn->age_ms);
@@ -411,10 +667,34 @@ static int open_store(const char *cmd, const cli_opts *o, st_store **s, char **k
     int rc = st_open(c, s, key, err, sizeof err);
     s3lect_config_free(c);
     if (rc) {
-        fprintf(stderr, "s3lect %s: %s\n", cmd, err);
-        return CLI_EXIT_ERROR;
+        /* A bad location or setting (EINVAL) is the user's to fix: a usage error. */
+        if (rc == S3LECT_EINVAL)
+            cli_usage_error(cmd, "%s", err);
+        else
+            fprintf(stderr, "s3lect %s: %s\n", cmd, err);
+        return rc == S3LECT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
     }
     return 0;
+}
+
+static void fmt_dur(int64_t ms, char *out, size_t n)
+{
+    if (ms % 1000 == 0)
+        snprintf(out, n, "%llds", (long long)(ms / 1000));
+    else
+        snprintf(out, n, "%lldms", (long long)ms);
+}
+
+/* One line on stderr when a record's leaseMs was read as the bound. */
+static void warn_clamped(const char *cmd, const snapshot *sn, int64_t max_lease)
+{
+    char b[32];
+    fmt_dur(max_lease, b, sizeof b);
+    fprintf(stderr,
+            "s3lect %s: warning: the record's leaseMs (%lld) is above the largest lease trusted "
+            "(--max-lease-timeout %s); it was clamped to %s (raise --max-lease-timeout if the "
+            "cluster's lease really is that long)\n",
+            cmd, (long long)sn->r.lease_ms, b, b);
 }
 
 static int cmd_status(int argc, char **argv)
@@ -428,7 +708,9 @@ static int cmd_status(int argc, char **argv)
     if (rc)
         return rc;
     snapshot sn;
-    read_snapshot(s, key, o.lease > 0 ? o.lease : 15000, &sn);
+    read_snapshot(s, key, o.lease > 0 ? o.lease : 15000, max_lease_of(&o), &sn);
+    if (sn.clamped)
+        warn_clamped("status", &sn, max_lease_of(&o));
     if (sn.outcome != ST_OK && sn.outcome != ST_NOT_FOUND) {
         fprintf(stderr, "s3lect status: %s\n", sn.err);
         rc = CLI_EXIT_ERROR;
@@ -467,9 +749,14 @@ static int cmd_watch(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     char last[600] = "";
+    int64_t warned_lease = -1; /* the clamped leaseMs last warned about */
     while (!watch_stop) {
         snapshot sn;
-        read_snapshot(s, key, o.lease > 0 ? o.lease : 15000, &sn);
+        read_snapshot(s, key, o.lease > 0 ? o.lease : 15000, max_lease_of(&o), &sn);
+        if (sn.clamped && sn.r.lease_ms != warned_lease) {
+            warn_clamped("watch", &sn, max_lease_of(&o));
+            warned_lease = sn.r.lease_ms;
+        }
         char line[600];
         if (sn.outcome != ST_OK && sn.outcome != ST_NOT_FOUND)
             snprintf(line, sizeof line, "s3lect: error %.500s", sn.err);
@@ -505,7 +792,7 @@ static int cmd_watch(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(MAIN_HELP, stderr);
+        cli_usage_error(NULL, "missing command; commands: run, status, watch, check-store");
         return CLI_EXIT_USAGE;
     }
     const char *cmd = argv[1];
@@ -522,7 +809,7 @@ int main(int argc, char **argv)
         if (!sub)
             fputs(MAIN_HELP, stdout);
         else if (strcmp(sub, "run") == 0)
-            printf("%s%s", RUN_HELP, COMMON_HELP);
+            printf("%s%s", RUN_HELP, RUN_COMMON_HELP);
         else if (strcmp(sub, "status") == 0)
             printf("%s%s", STATUS_HELP, COMMON_HELP);
         else if (strcmp(sub, "watch") == 0)
@@ -552,7 +839,8 @@ const char *cli_run_help(void)
 {
     return RUN_HELP;
 }
+/* What run's help prints after RUN_HELP. */
 const char *cli_common_help(void)
 {
-    return COMMON_HELP;
+    return RUN_COMMON_HELP;
 }

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "util.h"
@@ -55,16 +57,121 @@ void st_location_clear(st_location *loc)
     memset(loc, 0, sizeof *loc);
 }
 
-static int split_path(const char *path, st_location *out, char *err, size_t errlen)
+/* Length of one UTF-8 sequence at p (1..4), or 0 if it is not valid UTF-8
+ * (overlong forms, surrogates and code points above U+10FFFF included). */
+static size_t utf8_len(const unsigned char *p)
+{
+    unsigned c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t n;
+    unsigned min, cp;
+    if ((c & 0xe0) == 0xc0) {
+        n = 2, min = 0x80, cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+        n = 3, min = 0x800, cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+        n = 4, min = 0x10000, cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* Control characters: C0, DEL, and (in UTF-8) C1. */
+static int is_control(const unsigned char *p)
+{
+    return p[0] < 0x20 || p[0] == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f);
+}
+
+/* The first control character in s, or NULL. */
+static const char *find_control(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (is_control(p))
+            return (const char *)p;
+    return NULL;
+}
+
+/* Checks '/'-separated segments of path[0..n): none empty, none "." or "..".
+ * Returns 0, or writes a message naming what (a "key", a "path") and fails. */
+static int check_segments(const char *url, const char *what, const char *path, size_t n, char *err,
+                          size_t errlen)
+{
+    const char *p = path, *end = path + n;
+    while (p <= end) {
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        const char *se = slash ? slash : end;
+        size_t sl = (size_t)(se - p);
+        if (sl == 0) {
+            snprintf(err, errlen,
+                     "lock URL '%.200s': the %s has an empty segment ('//', or '/' at the start or "
+                     "end); remove it",
+                     url, what);
+            return S3LECT_EINVAL;
+        }
+        if ((sl == 1 && p[0] == '.') || (sl == 2 && p[0] == '.' && p[1] == '.')) {
+            snprintf(err, errlen,
+                     "lock URL '%.200s': the %s has a '%.*s' segment; write the path without "
+                     "'.' and '..'",
+                     url, what, (int)sl, p);
+            return S3LECT_EINVAL;
+        }
+        if (!slash)
+            break;
+        p = slash + 1;
+    }
+    return 0;
+}
+
+/* A lock's file name must leave room for the store's ".lock" and temporary
+ * names ("." KEY "." pid "." random ".tmp") within NAME_MAX (255). */
+#define FILE_NAME_MAX 200
+#define FILE_PATH_MAX 4000
+
+static int split_path(const char *url, const char *path, st_location *out, char *err, size_t errlen)
 {
     size_t n = strlen(path);
+    const char *ctl = find_control(path);
+    if (ctl) {
+        snprintf(err, errlen,
+                 "lock path has a control character (byte 0x%02x at offset %zu): "
+                 "remove it",
+                 (unsigned char)*ctl, (size_t)(ctl - path));
+        return S3LECT_EINVAL;
+    }
+    if (n > FILE_PATH_MAX) {
+        snprintf(err, errlen, "lock path is %zu bytes long; the limit is %d", n, FILE_PATH_MAX);
+        return S3LECT_EINVAL;
+    }
     if (n == 0 || path[n - 1] == '/') {
         snprintf(err, errlen,
                  "lock path '%.200s' names a directory: add a file name, e.g. %.200sleader.json",
-                 path, n ? path : "./");
+                 url, n ? url : "./");
         return S3LECT_EINVAL;
     }
     const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+        snprintf(err, errlen,
+                 "lock path '%.200s' names a directory: the lock must be a file inside one, e.g. "
+                 "%.200s/leader.json",
+                 url, url);
+        return S3LECT_EINVAL;
+    }
+    if (strlen(name) > FILE_NAME_MAX) {
+        snprintf(err, errlen,
+                 "lock file name is %zu bytes long; the limit is %d (the store adds suffixes)",
+                 strlen(name), FILE_NAME_MAX);
+        return S3LECT_EINVAL;
+    }
     out->kind = ST_LOC_FILE;
     if (!slash) {
         out->bucket = u_strdup(".");
@@ -86,6 +193,168 @@ static int split_path(const char *path, st_location *out, char *err, size_t errl
     return 0;
 }
 
+/* S3 bucket naming rules (general purpose buckets): 3-63 characters of a-z,
+ * 0-9, '.' and '-', starting and ending with a letter or digit, no "..", not
+ * an IPv4 address. */
+static int check_bucket(const char *url, const char *b, size_t bl, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < bl; i++) {
+        char c = b[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) {
+            if (c >= 'A' && c <= 'Z')
+                snprintf(err, errlen,
+                         "lock URL '%.200s': bucket names are lower case (S3 rules: a-z, 0-9, "
+                         "'.', '-')",
+                         url);
+            else
+                snprintf(err, errlen,
+                         "lock URL '%.200s': the bucket name has an invalid character; S3 bucket "
+                         "names use only a-z, 0-9, '.' and '-'",
+                         url);
+            return S3LECT_EINVAL;
+        }
+    }
+    if (bl < 3 || bl > 63) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': the bucket name is %zu characters long; S3 bucket names "
+                 "have 3 to 63",
+                 url, bl);
+        return S3LECT_EINVAL;
+    }
+    int alnum_ends = b[0] != '.' && b[0] != '-' && b[bl - 1] != '.' && b[bl - 1] != '-';
+    int dotdot = 0, dots = 0, digits_dots = 1;
+    for (size_t i = 0; i < bl; i++) {
+        if (b[i] == '.') {
+            dots++;
+            if (i + 1 < bl && b[i + 1] == '.')
+                dotdot = 1;
+        } else if (!(b[i] >= '0' && b[i] <= '9')) {
+            digits_dots = 0;
+        }
+    }
+    if (!alnum_ends || dotdot) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': S3 bucket names start and end with a letter or digit and "
+                 "have no '..'",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    if (digits_dots && dots == 3) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': an IP address is not a bucket name; give the server with "
+                 "--endpoint (endpoint setting) and the bucket here",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    return 0;
+}
+
+/* S3 object keys: at most 1024 bytes of valid UTF-8, no control characters,
+ * and (for a lock) no empty, "." or ".." segments. */
+#define S3_KEY_MAX 1024
+
+static int check_s3_key(const char *url, const char *key, char *err, size_t errlen)
+{
+    size_t n = strlen(key);
+    if (n > S3_KEY_MAX) {
+        snprintf(err, errlen, "lock URL: the S3 key is %zu bytes long; S3's limit is %d", n,
+                 S3_KEY_MAX);
+        return S3LECT_EINVAL;
+    }
+    for (const unsigned char *p = (const unsigned char *)key; *p;) {
+        if (is_control(p)) {
+            snprintf(err, errlen,
+                     "lock URL: the S3 key has a control character (byte 0x%02x at offset %zu); "
+                     "remove it",
+                     *p, (size_t)(p - (const unsigned char *)key));
+            return S3LECT_EINVAL;
+        }
+        size_t l = utf8_len(p);
+        if (!l) {
+            snprintf(err, errlen,
+                     "lock URL: the S3 key is not valid UTF-8 (at offset %zu); S3 keys are UTF-8",
+                     (size_t)(p - (const unsigned char *)key));
+            return S3LECT_EINVAL;
+        }
+        p += l;
+    }
+    return check_segments(url, "key", key, n, err, errlen);
+}
+
+/* "s3" in "s3://...": the length of a leading URI scheme (RFC 3986: a letter,
+ * then letters, digits, '+', '-', '.') followed by ':', else 0. */
+static size_t scheme_len(const char *url)
+{
+    const char *p = url;
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+        return 0;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '+' || *p == '-' || *p == '.')
+        p++;
+    return *p == ':' ? (size_t)(p - url) : 0;
+}
+
+static int parse_s3(const char *url, const char *b, st_location *out, char *err, size_t errlen)
+{
+    const char *slash = strchr(b, '/');
+    if (!slash || slash == b || !slash[1]) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' needs a bucket and a key: s3://bucket/path/to/leader.json",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    if (strpbrk(url, "?#")) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' has a query or fragment ('?' or '#'); lock URLs take neither: "
+                 "s3://bucket/key",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    size_t bl = (size_t)(slash - b);
+    int rc = check_bucket(url, b, bl, err, errlen);
+    if (!rc)
+        rc = check_s3_key(url, slash + 1, err, errlen);
+    if (rc)
+        return rc;
+    out->kind = ST_LOC_S3;
+    out->bucket = malloc(bl + 1);
+    out->key = u_strdup(slash + 1);
+    if (!out->bucket || !out->key) {
+        st_location_clear(out);
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    memcpy(out->bucket, b, bl);
+    out->bucket[bl] = '\0';
+    return 0;
+}
+
+static int parse_file_url(const char *url, const char *p, st_location *out, char *err,
+                          size_t errlen)
+{
+    if (strncmp(p, "localhost/", 10) == 0)
+        p += 9;
+    if (p[0] != '/') {
+        snprintf(err, errlen,
+                 "file URL '%.200s' must be absolute: file:///dir/leader.json (three slashes)",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    if (strpbrk(p, "?#")) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' has a query or fragment ('?' or '#'); file URLs take neither "
+                 "(give a plain path if the name really has them)",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    if (!find_control(p) && p[1] != '\0' && p[strlen(p) - 1] != '/') {
+        int rc = check_segments(url, "path", p + 1, strlen(p + 1), err, errlen);
+        if (rc)
+            return rc;
+    }
+    return split_path(url, p, out, err, errlen);
+}
+
 int st_location_parse(const char *url, st_location *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -93,57 +362,39 @@ int st_location_parse(const char *url, st_location *out, char *err, size_t errle
         snprintf(err, errlen, "empty lock location: use s3://bucket/key or file:///dir/key");
         return S3LECT_EINVAL;
     }
-    const char *sep = strstr(url, "://");
-    if (!sep)
-        return split_path(url, out, err, errlen);
-    size_t sl = (size_t)(sep - url);
-    if (sl == 2 && strncmp(url, "s3", 2) == 0) {
-        const char *b = sep + 3, *slash = strchr(b, '/');
-        if (!slash || slash == b || !slash[1]) {
-            snprintf(err, errlen,
-                     "lock URL '%.200s' needs a bucket and a key: s3://bucket/path/to/leader.json",
-                     url);
-            return S3LECT_EINVAL;
-        }
-        size_t bl = (size_t)(slash - b);
-        for (size_t i = 0; i < bl; i++) {
-            char c = b[i];
-            if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-                  c == '_' || (c >= 'A' && c <= 'Z'))) {
-                snprintf(err, errlen,
-                         "bucket name in '%.200s' has an invalid character '%c': bucket names use "
-                         "a-z, 0-9, '.' and '-'",
-                         url, c);
-                return S3LECT_EINVAL;
-            }
-        }
-        out->kind = ST_LOC_S3;
-        out->bucket = malloc(bl + 1);
-        out->key = u_strdup(slash + 1);
-        if (!out->bucket || !out->key) {
-            st_location_clear(out);
-            snprintf(err, errlen, "out of memory");
-            return S3LECT_ENOMEM;
-        }
-        memcpy(out->bucket, b, bl);
-        out->bucket[bl] = '\0';
-        return 0;
+    size_t sl = scheme_len(url);
+    if (sl == 0)
+        return split_path(url, url, out, err, errlen);
+    /* Schemes are case-insensitive (RFC 3986 3.1): S3:// is s3://. */
+    int is_s3 = sl == 2 && strncasecmp(url, "s3", 2) == 0;
+    int is_file = sl == 4 && strncasecmp(url, "file", 4) == 0;
+    int slashes = strncmp(url + sl, "://", 3) == 0;
+    if (is_s3 && slashes)
+        return parse_s3(url, url + sl + 3, out, err, errlen);
+    if (is_file && slashes)
+        return parse_file_url(url, url + sl + 3, out, err, errlen);
+    if (is_s3) {
+        snprintf(err, errlen, "lock URL '%.200s' is malformed: write s3://bucket/key (two slashes)",
+                 url);
+        return S3LECT_EINVAL;
     }
-    if (sl == 4 && strncmp(url, "file", 4) == 0) {
-        const char *p = sep + 3;
-        if (strncmp(p, "localhost/", 10) == 0)
-            p += 9;
-        if (p[0] != '/') {
-            snprintf(err, errlen,
-                     "file URL '%.200s' must be absolute: file:///dir/leader.json (three slashes)",
-                     url);
-            return S3LECT_EINVAL;
-        }
-        return split_path(p, out, err, errlen);
+    if (is_file) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' is malformed: write file:///dir/key (three slashes) or a "
+                 "plain path",
+                 url);
+        return S3LECT_EINVAL;
     }
-    snprintf(err, errlen,
-             "unsupported lock URL scheme '%.*s': use s3://bucket/key, file:///dir/key or a path",
-             (int)(sl < 20 ? sl : 20), url);
+    if (strncmp(url + sl, "://", 3) == 0)
+        snprintf(err, errlen,
+                 "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key or a "
+                 "path",
+                 (int)(sl < 20 ? sl : 20), url);
+    else
+        snprintf(err, errlen,
+                 "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key or a "
+                 "path (for a file whose name has ':', write ./%.100s)",
+                 (int)(sl < 20 ? sl : 20), url, url);
     return S3LECT_EINVAL;
 }
 
@@ -175,6 +426,23 @@ int st_open(const s3lect_config *cfg, st_store **out, char **key_out, char *err,
     int rc = st_location_parse(cfg->lock, &loc, err, errlen);
     if (rc)
         return rc;
+    if (loc.kind == ST_LOC_FILE) {
+        /* "/tmp" as a lock: the directory would be read as the record. */
+        char *path = u_asprintf("%s/%s", loc.bucket, loc.key);
+        struct stat sb;
+        if (path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            snprintf(err, errlen,
+                     "lock path '%.200s' is a directory: the lock must be a file path inside a "
+                     "directory, e.g. %.200s/leader.json",
+                     cfg->lock, cfg->lock);
+            rc = S3LECT_EINVAL;
+        }
+        free(path);
+        if (rc) {
+            st_location_clear(&loc);
+            return rc;
+        }
+    }
     if (loc.kind == ST_LOC_S3)
         rc = st_s3_open(cfg, loc.bucket, out, err, errlen);
     else
