@@ -54,7 +54,9 @@ struct s3lect_elector {
     uint64_t peer_version; /* bumped when leading or our etag changes */
     int peer_leading;
     char *peer_etag;
-    int abort_io; /* set on stop (atomically): interrupts a follower's long poll */
+    int abort_io;               /* set on stop (atomically): interrupts a follower's long poll */
+    peer_fail_stats peer_fails; /* failed peer checks by class (status "peerFailures") */
+    char peer_last_fail[600];   /* the message of the last failed check ("" if none) */
 
     rt_callback cb[RT_NCALLBACKS];
     char errmsg[512];

@@ -111,4 +111,48 @@ void peer_client_check(peer_client *c, const char *addr, const char *path, const
                        int64_t wait_ms, int64_t timeout_ms, const char *expect_id,
                        const volatile int *abort_flag, st_result *out);
 
+/* ---- failures of the check (docs/peer.md "When the peer check fails") --- */
+
+/* The class of a failed check. Each is counted in the status (the name is its
+ * key under "peerFailures") and reported once per PEER_FAIL_REPORT_MS. */
+enum {
+    PEER_FAIL_NONE = 0,    /* success, an aborted check (stop), or a 404 "not the leader" */
+    PEER_FAIL_CONNECT,     /* "connect": refused, unreachable, unresolvable, reset/closed */
+    PEER_FAIL_TIMEOUT,     /* "timeout": no handshake, no answer, or a stalled (slowloris) one */
+    PEER_FAIL_TLS_NAME,    /* "tlsName": the leader's certificate does not name its address */
+    PEER_FAIL_TLS_CA,      /* "tlsCa": the certificate does not verify against peer_ca */
+    PEER_FAIL_TLS_CLIENT,  /* "tlsClientCert": mTLS client certificate refused or unusable */
+    PEER_FAIL_TLS,         /* "tls": any other TLS handshake failure (not TLS, old version) */
+    PEER_FAIL_HTTP_STATUS, /* "httpStatus": not 200 (and not a 404 "not the leader") */
+    PEER_FAIL_TOO_LARGE,   /* "tooLarge": the answer exceeds PEER_MAX_RESPONSE */
+    PEER_FAIL_MALFORMED,   /* "malformed": not JSON, fields missing, another leader id */
+    PEER_FAIL_OTHER,       /* "other": out of memory, internal libcurl failure */
+    PEER_FAIL_NCLASSES
+};
+
+#define PEER_MAX_RESPONSE (256 * 1024) /* bytes of answer a follower reads at most */
+#define PEER_FAIL_REPORT_MS 60000      /* one report per class per this period */
+
+/* The class of the last peer_client_check (PEER_FAIL_NONE after a success).
+ * out->message of that check says what is wrong and what to check. */
+int peer_client_last_failure(const peer_client *c);
+/* The status key of a class ("tlsName"), "" for PEER_FAIL_NONE. */
+const char *peer_fail_name(int cls);
+/* The s3lect error code an ERROR event of this class carries. */
+int peer_fail_code(int cls);
+
+/* Counting and rate limiting of failures (pure: the caller locks). */
+typedef struct peer_fail_stats {
+    uint64_t count[PEER_FAIL_NCLASSES];      /* every failure, for the status */
+    uint64_t suppressed[PEER_FAIL_NCLASSES]; /* not reported since the last report */
+    int64_t reported_at[PEER_FAIL_NCLASSES]; /* mono ms of the last report */
+    int reported[PEER_FAIL_NCLASSES];        /* reported at least once */
+} peer_fail_stats;
+
+/* Counts one failure of class cls at mono ms now. Returns 1 when it is to be
+ * reported (the first of its class, or window ms after the last report) and
+ * then sets *suppressed to the failures of that class not reported since
+ * the last report; 0 when it is only counted. */
+int peer_fail_note(peer_fail_stats *s, int cls, int64_t now, int64_t window, uint64_t *suppressed);
+
 #endif

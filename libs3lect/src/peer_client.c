@@ -6,11 +6,16 @@
  * The transfer runs through a private multi handle and is polled every
  * PEER_ABORT_POLL_MS, so that a stop (the abort flag) ends even a long poll
  * within that period; the multi handle also keeps the connection between
- * checks. Every failure is ST_TRANSIENT: the caller falls back to S3.
+ * checks. Every failure is ST_TRANSIENT: the caller falls back to S3. Each
+ * failure is also sorted into a class (peer.h PEER_FAIL_*) and gets a message
+ * that says what is wrong and what to check; the runtime counts the classes
+ * and reports each once per PEER_FAIL_REPORT_MS. Messages never carry the
+ * answer's body (only a sanitised, shortened leader id from it).
  */
 #include <curl/curl.h>
 #include <cjson/cJSON.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +25,8 @@
 #include "util.h"
 
 #define PEER_ABORT_POLL_MS 50
-/* A record is at most 64 KiB; the served body adds etag and term. */
-#define PEER_MAX_RESPONSE (256 * 1024)
+/* PEER_MAX_RESPONSE (peer.h): a record is at most 64 KiB; the served body
+ * adds etag and term. */
 
 typedef struct pem_or_path {
     char *data; /* NUL-terminated copy */
@@ -34,6 +39,9 @@ struct peer_client {
     CURL *curl;
     pem_or_path ca, client_cert;
     char errbuf[CURL_ERROR_SIZE];
+    char alert[160];    /* the last TLS alert the leader sent in this check ("" if none) */
+    int cert_requested; /* the leader asked for a client certificate (mTLS) */
+    int last_fail;      /* PEER_FAIL_* of the last check */
 };
 
 typedef struct response {
@@ -190,12 +198,41 @@ static void set_blob_opt(CURL *e, CURLoption blob_opt, CURLoption path_opt, cons
     }
 }
 
+/* libcurl's trace text, watched only for a TLS alert from the leader: with
+ * TLS 1.3 a leader that refuses our client certificate says so in an alert
+ * after the handshake, and the error text of the failed read that follows
+ * often does not name it. Nothing here is logged or kept but that line. */
+static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *ud)
+{
+    (void)h;
+    peer_client *c = ud;
+    static const char tag[] = "(IN), TLS alert, ", req[] = "(IN), TLS handshake, Request CERT";
+    if (type != CURLINFO_TEXT || size < sizeof tag)
+        return 0;
+    if (memmem(data, size, req, sizeof req - 1))
+        c->cert_requested = 1;
+    const char *p = memmem(data, size, tag, sizeof tag - 1);
+    if (!p)
+        return 0;
+    p += sizeof tag - 1;
+    size_t n = size - (size_t)(p - data), o = 0;
+    for (size_t i = 0; i < n && o + 1 < sizeof c->alert && p[i] != '\n' && p[i] != '\r'; i++)
+        c->alert[o++] = (p[i] >= 0x20 && p[i] < 0x7f) ? p[i] : '?';
+    c->alert[o] = '\0';
+    return 0;
+}
+
 static void setup(peer_client *c, const char *url, int64_t total_ms, int64_t connect_ms,
                   response *resp)
 {
     CURL *e = c->curl;
     curl_easy_reset(e);
     c->errbuf[0] = '\0';
+    c->alert[0] = '\0';
+    c->cert_requested = 0;
+    curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, on_debug);
+    curl_easy_setopt(e, CURLOPT_DEBUGDATA, c);
+    curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 #if LIBCURL_VERSION_NUM >= 0x075500
@@ -256,75 +293,323 @@ static CURLcode perform(peer_client *c, const volatile int *abort_flag)
     return result;
 }
 
-static void transport_failure(peer_client *c, CURLcode cc, const char *where, int64_t total_ms,
-                              st_result *out)
+/* ---- failures ---- */
+
+static const char *const fail_names[PEER_FAIL_NCLASSES] = {
+    "",    "connect",    "timeout",  "tlsName",   "tlsCa", "tlsClientCert",
+    "tls", "httpStatus", "tooLarge", "malformed", "other",
+};
+
+const char *peer_fail_name(int cls)
 {
-    const char *why = c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc);
-    switch (cc) {
-    case CURLE_ABORTED_BY_CALLBACK:
-        st_result_setf(out, ST_TRANSIENT, "peer check of %s: stopped", where);
-        break;
-    case CURLE_OPERATION_TIMEDOUT:
-        st_result_setf(out, ST_TRANSIENT, "peer check of %s: no answer within %lld ms (%s)", where,
-                       (long long)total_ms, why);
-        break;
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CACERT_BADFILE:
-        st_result_setf(out, ST_TRANSIENT,
-                       "peer check of %s: the leader's certificate was not accepted (%s); check "
-                       "peer_ca and that the certificate names this address",
-                       where, why);
-        break;
-    case CURLE_SSL_CERTPROBLEM:
-        st_result_setf(out, ST_TRANSIENT,
-                       "peer check of %s: cannot use the client certificate (%s); check "
-                       "peer_client_cert (certificate and key in one PEM)",
-                       where, why);
-        break;
+    return cls > 0 && cls < PEER_FAIL_NCLASSES ? fail_names[cls] : "";
+}
+
+int peer_fail_code(int cls)
+{
+    switch (cls) {
+    case PEER_FAIL_TLS_NAME:
+    case PEER_FAIL_TLS_CA:
+    case PEER_FAIL_TLS:
+    case PEER_FAIL_HTTP_STATUS:
+    case PEER_FAIL_TOO_LARGE:
+    case PEER_FAIL_MALFORMED:
+        return S3LECT_EINVAL; /* configuration: the wrong CA, name, address or path */
+    case PEER_FAIL_TLS_CLIENT:
+        return S3LECT_EAUTH; /* the leader refused our client certificate */
+    case PEER_FAIL_OTHER:
+        return S3LECT_EIO;
     default:
-        st_result_setf(out, ST_TRANSIENT, "peer check of %s failed: %s", where, why);
-        break;
+        return S3LECT_ETRANSIENT; /* connect, timeout */
     }
 }
 
-static void validate(const response *resp, const char *where, const char *expect_id, st_result *out)
+int peer_fail_note(peer_fail_stats *s, int cls, int64_t now, int64_t window, uint64_t *suppressed)
+{
+    *suppressed = 0;
+    if (cls <= PEER_FAIL_NONE || cls >= PEER_FAIL_NCLASSES)
+        return 0;
+    s->count[cls]++;
+    if (s->reported[cls] && now - s->reported_at[cls] < window) {
+        s->suppressed[cls]++;
+        return 0;
+    }
+    *suppressed = s->suppressed[cls];
+    s->suppressed[cls] = 0;
+    s->reported[cls] = 1;
+    s->reported_at[cls] = now;
+    return 1;
+}
+
+int peer_client_last_failure(const peer_client *c)
+{
+    return c ? c->last_fail : PEER_FAIL_NONE;
+}
+
+/* Copies at most 64 printable ASCII characters of a value from the answer
+ * (attacker-controlled) for a message; anything else becomes '?'. */
+static void sanitize(const char *in, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (; in && *in && o + 4 < cap && o < 64; in++)
+        out[o++] = (*in >= 0x20 && *in < 0x7f) ? *in : '?';
+    if (in && *in && o + 4 <= cap) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+}
+
+/* Finds an alert the leader sent during (or right after, with TLS 1.3) the
+ * handshake in libcurl's error text. Alerts about certificates mean it did
+ * not accept ours (mTLS). */
+static int tls_alert_class(const char *why, const char *alert)
+{
+    char low[CURL_ERROR_SIZE + 200];
+    /* alert: the alert's description ("unknown CA (560):"); why: libcurl's
+     * error text, which may name it too ("tlsv1 alert unknown ca"). */
+    snprintf(low, sizeof low, "%s%s %s", alert[0] ? "alert " : "", alert, why);
+    for (char *p = low; *p; p++)
+        *p = *p == '_' ? ' ' : (*p >= 'A' && *p <= 'Z') ? (char)(*p - 'A' + 'a') : *p;
+    if (!strstr(low, "alert"))
+        return PEER_FAIL_NONE;
+    /* The trace gives the alert as "<description> (<level << 8 | code>):";
+     * older OpenSSL names certificate_required (116) "unknown". */
+    const char *num = alert[0] ? strrchr(alert, '(') : NULL;
+    if (num) {
+        switch (atoi(num + 1) & 0xff) {
+        case 42:  /* bad_certificate */
+        case 43:  /* unsupported_certificate */
+        case 44:  /* certificate_revoked */
+        case 45:  /* certificate_expired */
+        case 46:  /* certificate_unknown */
+        case 48:  /* unknown_ca */
+        case 49:  /* access_denied */
+        case 116: /* certificate_required */
+            return PEER_FAIL_TLS_CLIENT;
+        default:
+            break;
+        }
+    }
+    static const char *const cert_alerts[] = {
+        "certificate required",    "bad certificate",     "unknown ca",
+        "certificate unknown",     "certificate expired", "certificate revoked",
+        "unsupported certificate", "access denied"};
+    for (size_t i = 0; i < sizeof cert_alerts / sizeof cert_alerts[0]; i++)
+        if (strstr(low, cert_alerts[i]))
+            return PEER_FAIL_TLS_CLIENT;
+    return PEER_FAIL_TLS;
+}
+
+static int fail(st_result *out, int cls, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(st_result *out, int cls, const char *fmt, ...)
+{
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    st_result_setf(out, ST_TRANSIENT, "%s", msg);
+    return cls;
+}
+
+/* Classifies a failed transfer. addr is the leader's host:port. */
+static int transport_failure(peer_client *c, CURLcode cc, const char *addr, int64_t wait_ms,
+                             int64_t timeout_ms, int has_client_cert, st_result *out)
+{
+    const char *why = c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc);
+    int alert = tls_alert_class(why, c->alert);
+    /* Prefer the leader's alert to a follow-up error text ("getpeername() failed"). */
+    char whybuf[CURL_ERROR_SIZE + 200];
+    if (c->alert[0]) {
+        snprintf(whybuf, sizeof whybuf, "TLS alert from the leader: %s", c->alert);
+        why = whybuf;
+    }
+    switch (cc) {
+    case CURLE_OPERATION_TIMEDOUT: {
+        long status = 0, new_conns = 0;
+        curl_off_t appconnect = 0, got = 0;
+        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_getinfo(c->curl, CURLINFO_NUM_CONNECTS, &new_conns);
+        curl_easy_getinfo(c->curl, CURLINFO_APPCONNECT_TIME_T, &appconnect);
+        curl_easy_getinfo(c->curl, CURLINFO_SIZE_DOWNLOAD_T, &got);
+        if (new_conns > 0 && appconnect == 0)
+            return fail(out, PEER_FAIL_TIMEOUT,
+                        "leader %s did not complete a TLS handshake within %lld ms "
+                        "(peer_timeout): check that its --addr is reachable from this node and "
+                        "serves the peer endpoint, or raise peer_timeout",
+                        addr, (long long)timeout_ms);
+        if (status != 0 || got > 0)
+            return fail(out, PEER_FAIL_TIMEOUT,
+                        "leader %s started an answer (%lld bytes) but did not finish it within "
+                        "%lld ms (long-poll wait %lld ms + peer_timeout): a stalled or very slow "
+                        "sender; check the network to the leader and what listens at its --addr",
+                        addr, (long long)got, (long long)(wait_ms + timeout_ms),
+                        (long long)wait_ms);
+        return fail(out, PEER_FAIL_TIMEOUT,
+                    "leader %s accepted the check but sent no answer within %lld ms (long-poll "
+                    "wait %lld ms + peer_timeout); check that its --addr is an s3lect peer "
+                    "endpoint, or raise peer_timeout",
+                    addr, (long long)(wait_ms + timeout_ms), (long long)wait_ms);
+    }
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+        return fail(out, PEER_FAIL_CONNECT,
+                    "cannot connect to leader %s (%s); check that its --addr is reachable from "
+                    "this node and its peer endpoint is up (a leader that just stopped or "
+                    "crashed shows this too)",
+                    addr, why);
+    case CURLE_PEER_FAILED_VERIFICATION: {
+        /* libcurl checks the name itself after the chain verified; its text
+         * says "... target host name ..." (OpenSSL, GnuTLS backends). */
+        if (strstr(why, "host name") || strstr(why, "subject name") || strstr(why, "common name"))
+            return fail(out, PEER_FAIL_TLS_NAME,
+                        "the TLS certificate of leader %s does not match its name (%s); check "
+                        "that the leader's certificate (peer_cert, --peer-cert) lists the host "
+                        "of its --addr in subjectAltName",
+                        addr, why);
+        return fail(out, PEER_FAIL_TLS_CA,
+                    "the TLS certificate of leader %s was not accepted (%s); check that "
+                    "peer_ca (--peer-ca) holds the CA that signed it, and its validity dates",
+                    addr, why);
+    }
+    case CURLE_SSL_CACERT_BADFILE:
+        return fail(out, PEER_FAIL_TLS_CA,
+                    "cannot load the CA bundle to verify leader %s (%s); check peer_ca "
+                    "(--peer-ca): PEM text or a readable PEM file",
+                    addr, why);
+    case CURLE_SSL_CERTPROBLEM:
+        return fail(out, PEER_FAIL_TLS_CLIENT,
+                    "cannot use this node's client certificate for leader %s (%s); check "
+                    "peer_client_cert (--peer-client-cert: certificate and key in one PEM)",
+                    addr, why);
+    default:
+        break;
+    }
+    long status = 0;
+    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+    if (alert == PEER_FAIL_NONE && c->cert_requested && status == 0 &&
+        (cc == CURLE_SSL_CONNECT_ERROR || cc == CURLE_RECV_ERROR || cc == CURLE_SEND_ERROR ||
+         cc == CURLE_GOT_NOTHING))
+        /* With TLS 1.3 the leader judges our certificate after the handshake;
+         * its alert can be lost when we write before reading it and the
+         * connection is already reset. */
+        return fail(out, PEER_FAIL_TLS_CLIENT,
+                    has_client_cert
+                        ? "leader %s asked for a client certificate (mTLS) and closed the "
+                          "connection without an answer (%s): it most likely refused this "
+                          "node's; check that peer_client_cert (--peer-client-cert) is signed by "
+                          "a CA in the leader's peer_ca"
+                        : "leader %s requires a client certificate (mTLS) and closed the "
+                          "connection without an answer (%s); check that this node has "
+                          "peer_client_cert (--peer-client-cert) signed by a CA in the leader's "
+                          "peer_ca",
+                    addr, why);
+    if (alert == PEER_FAIL_TLS_CLIENT)
+        return fail(out, PEER_FAIL_TLS_CLIENT,
+                    has_client_cert
+                        ? "leader %s refused this node's client certificate (%s); check that "
+                          "peer_client_cert (--peer-client-cert) is signed by a CA in the "
+                          "leader's peer_ca (mTLS)"
+                        : "leader %s requires a client certificate (mTLS) and refused this node "
+                          "(%s); check that this node has peer_client_cert "
+                          "(--peer-client-cert) signed by a CA in the leader's peer_ca",
+                    addr, why);
+    switch (cc) {
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_SHUTDOWN_FAILED:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_USE_SSL_FAILED:
+        return fail(out, PEER_FAIL_TLS,
+                    "TLS handshake with leader %s failed (%s); check that its --addr serves the "
+                    "s3lect peer endpoint over HTTPS (TLS 1.2 or newer)",
+                    addr, why);
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+        if (alert == PEER_FAIL_TLS)
+            return fail(out, PEER_FAIL_TLS,
+                        "TLS with leader %s failed (%s); check its peer_cert "
+                        "and this node's peer_ca",
+                        addr, why);
+        return fail(out, PEER_FAIL_CONNECT,
+                    "the connection to leader %s closed before a complete answer (%s); check "
+                    "the network to the leader (a leader that just stopped or crashed shows "
+                    "this too)",
+                    addr, why);
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_HTTP2:
+    case CURLE_BAD_CONTENT_ENCODING:
+        return fail(out, PEER_FAIL_MALFORMED,
+                    "leader %s sent an answer that is not HTTP/1.1 (%s); check that its --addr "
+                    "is an s3lect peer endpoint",
+                    addr, why);
+    default:
+        return fail(out, PEER_FAIL_OTHER, "peer check of leader %s failed: %s", addr, why);
+    }
+}
+
+static int validate(const response *resp, const char *addr, const char *expect_id, st_result *out)
 {
     cJSON *root = cJSON_ParseWithLength(resp->body ? resp->body : "", resp->len);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "leaderID");
     const cJSON *etag = cJSON_GetObjectItemCaseSensitive(root, "etag");
+    int cls = PEER_FAIL_NONE;
+    char got[80], want[80];
     if (!cJSON_IsObject(root))
-        st_result_setf(out, ST_TRANSIENT, "peer check of %s: the answer is not a JSON object",
-                       where);
+        cls = fail(out, PEER_FAIL_MALFORMED,
+                   "the answer of leader %s is not a JSON object (%zu bytes); check that its "
+                   "--addr and peer_health_path name an s3lect peer endpoint",
+                   addr, resp->len);
     else if (!cJSON_IsString(id))
-        st_result_setf(out, ST_TRANSIENT, "peer check of %s: the answer has no leaderID", where);
-    else if (expect_id && strcmp(id->valuestring, expect_id) != 0)
-        st_result_setf(out, ST_TRANSIENT,
-                       "peer check of %s: the node there is leader '%.100s', not '%.100s'", where,
-                       id->valuestring, expect_id);
-    else if (!cJSON_IsString(etag) || !etag->valuestring[0])
-        st_result_setf(out, ST_TRANSIENT,
-                       "peer check of %s: the answer has no etag (not an s3lect peer endpoint?)",
-                       where);
+        cls = fail(out, PEER_FAIL_MALFORMED,
+                   "the answer of leader %s has no leaderID; check that its --addr and "
+                   "peer_health_path name an s3lect peer endpoint",
+                   addr);
+    else if (expect_id && strcmp(id->valuestring, expect_id) != 0) {
+        sanitize(id->valuestring, got, sizeof got);
+        sanitize(expect_id, want, sizeof want);
+        cls = fail(out, PEER_FAIL_MALFORMED,
+                   "the node at %s is leader '%s', not '%s' as the lock record says; check that "
+                   "every node advertises its own --addr and that it serves this lock",
+                   addr, got, want);
+    } else if (!cJSON_IsString(etag) || !etag->valuestring[0])
+        cls = fail(out, PEER_FAIL_MALFORMED,
+                   "the answer of leader %s has no etag (not an s3lect peer endpoint?); check "
+                   "its --addr and peer_health_path",
+                   addr);
     else if (st_result_set_body(out, resp->body, resp->len) != 0 ||
              st_result_set_etag(out, etag->valuestring) != 0)
-        st_result_setf(out, ST_TRANSIENT, "peer check of %s: out of memory", where);
+        cls = fail(out, PEER_FAIL_OTHER, "peer check of leader %s: out of memory", addr);
     else
         out->outcome = ST_OK;
     cJSON_Delete(root);
+    return cls;
 }
 
-void peer_client_check(peer_client *c, const char *addr, const char *path, const char *etag,
-                       int64_t wait_ms, int64_t timeout_ms, const char *expect_id,
-                       const volatile int *abort_flag, st_result *out)
+static int check(peer_client *c, const char *addr, const char *path, const char *etag,
+                 int64_t wait_ms, int64_t timeout_ms, const char *expect_id,
+                 const volatile int *abort_flag, st_result *out)
 {
     memset(out, 0, sizeof *out);
     if (!path || path[0] != '/')
         path = "/health/leadership";
     if (!valid_addr(addr)) {
-        st_result_setf(out, ST_TRANSIENT,
-                       "peer check: the leader's address '%.100s' is not host:port",
-                       addr ? addr : "");
-        return;
+        char a[80];
+        sanitize(addr ? addr : "", a, sizeof a);
+        return fail(out, PEER_FAIL_CONNECT,
+                    "the leader's address '%s' in the lock record is not host:port; check the "
+                    "leader's --addr (server_addr)",
+                    a);
     }
     if (wait_ms < 0)
         wait_ms = 0;
@@ -344,10 +629,8 @@ void peer_client_check(peer_client *c, const char *addr, const char *path, const
         url = u_strdup(where);
         wait_ms = 0;
     }
-    if (!url) {
-        st_result_setf(out, ST_TRANSIENT, "peer check of %s: out of memory", where);
-        return;
-    }
+    if (!url)
+        return fail(out, PEER_FAIL_OTHER, "peer check of leader %s: out of memory", addr);
     response resp = {0};
     int64_t total_ms = wait_ms + timeout_ms;
     setup(c, url, total_ms, timeout_ms, &resp);
@@ -356,17 +639,37 @@ void peer_client_check(peer_client *c, const char *addr, const char *path, const
     long status = 0;
     curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
     out->http_status = (int)status;
-    if (cc == CURLE_WRITE_ERROR && resp.too_large)
-        st_result_setf(out, ST_TRANSIENT, "peer check of %s: the answer is larger than %d bytes",
-                       where, PEER_MAX_RESPONSE);
+    int cls = PEER_FAIL_NONE;
+    if (cc != CURLE_OK && abort_flag && __atomic_load_n(abort_flag, __ATOMIC_ACQUIRE))
+        /* A stop interrupted the check: not a failure of the leader. */
+        st_result_setf(out, ST_TRANSIENT, "peer check of %s: stopped", where);
+    else if (cc == CURLE_WRITE_ERROR && resp.too_large)
+        cls = fail(out, PEER_FAIL_TOO_LARGE,
+                   "the answer of leader %s is larger than %d bytes: not an s3lect peer "
+                   "endpoint; check its --addr and peer_health_path",
+                   addr, PEER_MAX_RESPONSE);
     else if (cc != CURLE_OK)
-        transport_failure(c, cc, where, total_ms, out);
-    else if (status == 404)
+        cls = transport_failure(c, cc, addr, wait_ms, timeout_ms, c->client_cert.data != NULL, out);
+    else if (status == 404 && resp.body && strstr(resp.body, "not the leader"))
+        /* The endpoint's own answer that this node does not lead (now): how a
+         * long poll learns of a release. Not a failure. */
         st_result_setf(out, ST_TRANSIENT,
                        "peer check of %s: the node there is not leading (HTTP 404)", where);
     else if (status != 200)
-        st_result_setf(out, ST_TRANSIENT, "peer check of %s: HTTP %ld", where, status);
+        cls = fail(out, PEER_FAIL_HTTP_STATUS,
+                   "leader %s answered HTTP %ld to GET %s; check peer_health_path (the same on "
+                   "every node; default /health/leadership) and that its --addr is an s3lect "
+                   "peer endpoint",
+                   addr, status, path);
     else
-        validate(&resp, where, expect_id, out);
+        cls = validate(&resp, addr, expect_id, out);
     free(resp.body);
+    return cls;
+}
+
+void peer_client_check(peer_client *c, const char *addr, const char *path, const char *etag,
+                       int64_t wait_ms, int64_t timeout_ms, const char *expect_id,
+                       const volatile int *abort_flag, st_result *out)
+{
+    c->last_fail = check(c, addr, path, etag, wait_ms, timeout_ms, expect_id, abort_flag, out);
 }

@@ -127,6 +127,31 @@ static void flush_events(s3lect_elector *e, el_time now)
     pthread_cond_broadcast(&e->state_cv);
 }
 
+/* A failed peer check (docs/peer.md "When the peer check fails"): counted
+ * by class for the status, and reported through an ERROR event the first
+ * time its class occurs, then at most once per PEER_FAIL_REPORT_MS with the
+ * number left unreported in between. The follower has already fallen back
+ * to S3 (the engine's on_peer). Takes mu. */
+static void note_peer_failure(s3lect_elector *e, int cls, const st_result *res)
+{
+    if (cls == PEER_FAIL_NONE)
+        return;
+    const char *why = res->message ? res->message : "the peer check failed";
+    pthread_mutex_lock(&e->mu);
+    snprintf(e->peer_last_fail, sizeof e->peer_last_fail, "%s", why);
+    uint64_t suppressed = 0;
+    if (peer_fail_note(&e->peer_fails, cls, u_mono_ms(), PEER_FAIL_REPORT_MS, &suppressed)) {
+        char msg[1000], more[160] = "";
+        if (suppressed)
+            snprintf(more, sizeof more, " [%llu more like this in the last %d s not logged]",
+                     (unsigned long long)suppressed, PEER_FAIL_REPORT_MS / 1000);
+        snprintf(msg, sizeof msg, "peer mode (%s): %s; following the leader through S3 meanwhile%s",
+                 peer_fail_name(cls), why, more);
+        el_report_error(&e->eng, peer_fail_code(cls), msg);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
 static void perform(s3lect_elector *e, const el_op *op, const char *if_match, st_result *res)
 {
     if (op->kind == EL_OP_PEER) {
@@ -138,6 +163,7 @@ static void perform(s3lect_elector *e, const el_op *op, const char *if_match, st
             e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
         peer_client_check(e->pc, op->peer_addr, path, if_match, op->peer_wait, op->timeout_ms,
                           op->peer_id, &e->abort_io, res);
+        note_peer_failure(e, peer_client_last_failure(e->pc), res);
         return;
     }
     if (op->kind == EL_OP_GET)

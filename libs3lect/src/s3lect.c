@@ -484,6 +484,8 @@ struct s3lect_status {
     int64_t term, last_updated, last_seen, lease_remaining, fails, last_cycle_wall;
     uint64_t cycle;
     char *server_id, *leader_id, *leader_addr, *etag, *error_msg, *lock;
+    uint64_t peer_fails[PEER_FAIL_NCLASSES]; /* failed peer checks by class */
+    char *peer_last_fail;
 };
 
 void s3lect_status_free(s3lect_status *st)
@@ -496,6 +498,7 @@ void s3lect_status_free(s3lect_status *st)
     free(st->etag);
     free(st->error_msg);
     free(st->lock);
+    free(st->peer_last_fail);
     free(st);
 }
 
@@ -529,9 +532,11 @@ static s3lect_status *snapshot(const s3lect_elector *e)
     st->etag = u_strdup(g->etag ? g->etag : "");
     st->error_msg = u_strdup(g->last_error_msg ? g->last_error_msg : "");
     st->lock = u_strdup(e->cfg->lock);
+    memcpy(st->peer_fails, e->peer_fails.count, sizeof st->peer_fails);
+    st->peer_last_fail = u_strdup(e->peer_last_fail);
     pthread_mutex_unlock(&m->mu);
     if (!st->server_id || !st->leader_id || !st->leader_addr || !st->etag || !st->error_msg ||
-        !st->lock) {
+        !st->lock || !st->peer_last_fail) {
         s3lect_status_free(st);
         return NULL;
     }
@@ -644,6 +649,11 @@ int s3lect_status_json(const s3lect_elector *e, char **out)
     cJSON_AddNumberToObject(o, "lastError", st->last_error);
     cJSON_AddStringToObject(o, "lastErrorMessage", st->error_msg);
     cJSON_AddNumberToObject(o, "cycle", (double)st->cycle);
+    /* Failed peer checks by class (docs/peer.md), all zero outside peer mode. */
+    cJSON *pf = cJSON_AddObjectToObject(o, "peerFailures");
+    for (int i = PEER_FAIL_NONE + 1; pf && i < PEER_FAIL_NCLASSES; i++)
+        cJSON_AddNumberToObject(pf, peer_fail_name(i), (double)st->peer_fails[i]);
+    cJSON_AddStringToObject(o, "peerLastFailure", st->peer_last_fail);
     s3lect_status_free(st);
     *out = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
