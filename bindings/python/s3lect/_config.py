@@ -22,6 +22,7 @@ DURATIONS: Dict[str, int] = {
     "frequent_interval": _core.S3LECT_OPT_FREQUENT_INTERVAL,
     "infrequent_interval": _core.S3LECT_OPT_INFREQUENT_INTERVAL,
     "max_clock_skew": _core.S3LECT_OPT_MAX_CLOCK_SKEW,
+    "max_lease_timeout": _core.S3LECT_OPT_MAX_LEASE_TIMEOUT,
     "peer_timeout": _core.S3LECT_OPT_PEER_TIMEOUT,
     "request_timeout": _core.S3LECT_OPT_REQUEST_TIMEOUT,
 }

@@ -283,8 +283,16 @@ class Elector:
             long [10 s]. Requires renew_interval < renew_deadline < lease_timeout.
         frequent_interval: follower poll period during transitions [5 s].
         infrequent_interval: follower poll period while leadership is stable [30 s].
-        max_clock_skew: bound on wall-clock differences between nodes [2 s];
-            0 disables the wall-clock takeover rule.
+        max_clock_skew: opt-in wall-clock takeover rule [0 = off]. A value
+            > 0 lets a follower also take over a record whose ``lastUpdated``
+            is older than lease + this, and assumes every node's wall clock
+            stays within this bound of every other's, steps included: a
+            larger clock step can give two leaders.
+        max_lease_timeout: a record's ``leaseMs`` is read as at most this, so
+            a hostile or broken record cannot block the lock for ever
+            [0 = 4 x lease_timeout]. Must not be less than ``lease_timeout``;
+            every node's ``lease_timeout`` must be at most every other node's
+            bound. Fixed when the elector is created.
         request_timeout: timeout of one store request [10 s].
         peer_mode: serve this node's leadership over HTTPS while it leads, and
             let stable followers long-poll the leader instead of reading the
@@ -312,7 +320,9 @@ class Elector:
             also called after a veto (reason ``hook_failed``).
         on_leader_change: ``on_leader_change(leader_id, leader_addr, term)``.
         on_error: ``on_error(error)`` with a typed :class:`s3lect.Error` for
-            store or record problems (the elector keeps retrying).
+            store or record problems (the elector keeps retrying). A problem
+            that repeats is reported at once, then at most every 30 s, the
+            next report saying how many similar ones were not.
         on_event: ``on_event(event)`` for every :class:`s3lect.Event`.
         logger: where to log (default: the ``"s3lect"`` logger).
 
@@ -346,6 +356,7 @@ class Elector:
         frequent_interval: Optional[Duration] = None,
         infrequent_interval: Optional[Duration] = None,
         max_clock_skew: Optional[Duration] = None,
+        max_lease_timeout: Optional[Duration] = None,
         request_timeout: Optional[Duration] = None,
         peer_mode: Optional[bool] = None,
         peer_health_path: Optional[str] = None,
@@ -408,6 +419,7 @@ class Elector:
                 frequent_interval=frequent_interval,
                 infrequent_interval=infrequent_interval,
                 max_clock_skew=max_clock_skew,
+                max_lease_timeout=max_lease_timeout,
                 request_timeout=request_timeout,
                 peer_mode=peer_mode,
                 peer_health_path=peer_health_path,
@@ -765,11 +777,18 @@ class Elector:
         Accepts ``lease_timeout``, ``renew_interval``, ``renew_deadline``,
         ``frequent_interval``, ``infrequent_interval``, ``max_clock_skew``,
         ``peer_timeout`` and ``request_timeout``; the new values are checked
-        together with the current ones.
+        together with the current ones (a ``lease_timeout`` above the
+        elector's ``max_lease_timeout`` is refused). ``max_lease_timeout``
+        itself is fixed at creation.
 
         Raises:
             ConfigError: for unknown names or an invalid combination (nothing changes).
         """
+        if "max_lease_timeout" in timings:
+            raise ConfigError(
+                "max_lease_timeout cannot change on an existing elector (libs3lect applies "
+                "it when the elector is created); create a new elector"
+            )
         unknown = set(timings) - self._TIMINGS
         if unknown:
             raise ConfigError(

@@ -34,13 +34,25 @@ class EventType(_StrEnum):
 
 
 class LostReason(_StrEnum):
-    """Why this node stopped being leader. Compares equal to its string value."""
+    """Why this node stopped being leader. Compares equal to its string value.
+    A reason added by a newer core than this binding knows arrives as
+    :attr:`UNKNOWN`, never as an exception in the callback."""
 
     RELEASED = "released"
+    """Released: an explicit release or an acquire-hook veto."""
     LEASE_EXPIRED = "lease_expired"
+    """renew_deadline passed with no renewal even tried: the process was
+    paused, suspended or starved."""
     LOST_RACE = "lost_race"
+    """Another node wrote the record (a confirmed failed condition, or the
+    record vanished)."""
     HOOK_FAILED = "hook_failed"
+    """``on_acquire`` vetoed."""
     STOPPED = "stopped"
+    """:meth:`Elector.stop`."""
+    RENEW_TIMEOUT = "renew_timeout"
+    """Renewals were sent but none succeeded before renew_deadline: the
+    store was slow, failing or unreachable."""
     UNKNOWN = "unknown"
 
 
@@ -69,6 +81,7 @@ _REASONS = {
     _core.S3LECT_LOST_LOST_RACE: LostReason.LOST_RACE,
     _core.S3LECT_LOST_HOOK_FAILED: LostReason.HOOK_FAILED,
     _core.S3LECT_LOST_STOPPED: LostReason.STOPPED,
+    _core.S3LECT_LOST_RENEW_TIMEOUT: LostReason.RENEW_TIMEOUT,
 }
 _STATES = {
     _core.S3LECT_STATE_NEW: State.NEW,
