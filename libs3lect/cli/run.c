@@ -1,7 +1,18 @@
 /* run.c - `s3lect run`: run a command only while holding leadership.
  *
  * Single-threaded: the elector runs in poll mode, and one poll() loop waits on
- * its event fd, a signalfd (SIGTERM, SIGINT, SIGCHLD) and the kill timer.
+ * its event fd, a signalfd and the shim's report pipe. CMD runs under a
+ * supervising child, the shim (supervise.c), which owns CMD's whole process
+ * tree; s3lect run is a child subreaper as well, so whatever the shim leaves
+ * behind if it is killed comes back to us.
+ *
+ * The safety rule (docs/cli.md, "Why the tree is dead before another node
+ * leads"): every process of the tree is dead by the hard deadline
+ *     last successful renewal's send time + lease_timeout - margin,
+ * the earliest moment (less the margin) at which another node may take over.
+ * We sample it from the elector before starting CMD and on every loop turn
+ * while leading, and hand it to the shim, which SIGKILLs the tree when it
+ * passes unless it was extended; we enforce it ourselves too.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -16,20 +27,42 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "supervise.h"
 #include "util.h"
 
 const char *cli_run_help(void);
 const char *cli_common_help(void);
 
+/* Margin between the hard deadline and the lease's end, for clock-rate error
+ * (up to 1e-3 on each of the two nodes: 2 L / 1000) and for waking up,
+ * walking /proc, delivering SIGKILL and the kernel tearing the processes down
+ * on a loaded machine (250 ms). */
+static int64_t kill_margin(int64_t lease)
+{
+    return (2 * lease + 999) / 1000 + 250;
+}
+
 typedef struct runner {
     s3lect_elector *el;
     char **cmd;
     const char *id;
-    int64_t kill_timeout;
-    pid_t child;     /* 0: none */
-    int64_t kill_at; /* mono ms to SIGKILL the child; 0: none */
-    int want_child;  /* leader and CMD should run */
-    int64_t term;    /* term of the current leadership */
+    int64_t kill_timeout, lease, deadline, margin;
+    struct sigaction orig_sigpipe;
+    pid_t self;
+    /* the supervised tree */
+    pid_t shim; /* 0: none */
+    int to_shim, from_shim;
+    pid_t cmd_pid;     /* as the shim reported it */
+    int stop_sent;     /* SV_STOP (or SV_KILL) went to the shim */
+    int64_t sent_hard; /* hard deadline the shim knows */
+    int shim_done;     /* SV_DONE received */
+    int done_why, done_code;
+    int64_t hard; /* mono ms by which the tree must be dead; 0: never led */
+    int orphans;  /* we kill our own descendants (the shim is gone) */
+    int64_t orphan_kill_at;
+    int64_t shim_kill_at; /* SIGKILL the shim itself (it did not end at the deadline) */
+    /* leadership */
+    int64_t term;
     int leading;
     int stopping;     /* SIGTERM/SIGINT received */
     int child_done;   /* CMD exited on its own while we led */
@@ -39,54 +72,70 @@ typedef struct runner {
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
+    /* A closed or broken stderr must not stop supervision: SIGPIPE is ignored
+     * and write errors are dropped. */
+    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    fputs("s3lect: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
     va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n > sizeof line - 2)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    fputs("s3lect: ", stderr);
+    fwrite(line, 1, (size_t)n, stderr);
     fflush(stderr);
+    clearerr(stderr);
 }
 
-static void start_child(runner *r)
+/* Samples the hard deadline if we lead now. Returns 1 if leading. */
+static int sample(runner *r, int64_t now)
+{
+    s3lect_status *st = NULL;
+    if (s3lect_get_status(r->el, &st) != 0 || !st)
+        return 0;
+    int lead = s3lect_status_is_leader(st);
+    int64_t left = s3lect_status_lease_remaining_ms(st);
+    s3lect_status_free(st);
+    if (!lead || left <= 0)
+        return 0;
+    /* now was read before the snapshot: an older now gives an earlier deadline. */
+    int64_t hard = now + left + (r->lease - r->deadline) - r->margin;
+    if (hard > r->hard)
+        r->hard = hard;
+    return 1;
+}
+
+static void start_cmd(runner *r)
 {
     char term[32];
     snprintf(term, sizeof term, "%lld", (long long)r->term);
-    fflush(NULL);
-    pid_t pid = fork();
+    sv_spawn_args a = {r->cmd, term, r->id, r->hard, r->kill_timeout, &r->orig_sigpipe};
+    pid_t pid = sv_spawn(&a, &r->to_shim, &r->from_shim);
     if (pid < 0) {
         say("cannot fork: %s", strerror(errno));
         return;
     }
-    if (pid == 0) {
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        setpgid(0, 0); /* its own group: SIGTERM reaches the whole pipeline */
-        /* If s3lect itself dies (kill -9), CMD must not run on without a lease. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() == 1)
-            _exit(CLI_EXIT_EXEC);
-        setenv("S3LECT_TERM", term, 1);
-        setenv("S3LECT_LEADER_ID", r->id, 1);
-        execvp(r->cmd[0], r->cmd);
-        fprintf(stderr, "s3lect: cannot run '%s': %s\n", r->cmd[0], strerror(errno));
-        _exit(CLI_EXIT_EXEC);
-    }
-    setpgid(pid, pid);
-    r->child = pid;
-    r->kill_at = 0;
-    say("started command pid=%ld term=%lld", (long)pid, (long long)r->term);
+    r->shim = pid;
+    r->cmd_pid = 0;
+    r->stop_sent = 0;
+    r->shim_done = 0;
+    r->sent_hard = r->hard;
+    r->shim_kill_at = 0;
 }
 
-static void stop_child(runner *r, const char *why)
+static void stop_cmd(runner *r, const char *why)
 {
-    if (!r->child || r->kill_at)
+    if (!r->shim || r->stop_sent)
         return;
-    say("stopping command pid=%ld (%s): SIGTERM", (long)r->child, why);
-    kill(-r->child, SIGTERM);
-    kill(r->child, SIGTERM);
-    r->kill_at = u_mono_ms() + r->kill_timeout;
+    int64_t kill_at = u_mono_ms() + r->kill_timeout;
+    if (r->hard < kill_at)
+        kill_at = r->hard;
+    say("stopping command pid=%ld (%s): SIGTERM", (long)r->cmd_pid, why);
+    sv_send(r->to_shim, SV_STOP, 0, kill_at, 0);
+    r->stop_sent = 1;
 }
 
 static void on_acquired(s3lect_elector *e, const s3lect_event *ev, void *ud)
@@ -95,7 +144,6 @@ static void on_acquired(s3lect_elector *e, const s3lect_event *ev, void *ud)
     runner *r = ud;
     r->term = s3lect_event_term(ev);
     r->leading = 1;
-    r->want_child = !r->stopping;
     say("acquired leadership term=%lld id=%s", (long long)r->term, r->id);
 }
 
@@ -104,10 +152,9 @@ static void on_lost(s3lect_elector *e, const s3lect_event *ev, void *ud)
     (void)e;
     runner *r = ud;
     r->leading = 0;
-    r->want_child = 0;
     say("lost leadership term=%lld reason=%s", (long long)s3lect_event_term(ev),
         s3lect_lost_reason_str(s3lect_event_reason(ev)));
-    stop_child(r, "leadership lost");
+    stop_cmd(r, "leadership lost");
 }
 
 static void on_changed(s3lect_elector *e, const s3lect_event *ev, void *ud)
@@ -128,22 +175,88 @@ static void on_error(s3lect_elector *e, const s3lect_event *ev, void *ud)
     say("error: %s", s3lect_event_message(ev));
 }
 
+static void read_reports(runner *r)
+{
+    sv_msg m;
+    while (r->from_shim >= 0 && sv_recv(r->from_shim, &m) == 1) {
+        switch (m.type) {
+        case SV_STARTED:
+            r->cmd_pid = m.arg;
+            say("started command pid=%ld term=%lld", (long)m.arg, (long long)r->term);
+            break;
+        case SV_MAIN_EXITED:
+            if (m.b > 0 && !r->stop_sent)
+                say("command pid=%ld ended with status %lld; stopping the %lld processes it left",
+                    (long)m.arg, (long long)m.a, (long long)m.b);
+            break;
+        case SV_KILLING:
+            say("command pid=%ld did not stop %s: SIGKILL to %lld processes", (long)r->cmd_pid,
+                m.arg == SV_WHY_DEADLINE ? "before the lease deadline" : "in time", (long long)m.a);
+            break;
+        case SV_DONE:
+            r->shim_done = 1;
+            r->done_why = m.arg;
+            r->done_code = (int)m.a;
+            break;
+        }
+    }
+}
+
+static void start_orphan_kill(runner *r, int64_t now)
+{
+    if (r->orphans)
+        return;
+    r->orphans = 1;
+    r->orphan_kill_at = now + r->kill_timeout;
+    if (r->hard < r->orphan_kill_at)
+        r->orphan_kill_at = r->hard;
+    int n = sv_tree_signal(r->self, 0, SIGTERM);
+    say("stopping %d processes left behind by the command: SIGTERM", n);
+}
+
+static void shim_ended(runner *r, int status)
+{
+    read_reports(r);
+    int64_t now = u_mono_ms();
+    if (r->shim_done) {
+        say("command exited pid=%ld status=%d", (long)r->cmd_pid, r->done_code);
+        if (r->done_why == SV_WHY_EXITED && !r->stop_sent && r->leading && !r->stopping) {
+            r->child_done = 1; /* it ended by itself: hand leadership over and leave */
+            r->child_status = r->done_code;
+        }
+    } else {
+        /* Killed by someone: CMD died with it (PR_SET_PDEATHSIG); anything else
+         * it had started is now our child. */
+        if (WIFSIGNALED(status))
+            say("supervising process pid=%ld died of signal %d", (long)r->shim, WTERMSIG(status));
+        else
+            say("supervising process pid=%ld exited with status %d", (long)r->shim,
+                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        if (!r->stop_sent && r->leading && !r->stopping) {
+            r->child_done = 1;
+            r->child_status = CLI_EXIT_ERROR;
+        }
+    }
+    close(r->to_shim);
+    close(r->from_shim);
+    r->to_shim = r->from_shim = -1;
+    r->shim = 0;
+    r->cmd_pid = 0;
+    r->stop_sent = 0;
+    /* Nothing should be left; if something is (the shim was killed), kill it. */
+    if (sv_tree_signal(r->self, 0, 0) > 0)
+        start_orphan_kill(r, now);
+}
+
 static void reap(runner *r)
 {
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        if (pid != r->child)
-            continue;
-        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        say("command exited pid=%ld status=%d", (long)pid, code);
-        int expected = r->kill_at != 0;
-        r->child = 0;
-        r->kill_at = 0;
-        if (!expected && r->leading && !r->stopping) {
-            r->child_done = 1; /* it ended by itself: hand leadership over and leave */
-            r->child_status = code;
-        }
+        if (pid == r->shim)
+            shim_ended(r, status);
+        /* others: orphans re-parented to us, reaped so they leave no zombie */
+        sv_forget(pid);
     }
 }
 
@@ -152,7 +265,7 @@ static int parse_run(int argc, char **argv, cli_opts *o, char ***cmd)
     memset(o, 0, sizeof *o);
     o->path_style = -1;
     o->lease = o->renew = o->deadline = o->frequent = o->infrequent = o->skew = -1;
-    o->kill_timeout = 10000;
+    o->kill_timeout = -1; /* default: the largest safe value */
     *cmd = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) {
@@ -191,21 +304,68 @@ static int parse_run(int argc, char **argv, cli_opts *o, char ***cmd)
     return 0;
 }
 
+static void fmt_ms(int64_t ms, char *out, size_t n)
+{
+    if (ms % 1000 == 0)
+        snprintf(out, n, "%llds", (long long)(ms / 1000));
+    else
+        snprintf(out, n, "%lldms", (long long)ms);
+}
+
+/* Sets r->lease, deadline, margin and kill_timeout; 0 or a usage error. */
+static int check_timing(runner *r, const s3lect_config *cfg, int64_t kill_timeout)
+{
+    if (s3lect_config_get_int(cfg, S3LECT_OPT_LEASE_TIMEOUT, &r->lease) != 0 ||
+        s3lect_config_get_int(cfg, S3LECT_OPT_RENEW_DEADLINE, &r->deadline) != 0) {
+        fprintf(stderr, "s3lect run: cannot read the lease settings\n");
+        return -1;
+    }
+    r->margin = kill_margin(r->lease);
+    int64_t safe = r->lease - r->deadline - r->margin;
+    char l[32], d[32], m[32], k[32], s[32];
+    fmt_ms(r->lease, l, sizeof l);
+    fmt_ms(r->deadline, d, sizeof d);
+    fmt_ms(r->margin, m, sizeof m);
+    fmt_ms(safe, s, sizeof s);
+    if (safe < 0) {
+        cli_usage_error("run",
+                        "lease-timeout %s - renew-deadline %s leaves no time to stop the command: "
+                        "it must exceed the supervisor's margin %s (2 x lease/1000 + 250ms)",
+                        l, d, m);
+        return -1;
+    }
+    if (kill_timeout > safe) {
+        fmt_ms(kill_timeout, k, sizeof k);
+        cli_usage_error("run",
+                        "--kill-timeout %s is unsafe: the largest safe value is %s (lease-timeout "
+                        "%s - renew-deadline %s - margin %s)",
+                        k, s, l, d, m);
+        return -1;
+    }
+    r->kill_timeout = kill_timeout >= 0 ? kill_timeout : safe;
+    return 0;
+}
+
 int cli_run(int argc, char **argv)
 {
     cli_opts o;
     runner r;
     memset(&r, 0, sizeof r);
+    r.to_shim = r.from_shim = -1;
     if (parse_run(argc, argv, &o, &r.cmd))
         return CLI_EXIT_USAGE;
     s3lect_config *cfg = cli_config("run", &o);
     if (!cfg)
         return CLI_EXIT_USAGE;
+    if (check_timing(&r, cfg, o.kill_timeout) != 0) {
+        s3lect_config_free(cfg);
+        return CLI_EXIT_USAGE;
+    }
     s3lect_config_set_bool(cfg, S3LECT_OPT_POLL_MODE, 1);
     char id[300];
     s3lect_config_get_str(cfg, S3LECT_OPT_SERVER_ID, id, sizeof id);
     r.id = id;
-    r.kill_timeout = o.kill_timeout;
+    r.self = getpid();
     int rc = s3lect_new(cfg, &r.el);
     if (rc) {
         char msg[512];
@@ -220,12 +380,29 @@ int cli_run(int argc, char **argv)
     s3lect_set_callback(r.el, S3LECT_EVENT_LEADER_CHANGED, on_changed, &r, NULL);
     s3lect_set_callback(r.el, S3LECT_EVENT_ERROR, on_error, &r, NULL);
 
+    /* Orphaned descendants of CMD come to us if the shim is killed. */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        say("warning: cannot become a child subreaper: %s", strerror(errno));
+    int before = sv_exclude_present(r.self);
+    if (before > 0)
+        say("%d processes started before s3lect (e.g. by the shell that ran it) are left alone",
+            before);
+    /* A closed stderr pipe must not kill the supervisor (CMD gets the
+     * disposition we were started with back). */
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, &r.orig_sigpipe);
+
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGCHLD);
     sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGUSR1);
+    sigaddset(&mask, SIGUSR2);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0 || s3lect_start(r.el) != 0) {
@@ -234,54 +411,85 @@ int cli_run(int argc, char **argv)
         return CLI_EXIT_ERROR;
     }
     say("following %s as %s", o.lock, id);
-    int released = 0;
     for (;;) {
+        int64_t now = u_mono_ms();
         /* Leadership is computed at call time: never trust a stale "yes". */
-        if (r.leading && !s3lect_is_leader(r.el) && !r.stopping) {
+        int lead = sample(&r, now);
+        if (r.leading && !lead) {
             r.leading = 0;
-            r.want_child = 0;
-            stop_child(&r, "lease no longer valid");
+            stop_cmd(&r, "lease no longer valid");
         }
-        if (r.want_child && !r.child && !r.child_done)
-            start_child(&r);
-        r.want_child = 0;
-        if ((r.stopping || r.child_done) && !r.child) {
-            if (!released) {
+        if (r.shim && !r.stop_sent && lead && r.hard > r.sent_hard &&
+            sv_send(r.to_shim, SV_DEADLINE, 0, r.hard, 0) == 0)
+            r.sent_hard = r.hard;
+        /* The hard deadline holds even if the shim cannot act (stopped, hung). */
+        if (r.shim && r.hard && now >= r.hard) {
+            sv_tree_signal(r.self, r.shim, SIGKILL);
+            if (!r.shim_kill_at)
+                r.shim_kill_at = r.hard + 1000;
+            else if (now >= r.shim_kill_at)
+                kill(r.shim, SIGKILL);
+        }
+        if (r.orphans) {
+            int n = sv_tree_signal(r.self, 0, now >= r.orphan_kill_at ? SIGKILL : 0);
+            if (n <= 0)
+                r.orphans = 0;
+        }
+        /* Start CMD only with a fresh sample that says we lead, and only once
+         * the previous term's tree is gone. */
+        if (lead && r.leading && !r.stopping && !r.child_done && !r.shim && !r.orphans &&
+            r.hard > now) {
+            if (sv_tree_signal(r.self, 0, 0) > 0)
+                start_orphan_kill(&r, now);
+            else
+                start_cmd(&r);
+        }
+        if ((r.stopping || r.child_done) && !r.shim && !r.orphans) {
+            if (s3lect_is_leader(r.el))
                 say("releasing leadership");
-                s3lect_stop(r.el); /* writes the released record if leader */
-                s3lect_dispatch(r.el, 0);
-                released = 1;
-            }
+            s3lect_stop(r.el); /* writes the released record if leader */
+            s3lect_dispatch(r.el, 0);
             break;
         }
-        int64_t now = u_mono_ms(), timeout = 250;
-        if (r.kill_at) {
-            if (now >= r.kill_at) {
-                say("command pid=%ld did not stop in time: SIGKILL", (long)r.child);
-                kill(-r.child, SIGKILL);
-                kill(r.child, SIGKILL);
-                r.kill_at = now + 1000 * 3600; /* only once */
-            } else if (r.kill_at - now < timeout) {
-                timeout = r.kill_at - now;
-            }
-        }
-        struct pollfd pfd[2] = {{s3lect_event_fd(r.el), POLLIN, 0}, {sfd, POLLIN, 0}};
-        int n = poll(pfd, 2, (int)timeout);
+        int64_t timeout = 250;
+        if (r.orphans)
+            timeout = 20;
+        if ((r.shim || r.orphans) && r.hard > now && r.hard - now < timeout)
+            timeout = r.hard - now; /* wake exactly at the hard deadline */
+        if (r.orphans && r.orphan_kill_at > now && r.orphan_kill_at - now < timeout)
+            timeout = r.orphan_kill_at - now;
+        struct pollfd pfd[3] = {
+            {s3lect_event_fd(r.el), POLLIN, 0}, {sfd, POLLIN, 0}, {r.from_shim, POLLIN, 0}};
+        int n = poll(pfd, 3, (int)timeout);
         if (n < 0 && errno != EINTR)
             break;
+        if (pfd[2].revents & POLLIN)
+            read_reports(&r);
         if (pfd[1].revents & POLLIN) {
             struct signalfd_siginfo si;
             while (read(sfd, &si, sizeof si) == sizeof si) {
-                if (si.ssi_signo == SIGCHLD) {
-                    reap(&r);
+                int sig = (int)si.ssi_signo;
+                if (sig == SIGCHLD) {
+                    continue;
+                } else if (sig == SIGHUP || sig == SIGUSR1 || sig == SIGUSR2) {
+                    if (r.shim && !r.stop_sent && r.cmd_pid) {
+                        say("forwarding signal %d to command pid=%ld", sig, (long)r.cmd_pid);
+                        sv_send(r.to_shim, SV_SIGNAL, sig, 0, 0);
+                    } else {
+                        say("received signal %d: no command running, ignored", sig);
+                    }
                 } else if (!r.stopping) {
                     r.stopping = 1;
-                    say("received signal %u: stopping", si.ssi_signo);
-                    stop_child(&r, "s3lect is stopping");
+                    say("received signal %d: stopping", sig);
+                    stop_cmd(&r, "s3lect is stopping");
+                } else if (r.shim) {
+                    say("received signal %d again: SIGKILL to the command", sig);
+                    sv_send(r.to_shim, SV_KILL, 0, 0, 0);
+                    r.stop_sent = 1;
                 }
             }
-            reap(&r);
         }
+        reap(&r);
         s3lect_dispatch(r.el, 0);
     }
     close(sfd);
