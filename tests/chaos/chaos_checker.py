@@ -5,6 +5,11 @@ Input: the CMD log that every leader's CMD (leader_cmd.py) appends to, the
 times are CLOCK_MONOTONIC seconds, one clock for every process on the host.
 
 A CMD instance (one pid) leads from its `start` line to its `end` line. A
+line may carry a sixth field, the pid of the CMD whose process tree the
+instance belongs to (leader_tree.py: descendants that ignore SIGTERM, in and
+out of the CMD's process group); every instance of one tree is one
+leadership, which lasts until its last process stops, so instances of the
+same tree may overlap each other but no instance of any other tree. A
 CMD killed with its node (kill -9) has no end line: its end is the time the
 test saw it dead (an upper bound). A paused node's CMD does nothing while
 stopped, so its interval is split into [start, pause] and [resume, end]; the
@@ -37,6 +42,7 @@ class Instance:
     last: float  # last line seen (start, hb or end)
     end: float | None = None
     ended_by: str = ""  # "sigterm", "killed"
+    root: int = 0  # pid of the tree's CMD (the instance's own pid for a CMD)
 
 
 @dataclass
@@ -47,6 +53,7 @@ class Segment:
     start: float
     end: float
     post_resume: bool = False
+    root: int = 0
 
 
 @dataclass
@@ -74,6 +81,7 @@ class Report:
     max_overlap_s: float = 0.0
     regain_s: list[tuple[str, float]] = field(default_factory=list)
     max_gap_s: float = 0.0  # longest time without a running CMD after the first one
+    max_tree_tail_s: float = 0.0  # longest a descendant ran on after its tree's CMD ended
 
     def ok(self) -> bool:
         return not self.violations
@@ -83,13 +91,22 @@ def parse_cmd_log(text: str) -> dict[int, Instance]:
     inst: dict[int, Instance] = {}
     for n, line in enumerate(text.splitlines(), 1):
         parts = line.split()
-        if len(parts) != 5 or parts[0] not in ("start", "hb", "end"):
+        if len(parts) not in (5, 6) or parts[0] not in ("start", "hb", "end"):
             raise ValueError(f"CMD log line {n} is malformed: {line!r}")
-        ev, term, node, pid, t = parts[0], int(parts[1]), parts[2], int(parts[3]), float(parts[4])
+        try:
+            ev, term, node, pid, t = (parts[0], int(parts[1]), parts[2], int(parts[3]),
+                                      float(parts[4]))
+            root = int(parts[5]) if len(parts) == 6 else pid
+        except ValueError:
+            raise ValueError(f"CMD log line {n} is malformed: {line!r}") from None
         if ev == "start":
             if pid in inst:
                 raise ValueError(f"CMD log line {n}: pid {pid} started twice")
-            inst[pid] = Instance(pid=pid, node=node, term=term, start=t, last=t)
+            if root != pid and (root not in inst or inst[root].node != node
+                                or inst[root].term != term):
+                raise ValueError(f"CMD log line {n}: pid {pid} joins tree {root}, which is not "
+                                 f"a CMD of {node} with term {term}")
+            inst[pid] = Instance(pid=pid, node=node, term=term, start=t, last=t, root=root)
             continue
         if pid not in inst:
             raise ValueError(f"CMD log line {n}: {ev} of pid {pid} without a start")
@@ -115,7 +132,11 @@ def acquired_terms(node_logs: dict[str, str]) -> list[tuple[int, str, str]]:
 
 def check(cmd_log: str, node_logs: dict[str, str], pauses: list[Pause],
           deaths: dict[int, float], faults: list[Fault], *, stop_bound: float,
-          liveness_bound: float, renew_deadline: float, run_end: float) -> Report:
+          liveness_bound: float, renew_deadline: float, run_end: float,
+          observe: tuple[float, float] | None = None) -> Report:
+    """observe: (begin, end) of a window in which a leader should run: the
+    longest time without one (max_gap_s) then also counts the time from
+    `begin` to the first CMD and from the last one to `end`."""
     rep = Report()
     try:
         inst = parse_cmd_log(cmd_log)
@@ -155,14 +176,20 @@ def check(cmd_log: str, node_logs: dict[str, str], pauses: list[Pause],
                         f"a {p.t_resume - p.t_pause:.1f}s pause (bound {stop_bound}s)")
         if s is not None:
             rep.segments.append(Segment(i.pid, i.node, i.term, s, i.end, post))
+    for seg in rep.segments:
+        seg.root = inst[seg.pid].root
+    for i in rep.instances:
+        if i.root != i.pid and i.root in inst:
+            rep.max_tree_tail_s = max(rep.max_tree_tail_s, i.end - inst[i.root].end)
 
     # (a) no overlap.
     segs = sorted(rep.segments, key=lambda s: s.start)
+    overlaps: dict[tuple[int, int], tuple[float, float, str]] = {}  # per pair of trees: the largest
     for a_i, a in enumerate(segs):
         for b in segs[a_i + 1:]:
             if b.start >= a.end:
                 break
-            if a.pid == b.pid:
+            if a.root == b.root:  # the same process or the same tree
                 continue
             ov = min(a.end, b.end) - b.start
             if ov <= 0:
@@ -170,17 +197,22 @@ def check(cmd_log: str, node_logs: dict[str, str], pauses: list[Pause],
             if (a.post_resume or b.post_resume) and ov <= stop_bound:
                 rep.max_overlap_s = max(rep.max_overlap_s, ov)
                 continue
-            rep.violations.append(
-                f"overlap: {a.node} (term {a.term}, pid {a.pid}, {a.start:.3f}-{a.end:.3f}) and "
-                f"{b.node} (term {b.term}, pid {b.pid}, {b.start:.3f}-{b.end:.3f}) overlap by "
-                f"{ov:.3f}s")
+            key = (min(a.root, b.root), max(a.root, b.root))
+            if key not in overlaps or ov > overlaps[key][0]:
+                overlaps[key] = (ov, b.start, (
+                    f"overlap: {a.node} (term {a.term}, pid {a.pid}, {a.start:.3f}-{a.end:.3f}) "
+                    f"and {b.node} (term {b.term}, pid {b.pid}, {b.start:.3f}-{b.end:.3f}) "
+                    f"overlap by {ov:.3f}s"))
+    rep.violations += [msg for _, _, msg in sorted(overlaps.values(), key=lambda v: v[1])]
 
     # Longest time without any leader (after the first one started).
-    covered_to = None
+    covered_to = observe[0] if observe else None
     for s in segs:
         if covered_to is not None and s.start > covered_to:
             rep.max_gap_s = max(rep.max_gap_s, s.start - covered_to)
         covered_to = s.end if covered_to is None else max(covered_to, s.end)
+    if observe:
+        rep.max_gap_s = max(rep.max_gap_s, observe[1] - (covered_to or observe[0]))
 
     # (b) terms strictly increase from one leader to the next.
     #     The one exception: a node that stepped down because a renewal went

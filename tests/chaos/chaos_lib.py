@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import selectors
 import signal
 import socket
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -28,6 +30,16 @@ from harness.servers import MinioServer, ServerStartError  # noqa: E402
 
 LEADER_CMD = Path(__file__).resolve().parent / "leader_cmd.py"
 FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+# Only the wall clock moves (CLOCK_BOOTTIME, the library's lease clock, is
+# not faked by libfaketime 0.9.10 anyway). FAKETIME_FORCE_MONOTONIC_FIX=0:
+# libfaketime's "monotonic fix", which it turns on by itself for the glibc
+# here, makes its pthread_cond_timedwait wrapper return at once for
+# CLOCK_MONOTONIC condition variables, so the election thread re-evaluated
+# in a loop (a whole core per node since the engine waits on
+# CLOCK_MONOTONIC; same decisions, just more often). Without the fix the
+# waits are exact and a node is idle. Faking monotonic too would be worse:
+# timed waits run late by the offset, renewals miss their deadline.
+FAKETIME_ENV = {"FAKETIME_DONT_FAKE_MONOTONIC": "1", "FAKETIME_FORCE_MONOTONIC_FIX": "0"}
 
 
 _SLOWDOWN_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
@@ -36,6 +48,17 @@ _SLOWDOWN_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDow
 SLOWDOWN_RESPONSE = (b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
                      b"Content-Length: " + str(len(_SLOWDOWN_BODY)).encode() +
                      b"\r\nConnection: close\r\n\r\n" + _SLOWDOWN_BODY)
+
+
+_CONFLICT_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error>'
+                  b"<Code>ConditionalRequestConflict</Code>"
+                  b"<Message>A conflicting conditional operation is currently in progress against "
+                  b"this resource. Please try again.</Message>"
+                  b"<RequestId>chaos-proxy</RequestId></Error>")
+# What AWS S3 answers when conditional writes to one key race (MinIO never does).
+CONFLICT_RESPONSE = (b"HTTP/1.1 409 Conflict\r\nContent-Type: application/xml\r\n"
+                     b"Content-Length: " + str(len(_CONFLICT_BODY)).encode() +
+                     b"\r\nConnection: close\r\n\r\n" + _CONFLICT_BODY)
 
 
 def rst_close(s: socket.socket) -> None:
@@ -71,8 +94,15 @@ class Proxy:
 
     MAX_CONNS = 64
 
-    def __init__(self, name: str, upstream_port: int, seed: int):
+    def __init__(self, name: str, upstream_port: int, seed: int,
+                 http: "HttpFaults | None" = None):
         self.name = name
+        # With `http`, connections are relayed one HTTP request at a time and
+        # the request faults of `http` apply (see HttpFaults); latency and
+        # flaky are ignored then, mode "blackhole" swallows each request.
+        self.http = http
+        # (monotonic time, method, what happened) of every request (HTTP mode)
+        self.requests: list[tuple[float, str, str]] = []
         self.upstream_port = upstream_port
         self.rng = random.Random(seed)
         self.mode = "ok"
@@ -166,6 +196,9 @@ class Proxy:
             t.start()
 
     def _serve(self, client: socket.socket) -> None:
+        if self.http is not None:
+            self._serve_http(client)
+            return
         upstream = None
         graceful = False
         sel = selectors.DefaultSelector()
@@ -252,6 +285,202 @@ class Proxy:
                 rst_close(upstream)
 
 
+    # -- HTTP mode: one request at a time, faults per request
+    def _note(self, method: str, what: str) -> None:
+        with self._lock:
+            self.requests.append((time.monotonic(), method, what))
+        self.stats[what] += 1
+
+    def rate(self, t0: float, t1: float, methods: tuple[str, ...] = ("GET", "PUT")) -> float:
+        """Requests per second with a method in `methods` that arrived in [t0, t1)."""
+        with self._lock:
+            n = sum(1 for t, m, _ in self.requests if t0 <= t < t1 and m in methods)
+        return n / (t1 - t0)
+
+    def times(self, method: str, t0: float = 0.0, t1: float = float("inf")) -> list[float]:
+        with self._lock:
+            return [t for t, m, _ in self.requests if m == method and t0 <= t < t1]
+
+    def _serve_http(self, client: socket.socket) -> None:
+        """Relays requests one by one (s3lect's libcurl never pipelines) and
+        applies the faults of self.http to each PUT."""
+        f = self.http
+        assert f is not None
+        upstream = None
+        graceful = False
+        rd_c, rd_u = _Reader(client), None
+        try:
+            self.stats["connections"] += 1
+            # Bounded: the connection ends when a side closes, on an error, at
+            # proxy close, or after 30 s without a request.
+            while not self._closed.is_set():
+                req = rd_c.message(idle=30, request=True, closed=self._closed)
+                if req is None:
+                    graceful = True  # the client closed (or went idle)
+                    return
+                head, raw = req
+                method = head.split(b" ", 1)[0].decode("ascii", "replace")
+                if self.mode != "ok":  # a partition: no answer, until it heals or 30 s
+                    self._note(method, "blackholed")
+                    t_end = time.monotonic() + 30
+                    while self.mode != "ok" and time.monotonic() < t_end:
+                        if self._closed.wait(0.05):
+                            break
+                    return
+                lower = head.lower()
+                conditional = b"\r\nif-match:" in lower or b"\r\nif-none-match:" in lower
+                delay = drop = 0.0
+                if method == "PUT":
+                    with self._lock:
+                        put_status, conflict = f.put_slowdown, f.conflict
+                        delay, drop = f.put_delay, f.drop_answer
+                        r1, r2 = self.rng.random(), self.rng.random()
+                    if put_status:
+                        self._note(method, "slowdown")
+                        client.sendall(SLOWDOWN_RESPONSE)
+                        graceful = True
+                        return
+                    if conditional and conflict and r1 < conflict:
+                        self._note(method, "conflict409")
+                        client.sendall(CONFLICT_RESPONSE)
+                        graceful = True
+                        return
+                    drop = drop and r2 < drop
+                if upstream is None:
+                    try:
+                        upstream = socket.create_connection(("127.0.0.1", self.upstream_port),
+                                                            timeout=2)
+                    except OSError:
+                        self._note(method, "upstream_refused")
+                        return
+                    upstream.settimeout(None)
+                    rd_u = _Reader(upstream)
+                    with self._lock:
+                        self._conns.add(upstream)
+                if delay:
+                    # The write is held back and lands `delay` late, whether
+                    # or not its sender is still waiting for the answer.
+                    self._note(method, "delayed")
+                    if self._closed.wait(delay):
+                        return
+                upstream.sendall(raw)
+                resp = rd_u.message(idle=30, request=False, closed=self._closed,
+                                    head_only=method == "HEAD")
+                if resp is None:
+                    self._note(method, "upstream_failed")
+                    return
+                if drop:
+                    self._note(method, "answer_dropped")
+                    return  # RST: the sender never learns that its write landed
+                self._note(method, "forwarded")
+                try:
+                    client.sendall(resp[1])
+                except OSError:
+                    self._note(method, "client_gone")  # it timed out meanwhile
+                    return
+                if b"\r\nconnection: close" in resp[0].lower():
+                    graceful = True
+                    return
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._conns.discard(client)
+                if upstream:
+                    self._conns.discard(upstream)
+            if graceful:
+                try:
+                    client.close()
+                except OSError:
+                    pass
+            else:
+                rst_close(client)
+            if upstream:
+                rst_close(upstream)
+
+
+@dataclass
+class HttpFaults:
+    """Request faults of a Proxy in HTTP mode; change the fields any time.
+
+    put_slowdown: every PUT is answered "503 SlowDown" and not forwarded
+    conflict:     probability that a conditional PUT (If-Match/If-None-Match)
+                  is answered "409 ConditionalRequestConflict" and not
+                  forwarded (AWS does this when conditional writes race)
+    put_delay:    seconds every PUT is held before it is forwarded: it lands
+                  that late, whether its sender is still waiting or gave up
+    drop_answer:  probability that the answer to a (delayed) PUT is dropped:
+                  the write landed but the sender gets an RST instead
+    """
+    put_slowdown: bool = False
+    conflict: float = 0.0
+    put_delay: float = 0.0
+    drop_answer: float = 0.0
+
+
+class _Reader:
+    """Reads whole HTTP/1.1 messages (head + Content-Length or chunked body)."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buf = b""
+
+    def _fill(self, deadline: float, closed: threading.Event) -> bool:
+        while not closed.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            r, _, _ = select.select([self.sock], [], [], min(left, 0.1))
+            if r:
+                data = self.sock.recv(65536)
+                if not data:
+                    return False
+                self.buf += data
+                return True
+        return False
+
+    def message(self, idle: float, request: bool, closed: threading.Event,
+                head_only: bool = False) -> tuple[bytes, bytes] | None:
+        """(head, raw bytes of the whole message), or None on close/idle."""
+        deadline = time.monotonic() + idle
+        while b"\r\n\r\n" not in self.buf:
+            if not self._fill(deadline, closed):
+                return None
+        end = self.buf.index(b"\r\n\r\n") + 4
+        head = self.buf[:end]
+        lower = head.lower()
+        status = b"" if request else head.split(b" ", 2)[1]
+        length = 0
+        chunked = b"\r\ntransfer-encoding: chunked" in lower
+        for line in lower.split(b"\r\n"):
+            if line.startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        if head_only or status in (b"204", b"304") or status.startswith(b"1"):
+            length, chunked = 0, False
+        if chunked:
+            pos = end
+            while True:  # chunk-size CRLF data CRLF ... 0 CRLF CRLF (no trailers)
+                while b"\r\n" not in self.buf[pos:]:
+                    if not self._fill(deadline, closed):
+                        return None
+                eol = self.buf.index(b"\r\n", pos)
+                size = int(self.buf[pos:eol].split(b";")[0], 16)
+                pos = eol + 2 + size + 2
+                while len(self.buf) < pos:
+                    if not self._fill(deadline, closed):
+                        return None
+                if size == 0:
+                    break
+            total = pos
+        else:
+            total = end + length
+            while len(self.buf) < total:
+                if not self._fill(deadline, closed):
+                    return None
+        raw, self.buf = self.buf[:total], self.buf[total:]
+        return head, raw
+
+
 # ---------------------------------------------------------------------------
 # MinIO that survives restarts (same port, same data, same credentials)
 
@@ -327,8 +556,15 @@ class Node:
     offset (libfaketime), whose CMD is leader_cmd.py."""
 
     def __init__(self, node_id: str, bin_: Path, lock: str, proxy: Proxy, env: dict[str, str],
-                 timing: list[str], offset_s: float, cmd_log: Path, log_dir: Path):
+                 timing: list[str], offset_s: float, cmd_log: Path, log_dir: Path,
+                 cmd: list[str] | None = None, clock_file: Path | None = None):
+        """cmd: the CMD (default leader_cmd.py CMD_LOG). clock_file: a wall
+        clock that the test can step while the node runs (see step_clock)."""
         self.id = node_id
+        self.cmd = cmd or [sys.executable, str(LEADER_CMD), str(cmd_log)]
+        self.clock_file = clock_file
+        if clock_file is not None and not clock_file.exists():
+            clock_file.write_text(f"{offset_s:+.3f}\n")
         self.bin = bin_
         self.lock = lock
         self.proxy = proxy
@@ -348,19 +584,28 @@ class Node:
     def log(self) -> Path:
         return self.logs[-1]
 
+    def step_clock(self, offset_s: float) -> None:
+        """Steps this node's wall clock to real time + offset_s (needs
+        clock_file). libfaketime re-reads the file at most once a second
+        (FAKETIME_CACHE_DURATION=1), so the step lands within a second."""
+        assert self.clock_file is not None, "the node was started without a clock file"
+        tmp = self.clock_file.with_suffix(".tmp")
+        tmp.write_text(f"{offset_s:+.3f}\n")
+        tmp.replace(self.clock_file)  # atomic: libfaketime never reads half a line
+        self.offset_s = offset_s
+
     def env(self) -> dict[str, str]:
         env = dict(self.base_env)
-        if self.offset_s:
+        if self.offset_s or self.clock_file is not None:
             env["LD_PRELOAD"] = str(FAKETIME_LIB)
-            env["FAKETIME"] = f"{self.offset_s:+.3f}"
-            # Only the wall clock moves. Caveat of libfaketime 0.9.10: with
-            # FAKETIME_DONT_FAKE_MONOTONIC its pthread_cond_timedwait wrapper
-            # returns at once for CLOCK_MONOTONIC condition variables, so the
-            # election thread re-evaluates in a loop (30-40 % CPU a node; same
-            # decisions, just more often). Faking monotonic too is worse: timed
-            # waits then run late by the offset, renewals miss their deadline,
-            # and leaders keep stepping down.
-            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+            if self.clock_file is not None:
+                # A file rather than FAKETIME (which takes priority over it),
+                # so that the test can step the clock during the run.
+                env["FAKETIME_TIMESTAMP_FILE"] = str(self.clock_file)
+                env["FAKETIME_CACHE_DURATION"] = "1"
+            else:
+                env["FAKETIME"] = f"{self.offset_s:+.3f}"
+            env.update(FAKETIME_ENV)
             # With an ASan build the sanitizer runtime must otherwise come first.
             env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
         return env
@@ -375,8 +620,8 @@ class Node:
         self._out = open(log, "w")
         cmd = [str(self.bin), "run", "--lock", self.lock, "--id", self.id,
                "--endpoint", f"http://127.0.0.1:{self.proxy.port}", *self.timing,
-               "--", "env", "-u", "LD_PRELOAD", "-u", "FAKETIME",
-               sys.executable, str(LEADER_CMD), str(self.cmd_log)]
+               "--", "env", "-u", "LD_PRELOAD", "-u", "FAKETIME", "-u", "FAKETIME_TIMESTAMP_FILE",
+               "-u", "FAKETIME_CACHE_DURATION", *self.cmd]
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=self.env(),
                                      start_new_session=True)
@@ -482,3 +727,93 @@ class Node:
         if self._out:
             self._out.close()
             self._out = None
+
+
+# ---------------------------------------------------------------------------
+# When does each process that logs to a CMD log stop?
+
+
+class DeathWatch:
+    """Follows a CMD log (leader_cmd.py, leader_tree.py) and polls every
+    process that logged `start` but no `end` yet; records the monotonic time
+    each was first seen gone (an upper bound of its end, at most `interval`
+    late). Processes killed by SIGKILL log no end line: this is their end."""
+
+    def __init__(self, cmd_log: Path, interval: float = 0.01):
+        self.cmd_log = cmd_log
+        self.interval = interval
+        self.deaths: dict[int, float] = {}
+        self.started: dict[int, tuple[str, int]] = {}  # pid -> (node, root)
+        self._ended: set[int] = set()
+        self._off = 0
+        self._buf = b""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="deathwatch", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            with open(self.cmd_log, "rb") as f:
+                f.seek(self._off)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        self._off += len(data)
+        self._buf += data
+        *lines, self._buf = self._buf.split(b"\n")
+        for line in lines:
+            parts = line.decode(errors="replace").split()
+            if len(parts) < 5:
+                continue
+            pid = int(parts[3])
+            root = int(parts[5]) if len(parts) > 5 else pid
+            if parts[0] == "start":
+                self.started[pid] = (parts[2], root)
+            elif parts[0] == "end":
+                self._ended.add(pid)
+
+    def poll(self) -> None:
+        with self._lock:
+            self._read()
+            now = time.monotonic()
+            for pid in self.started:
+                if pid not in self._ended and pid not in self.deaths and pid_gone(pid):
+                    self.deaths[pid] = now
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.poll()
+
+    def running(self, node: str | None = None) -> list[int]:
+        """Pids that started and have neither ended nor been seen gone."""
+        self.poll()
+        with self._lock:
+            return [p for p, (n, _) in self.started.items()
+                    if (node is None or n == node) and p not in self._ended
+                    and p not in self.deaths]
+
+    def kill_all(self, timeout: float = 5.0) -> list[int]:
+        """SIGKILLs every logged process still running (descendants that
+        escaped their s3lect); returns their pids."""
+        left = self.running()
+        for pid in left:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    ours = b"leader_" in f.read()  # never a reused pid of someone else
+            except OSError:
+                continue
+            if ours:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(self.interval)
+        return left
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.poll()

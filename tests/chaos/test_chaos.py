@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 import chaos_checker as ck
-from chaos_lib import FAKETIME_LIB, Node, Proxy, RestartableMinio, pid_gone
+from chaos_lib import FAKETIME_ENV, FAKETIME_LIB, Node, Proxy, RestartableMinio, pid_gone
 from harness.servers import ServerStartError
 
 # An exception in a proxy thread is a bug of the test machinery: fail on it.
@@ -295,8 +295,7 @@ def clean_env() -> dict[str, str]:
 def check_faketime(bin_: Path, lock: str, env: dict[str, str], endpoint: str) -> None:
     """libfaketime must really move s3lect's wall clock (and only that): read the
     record with `s3lect status` 100 s in the future; its age must show it."""
-    fenv = dict(env, LD_PRELOAD=str(FAKETIME_LIB), FAKETIME="+100",
-                FAKETIME_DONT_FAKE_MONOTONIC="1")
+    fenv = dict(env, LD_PRELOAD=str(FAKETIME_LIB), FAKETIME="+100", **FAKETIME_ENV)
     fenv["ASAN_OPTIONS"] = (fenv.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
     r = subprocess.run([str(bin_), "status", lock, "--json", "--endpoint", endpoint], env=fenv,
                        capture_output=True, text=True, timeout=30)

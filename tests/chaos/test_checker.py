@@ -105,3 +105,31 @@ def test_same_node_may_readopt_its_term_but_two_nodes_may_not_share_one():
                     ("start", 1, "b", 20, 9.0), ("end", 1, "b", 20, 20.0))
     rep = ck.check(shared, acquired(a=[1], b=[1]), [], {}, [], **BOUNDS)
     assert set(kinds(rep)) >= {"acquired", "term"}, rep.violations
+
+
+def test_gap_counts_the_edges_of_an_observation_window():
+    log = cmdlog(("start", 1, "a", 10, 5.0), ("end", 1, "a", 10, 8.0),
+                 ("start", 2, "b", 20, 9.0), ("end", 2, "b", 20, 10.0))
+    inner = ck.check(log, acquired(a=[1], b=[2]), [], {}, [], **BOUNDS)
+    assert inner.max_gap_s == 1.0
+    window = ck.check(log, acquired(a=[1], b=[2]), [], {}, [], **BOUNDS, observe=(0.0, 30.0))
+    assert window.max_gap_s == 20.0
+    nobody = ck.check("", {}, [], {}, [], **BOUNDS, observe=(0.0, 30.0))
+    assert nobody.max_gap_s == 30.0
+
+
+def test_a_tree_runs_until_its_last_descendant_stops():
+    # a's CMD ends at 5.0, but its descendant (root 10) runs until b's tree starts.
+    tree = cmdlog(("start", 1, "a", 10, 1.0), ("end", 1, "a", 10, 5.0))
+    tree += "start 1 a 11 1.1 10\nhb 1 a 11 6.0 10\n"
+    tree += cmdlog(("start", 2, "b", 20, 7.0), ("end", 2, "b", 20, 9.0))
+    tree += "start 2 b 21 7.1 20\n"
+    early = ck.check(tree, acquired(a=[1], b=[2]), [], {11: 7.5, 21: 9.0}, [], **BOUNDS)
+    assert kinds(early) == ["overlap"], early.violations
+    assert abs(early.max_tree_tail_s - 2.5) < 1e-6
+    ok = ck.check(tree, acquired(a=[1], b=[2]), [], {11: 6.9, 21: 9.0}, [], **BOUNDS)
+    assert ok.ok(), ok.violations  # members of one tree may overlap each other
+    unended = ck.check(tree, acquired(a=[1], b=[2]), [], {21: 9.0}, [], **BOUNDS)
+    assert "unended" in kinds(unended)
+    stray = ck.check("start 1 a 11 1.1 10\n", acquired(a=[1]), [], {}, [], **BOUNDS)
+    assert kinds(stray) == ["cmdlog"]  # a descendant of an unknown tree

@@ -1,0 +1,285 @@
+"""Focused chaos scenarios for the fault kinds of issue 14: each runs a few
+real `s3lect run` nodes against MinIO, each node through its own proxy
+(chaos_lib.Proxy in HTTP mode), injects one kind of fault, and asserts the
+checker's safety properties (no two CMD trees at once, terms increase, no
+term acquired twice) plus the liveness or cost property that fits the fault:
+
+  409 ConditionalRequestConflict  no needless failover
+  writes that land late           a leader again within a bounded time
+  every PUT fails (503)           bounded request rate, back-off, errors reported
+  wall-clock steps (default)      no overlap, no takeover of a healthy leader
+  wall-clock steps (opt-in rule)  the checker must find the overlap
+  descendants ignoring SIGTERM    no overlap of command trees; `run` exits last
+
+docs/fuzzing-and-chaos.md explains each one and the numbers measured.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+import chaos_checker as ck
+from chaos_lib import HttpFaults, Node
+from scenario import ERROR, Cluster, duration_s
+
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+
+# Scaled timings (as in test_chaos.py); `--max-clock-skew` is left at its
+# default unless a scenario says otherwise.
+T3 = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
+      "--frequent-interval", "500ms", "--infrequent-interval", "1s"]
+# A longer lease for the scenarios whose faults cost seconds per write.
+T6 = ["--lease-timeout", "6s", "--renew-interval", "1s", "--renew-deadline", "4s",
+      "--frequent-interval", "500ms", "--infrequent-interval", "1s"]
+START_TIMEOUT_S = 30.0
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path, s3lect_bin: Path, minio) -> Iterator[Callable[..., Cluster]]:
+    made: list[Cluster] = []
+
+    def make(n: int, timing: list[str], **kw) -> Cluster:
+        c = Cluster(tmp_path, s3lect_bin, minio, n, timing, **kw)
+        made.append(c)
+        return c
+
+    try:
+        yield make
+    finally:
+        for c in made:
+            c.close()
+
+
+def finish(c: Cluster, faults: list[ck.Fault], liveness_bound: float,
+           summary: list[str], name: str,
+           observe: tuple[float, float] | None = None) -> ck.Report:
+    """Stops the cluster, runs the checker; fails on any safety violation, an
+    unexpected exit, a sanitizer report or a CMD descendant that outlived
+    its s3lect."""
+    escaped = c.close()
+    rep = c.check(faults, liveness_bound, observe)
+    summary.append(f"{name}: {len(c.cmd_starts())} leaderships, longest time without a leader "
+                   f"{rep.max_gap_s:.2f}s, logs in {c.tmp}")
+    problems = c.exits + c.sanitizer() + rep.violations
+    if escaped:
+        problems.append(f"CMD processes still running after every s3lect exited: {escaped}")
+    assert not problems, f"{name} (seed {c.seed}, logs in {c.tmp}):\n" + "\n".join(problems)
+    return rep
+
+
+def test_conflict_409_costs_no_failover(make_cluster, chaos_summary):
+    """30 % of conditional PUTs get AWS's 409 ConditionalRequestConflict
+    without being forwarded. A 409 says nothing about another writer, so the
+    leader must read back and retry within its deadline, not step down
+    (before: every 409 on a renewal cost a failover, reason lost_race)."""
+    observe_s = 25.0
+    c = make_cluster(3, T6, faults=HttpFaults(conflict=0.3))
+    c.start()
+    leader = c.wait_leader(START_TIMEOUT_S)
+    assert leader is not None, f"no leader within {START_TIMEOUT_S}s (logs in {c.tmp})"
+    t0 = time.monotonic()
+    c.sleep(observe_s)
+    t1 = time.monotonic()
+    hits = sum(1 for p in c.proxies for t, m, what in p.requests
+               if t0 <= t < t1 and what == "conflict409")
+    lost = c.lost()  # before the stop: stopping logs reason=stopped
+    starts = c.cmd_starts()
+    finish(c, [], 0.0, chaos_summary, "409 conflict")
+    chaos_summary.append(f"409 conflict: {hits} conditional PUTs answered 409 in "
+                         f"{observe_s:.0f}s; {len(lost)} leadership losses, "
+                         f"{len(starts)} command starts")
+    assert not lost, f"leadership lost although no one else wrote: {lost}"
+    assert hits >= 3, f"only {hits} PUTs were answered 409: the fault did not happen"
+    assert len(starts) == 1, f"the command was started {len(starts)} times, not once"
+
+
+LATE_S = 2.5
+
+
+def test_late_writes_leave_no_long_gap(make_cluster, chaos_summary):
+    """Every PUT is held LATE_S = 2.5 s before it reaches MinIO; half of the
+    answers are then dropped (the write landed, its sender never hears).
+    With lease 6 s and renew deadline 4 s a write lands before its sender's
+    deadline, so leading on it is possible: some node must lead again and
+    again, never leaving the lock held by terms that nobody leads (before:
+    no leader for 20 s while terms were written and never led)."""
+    observe_s = 30.0
+    lease = duration_s(T6, "--lease-timeout")
+    # A leader that stops at s sent its last write before s; it lands by
+    # s + LATE_S, the others see it within 1 s (infrequent interval), wait
+    # out the lease, and their takeover write lands LATE_S later:
+    # s + 2 * LATE_S + 1 + lease; plus 2 s of slack for a loaded machine.
+    gap_bound = lease + 2 * LATE_S + 1.0 + 2.0
+    c = make_cluster(3, T6, faults=HttpFaults(put_delay=LATE_S, drop_answer=0.5))
+    t0 = time.monotonic()
+    c.start()
+    first = c.wait_leader(gap_bound + 5)
+    c.sleep(max(0.0, observe_s - (time.monotonic() - t0)))
+    t1 = time.monotonic()
+    starts = c.cmd_starts()
+    terms_led = sorted({i.term for i in starts})
+    written = [int(m) for n in c.nodes for m in re.findall(r"term=(\d+)", n.text())]
+    rep = finish(c, [], gap_bound, chaos_summary, "late writes", observe=(t0, t1))
+    chaos_summary.append(
+        f"late writes: first leader after {starts[0].start - t0 if starts else float('nan'):.1f}s, "
+        f"{len(starts)} leaderships in {observe_s:.0f}s (terms led {terms_led}, highest term "
+        f"seen {max(written, default=0)}), longest gap {rep.max_gap_s:.1f}s (bound "
+        f"{gap_bound:.0f}s)")
+    assert first is not None, f"no leader within {gap_bound + 5:.0f}s of the start"
+    assert rep.max_gap_s <= gap_bound, (
+        f"no leader for {rep.max_gap_s:.1f}s (bound {gap_bound:.0f}s); terms led {terms_led}")
+
+
+def test_failing_put_backs_off_and_reports(make_cluster, chaos_summary):
+    """Every PUT answered 503 SlowDown, GETs fine: each node must back off
+    (at most about one GET + PUT per frequent interval, and growing pauses
+    between PUTs), say so in its log (rate-limited), and lead again once
+    PUTs work (before: ~20 requests/s per node, nothing logged)."""
+    fault_s, skip_s = 15.0, 3.0  # measured over [fault + skip_s, fault + fault_s]
+    frequent = duration_s(T3, "--frequent-interval")
+    rate_bound = 2 / frequent  # one GET + one PUT per frequent interval
+    c = make_cluster(3, T3)
+    c.start()
+    assert c.wait_leader(START_TIMEOUT_S) is not None, f"no leader (logs in {c.tmp})"
+    errors_before = [len(ERROR.findall(n.text())) for n in c.nodes]
+    tf = time.monotonic()
+    c.faults.put_slowdown = True
+    c.sleep(fault_s)
+    c.faults.put_slowdown = False
+    th = time.monotonic()
+    w0, w1 = tf + skip_s, tf + fault_s
+    rates = [p.rate(w0, w1) for p in c.proxies]
+    max_pause = []
+    for p in c.proxies:
+        puts = p.times("PUT", w0, w1)
+        max_pause.append(max((b - a for a, b in zip(puts, puts[1:])), default=float("inf")))
+    errors = [len(ERROR.findall(n.text())) - e for n, e in zip(c.nodes, errors_before)]
+    liveness = duration_s(T3, "--lease-timeout") + 2 * frequent + 8.0
+    back = c.wait_leader(liveness + 5)
+    finish(c, [ck.Fault("put_503", "all", tf, th)], liveness, chaos_summary, "failing PUT")
+    chaos_summary.append(
+        f"failing PUT: requests/s per node {', '.join(f'{r:.1f}' for r in rates)} (bound "
+        f"{rate_bound:.0f}); longest pause between PUTs {', '.join(f'{x:.1f}' for x in max_pause)}s; "
+        f"'s3lect: error:' lines per node in {fault_s:.0f}s: {errors}")
+    assert back is not None, "no leader after PUTs worked again"
+    for n, r, pause, e in zip(c.nodes, rates, max_pause, errors):
+        assert r <= rate_bound, (f"{n.id} sent {r:.1f} requests/s while every PUT failed "
+                                 f"(bound {rate_bound:.0f}/s)")
+        assert pause >= 2 * frequent, (
+            f"{n.id} never paused longer than {pause:.2f}s between failing PUTs: no back-off")
+        assert 1 <= e <= fault_s, (f"{n.id} logged {e} 's3lect: error:' lines in {fault_s:.0f}s "
+                                   "(want the failure reported, rate-limited)")
+
+
+STEP_S = 10.0
+OBSERVE_STEP_S = 8.0
+
+
+def run_clock_step(c: Cluster, stepped: Node, offset: float) -> None:
+    """n0 leads; then `stepped` (n0 or a follower) steps its wall clock."""
+    c.start(0)
+    leader = c.wait_leader(START_TIMEOUT_S)
+    assert leader is c.nodes[0], f"n0 did not lead first (logs in {c.tmp})"
+    c.start(*range(1, len(c.nodes)))
+    c.sleep(3.0)  # the followers have read the leader's record
+    stepped.step_clock(offset)
+    c.sleep(OBSERVE_STEP_S)
+
+
+@pytest.mark.parametrize("who,offset", [("leader", -STEP_S), ("follower", STEP_S)],
+                         ids=["leader_back", "follower_forward"])
+def test_clock_step_default(make_cluster, chaos_summary, who, offset):
+    """With default settings a wall-clock step of 10 s (beyond any skew
+    bound) on the leader (back) or a follower (forward) must not let anyone
+    take over the healthy leader (before: the bounded-skew rule was on by
+    default and gave two leaders)."""
+    idx = 0 if who == "leader" else 1
+    c = make_cluster(3, T3, clock_files=(idx,))
+    run_clock_step(c, c.nodes[idx], offset)
+    starts, lost = c.cmd_starts(), c.lost()
+    finish(c, [], 0.0, chaos_summary, f"clock step {who} {offset:+.0f}s")
+    assert len(starts) == 1 and not lost, (
+        f"the healthy leader n0 was taken over after the {who}'s clock stepped {offset:+.0f}s: "
+        f"command starts {[(i.node, i.term) for i in starts]}, losses {lost}")
+
+
+def test_clock_step_opt_in_rule_is_load_bearing(make_cluster, chaos_summary):
+    """With the opt-in wall-clock rule (--max-clock-skew 2s), a step of the
+    leader's clock beyond the bound must produce an overlap that the checker
+    finds: proof that the rule rests on its assumption and that the checker
+    would see it. The old leader only learns at its next renewal, so the
+    overlap is random in [0, renew interval); up to three rounds, each
+    stepping the current leader back 10 s more."""
+    rounds = 3
+    c = make_cluster(3, T3 + ["--max-clock-skew", "2s"], clock_files=(0, 1, 2))
+    c.start(0)
+    assert c.wait_leader(START_TIMEOUT_S) is c.nodes[0], f"n0 did not lead first ({c.tmp})"
+    c.start(1, 2)
+    c.sleep(3.0)
+    steps = {n.id: 0.0 for n in c.nodes}
+    found: list[str] = []
+    done = 0
+    for done in range(1, rounds + 1):
+        leader = c.leader()
+        if leader is None:
+            leader = c.wait_leader(10)
+        assert leader is not None, f"no leader to step (logs in {c.tmp})"
+        steps[leader.id] -= STEP_S
+        leader.step_clock(steps[leader.id])
+        c.sleep(OBSERVE_STEP_S)
+        rep = c.check([], 0.0)
+        found = [v for v in rep.violations if v.startswith("overlap")]
+        if found:
+            break
+    c.close()
+    rep = c.check([], 0.0)
+    chaos_summary.append(f"clock step with --max-clock-skew 2s: {len(found)} overlap(s) found "
+                         f"after {done} round(s); " + "; ".join(found))
+    assert found, (f"no overlap found in {rounds} rounds of a 10 s step beyond the 2 s skew "
+                   f"bound: the checker or the scenario is blind (logs in {c.tmp})")
+    others = [v for v in rep.violations if not v.startswith(("overlap", "term", "acquired"))]
+    assert not others and not c.exits and not c.sanitizer(), others + c.exits + c.sanitizer()
+
+
+def test_descendants_ignoring_sigterm(make_cluster, chaos_summary):
+    """The CMD (leader_tree.py) has three descendants that ignore SIGTERM: one
+    in its process group, a setsid() grandchild and a double-forked daemon.
+    The leader loses its lease (a partition), later another leader gets
+    SIGTERM: no two trees may ever run at once, and `s3lect run` exits only
+    after its whole tree is gone."""
+    lease = duration_s(T3, "--lease-timeout")
+    liveness = lease + 2 * duration_s(T3, "--frequent-interval") + 8.0
+    c = make_cluster(3, T3, tree=True)
+    c.start()
+    faults: list[ck.Fault] = []
+    first = c.wait_leader(START_TIMEOUT_S)
+    assert first is not None, f"no leader (logs in {c.tmp})"
+    c.sleep(1.0)
+    assert len(c.watch.running(first.id)) == 4, "the CMD did not start its three descendants"
+
+    t = time.monotonic()  # 1: the leader is cut off from S3 and loses its lease
+    first.proxy.set(mode="reset")
+    second = c.wait_leader(lease + liveness, exclude=first)
+    first.proxy.heal()
+    faults.append(ck.Fault("partition_leader", first.id, t, time.monotonic()))
+    assert second is not None, f"no new leader after the partition of {first.id} ({c.tmp})"
+    c.sleep(1.0)
+
+    t = time.monotonic()  # 2: the leader is told to stop
+    took = c.terminate(second)
+    left = c.watch.running(second.id)
+    faults.append(ck.Fault("sigterm_leader", second.id, t, time.monotonic()))
+    third = c.wait_leader(liveness + 5, exclude=second)
+    c.sleep(1.0)
+    rep = finish(c, faults, liveness, chaos_summary, "SIGTERM-ignoring descendants")
+    chaos_summary.append(
+        f"SIGTERM-ignoring descendants: s3lect run exited {took if took is None else round(took, 2)}s "
+        f"after SIGTERM; a descendant outlived its CMD by up to {rep.max_tree_tail_s:.2f}s")
+    assert took is not None, f"{second.id} did not exit within 30s of SIGTERM"
+    assert not left, f"{second.id}'s s3lect exited while its descendants {left} still ran"
+    assert third is not None, f"no leader after {second.id} stopped"
