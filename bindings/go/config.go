@@ -73,7 +73,8 @@ type ElectorConfig struct {
 	OnAcquireLeadership func(ctx context.Context) error
 
 	// OnLoseLeadership runs after this node stopped being leader (lease lost,
-	// lost race, veto, Stop). Its error is logged; it cannot keep leadership.
+	// lost race, veto, Stop); LostReasonFrom(ctx) says why. Its error is
+	// logged; it cannot keep leadership.
 	OnLoseLeadership func(ctx context.Context) error
 
 	// ---- specific to this package ----
@@ -106,9 +107,19 @@ type ElectorConfig struct {
 	// long (default 2/3 of LeaderTimeout). Needs RenewInterval <
 	// RenewDeadline < LeaderTimeout.
 	RenewDeadline time.Duration
-	// MaxClockSkew bounds the wall-clock difference between nodes (default
-	// 2s). A negative value disables the wall-clock takeover rule.
+	// MaxClockSkew turns on the opt-in wall-clock takeover rule: a follower
+	// may also take over a record whose lastUpdated is older than the lease
+	// plus MaxClockSkew by its own wall clock. It assumes that every node's
+	// wall clock stays within MaxClockSkew of every other's, steps
+	// included: a larger clock step can give two leaders. Default 0: the
+	// rule is off (a negative value is the same as 0).
 	MaxClockSkew time.Duration
+	// MaxLeaseTimeout bounds the lease a lock record may advertise: its
+	// leaseMs is read as at most this, so that a hostile or broken record
+	// cannot block the lock for ever. Default 0: 4 × LeaderTimeout. When
+	// set it must be at least LeaderTimeout, and every node's LeaderTimeout
+	// must be at most every other node's bound. UpdateConfig cannot change it.
+	MaxLeaseTimeout time.Duration
 	// RequestTimeout bounds one store request (default 10s).
 	RequestTimeout time.Duration
 
@@ -189,7 +200,7 @@ func (c *ElectorConfig) fillDefaults() error {
 		{"FrequentInterval", c.FrequentInterval}, {"InfrequentInterval", c.InfrequentInterval},
 		{"LeaderTimeout", c.LeaderTimeout}, {"PeerTimeout", c.PeerTimeout},
 		{"RenewInterval", c.RenewInterval}, {"RenewDeadline", c.RenewDeadline},
-		{"RequestTimeout", c.RequestTimeout},
+		{"RequestTimeout", c.RequestTimeout}, {"MaxLeaseTimeout", c.MaxLeaseTimeout},
 	} {
 		if d.v < 0 {
 			return invalid("%s must not be negative (got %v); use 0 for the default", d.name, d.v)
@@ -214,6 +225,7 @@ func (c *ElectorConfig) fillDefaults() error {
 		c.InfrequentInterval = max(cDefault(C.S3LECT_OPT_INFREQUENT_INTERVAL), c.FrequentInterval)
 	}
 	def(&c.MaxClockSkew, C.S3LECT_OPT_MAX_CLOCK_SKEW)
+	def(&c.MaxLeaseTimeout, C.S3LECT_OPT_MAX_LEASE_TIMEOUT) // 0: 4 × LeaderTimeout, computed by libs3lect
 	def(&c.PeerTimeout, C.S3LECT_OPT_PEER_TIMEOUT)
 	def(&c.RequestTimeout, C.S3LECT_OPT_REQUEST_TIMEOUT)
 	if c.PeerHealthPath == "" {
@@ -288,6 +300,7 @@ var goFieldNames = strings.NewReplacer(
 	"infrequent_interval", "InfrequentInterval",
 	"frequent_interval", "FrequentInterval",
 	"max_clock_skew", "MaxClockSkew",
+	"max_lease_timeout", "MaxLeaseTimeout",
 	"peer_health_path", "PeerHealthPath",
 	"peer_timeout", "PeerTimeout",
 	"request_timeout", "RequestTimeout",
@@ -301,7 +314,8 @@ var goFieldNames = strings.NewReplacer(
 	"set lock to", "set LockfilePath to",
 )
 
-// setTiming sets the options s3lect_update_config applies.
+// setTiming sets the options s3lect_update_config applies, and
+// MaxLeaseTimeout, which it does not apply but checks LeaderTimeout against.
 func (cc *cconfig) setTiming(c *ElectorConfig) {
 	cc.dur(C.S3LECT_OPT_LEASE_TIMEOUT, "LeaderTimeout", c.LeaderTimeout)
 	cc.dur(C.S3LECT_OPT_RENEW_INTERVAL, "RenewInterval", c.RenewInterval)
@@ -311,6 +325,7 @@ func (cc *cconfig) setTiming(c *ElectorConfig) {
 	cc.dur(C.S3LECT_OPT_MAX_CLOCK_SKEW, "MaxClockSkew", max(c.MaxClockSkew, 0))
 	cc.dur(C.S3LECT_OPT_PEER_TIMEOUT, "PeerTimeout", c.PeerTimeout)
 	cc.dur(C.S3LECT_OPT_REQUEST_TIMEOUT, "RequestTimeout", c.RequestTimeout)
+	cc.dur(C.S3LECT_OPT_MAX_LEASE_TIMEOUT, "MaxLeaseTimeout", c.MaxLeaseTimeout)
 }
 
 // toC builds and validates a C config from a config whose defaults are
@@ -371,6 +386,8 @@ func (c *ElectorConfig) immutableDiff(o *ElectorConfig) string {
 		return "ServerID"
 	case c.ServerAddr != o.ServerAddr:
 		return "ServerAddr"
+	case c.MaxLeaseTimeout != o.MaxLeaseTimeout:
+		return "MaxLeaseTimeout"
 	case c.Endpoint != o.Endpoint, c.Region != o.Region, c.PathStyle != o.PathStyle,
 		c.CAFile != o.CAFile, c.Profile != o.Profile:
 		return "the S3 settings (Endpoint, Region, PathStyle, CAFile, Profile)"

@@ -70,7 +70,9 @@ func TestConfigDefaults(t *testing.T) {
 		LockfilePath: lock, ServerID: "n", PeerHealthPath: "/health",
 		LeaderTimeout: 15 * time.Second, RenewDeadline: 10 * time.Second, RenewInterval: 5 * time.Second,
 		FrequentInterval: 5 * time.Second, InfrequentInterval: 30 * time.Second,
-		MaxClockSkew: 2 * time.Second, PeerTimeout: 3 * time.Second, RequestTimeout: 10 * time.Second,
+		// MaxClockSkew 0: the wall-clock takeover rule is off unless asked for;
+		// MaxLeaseTimeout 0: libs3lect uses 4 × LeaderTimeout.
+		MaxClockSkew: 0, MaxLeaseTimeout: 0, PeerTimeout: 3 * time.Second, RequestTimeout: 10 * time.Second,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)

@@ -459,8 +459,10 @@ func (e *S3Elector) PeerResponse(method, target string) (status int, body []byte
 // UpdateConfig applies new timings (LeaderTimeout, RenewInterval,
 // RenewDeadline, FrequentInterval, InfrequentInterval, MaxClockSkew,
 // PeerTimeout, RequestTimeout) and hooks to a running or stopped elector,
-// after validating them together. Zero fields take their defaults. The lock,
-// identity, S3 and peer settings cannot change: create a new elector.
+// after validating them together (LeaderTimeout must stay at most
+// MaxLeaseTimeout when that is set). Zero fields take their defaults. The
+// lock, identity, MaxLeaseTimeout, S3 and peer settings cannot change:
+// create a new elector.
 func (e *S3Elector) UpdateConfig(newConfig ElectorConfig) error {
 	if err := newConfig.fillDefaults(); err != nil {
 		return err

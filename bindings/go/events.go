@@ -15,6 +15,60 @@ import (
 	"time"
 )
 
+// LostReason says why this node stopped being leader. OnLoseLeadership
+// reads it from its context with LostReasonFrom; it is also the "reason"
+// attribute of the "Lost leadership" log record.
+type LostReason string
+
+const (
+	// LostReleased: the lock was released (an explicit release or an
+	// acquire-hook veto).
+	LostReleased LostReason = "released"
+	// LostLeaseExpired: renew_deadline passed with no renewal even tried:
+	// the process was paused, suspended or starved.
+	LostLeaseExpired LostReason = "lease_expired"
+	// LostRace: another node wrote the record (a confirmed failed
+	// condition, or the record vanished).
+	LostRace LostReason = "lost_race"
+	// LostHookFailed: OnAcquireLeadership vetoed.
+	LostHookFailed LostReason = "hook_failed"
+	// LostStopped: Stop, or the cancellation of Start's context.
+	LostStopped LostReason = "stopped"
+	// LostRenewTimeout: renewals were sent but none succeeded before
+	// RenewDeadline: the store was slow, failing or unreachable.
+	LostRenewTimeout LostReason = "renew_timeout"
+	// LostUnknown: a reason this package does not know (from a newer libs3lect).
+	LostUnknown LostReason = "unknown"
+)
+
+// lostReasonOf maps libs3lect's reason codes; an unknown code is LostUnknown.
+func lostReasonOf(r C.int) LostReason {
+	switch r {
+	case C.S3LECT_LOST_RELEASED:
+		return LostReleased
+	case C.S3LECT_LOST_LEASE_EXPIRED:
+		return LostLeaseExpired
+	case C.S3LECT_LOST_LOST_RACE:
+		return LostRace
+	case C.S3LECT_LOST_HOOK_FAILED:
+		return LostHookFailed
+	case C.S3LECT_LOST_STOPPED:
+		return LostStopped
+	case C.S3LECT_LOST_RENEW_TIMEOUT:
+		return LostRenewTimeout
+	}
+	return LostUnknown
+}
+
+type lostReasonKey struct{}
+
+// LostReasonFrom returns the reason carried by the context that
+// OnLoseLeadership receives; ok is false for any other context.
+func LostReasonFrom(ctx context.Context) (reason LostReason, ok bool) {
+	reason, ok = ctx.Value(lostReasonKey{}).(LostReason)
+	return reason, ok
+}
+
 // liveHandles counts the cgo handles libs3lect holds, for leak tests.
 var liveHandles atomic.Int64
 
@@ -145,11 +199,12 @@ func (ev *events) handle(d eventData) {
 		ev.acquired = false
 		ev.broadcast()
 		ev.mu.Unlock()
-		reason := C.GoString(C.s3lect_lost_reason_str(d.reason))
-		ev.logger.Info("Lost leadership", "term", d.term, "reason", reason)
+		reason := lostReasonOf(d.reason)
+		ev.logger.Info("Lost leadership", "term", d.term, "reason", string(reason))
 		h, ctx := ev.current()
 		if h.onLose != nil {
-			if err := ev.callHook("OnLoseLeadership", func() error { return h.onLose(context.WithoutCancel(ctx)) }); err != nil {
+			hctx := context.WithValue(context.WithoutCancel(ctx), lostReasonKey{}, reason)
+			if err := ev.callHook("OnLoseLeadership", func() error { return h.onLose(hctx) }); err != nil {
 				ev.logger.Warn("OnLoseLeadership hook failed", "error", err)
 			}
 		}

@@ -30,7 +30,10 @@ type Storage interface {
 
 	// PutIfMatch stores data only if the object's current etag is etag, or,
 	// when etag is "", only if the object does not exist. It returns
-	// ErrStoragePrecondition when the condition fails.
+	// ErrStoragePrecondition when the condition certainly failed; an answer
+	// that leaves open whether the write landed (a timeout after sending,
+	// S3's 409 ConditionalRequestConflict) must be a transient error, so
+	// that libs3lect reads the object back.
 	PutIfMatch(ctx context.Context, key string, data []byte, etag string) error
 }
 
