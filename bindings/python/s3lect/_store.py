@@ -47,7 +47,11 @@ class Store(Protocol):
     Other exceptions map as follows: :class:`s3lect.AuthError` -> access
     denied, :class:`s3lect.FatalStoreError` or :class:`s3lect.ConfigError` ->
     misconfiguration, anything else -> a transient failure that is retried
-    (and logged with its traceback).
+    (and logged with its traceback). Raise ``PreconditionFailed`` only when
+    the condition certainly failed; an answer that leaves it open whether the
+    write landed (a timeout after sending, S3's 409
+    ``ConditionalRequestConflict``) must be a transient failure: the library
+    then reads the record back rather than taking it for a lost race.
     """
 
     def get(self, key: str) -> Optional[Tuple[bytes, str]]:
