@@ -12,7 +12,7 @@ increased, that no term was acquired twice, and that leadership came back
 after every fault.
 
 Timings are scaled (lease 3 s, renew 1 s, deadline 2 s, frequent 0.5 s,
-infrequent 1-2 s, kill-timeout 1 s, max-clock-skew 2 s, offsets within
+infrequent 1-2 s, kill-timeout 500 ms, max-clock-skew 2 s, offsets within
 ±0.9 s). The run injects faults for S3LECT_CHAOS_SECONDS (default 150; at
 least one round of every fault kind); S3LECT_CHAOS_SEED replays a schedule.
 """
@@ -44,7 +44,7 @@ LEASE_S, RENEW_S, DEADLINE_S, FREQUENT_S = 3.0, 1.0, 2.0, 0.5
 INFREQUENT = ["1s", "1500ms", "2s", "1s", "2s"]
 OFFSETS_S = [-0.9, -0.45, 0.0, 0.45, 0.9]  # pairwise within 1.8 s < max_clock_skew 2 s
 TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
-          "--frequent-interval", "500ms", "--max-clock-skew", "2s", "--kill-timeout", "1s"]
+          "--frequent-interval", "500ms", "--max-clock-skew", "2s", "--kill-timeout", "500ms"]
 # s3lect run checks its lease every 250 ms and SIGTERMs CMD, which exits at
 # once; the rest is slack for a loaded 2-core machine.
 STOP_BOUND_S = 1.0

@@ -35,7 +35,7 @@ class Node:
         marker = tmp / "cmd.log"
         cmd = f'echo "start $S3LECT_LEADER_ID $S3LECT_TERM" >> {marker}; exec sleep 600'
         self.proc = subprocess.Popen(
-            [str(BIN), "run", "--lock", lock, "--id", node_id, *extra, "--kill-timeout", "2s",
+            [str(BIN), "run", "--lock", lock, "--id", node_id, *extra, "--kill-timeout", "500ms",
              "--", "sh", "-c", cmd],
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
 

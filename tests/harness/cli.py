@@ -59,7 +59,7 @@ class Node:
         self._out = open(self.log, "w")
         self.proc = subprocess.Popen(
             [str(bin_), "run", "--lock", lock, "--id", node_id, *(FAST if extra is None else extra),
-             "--kill-timeout", "2s", "--", "sh", "-c", cmd],
+             "--kill-timeout", "500ms", "--", "sh", "-c", cmd],
             stdout=self._out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
 

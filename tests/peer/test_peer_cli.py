@@ -23,7 +23,7 @@ from harness.wait import wait_for
 from harness.countproxy import CountingProxy
 
 TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
-          "--frequent-interval", "500ms", "--infrequent-interval", "2s", "--kill-timeout", "1s"]
+          "--frequent-interval", "500ms", "--infrequent-interval", "2s", "--kill-timeout", "500ms"]
 
 
 def free_port() -> int:
