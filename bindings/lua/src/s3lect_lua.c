@@ -154,10 +154,14 @@ static int push_args(lua_State *L, const cb_call *c)
     case CB_ACQUIRE:
         s3l_pushint64(L, s3lect_event_term(ev));
         return 1;
-    case CB_LOSE:
+    case CB_LOSE: {
         s3l_pushint64(L, s3lect_event_term(ev));
-        lua_pushstring(L, s3lect_lost_reason_str(s3lect_event_reason(ev)));
+        /* The library's name; a code it has no name for is "unknown". */
+        int reason = s3lect_event_reason(ev);
+        s = s3lect_lost_reason_str(reason);
+        lua_pushstring(L, reason != S3LECT_LOST_NONE && strcmp(s, "none") == 0 ? "unknown" : s);
         return 2;
+    }
     case CB_LEADER_CHANGE:
         s = s3lect_event_leader_id(ev);
         if (s != NULL && s[0] != '\0')
@@ -282,6 +286,8 @@ static const optdef optdefs[] = {
     {"frequent_interval", S3LECT_OPT_FREQUENT_INTERVAL, K_SECONDS, 1},
     {"infrequent_interval", S3LECT_OPT_INFREQUENT_INTERVAL, K_SECONDS, 1},
     {"max_clock_skew", S3LECT_OPT_MAX_CLOCK_SKEW, K_SECONDS, 1},
+    /* Not a timing of el:update_config(): s3lect_update_config does not apply it. */
+    {"max_lease_timeout", S3LECT_OPT_MAX_LEASE_TIMEOUT, K_SECONDS, 0},
     {"peer_timeout", S3LECT_OPT_PEER_TIMEOUT, K_SECONDS, 1},
     {"request_timeout", S3LECT_OPT_REQUEST_TIMEOUT, K_SECONDS, 1},
     {"peer_mode", S3LECT_OPT_PEER_MODE, K_BOOL, 0},
@@ -913,6 +919,10 @@ static int l_update_config(lua_State *L)
     lua_pushnil(L);
     while (lua_next(L, 2) != 0) {
         const optdef *d = lua_type(L, -2) == LUA_TSTRING ? find_opt(lua_tostring(L, -2)) : NULL;
+        if (d != NULL && d->kind == K_SECONDS && !d->timing)
+            return luaL_error(
+                L, "%s: option '%s' cannot change on an existing elector; make a new one", fn,
+                d->name);
         if (d == NULL || !d->timing)
             return unknown_option(L, fn, lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?",
                                   1);
@@ -947,6 +957,36 @@ static int l_update_config(lua_State *L)
     }
     s3lect_config_free(cfg);
     lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* el:get_config() -> table of the duration (seconds) and boolean options */
+static int l_get_config(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    int64_t v[N_OPTDEFS];
+    int have[N_OPTDEFS];
+    s3lect_config *cfg = s3lect_get_config(le->e);
+    if (cfg == NULL)
+        return luaL_error(L, "el:get_config(): out of memory");
+    for (size_t i = 0; i < N_OPTDEFS; i++) {
+        int kind = optdefs[i].kind;
+        have[i] = (kind == K_SECONDS || kind == K_BOOL) &&
+                  s3lect_config_get_int(cfg, (s3lect_option)optdefs[i].opt, &v[i]) == S3LECT_OK;
+    }
+    s3lect_config_free(cfg); /* before anything that may raise */
+    lua_createtable(L, 0, (int)N_OPTDEFS);
+    for (size_t i = 0; i < N_OPTDEFS; i++) {
+        if (!have[i])
+            continue;
+        if (optdefs[i].kind == K_SECONDS)
+            lua_pushnumber(L, (lua_Number)v[i] / 1000.0);
+        else if (v[i] < 0) /* path_style unset: automatic */
+            continue;
+        else
+            lua_pushboolean(L, v[i] != 0);
+        lua_setfield(L, -2, optdefs[i].name);
+    }
     return 1;
 }
 
@@ -1078,6 +1118,7 @@ static const luaL_Reg elector_methods[] = {
     {"status", l_status},
     {"status_json", l_status_json},
     {"update_config", l_update_config},
+    {"get_config", l_get_config},
     {"peer_response", l_peer_response},
     {"peer_port", l_peer_port},
     {"enable_peer_mode", l_enable_peer_mode},

@@ -952,4 +952,142 @@ T.test("peer mode on S3: one leader serves HTTPS, the follower takes over on sto
   T.eq(leader:peer_port(), 0, "the stopped leader's endpoint")
 end)
 
+
+---------------------------------------------------------------------------
+-- max_lease_timeout, the renew_timeout reason, the max_clock_skew default
+---------------------------------------------------------------------------
+
+T.test("max_lease_timeout round-trips and is bounded by lease_timeout", function(t)
+  local dir = make_tempdir(t)
+  local lock = "file://" .. dir .. "/lock"
+  -- (The Lua binding does not derive renew_* from lease_timeout: give them.)
+  local el = assert(s3lect.new({ lock = lock, id = "a", lease_timeout = 3, renew_deadline = 2,
+                                 renew_interval = 1, max_lease_timeout = 12 }))
+  t:defer(function()
+    el:close()
+  end)
+  T.eq(el:get_config().max_lease_timeout, 12, "get_config().max_lease_timeout")
+  T.eq(el:get_config().lease_timeout, 3, "get_config().lease_timeout")
+  local def = assert(s3lect.new({ lock = lock, id = "b" }))
+  t:defer(function()
+    def:close()
+  end)
+  T.eq(def:get_config().max_lease_timeout, 0, "default max_lease_timeout (0 = 4 x lease_timeout)")
+
+  local bad, err = s3lect.new({ lock = lock, id = "c", lease_timeout = 3, renew_deadline = 2,
+                                renew_interval = 1, max_lease_timeout = 2 })
+  T.eq(bad, nil, "elector with max_lease_timeout below lease_timeout")
+  T.contains(err, "max_lease_timeout (2s) must not be less than lease_timeout (3s)", "message")
+  bad, err = s3lect.new({ lock = lock, id = "c", max_lease_timeout = 86400.001 })
+  T.eq(bad, nil, "elector with max_lease_timeout above a day")
+  T.contains(err, "max_lease_timeout must be between 0 ms and 86400000 ms, got 86400001 ms", "message")
+
+  -- update_config checks a new lease against the bound; the bound itself is
+  -- fixed (s3lect_update_config does not apply it).
+  local ok, uerr = el:update_config({ lease_timeout = 13, renew_deadline = 8, renew_interval = 2 })
+  T.eq(ok, nil, "update_config with lease_timeout above max_lease_timeout")
+  T.contains(uerr, "max_lease_timeout (12s) must not be less than lease_timeout (13s)", "message")
+  T.eq(el:get_config().lease_timeout, 3, "lease_timeout after a refused update")
+  T.raises("'max_lease_timeout' cannot change", el.update_config, el, { max_lease_timeout = 20 })
+  T.eq(el:get_config().max_lease_timeout, 12, "max_lease_timeout after a refused update")
+end)
+
+T.test("max_clock_skew is 0 (the wall-clock rule off) by default", function(t)
+  local el = assert(s3lect.new({ lock = unused_lock(), id = "a" }))
+  t:defer(function()
+    el:close()
+  end)
+  local cfg = el:get_config()
+  T.eq(cfg.max_clock_skew, 0, "default max_clock_skew")
+  T.eq(cfg.lease_timeout, 15, "default lease_timeout")
+  T.eq(cfg.release_on_stop, true, "default release_on_stop")
+end)
+
+T.test("a hostile record (leaseMs 10^15) is taken over after max_lease_timeout", function(t)
+  local dir = make_tempdir(t)
+  -- The file store keeps the record of file:///dir/key in dir/key.
+  local rec = string.format('{"leaderID":"hostile","leaderAddr":"","lastUpdated":"%s",' ..
+                            '"term":7,"leaseMs":1000000000000000,"incarnation":"x"}',
+                            os.date("!%Y-%m-%dT%H:%M:%S.000Z"))
+  local f = assert(io.open(dir .. "/lock.tmp-test", "wb"))
+  assert(f:write(rec))
+  assert(f:close())
+  assert(os.rename(dir .. "/lock.tmp-test", dir .. "/lock"))
+  local errors, acquired = {}, {}
+  local el = assert(s3lect.new({
+    lock = "file://" .. dir .. "/lock", id = "a", lease_timeout = 1, renew_deadline = 0.6,
+    renew_interval = 0.2, frequent_interval = 0.1, infrequent_interval = 0.2, max_lease_timeout = 2,
+    on_error = function(msg)
+      errors[#errors + 1] = msg
+    end,
+    on_acquire = function(term)
+      acquired[#acquired + 1] = term
+    end,
+  }))
+  t:defer(function()
+    el:close()
+  end)
+  local t0 = T.now()
+  assert(el:start())
+  T.drive({ el }, function()
+    return el:is_leader() and #acquired == 1
+  end, 10, "the takeover of the hostile record")
+  local took = T.now() - t0
+  -- The bound is 2 s; without it the default would be 4 x 1 s.
+  T.ok(took >= 1.9 and took <= 3.5, "took over after %.2f s, expected about 2 s", took)
+  T.eq(el:term(), 8, "term")
+  T.eq(acquired[1], 8, "on_acquire term")
+  local reported = false
+  for _, m in ipairs(errors) do
+    reported = reported or m:find("leaseMs 1000000000000000 ms is above max_lease_timeout 2000 ms", 1, true)
+  end
+  T.ok(reported, "the clamping was not reported: %s", table.concat(errors, " | "))
+end)
+
+T.test("renewals that time out end leadership with reason renew_timeout", function(t)
+  local dir = make_tempdir(t)
+  local lost = {}
+  local el = assert(s3lect.new({
+    lock = "file://" .. dir .. "/lock", id = "a", lease_timeout = 1.5, renew_deadline = 1,
+    renew_interval = 0.3, frequent_interval = 0.2, infrequent_interval = 0.4, request_timeout = 0.3,
+    on_lose = function(term, reason)
+      lost[#lost + 1] = { term = term, reason = reason }
+    end,
+  }))
+  t:defer(function()
+    el:close()
+  end)
+  assert(el:start())
+  lead(el)
+  local term = el:term()
+  -- Another process holds the file store's lock file (dir/key.lock), so
+  -- every store request waits request_timeout and fails (transient).
+  local ready = dir .. "/holder-ready"
+  local p = assert(io.popen("setsid flock -x '" .. dir .. "/lock.lock' -c 'echo > \"" .. ready ..
+                            "\"; exec sleep 10' </dev/null >/dev/null 2>&1 & echo $!"))
+  local pid = tonumber(p:read("*l"))
+  p:close()
+  T.ok(pid, "no pid for the lock holder")
+  t:defer(function()
+    -- setsid made the holder a process group leader: end it and its sleep.
+    os.execute("kill -TERM -- -" .. pid .. " 2>/dev/null")
+  end)
+  T.drive({ el }, function()
+    local r = io.open(ready)
+    if r then
+      r:close()
+    end
+    return r ~= nil
+  end, 5, "the lock holder to hold the lock")
+  local t0 = T.now()
+  T.drive({ el }, function()
+    return #lost >= 1
+  end, 5, "on_lose after the store stopped answering")
+  local took = T.now() - t0
+  T.eq(lost[1].reason, "renew_timeout", "reason")
+  T.eq(lost[1].term, term, "term")
+  T.ok(took <= 2.5, "stepped down %.2f s after the store stopped answering; renew_deadline is 1 s", took)
+  T.eq(el:is_leader(), false, "is_leader() after on_lose")
+end)
+
 return T
