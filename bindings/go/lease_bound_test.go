@@ -213,3 +213,17 @@ func TestLostReasonMapping(t *testing.T) {
 		}
 	}
 }
+
+// Region names are checked by libs3lect ([A-Za-z0-9_-]{1,64}).
+func TestRegionIsValidated(t *testing.T) {
+	for _, region := range []string{"us east 1", "../../etc", strings.Repeat("x", 65)} {
+		c := ElectorConfig{LockfilePath: "k", Bucket: "bucket", ServerID: "n", Region: region}
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "is not a region name") {
+			t.Errorf("Region %q: %v, want ErrInvalidConfig naming the region", region, err)
+		}
+	}
+	c := ElectorConfig{LockfilePath: "k", Bucket: "bucket", ServerID: "n", Region: "eu-west_3"}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Region eu-west_3: %v", err)
+	}
+}

@@ -157,3 +157,12 @@ def test_unknown_reason_becomes_unknown_not_an_exception():
     d.event(t)
     assert calls == [(3, s3lect.LostReason.UNKNOWN)]
     assert not d.callback_errors
+
+
+@pytest.mark.parametrize("region", ["us east 1", "../../etc", "x" * 65])
+def test_region_names_are_validated(tmp_path, region):
+    with pytest.raises(s3lect.ConfigError, match="is not a region name"):
+        s3lect.Elector("s3://bucket/k", server_id="a", region=region)
+    el = s3lect.Elector("s3://bucket/k", server_id="a", region="eu-west_3",
+                        access_key_id="AKIDTEST", secret_access_key="throwaway-test-secret")
+    assert el.get_config()["region"] == "eu-west_3"

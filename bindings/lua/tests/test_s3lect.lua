@@ -1090,4 +1090,15 @@ T.test("renewals that time out end leadership with reason renew_timeout", functi
   T.eq(el:is_leader(), false, "is_leader() after on_lose")
 end)
 
+T.test("region names are validated", function()
+  for _, region in ipairs({ "us east 1", "../../etc", string.rep("x", 65) }) do
+    local el, err = s3lect.new({ lock = "s3://bucket/k", id = "a", region = region })
+    T.eq(el, nil, "elector with region " .. region)
+    T.contains(err, "is not a region name", "message")
+  end
+  local el = assert(s3lect.new({ lock = "s3://bucket/k", id = "a", region = "eu-west_3",
+                                 access_key_id = "AKIDTEST", secret_access_key = "throwaway-test-secret" }))
+  el:close()
+end)
+
 return T
