@@ -57,6 +57,7 @@ struct s3lect_elector {
     int abort_io;               /* set on stop (atomically): interrupts a follower's long poll */
     peer_fail_stats peer_fails; /* failed peer checks by class (status "peerFailures") */
     char peer_last_fail[600];   /* the message of the last failed check ("" if none) */
+    int64_t peer_report_ms;     /* report period per class; 0: PEER_FAIL_REPORT_MS (tests) */
 
     rt_callback cb[RT_NCALLBACKS];
     char errmsg[512];

@@ -140,12 +140,14 @@ static void note_peer_failure(s3lect_elector *e, int cls, const st_result *res)
     pthread_mutex_lock(&e->mu);
     snprintf(e->peer_last_fail, sizeof e->peer_last_fail, "%s", why);
     uint64_t suppressed = 0;
-    if (peer_fail_note(&e->peer_fails, cls, u_mono_ms(), PEER_FAIL_REPORT_MS, &suppressed)) {
+    int64_t window = e->peer_report_ms > 0 ? e->peer_report_ms : PEER_FAIL_REPORT_MS;
+    if (peer_fail_note(&e->peer_fails, cls, u_mono_ms(), window, &suppressed)) {
         char msg[1000], more[160] = "";
         if (suppressed)
-            snprintf(more, sizeof more, " [%llu more like this in the last %d s not logged]",
-                     (unsigned long long)suppressed, PEER_FAIL_REPORT_MS / 1000);
-        snprintf(msg, sizeof msg, "peer mode (%s): %s; following the leader through S3 meanwhile%s",
+            snprintf(more, sizeof more, " [%llu more like this since the last report, not logged]",
+                     (unsigned long long)suppressed);
+        snprintf(msg, sizeof msg,
+                 "peer mode (%s): %s; following the leader through the store meanwhile%s",
                  peer_fail_name(cls), why, more);
         el_report_error(&e->eng, peer_fail_code(cls), msg);
     }

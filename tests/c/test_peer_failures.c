@@ -32,6 +32,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "elector.h" /* peer_report_ms: a shorter report period */
 #include "peer.h"
 #include "s3lect.h"
 #include "testutil.h"
@@ -575,7 +576,7 @@ static void test_stop_is_not_a_failure(void)
         int64_t deadline = u_mono_ms() + 5000;
         while (__atomic_load_n(&f.conns, __ATOMIC_ACQUIRE) == 0 && u_mono_ms() < deadline)
             t_sleep_ms(20);
-        CHECK(f.conns > 0, "B's check reached the endpoint");
+        CHECK(__atomic_load_n(&f.conns, __ATOMIC_ACQUIRE) > 0, "B's check reached the endpoint");
         t_sleep_ms(200);
         int64_t t0 = u_mono_ms();
         s3lect_stop(b);
@@ -586,6 +587,65 @@ static void test_stop_is_not_a_failure(void)
         CHECK(total == 0, "an aborted check is not counted: %lld", total);
         pthread_mutex_lock(&lb.mu);
         CHECK(lb.n == 0, "nor reported: %d (%s)", lb.n, lb.n ? lb.msg[0] : "");
+        pthread_mutex_unlock(&lb.mu);
+    }
+    s3lect_free_elector(b);
+    s3lect_free_elector(a);
+    fake_stop(&f);
+}
+
+/* The repeated report through the runtime, with the report period shortened
+ * from 60 s to 1 s: one event per period, each later one saying how many
+ * failures it stands for; together with the failures since the last report
+ * they add up to the status counter. */
+static void test_repeated_report(void)
+{
+    fprintf(stderr, "-- repeated report\n");
+    fake_ep f = {.mode = FAKE_GARBAGE, .cert = good_cert, .key = good_key};
+    if (fake_start(&f) != 0)
+        return;
+    char addr[64], lock[600];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", f.port);
+    snprintf(lock, sizeof lock, "%s/lock-%d.json", dir, ++seq);
+    errlog lb = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    s3lect_config *ca_ = node_cfg(lock, "leader-a", addr);
+    s3lect_config *cb_ = node_cfg(lock, "follower-b", "127.0.0.1:1");
+    s3lect_elector *a = make_elector(ca_, NULL), *b = make_elector(cb_, &lb);
+    s3lect_config_free(ca_);
+    s3lect_config_free(cb_);
+    if (a && b) {
+        b->peer_report_ms = 1000; /* before start: no other thread reads it yet */
+        size_t calen;
+        char *capem = slurp(ca_pem, &calen);
+        CHECK(s3lect_enable_peer_mode(b, capem, calen) == 0, "enable_peer_mode");
+        free(capem);
+        CHECK(s3lect_start(a) == 0 && s3lect_wait_for_leadership(a, 5000) == 0, "A leads");
+        CHECK(s3lect_start(b) == 0, "B starts");
+        t_sleep_ms(3600);
+        s3lect_stop(b);
+        long long total = 0, n = status_count(b, "malformed", &total, NULL, 0);
+        pthread_mutex_lock(&lb.mu);
+        int nev = lb.n < 16 ? lb.n : 16;
+        long long covered = 0;
+        int with_count = 0;
+        for (int i = 0; i < nev; i++) {
+            CHECK(strncmp(lb.msg[i], "peer mode (malformed): ", 23) == 0, "event %d: %s", i,
+                  lb.msg[i]);
+            const char *m = strstr(lb.msg[i], "[");
+            long long more = 0;
+            if (m &&
+                sscanf(m, "[%lld more like this since the last report, not logged]", &more) == 1)
+                with_count++;
+            covered += 1 + more;
+        }
+        CHECK(nev >= 3 && nev <= 5, "one report per second in 3.6 s: %d", nev);
+        CHECK(with_count >= 2 && with_count == nev - 1,
+              "every report after the first says how many it stands for: %d of %d", with_count,
+              nev);
+        CHECK(covered <= n && n - covered <= 8,
+              "the reports stand for %lld of %lld failures (the rest came after the last)", covered,
+              n);
+        fprintf(stderr, "   %d reports for %lld failures\n", nev, n);
         pthread_mutex_unlock(&lb.mu);
     }
     s3lect_free_elector(b);
@@ -738,10 +798,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
         if (!only || strstr(scenarios[i].name, only))
             run_scenario(&scenarios[i]);
-    if (!only) {
+    if (!only || strstr("success", only))
         test_success_is_not_a_failure();
+    if (!only || strstr("stop during a check", only))
         test_stop_is_not_a_failure();
-    }
+    if (!only || strstr("repeated report", only))
+        test_repeated_report();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

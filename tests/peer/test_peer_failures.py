@@ -1,0 +1,119 @@
+"""Failed peer checks show in the CLI's log (issue 14 item 10).
+
+`s3lect run --peer` nodes on a file lock (the failure is in peer mode, not in
+the store): the leader serves its endpoint with a certificate for another
+name (DNS:wrong.example, signed by the cluster CA), so a follower's every
+check fails TLS name verification. The follower must print one
+`s3lect: error: peer mode (tlsName): ...` line that names the leader and
+what to check (not one per check), keep following through the lock, and
+take over when the leader stops. The C test tests/c/test_peer_failures.c
+covers every class, the counters and the rate limit.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.wait import wait_for
+
+# Renewals every 500 ms: a follower whose check fails reads the lock, sees
+# the next renewal and checks again, about twice a second.
+TIMING = ["--lease-timeout", "3s", "--renew-interval", "500ms", "--renew-deadline", "2s",
+          "--frequent-interval", "250ms", "--infrequent-interval", "1s"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> dict[str, Path]:
+    """A throwaway CA, a certificate for 127.0.0.1 and one for another name only."""
+    d = tmp_path_factory.mktemp("pki")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+            "-subj", "/CN=s3lect test ca", cwd=d)
+    for name, san in (("good", "IP:127.0.0.1,DNS:localhost"), ("wrong", "DNS:wrong.example")):
+        (d / f"{name}.ext").write_text(f"subjectAltName={san}\nextendedKeyUsage=serverAuth\n")
+        openssl("req", "-new", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                "-subj", f"/CN=s3lect test {name}", cwd=d)
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-out", f"{name}.pem", "-days", "2",
+                "-extfile", f"{name}.ext", cwd=d)
+    return {k: d / f"{k}.pem" for k in ("ca", "good", "wrong")} | {
+        "good-key": d / "good.key", "wrong-key": d / "wrong.key"}
+
+
+class Node:
+    def __init__(self, bin_, tmp, lock, node_id, cert, key, ca):
+        self.id = node_id
+        self.port = free_port()
+        self.log = tmp / f"{node_id}.log"
+        self.proc = subprocess.Popen(
+            [str(bin_), "run", "--lock", lock, "--id", node_id, "--peer",
+             "--addr", f"127.0.0.1:{self.port}", "--peer-cert", str(cert), "--peer-key", str(key),
+             "--peer-ca", str(ca), *TIMING, "--", "sleep", "600"],
+            stdout=open(self.log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def leading(self) -> bool:
+        t = self.text()
+        return self.proc.poll() is None and t.rfind("acquired leadership") > t.rfind(
+            "lost leadership")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def nodes():
+    started: list[Node] = []
+    yield started
+    for n in started:
+        n.stop()
+
+
+def test_wrong_name_certificate_is_logged_once_and_the_follower_still_follows(
+        s3lect_bin, tmp_path, pki, nodes):
+    lock = f"file://{tmp_path}/leader.json"
+    leader = Node(s3lect_bin, tmp_path, lock, "lead", pki["wrong"], pki["wrong-key"], pki["ca"])
+    nodes.append(leader)
+    wait_for(leader.leading, 15, "the leader to acquire")
+    follower = Node(s3lect_bin, tmp_path, lock, "follow", pki["good"], pki["good-key"], pki["ca"])
+    nodes.append(follower)
+    wait_for(lambda: "error: peer mode" in follower.text(), 15, "the follower's error line")
+    time.sleep(5)  # about ten more failed checks
+    lines = [l for l in follower.text().splitlines() if "error:" in l]
+    assert len(lines) == 1, f"one error line, not one per check:\n{follower.text()}"
+    line = lines[0]
+    assert line.startswith("s3lect: error: peer mode (tlsName): "), line
+    assert f"127.0.0.1:{leader.port}" in line, line
+    assert "does not match its name" in line and "subjectAltName" in line, line
+    assert "--peer-cert" in line, line
+    assert leader.leading() and not follower.leading(), "the election is undisturbed"
+
+    # The follower followed through the lock all along: a graceful stop hands over.
+    leader.proc.send_signal(signal.SIGTERM)
+    assert leader.proc.wait(timeout=10) == 0
+    wait_for(follower.leading, 10, "the follower to take over")
+    assert not re.search(r"error: peer mode \((?!tlsName)", follower.text()), follower.text()
