@@ -81,6 +81,8 @@ const char *s3lect_lost_reason_str(int reason)
         return "hook_failed";
     case S3LECT_LOST_STOPPED:
         return "stopped";
+    case S3LECT_LOST_RENEW_TIMEOUT:
+        return "renew_timeout";
     default:
         return "none";
     }
