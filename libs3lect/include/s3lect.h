@@ -384,7 +384,8 @@ S3LECT_API int s3lect_wait_for_next_election(s3lect_elector *e, uint64_t since, 
  * Applies the timing options of cfg (lease_timeout, renew_interval,
  * renew_deadline, frequent/infrequent_interval, max_clock_skew, peer_timeout,
  * request_timeout) to a running or stopped elector, after validating them
- * together. Other options in cfg are ignored. Any thread.
+ * together. Other options in cfg are ignored (max_lease_timeout is fixed at
+ * creation; a lease_timeout above an explicit one is refused). Any thread.
  */
 S3LECT_API int s3lect_update_config(s3lect_elector *e, s3lect_config *cfg);
 /** Returns a copy of the elector's current configuration (free with s3lect_config_free). */

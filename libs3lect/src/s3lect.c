@@ -443,6 +443,14 @@ int s3lect_update_config(s3lect_elector *e, s3lect_config *cfg)
     if (rc)
         return rt_fail(e, rc, "%s", cfg->errmsg);
     pthread_mutex_lock(&e->mu);
+    int64_t bound = e->cfg->max_lease_timeout;
+    if (bound > 0 && cfg->lease_timeout > bound) {
+        pthread_mutex_unlock(&e->mu);
+        return rt_fail(e, S3LECT_EINVAL,
+                       "lease_timeout (%lld ms) must not exceed this elector's "
+                       "max_lease_timeout (%lld ms), which is fixed at creation",
+                       (long long)cfg->lease_timeout, (long long)bound);
+    }
     e->cfg->lease_timeout = cfg->lease_timeout;
     e->cfg->renew_interval = cfg->renew_interval;
     e->cfg->renew_deadline = cfg->renew_deadline;
