@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -263,6 +264,15 @@ static int check_str(const char *cmd, const char *name, const char *v)
             return -1;
         }
     } else if (strcmp(name, "--endpoint") == 0) {
+        /* The library checks the rest when it opens an S3 store; this much
+         * is checked even when the lock is a file. */
+        if (strncasecmp(v, "http://", 7) != 0 && strncasecmp(v, "https://", 8) != 0) {
+            cli_usage_error(cmd,
+                            "--endpoint '%.100s' must start with http:// or https:// (e.g. "
+                            "http://127.0.0.1:9000)",
+                            v);
+            return -1;
+        }
         if (strpbrk(v, " \t")) {
             cli_usage_error(cmd,
                             "--endpoint '%.100s' has a space; give a URL such as "
