@@ -323,7 +323,6 @@ def test_lease_timeout_alone_is_enough_for_status_and_watch(tmp_path, env):
 
 @pytest.mark.parametrize("opts", [
     ["--lease-timeout", "1s"],
-    ["--lease-timeout", "100ms"],
     ["--lease-timeout", "3s", "--renew-deadline", "2500ms"],
     ["--frequent-interval", "45s"],
     ["--infrequent-interval", "2s"],
