@@ -541,6 +541,18 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def descendants(pid: int) -> list[int]:
+    """Live processes below pid, at any depth, parents before children."""
+    out: list[int] = []
+    todo = [pid]
+    while todo and len(out) < 10000:
+        for c in _children(todo.pop(0)):
+            if c not in out and not pid_gone(c):
+                out.append(c)
+                todo.append(c)
+    return out
+
+
 def pid_gone(pid: int) -> bool:
     """True once pid has exited (a zombie counts as gone: it runs no code)."""
     try:
@@ -634,57 +646,65 @@ class Node:
         return self.log.read_text(errors="replace") if self.logs and self.log.exists() else ""
 
     def cmd_pids(self) -> list[int]:
-        """Running CMDs (children of s3lect)."""
+        """Every live process below s3lect, at any depth: the supervising
+        shim of `s3lect run` (if any), CMD and CMD's descendants."""
         if not self.alive():
             return []
-        return [p for p in _children(self.proc.pid) if not pid_gone(p)]
+        return descendants(self.proc.pid)
 
     def kill9(self) -> dict[int, float]:
-        """kill -9 of s3lect alone: the kernel must kill CMD too (PDEATHSIG).
-        Returns {cmd pid: monotonic time it was seen dead}."""
+        """kill -9 of s3lect alone: everything below it must die too (the
+        shim's and CMD's PR_SET_PDEATHSIG). Returns {pid: monotonic time it
+        was seen dead} for every process that was below s3lect."""
         assert self.proc is not None
-        cmds = self.cmd_pids()
+        tree = self.cmd_pids()
         os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=10)
         dead: dict[int, float] = {}
         deadline = time.monotonic() + 5
-        while len(dead) < len(cmds) and time.monotonic() < deadline:
-            for p in cmds:
+        while len(dead) < len(tree) and time.monotonic() < deadline:
+            for p in tree:
                 if p not in dead and pid_gone(p):
                     dead[p] = time.monotonic()
             time.sleep(0.005)
-        for p in cmds:  # PDEATHSIG failed: kill it ourselves, the test reports it
+        for p in tree:  # PDEATHSIG failed: kill it ourselves, the test reports it
             if p not in dead:
                 try:
-                    os.killpg(p, signal.SIGKILL)
+                    os.kill(p, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
         return dead
 
     def pause(self) -> tuple[list[int], float]:
-        """SIGSTOP of s3lect and its CMD's process group: a paused machine.
-        Returns (CMD pids, monotonic time both were stopped)."""
+        """SIGSTOP of s3lect and every process below it: a paused machine.
+        Returns (the pids below s3lect, monotonic time all were stopped)."""
         assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGSTOP)
-        cmds = [p for p in _children(self.proc.pid) if not pid_gone(p)]
-        for p in cmds:
-            try:
-                os.killpg(p, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        stopped: list[int] = []
+        for _ in range(20):  # stopped processes cannot fork: a few walks suffice
+            new = [p for p in descendants(self.proc.pid) if p not in stopped]
+            if not new:
+                break
+            for p in new:
+                try:
+                    os.kill(p, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
+            stopped += new
         self.paused = True
-        return cmds, time.monotonic()
+        return stopped, time.monotonic()
 
     def resume(self, cmds: list[int]) -> float:
-        """SIGCONT of the node; returns the monotonic time just before."""
+        """SIGCONT of the node (the processes below s3lect first); returns the
+        monotonic time just before."""
         assert self.proc is not None
         t = time.monotonic()
-        for p in cmds:
+        for p in reversed(cmds):
             try:
-                os.killpg(p, signal.SIGCONT)
+                os.kill(p, signal.SIGCONT)
             except ProcessLookupError:
                 pass
-        os.killpg(self.proc.pid, signal.SIGCONT)
+        os.kill(self.proc.pid, signal.SIGCONT)
         self.paused = False
         return t
 
@@ -707,13 +727,22 @@ class Node:
     def stop(self) -> None:
         """Whatever state: nothing of this node runs afterwards."""
         if self.proc is not None:
-            cmds = _children(self.proc.pid) if self.alive() else []
-            for p in cmds:
-                for sig in (signal.SIGKILL, signal.SIGCONT):
-                    try:
-                        os.killpg(p, sig)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+            if self.alive():  # s3lect stopped first: it cannot start anything new
+                try:
+                    os.kill(self.proc.pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
+            for _ in range(20):
+                tree = descendants(self.proc.pid) if self.alive() else []
+                if not tree:
+                    break
+                for p in tree:
+                    for sig in (signal.SIGKILL, signal.SIGCONT):
+                        try:
+                            os.kill(p, sig)
+                        except (ProcessLookupError, PermissionError):
+                            pass
+                time.sleep(0.01)
             if self.proc.poll() is None:
                 try:
                     os.killpg(self.proc.pid, signal.SIGKILL)
