@@ -139,7 +139,8 @@ class Cluster:
 
     def __init__(self, impl: Impl, n: int, server, key: str, timing: Timing, mode: str,
                  logdir: Path, pki: dict[str, Path] | None = None,
-                 endpoint_for: Callable[[int], str] | None = None):
+                 endpoint_for: Callable[[int], str] | None = None,
+                 cmd: list[str] | None = None):
         if mode == "peer" and not pki:
             raise BenchError("peer mode needs certificates")
         self.impl = impl
@@ -150,6 +151,7 @@ class Cluster:
         self.mode = mode
         self.pki = pki
         self.endpoint_for = endpoint_for or (lambda slot: server.endpoint)
+        self.cmd = cmd  # the supervised command (None: the NodeSpec default)
         self.logdir = logdir
         logdir.mkdir(parents=True, exist_ok=True)
         self.t0 = time.monotonic()
@@ -177,6 +179,8 @@ class Cluster:
         spec = NodeSpec(node_id, self.server.bucket, self.key, self.endpoint_for(slot),
                         self.server.access_key, self.server.secret_key, self.server.region,
                         self.timing, peer)
+        if self.cmd:
+            spec.cmd = list(self.cmd)
         node = Node(self, slot, self.gens[slot], spec)
         with self.cv:
             self.slots[slot] = node

@@ -7,11 +7,20 @@ then either SIGKILLs the leader's process group and its command's group, or
 sends SIGTERM to the leader, and measures from just before the signal until
 another node's stderr says "acquired leadership". The stopped node is then
 restarted (with a new id) as a follower.
+
+The supervised command is bench/lib/treecmd.py: every process of its tree
+writes a heartbeat stamped with time.monotonic() to a shared log, so the
+command trees' lifetimes are measured by the trees themselves, not by what
+s3lect says about them. In the "grandchild" variant each command also starts
+a double-forked, setsid(), SIGTERM-ignoring grandchild that neither the
+SIGTERM nor the bench's kill -9 of the node's and the command's process
+groups reaches: only s3lect's supervisor can stop it.
 """
 
 from __future__ import annotations
 
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,15 +29,65 @@ from cluster import Cluster
 from common import BenchError, fmt_s, log, md_table, paired_with_first, percentile
 from impls import COST, DEFAULTS, LIKE_FOR_LIKE, Impl, Timing
 
-# (timing, mode, trials in a full run, trials with --quick)
+# (timing, mode, command variant, trials in a full run, trials with --quick)
 CONFIGS = [
-    (LIKE_FOR_LIKE, "s3", 20, 5),
-    (LIKE_FOR_LIKE, "peer", 20, 5),
-    (COST, "s3", 20, 5),
-    (COST, "peer", 20, 5),
-    (DEFAULTS, "s3", 5, 2),
+    (LIKE_FOR_LIKE, "s3", "plain", 20, 5),
+    (LIKE_FOR_LIKE, "peer", "plain", 20, 5),
+    (LIKE_FOR_LIKE, "s3", "grandchild", 20, 5),
+    (LIKE_FOR_LIKE, "peer", "grandchild", 20, 5),
+    (COST, "s3", "plain", 20, 5),
+    (COST, "peer", "plain", 20, 5),
+    (DEFAULTS, "s3", "plain", 5, 2),
+    (DEFAULTS, "s3", "grandchild", 5, 2),
 ]
 NODES = 3
+TREECMD = Path(__file__).resolve().parent / "treecmd.py"
+
+
+@dataclass
+class Trees:
+    """The supervised command trees of one run, from their own heartbeats."""
+
+    count: int = 0
+    overlap: tuple[float, int] = (0.0, 0)  # total s two trees were alive, stretches
+    min_gap: float | None = None  # smallest (next tree's start - earlier trees' last beat)
+    grandchildren: int = 0  # trees whose grandchild beat at least once
+
+
+def read_trees(path: Path) -> Trees:
+    """Each tree lives from its start line to the last heartbeat of any of its
+    processes. Two trees overlap while both live."""
+    trees: dict[tuple[str, int], list[float]] = {}
+    gc: set[tuple[str, int]] = set()
+    if path.exists():
+        for line in path.read_text().splitlines():
+            p = line.split()
+            if len(p) == 4 and p[0] == "start":
+                t = float(p[3])
+                trees[(p[1], int(p[2]))] = [t, t]
+            elif len(p) == 6 and p[0] == "beat":
+                k = (p[1], int(p[2]))
+                iv = trees.setdefault(k, [float(p[5]), float(p[5])])
+                iv[1] = max(iv[1], float(p[5]))
+                if p[3] == "grandchild":
+                    gc.add(k)
+    ivs = sorted(trees.values())
+    pts = sorted([(s, 1) for s, _ in ivs] + [(e, -1) for _, e in ivs],
+                 key=lambda x: (x[0], x[1]))
+    depth, total, count, since = 0, 0.0, 0, None
+    for t, d in pts:
+        depth += d
+        if depth >= 2 and since is None:
+            since, count = t, count + 1
+        elif depth < 2 and since is not None:
+            total += t - since
+            since = None
+    gap, last = None, None
+    for s, e in ivs:
+        if last is not None:
+            gap = s - last if gap is None else min(gap, s - last)
+        last = e if last is None else max(last, e)
+    return Trees(len(ivs), (total, count), gap, len(gc))
 
 
 @dataclass
@@ -36,6 +95,7 @@ class Run:
     impl: str
     timing: Timing
     mode: str
+    variant: str = "plain"
     kill: list[float] = field(default_factory=list)
     term: list[float] = field(default_factory=list)
     lead_overlap: tuple[float, int] = (0.0, 0)
@@ -44,10 +104,12 @@ class Run:
     bad_exits: list[str] = field(default_factory=list)
     plot: str | None = None
     duration: float = 0.0
+    trees: Trees = field(default_factory=Trees)
 
     @property
     def tag(self) -> str:
-        return f"{self.impl}-{self.timing.name}-{self.mode}"
+        v = "" if self.variant == "plain" else f"-{self.variant}"
+        return f"{self.impl}-{self.timing.name}-{self.mode}{v}"
 
 
 def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run) -> float:
@@ -87,11 +149,15 @@ def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run) -> float:
     return took
 
 
-def run_config(impl: Impl, server, timing: Timing, mode: str, trials: int, rng: random.Random,
-               logdir: Path, pki, plot_fn) -> Run:
-    run = Run(impl.name, timing, mode)
+def run_config(impl: Impl, server, timing: Timing, mode: str, variant: str, trials: int,
+               rng: random.Random, logdir: Path, pki, plot_fn) -> Run:
+    run = Run(impl.name, timing, mode, variant)
     key = f"bench/failover/{int(time.time())}-{run.tag}.json"
-    cl = Cluster(impl, NODES, server, key, timing, mode, logdir / run.tag, pki)
+    tree_log = logdir / run.tag / "trees.log"
+    cmd = [sys.executable, str(TREECMD), str(tree_log)]
+    if variant == "grandchild":
+        cmd.append("--grandchild")
+    cl = Cluster(impl, NODES, server, key, timing, mode, logdir / run.tag, pki, cmd=cmd)
     t_start = time.monotonic()
     try:
         cl.start()
@@ -105,6 +171,21 @@ def run_config(impl: Impl, server, timing: Timing, mode: str, trials: int, rng: 
     finally:
         cl.stop()
     run.duration = time.monotonic() - t_start
+    # The last tree is stopped by its supervisor after cl.stop(); wait until
+    # no heartbeat has come for a while before reading the log.
+    end = time.monotonic() + 3 * timing.lease + 10
+    size = -1
+    while time.monotonic() < end:
+        now = tree_log.stat().st_size if tree_log.exists() else 0
+        if now == size:
+            break
+        size = now
+        time.sleep(1.0)
+    run.trees = read_trees(tree_log)
+    # (The last tree may be stopped before its grandchild was forked.)
+    if variant == "grandchild" and run.trees.grandchildren < run.trees.count - 1:
+        raise BenchError(f"{run.tag}: only {run.trees.grandchildren} of {run.trees.count} "
+                         "command trees started their grandchild")
     run.lead_overlap = cl.overlap("lead")
     run.cmd_overlap = cl.overlap("cmd")
     if plot_fn:
@@ -112,18 +193,27 @@ def run_config(impl: Impl, server, timing: Timing, mode: str, trials: int, rng: 
     return run
 
 
+def default_kill_timeout(t: Timing) -> float:
+    """s3lect run's default (and largest allowed) kill timeout, in seconds."""
+    return t.lease - t.deadline - (2 * t.lease / 1000 + 0.25)
+
+
 def stats_row(run: Run, kind: str) -> list[object]:
     xs = run.kill if kind == "kill" else run.term
     target = (run.timing.kill_target(run.mode) if kind == "kill"
               else run.timing.graceful_target(run.mode))
+    if kind == "term" and run.variant == "grandchild":
+        # The grandchild ignores SIGTERM: s3lect SIGKILLs it after the kill
+        # timeout before it releases the lock.
+        target += default_kill_timeout(run.timing)
     p99 = percentile(xs, 99)
-    return [run.impl, run.timing.name, run.mode,
+    return [run.impl, run.timing.name, run.mode, run.variant,
             "kill -9 → new leader" if kind == "kill" else "SIGTERM → new leader",
             len(xs), fmt_s(percentile(xs, 50)), fmt_s(percentile(xs, 90)), fmt_s(p99),
             fmt_s(max(xs)), fmt_s(target), "yes" if p99 <= target else "**no**"]
 
 
-HEADERS = ["impl", "timing", "mode", "event", "trials", "p50 s", "p90 s", "p99 s", "max s",
+HEADERS = ["impl", "timing", "mode", "command", "event", "trials", "p50 s", "p90 s", "p99 s", "max s",
            "target p99 ≤ s", "meets target"]
 
 
@@ -151,11 +241,17 @@ def report(runs: list[Run]) -> tuple[str, str]:
     """Markdown body for results/failover.md and a short summary for the console."""
     rows = [stats_row(r, k) for r in runs for k in ("kill", "term")]
     table = md_table(HEADERS, rows)
-    ov_rows = [[r.impl, r.timing.name, r.mode, f"{r.lead_overlap[0]:.3f} ({r.lead_overlap[1]})",
-                f"{r.cmd_overlap[0]:.3f} ({r.cmd_overlap[1]})", r.extra_acquisitions,
-                "; ".join(r.bad_exits) or "none", f"{r.duration / 60:.1f} min"] for r in runs]
-    overlap = md_table(["impl", "timing", "mode", "two leaders reported: s (stretches)",
-                        "two commands running: s (stretches)", "extra acquisitions",
+    ov_rows = [[r.impl, r.timing.name, r.mode, r.variant,
+                f"{r.lead_overlap[0]:.3f} ({r.lead_overlap[1]})",
+                f"{r.cmd_overlap[0]:.3f} ({r.cmd_overlap[1]})",
+                f"{r.trees.overlap[0]:.3f} ({r.trees.overlap[1]})", r.trees.count,
+                "–" if r.trees.min_gap is None else f"{r.trees.min_gap:.3f}",
+                r.extra_acquisitions, "; ".join(r.bad_exits) or "none",
+                f"{r.duration / 60:.1f} min"] for r in runs]
+    overlap = md_table(["impl", "timing", "mode", "command", "two leaders reported: s (stretches)",
+                        "two commands reported: s (stretches)",
+                        "two command trees alive: s (stretches)", "trees",
+                        "smallest gap between trees s", "extra acquisitions",
                         "bad exits", "run time"], ov_rows)
     settings = md_table(["timing", "settings"],
                         [[t.name, t.describe()] for t in (LIKE_FOR_LIKE, COST, DEFAULTS)])
@@ -176,7 +272,10 @@ infrequent ≤ lease, else ≤ max(infrequent, lease + max_clock_skew) + frequen
 ≤ 0.5 s in peer mode. Note that the S3-mode SIGTERM target assumes a follower
 re-reads the lock within one frequent interval; a *stable* follower reads it
 every infrequent interval, so with infrequent > frequent (cost, defaults) a
-handover can take up to infrequent (+10 % jitter) in S3 mode.
+handover can take up to infrequent (+10 % jitter) in S3 mode. In the
+*grandchild* rows the SIGTERM target adds the kill timeout (0.744 s at lease
+3 s, deadline 2 s; 4.72 s at the defaults): the grandchild ignores SIGTERM,
+so s3lect releases the lock only after it SIGKILLed it.
 
 ## Never two leaders
 
@@ -185,9 +284,23 @@ handover can take up to infrequent (+10 % jitter) in S3 mode.
 "Two leaders reported" is the total time during which two nodes' stderr both
 said they led: a node leads from its `acquired leadership` line until its
 `lost leadership` or `releasing leadership` line (or the moment it was killed).
-"Two commands running" uses the supervised command's `started command` and
-`command exited` lines the same way. "Extra acquisitions" counts acquisitions
-within a trial beyond the one measured (leadership bouncing).
+"Two commands reported" uses s3lect's `started command` and `command exited`
+lines the same way (`command exited` is printed once the whole tree is gone).
+"Two command trees alive" is measured by the trees themselves: every process
+of each supervised command (bench/lib/treecmd.py) writes a heartbeat stamped
+with `time.monotonic()` every 10 ms; a tree lives from its start line to the
+last heartbeat of any of its processes, and the column is the total time two
+trees lived at once. "Smallest gap between trees" is the least time from the
+last heartbeat of every earlier tree to the next tree's start; a process
+that runs beats within 10 ms, so after its last beat it ran for at most about
+that long. The order is not left to timing, though: s3lect releases the lock,
+and the shim kills at the hard deadline, only after a walk of `/proc` found
+no process of the tree alive. In the *grandchild* rows each
+command also double-forks a grandchild that calls setsid() and ignores
+SIGTERM, which neither the SIGTERM to s3lect nor the bench's kill -9 of the
+node's and the command's process groups reaches: s3lect's supervising child
+(a subreaper) must find and kill it. "Extra acquisitions" counts
+acquisitions within a trial beyond the one measured (leadership bouncing).
 
 ## Timelines
 
@@ -200,7 +313,9 @@ Which node led when (one row per node slot; a restarted node keeps its slot;
 
 {settings}
 
-{NODES} nodes of `s3lect run … -- sleep 86400`, each talking straight to
+{NODES} nodes of `s3lect run … -- python3 bench/lib/treecmd.py LOG [--grandchild]`
+(default kill timeout: the largest safe value, 744 ms for lease 3 s and
+deadline 2 s, 4.72 s at the defaults), each talking straight to
 MinIO on 127.0.0.1 (no proxy), one fresh lock key per configuration. Peer mode
 adds `--peer --addr 127.0.0.1:PORT` with a throwaway EC P-256 CA and a
 certificate for 127.0.0.1. Before each trial the bench waits until exactly
@@ -209,9 +324,14 @@ one node leads and the other two report following it, then waits a random
 moment the new leader's `acquired leadership` line reached the bench (read by
 a thread per node, stamped with `time.monotonic()`).
 """
-    summary = md_table(["impl", "timing", "mode", "event", "p50 s", "p99 s", "target", "ok"],
-                       [[r[0], r[1], r[2], r[3].split(" ")[0], r[5], r[7], r[9], r[10]]
+    summary = md_table(["impl", "timing", "mode", "command", "event", "p50 s", "p99 s", "target",
+                        "ok"],
+                       [[r[0], r[1], r[2], r[3], r[4].split(" ")[0], r[6], r[8], r[10], r[11]]
                         for r in rows])
+    summary += "\n\n" + md_table(
+        ["timing", "mode", "command", "two trees alive s", "smallest gap s"],
+        [[r.timing.name, r.mode, r.variant, f"{r.trees.overlap[0]:.3f}",
+          "–" if r.trees.min_gap is None else f"{r.trees.min_gap:.3f}"] for r in runs])
     if cmp:
         summary += "\n\n" + cmp
     return body, summary

@@ -30,13 +30,13 @@ class Timing:
     deadline: float = 10.0
     frequent: float = 5.0
     infrequent: float = 30.0
-    skew: float = 2.0
+    skew: float = 0.0  # s3lect's default: the wall-clock takeover rule is off
     flags: tuple[str, ...] = ()
 
     def describe(self) -> str:
         return (f"lease {self.lease:g} s, renew {self.renew:g} s, deadline {self.deadline:g} s, "
                 f"frequent {self.frequent:g} s, infrequent {self.infrequent:g} s, "
-                f"max clock skew {self.skew:g} s")
+                f"max clock skew {self.skew:g} s" + (" (off)" if self.skew == 0 else ""))
 
     # The targets of issue 9 (failover after kill -9, handover after SIGTERM).
     def kill_target(self, mode: str) -> float:
@@ -51,7 +51,7 @@ class Timing:
 
 
 def _timing(name: str, lease, renew, deadline, frequent, infrequent) -> Timing:
-    return Timing(name, lease, renew, deadline, frequent, infrequent, 2.0,
+    return Timing(name, lease, renew, deadline, frequent, infrequent, 0.0,
                   ("lease", "renew", "deadline", "frequent", "infrequent"))
 
 
@@ -171,8 +171,9 @@ class S3lectC(Impl):
 
     def node_argv(self, spec: NodeSpec) -> list[str]:
         argv = [str(self.bin), "run", "--lock", f"s3://{spec.bucket}/{spec.key}",
-                "--id", spec.node_id, "--endpoint", spec.endpoint, "--region", spec.region,
-                "--kill-timeout", "2s"]
+                "--id", spec.node_id, "--endpoint", spec.endpoint, "--region", spec.region]
+        # No --kill-timeout: the default is the largest value that still
+        # stops the command's tree before another node can lead.
         t = spec.timing
         names = {"lease": "--lease-timeout", "renew": "--renew-interval",
                  "deadline": "--renew-deadline", "frequent": "--frequent-interval",
