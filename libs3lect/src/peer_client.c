@@ -218,7 +218,13 @@ static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *
     size_t n = size - (size_t)(p - data), o = 0;
     for (size_t i = 0; i < n && o + 1 < sizeof c->alert && p[i] != '\n' && p[i] != '\r'; i++)
         c->alert[o++] = (p[i] >= 0x20 && p[i] < 0x7f) ? p[i] : '?';
+    while (o > 0 && (c->alert[o - 1] == ':' || c->alert[o - 1] == ' '))
+        o--; /* "unknown CA (560):" */
     c->alert[o] = '\0';
+    /* OpenSSL 3.0 has no name for certificate_required (116). */
+    const char *num = strrchr(c->alert, '(');
+    if (strncmp(c->alert, "unknown (", 9) == 0 && num && (atoi(num + 1) & 0xff) == 116)
+        snprintf(c->alert, sizeof c->alert, "certificate required (116)");
     return 0;
 }
 
@@ -499,14 +505,14 @@ static int transport_failure(peer_client *c, CURLcode cc, const char *addr, int6
         return fail(out, PEER_FAIL_TLS_CLIENT,
                     has_client_cert
                         ? "leader %s asked for a client certificate (mTLS) and closed the "
-                          "connection without an answer (%s): it most likely refused this "
-                          "node's; check that peer_client_cert (--peer-client-cert) is signed by "
-                          "a CA in the leader's peer_ca"
+                          "connection without an answer: it most likely refused this node's "
+                          "certificate; check that peer_client_cert (--peer-client-cert) is "
+                          "signed by a CA in the leader's peer_ca"
                         : "leader %s requires a client certificate (mTLS) and closed the "
-                          "connection without an answer (%s); check that this node has "
+                          "connection without an answer; check that this node has "
                           "peer_client_cert (--peer-client-cert) signed by a CA in the leader's "
                           "peer_ca",
-                    addr, why);
+                    addr);
     if (alert == PEER_FAIL_TLS_CLIENT)
         return fail(out, PEER_FAIL_TLS_CLIENT,
                     has_client_cert
@@ -516,6 +522,17 @@ static int transport_failure(peer_client *c, CURLcode cc, const char *addr, int6
                         : "leader %s requires a client certificate (mTLS) and refused this node "
                           "(%s); check that this node has peer_client_cert "
                           "(--peer-client-cert) signed by a CA in the leader's peer_ca",
+                    addr, why);
+    if (cc == CURLE_SSL_CONNECT_ERROR && alert == PEER_FAIL_NONE &&
+        (strstr(why, "reset by peer") || strstr(why, "Broken pipe") ||
+         strstr(why, "SSL_ERROR_SYSCALL") || strstr(why, "unexpected eof") ||
+         strstr(why, "Connection refused")))
+        /* The connection went away under the handshake: a network event (a
+         * leader that was just killed), not a TLS disagreement. */
+        return fail(out, PEER_FAIL_CONNECT,
+                    "the connection to leader %s closed during the TLS handshake (%s); check "
+                    "that its --addr is reachable from this node and its peer endpoint is up (a "
+                    "leader that just stopped or crashed shows this too)",
                     addr, why);
     switch (cc) {
     case CURLE_SSL_CONNECT_ERROR:

@@ -107,12 +107,15 @@ static int make_certs(const char *openssl)
 /* ---- the fake endpoint ---- */
 
 enum {
-    FAKE_HOLD,          /* accept TCP and never answer (no TLS) */
-    FAKE_GARBAGE,       /* 200 with a body that is not JSON */
-    FAKE_HUGE,          /* 200 with a 10 MB body */
-    FAKE_SLOW,          /* 200, then the body one byte every 100 ms */
-    FAKE_STATUS,        /* 503 */
-    FAKE_HANDSHAKE_ONLY /* TLS handshake, then close (the client fails it first) */
+    FAKE_HOLD,           /* accept TCP and never answer (no TLS) */
+    FAKE_GARBAGE,        /* 200 with a body that is not JSON */
+    FAKE_HUGE,           /* 200 with a 10 MB body */
+    FAKE_SLOW,           /* 200, then the body one byte every 100 ms */
+    FAKE_STATUS,         /* 503 */
+    FAKE_HANDSHAKE_ONLY, /* TLS handshake, then close (the client fails it first) */
+    FAKE_PLAIN,          /* plain HTTP, no TLS */
+    FAKE_RESET,          /* read the ClientHello, then reset the connection */
+    FAKE_OTHER_LEADER    /* 200 with a valid body for another leader id */
 };
 
 typedef struct fake_ep {
@@ -171,6 +174,16 @@ static void serve_tls(fake_ep *f, int fd)
                  strlen(body));
         if (send_all(ssl, head, strlen(head)) == 0)
             send_all(ssl, body, strlen(body));
+    } else if (f->mode == FAKE_OTHER_LEADER) {
+        const char *body = "{\"leaderID\":\"someone-else\",\"leaderAddr\":\"127.0.0.1:1\","
+                           "\"lastUpdated\":\"2025-01-01T00:00:00.000Z\",\"term\":1,"
+                           "\"etag\":\"\\\"e1\\\"\"}";
+        snprintf(head, sizeof head,
+                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                 "Connection: close\r\n\r\n",
+                 strlen(body));
+        if (send_all(ssl, head, strlen(head)) == 0)
+            send_all(ssl, body, strlen(body));
     } else if (f->mode == FAKE_STATUS) {
         const char *body = "{\"error\":\"temporarily unavailable\"}";
         snprintf(head, sizeof head,
@@ -222,6 +235,23 @@ static void *fake_main(void *arg)
         if (fd < 0)
             continue;
         __atomic_add_fetch(&f->conns, 1, __ATOMIC_ACQ_REL);
+        if (f->mode == FAKE_PLAIN || f->mode == FAKE_RESET) {
+            char buf[2048];
+            struct pollfd q = {fd, POLLIN, 0};
+            if (poll(&q, 1, 2000) == 1 && read(fd, buf, sizeof buf) > 0) {
+                if (f->mode == FAKE_PLAIN) {
+                    const char *r = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
+                                    "Connection: close\r\n\r\n";
+                    ssize_t w = write(fd, r, strlen(r));
+                    (void)w;
+                } else {
+                    struct linger lg = {1, 0}; /* close() sends RST */
+                    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+                }
+            }
+            close(fd);
+            continue;
+        }
         if (f->mode == FAKE_HOLD) {
             if (f->nheld < (int)(sizeof f->held / sizeof f->held[0]))
                 f->held[f->nheld++] = fd;
@@ -480,8 +510,8 @@ static void run_scenario(const scenario *sc)
     s3lect_stop(a);
     CHECK(s3lect_wait_for_leadership(b, 5000) == 0, "[%s] B takes over after A's release",
           sc->name);
-    fprintf(stderr, "   %lld failures, 1 report; takeover after release %lld ms\n", n,
-            (long long)(u_mono_ms() - t0));
+    fprintf(stderr, "   %lld failures, 1 report; takeover after release %lld ms\n   %s\n", n,
+            (long long)(u_mono_ms() - t0), msg);
     s3lect_stop(b);
 
     /* Every failed check was counted (a check cut short by the stop is not). */
@@ -692,108 +722,37 @@ int main(int argc, char **argv)
     if (make_certs(argv[1]) != 0)
         return 1;
     test_rate_limit();
+    /* clang-format off */
     const scenario scenarios[] = {
-        {"wrong-name certificate",
-         FAKE_HANDSHAKE_ONLY,
-         wrong_cert,
-         wrong_key,
-         NULL,
-         NULL,
-         NULL,
-         0,
-         "tlsName",
-         {"does not match its name", "subjectAltName", "--peer-cert"}},
-        {"unknown CA",
-         FAKE_HANDSHAKE_ONLY,
-         NULL,
-         NULL,
-         NULL,
-         other_ca_pem,
-         NULL,
-         0,
-         "tlsCa",
-         {"not accepted", "--peer-ca", NULL}},
-        {"client certificate refused",
-         FAKE_GARBAGE,
-         NULL,
-         NULL,
-         other_ca_pem,
-         NULL,
-         client_bundle,
-         0,
-         "tlsClientCert",
-         {"refused this node", "--peer-client-cert", NULL}},
-        {"client certificate missing",
-         FAKE_GARBAGE,
-         NULL,
-         NULL,
-         ca_pem,
-         NULL,
-         NULL,
-         0,
-         "tlsClientCert",
-         {"requires a client certificate", "--peer-client-cert", NULL}},
-        {"address that never answers",
-         FAKE_HOLD,
-         NULL,
-         NULL,
-         NULL,
-         NULL,
-         NULL,
-         0,
-         "timeout",
-         {"did not complete a TLS handshake", "peer_timeout", NULL}},
-        {"connection refused",
-         0,
-         NULL,
-         NULL,
-         NULL,
-         NULL,
-         NULL,
-         1,
-         "connect",
-         {"cannot connect", "--addr", NULL}},
-        {"garbage JSON",
-         FAKE_GARBAGE,
-         NULL,
-         NULL,
-         NULL,
-         NULL,
-         NULL,
-         0,
-         "malformed",
-         {"not a JSON object", "peer_health_path", NULL}},
-        {"10 MB body",
-         FAKE_HUGE,
-         NULL,
-         NULL,
-         NULL,
-         NULL,
-         NULL,
-         0,
-         "tooLarge",
-         {"larger than", NULL, NULL}},
-        {"slowloris",
-         FAKE_SLOW,
-         NULL,
-         NULL,
-         NULL,
-         NULL,
-         NULL,
-         0,
-         "timeout",
-         {"did not finish", "slow", NULL}},
-        {"HTTP 503",
-         FAKE_STATUS,
-         NULL,
-         NULL,
-         NULL,
-         NULL,
-         NULL,
-         0,
-         "httpStatus",
-         {"HTTP 503", "peer_health_path", NULL}},
+        {.name = "wrong-name certificate", .mode = FAKE_HANDSHAKE_ONLY, .cert = wrong_cert,
+         .key = wrong_key, .cls = "tlsName",
+         .words = {"does not match its name", "subjectAltName", "--peer-cert"}},
+        {.name = "unknown CA", .mode = FAKE_HANDSHAKE_ONLY, .trust = other_ca_pem, .cls = "tlsCa",
+         .words = {"not accepted", "--peer-ca"}},
+        {.name = "client certificate refused", .mode = FAKE_GARBAGE, .client_ca = other_ca_pem,
+         .client_cert = client_bundle, .cls = "tlsClientCert",
+         .words = {"refused this node", "--peer-client-cert"}},
+        {.name = "client certificate missing", .mode = FAKE_GARBAGE, .client_ca = ca_pem,
+         .cls = "tlsClientCert", .words = {"requires a client certificate", "--peer-client-cert"}},
+        {.name = "address that never answers", .mode = FAKE_HOLD, .cls = "timeout",
+         .words = {"did not complete a TLS handshake", "peer_timeout"}},
+        {.name = "connection refused", .closed_port = 1, .cls = "connect",
+         .words = {"cannot connect", "--addr"}},
+        {.name = "reset during the handshake", .mode = FAKE_RESET, .cls = "connect",
+         .words = {"closed during the TLS handshake", "--addr"}},
+        {.name = "plain HTTP", .mode = FAKE_PLAIN, .cls = "tls",
+         .words = {"TLS handshake", "HTTPS"}},
+        {.name = "garbage JSON", .mode = FAKE_GARBAGE, .cls = "malformed",
+         .words = {"not a JSON object", "peer_health_path"}},
+        {.name = "another leader id", .mode = FAKE_OTHER_LEADER, .cls = "malformed",
+         .words = {"is leader 'someone-else', not 'leader-a'", "--addr"}},
+        {.name = "10 MB body", .mode = FAKE_HUGE, .cls = "tooLarge", .words = {"larger than"}},
+        {.name = "slowloris", .mode = FAKE_SLOW, .cls = "timeout",
+         .words = {"did not finish", "slow"}},
+        {.name = "HTTP 503", .mode = FAKE_STATUS, .cls = "httpStatus",
+         .words = {"HTTP 503", "peer_health_path"}},
     };
+    /* clang-format on */
     const char *only = getenv("PEER_FAILURES_ONLY"); /* a substring of a scenario's name */
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
         if (!only || strstr(scenarios[i].name, only))
