@@ -127,26 +127,60 @@ static const char WATCH_HELP[] =
     "Durations: a number with a unit (100ms, 2s, 1m).\n"
     "\n";
 
+/* Copies msg into out (of size n) so that it prints as one plain line:
+ * control characters (C0, DEL, C1), line and paragraph separators, bidi
+ * controls and bytes that are not UTF-8 are written as \xNN or \uNNNN.
+ * Returns 1 if it had to cut. */
+static int one_line(const char *msg, char *out, size_t n)
+{
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)msg;
+    while (*p) {
+        if (o + 8 >= n) {
+            out[o] = '\0';
+            return 1;
+        }
+        unsigned c = p[0], cp = 0;
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xe0) == 0xc0 ? 2
+                     : (c & 0xf0) == 0xe0 ? 3
+                     : (c & 0xf8) == 0xf0 ? 4
+                                          : 0;
+        for (size_t i = 1; i < len; i++)
+            if ((p[i] & 0xc0) != 0x80)
+                len = 0;
+        if (len)
+            cp = len == 1 ? c : c & (0x7fu >> len);
+        for (size_t i = 1; i < len; i++)
+            cp = (cp << 6) | (p[i] & 0x3f);
+        if (!len) {
+            o += (size_t)snprintf(out + o, n - o, "\\x%02x", c);
+            p++;
+        } else if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x2028 && cp <= 0x202e) ||
+                   (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200e || cp == 0x200f) {
+            o += (size_t)snprintf(out + o, n - o, cp < 0x80 ? "\\x%02x" : "\\u%04x", cp);
+            p += len;
+        } else {
+            memcpy(out + o, p, len);
+            o += len;
+            p += len;
+        }
+    }
+    out[o] = '\0';
+    return 0;
+}
+
 void cli_usage_error(const char *cmd, const char *fmt, ...)
 {
-    /* One line, whatever the user typed: control bytes are shown escaped and
-     * very long values are cut. */
+    /* One line, whatever the user typed; very long values are cut. */
     char msg[1024], out[1200];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)msg; *p && o + 8 < sizeof out; p++) {
-        if (*p < 0x20 || *p == 0x7f)
-            o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", *p);
-        else
-            out[o++] = (char)*p;
-    }
-    out[o] = '\0';
+    int cut = one_line(msg, out, sizeof out) || n >= (int)sizeof msg;
     fprintf(stderr, "s3lect%s%s: %s%s (see 's3lect %s%s--help')\n", cmd ? " " : "", cmd ? cmd : "",
-            out, n >= (int)sizeof msg || o + 8 >= sizeof out ? "..." : "", cmd ? cmd : "",
-            cmd ? " " : "");
+            out, cut ? "..." : "", cmd ? cmd : "", cmd ? " " : "");
 }
 
 /* Which subcommands take an option. */

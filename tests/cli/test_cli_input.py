@@ -262,6 +262,17 @@ def test_hostile_options(sub, opts, needles, tmp_path, env, endpoint):
     assert endpoint.connections == 0
 
 
+@pytest.mark.parametrize("value", ["1\n2s", "1\u20282s", "1\u0085s", "\u202e2s", "1\udcffs",
+                                   "x" * 5000])
+def test_an_echoed_value_stays_on_one_line(value, env):
+    """Messages quote what the user typed; newlines, C1 controls, line separators
+    and bidi overrides are shown escaped, and a huge value is cut."""
+    r = cli(env, "status", "x.json", "--lease-timeout", value)
+    assert_usage_error(r, "--lease-timeout")
+    assert len(r.stderr) < 1500, len(r.stderr)
+    assert not any(c in r.stderr for c in "\u2028\u0085\u202e\udcff"), repr(r.stderr)
+
+
 @pytest.mark.parametrize("argv,needle", [
     ([], "missing command"),
     (["-x"], "unknown command"),
