@@ -49,7 +49,9 @@ struct s3lect_elector {
     pthread_t dispatch_tid;
 
     /* Peer mode. */
-    peer_client *pc;
+    peer_client *pc;         /* used by the election thread without mu while it runs */
+    peer_client *pending_pc; /* s3lect_enable_peer_mode while running: swapped in by the
+                              * election thread between two operations (under mu) */
     peer_server *ps;
     uint64_t peer_version; /* bumped when leading or our etag changes */
     int peer_leading;
@@ -68,6 +70,8 @@ int rt_stop(s3lect_elector *e, int release);
 int rt_dispatch(s3lect_elector *e, int64_t timeout_ms);
 /* 1 if the calling thread is running one of e's callbacks. */
 int rt_in_callback(s3lect_elector *e);
+/* 1 on the elector's own election thread (inside a custom store callback). */
+int rt_in_election_thread(s3lect_elector *e);
 /* Sets e->errmsg (printf-style) and returns code. Caller holds no lock. */
 int rt_fail(s3lect_elector *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

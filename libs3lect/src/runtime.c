@@ -189,6 +189,11 @@ static void *election_main(void *arg)
             el_set_params(&e->eng, &p);
             e->params_changed = 0;
         }
+        if (e->pending_pc) { /* s3lect_enable_peer_mode: no request is in flight now */
+            peer_client_free(e->pc);
+            e->pc = e->pending_pc;
+            e->pending_pc = NULL;
+        }
         if (e->stop_req)
             el_stop(&e->eng, e->stop_release);
         el_op op;
@@ -350,12 +355,24 @@ int rt_start(s3lect_elector *e)
     return 0;
 }
 
+int rt_in_election_thread(s3lect_elector *e)
+{
+    pthread_mutex_lock(&e->mu);
+    int in = e->started && !e->stopped && pthread_equal(pthread_self(), e->el_thread);
+    pthread_mutex_unlock(&e->mu);
+    return in;
+}
+
 int rt_stop(s3lect_elector *e, int release)
 {
     if (rt_in_callback(e))
         return rt_fail(e, S3LECT_EBUSY,
                        "s3lect_stop called from this elector's own callback: it would deadlock; "
                        "stop from another thread");
+    if (rt_in_election_thread(e))
+        return rt_fail(e, S3LECT_EBUSY,
+                       "s3lect_stop called from this elector's custom store callback (the "
+                       "election thread): it would deadlock; stop from another thread");
     pthread_mutex_lock(&e->mu);
     if (!e->started || e->stopped) {
         e->stopped = 1;
@@ -404,9 +421,16 @@ int rt_dispatch(s3lect_elector *e, int64_t timeout_ms)
             "s3lect_dispatch needs poll mode: set S3LECT_OPT_POLL_MODE before s3lect_new");
     }
     if (e->dispatching) {
+        int self = pthread_equal(e->dispatch_tid, pthread_self());
         pthread_mutex_unlock(&e->mu);
-        return rt_fail(e, S3LECT_EBUSY, "s3lect_dispatch is already running on another thread");
+        return rt_fail(e, S3LECT_EBUSY,
+                       self ? "s3lect_dispatch called from a callback it is running"
+                            : "s3lect_dispatch is already running on another thread");
     }
+    /* Claimed before the wait (which drops the lock): a second thread that
+     * comes in meanwhile gets EBUSY, not the same events. */
+    e->dispatching = 1;
+    e->dispatch_tid = pthread_self();
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : u_mono_ms() + timeout_ms;
     while (!e->q_head && !e->stopped && timeout_ms != 0) {
         if (timeout_ms < 0) {
@@ -417,8 +441,6 @@ int rt_dispatch(s3lect_elector *e, int64_t timeout_ms)
                 break;
         }
     }
-    e->dispatching = 1;
-    e->dispatch_tid = pthread_self();
     int count = 0;
     rt_qevent *q;
     while ((q = pop_event(e)) != NULL) {
@@ -519,9 +541,16 @@ int rt_start_peer_server(s3lect_elector *e)
     peer_source src = rt_peer_source(e);
     peer_server *ps = NULL;
     char err[400] = "";
+    /* A copy: s3lect_enable_peer_mode may replace the CA bytes meanwhile. */
+    pthread_mutex_lock(&e->mu);
+    s3lect_config *cfg = s3lect_config_dup(e->cfg);
+    pthread_mutex_unlock(&e->mu);
+    if (!cfg)
+        return rt_fail(e, S3LECT_ENOMEM, "peer mode: out of memory");
     /* mTLS when this node has a client certificate: the cluster uses client certs. */
-    int mtls = e->cfg->peer_client_cert.data != NULL;
-    int rc = peer_server_start(e->cfg, &src, mtls, &ps, err, sizeof err);
+    int mtls = cfg->peer_client_cert.data != NULL;
+    int rc = peer_server_start(cfg, &src, mtls, &ps, err, sizeof err);
+    s3lect_config_free(cfg);
     if (rc)
         return rt_fail(e, rc, "peer mode: %s", err[0] ? err : s3lect_strerror(rc));
     pthread_mutex_lock(&e->mu);

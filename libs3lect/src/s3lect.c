@@ -172,6 +172,7 @@ static void free_handle(s3lect_elector *e)
     rt_free_queue(e);
     el_free(&e->eng);
     peer_client_free(e->pc);
+    peer_client_free(e->pending_pc);
     free(e->peer_etag);
     st_destroy(e->store);
     free(e->key);
@@ -381,6 +382,10 @@ size_t s3lect_errmsg(const s3lect_elector *e, char *buf, size_t buflen)
 static int wait_until(s3lect_elector *e, int64_t timeout_ms, int (*done)(s3lect_elector *, void *),
                       void *arg)
 {
+    if (rt_in_election_thread(e)) /* a custom store callback: nothing could change */
+        return rt_fail(e, S3LECT_EBUSY,
+                       "waiting from this elector's custom store callback would deadlock: the "
+                       "election thread is the one that would wake it");
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : u_mono_ms() + timeout_ms;
     pthread_mutex_lock(&e->mu);
     int rc = 0;
@@ -705,10 +710,20 @@ int s3lect_enable_peer_mode(s3lect_elector *e, const void *ca_pem, size_t len)
     }
     int rc = s3lect_config_set_bytes(e->cfg, S3LECT_OPT_PEER_CA, ca_pem, len);
     char err[400] = "";
-    if (!rc && !e->pc)
-        rc = peer_client_new(e->cfg, &e->pc, err, sizeof err);
-    else if (!rc)
-        rc = peer_client_set_ca(e->pc, ca_pem, len);
+    /* A new client with the new CA. The running election thread uses its
+     * client without the lock (a long poll can take a minute), so it is never
+     * changed under it: the thread swaps the new one in between two
+     * operations. */
+    peer_client *pc = NULL;
+    if (!rc)
+        rc = peer_client_new(e->cfg, &pc, err, sizeof err);
+    if (!rc && e->started && !e->stopped) {
+        peer_client_free(e->pending_pc);
+        e->pending_pc = pc;
+    } else if (!rc) {
+        peer_client_free(e->pc);
+        e->pc = pc;
+    }
     if (!rc) {
         e->cfg->peer_mode = 1;
         el_params p = rt_params(e->cfg);

@@ -461,6 +461,122 @@ static void t_release_before_long_poll_answer(void)
     pthread_mutex_destroy(&m.mu);
 }
 
+/* Two threads calling s3lect_dispatch on one poll-mode elector: the second
+ * gets EBUSY even while the first is still waiting for events (the claim
+ * used to come after the wait, so both could dispatch one elector's
+ * callbacks at once). */
+typedef struct disp_arg {
+    s3lect_elector *e;
+    int rc;
+} disp_arg;
+
+static void *dispatch_main(void *arg)
+{
+    disp_arg *d = arg;
+    d->rc = s3lect_dispatch(d->e, 1500);
+    return NULL;
+}
+
+static void t_dispatch_twice(void)
+{
+    char lock[512];
+    snprintf(lock, sizeof lock, "file://%s/dispatch2.json", g_dir);
+    s3lect_config *c = fast_cfg(lock, "d");
+    s3lect_config_set_bool(c, S3LECT_OPT_POLL_MODE, 1);
+    s3lect_elector *e = NULL;
+    CHECK(s3lect_new(c, &e) == 0, "new poll-mode elector");
+    s3lect_config_free(c);
+    disp_arg d = {e, -99};
+    pthread_t th;
+    pthread_create(&th, NULL, dispatch_main, &d);
+    t_sleep_ms(300); /* the first dispatch is waiting (no events: not started) */
+    int rc = s3lect_dispatch(e, 0);
+    CHECK(rc == S3LECT_EBUSY, "a second dispatch while the first waits: EBUSY (got %d)", rc);
+    pthread_join(th, NULL);
+    CHECK(d.rc == 0, "the first dispatch timed out with no events (%d)", d.rc);
+    CHECK(s3lect_dispatch(e, 0) == 0, "dispatch works again afterwards");
+    s3lect_free_elector(e);
+}
+
+/* A custom store callback runs on the election thread: s3lect_stop (or a
+ * wait) from there would join or wait for itself. It gets EBUSY; the elector
+ * keeps working and stops normally from another thread. */
+typedef struct selfstop {
+    memstore m;
+    s3lect_elector *e;
+    int calls, stop_rc, wait_rc;
+} selfstop;
+
+static int ss_get(void *ud, const char *key, int64_t timeout, s3lect_store_result *res)
+{
+    selfstop *s = ud;
+    pthread_mutex_lock(&s->m.mu);
+    int n = s->calls++;
+    pthread_mutex_unlock(&s->m.mu);
+    if (n == 3) {
+        int stop_rc = s3lect_stop(s->e);
+        int wait_rc = s3lect_wait_for_leadership(s->e, -1);
+        pthread_mutex_lock(&s->m.mu);
+        s->stop_rc = stop_rc;
+        s->wait_rc = wait_rc;
+        pthread_mutex_unlock(&s->m.mu);
+    }
+    return ms_get(&s->m, key, timeout, res);
+}
+
+static int ss_put(void *ud, const char *key, const void *data, size_t len, const char *if_match,
+                  int64_t timeout, s3lect_store_result *res)
+{
+    selfstop *s = ud;
+    return ms_put(&s->m, key, data, len, if_match, timeout, res);
+}
+
+static void t_stop_from_store_callback(void)
+{
+    selfstop s;
+    memset(&s, 0, sizeof s);
+    pthread_mutex_init(&s.m.mu, NULL);
+    s.stop_rc = s.wait_rc = -99;
+    s3lect_config *c = fast_cfg("self.json", "s");
+    s3lect_config_set_custom_store(c, ss_get, ss_put, &s, NULL);
+    /* Reads keep coming: a follower of a record held by someone else. */
+    s3lect_config_set_int(c, S3LECT_OPT_INFREQUENT_INTERVAL, 200);
+    s3lect_elector *e = NULL;
+    CHECK(s3lect_new(c, &e) == 0, "new");
+    s3lect_config_free(c);
+    char rec[200], ts[40];
+    u_format_rfc3339(u_wall_ms(), ts, sizeof ts);
+    snprintf(rec, sizeof rec, "{\"leaderID\":\"other\",\"lastUpdated\":\"%s\",\"term\":2}", ts);
+    memcpy(s.m.body, rec, strlen(rec));
+    s.m.len = strlen(rec);
+    s.m.exists = 1;
+    snprintf(s.m.etag, sizeof s.m.etag, "v0");
+    s.e = e; /* before start: the election thread reads it */
+    s3lect_start(e);
+    int64_t end = u_mono_ms() + 5000;
+    while (u_mono_ms() < end) {
+        pthread_mutex_lock(&s.m.mu);
+        int done = s.wait_rc != -99;
+        pthread_mutex_unlock(&s.m.mu);
+        if (done)
+            break;
+        t_sleep_ms(20);
+    }
+    pthread_mutex_lock(&s.m.mu);
+    int stop_rc = s.stop_rc, wait_rc = s.wait_rc, calls = s.calls;
+    pthread_mutex_unlock(&s.m.mu);
+    CHECK(stop_rc == S3LECT_EBUSY, "s3lect_stop from a store callback: EBUSY (got %d)", stop_rc);
+    CHECK(wait_rc == S3LECT_EBUSY, "a wait from a store callback: EBUSY (got %d)", wait_rc);
+    t_sleep_ms(600);
+    pthread_mutex_lock(&s.m.mu);
+    int later = s.calls;
+    pthread_mutex_unlock(&s.m.mu);
+    CHECK(later > calls, "the elector keeps reading afterwards (%d -> %d reads)", calls, later);
+    int64_t t0 = u_mono_ms();
+    CHECK(s3lect_free_elector(e) == 0, "stops from another thread");
+    CHECK(u_mono_ms() - t0 < 3000, "promptly (%lld ms)", (long long)(u_mono_ms() - t0));
+}
+
 typedef struct lost_seen {
     pthread_mutex_t mu;
     int lost, reason;
@@ -540,5 +656,7 @@ int main(int argc, char **argv)
     t_custom_store();
     t_release_before_long_poll_answer();
     t_suspend();
+    t_dispatch_twice();
+    t_stop_from_store_callback();
     return t_done("api");
 }

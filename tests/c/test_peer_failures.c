@@ -531,6 +531,77 @@ out:
         fake_stop(&f);
 }
 
+/* s3lect_enable_peer_mode on a running follower (e.g. to rotate the CA)
+ * while its election thread is in the middle of peer checks: the client
+ * must never be changed under that thread (TSan and ASan watch this test),
+ * and the new CA must take effect. The fake endpoint answers garbage after
+ * a good handshake: with the wrong CA the checks fail as tlsCa, after the
+ * rotation to the right one as malformed. */
+static void test_rotate_ca_while_polling(void)
+{
+    fprintf(stderr, "-- rotate the CA while polling\n");
+    fake_ep f = {0};
+    f.mode = FAKE_SLOW; /* a check lasts about a second: rotations land inside it */
+    f.cert = good_cert;
+    f.key = good_key;
+    if (fake_start(&f) != 0)
+        return;
+    char addr[64], lock[600];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", f.port);
+    snprintf(lock, sizeof lock, "%s/lock-rotate.json", dir);
+    s3lect_config *ca_ = node_cfg(lock, "leader-a", addr);
+    s3lect_config *cb_ = node_cfg(lock, "follower-b", "127.0.0.1:1");
+    s3lect_config_set_int(cb_, S3LECT_OPT_PEER_TIMEOUT, 3000);
+    s3lect_elector *a = make_elector(ca_, NULL), *b = make_elector(cb_, NULL);
+    s3lect_config_free(ca_);
+    s3lect_config_free(cb_);
+    size_t goodlen, badlen;
+    char *good = slurp(ca_pem, &goodlen), *bad = slurp(other_ca_pem, &badlen);
+    if (!a || !b || !good || !bad)
+        goto out;
+    CHECK(s3lect_enable_peer_mode(b, bad, badlen) == 0, "enable with the wrong CA");
+    CHECK(s3lect_start(a) == 0 && s3lect_wait_for_leadership(a, 5000) == 0, "A leads");
+    CHECK(s3lect_start(b) == 0, "B starts");
+    long long total = 0, tlsca = 0;
+    int64_t end = u_mono_ms() + 6000;
+    while ((tlsca = status_count(b, "tlsCa", &total, NULL, 0)) < 2 && u_mono_ms() < end)
+        t_sleep_ms(50);
+    CHECK(tlsca >= 2, "with the wrong CA the checks fail as tlsCa (%lld)", tlsca);
+    /* Rotate back and forth while checks run, ending on the right CA. */
+    for (int i = 0; i < 40; i++) {
+        int rc = i % 2 ? s3lect_enable_peer_mode(b, good, goodlen)
+                       : s3lect_enable_peer_mode(b, bad, badlen);
+        CHECK(rc == 0, "rotation %d: %d", i, rc);
+        t_sleep_ms(25);
+    }
+    long long slow0 = status_count(b, "timeout", &total, NULL, 0);
+    long long mal0 = status_count(b, "malformed", &total, NULL, 0);
+    tlsca = status_count(b, "tlsCa", &total, NULL, 0);
+    end = u_mono_ms() + 8000;
+    long long slow = slow0, mal = mal0;
+    while (u_mono_ms() < end) {
+        slow = status_count(b, "timeout", &total, NULL, 0);
+        mal = status_count(b, "malformed", &total, NULL, 0);
+        if (slow + mal >= slow0 + mal0 + 2)
+            break;
+        t_sleep_ms(100);
+    }
+    long long tlsca2 = status_count(b, "tlsCa", &total, NULL, 0);
+    CHECK(slow + mal >= slow0 + mal0 + 2 && tlsca2 <= tlsca + 1,
+          "after the rotation the handshake passes (slow answers %lld -> %lld, malformed %lld "
+          "-> %lld, tlsCa %lld -> %lld)",
+          slow0, slow, mal0, mal, tlsca, tlsca2);
+    char lid[64] = "";
+    s3lect_leader_id(b, lid, sizeof lid);
+    CHECK(strcmp(lid, "leader-a") == 0, "B still follows A through the store: '%s'", lid);
+out:
+    free(good);
+    free(bad);
+    s3lect_free_elector(b);
+    s3lect_free_elector(a);
+    fake_stop(&f);
+}
+
 /* Control: a real peer-mode leader. Successful long polls and the 404 that
  * tells of a release are no failures. */
 static void test_success_is_not_a_failure(void)
@@ -763,6 +834,8 @@ int main(int argc, char **argv)
         test_stop_is_not_a_failure();
     if (!only || strstr("repeated report", only))
         test_repeated_report();
+    if (!only || strstr("rotate the CA while polling", only))
+        test_rotate_ca_while_polling();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
