@@ -193,31 +193,30 @@ static int split_path(const char *url, const char *path, st_location *out, char 
     return 0;
 }
 
-/* S3 bucket naming rules (general purpose buckets): 3-63 characters of a-z,
- * 0-9, '.' and '-', starting and ending with a letter or digit, no "..", not
- * an IPv4 address. */
+/* S3 bucket naming rules: 3-63 characters of a-z, 0-9, '.' and '-', starting
+ * and ending with a letter or digit, no "..", not an IPv4 address. Legacy
+ * us-east-1 buckets (created before March 2018) may also have capitals and
+ * '_' and up to 255 characters: accepted too (the S3 store then uses
+ * path-style addressing, as AWS requires for them). */
 static int check_bucket(const char *url, const char *b, size_t bl, char *err, size_t errlen)
 {
+    int legacy = 0;
     for (size_t i = 0; i < bl; i++) {
         char c = b[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) {
-            if (c >= 'A' && c <= 'Z')
-                snprintf(err, errlen,
-                         "lock URL '%.200s': bucket names are lower case (S3 rules: a-z, 0-9, "
-                         "'.', '-')",
-                         url);
-            else
-                snprintf(err, errlen,
-                         "lock URL '%.200s': the bucket name has an invalid character; S3 bucket "
-                         "names use only a-z, 0-9, '.' and '-'",
-                         url);
+        if ((c >= 'A' && c <= 'Z') || c == '_') {
+            legacy = 1;
+        } else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) {
+            snprintf(err, errlen,
+                     "lock URL '%.200s': the bucket name has an invalid character; S3 bucket "
+                     "names use only a-z, 0-9, '.' and '-' (legacy ones also A-Z and '_')",
+                     url);
             return S3LECT_EINVAL;
         }
     }
-    if (bl < 3 || bl > 63) {
+    if (bl < 3 || bl > (legacy ? 255u : 63u)) {
         snprintf(err, errlen,
                  "lock URL '%.200s': the bucket name is %zu characters long; S3 bucket names "
-                 "have 3 to 63",
+                 "have 3 to 63 (legacy names with capitals or '_' up to 255)",
                  url, bl);
         return S3LECT_EINVAL;
     }

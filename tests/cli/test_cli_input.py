@@ -142,10 +142,11 @@ ISSUE_CASES = [
     (ALL, "file:TMP/leader.json", [], ["file:///"]),
     (ALL, "leader:1.json", [], ["scheme", "./leader:1.json"]),
     # bucket names by S3's rules
-    (ALL, "s3://Bucket/leader.json", [], ["lower case"]),
-    (ALL, "s3://my_bucket/leader.json", [], ["bucket name"]),
+    (ALL, "s3://my bucket/leader.json", [], ["invalid character"]),
+    (ALL, "s3://my*bucket/leader.json", [], ["invalid character"]),
     (ALL, "s3://ab/leader.json", [], ["3 to 63"]),
     (ALL, "s3://" + "b" * 64 + "/leader.json", [], ["3 to 63"]),
+    (ALL, "s3://B" + "b" * 255 + "/leader.json", [], ["bucket name is 256 characters"]),
     (ALL, "s3://-bucket/leader.json", [], ["start and end"]),
     (ALL, "s3://a..b/leader.json", [], ["'..'"]),
     (ALL, "s3://10.0.0.1/leader.json", [], ["ip address", "--endpoint"]),
@@ -309,6 +310,14 @@ def test_upper_case_scheme_is_s3(env, endpoint):
                                  "k" * 1024])
 def test_valid_keys_reach_the_store(key, env, endpoint):
     r = cli(env, "status", f"s3://my-bucket.1/{key}")
+    assert r.rc == 1, (r.rc, r.stderr)
+    wait_for(lambda: endpoint.connections >= 1, 5, "a connection to the endpoint")
+
+
+@pytest.mark.parametrize("bucket", ["My_Legacy_Bucket", "UPPER.case-1", "B" + "b" * 254])
+def test_legacy_bucket_names_reach_the_store(bucket, env, endpoint):
+    """us-east-1 buckets from before 2018 may have capitals and '_' (path-style)."""
+    r = cli(env, "status", f"s3://{bucket}/leader.json")
     assert r.rc == 1, (r.rc, r.stderr)
     wait_for(lambda: endpoint.connections >= 1, 5, "a connection to the endpoint")
 
