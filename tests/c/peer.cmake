@@ -4,7 +4,7 @@
 # command. (Peer mode end to end, with MinIO, is tested through Python.)
 function(s3lect_peer_test name)
   add_executable(${name} ${name}.c testutil.c)
-  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/libs3lect/src)
+  target_include_directories(${name} PRIVATE ${S3LECT_INTERNAL_INCLUDE_DIRS})
   target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
   target_link_libraries(${name} PRIVATE s3lect_static)
 endfunction()

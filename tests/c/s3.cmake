@@ -9,7 +9,7 @@ list(LENGTH S3LECT_SIGV4_CASES S3LECT_SIGV4_NCASES)
 
 function(s3lect_s3_test name)
   add_executable(${name} ${name}.c testutil.c)
-  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/libs3lect/src)
+  target_include_directories(${name} PRIVATE ${S3LECT_INTERNAL_INCLUDE_DIRS})
   target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
   target_link_libraries(${name} PRIVATE s3lect_static)
 endfunction()
@@ -26,6 +26,6 @@ set_tests_properties(s3_status PROPERTIES TIMEOUT 120)
 
 # Not a test by itself: tests/harness/probe.py runs it against real servers.
 add_executable(s3_probe s3_probe.c testutil.c)
-target_include_directories(s3_probe PRIVATE ${PROJECT_SOURCE_DIR}/libs3lect/src)
+target_include_directories(s3_probe PRIVATE ${S3LECT_INTERNAL_INCLUDE_DIRS})
 target_compile_definitions(s3_probe PRIVATE _GNU_SOURCE)
 target_link_libraries(s3_probe PRIVATE s3lect_static)
