@@ -9,49 +9,10 @@
 
 #include "crypto.h"
 #include "elector.h"
+#include "store.h"
 #include "util.h"
 
 /* ---- static strings ---- */
-
-const char *s3lect_strerror(int code)
-{
-    switch (code) {
-    case S3LECT_OK:
-        return "success";
-    case S3LECT_EINVAL:
-        return "invalid argument or configuration";
-    case S3LECT_ENOMEM:
-        return "out of memory";
-    case S3LECT_ESTATE:
-        return "not valid in the elector's current state";
-    case S3LECT_EBUSY:
-        return "called from the elector's own callback (would deadlock)";
-    case S3LECT_ETIMEDOUT:
-        return "timed out";
-    case S3LECT_ESTOPPED:
-        return "elector stopped";
-    case S3LECT_EAUTH:
-        return "store refused credentials or permission";
-    case S3LECT_ETRANSIENT:
-        return "temporary store failure";
-    case S3LECT_EFATAL:
-        return "store misconfigured (bucket, endpoint or directory)";
-    case S3LECT_ECORRUPT:
-        return "lock record is corrupt";
-    case S3LECT_EPRECONDITION:
-        return "conditional write lost the race";
-    case S3LECT_ENOTFOUND:
-        return "lock object not found";
-    case S3LECT_EIO:
-        return "local I/O or system error";
-    case S3LECT_EUNSUPPORTED:
-        return "not supported by this build";
-    case S3LECT_ECALLBACK:
-        return "callback failed";
-    default:
-        return "unknown error";
-    }
-}
 
 const char *s3lect_version(void)
 {
@@ -750,4 +711,46 @@ int s3lect_peer_port(const s3lect_elector *e)
     int port = m->ps ? peer_server_port(m->ps) : 0;
     pthread_mutex_unlock(&m->mu);
     return port;
+}
+
+/* ---- configuration validation (here: it parses the lock with the store layer) ---- */
+
+int s3lect_config_validate(s3lect_config *c)
+{
+    if (!c)
+        return S3LECT_EINVAL;
+    if (!c->lock || !c->lock[0])
+        return cfg_fail(c, S3LECT_EINVAL,
+                        "no lock location: set lock to s3://bucket/key or file:///dir/key");
+    if (!c->custom) {
+        st_location loc;
+        char err[256];
+        if (st_location_parse(c->lock, &loc, err, sizeof err) != 0)
+            return cfg_fail(c, S3LECT_EINVAL, "%s", err);
+        st_location_clear(&loc);
+    }
+    if (!c->server_id || !c->server_id[0])
+        return cfg_fail(c, S3LECT_EINVAL,
+                        "server_id is empty: give each process a unique id, e.g. hostname-pid");
+    size_t n = strlen(c->server_id);
+    if (n > 255)
+        return cfg_fail(c, S3LECT_EINVAL, "server_id is %zu bytes long; the limit is 255", n);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)c->server_id[i] < 0x20 || c->server_id[i] == 0x7f)
+            return cfg_fail(c, S3LECT_EINVAL, "server_id contains a control character");
+    if (c->peer_mode) {
+        if (!c->server_addr || !c->server_addr[0])
+            return cfg_fail(c, S3LECT_EINVAL,
+                            "peer mode needs server_addr: the host:port followers use to reach "
+                            "this node's leadership endpoint");
+        if (!c->peer_ca.data)
+            return cfg_fail(c, S3LECT_EINVAL,
+                            "peer mode needs peer_ca: the CA bundle (PEM) that verifies the "
+                            "leader's certificate");
+        if (!c->peer_cert.data || !c->peer_key.data)
+            return cfg_fail(c, S3LECT_EINVAL,
+                            "peer mode needs peer_cert and peer_key (PEM) to serve the "
+                            "leadership endpoint when this node leads");
+    }
+    return cfg_validate_timing(c);
 }

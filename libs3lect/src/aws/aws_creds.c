@@ -373,17 +373,3 @@ const char *aws_ca_bundle_resolve(const struct s3lect_config *cfg)
     const char *ca = cfg ? nonempty(cfg->ca_file) : NULL;
     return ca ? ca : env("AWS_CA_BUNDLE");
 }
-
-int aws_region_valid(const char *r)
-{
-    size_t n = r ? strlen(r) : 0;
-    if (n == 0 || n > 64)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = r[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_'))
-            return 0;
-    }
-    return 1;
-}

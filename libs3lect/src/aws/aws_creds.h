@@ -45,9 +45,7 @@ void aws_creds_clear(aws_creds *c);
 
 /* Allocated region (never NULL but on out of memory). */
 char *aws_region_resolve(const struct s3lect_config *cfg);
-/* 1 if r looks like a region name: 1..64 of [A-Za-z0-9_-] (it goes into the
- * SigV4 credential scope and the endpoint's host name). */
-int aws_region_valid(const char *r);
+
 /* Allocated endpoint URL, or NULL when none is configured (use AWS). *oom is
  * set to 1 on allocation failure. */
 char *aws_endpoint_resolve(const struct s3lect_config *cfg, int *oom);

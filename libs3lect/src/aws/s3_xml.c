@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "store.h"
+#include "s3lect.h"
 
 /* Appends the UTF-8 encoding of code point cp to dst. */
 static size_t put_utf8(char *dst, size_t room, unsigned long cp)
@@ -214,37 +214,37 @@ static int code_is(const char *code, const char *want)
 int s3_classify(long status, const char *code)
 {
     if (status >= 200 && status < 300)
-        return ST_OK;
+        return S3LECT_STORE_OK;
     if (code_is(code, "SlowDown") || code_is(code, "RequestTimeout") ||
         code_is(code, "InternalError") || code_is(code, "ServiceUnavailable"))
-        return ST_TRANSIENT;
+        return S3LECT_STORE_TRANSIENT;
     if (code_is(code, "ExpiredToken") || code_is(code, "InvalidToken") ||
         code_is(code, "TokenRefreshRequired") || code_is(code, "InvalidAccessKeyId") ||
         code_is(code, "SignatureDoesNotMatch") || code_is(code, "AccessDenied"))
-        return ST_AUTH;
+        return S3LECT_STORE_AUTH;
     switch (status) {
     case 404:
-        return code_is(code, "NoSuchBucket") ? ST_FATAL : ST_NOT_FOUND;
+        return code_is(code, "NoSuchBucket") ? S3LECT_STORE_FATAL : S3LECT_STORE_NOT_FOUND;
     case 409: /* ConditionalRequestConflict: raced another conditional write;
                * whether it landed is unknown, so it is read back (transient) */
-        return ST_TRANSIENT;
+        return S3LECT_STORE_TRANSIENT;
     case 412:
-        return ST_PRECONDITION;
+        return S3LECT_STORE_PRECONDITION;
     case 401:
     case 403:
-        return ST_AUTH;
+        return S3LECT_STORE_AUTH;
     case 307: /* S3 redirects for a while after a bucket is created */
     case 408:
     case 429:
-        return ST_TRANSIENT;
+        return S3LECT_STORE_TRANSIENT;
     case 501:
-        return ST_FATAL;
+        return S3LECT_STORE_FATAL;
     default:
         break;
     }
     if (status >= 500 && status < 600)
-        return ST_TRANSIENT;
+        return S3LECT_STORE_TRANSIENT;
     if (status >= 300 && status < 500)
-        return ST_FATAL;
-    return ST_TRANSIENT;
+        return S3LECT_STORE_FATAL;
+    return S3LECT_STORE_TRANSIENT;
 }

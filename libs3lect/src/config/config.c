@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aws_creds.h"
-#include "store.h"
 #include "util.h"
 
 enum { T_STR = 1, T_INT, T_BOOL, T_BLOB };
@@ -262,7 +260,7 @@ int s3lect_config_set_str(s3lect_config *cfg, s3lect_option opt, const char *val
     if (t != T_STR)
         return cfg_fail(cfg, S3LECT_EINVAL, "option %s (%d) does not take a string", opt_name(opt),
                         (int)opt);
-    if (opt == S3LECT_OPT_REGION && value && value[0] && !aws_region_valid(value))
+    if (opt == S3LECT_OPT_REGION && value && value[0] && !cfg_region_valid(value))
         return cfg_fail(cfg, S3LECT_EINVAL,
                         "region '%.80s' is not a region name: letters, digits, '-' and '_', at "
                         "most 64, e.g. us-east-1",
@@ -491,42 +489,16 @@ int cfg_validate_timing(s3lect_config *c)
     return 0;
 }
 
-int s3lect_config_validate(s3lect_config *c)
+int cfg_region_valid(const char *r)
 {
-    if (!c)
-        return S3LECT_EINVAL;
-    if (!c->lock || !c->lock[0])
-        return cfg_fail(c, S3LECT_EINVAL,
-                        "no lock location: set lock to s3://bucket/key or file:///dir/key");
-    if (!c->custom) {
-        st_location loc;
-        char err[256];
-        if (st_location_parse(c->lock, &loc, err, sizeof err) != 0)
-            return cfg_fail(c, S3LECT_EINVAL, "%s", err);
-        st_location_clear(&loc);
+    size_t n = r ? strlen(r) : 0;
+    if (n == 0 || n > 64)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = r[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_'))
+            return 0;
     }
-    if (!c->server_id || !c->server_id[0])
-        return cfg_fail(c, S3LECT_EINVAL,
-                        "server_id is empty: give each process a unique id, e.g. hostname-pid");
-    size_t n = strlen(c->server_id);
-    if (n > 255)
-        return cfg_fail(c, S3LECT_EINVAL, "server_id is %zu bytes long; the limit is 255", n);
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)c->server_id[i] < 0x20 || c->server_id[i] == 0x7f)
-            return cfg_fail(c, S3LECT_EINVAL, "server_id contains a control character");
-    if (c->peer_mode) {
-        if (!c->server_addr || !c->server_addr[0])
-            return cfg_fail(c, S3LECT_EINVAL,
-                            "peer mode needs server_addr: the host:port followers use to reach "
-                            "this node's leadership endpoint");
-        if (!c->peer_ca.data)
-            return cfg_fail(c, S3LECT_EINVAL,
-                            "peer mode needs peer_ca: the CA bundle (PEM) that verifies the "
-                            "leader's certificate");
-        if (!c->peer_cert.data || !c->peer_key.data)
-            return cfg_fail(c, S3LECT_EINVAL,
-                            "peer mode needs peer_cert and peer_key (PEM) to serve the "
-                            "leadership endpoint when this node leads");
-    }
-    return cfg_validate_timing(c);
+    return 1;
 }

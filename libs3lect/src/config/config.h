@@ -57,6 +57,9 @@ int cfg_fail(struct s3lect_config *cfg, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Validates the timing options only (used by update_config). */
 int cfg_validate_timing(struct s3lect_config *cfg);
+/* 1 if r looks like a region name: 1..64 of [A-Za-z0-9_-] (it goes into the
+ * SigV4 credential scope and the endpoint's host name). */
+int cfg_region_valid(const char *r);
 void cfg_custom_release(cfg_custom *c);
 
 #endif

@@ -412,7 +412,7 @@ int st_open(const s3lect_config *cfg, st_store **out, char **key_out, char *err,
         } else {
             key = u_strdup(cfg->lock);
         }
-        int rc = key ? st_custom_open(cfg, out) : S3LECT_ENOMEM;
+        int rc = key ? st_custom_open(cfg->custom, out) : S3LECT_ENOMEM;
         if (rc) {
             free(key);
             snprintf(err, errlen, "out of memory");

@@ -13,6 +13,9 @@
 
 #include "s3lect.h"
 
+/* The largest lock object a store reads (a record is far smaller). */
+#define ST_MAX_OBJECT (64 * 1024)
+
 /* Outcomes: the public s3lect_store_outcome values. */
 enum {
     ST_OK = S3LECT_STORE_OK,
@@ -95,6 +98,8 @@ int st_open(const struct s3lect_config *cfg, st_store **out, char **key_out, cha
 int st_file_open(const char *dir, st_store **out, char *err, size_t errlen);
 int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **out, char *err,
                size_t errlen);
-int st_custom_open(const struct s3lect_config *cfg, st_store **out);
+/* A store calling the user's functions (cfg_custom, reference taken). */
+struct cfg_custom;
+int st_custom_open(struct cfg_custom *callbacks, st_store **out);
 
 #endif

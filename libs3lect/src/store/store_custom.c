@@ -80,13 +80,13 @@ static void custom_destroy(st_store *s)
 
 static const st_vtable custom_vt = {"custom", custom_get, custom_put, custom_destroy};
 
-int st_custom_open(const s3lect_config *cfg, st_store **out)
+int st_custom_open(cfg_custom *callbacks, st_store **out)
 {
     custom_store *cs = calloc(1, sizeof *cs);
     if (!cs)
         return S3LECT_ENOMEM;
     cs->base.vt = &custom_vt;
-    cs->c = cfg->custom;
+    cs->c = callbacks;
     __atomic_add_fetch(&cs->c->refs, 1, __ATOMIC_ACQ_REL);
     *out = &cs->base;
     return 0;

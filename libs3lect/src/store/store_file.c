@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "crypto.h"
-#include "record.h"
 #include "store.h"
 #include "util.h"
 
@@ -109,8 +108,8 @@ static void read_locked(file_store *fs, const char *key, int lockfd, st_result *
         free(path);
         return;
     }
-    char *buf = malloc(REC_MAX_SIZE + 2);
-    size_t n = buf ? fread(buf, 1, REC_MAX_SIZE + 1, f) : 0;
+    char *buf = malloc(ST_MAX_OBJECT + 2);
+    size_t n = buf ? fread(buf, 1, ST_MAX_OBJECT + 1, f) : 0;
     int bad = !buf || ferror(f);
     fclose(f);
     if (bad) {

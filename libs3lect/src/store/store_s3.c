@@ -741,7 +741,7 @@ int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **o
         (cfg->profile && !s->credcfg.profile)) {
         snprintf(err, errlen, "out of memory");
         rc = S3LECT_ENOMEM;
-    } else if (!aws_region_valid(s->region)) {
+    } else if (!cfg_region_valid(s->region)) {
         snprintf(err, errlen,
                  "region '%.80s' is not a region name (letters, digits, '-' and '_', at most 64): "
                  "fix --region, AWS_REGION, AWS_DEFAULT_REGION or the profile's region",
