@@ -15,8 +15,11 @@
  * - Strings passed in are copied; the caller keeps ownership.
  * - Strings handed out are either (a) borrowed from a handle whose lifetime
  *   is stated, (b) copied into a caller buffer with snprintf semantics (the
- *   return value is the full length, excluding the NUL), or (c) allocated
- *   and released with s3lect_free().
+ *   return value is the full length, excluding the NUL, as size_t: a buffer
+ *   of that length + 1 holds it all; buf may be NULL when buflen is 0), or
+ *   (c) allocated and released with s3lect_free(). The one exception to (b)
+ *   is s3lect_config_get_str(), which returns int because it can also fail
+ *   with a negative code (kept as it is: the ABI only grows).
  * - Durations are milliseconds (int64_t). Wall-clock times are milliseconds
  *   since the Unix epoch.
  * - Enum values are explicit and only ever appended.
@@ -25,10 +28,23 @@
  * -------
  * Each started elector runs one election thread and, unless poll mode is on,
  * one dispatcher thread on which callbacks run. Callbacks never run on the
- * election thread, so a slow callback cannot delay a renewal. Getters are
- * safe from any thread. s3lect_stop() and s3lect_free() called from inside
- * one of the same elector's callbacks return S3LECT_EBUSY instead of
- * deadlocking.
+ * election thread, so a slow callback cannot delay a renewal; custom store
+ * functions do run on it (they *are* the store requests). docs/threading.md
+ * has the long form.
+ *
+ * The contract of each function
+ * -----------------------------
+ * Each function's comment ends with a "Contract:" line:
+ *   threads  - who may call it ("any thread", or the restriction);
+ *   callback - whether it may be called from inside this elector's own
+ *              callbacks (event callbacks and the acquire hook, on the
+ *              dispatcher thread or in s3lect_dispatch()) and from its custom
+ *              store functions (on the election thread). Where it may not, it
+ *              returns S3LECT_EBUSY at once: no function ever deadlocks on
+ *              its caller;
+ *   blocks   - "never" (at most a short internal lock) or what it waits for
+ *              and for how long;
+ *   owns     - who owns what goes in and what comes out.
  */
 #ifndef S3LECT_H
 #define S3LECT_H
@@ -86,15 +102,28 @@ typedef enum s3lect_error {
     S3LECT_ECALLBACK = -15      /**< a user callback failed (acquire hook veto) */
 } s3lect_error;
 
-/** Static, never-NULL description of an error code. Thread-safe. */
+/**
+ * Static, never-NULL description of an error code. Thread-safe.
+ * Contract: any thread, callbacks too; never blocks; the string is static.
+ */
 S3LECT_API const char *s3lect_strerror(int code);
 
-/** Library version string, e.g. "0.1.0". Static storage. Thread-safe. */
+/**
+ * Library version string, e.g. "0.1.0". Static storage. Thread-safe.
+ * Contract: any thread, callbacks too; never blocks; the string is static.
+ */
 S3LECT_API const char *s3lect_version(void);
-/** Library version as MAJOR*10000 + MINOR*100 + PATCH. Thread-safe. */
+/**
+ * Library version as MAJOR*10000 + MINOR*100 + PATCH. Thread-safe.
+ * Contract: any thread, callbacks too; never blocks.
+ */
 S3LECT_API int s3lect_version_number(void);
 
-/** Releases memory handed out by this library (status JSON, peer bodies). NULL is fine. */
+/**
+ * Releases memory handed out by this library (status JSON, peer bodies). NULL is fine.
+ * Contract: any thread, callbacks too; never blocks; frees only what a function
+ *   of this library allocated and said so.
+ */
 S3LECT_API void s3lect_free(void *ptr);
 
 /* ------------------------------------------------------------------------ */
@@ -175,11 +204,23 @@ typedef enum s3lect_option {
     S3LECT_OPT_MAX_LEASE_TIMEOUT = 29
 } s3lect_option;
 
-/** Creates a configuration with the defaults. Returns NULL on out-of-memory. */
+/**
+ * Creates a configuration with the defaults. Returns NULL on out-of-memory.
+ * Contract: any thread, callbacks too; never blocks; the caller owns the config
+ *   (s3lect_config_free).
+ */
 S3LECT_API s3lect_config *s3lect_config_new(void);
-/** Frees a configuration. Electors created from it keep their own copy. NULL is fine. */
+/**
+ * Frees a configuration. Electors created from it keep their own copy. NULL is fine.
+ * Contract: the thread that uses cfg, callbacks too; never blocks (a custom
+ *   store's userdata_free may run here, on this thread).
+ */
 S3LECT_API void s3lect_config_free(s3lect_config *cfg);
-/** Copies a configuration (custom store userdata is shared, freed once). NULL on OOM. */
+/**
+ * Copies a configuration (custom store userdata is shared, freed once). NULL on OOM.
+ * Contract: one thread at a time per config, callbacks too; never blocks; the
+ *   caller owns the copy.
+ */
 S3LECT_API s3lect_config *s3lect_config_dup(const s3lect_config *cfg);
 
 /**
@@ -188,6 +229,8 @@ S3LECT_API s3lect_config *s3lect_config_dup(const s3lect_config *cfg);
  * (renew_interval < renew_deadline < lease_timeout ...) are checked by
  * s3lect_config_validate() and s3lect_new(). A NULL string resets to the
  * default. A config handle may be used by one thread at a time.
+ * Contract: one thread at a time per config handle, callbacks too; never
+ *   blocks; values are copied.
  */
 S3LECT_API int s3lect_config_set_str(s3lect_config *cfg, s3lect_option opt, const char *value);
 S3LECT_API int s3lect_config_set_int(s3lect_config *cfg, s3lect_option opt, int64_t value);
@@ -195,18 +238,30 @@ S3LECT_API int s3lect_config_set_bool(s3lect_config *cfg, s3lect_option opt, int
 S3LECT_API int s3lect_config_set_bytes(s3lect_config *cfg, s3lect_option opt, const void *data,
                                        size_t len);
 
-/** Reads an int/bool option into *out. EINVAL for other types. */
+/**
+ * Reads an int/bool option into *out. EINVAL for other types.
+ * Contract: one thread at a time per config, callbacks too; never blocks.
+ */
 S3LECT_API int s3lect_config_get_int(const s3lect_config *cfg, s3lect_option opt, int64_t *out);
 /**
  * Copies a str option into buf (snprintf semantics); returns its full length,
  * or a negative code for non-string options. Secrets are returned as "" .
+ * Contract: one thread at a time per config, callbacks too; never blocks; copies
+ *   into the caller's buffer.
  */
 S3LECT_API int s3lect_config_get_str(const s3lect_config *cfg, s3lect_option opt, char *buf,
                                      size_t buflen);
 
-/** Checks all cross-option rules. On failure the message is in s3lect_config_errmsg(). */
+/**
+ * Checks all cross-option rules. On failure the message is in s3lect_config_errmsg().
+ * Contract: one thread at a time per config, callbacks too; never blocks (no
+ *   I/O: the store is first contacted when an elector starts).
+ */
 S3LECT_API int s3lect_config_validate(s3lect_config *cfg);
-/** Copies the last error message of this config (snprintf semantics). */
+/**
+ * Copies the last error message of this config (snprintf semantics).
+ * Contract: one thread at a time per config, callbacks too; never blocks.
+ */
 S3LECT_API size_t s3lect_config_errmsg(const s3lect_config *cfg, char *buf, size_t buflen);
 
 /* ------------------------------------------------------------------------ */
@@ -226,11 +281,21 @@ typedef enum s3lect_store_outcome {
 /** Where a custom store puts its answer. Valid only during the store call. */
 typedef struct s3lect_store_result s3lect_store_result;
 
-/** Sets the object body (GET). Copied. */
+/**
+ * Sets the object body (GET). Copied.
+ * Contract: only inside the custom store call that received res (election
+ *   thread); never blocks; the data is copied.
+ */
 S3LECT_API int s3lect_store_result_set_body(s3lect_store_result *res, const void *data, size_t len);
-/** Sets the object's etag (GET) or the new etag (PUT). Copied. Any opaque non-empty string. */
+/**
+ * Sets the object's etag (GET) or the new etag (PUT). Copied. Any opaque non-empty string.
+ * Contract: as s3lect_store_result_set_body.
+ */
 S3LECT_API int s3lect_store_result_set_etag(s3lect_store_result *res, const char *etag);
-/** Sets a human message explaining a failure outcome. Copied. */
+/**
+ * Sets a human message explaining a failure outcome. Copied.
+ * Contract: as s3lect_store_result_set_body.
+ */
 S3LECT_API int s3lect_store_result_set_message(s3lect_store_result *res, const char *msg);
 
 /**
@@ -241,6 +306,11 @@ S3LECT_API int s3lect_store_result_set_message(s3lect_store_result *res, const c
  * accepted for If-Match on a missing key).
  * Both run on the election thread, must return within `timeout_ms`
  * (best effort), and must not call back into this elector.
+ * Contract: called on the election thread, one call at a time per elector;
+ *   from inside, s3lect_stop(), s3lect_free_elector(), the waits and
+ *   s3lect_peer_response() return S3LECT_EBUSY (they would wait for the
+ *   thread that is running the call); getters may be called. The time a call
+ *   takes delays this elector's renewals: stay within timeout_ms.
  */
 typedef int (*s3lect_store_get_fn)(void *userdata, const char *key, int64_t timeout_ms,
                                    s3lect_store_result *res);
@@ -256,6 +326,8 @@ typedef void (*s3lect_free_fn)(void *userdata);
  * no scheme) becomes the key passed to get/put. userdata_free runs exactly
  * once, when the config and every elector made from it are freed (or on
  * replacement, or immediately if this call fails).
+ * Contract: one thread at a time per config, callbacks too; never blocks;
+ *   userdata stays the caller's until userdata_free runs (see above).
  */
 S3LECT_API int s3lect_config_set_custom_store(s3lect_config *cfg, s3lect_store_get_fn get,
                                               s3lect_store_put_fn put, void *userdata,
@@ -288,13 +360,20 @@ typedef enum s3lect_lost_reason {
                                         renew_deadline (store slow, failing or unreachable) */
 } s3lect_lost_reason;
 
-/** Static name of a reason ("released", "lease_expired", ...). */
+/**
+ * Static name of a reason ("released", "lease_expired", ...).
+ * Contract: any thread, callbacks too; never blocks; the string is static.
+ */
 S3LECT_API const char *s3lect_lost_reason_str(int reason);
-/** Static name of an event type ("acquired", "lost", ...). */
+/**
+ * Static name of an event type ("acquired", "lost", ...).
+ * Contract: any thread, callbacks too; never blocks; the string is static.
+ */
 S3LECT_API const char *s3lect_event_type_str(int type);
 
 /* Event accessors. An event is valid only during the callback it is passed to;
- * strings are borrowed from it. Fields that do not apply are 0 / "". */
+ * strings are borrowed from it. Fields that do not apply are 0 / "".
+ * Contract: only inside the callback that received ev; never block. */
 S3LECT_API int s3lect_event_type(const s3lect_event *ev);
 S3LECT_API int64_t s3lect_event_term(const s3lect_event *ev);
 S3LECT_API int s3lect_event_reason(const s3lect_event *ev);
@@ -306,7 +385,15 @@ S3LECT_API uint64_t s3lect_event_cycle(const s3lect_event *ev);
 
 typedef struct s3lect_elector s3lect_elector;
 
-/** Event callback. Runs on the dispatcher thread (or in s3lect_dispatch()). */
+/**
+ * Event callback. Runs on the dispatcher thread (or in s3lect_dispatch()).
+ * Contract: runs on the dispatcher thread (or in s3lect_dispatch()), one
+ *   callback at a time per elector, in event order; ev and its strings are
+ *   valid only during the call. Inside, s3lect_stop() and
+ *   s3lect_free_elector() on this elector return S3LECT_EBUSY; everything
+ *   else may be called. A slow callback delays later callbacks of this
+ *   elector, never its renewals.
+ */
 typedef void (*s3lect_event_fn)(s3lect_elector *e, const s3lect_event *ev, void *userdata);
 /**
  * Acquire hook: runs after this node acquired leadership (ev is the ACQUIRED
@@ -314,6 +401,7 @@ typedef void (*s3lect_event_fn)(s3lect_elector *e, const s3lect_event *ev, void 
  * Return 0 to keep leadership; any other value vetoes: the node releases the
  * lock (LOST with reason HOOK_FAILED) and backs off for one frequent_interval.
  * Runs before the ACQUIRED event callback; after a veto that callback is not run.
+ * Contract: as s3lect_event_fn.
  */
 typedef int (*s3lect_acquire_fn)(s3lect_elector *e, const s3lect_event *ev, void *userdata);
 
@@ -324,6 +412,10 @@ typedef int (*s3lect_acquire_fn)(s3lect_elector *e, const s3lect_event *ev, void
 /**
  * Creates an elector from a validated copy of cfg. On S3LECT_EINVAL the
  * reason is in s3lect_config_errmsg(cfg). The elector is not started.
+ * Contract: any thread, callbacks too (it creates another elector); does not
+ *   contact the store, but reads the files the configuration names (AWS
+ *   config and credentials files, PEM files given as paths); cfg stays the
+ *   caller's; *out is the caller's until s3lect_free_elector().
  */
 S3LECT_API int s3lect_new(s3lect_config *cfg, s3lect_elector **out);
 
@@ -332,14 +424,24 @@ S3LECT_API int s3lect_new(s3lect_config *cfg, s3lect_elector **out);
  * userdata of) any previous one. Only before s3lect_start(): ESTATE after.
  * userdata_free runs exactly once: on replacement, on s3lect_free(), or
  * immediately when this call fails.
+ * Contract: any thread, before s3lect_start() only (S3LECT_ESTATE after);
+ *   never blocks; userdata as above.
  */
 S3LECT_API int s3lect_set_callback(s3lect_elector *e, s3lect_event_kind type, s3lect_event_fn fn,
                                    void *userdata, s3lect_free_fn userdata_free);
-/** Registers the acquire hook (same ownership rules as s3lect_set_callback). */
+/**
+ * Registers the acquire hook (same ownership rules as s3lect_set_callback).
+ * Contract: as s3lect_set_callback.
+ */
 S3LECT_API int s3lect_set_acquire_hook(s3lect_elector *e, s3lect_acquire_fn fn, void *userdata,
                                        s3lect_free_fn userdata_free);
 
-/** Starts the election thread (and the dispatcher unless poll mode). ESTATE if started. */
+/**
+ * Starts the election thread (and the dispatcher unless poll mode). ESTATE if started.
+ * Contract: any thread (from this elector's own callbacks it is already
+ *   started: S3LECT_ESTATE); creates threads and, with peer mode and a
+ *   certificate, binds the endpoint's socket; does not wait for the store.
+ */
 S3LECT_API int s3lect_start(s3lect_elector *e);
 /**
  * Stops the elector: if leader, it stops being leader at once, writes a
@@ -348,34 +450,64 @@ S3LECT_API int s3lect_start(s3lect_elector *e);
  * mode they stay queued for s3lect_dispatch()). Idempotent; returns
  * S3LECT_EBUSY when called from one of this elector's callbacks.
  * Any thread. Not restartable.
+ * Contract: any thread except this elector's own callbacks and custom store
+ *   functions (S3LECT_EBUSY there). Blocks until the store request in flight
+ *   ends (at most request_timeout; a follower's long poll of the leader is cut
+ *   at once), then the released record is written (at most peer_timeout),
+ *   then the dispatcher has run every queued callback (as long as they take).
+ *   With the defaults and quick callbacks: at most about 13 s, usually
+ *   milliseconds. Several threads may call it at once; all return when it
+ *   is stopped.
  */
 S3LECT_API int s3lect_stop(s3lect_elector *e);
 /**
  * Like s3lect_stop() but does not write the released record: followers take
  * over only after the lease expires (simulates a crash; for tests).
+ * Contract: as s3lect_stop, without the release write.
  */
 S3LECT_API int s3lect_stop_no_release(s3lect_elector *e);
-/** Stops if needed and frees. EBUSY (and nothing freed) from a callback. NULL is fine. */
+/**
+ * Stops if needed and frees. EBUSY (and nothing freed) from a callback. NULL is fine.
+ * Contract: as s3lect_stop; afterwards e is gone (callbacks' userdata_free
+ *   have run on the calling thread).
+ */
 S3LECT_API int s3lect_free_elector(s3lect_elector *e);
 
-/** 1 if this node holds a valid lease now (computed at call time), else 0. Any thread. */
+/**
+ * 1 if this node holds a valid lease now (computed at call time), else 0. Any thread.
+ * Contract: any thread, callbacks and store functions too; never blocks.
+ */
 S3LECT_API int s3lect_is_leader(const s3lect_elector *e);
-/** Highest term this node has observed or written (the fencing token while leader). */
+/**
+ * Highest term this node has observed or written (the fencing token while leader).
+ * Contract: any thread, callbacks and store functions too; never blocks.
+ */
 S3LECT_API int64_t s3lect_term(const s3lect_elector *e);
-/** Copies the current leader's id ("" if none known). snprintf semantics. Any thread. */
+/**
+ * Copies the current leader's id ("" if none known). snprintf semantics. Any thread.
+ * Contract: any thread, callbacks and store functions too; never blocks;
+ *   copies into the caller's buffer.
+ */
 S3LECT_API size_t s3lect_leader_id(const s3lect_elector *e, char *buf, size_t buflen);
-/** Number of completed election cycles (see S3LECT_EVENT_CYCLE). Any thread. */
+/**
+ * Number of completed election cycles (see S3LECT_EVENT_CYCLE). Any thread.
+ * Contract: any thread, callbacks and store functions too; never blocks.
+ */
 S3LECT_API uint64_t s3lect_cycle(const s3lect_elector *e);
 
 /**
  * Blocks until this node is leader. timeout_ms < 0 waits forever. Returns
  * S3LECT_OK, S3LECT_ETIMEDOUT or S3LECT_ESTOPPED. Any thread but a callback.
+ * Contract: any thread; from this elector's custom store functions
+ *   S3LECT_EBUSY; from its callbacks allowed but it holds up the
+ *   dispatcher while it waits. Blocks up to timeout_ms, or until stopped.
  */
 S3LECT_API int s3lect_wait_for_leadership(s3lect_elector *e, int64_t timeout_ms);
 /**
  * Blocks until the cycle counter exceeds `since` (use s3lect_cycle() before
  * triggering), then stores the new counter in *cycle_out (may be NULL).
  * Returns OK, ETIMEDOUT or ESTOPPED.
+ * Contract: as s3lect_wait_for_leadership.
  */
 S3LECT_API int s3lect_wait_for_next_election(s3lect_elector *e, uint64_t since, int64_t timeout_ms,
                                              uint64_t *cycle_out);
@@ -386,12 +518,23 @@ S3LECT_API int s3lect_wait_for_next_election(s3lect_elector *e, uint64_t since, 
  * request_timeout) to a running or stopped elector, after validating them
  * together. Other options in cfg are ignored (max_lease_timeout is fixed at
  * creation; a lease_timeout above an explicit one is refused). Any thread.
+ * Contract: any thread, callbacks and store functions too; never blocks (the
+ *   election thread applies the values at its next step); cfg stays the
+ *   caller's.
  */
 S3LECT_API int s3lect_update_config(s3lect_elector *e, s3lect_config *cfg);
-/** Returns a copy of the elector's current configuration (free with s3lect_config_free). */
+/**
+ * Returns a copy of the elector's current configuration (free with s3lect_config_free).
+ * Contract: any thread, callbacks and store functions too; never blocks; the
+ *   caller owns the copy.
+ */
 S3LECT_API s3lect_config *s3lect_get_config(const s3lect_elector *e);
 
-/** Copies the last detailed error message of this elector. snprintf semantics. Any thread. */
+/**
+ * Copies the last detailed error message of this elector. snprintf semantics. Any thread.
+ * Contract: any thread, callbacks and store functions too; never blocks. The
+ *   message is per elector, not per thread: read it right after the failure.
+ */
 S3LECT_API size_t s3lect_errmsg(const s3lect_elector *e, char *buf, size_t buflen);
 
 /* ---- poll mode ---- */
@@ -400,6 +543,7 @@ S3LECT_API size_t s3lect_errmsg(const s3lect_elector *e, char *buf, size_t bufle
  * A file descriptor that is readable while events are pending (poll mode;
  * in thread mode it is still valid but the dispatcher drains it). Owned by the
  * elector; do not close. Returns a negative code on error.
+ * Contract: any thread; never blocks; the descriptor is the elector's.
  */
 S3LECT_API int s3lect_event_fd(s3lect_elector *e);
 /**
@@ -407,6 +551,9 @@ S3LECT_API int s3lect_event_fd(s3lect_elector *e);
  * (0: do not wait; < 0: wait forever) for the first one. Returns the number
  * run (>= 0) or a negative code (EINVAL when not in poll mode). One thread at
  * a time.
+ * Contract: one thread at a time: a second thread, or a call from inside a
+ *   callback it is running, gets S3LECT_EBUSY at once. Blocks up to
+ *   timeout_ms for the first event, then for as long as the callbacks run.
  */
 S3LECT_API int s3lect_dispatch(s3lect_elector *e, int64_t timeout_ms);
 
@@ -424,13 +571,21 @@ typedef enum s3lect_state {
     S3LECT_STATE_BACKOFF = 5
 } s3lect_state;
 
-/** Static name of a state ("follower", "leader", ...). */
+/**
+ * Static name of a state ("follower", "leader", ...).
+ * Contract: any thread, callbacks too; never blocks; the string is static.
+ */
 S3LECT_API const char *s3lect_state_str(int state);
 
-/** Takes a consistent snapshot of the elector's status. Free with s3lect_status_free(). */
+/**
+ * Takes a consistent snapshot of the elector's status. Free with s3lect_status_free().
+ * Contract: any thread, callbacks and store functions too; never blocks; the
+ *   caller owns *out (s3lect_status_free) and may read it from any thread.
+ */
 S3LECT_API int s3lect_get_status(const s3lect_elector *e, s3lect_status **out);
 S3LECT_API void s3lect_status_free(s3lect_status *st);
-/* Snapshot accessors; strings are borrowed from the snapshot. */
+/* Snapshot accessors; strings are borrowed from the snapshot.
+ * Contract: any thread holding the snapshot; never block. */
 S3LECT_API int s3lect_status_is_leader(const s3lect_status *st);
 S3LECT_API int s3lect_status_state(const s3lect_status *st);
 S3LECT_API int64_t s3lect_status_term(const s3lect_status *st);
@@ -458,6 +613,8 @@ S3LECT_API int64_t s3lect_status_consecutive_failures(const s3lect_status *st);
  * with s3lect_free(). Fields: isLeader, leaderID, leaderAddr, lastUpdated,
  * term, etag, state, serverID, consecutiveFails, lastError, cycle,
  * leaseRemainingMs, recordCorrupt. Any thread.
+ * Contract: any thread, callbacks and store functions too; never blocks;
+ *   the caller owns *out (s3lect_free).
  */
 S3LECT_API int s3lect_status_json(const s3lect_elector *e, char **out);
 
@@ -470,6 +627,10 @@ S3LECT_API int s3lect_status_json(const s3lect_elector *e, char **out);
  * (a long-poll blocks up to the wait). *status gets 200 (leading: body is the
  * record JSON with "etag" and "term"), 404, 405 or 400; *body is allocated
  * JSON, release with s3lect_free(). Any thread but a callback.
+ * Contract: any thread; from this elector's custom store functions
+ *   S3LECT_EBUSY; from its callbacks allowed but a long poll holds up the
+ *   dispatcher. Blocks up to the wait in target (at most 60 s) or until the
+ *   leadership changes; the caller owns *body (s3lect_free).
  */
 S3LECT_API int s3lect_peer_response(s3lect_elector *e, const char *method, const char *target,
                                     int *status, char **body);
@@ -477,9 +638,15 @@ S3LECT_API int s3lect_peer_response(s3lect_elector *e, const char *method, const
  * Turns peer mode on for a created (started or not) elector, with the CA
  * bundle (PEM) that followers use to verify the leader. Starts the leadership
  * endpoint if the elector is running and has a certificate and key. Any thread.
+ * Contract: any thread, callbacks and store functions too; never waits for
+ *   a peer request in flight (a running election thread switches to the new
+ *   CA between two requests); may bind the endpoint's socket; ca_pem is copied.
  */
 S3LECT_API int s3lect_enable_peer_mode(s3lect_elector *e, const void *ca_pem, size_t len);
-/** The port the leadership endpoint listens on (0 when not serving). Any thread. */
+/**
+ * The port the leadership endpoint listens on (0 when not serving). Any thread.
+ * Contract: any thread, callbacks and store functions too; never blocks.
+ */
 S3LECT_API int s3lect_peer_port(const s3lect_elector *e);
 
 #ifdef __cplusplus

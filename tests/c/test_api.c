@@ -504,7 +504,7 @@ static void t_dispatch_twice(void)
 typedef struct selfstop {
     memstore m;
     s3lect_elector *e;
-    int calls, stop_rc, wait_rc;
+    int calls, stop_rc, wait_rc, peer_rc;
 } selfstop;
 
 static int ss_get(void *ud, const char *key, int64_t timeout, s3lect_store_result *res)
@@ -516,9 +516,15 @@ static int ss_get(void *ud, const char *key, int64_t timeout, s3lect_store_resul
     if (n == 3) {
         int stop_rc = s3lect_stop(s->e);
         int wait_rc = s3lect_wait_for_leadership(s->e, -1);
+        int status = 0;
+        char *body = NULL;
+        int peer_rc =
+            s3lect_peer_response(s->e, "GET", "/health/leadership?wait=5000", &status, &body);
+        s3lect_free(body);
         pthread_mutex_lock(&s->m.mu);
         s->stop_rc = stop_rc;
         s->wait_rc = wait_rc;
+        s->peer_rc = peer_rc;
         pthread_mutex_unlock(&s->m.mu);
     }
     return ms_get(&s->m, key, timeout, res);
@@ -567,6 +573,10 @@ static void t_stop_from_store_callback(void)
     pthread_mutex_unlock(&s.m.mu);
     CHECK(stop_rc == S3LECT_EBUSY, "s3lect_stop from a store callback: EBUSY (got %d)", stop_rc);
     CHECK(wait_rc == S3LECT_EBUSY, "a wait from a store callback: EBUSY (got %d)", wait_rc);
+    pthread_mutex_lock(&s.m.mu);
+    int peer_rc = s.peer_rc;
+    pthread_mutex_unlock(&s.m.mu);
+    CHECK(peer_rc == S3LECT_EBUSY, "a long poll from a store callback: EBUSY (got %d)", peer_rc);
     t_sleep_ms(600);
     pthread_mutex_lock(&s.m.mu);
     int later = s.calls;

@@ -644,6 +644,10 @@ int s3lect_peer_response(s3lect_elector *e, const char *method, const char *targ
     if (!e || !method || !target || !status || !body)
         return S3LECT_EINVAL;
     *body = NULL;
+    if (rt_in_election_thread(e)) /* a long poll there would wait for itself */
+        return rt_fail(e, S3LECT_EBUSY,
+                       "s3lect_peer_response called from this elector's custom store callback "
+                       "would wait for the election thread it blocks");
     peer_request req;
     int rc = peer_parse_target(target, &req);
     if (rc < 0) {
