@@ -369,10 +369,11 @@ class Proxy:
                 if resp is None:
                     self._note(method, "upstream_failed")
                     return
+                status = resp[0].split(b" ", 2)[1].decode("ascii", "replace")
                 if drop:
-                    self._note(method, "answer_dropped")
+                    self._note(method, f"answer_dropped_{status}")
                     return  # RST: the sender never learns that its write landed
-                self._note(method, "forwarded")
+                self._note(method, f"forwarded_{status}")
                 try:
                     client.sendall(resp[1])
                 except OSError:

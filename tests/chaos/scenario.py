@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import chaos_checker as ck
-from chaos_lib import FAKETIME_LIB, DeathWatch, HttpFaults, Node, Proxy, pid_gone
+from chaos_lib import FAKETIME_LIB, DeathWatch, HttpFaults, Node, Proxy
 
 LEADER_TREE = Path(__file__).resolve().parent / "leader_tree.py"
 
@@ -157,20 +157,30 @@ class Cluster:
         running (returned: they escaped their s3lect). Idempotent."""
         if self.closed is not None:
             return self.closed
-        leader = self.leader()
-        for n in [n for n in self.nodes if n is not leader] + ([leader] if leader else []):
-            self.stopped.add(n.id)
-            if n.alive():
-                n.terminate(20)
-            n.stop()
-        time.sleep(0.05)
-        escaped = self.watch.kill_all()
-        self.watch.stop()
-        for p in self.proxies:
-            p.close()
+        self.closed = []
+        escaped: list[int] = []
+        try:
+            leader = self.leader()
+            order = [n for n in self.nodes if n is not leader] + ([leader] if leader else [])
+            for n in order:
+                self.stopped.add(n.id)
+                try:
+                    if n.alive():
+                        n.terminate(20)
+                finally:
+                    n.stop()
+            time.sleep(0.05)
+            escaped = self.watch.kill_all()
+        finally:
+            for n in self.nodes:  # after an exception above: nothing may run on
+                n.stop()
+            self.watch.kill_all()
+            self.watch.stop()
+            for p in self.proxies:
+                p.close()
+            with open(self.tmp / "requests.txt", "w") as f:  # for diagnosis: what each node sent
+                for node, p in zip(self.nodes, self.proxies):
+                    for t, method, what in p.requests:
+                        f.write(f"{t:.3f} {node.id} {method} {what}\n")
         self.closed = escaped
         return escaped
-
-
-def all_gone(pids: list[int]) -> bool:
-    return all(pid_gone(p) for p in pids)

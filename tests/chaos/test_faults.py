@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 import pytest
 
 import chaos_checker as ck
-from chaos_lib import HttpFaults, Node
+from chaos_lib import HttpFaults
 from scenario import ERROR, Cluster, duration_s
 
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
@@ -99,6 +99,13 @@ def test_conflict_409_costs_no_failover(make_cluster, chaos_summary):
 
 
 LATE_S = 2.5
+# Half of the answers to late writes are dropped: the write lands, its
+# sender gets an RST. libcurl then resends the request on a new connection,
+# whose copy lands LATE_S later again and is answered 412, after the
+# sender's deadline. (With every answer delivered, the code before the fix
+# led too: the sender heard back 2.5 s after sending, within its 4 s
+# deadline. The drops are what left terms written and never led.)
+DROP = 0.5
 
 
 def test_late_writes_leave_no_long_gap(make_cluster, chaos_summary):
@@ -108,7 +115,7 @@ def test_late_writes_leave_no_long_gap(make_cluster, chaos_summary):
     deadline, so leading on it is possible: some node must lead again and
     again, never leaving the lock held by terms that nobody leads (before:
     no leader for 20 s while terms were written and never led)."""
-    observe_s = 30.0
+    observe_s = 40.0
     lease = duration_s(T6, "--lease-timeout")
     # A leader that stops at s sent its last write before s; it lands by
     # s + LATE_S, the others see it within 1 s (infrequent interval), wait
@@ -116,7 +123,7 @@ def test_late_writes_leave_no_long_gap(make_cluster, chaos_summary):
     # s + 2 * LATE_S + 1 + lease = s + 12 s; plus 4 s of slack for polling
     # jitter, back-off after failed writes and a loaded machine.
     gap_bound = lease + 2 * LATE_S + 1.0 + 4.0
-    c = make_cluster(3, T6, faults=HttpFaults(put_delay=LATE_S, drop_answer=0.5))
+    c = make_cluster(3, T6, faults=HttpFaults(put_delay=LATE_S, drop_answer=DROP))
     t0 = time.monotonic()
     c.start()
     first = c.wait_leader(gap_bound + 5)
@@ -178,21 +185,13 @@ def test_failing_put_backs_off_and_reports(make_cluster, chaos_summary):
 
 
 STEP_S = 10.0
-# libfaketime reads the clock file at most once a second; before the fix the
-# takeover came 0.1-3.4 s after the step.
-OBSERVE_STEP_S = 6.0
 SETTLE_S = 2.0  # after the followers start: they have read the leader's record
-
-
-def run_clock_step(c: Cluster, stepped: Node, offset: float) -> None:
-    """n0 leads; then `stepped` (n0 or a follower) steps its wall clock."""
-    c.start(0)
-    leader = c.wait_leader(START_TIMEOUT_S)
-    assert leader is c.nodes[0], f"n0 did not lead first (logs in {c.tmp})"
-    c.start(*range(1, len(c.nodes)))
-    c.sleep(SETTLE_S)
-    stepped.step_clock(offset)
-    c.sleep(OBSERVE_STEP_S)
+# libfaketime reads the clock file at most once a second. A leader whose clock
+# steps back keeps writing its last lastUpdated (+1 ms; the record never goes
+# back), so under the old default rule (lease 3 s + skew 2 s) the followers
+# took over 5 s later plus a poll; a follower stepped forward took over at its
+# next poll. Both observations leave a few seconds of slack on top.
+OBSERVE_S = {"leader": 10.0, "follower": 6.0}
 
 
 @pytest.mark.parametrize("who,offset", [("leader", -STEP_S), ("follower", STEP_S)],
@@ -204,7 +203,12 @@ def test_clock_step_default(make_cluster, chaos_summary, who, offset):
     default and gave two leaders)."""
     idx = 0 if who == "leader" else 1
     c = make_cluster(3, T3, clock_files=(idx,))
-    run_clock_step(c, c.nodes[idx], offset)
+    c.start(0)
+    assert c.wait_leader(START_TIMEOUT_S) is c.nodes[0], f"n0 did not lead first ({c.tmp})"
+    c.start(1, 2)
+    c.sleep(SETTLE_S)
+    c.nodes[idx].step_clock(offset)
+    c.sleep(OBSERVE_S[who])
     starts, lost = c.cmd_starts(), c.lost()
     finish(c, [], 0.0, chaos_summary, f"clock step {who} {offset:+.0f}s")
     assert len(starts) == 1 and not lost, (
@@ -213,31 +217,29 @@ def test_clock_step_default(make_cluster, chaos_summary, who, offset):
 
 
 def test_clock_step_opt_in_rule_is_load_bearing(make_cluster, chaos_summary):
-    """With the opt-in wall-clock rule (--max-clock-skew 2s), a step of the
-    leader's clock beyond the bound must produce an overlap that the checker
-    finds: proof that the rule rests on its assumption and that the checker
-    would see it. The old leader only learns at its next renewal, so the
-    overlap is random in [0, renew interval); up to three rounds, each
-    stepping the current leader back 10 s more."""
+    """With the opt-in wall-clock rule (--max-clock-skew 2s), a follower whose
+    clock steps forward beyond the bound takes over the healthy leader, and
+    the checker must find the overlap: proof that the rule rests on its
+    assumption and that the checker would see the violation. The old leader
+    only learns at its next renewal, so the overlap is random in [0, renew
+    interval) minus the new CMD's start-up; up to three rounds, each stepping
+    a follower 10 s beyond the clock of the leader it then takes over."""
     rounds = 3
     c = make_cluster(3, T3 + ["--max-clock-skew", "2s"], clock_files=(0, 1, 2))
     c.start(0)
     assert c.wait_leader(START_TIMEOUT_S) is c.nodes[0], f"n0 did not lead first ({c.tmp})"
     c.start(1, 2)
     c.sleep(SETTLE_S)
-    steps = {n.id: 0.0 for n in c.nodes}
     found: list[str] = []
     done = 0
     for done in range(1, rounds + 1):
-        leader = c.leader()
-        if leader is None:
-            leader = c.wait_leader(10)
-        assert leader is not None, f"no leader to step (logs in {c.tmp})"
-        steps[leader.id] -= STEP_S
-        leader.step_clock(steps[leader.id])
-        c.sleep(OBSERVE_STEP_S)
-        rep = c.check([], 0.0)
-        found = [v for v in rep.violations if v.startswith("overlap")]
+        leader = c.leader() or c.wait_leader(10)
+        assert leader is not None, f"no leader in round {done} (logs in {c.tmp})"
+        follower = next(n for n in c.nodes if n is not leader)
+        follower.step_clock(max(n.offset_s for n in c.nodes) + STEP_S)
+        c.wait_leader(OBSERVE_S["follower"], exclude=leader)
+        c.sleep(1.5)  # the old leader's next renewal fails: its CMD stops
+        found = [v for v in c.check([], 0.0).violations if v.startswith("overlap")]
         if found:
             break
     c.close()
@@ -246,8 +248,9 @@ def test_clock_step_opt_in_rule_is_load_bearing(make_cluster, chaos_summary):
                          f"after {done} round(s); " + "; ".join(found))
     assert found, (f"no overlap found in {rounds} rounds of a 10 s step beyond the 2 s skew "
                    f"bound: the checker or the scenario is blind (logs in {c.tmp})")
-    others = [v for v in rep.violations if not v.startswith(("overlap", "term", "acquired"))]
-    assert not others and not c.exits and not c.sanitizer(), others + c.exits + c.sanitizer()
+    others = [v for v in rep.violations if not v.startswith("overlap")]
+    problems = others + c.exits + c.sanitizer()
+    assert not problems, "\n".join(problems)
 
 
 def test_descendants_ignoring_sigterm(make_cluster, chaos_summary):
