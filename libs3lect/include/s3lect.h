@@ -649,6 +649,40 @@ S3LECT_API int s3lect_enable_peer_mode(s3lect_elector *e, const void *ca_pem, si
  */
 S3LECT_API int s3lect_peer_port(const s3lect_elector *e);
 
+/* ---- Option query: the option table, for bindings and tools ---- */
+
+/** Option types for s3lect_option_info. */
+typedef enum s3lect_option_type {
+    /** s3lect_config_set_str / s3lect_config_get_str. */
+    S3LECT_OPTION_STR = 1,
+    /** s3lect_config_set_int / s3lect_config_get_int, in ms. */
+    S3LECT_OPTION_INT = 2,
+    /** s3lect_config_set_bool (or set_int: nonzero is 1) / s3lect_config_get_int. */
+    S3LECT_OPTION_BOOL = 3,
+    /** s3lect_config_set_bytes (or set_str) / s3lect_config_get_str. */
+    S3LECT_OPTION_BYTES = 4
+} s3lect_option_type;
+/**
+ * Describes option `opt`: its name (static string, e.g. "lease_timeout"), type
+ * (s3lect_option_type), the bounds s3lect_config_set_int enforces and the default
+ * of a new configuration (ints in ms, bools 0/1; 0 for strings and bytes).
+ * Bools report min 0 and max 1 (their setters store any nonzero value as 1); a
+ * bool whose default is "automatic" reports -1 (path_style), as
+ * s3lect_config_get_int does on a new configuration.
+ * Any output pointer may be NULL. Returns S3LECT_OK, or S3LECT_EINVAL for a value
+ * that is not an option (outputs untouched). Options are numbered 1 ..
+ * s3lect_option_count(); iterate to discover them. Any thread, any time (also
+ * inside callbacks), never blocks.
+ */
+S3LECT_API int s3lect_option_info(int opt, const char **name, int *type, int64_t *min,
+                                  int64_t *max, int64_t *default_value);
+/** The highest option value this library knows (options are 1..count, no gaps).
+ *  Any thread, any time, never blocks. */
+S3LECT_API int s3lect_option_count(void);
+/** The option called `name` (as s3lect_option_info names it), or 0 (also for
+ *  NULL). Any thread, any time, never blocks. */
+S3LECT_API int s3lect_option_by_name(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,113 +8,119 @@
 
 #include "util.h"
 
-enum { T_STR = 1, T_INT, T_BOOL, T_BLOB };
+/* The one table of options: name, type, the bounds s3lect_config_set_int
+ * enforces, the default of a new configuration and where the value lives.
+ * s3lect_option_info() publishes it; the setters, the getters,
+ * s3lect_config_new/dup/free all read it. Indexed by s3lect_option; entry 0
+ * is not an option. Ints are in ms; bools 0/1 (path_style -1: automatic). */
+typedef struct opt_def {
+    const char *name;
+    int type; /* s3lect_option_type; 0: not an option */
+    int64_t lo, hi, def;
+    size_t off; /* offsetof the value in struct s3lect_config */
+} opt_def;
+
+#define DAY_MS 86400000
+#define OFF(field) offsetof(struct s3lect_config, field)
+
+/* clang-format off */
+static const opt_def opt_defs[] = {
+    /* [option] = {name, type, min, max, default (ints in ms), where it lives} */
+    [S3LECT_OPT_LOCK] = {"lock", S3LECT_OPTION_STR, 0, 0, 0, OFF(lock)},
+    [S3LECT_OPT_SERVER_ID] = {"server_id", S3LECT_OPTION_STR, 0, 0, 0, OFF(server_id)},
+    [S3LECT_OPT_SERVER_ADDR] = {"server_addr", S3LECT_OPTION_STR, 0, 0, 0, OFF(server_addr)},
+    [S3LECT_OPT_LEASE_TIMEOUT] = {"lease_timeout", S3LECT_OPTION_INT, 100, DAY_MS, 15000, OFF(lease_timeout)},
+    [S3LECT_OPT_RENEW_INTERVAL] = {"renew_interval", S3LECT_OPTION_INT, 10, DAY_MS, 5000, OFF(renew_interval)},
+    [S3LECT_OPT_RENEW_DEADLINE] = {"renew_deadline", S3LECT_OPTION_INT, 10, DAY_MS, 10000, OFF(renew_deadline)},
+    [S3LECT_OPT_FREQUENT_INTERVAL] = {"frequent_interval", S3LECT_OPTION_INT, 10, DAY_MS, 5000, OFF(frequent_interval)},
+    [S3LECT_OPT_INFREQUENT_INTERVAL] = {"infrequent_interval", S3LECT_OPTION_INT, 10, DAY_MS, 30000, OFF(infrequent_interval)},
+    /* 0: the wall-clock takeover rule is off (opt-in) */
+    [S3LECT_OPT_MAX_CLOCK_SKEW] = {"max_clock_skew", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(max_clock_skew)},
+    [S3LECT_OPT_PEER_MODE] = {"peer_mode", S3LECT_OPTION_BOOL, 0, 1, 0, OFF(peer_mode)},
+    [S3LECT_OPT_PEER_HEALTH_PATH] = {"peer_health_path", S3LECT_OPTION_STR, 0, 0, 0, OFF(peer_health_path)},
+    [S3LECT_OPT_PEER_TIMEOUT] = {"peer_timeout", S3LECT_OPTION_INT, 10, DAY_MS, 3000, OFF(peer_timeout)},
+    [S3LECT_OPT_ENDPOINT] = {"endpoint", S3LECT_OPTION_STR, 0, 0, 0, OFF(endpoint)},
+    [S3LECT_OPT_REGION] = {"region", S3LECT_OPTION_STR, 0, 0, 0, OFF(region)},
+    /* -1: automatic (IP addresses, localhost) */
+    [S3LECT_OPT_PATH_STYLE] = {"path_style", S3LECT_OPTION_BOOL, 0, 1, -1, OFF(path_style)},
+    [S3LECT_OPT_CA_FILE] = {"ca_file", S3LECT_OPTION_STR, 0, 0, 0, OFF(ca_file)},
+    [S3LECT_OPT_ACCESS_KEY_ID] = {"access_key_id", S3LECT_OPTION_STR, 0, 0, 0, OFF(access_key_id)},
+    [S3LECT_OPT_SECRET_ACCESS_KEY] = {"secret_access_key", S3LECT_OPTION_STR, 0, 0, 0, OFF(secret_access_key)},
+    [S3LECT_OPT_SESSION_TOKEN] = {"session_token", S3LECT_OPTION_STR, 0, 0, 0, OFF(session_token)},
+    [S3LECT_OPT_PROFILE] = {"profile", S3LECT_OPTION_STR, 0, 0, 0, OFF(profile)},
+    [S3LECT_OPT_PEER_LISTEN] = {"peer_listen", S3LECT_OPTION_STR, 0, 0, 0, OFF(peer_listen)},
+    [S3LECT_OPT_PEER_CERT] = {"peer_cert", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_cert)},
+    [S3LECT_OPT_PEER_KEY] = {"peer_key", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_key)},
+    [S3LECT_OPT_PEER_CA] = {"peer_ca", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_ca)},
+    [S3LECT_OPT_PEER_CLIENT_CERT] = {"peer_client_cert", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_client_cert)},
+    [S3LECT_OPT_REQUEST_TIMEOUT] = {"request_timeout", S3LECT_OPTION_INT, 100, 600000, 10000, OFF(request_timeout)},
+    [S3LECT_OPT_POLL_MODE] = {"poll_mode", S3LECT_OPTION_BOOL, 0, 1, 0, OFF(poll_mode)},
+    [S3LECT_OPT_RELEASE_ON_STOP] = {"release_on_stop", S3LECT_OPTION_BOOL, 0, 1, 1, OFF(release_on_stop)},
+    /* 0: 4 × lease_timeout */
+    [S3LECT_OPT_MAX_LEASE_TIMEOUT] = {"max_lease_timeout", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(max_lease_timeout)},
+};
+/* clang-format on */
+
+#define N_OPT_DEFS ((int)(sizeof opt_defs / sizeof opt_defs[0]))
+
+/* The option's entry, or NULL when opt is not an option. */
+static const opt_def *opt_def_of(int opt)
+{
+    if (opt < 1 || opt >= N_OPT_DEFS || !opt_defs[opt].type)
+        return NULL;
+    return &opt_defs[opt];
+}
 
 static int opt_type(int opt)
 {
-    switch (opt) {
-    case S3LECT_OPT_LOCK:
-    case S3LECT_OPT_SERVER_ID:
-    case S3LECT_OPT_SERVER_ADDR:
-    case S3LECT_OPT_PEER_HEALTH_PATH:
-    case S3LECT_OPT_ENDPOINT:
-    case S3LECT_OPT_REGION:
-    case S3LECT_OPT_CA_FILE:
-    case S3LECT_OPT_ACCESS_KEY_ID:
-    case S3LECT_OPT_SECRET_ACCESS_KEY:
-    case S3LECT_OPT_SESSION_TOKEN:
-    case S3LECT_OPT_PROFILE:
-    case S3LECT_OPT_PEER_LISTEN:
-        return T_STR;
-    case S3LECT_OPT_LEASE_TIMEOUT:
-    case S3LECT_OPT_RENEW_INTERVAL:
-    case S3LECT_OPT_RENEW_DEADLINE:
-    case S3LECT_OPT_FREQUENT_INTERVAL:
-    case S3LECT_OPT_INFREQUENT_INTERVAL:
-    case S3LECT_OPT_MAX_CLOCK_SKEW:
-    case S3LECT_OPT_PEER_TIMEOUT:
-    case S3LECT_OPT_REQUEST_TIMEOUT:
-    case S3LECT_OPT_MAX_LEASE_TIMEOUT:
-        return T_INT;
-    case S3LECT_OPT_PEER_MODE:
-    case S3LECT_OPT_PATH_STYLE:
-    case S3LECT_OPT_POLL_MODE:
-    case S3LECT_OPT_RELEASE_ON_STOP:
-        return T_BOOL;
-    case S3LECT_OPT_PEER_CERT:
-    case S3LECT_OPT_PEER_KEY:
-    case S3LECT_OPT_PEER_CA:
-    case S3LECT_OPT_PEER_CLIENT_CERT:
-        return T_BLOB;
-    default:
-        return 0;
-    }
+    const opt_def *d = opt_def_of(opt);
+    return d ? d->type : 0;
 }
 
 static const char *opt_name(int opt)
 {
-    switch (opt) {
-    case S3LECT_OPT_LOCK:
-        return "lock";
-    case S3LECT_OPT_SERVER_ID:
-        return "server_id";
-    case S3LECT_OPT_SERVER_ADDR:
-        return "server_addr";
-    case S3LECT_OPT_LEASE_TIMEOUT:
-        return "lease_timeout";
-    case S3LECT_OPT_RENEW_INTERVAL:
-        return "renew_interval";
-    case S3LECT_OPT_RENEW_DEADLINE:
-        return "renew_deadline";
-    case S3LECT_OPT_FREQUENT_INTERVAL:
-        return "frequent_interval";
-    case S3LECT_OPT_INFREQUENT_INTERVAL:
-        return "infrequent_interval";
-    case S3LECT_OPT_MAX_CLOCK_SKEW:
-        return "max_clock_skew";
-    case S3LECT_OPT_PEER_MODE:
-        return "peer_mode";
-    case S3LECT_OPT_PEER_HEALTH_PATH:
-        return "peer_health_path";
-    case S3LECT_OPT_PEER_TIMEOUT:
-        return "peer_timeout";
-    case S3LECT_OPT_ENDPOINT:
-        return "endpoint";
-    case S3LECT_OPT_REGION:
-        return "region";
-    case S3LECT_OPT_PATH_STYLE:
-        return "path_style";
-    case S3LECT_OPT_CA_FILE:
-        return "ca_file";
-    case S3LECT_OPT_ACCESS_KEY_ID:
-        return "access_key_id";
-    case S3LECT_OPT_SECRET_ACCESS_KEY:
-        return "secret_access_key";
-    case S3LECT_OPT_SESSION_TOKEN:
-        return "session_token";
-    case S3LECT_OPT_PROFILE:
-        return "profile";
-    case S3LECT_OPT_PEER_LISTEN:
-        return "peer_listen";
-    case S3LECT_OPT_PEER_CERT:
-        return "peer_cert";
-    case S3LECT_OPT_PEER_KEY:
-        return "peer_key";
-    case S3LECT_OPT_PEER_CA:
-        return "peer_ca";
-    case S3LECT_OPT_PEER_CLIENT_CERT:
-        return "peer_client_cert";
-    case S3LECT_OPT_REQUEST_TIMEOUT:
-        return "request_timeout";
-    case S3LECT_OPT_POLL_MODE:
-        return "poll_mode";
-    case S3LECT_OPT_RELEASE_ON_STOP:
-        return "release_on_stop";
-    case S3LECT_OPT_MAX_LEASE_TIMEOUT:
-        return "max_lease_timeout";
-    default:
-        return "unknown option";
-    }
+    const opt_def *d = opt_def_of(opt);
+    return d ? d->name : "unknown option";
+}
+
+/* Where option opt's value lives in c (its type is opt_type(opt)). */
+static void *opt_slot(const s3lect_config *c, int opt)
+{
+    return (char *)c + opt_defs[opt].off;
+}
+
+int s3lect_option_count(void)
+{
+    return N_OPT_DEFS - 1;
+}
+
+int s3lect_option_info(int opt, const char **name, int *type, int64_t *min, int64_t *max,
+                       int64_t *default_value)
+{
+    const opt_def *d = opt_def_of(opt);
+    if (!d)
+        return S3LECT_EINVAL;
+    if (name)
+        *name = d->name;
+    if (type)
+        *type = d->type;
+    if (min)
+        *min = d->lo;
+    if (max)
+        *max = d->hi;
+    if (default_value)
+        *default_value = d->def;
+    return S3LECT_OK;
+}
+
+int s3lect_option_by_name(const char *name)
+{
+    if (!name)
+        return 0;
+    for (int opt = 1; opt < N_OPT_DEFS; opt++)
+        if (opt_defs[opt].type && strcmp(opt_defs[opt].name, name) == 0)
+            return opt;
+    return 0;
 }
 
 int cfg_fail(s3lect_config *cfg, int code, const char *fmt, ...)
@@ -131,107 +137,13 @@ s3lect_config *s3lect_config_new(void)
     s3lect_config *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    c->lease_timeout = 15000;
-    c->renew_interval = 5000;
-    c->renew_deadline = 10000;
-    c->frequent_interval = 5000;
-    c->infrequent_interval = 30000;
-    c->max_clock_skew = 0; /* the wall-clock takeover rule is opt-in */
-    c->peer_timeout = 3000;
-    c->request_timeout = 10000;
-    c->release_on_stop = 1;
-    c->path_style = -1;
+    for (int opt = 1; opt < N_OPT_DEFS; opt++) {
+        if (opt_defs[opt].type == S3LECT_OPTION_INT)
+            *(int64_t *)opt_slot(c, opt) = opt_defs[opt].def;
+        else if (opt_defs[opt].type == S3LECT_OPTION_BOOL)
+            *(int *)opt_slot(c, opt) = (int)opt_defs[opt].def;
+    }
     return c;
-}
-
-static char **str_slot(s3lect_config *c, int opt)
-{
-    switch (opt) {
-    case S3LECT_OPT_LOCK:
-        return &c->lock;
-    case S3LECT_OPT_SERVER_ID:
-        return &c->server_id;
-    case S3LECT_OPT_SERVER_ADDR:
-        return &c->server_addr;
-    case S3LECT_OPT_PEER_HEALTH_PATH:
-        return &c->peer_health_path;
-    case S3LECT_OPT_ENDPOINT:
-        return &c->endpoint;
-    case S3LECT_OPT_REGION:
-        return &c->region;
-    case S3LECT_OPT_CA_FILE:
-        return &c->ca_file;
-    case S3LECT_OPT_ACCESS_KEY_ID:
-        return &c->access_key_id;
-    case S3LECT_OPT_SECRET_ACCESS_KEY:
-        return &c->secret_access_key;
-    case S3LECT_OPT_SESSION_TOKEN:
-        return &c->session_token;
-    case S3LECT_OPT_PROFILE:
-        return &c->profile;
-    case S3LECT_OPT_PEER_LISTEN:
-        return &c->peer_listen;
-    default:
-        return NULL;
-    }
-}
-
-static int64_t *int_slot(s3lect_config *c, int opt)
-{
-    switch (opt) {
-    case S3LECT_OPT_LEASE_TIMEOUT:
-        return &c->lease_timeout;
-    case S3LECT_OPT_RENEW_INTERVAL:
-        return &c->renew_interval;
-    case S3LECT_OPT_RENEW_DEADLINE:
-        return &c->renew_deadline;
-    case S3LECT_OPT_FREQUENT_INTERVAL:
-        return &c->frequent_interval;
-    case S3LECT_OPT_INFREQUENT_INTERVAL:
-        return &c->infrequent_interval;
-    case S3LECT_OPT_MAX_CLOCK_SKEW:
-        return &c->max_clock_skew;
-    case S3LECT_OPT_PEER_TIMEOUT:
-        return &c->peer_timeout;
-    case S3LECT_OPT_REQUEST_TIMEOUT:
-        return &c->request_timeout;
-    case S3LECT_OPT_MAX_LEASE_TIMEOUT:
-        return &c->max_lease_timeout;
-    default:
-        return NULL;
-    }
-}
-
-static int *bool_slot(s3lect_config *c, int opt)
-{
-    switch (opt) {
-    case S3LECT_OPT_PEER_MODE:
-        return &c->peer_mode;
-    case S3LECT_OPT_PATH_STYLE:
-        return &c->path_style;
-    case S3LECT_OPT_POLL_MODE:
-        return &c->poll_mode;
-    case S3LECT_OPT_RELEASE_ON_STOP:
-        return &c->release_on_stop;
-    default:
-        return NULL;
-    }
-}
-
-static cfg_blob *blob_slot(s3lect_config *c, int opt)
-{
-    switch (opt) {
-    case S3LECT_OPT_PEER_CERT:
-        return &c->peer_cert;
-    case S3LECT_OPT_PEER_KEY:
-        return &c->peer_key;
-    case S3LECT_OPT_PEER_CA:
-        return &c->peer_ca;
-    case S3LECT_OPT_PEER_CLIENT_CERT:
-        return &c->peer_client_cert;
-    default:
-        return NULL;
-    }
 }
 
 static int set_blob(cfg_blob *b, const void *data, size_t len)
@@ -255,9 +167,9 @@ int s3lect_config_set_str(s3lect_config *cfg, s3lect_option opt, const char *val
     if (!cfg)
         return S3LECT_EINVAL;
     int t = opt_type(opt);
-    if (t == T_BLOB)
+    if (t == S3LECT_OPTION_BYTES)
         return s3lect_config_set_bytes(cfg, opt, value, value ? strlen(value) : 0);
-    if (t != T_STR)
+    if (t != S3LECT_OPTION_STR)
         return cfg_fail(cfg, S3LECT_EINVAL, "option %s (%d) does not take a string", opt_name(opt),
                         (int)opt);
     if (opt == S3LECT_OPT_REGION && value && value[0] && !cfg_region_valid(value))
@@ -268,17 +180,17 @@ int s3lect_config_set_str(s3lect_config *cfg, s3lect_option opt, const char *val
     if (opt == S3LECT_OPT_PEER_HEALTH_PATH && value && value[0] != '/')
         return cfg_fail(cfg, S3LECT_EINVAL, "peer_health_path must start with '/', got '%.100s'",
                         value);
-    return u_setstr(str_slot(cfg, opt), value) ? S3LECT_ENOMEM : 0;
+    return u_setstr((char **)opt_slot(cfg, opt), value) ? S3LECT_ENOMEM : 0;
 }
 
 int s3lect_config_set_bytes(s3lect_config *cfg, s3lect_option opt, const void *data, size_t len)
 {
     if (!cfg)
         return S3LECT_EINVAL;
-    if (opt_type(opt) != T_BLOB)
+    if (opt_type(opt) != S3LECT_OPTION_BYTES)
         return cfg_fail(cfg, S3LECT_EINVAL, "option %s (%d) does not take bytes", opt_name(opt),
                         (int)opt);
-    return set_blob(blob_slot(cfg, opt), data, len);
+    return set_blob((cfg_blob *)opt_slot(cfg, opt), data, len);
 }
 
 int s3lect_config_set_int(s3lect_config *cfg, s3lect_option opt, int64_t value)
@@ -286,23 +198,16 @@ int s3lect_config_set_int(s3lect_config *cfg, s3lect_option opt, int64_t value)
     if (!cfg)
         return S3LECT_EINVAL;
     int t = opt_type(opt);
-    if (t == T_BOOL)
+    if (t == S3LECT_OPTION_BOOL)
         return s3lect_config_set_bool(cfg, opt, value != 0);
-    if (t != T_INT)
+    if (t != S3LECT_OPTION_INT)
         return cfg_fail(cfg, S3LECT_EINVAL, "option %s (%d) does not take an integer",
                         opt_name(opt), (int)opt);
-    int64_t lo = opt == S3LECT_OPT_MAX_CLOCK_SKEW || opt == S3LECT_OPT_MAX_LEASE_TIMEOUT ? 0 : 10,
-            hi = 86400000;
-    if (opt == S3LECT_OPT_LEASE_TIMEOUT)
-        lo = 100;
-    if (opt == S3LECT_OPT_REQUEST_TIMEOUT) {
-        lo = 100;
-        hi = 600000;
-    }
+    int64_t lo = opt_defs[opt].lo, hi = opt_defs[opt].hi;
     if (value < lo || value > hi)
         return cfg_fail(cfg, S3LECT_EINVAL, "%s must be between %lld ms and %lld ms, got %lld ms",
                         opt_name(opt), (long long)lo, (long long)hi, (long long)value);
-    *int_slot(cfg, opt) = value;
+    *(int64_t *)opt_slot(cfg, opt) = value;
     return 0;
 }
 
@@ -310,10 +215,10 @@ int s3lect_config_set_bool(s3lect_config *cfg, s3lect_option opt, int value)
 {
     if (!cfg)
         return S3LECT_EINVAL;
-    if (opt_type(opt) != T_BOOL)
+    if (opt_type(opt) != S3LECT_OPTION_BOOL)
         return cfg_fail(cfg, S3LECT_EINVAL, "option %s (%d) does not take a boolean", opt_name(opt),
                         (int)opt);
-    *bool_slot(cfg, opt) = value != 0;
+    *(int *)opt_slot(cfg, opt) = value != 0;
     return 0;
 }
 
@@ -322,12 +227,12 @@ int s3lect_config_get_int(const s3lect_config *cfg, s3lect_option opt, int64_t *
     s3lect_config *c = (s3lect_config *)cfg;
     if (!cfg || !out)
         return S3LECT_EINVAL;
-    if (opt_type(opt) == T_INT) {
-        *out = *int_slot(c, opt);
+    if (opt_type(opt) == S3LECT_OPTION_INT) {
+        *out = *(int64_t *)opt_slot(c, opt);
         return 0;
     }
-    if (opt_type(opt) == T_BOOL) {
-        *out = *bool_slot(c, opt);
+    if (opt_type(opt) == S3LECT_OPTION_BOOL) {
+        *out = *(int *)opt_slot(c, opt);
         return 0;
     }
     return S3LECT_EINVAL;
@@ -342,10 +247,10 @@ int s3lect_config_get_str(const s3lect_config *cfg, s3lect_option opt, char *buf
         return (int)u_copyout("", buf, buflen);
     if (opt == S3LECT_OPT_PEER_HEALTH_PATH && !c->peer_health_path)
         return (int)u_copyout("/health/leadership", buf, buflen);
-    if (opt_type(opt) == T_STR)
-        return (int)u_copyout(*str_slot(c, opt), buf, buflen);
-    if (opt_type(opt) == T_BLOB)
-        return (int)u_copyout(blob_slot(c, opt)->data, buf, buflen);
+    if (opt_type(opt) == S3LECT_OPTION_STR)
+        return (int)u_copyout(*(char **)opt_slot(c, opt), buf, buflen);
+    if (opt_type(opt) == S3LECT_OPTION_BYTES)
+        return (int)u_copyout(((cfg_blob *)opt_slot(c, opt))->data, buf, buflen);
     return S3LECT_EINVAL;
 }
 
@@ -395,15 +300,12 @@ void s3lect_config_free(s3lect_config *c)
 {
     if (!c)
         return;
-    char **strs[] = {
-        &c->lock,    &c->server_id,  &c->server_addr,   &c->peer_health_path,  &c->endpoint,
-        &c->region,  &c->ca_file,    &c->access_key_id, &c->secret_access_key, &c->session_token,
-        &c->profile, &c->peer_listen};
-    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        free(*strs[i]);
-    cfg_blob *blobs[] = {&c->peer_cert, &c->peer_key, &c->peer_ca, &c->peer_client_cert};
-    for (size_t i = 0; i < 4; i++)
-        free(blobs[i]->data);
+    for (int opt = 1; opt < N_OPT_DEFS; opt++) {
+        if (opt_defs[opt].type == S3LECT_OPTION_STR)
+            free(*(char **)opt_slot(c, opt));
+        else if (opt_defs[opt].type == S3LECT_OPTION_BYTES)
+            free(((cfg_blob *)opt_slot(c, opt))->data);
+    }
     cfg_custom_release(c->custom);
     free(c);
 }
@@ -416,23 +318,22 @@ s3lect_config *s3lect_config_dup(const s3lect_config *src)
     if (!c)
         return NULL;
     *c = *src;
-    char **strs[] = {
-        &c->lock,    &c->server_id,  &c->server_addr,   &c->peer_health_path,  &c->endpoint,
-        &c->region,  &c->ca_file,    &c->access_key_id, &c->secret_access_key, &c->session_token,
-        &c->profile, &c->peer_listen};
     int oom = 0;
-    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        if (*strs[i] && !(*strs[i] = u_strdup(*strs[i])))
-            oom = 1;
-    cfg_blob *blobs[] = {&c->peer_cert, &c->peer_key, &c->peer_ca, &c->peer_client_cert};
-    for (size_t i = 0; i < 4; i++) {
-        if (blobs[i]->data) {
-            char *d = malloc(blobs[i]->len + 1);
-            if (d)
-                memcpy(d, blobs[i]->data, blobs[i]->len + 1);
-            else
+    for (int opt = 1; opt < N_OPT_DEFS; opt++) {
+        if (opt_defs[opt].type == S3LECT_OPTION_STR) {
+            char **str = opt_slot(c, opt);
+            if (*str && !(*str = u_strdup(*str)))
                 oom = 1;
-            blobs[i]->data = d;
+        } else if (opt_defs[opt].type == S3LECT_OPTION_BYTES) {
+            cfg_blob *blob = opt_slot(c, opt);
+            if (blob->data) {
+                char *d = malloc(blob->len + 1);
+                if (d)
+                    memcpy(d, blob->data, blob->len + 1);
+                else
+                    oom = 1;
+                blob->data = d;
+            }
         }
     }
     if (c->custom)
