@@ -520,6 +520,65 @@ static void t_failing_puts_back_off(void)
     }
 }
 
+/* Every write lands but its answer comes after the sender's deadline: the
+ * node can never lead on it. It must not keep rewriting its own record (a
+ * reclaim per failure kept the record changing, so no other node ever saw
+ * it unchanged for L: the chaos suite's late-write scenario found this). */
+static void t_no_reclaim_livelock(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    el_params p = P;
+    p.frequent = 1000; /* short polls and back-off: the answer time + back-off < L */
+    p.infrequent = 2000;
+    el_init(&e, &p, "a", "", "inc", 5);
+    run_until(&e, &m, &now, 200, &c);
+    CHECK(el_is_leader(&e, now), "leader");
+    int64_t sent[64];
+    int nsent = 0;
+    for (int guard = 0; guard < 5000 && now < 100 + 180000; guard++) {
+        el_op op;
+        int64_t wake;
+        int k = el_next(&e, (el_time){now, 1700000000000 + now}, &op, &wake);
+        drain(&e, &c);
+        if (k == EL_OP_NONE) {
+            now = wake;
+            continue;
+        }
+        st_result r;
+        mem_do(&m, &op, &r); /* lands */
+        if (op.kind == EL_OP_PUT) {
+            if (nsent < 64)
+                sent[nsent++] = now;
+            st_result_clear(&r);
+            memset(&r, 0, sizeof r);
+            r.outcome = ST_TRANSIENT; /* ... answered (timed out) too late */
+            now += p.renew_deadline + 500;
+        } else {
+            now += 1;
+        }
+        el_complete(&e, (el_time){now, 1700000000000 + now}, &r);
+        st_result_clear(&r);
+        drain(&e, &c);
+    }
+    /* The first write is the renewal that failed; from then on every write
+     * landed, so the next one may follow only after the record stood still
+     * for L (plus the late answer): otherwise others never see it expire. */
+    int64_t min_gap = INT64_MAX;
+    for (int i = 2; i < nsent; i++)
+        if (sent[i] - sent[i - 1] < min_gap)
+            min_gap = sent[i] - sent[i - 1];
+    CHECK(nsent >= 4, "keeps trying (%d writes)", nsent);
+    CHECK(min_gap >= p.lease,
+          "after a write landed too late to lead on, the record stands still "
+          "for L before the next write: smallest gap %lld ms",
+          (long long)min_gap);
+    CHECK(c.acquired == 1, "never leads on a late write (%d)", c.acquired);
+    el_free(&e);
+}
+
 /* Renewals failing until the deadline, then the store recovers: the node
  * takes its own record back at once with the same term. */
 static void t_reclaim_own_record(void)
@@ -851,5 +910,6 @@ int main(void)
     t_slow_store();
     t_failing_puts_back_off();
     t_reclaim_own_record();
+    t_no_reclaim_livelock();
     return t_done("engine");
 }

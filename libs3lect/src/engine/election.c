@@ -141,6 +141,7 @@ void el_free(el_engine *e)
     free(e->ann_addr);
     free(e->last_error_msg);
     free(e->my_body);
+    free(e->reclaim_etag);
     rec_clear(&e->cur);
     attempt_clear(&e->att);
     for (size_t i = 0; i < e->nevents; i++)
@@ -375,6 +376,7 @@ static void become_leader(el_engine *e, const char *etag, int64_t sent_at, int64
     e->stable = 0;
     e->corrupt = 0;
     e->lost_races = 0;
+    e->reclaim_tried = 0;
     rec_clear(&e->cur);
     e->cur.leader_id = u_strdup(e->id);
     e->cur.leader_addr = u_strdup(e->addr);
@@ -421,7 +423,14 @@ static int body_is_ours(const el_engine *e, const st_result *r)
  * and starting a new term. */
 static int own_record(const el_engine *e)
 {
-    return !e->corrupt && e->exists == 1 && !rec_released(&e->cur) &&
+    /* A reclaim that did not make us leader is repeated only while the
+     * record has not changed since (the write did not land: a store outage,
+     * paced by the write back-off). Once a write of ours landed without
+     * making us leader (too late), repeating would keep the record changing
+     * and starve every other node of the L it needs to see it unchanged:
+     * the record is then treated like anyone's (wait L, then a new term). */
+    int may = !e->reclaim_tried || (e->etag && u_streq(e->etag, e->reclaim_etag));
+    return may && !e->corrupt && e->exists == 1 && !rec_released(&e->cur) &&
            u_streq(e->cur.leader_id, e->id) && u_streq(e->cur.incarnation, e->incarnation) &&
            e->cur.term >= e->max_term && e->cur.term > 0;
 }
@@ -916,8 +925,11 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
     case EL_K_ACQUIRE: {
         int64_t base = e->exists == 1 && !e->corrupt ? e->cur.term : 0;
         int64_t term = (base > e->max_term ? base : e->max_term) + 1;
-        if (own_record(e))
+        if (own_record(e)) {
             term = e->cur.term; /* reclaim: a renewal of our own record */
+            e->reclaim_tried = 1;
+            u_setstr(&e->reclaim_etag, e->etag);
+        }
         if (prepare_attempt(e, now, 0, term) != 0) {
             schedule(e, EL_K_GET, now.mono + e->p.frequent);
             *wake = e->next_at;

@@ -132,7 +132,9 @@ typedef struct el_engine {
      * frequent · 2^(write_fails−1), capped, with jitter. */
     int write_fails;
     int64_t write_backoff_until;
-    int renew_tried; /* a renewal was sent since the last successful write */
+    int renew_tried;    /* a renewal was sent since the last successful write */
+    int reclaim_tried;  /* a reclaim of our own record went out since we last led */
+    char *reclaim_etag; /* the etag it was conditional on */
 
     /* Rate-limited ERROR events, per class (EL_REP_*). */
     int64_t rep_at[4];
