@@ -36,6 +36,7 @@
  *   (code, elector), s3lect_get_status() (code, status),
  *   s3lect_status_json() (code, str), s3lect_config_get_int() (code, int),
  *   s3lect_wait_for_next_election() (code, cycle),
+ *   s3lect_option_info(opt) (code, name, type, min, max, default),
  *   s3lect_peer_response(e, method, target) (code, status, body); bodies the
  *   library allocates are released with s3lect_free() here. snprintf-style getters are
  *   replaced by helpers that return str (s3lect_py_errmsg, ...).
@@ -320,6 +321,25 @@ static size_t s3py_leader_id_fn(const void *h, char *b, size_t n)
 %typemap(argout) uint64_t *cycle_out {
     %append_output(PyLong_FromUnsignedLongLong((unsigned long long)*$1));
 }
+
+/* s3lect_option_info(opt) -> (code, name, type, min, max, default); name is
+ * None (and the numbers 0) for a value that is not an option. */
+%typemap(in, numinputs=0) const char **name (const char *tmp = NULL) { $1 = &tmp; }
+%typemap(argout) const char **name {
+    PyObject *s;
+    if (*$1) {
+        s = s3py_str(*$1);
+    } else {
+        Py_INCREF(Py_None);
+        s = Py_None;
+    }
+    %append_output(s);
+}
+%typemap(in, numinputs=0) int *type (int tmp = 0) { $1 = &tmp; }
+%typemap(argout) int *type {
+    %append_output(PyLong_FromLong((long)*$1));
+}
+%apply int64_t *out { int64_t *min, int64_t *max, int64_t *default_value };
 
 /* bytes options (PEM blobs) */
 %typemap(in) (const void *data, size_t len) (char *buf = NULL, Py_ssize_t n = 0) {

@@ -6,7 +6,7 @@ import math
 import os
 import re
 from datetime import timedelta
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Union
 
 from . import _core
 from ._errors import ConfigError, error_from_code
@@ -14,42 +14,58 @@ from ._errors import ConfigError, error_from_code
 #: A duration: seconds as ``int``/``float``, or a :class:`datetime.timedelta`.
 Duration = Union[int, float, timedelta]
 
-# Python keyword -> C option, grouped by the setter type. Names are DESIGN §4's.
-DURATIONS: Dict[str, int] = {
-    "lease_timeout": _core.S3LECT_OPT_LEASE_TIMEOUT,
-    "renew_interval": _core.S3LECT_OPT_RENEW_INTERVAL,
-    "renew_deadline": _core.S3LECT_OPT_RENEW_DEADLINE,
-    "frequent_interval": _core.S3LECT_OPT_FREQUENT_INTERVAL,
-    "infrequent_interval": _core.S3LECT_OPT_INFREQUENT_INTERVAL,
-    "max_clock_skew": _core.S3LECT_OPT_MAX_CLOCK_SKEW,
-    "max_lease_timeout": _core.S3LECT_OPT_MAX_LEASE_TIMEOUT,
-    "peer_timeout": _core.S3LECT_OPT_PEER_TIMEOUT,
-    "request_timeout": _core.S3LECT_OPT_REQUEST_TIMEOUT,
+
+class OptionInfo(NamedTuple):
+    """One option as libs3lect describes it (s3lect_option_info)."""
+
+    opt: int  #: the S3LECT_OPT_* value
+    name: str  #: the library's name, also the Python keyword
+    type: int  #: S3LECT_OPTION_STR, _INT, _BOOL or _BYTES
+    min: int  #: bounds s3lect_config_set_int enforces (ints: ms; bools 0..1)
+    max: int
+    default: int  #: a new configuration's value (ints: ms; path_style -1: automatic)
+
+
+def _library_options() -> Dict[str, OptionInfo]:
+    """The library's option table, read once at import (option values 1..count)."""
+    out: Dict[str, OptionInfo] = {}
+    for opt in range(1, _core.s3lect_option_count() + 1):
+        rc, name, typ, lo, hi, default = _core.s3lect_option_info(opt)
+        if rc != _core.S3LECT_OK or not name:
+            raise ImportError(f"libs3lect describes no option {opt} (s3lect_option_info: {rc})")
+        out[name] = OptionInfo(opt, name, typ, lo, hi, default)
+    return out
+
+
+#: Every option libs3lect knows, by name, from s3lect_option_info.
+OPTIONS: Dict[str, OptionInfo] = _library_options()
+
+#: Options that are not keyword settings, and why. lock and server_id are
+#: Elector's own arguments; poll_mode stays off because callbacks run on the
+#: library's dispatcher thread (see _Dispatch).
+NOT_SETTINGS: Dict[str, str] = {
+    "lock": "the lock argument of Elector",
+    "server_id": "the server_id argument of Elector",
+    "poll_mode": "the binding runs callbacks on libs3lect's dispatcher thread",
 }
-STRINGS: Dict[str, int] = {
-    "server_addr": _core.S3LECT_OPT_SERVER_ADDR,
-    "peer_health_path": _core.S3LECT_OPT_PEER_HEALTH_PATH,
-    "endpoint": _core.S3LECT_OPT_ENDPOINT,
-    "region": _core.S3LECT_OPT_REGION,
-    "ca_file": _core.S3LECT_OPT_CA_FILE,
-    "access_key_id": _core.S3LECT_OPT_ACCESS_KEY_ID,
-    "secret_access_key": _core.S3LECT_OPT_SECRET_ACCESS_KEY,
-    "session_token": _core.S3LECT_OPT_SESSION_TOKEN,
-    "profile": _core.S3LECT_OPT_PROFILE,
-    "peer_listen": _core.S3LECT_OPT_PEER_LISTEN,
-}
-BOOLS: Dict[str, int] = {
-    "peer_mode": _core.S3LECT_OPT_PEER_MODE,
-    "path_style": _core.S3LECT_OPT_PATH_STYLE,
-    "release_on_stop": _core.S3LECT_OPT_RELEASE_ON_STOP,
-}
+
+
+def _settings(option_type: int) -> Dict[str, int]:
+    return {
+        name: info.opt
+        for name, info in OPTIONS.items()
+        if info.type == option_type and name not in NOT_SETTINGS
+    }
+
+
+# Python keyword -> C option, grouped by the setter type. The keywords are the
+# library's names (DESIGN §4). Integer options are milliseconds in C and
+# durations (seconds or timedelta) in Python.
+DURATIONS: Dict[str, int] = _settings(_core.S3LECT_OPTION_INT)
+STRINGS: Dict[str, int] = _settings(_core.S3LECT_OPTION_STR)
+BOOLS: Dict[str, int] = _settings(_core.S3LECT_OPTION_BOOL)
 # PEM material: bytes (PEM), or str/PathLike (PEM text or a file path).
-BLOBS: Dict[str, int] = {
-    "peer_cert": _core.S3LECT_OPT_PEER_CERT,
-    "peer_key": _core.S3LECT_OPT_PEER_KEY,
-    "peer_ca": _core.S3LECT_OPT_PEER_CA,
-    "peer_client_cert": _core.S3LECT_OPT_PEER_CLIENT_CERT,
-}
+BLOBS: Dict[str, int] = _settings(_core.S3LECT_OPTION_BYTES)
 SECRETS = frozenset({"secret_access_key", "session_token", "peer_key", "peer_client_cert"})
 ALL = {**DURATIONS, **STRINGS, **BOOLS, **BLOBS}
 
@@ -103,7 +119,11 @@ def apply(cfg: Any, name: str, value: Any) -> None:
     shown = "***" if name in SECRETS else repr(value)
     if name in DURATIONS:
         ms = to_ms(name, value)
-        check(cfg, _core.s3lect_config_set_int(cfg, DURATIONS[name], ms), f"{name}={shown}")
+        info = OPTIONS[name]
+        what = f"{name}={shown}"
+        if not info.min <= ms <= info.max:  # the core's message, plus the range in seconds
+            what += f" (takes {info.min / 1000:g} s to {info.max / 1000:g} s)"
+        check(cfg, _core.s3lect_config_set_int(cfg, DURATIONS[name], ms), what)
     elif name in STRINGS:
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise ConfigError(f"{name} must be a str, not {type(value).__name__}")
