@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aws_creds.h"
 #include "cli.h"
+#include "config.h"
 #include "crypto.h"
 #include "store.h"
 #include "util.h"
@@ -103,6 +105,25 @@ static void describe(const st_result *r, char *buf, size_t len)
 static int unreachable(const st_result *r)
 {
     return r->outcome == ST_AUTH || r->outcome == ST_FATAL;
+}
+
+/* The credentials' source, principal and expiry (the store holds a
+ * reference to the same cache entry, so this fetches nothing new). */
+static void print_credentials(const s3lect_config *cfg)
+{
+    st_location loc;
+    char err[600];
+    if (st_location_parse(cfg->lock, &loc, err, sizeof err) != 0)
+        return;
+    int is_s3 = loc.kind == ST_LOC_S3;
+    st_location_clear(&loc);
+    aws_chain *ch;
+    if (!is_s3 || aws_chain_open(cfg, AWS_CHAIN_NOWAIT, &ch, err, sizeof err) != 0)
+        return;
+    aws_chain_info in;
+    aws_chain_describe(ch, &in);
+    aws_chain_release(ch);
+    cli_print_credentials(&in, "  ", stdout);
 }
 
 /* ---- the racing writers ---- */
@@ -429,6 +450,7 @@ int cli_check_store(int argc, char **argv)
     }
 
     printf("s3lect check-store %s\n  scratch key: %s\n", o.lock, c.scratch);
+    print_credentials(c.cfg);
     fflush(stdout);
     rc = run_checks(&c, nracers, rounds);
     if (rc < 0)

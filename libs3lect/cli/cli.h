@@ -3,6 +3,7 @@
 #define S3LECT_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "s3lect.h"
 
@@ -46,5 +47,10 @@ void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((forma
 
 int cli_run(int argc, char **argv);
 int cli_check_store(int argc, char **argv);
+int cli_whoami(int argc, char **argv);
+/* Prints what whoami prints about credentials (never a secret), each line
+ * after indent. */
+struct aws_chain_info;
+void cli_print_credentials(const struct aws_chain_info *info, const char *indent, FILE *f);
 
 #endif

@@ -28,6 +28,7 @@ static const char MAIN_HELP[] =
     "  status URL [--json] print who holds the lock (exit 0: live leader, 3: none)\n"
     "  watch URL           print a line whenever the leader changes\n"
     "  check-store URL     check that the store enforces conditional writes\n"
+    "  whoami URL          which source supplies the S3 credentials, and until when\n"
     "  help [command]      show help for a command\n"
     "\n"
     "lock URLs: s3://bucket/key, file:///dir/key, or a plain path (file store)\n"
@@ -866,6 +867,9 @@ int main(int argc, char **argv)
         else if (strcmp(sub, "check-store") == 0) {
             char *av[] = {"check-store", "--help", NULL};
             return cli_check_store(2, av);
+        } else if (strcmp(sub, "whoami") == 0) {
+            char *av[] = {"whoami", "--help", NULL};
+            return cli_whoami(2, av);
         } else {
             cli_usage_error(NULL, "unknown command '%s'", sub);
             return CLI_EXIT_USAGE;
@@ -880,6 +884,8 @@ int main(int argc, char **argv)
         return cmd_watch(argc - 1, argv + 1);
     if (strcmp(cmd, "check-store") == 0)
         return cli_check_store(argc - 1, argv + 1);
+    if (strcmp(cmd, "whoami") == 0)
+        return cli_whoami(argc - 1, argv + 1);
     cli_usage_error(NULL, "unknown command '%s'; commands: run, status, watch, check-store", cmd);
     return CLI_EXIT_USAGE;
 }

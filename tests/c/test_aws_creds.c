@@ -26,6 +26,7 @@ static void clean_env(void)
     for (size_t i = 0; i < sizeof aws_vars / sizeof aws_vars[0]; i++)
         unsetenv(aws_vars[i]);
     setenv("HOME", tmpdir, 1);
+    setenv("AWS_EC2_METADATA_DISABLED", "true", 1); /* no instance metadata probe */
 }
 
 static char *path_in_tmp(const char *rel)

@@ -1,5 +1,6 @@
-/* aws_creds.c - credentials, region and endpoint from config, environment
- * and the AWS shared files (precedence in aws_creds.h). */
+/* aws_creds.c - region and endpoint from config, environment and the AWS
+ * shared files (precedence in aws_creds.h), and the shared files' reader the
+ * credential chain uses (cred_sources.h). The chain itself: cred_chain.c. */
 #include "aws_creds.h"
 
 #include <pwd.h>
@@ -10,6 +11,8 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "cred_provider.h"
+#include "cred_sources.h"
 #include "s3lect.h"
 
 static const char *nonempty(const char *s)
@@ -30,32 +33,27 @@ static int env_true(const char *name)
 
 /* ---- shared files ---- */
 
-/* The values of one profile that we use. All allocated or NULL. */
-typedef struct profile_values {
-    char *access_key_id, *secret_access_key, *session_token;
-    char *region, *endpoint_url, *s3_endpoint_url;
-} profile_values;
+const char *aws_env(const char *name)
+{
+    return env(name);
+}
+
+int aws_env_true(const char *name)
+{
+    return env_true(name);
+}
 
 static void wipe_free(char *s)
 {
     if (s) {
-        memset(s, 0, strlen(s));
+        volatile char *v = s;
+        for (size_t i = 0, n = strlen(s); i < n; i++)
+            v[i] = 0;
         free(s);
     }
 }
 
-static void profile_values_clear(profile_values *v)
-{
-    free(v->access_key_id);
-    wipe_free(v->secret_access_key);
-    wipe_free(v->session_token);
-    free(v->region);
-    free(v->endpoint_url);
-    free(v->s3_endpoint_url);
-    memset(v, 0, sizeof *v);
-}
-
-static char *home_dir(void)
+char *aws_home_dir(void)
 {
     const char *h = env("HOME");
     if (h)
@@ -67,16 +65,14 @@ static char *home_dir(void)
     return NULL;
 }
 
-/* The path of a shared file: the variable's value (with a leading "~/"
- * expanded), else ~/.aws/<name>. NULL if there is no home directory. */
-static char *shared_file_path(const char *var, const char *name)
+char *aws_shared_file_path(const char *var, const char *name)
 {
     const char *v = env(var);
     const char *rest;
     if (v && strncmp(v, "~/", 2) != 0)
         return strdup(v);
     rest = v ? v + 2 : NULL;
-    char *home = home_dir();
+    char *home = aws_home_dir();
     if (!home)
         return NULL;
     size_t n = strlen(home) + strlen(rest ? rest : name) + 8;
@@ -101,86 +97,151 @@ static char *trim(char *s)
     return s;
 }
 
-/* Is the section header "[...]" in line the profile we want? In the config
- * file a profile is "[profile NAME]" ("[default]" also works for default). */
-static int section_matches(char *line, const char *profile, int config_file)
+/* Does the header "[...]" in line name the section we want? kind: "" for the
+ * credentials file ("[NAME]"), "profile" for the config file ("[profile
+ * NAME]", or "[default]" for default), "sso-session". */
+static int section_matches(char *line, const char *kind, const char *name)
 {
     char *end = strchr(line, ']');
     if (!end)
         return 0;
     *end = '\0';
-    char *name = trim(line + 1);
-    if (config_file && strncmp(name, "profile", 7) == 0 && (name[7] == ' ' || name[7] == '\t'))
-        return strcmp(trim(name + 8), profile) == 0;
-    if (config_file && strcmp(profile, "default") != 0)
+    char *h = trim(line + 1);
+    size_t kl = strlen(kind);
+    if (kl && strncmp(h, kind, kl) == 0 && (h[kl] == ' ' || h[kl] == '\t'))
+        return strcmp(trim(h + kl + 1), name) == 0;
+    if (kl && !(strcmp(kind, "profile") == 0 && strcmp(name, "default") == 0))
         return 0;
-    return strcmp(name, profile) == 0;
+    return strcmp(h, name) == 0;
 }
 
-static void set_value(char **dst, const char *v, int *oom)
+const char *aws_section_get(const aws_section *s, const char *key)
 {
-    if (*dst)
-        return; /* the first occurrence wins */
-    *dst = strdup(v);
-    if (!*dst)
-        *oom = 1;
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->kv[i].key, key) == 0)
+            return nonempty(s->kv[i].val);
+    return NULL;
 }
 
-/* Reads the values of profile from an INI file into v (values already set
- * are kept). Returns 1 if the profile's section exists, 0 if not or the file
- * cannot be read, -1 on out of memory. Indented lines after "s3 =" form the
- * s3 sub-section (only endpoint_url is used from it). */
-static int read_profile(const char *path, const char *profile, int config_file, profile_values *v)
+/* Adds key = val unless key is there already (the first occurrence wins). */
+static int section_add(aws_section *s, const char *key, const char *val)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->kv[i].key, key) == 0)
+            return 0;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        aws_kv *kv = realloc(s->kv, cap * sizeof *kv);
+        if (!kv)
+            return S3LECT_ENOMEM;
+        s->kv = kv;
+        s->cap = cap;
+    }
+    char *k = strdup(key), *v = strdup(val);
+    if (!k || !v) {
+        free(k);
+        wipe_free(v);
+        return S3LECT_ENOMEM;
+    }
+    s->kv[s->n].key = k;
+    s->kv[s->n].val = v;
+    s->n++;
+    return 0;
+}
+
+void aws_section_clear(aws_section *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->kv[i].key);
+        wipe_free(s->kv[i].val);
+    }
+    free(s->kv);
+    memset(s, 0, sizeof *s);
+}
+
+/* Reads one section of an INI file into s (keys already there are kept).
+ * Indented lines after "sub =" are stored as "sub.key". Returns 1 if the
+ * section exists, 0 if not or the file cannot be read, -1 on out of memory. */
+static int read_section(const char *path, const char *kind, const char *name, aws_section *s)
 {
     FILE *f = path ? fopen(path, "r") : NULL;
     if (!f)
         return 0;
-    char line[4096];
-    int in_section = 0, found = 0, in_s3 = 0, oom = 0;
+    char line[4096], sub[64] = "";
+    int in_section = 0, found = 0, oom = 0;
     while (fgets(line, sizeof line, f)) {
         int indented = line[0] == ' ' || line[0] == '\t';
-        char *s = trim(line);
-        if (*s == '\0' || *s == '#' || *s == ';')
+        char *t = trim(line);
+        if (*t == '\0' || *t == '#' || *t == ';')
             continue;
-        if (*s == '[') {
-            in_section = section_matches(s, profile, config_file);
+        if (*t == '[') {
+            in_section = section_matches(t, kind, name);
             found |= in_section;
-            in_s3 = 0;
+            sub[0] = '\0';
             continue;
         }
         if (!in_section)
             continue;
-        char *eq = strchr(s, '=');
+        char *eq = strchr(t, '=');
         if (!eq)
             continue;
         *eq = '\0';
-        char *key = trim(s), *val = trim(eq + 1);
+        char *key = trim(t), *val = trim(eq + 1);
         for (char *k = key; *k; k++)
             if (*k >= 'A' && *k <= 'Z')
                 *k = (char)(*k - 'A' + 'a');
-        if (indented) {
-            if (in_s3 && strcmp(key, "endpoint_url") == 0)
-                set_value(&v->s3_endpoint_url, val, &oom);
+        if (indented && sub[0]) {
+            char full[200];
+            snprintf(full, sizeof full, "%s.%s", sub, key);
+            if (section_add(s, full, val) != 0)
+                oom = 1;
             continue;
         }
-        in_s3 = strcmp(key, "s3") == 0 && *val == '\0';
-        if (strcmp(key, "aws_access_key_id") == 0)
-            set_value(&v->access_key_id, val, &oom);
-        else if (strcmp(key, "aws_secret_access_key") == 0)
-            set_value(&v->secret_access_key, val, &oom);
-        else if (strcmp(key, "aws_session_token") == 0)
-            set_value(&v->session_token, val, &oom);
-        else if (strcmp(key, "region") == 0)
-            set_value(&v->region, val, &oom);
-        else if (strcmp(key, "endpoint_url") == 0)
-            set_value(&v->endpoint_url, val, &oom);
+        if (*val == '\0' && strlen(key) < sizeof sub) {
+            snprintf(sub, sizeof sub, "%s", key);
+            continue;
+        }
+        sub[0] = '\0';
+        if (section_add(s, key, val) != 0)
+            oom = 1;
     }
-    memset(line, 0, sizeof line); /* may have held a secret */
+    volatile char *v = line; /* may have held a secret */
+    for (size_t i = 0; i < sizeof line; i++)
+        v[i] = 0;
     fclose(f);
     return oom ? -1 : found;
 }
 
-static const char *profile_name(const struct s3lect_config *cfg, int *explicit_cfg)
+int aws_profile_read(const char *cred_path, const char *conf_path, const char *name,
+                     aws_section *out)
+{
+    memset(out, 0, sizeof *out);
+    int a = read_section(cred_path, "", name, out);
+    int b = a < 0 ? 0 : read_section(conf_path, "profile", name, out);
+    if (a < 0 || b < 0) {
+        aws_section_clear(out);
+        return S3LECT_ENOMEM;
+    }
+    out->found = a || b;
+    snprintf(out->where, sizeof out->where, "%s%s%s", a ? cred_path : "", a && b ? " and " : "",
+             b ? conf_path : "");
+    return 0;
+}
+
+int aws_sso_session_read(const char *conf_path, const char *name, aws_section *out)
+{
+    memset(out, 0, sizeof *out);
+    int b = read_section(conf_path, "sso-session", name, out);
+    if (b < 0) {
+        aws_section_clear(out);
+        return S3LECT_ENOMEM;
+    }
+    out->found = b;
+    snprintf(out->where, sizeof out->where, "%s", conf_path ? conf_path : "");
+    return 0;
+}
+
+const char *aws_profile_name(const struct s3lect_config *cfg, int *explicit_cfg)
 {
     const char *p = cfg ? nonempty(cfg->profile) : NULL;
     *explicit_cfg = p != NULL;
@@ -192,126 +253,15 @@ static const char *profile_name(const struct s3lect_config *cfg, int *explicit_c
 }
 
 /* Loads the profile from the config file only (region, endpoints). */
-static int load_config_profile(const struct s3lect_config *cfg, profile_values *v)
+static int load_config_profile(const struct s3lect_config *cfg, aws_section *v)
 {
     int explicit_cfg;
-    const char *profile = profile_name(cfg, &explicit_cfg);
-    char *path = shared_file_path("AWS_CONFIG_FILE", "config");
-    int rc = read_profile(path, profile, 1, v);
+    const char *profile = aws_profile_name(cfg, &explicit_cfg);
+    char *path = aws_shared_file_path("AWS_CONFIG_FILE", "config");
+    memset(v, 0, sizeof *v);
+    int rc = read_section(path, "profile", profile, v);
     free(path);
     return rc;
-}
-
-/* ---- credentials ---- */
-
-static int fill(aws_creds *out, const char *akid, const char *secret, const char *token)
-{
-    out->access_key_id = strdup(akid);
-    out->secret_access_key = strdup(secret);
-    out->session_token = nonempty(token) ? strdup(token) : NULL;
-    if (!out->access_key_id || !out->secret_access_key || (nonempty(token) && !out->session_token))
-        return S3LECT_ENOMEM;
-    return 0;
-}
-
-int aws_creds_resolve(const struct s3lect_config *cfg, aws_creds *out, char *err, size_t errlen)
-{
-    memset(out, 0, sizeof *out);
-    const char *akid = cfg ? nonempty(cfg->access_key_id) : NULL;
-    const char *secret = cfg ? nonempty(cfg->secret_access_key) : NULL;
-    int rc;
-
-    if (akid || secret) {
-        if (!akid || !secret) {
-            snprintf(err, errlen,
-                     "incomplete S3 credentials in the configuration: set both the access key id "
-                     "and the secret access key");
-            return S3LECT_EAUTH;
-        }
-        snprintf(out->source, sizeof out->source, "the configuration");
-        rc = fill(out, akid, secret, cfg->session_token);
-        goto done;
-    }
-
-    int explicit_profile;
-    const char *profile = profile_name(cfg, &explicit_profile);
-    if (!explicit_profile) {
-        akid = env("AWS_ACCESS_KEY_ID");
-        secret = env("AWS_SECRET_ACCESS_KEY");
-        if (akid || secret) {
-            if (!akid || !secret) {
-                snprintf(err, errlen,
-                         "incomplete S3 credentials in the environment: %s is set "
-                         "but %s is not",
-                         akid ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
-                         akid ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
-                return S3LECT_EAUTH;
-            }
-            snprintf(out->source, sizeof out->source,
-                     "the environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
-            rc = fill(out, akid, secret, env("AWS_SESSION_TOKEN"));
-            goto done;
-        }
-    }
-
-    char *cred_path = shared_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials");
-    char *conf_path = shared_file_path("AWS_CONFIG_FILE", "config");
-    profile_values v = {0};
-    const char *used_path = cred_path;
-    int found = read_profile(cred_path, profile, 0, &v);
-    if (found >= 0 && !(v.access_key_id && v.secret_access_key)) {
-        /* The config file may hold credentials too; keys found in the
-         * credentials file win (read first). */
-        int f2 = read_profile(conf_path, profile, 1, &v);
-        found = f2 < 0 ? -1 : (found || f2);
-        used_path = conf_path;
-    }
-    if (found < 0) {
-        rc = S3LECT_ENOMEM;
-    } else if (v.access_key_id && v.secret_access_key) {
-        snprintf(out->source, sizeof out->source, "profile '%s' in %s", profile,
-                 used_path ? used_path : "?");
-        rc = fill(out, v.access_key_id, v.secret_access_key, v.session_token);
-    } else if (found) {
-        snprintf(err, errlen,
-                 "profile '%s' in %s or %s has no aws_access_key_id/aws_secret_access_key "
-                 "(s3lect reads static keys only; export AWS_ACCESS_KEY_ID and "
-                 "AWS_SECRET_ACCESS_KEY, e.g. from 'aws configure export-credentials')",
-                 profile, cred_path ? cred_path : "~/.aws/credentials",
-                 conf_path ? conf_path : "~/.aws/config");
-        rc = S3LECT_EAUTH;
-    } else if (explicit_profile || strcmp(profile, "default") != 0) {
-        snprintf(err, errlen, "AWS profile '%s' not found in %s or %s", profile,
-                 cred_path ? cred_path : "~/.aws/credentials",
-                 conf_path ? conf_path : "~/.aws/config");
-        rc = S3LECT_EAUTH;
-    } else {
-        snprintf(err, errlen,
-                 "no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
-                 "add a [default] profile to %s (or point AWS_SHARED_CREDENTIALS_FILE/AWS_PROFILE "
-                 "at one)",
-                 cred_path ? cred_path : "~/.aws/credentials");
-        rc = S3LECT_EAUTH;
-    }
-    profile_values_clear(&v);
-    free(cred_path);
-    free(conf_path);
-done:
-    if (rc != 0)
-        aws_creds_clear(out);
-    if (rc == S3LECT_ENOMEM)
-        snprintf(err, errlen, "out of memory reading S3 credentials");
-    return rc;
-}
-
-void aws_creds_clear(aws_creds *c)
-{
-    if (!c)
-        return;
-    free(c->access_key_id);
-    wipe_free(c->secret_access_key);
-    wipe_free(c->session_token);
-    memset(c, 0, sizeof *c);
 }
 
 /* ---- region and endpoint ---- */
@@ -325,14 +275,21 @@ char *aws_region_resolve(const struct s3lect_config *cfg)
         r = env("AWS_DEFAULT_REGION");
     if (r)
         return strdup(r);
-    profile_values v = {0};
+    aws_section v;
     char *out = NULL;
-    if (load_config_profile(cfg, &v) > 0 && nonempty(v.region)) {
-        out = v.region;
-        v.region = NULL;
+    if (load_config_profile(cfg, &v) > 0 && aws_section_get(&v, "region"))
+        out = strdup(aws_section_get(&v, "region"));
+    aws_section_clear(&v);
+    if (out)
+        return out;
+    /* Only when no region is configured anywhere: the instance's own. */
+    if (aws_imds_enabled()) {
+        out = aws_imds_region(AWS_IMDS_REGION_TIMEOUT_MS);
+        if (out && *out)
+            return out;
+        free(out);
     }
-    profile_values_clear(&v);
-    return out ? out : strdup("us-east-1");
+    return strdup("us-east-1");
 }
 
 char *aws_endpoint_resolve(const struct s3lect_config *cfg, int *oom)
@@ -345,18 +302,19 @@ char *aws_endpoint_resolve(const struct s3lect_config *cfg, int *oom)
         if (!e)
             e = env("AWS_ENDPOINT_URL");
         if (!e) {
-            profile_values v = {0};
+            aws_section v;
             int rc = load_config_profile(cfg, &v);
             if (rc < 0)
                 *oom = 1;
-            char **pick = nonempty(v.s3_endpoint_url) ? &v.s3_endpoint_url
-                          : nonempty(v.endpoint_url)  ? &v.endpoint_url
-                                                      : NULL;
+            const char *pick = aws_section_get(&v, "s3.endpoint_url");
+            if (!pick)
+                pick = aws_section_get(&v, "endpoint_url");
             if (rc > 0 && pick) {
-                out = *pick;
-                *pick = NULL;
+                out = strdup(pick);
+                if (!out)
+                    *oom = 1;
             }
-            profile_values_clear(&v);
+            aws_section_clear(&v);
             return out;
         }
     }

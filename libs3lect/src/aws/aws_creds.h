@@ -1,29 +1,41 @@
 /* aws_creds.h - where the S3 store's credentials, region and endpoint come
- * from (DESIGN §5, docs/s3.md):
+ * from (DESIGN §5, docs/s3.md "Credentials").
  *
- *   credentials: explicit config (access key id + secret [+ token]), then
- *     AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, then the
- *     profile in the shared credentials file, then in the shared config file.
- *     A profile set explicitly in the config skips the environment (as the
- *     AWS SDKs do), so naming a profile always uses that profile.
+ *   credentials: the provider chain (cred_chain.c), in the AWS SDKs' order:
+ *     1. explicit config (access key id + secret [+ token]);
+ *     2. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN;
+ *     3. web identity: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN
+ *        (+ AWS_ROLE_SESSION_NAME) -> STS AssumeRoleWithWebIdentity;
+ *     4. the profile in the shared credentials and config files: static
+ *        keys, role_arn + source_profile / credential_source /
+ *        web_identity_token_file, SSO, credential_process;
+ *     5. container credentials (ECS, EKS Pod Identity);
+ *     6. EC2 instance metadata (IMDSv2).
+ *     A profile set explicitly in the config skips 2 and 3 (as the AWS SDKs
+ *     do), so naming a profile always uses that profile.
  *   profile: config, AWS_PROFILE, AWS_DEFAULT_PROFILE, "default".
  *   files: AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials;
  *     AWS_CONFIG_FILE or ~/.aws/config ("[profile NAME]" sections).
  *   region: config, AWS_REGION, AWS_DEFAULT_REGION, the profile's region,
- *     "us-east-1".
+ *     the instance's (IMDS, when none is configured anywhere), "us-east-1".
  *   endpoint: config, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's
  *     "s3 = endpoint_url" or endpoint_url; none means AWS itself. The
  *     environment and profile are skipped when
  *     AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true.
  *   CA bundle for HTTPS: config, AWS_CA_BUNDLE, the system's.
  *
- * Reads the environment and files at call time; call from one thread at a
- * time with respect to setenv().
+ * Temporary credentials are cached, one cache entry per resolved source
+ * shared by every store of the process, and refreshed ahead of expiry by one
+ * background thread: aws_chain_get never waits for the network or a process.
+ *
+ * Resolution reads the environment and files at call time; call from one
+ * thread at a time with respect to setenv().
  */
 #ifndef S3LECT_AWS_CREDS_H
 #define S3LECT_AWS_CREDS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct s3lect_config;
 
@@ -36,12 +48,74 @@ typedef struct aws_creds {
     char source[320];
 } aws_creds;
 
-/* Resolves credentials. Returns 0, S3LECT_EAUTH when none are found or they
- * are incomplete (err says what to set), or S3LECT_ENOMEM. On success free
- * with aws_creds_clear(). */
+/* Resolves credentials once (blocking: may call STS, a process, IMDS).
+ * Returns 0, S3LECT_EAUTH when none are found or they are incomplete or the
+ * source refused (err says what to set or fix), S3LECT_ETRANSIENT when the
+ * source did not answer, or S3LECT_ENOMEM. On success free with
+ * aws_creds_clear(). */
 int aws_creds_resolve(const struct s3lect_config *cfg, aws_creds *out, char *err, size_t errlen);
 /* Wipes the secrets and frees. Safe on a zeroed or cleared struct. */
 void aws_creds_clear(aws_creds *c);
+
+/* ---- the provider chain with its shared, refreshed cache ---- */
+
+typedef struct aws_chain aws_chain; /* a reference to one cache entry */
+
+enum {
+    AWS_CHAIN_NOWAIT = 1 /* do not fetch on the caller's thread: the refresher does */
+};
+
+/* Resolves which source supplies the credentials for cfg and takes a
+ * reference to its cache entry (creating it, and fetching the first
+ * credentials on the calling thread unless AWS_CHAIN_NOWAIT, when it is
+ * new). Returns 0, S3LECT_EAUTH (no source, or the source refused: err
+ * says what to fix), or S3LECT_ENOMEM. A source that did not answer
+ * (S3LECT_ETRANSIENT) still gives a handle: the refresher retries. */
+int aws_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, char *err,
+                   size_t errlen);
+/* Drops the reference; the last one frees the entry (and, when no entry is
+ * left, stops the refresher thread). */
+void aws_chain_release(aws_chain *c);
+
+/* The current credentials, copied into out (free with aws_creds_clear),
+ * without blocking on anything but a mutex. *gen receives their generation
+ * (for aws_chain_stale). Returns 0, or S3LECT_ETRANSIENT when there are
+ * none yet or they have expired (err names the source and why the refresh
+ * failed). */
+int aws_chain_get(aws_chain *c, aws_creds *out, uint64_t *gen, char *err, size_t errlen);
+
+/* A server refused credentials of generation gen as expired or invalid:
+ * refresh once, now, in the background (static sources: nothing to do,
+ * see aws_chain_is_static). */
+void aws_chain_stale(aws_chain *c, uint64_t gen);
+
+/* 1 when the source hands out long-lived keys that are never refreshed
+ * (config, environment, static profile keys). */
+int aws_chain_is_static(const aws_chain *c);
+
+/* What a user may see about the credentials: never a secret. */
+typedef struct aws_chain_info {
+    char source[320];        /* "profile 'x' (credential_process) in /home/u/.aws/config" */
+    char principal[256];     /* role ARN etc.; "" when unknown */
+    int64_t expires_ms;      /* wall ms; 0 when they do not expire */
+    int64_t fetched_ms;      /* wall ms of the last successful fetch */
+    int64_t next_refresh_ms; /* wall ms; 0 when none is scheduled */
+    uint64_t refreshes;      /* successful fetches */
+    uint64_t failures;       /* failed fetches */
+    char last_error[512];    /* the last failure, "" when the last fetch worked */
+} aws_chain_info;
+void aws_chain_describe(aws_chain *c, aws_chain_info *out);
+
+/* Test seam: 0 restores the default refresh schedule. Otherwise refreshes
+ * happen at this fraction (in 1/1000) of the lifetime, without jitter. */
+void aws_chain_test_refresh_permille(int permille);
+
+/* The profile name in use (config, AWS_PROFILE, AWS_DEFAULT_PROFILE,
+ * "default"); *explicit_cfg is 1 when it came from the config. */
+const char *aws_profile_name(const struct s3lect_config *cfg, int *explicit_cfg);
+
+/* How long the region lookup in instance metadata may take. */
+#define AWS_IMDS_REGION_TIMEOUT_MS 1000
 
 /* Allocated region (never NULL but on out of memory). */
 char *aws_region_resolve(const struct s3lect_config *cfg);

@@ -38,10 +38,16 @@ typedef struct s3_store {
     char *region;
     char *ca_file;
     int64_t default_timeout_ms;
-    /* Credentials, resolved again after an AUTH answer (rotated keys, a
-     * refreshed token or a fixed file are picked up without a restart). */
+    /* Credentials: a handle on the process's shared cache entry for their
+     * source (aws_creds.h); a copy of the current ones is taken for each
+     * request without waiting for any refresh. After an AUTH answer a static
+     * source is resolved again (rotated keys or a fixed file are picked up
+     * without a restart) and a refreshed source is refreshed once, now, in
+     * the background. */
     struct s3lect_config credcfg;
-    aws_creds creds;
+    aws_chain *chain;
+    aws_creds creds; /* the copy the current request is signed with */
+    uint64_t creds_gen;
     int creds_stale;
     char errbuf[CURL_ERROR_SIZE];
 } s3_store;
@@ -398,17 +404,32 @@ static void set_transport_failure(const req_ctx *c, CURLcode cc, st_result *out)
 
 static int ensure_creds(s3_store *s, st_result *out)
 {
-    if (!s->creds_stale && s->creds.access_key_id)
-        return 0;
-    char err[512];
+    char err[600];
+    if (s->creds_stale) {
+        s->creds_stale = 0;
+        if (aws_chain_is_static(s->chain)) {
+            aws_chain *fresh;
+            int rc = aws_chain_open(&s->credcfg, AWS_CHAIN_NOWAIT, &fresh, err, sizeof err);
+            if (rc != 0) {
+                aws_creds_clear(&s->creds);
+                st_result_setf(out, rc == S3LECT_EAUTH ? ST_AUTH : ST_TRANSIENT, "%s", err);
+                s->creds_stale = 1;
+                return -1;
+            }
+            aws_chain_release(s->chain);
+            s->chain = fresh;
+        } else {
+            aws_chain_stale(s->chain, s->creds_gen);
+        }
+    }
     aws_creds fresh;
-    if (aws_creds_resolve(&s->credcfg, &fresh, err, sizeof err) != 0) {
-        st_result_setf(out, ST_AUTH, "%s", err);
+    int rc = aws_chain_get(s->chain, &fresh, &s->creds_gen, err, sizeof err);
+    if (rc != 0) {
+        st_result_setf(out, ST_TRANSIENT, "%s; will retry", err);
         return -1;
     }
     aws_creds_clear(&s->creds);
     s->creds = fresh;
-    s->creds_stale = 0;
     return 0;
 }
 
@@ -618,6 +639,8 @@ static void free_credcfg(struct s3lect_config *c)
         free(c->session_token);
     }
     free(c->profile);
+    free(c->region);
+    free(c->ca_file);
 }
 
 static void s3_destroy(st_store *st)
@@ -636,6 +659,7 @@ static void s3_destroy(st_store *st)
     free(s->ca_file);
     free_credcfg(&s->credcfg);
     aws_creds_clear(&s->creds);
+    aws_chain_release(s->chain);
     free(s);
 }
 
@@ -730,6 +754,9 @@ int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **o
     s->credcfg.secret_access_key = u_strdup(cfg->secret_access_key);
     s->credcfg.session_token = u_strdup(cfg->session_token);
     s->credcfg.profile = u_strdup(cfg->profile);
+    s->credcfg.region = u_strdup(cfg->region);
+    s->credcfg.ca_file = u_strdup(cfg->ca_file);
+    s->credcfg.request_timeout = cfg->request_timeout;
     int oom = 0;
     char *endpoint_url = aws_endpoint_resolve(cfg, &oom);
     s->curl = curl_easy_init();
@@ -738,7 +765,8 @@ int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **o
         (cfg->access_key_id && !s->credcfg.access_key_id) ||
         (cfg->secret_access_key && !s->credcfg.secret_access_key) ||
         (cfg->session_token && !s->credcfg.session_token) ||
-        (cfg->profile && !s->credcfg.profile)) {
+        (cfg->profile && !s->credcfg.profile) || (cfg->region && !s->credcfg.region) ||
+        (cfg->ca_file && !s->credcfg.ca_file)) {
         snprintf(err, errlen, "out of memory");
         rc = S3LECT_ENOMEM;
     } else if (!cfg_region_valid(s->region)) {
@@ -753,9 +781,11 @@ int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **o
     }
     if (rc == 0)
         rc = setup_addressing(s, endpoint_url, cfg->path_style, err, errlen);
-    /* Fail early, with a message saying what to set, when there are no credentials. */
+    /* Fail early, with a message saying what to set, when there are no
+     * credentials (a source that does not answer yet is retried by the
+     * refresher: requests fail as transient meanwhile). */
     if (rc == 0)
-        rc = aws_creds_resolve(&s->credcfg, &s->creds, err, errlen);
+        rc = aws_chain_open(&s->credcfg, 0, &s->chain, err, errlen);
     free(endpoint_url);
     if (rc) {
         s3_destroy(&s->base);
