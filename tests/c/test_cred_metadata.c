@@ -451,7 +451,8 @@ static void test_container_fetch(void)
      * wins over AWS_CONTAINER_AUTHORIZATION_TOKEN. */
     setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "wrong-envtok-2", 1);
     char path[512];
-    snprintf(path, sizeof path, "%s/token", t_tmpdir("cred-metadata"));
+    char *dir = t_tmpdir("cred-metadata");
+    snprintf(path, sizeof path, "%s/token", dir);
     setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", path, 1);
     FILE *fp = fopen(path, "w");
     fputs("filetok-1\n", fp);
@@ -490,6 +491,8 @@ static void test_container_fetch(void)
           "missing token file: %d %s", o.rc, o.err);
     unsetenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
     unsetenv("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+    rmdir(dir);
+    free(dir);
 
     /* Hosts plain http may not reach are refused before any request: with a
      * proxy pointing at our server, a request would be counted there. */
