@@ -55,7 +55,8 @@ static void mem_do(mem *m, const el_op *op, st_result *r)
     }
     m->puts++;
     if (m->fail_puts) {
-        r->outcome = m->fail_puts;
+        r->outcome = m->fail_puts; /* answered: e.g. 503 SlowDown, 403, 400 */
+        r->http_status = m->fail_puts == ST_TRANSIENT ? 503 : 400;
         return;
     }
     int ok = op->if_match ? m->exists && !strcmp(op->if_match, m->etag) : !m->exists;

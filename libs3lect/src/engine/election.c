@@ -141,7 +141,7 @@ void el_free(el_engine *e)
     free(e->ann_addr);
     free(e->last_error_msg);
     free(e->my_body);
-    free(e->reclaim_etag);
+    free(e->led_etag);
     rec_clear(&e->cur);
     attempt_clear(&e->att);
     for (size_t i = 0; i < e->nevents; i++)
@@ -322,6 +322,7 @@ static void step_down(el_engine *e, int reason, int64_t now)
     e->role = EL_FOLLOWER;
     e->stable = 0;
     emit(e, S3LECT_EVENT_LOST, e->term, reason, e->id, e->addr);
+    u_setstr(&e->led_etag, e->etag); /* the record we may reclaim (own_record) */
     forget_etag(e);
     schedule(e, EL_K_GET, now);
 }
@@ -376,7 +377,6 @@ static void become_leader(el_engine *e, const char *etag, int64_t sent_at, int64
     e->stable = 0;
     e->corrupt = 0;
     e->lost_races = 0;
-    e->reclaim_tried = 0;
     rec_clear(&e->cur);
     e->cur.leader_id = u_strdup(e->id);
     e->cur.leader_addr = u_strdup(e->addr);
@@ -423,13 +423,13 @@ static int body_is_ours(const el_engine *e, const st_result *r)
  * and starting a new term. */
 static int own_record(const el_engine *e)
 {
-    /* A reclaim that did not make us leader is repeated only while the
-     * record has not changed since (the write did not land: a store outage,
-     * paced by the write back-off). Once a write of ours landed without
-     * making us leader (too late), repeating would keep the record changing
-     * and starve every other node of the L it needs to see it unchanged:
-     * the record is then treated like anyone's (wait L, then a new term). */
-    int may = !e->reclaim_tried || (e->etag && u_streq(e->etag, e->reclaim_etag));
+    /* Only the very record we last held as leader (its etag unchanged: a
+     * pause, or writes that failed without landing), never a later write of
+     * ours that landed after we gave up on it: reclaiming those, which land
+     * late again, would keep the record changing and starve every other node
+     * of the L it needs to see it unchanged (the chaos suite's late-write
+     * scenario). Such a record is treated like anyone's: wait L, new term. */
+    int may = e->led_etag && e->etag && u_streq(e->etag, e->led_etag);
     return may && !e->corrupt && e->exists == 1 && !rec_released(&e->cur) &&
            u_streq(e->cur.leader_id, e->id) && u_streq(e->cur.incarnation, e->incarnation) &&
            e->cur.term >= e->max_term && e->cur.term > 0;
@@ -593,10 +593,18 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
                 return;
             }
         }
-        /* It did not land (or landed too long ago to lead on): stop tracking it.
-         * Should it land later, it is just another holder's record to us. */
+        /* It did not land (or landed too long ago to lead on). A follower's
+         * takeover write may still be on its way (a store that lands writes
+         * seconds late): keep watching for it while its lease, counted from
+         * its send, could still be led on, reading a little more often. Past
+         * that, should it land, it is just another holder's record to us. */
         int refused = e->att.refused; /* zero unless an attempt got 412 */
-        attempt_clear(&e->att);
+        int watch = e->role == EL_FOLLOWER && (r->outcome == ST_OK || r->outcome == ST_NOT_FOUND) &&
+                    e->att.active && e->att.unanswered && !e->att.release &&
+                    now.mono < e->att.sent_at + e->p.renew_deadline;
+        int64_t watch_until = e->att.sent_at + e->p.renew_deadline;
+        if (!watch)
+            attempt_clear(&e->att);
         if (e->role == EL_LEADER) {
             /* After a 412, an unchanged etag means a store that refuses our
              * writes: step down rather than loop on it. */
@@ -619,6 +627,12 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
             step_down(e, S3LECT_LOST_LOST_RACE, now.mono);
         }
         observe(e, now, r);
+        if (watch && e->att.active && e->next_kind == EL_K_GET) {
+            int64_t step = e->p.renew_deadline / 4 > 250 ? e->p.renew_deadline / 4 : 250;
+            int64_t at = now.mono + step < watch_until ? now.mono + step : watch_until - 1;
+            if (at > now.mono && at < e->next_at)
+                e->next_at = at;
+        }
         end_cycle(e);
         return;
     }
@@ -704,6 +718,9 @@ static void on_acquire(el_engine *e, el_time now, const st_result *r)
     }
     int n = note_failure(e, now.mono, r, 1);
     write_failed(e, now.mono);
+    /* No HTTP answer at all (a timeout, a dropped connection): the write
+     * may still be in flight and land late; a 5xx was not applied. */
+    e->att.unanswered = r->outcome == ST_TRANSIENT && r->http_status == 0;
     if (r->outcome == ST_TRANSIENT) {
         /* It may have landed (a timeout, a 409): keep the attempt, the next
          * read tells. The next write waits for the back-off. */
@@ -925,19 +942,19 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
     case EL_K_ACQUIRE: {
         int64_t base = e->exists == 1 && !e->corrupt ? e->cur.term : 0;
         int64_t term = (base > e->max_term ? base : e->max_term) + 1;
-        if (own_record(e)) {
+        if (own_record(e))
             term = e->cur.term; /* reclaim: a renewal of our own record */
-            e->reclaim_tried = 1;
-            u_setstr(&e->reclaim_etag, e->etag);
-        }
         if (prepare_attempt(e, now, 0, term) != 0) {
             schedule(e, EL_K_GET, now.mono + e->p.frequent);
             *wake = e->next_at;
             return EL_OP_NONE;
         }
         op->if_match = e->exists == 1 ? e->etag : NULL;
-        int64_t t =
-            e->p.request_timeout < e->p.renew_deadline ? e->p.request_timeout : e->p.renew_deadline;
+        /* Give up on the answer with a quarter of the lease left: if the
+         * write landed late (its answer lost or slow), a read still finds it
+         * in time to lead on it (on_get watches for it until the deadline). */
+        int64_t d = e->p.renew_deadline - e->p.renew_deadline / 4;
+        int64_t t = e->p.request_timeout < d ? e->p.request_timeout : d;
         return issue(e, EL_K_ACQUIRE, op, t);
     }
     case EL_K_RENEW: {

@@ -79,8 +79,9 @@ typedef struct el_attempt {
     size_t body_len;
     int64_t sent_at; /* mono ms at the first send of this body */
     int64_t term;
-    int release; /* the body is a released record */
-    int refused; /* a copy of it was answered 412 (resent copy, or lost race) */
+    int release;    /* the body is a released record */
+    int refused;    /* a copy of it was answered 412 (resent copy, or lost race) */
+    int unanswered; /* its failure had no HTTP answer: it may still land late */
 } el_attempt;
 
 typedef struct el_engine {
@@ -132,9 +133,8 @@ typedef struct el_engine {
      * frequent · 2^(write_fails−1), capped, with jitter. */
     int write_fails;
     int64_t write_backoff_until;
-    int renew_tried;    /* a renewal was sent since the last successful write */
-    int reclaim_tried;  /* a reclaim of our own record went out since we last led */
-    char *reclaim_etag; /* the etag it was conditional on */
+    int renew_tried; /* a renewal was sent since the last successful write */
+    char *led_etag;  /* etag of our last successful write when we stepped down */
 
     /* Rate-limited ERROR events, per class (EL_REP_*). */
     int64_t rep_at[4];
