@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 	"unsafe"
@@ -171,21 +172,12 @@ func invalid(format string, args ...any) error {
 	return &Error{Code: CodeInvalid, Op: "config", Msg: fmt.Sprintf(format, args...)}
 }
 
-// cDefaults reads libs3lect's own defaults, so that they are not repeated here.
-func cDefault(opt C.s3lect_option) time.Duration {
-	cfg := C.s3lect_config_new()
-	if cfg == nil {
-		return 0
-	}
-	defer C.s3lect_config_free(cfg)
-	var v C.int64_t
-	if C.s3lect_config_get_int(cfg, opt, &v) != C.S3LECT_OK {
-		return 0
-	}
-	return time.Duration(v) * time.Millisecond
-}
+// negativeIsZero are the duration options for which a negative value means
+// 0 rather than a mistake (MaxClockSkew: the rule is off).
+var negativeIsZero = map[string]bool{"max_clock_skew": true}
 
-// fillDefaults replaces zero fields by the values the elector will use.
+// fillDefaults replaces zero fields by the values the elector will use. The
+// duration fields and their defaults are libs3lect's (s3lect_option_info).
 func (c *ElectorConfig) fillDefaults() error {
 	if c.LockfilePath == "" {
 		return invalid("LockfilePath is required (an S3 key with Bucket, or a lock URL such as s3://bucket/key)")
@@ -193,25 +185,18 @@ func (c *ElectorConfig) fillDefaults() error {
 	if c.ServerID == "" {
 		return invalid("ServerID is required: a unique name for this node")
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"FrequentInterval", c.FrequentInterval}, {"InfrequentInterval", c.InfrequentInterval},
-		{"LeaderTimeout", c.LeaderTimeout}, {"PeerTimeout", c.PeerTimeout},
-		{"RenewInterval", c.RenewInterval}, {"RenewDeadline", c.RenewDeadline},
-		{"RequestTimeout", c.RequestTimeout}, {"MaxLeaseTimeout", c.MaxLeaseTimeout},
-	} {
-		if d.v < 0 {
-			return invalid("%s must not be negative (got %v); use 0 for the default", d.name, d.v)
+	for _, o := range libOptions {
+		f, ok := c.configField(o)
+		if !ok || o.typ != C.S3LECT_OPTION_INT || negativeIsZero[o.name] {
+			continue
+		}
+		if d := time.Duration(f.Int()); d < 0 {
+			return invalid("%s must not be negative (got %v); use 0 for the default", o.field, d)
 		}
 	}
-	def := func(p *time.Duration, opt C.s3lect_option) {
-		if *p == 0 {
-			*p = cDefault(opt)
-		}
+	if c.LeaderTimeout == 0 {
+		c.LeaderTimeout = durationDefault("lease_timeout")
 	}
-	def(&c.LeaderTimeout, C.S3LECT_OPT_LEASE_TIMEOUT)
 	// Derived from the lease so that setting only LeaderTimeout (all a Go
 	// s3lect user sets) gives a valid configuration: 15s -> 10s -> 5s.
 	if c.RenewDeadline == 0 {
@@ -220,14 +205,19 @@ func (c *ElectorConfig) fillDefaults() error {
 	if c.RenewInterval == 0 {
 		c.RenewInterval = (c.RenewDeadline / 2).Truncate(time.Millisecond)
 	}
-	def(&c.FrequentInterval, C.S3LECT_OPT_FREQUENT_INTERVAL)
-	if c.InfrequentInterval == 0 {
-		c.InfrequentInterval = max(cDefault(C.S3LECT_OPT_INFREQUENT_INTERVAL), c.FrequentInterval)
+	if c.FrequentInterval == 0 {
+		c.FrequentInterval = durationDefault("frequent_interval")
 	}
-	def(&c.MaxClockSkew, C.S3LECT_OPT_MAX_CLOCK_SKEW)
-	def(&c.MaxLeaseTimeout, C.S3LECT_OPT_MAX_LEASE_TIMEOUT) // 0: 4 × LeaderTimeout, computed by libs3lect
-	def(&c.PeerTimeout, C.S3LECT_OPT_PEER_TIMEOUT)
-	def(&c.RequestTimeout, C.S3LECT_OPT_REQUEST_TIMEOUT)
+	if c.InfrequentInterval == 0 {
+		c.InfrequentInterval = max(durationDefault("infrequent_interval"), c.FrequentInterval)
+	}
+	// Every other duration: libs3lect's default (MaxClockSkew 0: off;
+	// MaxLeaseTimeout 0: 4 × LeaderTimeout, computed by libs3lect).
+	for _, o := range libOptions {
+		if f, ok := c.configField(o); ok && o.typ == C.S3LECT_OPTION_INT && f.Int() == 0 {
+			f.SetInt(o.def * int64(time.Millisecond))
+		}
+	}
 	if c.PeerHealthPath == "" {
 		c.PeerHealthPath = "/health/leadership"
 	} else if !strings.HasPrefix(c.PeerHealthPath, "/") {
@@ -292,40 +282,58 @@ func configErrmsg(cfg *C.s3lect_config) string {
 }
 
 // goFieldNames rewrites libs3lect's option names in its messages into the
-// ElectorConfig field names a Go user sets.
-var goFieldNames = strings.NewReplacer(
-	"lease_timeout", "LeaderTimeout",
-	"renew_interval", "RenewInterval",
-	"renew_deadline", "RenewDeadline",
-	"infrequent_interval", "InfrequentInterval",
-	"frequent_interval", "FrequentInterval",
-	"max_clock_skew", "MaxClockSkew",
-	"max_lease_timeout", "MaxLeaseTimeout",
-	"peer_health_path", "PeerHealthPath",
-	"peer_timeout", "PeerTimeout",
-	"request_timeout", "RequestTimeout",
-	"server_id", "ServerID",
-	"server_addr", "ServerAddr",
-	"peer_client_cert", "PeerClientCert",
-	"peer_cert", "PeerCert",
-	"peer_key", "PeerKey",
-	"peer_ca", "PeerCACert",
-	"peer_listen", "PeerListen",
-	"set lock to", "set LockfilePath to",
-)
+// ElectorConfig field names a Go user sets (built from libOptions).
+var goFieldNames = newFieldNames()
 
-// setTiming sets the options s3lect_update_config applies, and
-// MaxLeaseTimeout, which it does not apply but checks LeaderTimeout against.
+// setTiming sets the duration options: the ones s3lect_update_config
+// applies, and MaxLeaseTimeout, which it does not apply but checks
+// LeaderTimeout against.
 func (cc *cconfig) setTiming(c *ElectorConfig) {
-	cc.dur(C.S3LECT_OPT_LEASE_TIMEOUT, "LeaderTimeout", c.LeaderTimeout)
-	cc.dur(C.S3LECT_OPT_RENEW_INTERVAL, "RenewInterval", c.RenewInterval)
-	cc.dur(C.S3LECT_OPT_RENEW_DEADLINE, "RenewDeadline", c.RenewDeadline)
-	cc.dur(C.S3LECT_OPT_FREQUENT_INTERVAL, "FrequentInterval", c.FrequentInterval)
-	cc.dur(C.S3LECT_OPT_INFREQUENT_INTERVAL, "InfrequentInterval", c.InfrequentInterval)
-	cc.dur(C.S3LECT_OPT_MAX_CLOCK_SKEW, "MaxClockSkew", max(c.MaxClockSkew, 0))
-	cc.dur(C.S3LECT_OPT_PEER_TIMEOUT, "PeerTimeout", c.PeerTimeout)
-	cc.dur(C.S3LECT_OPT_REQUEST_TIMEOUT, "RequestTimeout", c.RequestTimeout)
-	cc.dur(C.S3LECT_OPT_MAX_LEASE_TIMEOUT, "MaxLeaseTimeout", c.MaxLeaseTimeout)
+	for _, o := range libOptions {
+		if f, ok := c.configField(o); ok && o.typ == C.S3LECT_OPTION_INT {
+			cc.durField(o, f)
+		}
+	}
+}
+
+// durField sets the duration option o from its field f.
+func (cc *cconfig) durField(o optionInfo, f reflect.Value) {
+	d := time.Duration(f.Int())
+	if negativeIsZero[o.name] {
+		d = max(d, 0)
+	}
+	cc.dur(o.opt, o.field, d)
+}
+
+// setOptions sets every library option that has a field: the lock from
+// lock() (Bucket and LockfilePath), the durations, and the other fields by
+// their option type. An empty string or byte slice and a false bool leave
+// the library's default (a bool option whose default is on would need
+// another rule: TestOptionsCoverEveryLibraryOption refuses one).
+func (cc *cconfig) setOptions(c *ElectorConfig) {
+	for _, o := range libOptions {
+		cc.setOption(c, o)
+	}
+}
+
+// setOption sets option o from its field, if it has one.
+func (cc *cconfig) setOption(c *ElectorConfig, o optionInfo) {
+	f, ok := c.configField(o)
+	switch {
+	case o.name == "lock":
+		cc.str(o.opt, o.field, c.lock())
+	case !ok:
+	case o.typ == C.S3LECT_OPTION_INT:
+		cc.durField(o, f)
+	case o.typ == C.S3LECT_OPTION_STR:
+		cc.str(o.opt, o.field, f.String())
+	case o.typ == C.S3LECT_OPTION_BOOL:
+		if f.Bool() {
+			cc.flag(o.opt, o.field, true)
+		}
+	case o.typ == C.S3LECT_OPTION_BYTES:
+		cc.bytes(o.opt, o.field, f.Bytes())
+	}
 }
 
 // toC builds and validates a C config from a config whose defaults are
@@ -337,27 +345,7 @@ func (c *ElectorConfig) toC(store *storeBinding) (*C.s3lect_config, error) {
 		return nil, &Error{Code: CodeNoMemory, Op: "config"}
 	}
 	cc := &cconfig{p: p}
-	cc.str(C.S3LECT_OPT_LOCK, "LockfilePath", c.lock())
-	cc.str(C.S3LECT_OPT_SERVER_ID, "ServerID", c.ServerID)
-	cc.str(C.S3LECT_OPT_SERVER_ADDR, "ServerAddr", c.ServerAddr)
-	cc.setTiming(c)
-	cc.flag(C.S3LECT_OPT_PEER_MODE, "PeerMode", c.PeerMode)
-	cc.str(C.S3LECT_OPT_PEER_HEALTH_PATH, "PeerHealthPath", c.PeerHealthPath)
-	cc.bytes(C.S3LECT_OPT_PEER_CA, "PeerCACert", c.PeerCACert)
-	cc.str(C.S3LECT_OPT_ENDPOINT, "Endpoint", c.Endpoint)
-	cc.str(C.S3LECT_OPT_REGION, "Region", c.Region)
-	if c.PathStyle {
-		cc.flag(C.S3LECT_OPT_PATH_STYLE, "PathStyle", true)
-	}
-	cc.str(C.S3LECT_OPT_CA_FILE, "CAFile", c.CAFile)
-	cc.str(C.S3LECT_OPT_ACCESS_KEY_ID, "AccessKeyID", c.AccessKeyID)
-	cc.str(C.S3LECT_OPT_SECRET_ACCESS_KEY, "SecretAccessKey", c.SecretAccessKey)
-	cc.str(C.S3LECT_OPT_SESSION_TOKEN, "SessionToken", c.SessionToken)
-	cc.str(C.S3LECT_OPT_PROFILE, "Profile", c.Profile)
-	cc.str(C.S3LECT_OPT_PEER_LISTEN, "PeerListen", c.PeerListen)
-	cc.bytes(C.S3LECT_OPT_PEER_CERT, "PeerCert", c.PeerCert)
-	cc.bytes(C.S3LECT_OPT_PEER_KEY, "PeerKey", c.PeerKey)
-	cc.bytes(C.S3LECT_OPT_PEER_CLIENT_CERT, "PeerClientCert", c.PeerClientCert)
+	cc.setOptions(c)
 	if cc.err == nil && store != nil {
 		if rc := C.gos3lect_set_custom_store(p, C.uintptr_t(store.newHandle())); rc != C.S3LECT_OK {
 			cc.fail(rc, "Storage")
