@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,7 +266,7 @@ static int on_acquire_hook(s3lect_elector *e, const s3lect_event *ev, void *user
 /* Options                                                                  */
 /* ------------------------------------------------------------------------ */
 
-enum opt_kind { K_STR, K_SECONDS, K_BOOL, K_CALLBACK };
+enum opt_kind { K_STR, K_BYTES, K_SECONDS, K_BOOL, K_CALLBACK };
 
 typedef struct optdef {
     const char *name;
@@ -274,38 +275,19 @@ typedef struct optdef {
     int timing; /* accepted by el:update_config() */
 } optdef;
 
-static const optdef optdefs[] = {
-    {"lock", S3LECT_OPT_LOCK, K_STR, 0},
+/* The options are libs3lect's own (s3lect_option_info), read once when the
+ * module is first loaded: every library option is an option of s3lect.new
+ * under its library name, integer options (ms) as seconds, except these: */
+static const char *const hidden_options[] = {
+    "poll_mode", /* always on: callbacks run in el:dispatch(), on the host's thread */
+};
+/* Durations el:update_config() cannot change (s3lect_update_config does not
+ * apply them); every other duration is a timing it takes. */
+static const char *const fixed_durations[] = {"max_lease_timeout"};
+/* Names the binding adds: short aliases and the callbacks. */
+static const optdef extra_optdefs[] = {
     {"id", S3LECT_OPT_SERVER_ID, K_STR, 0},
-    {"server_id", S3LECT_OPT_SERVER_ID, K_STR, 0},
     {"addr", S3LECT_OPT_SERVER_ADDR, K_STR, 0},
-    {"server_addr", S3LECT_OPT_SERVER_ADDR, K_STR, 0},
-    {"lease_timeout", S3LECT_OPT_LEASE_TIMEOUT, K_SECONDS, 1},
-    {"renew_interval", S3LECT_OPT_RENEW_INTERVAL, K_SECONDS, 1},
-    {"renew_deadline", S3LECT_OPT_RENEW_DEADLINE, K_SECONDS, 1},
-    {"frequent_interval", S3LECT_OPT_FREQUENT_INTERVAL, K_SECONDS, 1},
-    {"infrequent_interval", S3LECT_OPT_INFREQUENT_INTERVAL, K_SECONDS, 1},
-    {"max_clock_skew", S3LECT_OPT_MAX_CLOCK_SKEW, K_SECONDS, 1},
-    /* Not a timing of el:update_config(): s3lect_update_config does not apply it. */
-    {"max_lease_timeout", S3LECT_OPT_MAX_LEASE_TIMEOUT, K_SECONDS, 0},
-    {"peer_timeout", S3LECT_OPT_PEER_TIMEOUT, K_SECONDS, 1},
-    {"request_timeout", S3LECT_OPT_REQUEST_TIMEOUT, K_SECONDS, 1},
-    {"peer_mode", S3LECT_OPT_PEER_MODE, K_BOOL, 0},
-    {"peer_health_path", S3LECT_OPT_PEER_HEALTH_PATH, K_STR, 0},
-    {"peer_listen", S3LECT_OPT_PEER_LISTEN, K_STR, 0},
-    {"peer_cert", S3LECT_OPT_PEER_CERT, K_STR, 0},
-    {"peer_key", S3LECT_OPT_PEER_KEY, K_STR, 0},
-    {"peer_ca", S3LECT_OPT_PEER_CA, K_STR, 0},
-    {"peer_client_cert", S3LECT_OPT_PEER_CLIENT_CERT, K_STR, 0},
-    {"endpoint", S3LECT_OPT_ENDPOINT, K_STR, 0},
-    {"region", S3LECT_OPT_REGION, K_STR, 0},
-    {"path_style", S3LECT_OPT_PATH_STYLE, K_BOOL, 0},
-    {"ca_file", S3LECT_OPT_CA_FILE, K_STR, 0},
-    {"access_key_id", S3LECT_OPT_ACCESS_KEY_ID, K_STR, 0},
-    {"secret_access_key", S3LECT_OPT_SECRET_ACCESS_KEY, K_STR, 0},
-    {"session_token", S3LECT_OPT_SESSION_TOKEN, K_STR, 0},
-    {"profile", S3LECT_OPT_PROFILE, K_STR, 0},
-    {"release_on_stop", S3LECT_OPT_RELEASE_ON_STOP, K_BOOL, 0},
     {"on_acquire", CB_ACQUIRE, K_CALLBACK, 0},
     {"on_lose", CB_LOSE, K_CALLBACK, 0},
     {"on_leader_change", CB_LEADER_CHANGE, K_CALLBACK, 0},
@@ -313,11 +295,70 @@ static const optdef optdefs[] = {
     {"on_cycle", CB_CYCLE, K_CALLBACK, 0},
 };
 
-#define N_OPTDEFS (sizeof optdefs / sizeof optdefs[0])
+#define N_EXTRA_OPTDEFS (sizeof extra_optdefs / sizeof extra_optdefs[0])
+#define MAX_OPTDEFS 128
+
+static optdef optdefs[MAX_OPTDEFS];
+static size_t n_optdefs;
+static pthread_once_t optdefs_once = PTHREAD_ONCE_INIT;
+
+static int in_list(const char *const *list, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* The kind of an option of type t (s3lect_option_type), or -1 for a type
+ * this binding does not know (s3lect.options() still lists it, and the
+ * tests fail on it). */
+static int kind_of_type(int t)
+{
+    switch (t) {
+    case S3LECT_OPTION_STR:
+        return K_STR;
+    case S3LECT_OPTION_BYTES:
+        return K_BYTES;
+    case S3LECT_OPTION_INT:
+        return K_SECONDS;
+    case S3LECT_OPTION_BOOL:
+        return K_BOOL;
+    default:
+        return -1;
+    }
+}
+
+/* Runs once per process (the table is shared by every Lua state). */
+static void build_optdefs(void)
+{
+    size_t n = 0;
+    int count = s3lect_option_count();
+    for (int opt = 1; opt <= count && n < MAX_OPTDEFS - N_EXTRA_OPTDEFS; opt++) {
+        const char *name = NULL;
+        int type = 0;
+        if (s3lect_option_info(opt, &name, &type, NULL, NULL, NULL) != S3LECT_OK ||
+            in_list(hidden_options, sizeof hidden_options / sizeof hidden_options[0], name))
+            continue;
+        int kind = kind_of_type(type);
+        if (kind < 0)
+            continue;
+        optdefs[n].name = name;
+        optdefs[n].opt = opt;
+        optdefs[n].kind = kind;
+        optdefs[n].timing =
+            kind == K_SECONDS &&
+            !in_list(fixed_durations, sizeof fixed_durations / sizeof fixed_durations[0], name);
+        n++;
+    }
+    for (size_t i = 0; i < N_EXTRA_OPTDEFS; i++)
+        optdefs[n++] = extra_optdefs[i];
+    n_optdefs = n;
+}
 
 static const optdef *find_opt(const char *name)
 {
-    for (size_t i = 0; i < N_OPTDEFS; i++)
+    for (size_t i = 0; i < n_optdefs; i++)
         if (strcmp(optdefs[i].name, name) == 0)
             return &optdefs[i];
     return NULL;
@@ -329,7 +370,7 @@ static int unknown_option(lua_State *L, const char *fn, const char *name, int ti
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     int first = 1;
-    for (size_t i = 0; i < N_OPTDEFS; i++) {
+    for (size_t i = 0; i < n_optdefs; i++) {
         if (timing_only && !optdefs[i].timing)
             continue;
         if (!first)
@@ -359,13 +400,16 @@ static int64_t seconds_to_ms(lua_State *L, const char *fn, const char *name, int
 static int apply_option(lua_State *L, const char *fn, s3lect_config *cfg, const optdef *d, int idx)
 {
     switch (d->kind) {
-    case K_STR: {
+    case K_STR:
+    case K_BYTES: {
         if (lua_type(L, idx) != LUA_TSTRING)
             return luaL_error(L, "%s: option '%s' must be a string, not a %s", fn, d->name,
                               luaL_typename(L, idx));
         size_t len;
         const char *s = lua_tolstring(L, idx, &len);
-        if (strlen(s) != len) /* embedded NUL: PEM given as raw bytes */
+        if (d->kind == K_BYTES) /* PEM: the whole Lua string, NULs included */
+            return s3lect_config_set_bytes(cfg, (s3lect_option)d->opt, s, len);
+        if (strlen(s) != len) /* embedded NUL: libs3lect refuses bytes for a string option */
             return s3lect_config_set_bytes(cfg, (s3lect_option)d->opt, s, len);
         return s3lect_config_set_str(cfg, (s3lect_option)d->opt, s);
     }
@@ -964,19 +1008,19 @@ static int l_update_config(lua_State *L)
 static int l_get_config(lua_State *L)
 {
     lelector *le = check_open(L, 1);
-    int64_t v[N_OPTDEFS];
-    int have[N_OPTDEFS];
+    int64_t v[MAX_OPTDEFS];
+    int have[MAX_OPTDEFS];
     s3lect_config *cfg = s3lect_get_config(le->e);
     if (cfg == NULL)
         return luaL_error(L, "el:get_config(): out of memory");
-    for (size_t i = 0; i < N_OPTDEFS; i++) {
+    for (size_t i = 0; i < n_optdefs; i++) {
         int kind = optdefs[i].kind;
         have[i] = (kind == K_SECONDS || kind == K_BOOL) &&
                   s3lect_config_get_int(cfg, (s3lect_option)optdefs[i].opt, &v[i]) == S3LECT_OK;
     }
     s3lect_config_free(cfg); /* before anything that may raise */
-    lua_createtable(L, 0, (int)N_OPTDEFS);
-    for (size_t i = 0; i < N_OPTDEFS; i++) {
+    lua_createtable(L, 0, (int)n_optdefs);
+    for (size_t i = 0; i < n_optdefs; i++) {
         if (!have[i])
             continue;
         if (optdefs[i].kind == K_SECONDS)
@@ -1105,6 +1149,42 @@ static int l_poll_fd(lua_State *L)
     return 1;
 }
 
+/* s3lect.options() -> array of {name=, type=, min=, max=, default=}: every
+ * option as libs3lect describes it (s3lect_option_info), ints in ms as the
+ * library reports them; type is "string", "int", "bool", "bytes" or the
+ * number of a type this binding does not know. */
+static int l_options(lua_State *L)
+{
+    static const char *const type_names[] = {NULL, "string", "int", "bool", "bytes"};
+    int count = s3lect_option_count();
+    lua_createtable(L, count, 0);
+    for (int opt = 1; opt <= count; opt++) {
+        const char *name = NULL;
+        int type = 0;
+        int64_t lo = 0, hi = 0, def = 0;
+        if (s3lect_option_info(opt, &name, &type, &lo, &hi, &def) != S3LECT_OK)
+            continue;
+        lua_createtable(L, 0, 6);
+        lua_pushinteger(L, opt);
+        lua_setfield(L, -2, "opt");
+        lua_pushstring(L, name);
+        lua_setfield(L, -2, "name");
+        if (type >= 1 && type <= 4)
+            lua_pushstring(L, type_names[type]);
+        else
+            lua_pushinteger(L, type);
+        lua_setfield(L, -2, "type");
+        lua_pushinteger(L, (lua_Integer)lo);
+        lua_setfield(L, -2, "min");
+        lua_pushinteger(L, (lua_Integer)hi);
+        lua_setfield(L, -2, "max");
+        lua_pushinteger(L, (lua_Integer)def);
+        lua_setfield(L, -2, "default");
+        lua_rawseti(L, -2, opt);
+    }
+    return 1;
+}
+
 static const luaL_Reg elector_methods[] = {
     {"start", l_start},
     {"stop", l_stop},
@@ -1134,7 +1214,8 @@ static const luaL_Reg elector_meta[] = {
 
 static const luaL_Reg module_funcs[] = {
     {"new", l_new},         {"version", l_version},     {"strerror", l_strerror},
-    {"poll_fd", l_poll_fd}, {"monotonic", l_monotonic}, {NULL, NULL},
+    {"poll_fd", l_poll_fd}, {"monotonic", l_monotonic}, {"options", l_options},
+    {NULL, NULL},
 };
 
 static const struct {
@@ -1161,6 +1242,8 @@ static const struct {
 
 __attribute__((visibility("default"))) int luaopen_s3lect(lua_State *L)
 {
+    if (pthread_once(&optdefs_once, build_optdefs) != 0)
+        return luaL_error(L, "s3lect: cannot build the option table");
     luaL_newmetatable(L, ELECTOR_MT);
     s3l_setfuncs(L, elector_meta);
     lua_newtable(L);
