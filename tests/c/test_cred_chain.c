@@ -446,6 +446,42 @@ static void test_refresh(void)
     (void)waited;
 }
 
+/* A source that takes 1.5 s to answer, for credentials that live 5 s: the
+ * refresh starts early enough that they never lapse. */
+static void test_slow_source(void)
+{
+    clean_env();
+    write_file("slow.sh",
+               "#!/bin/sh\nsleep 1.5\nexp=$(date -u -d '+5 seconds' +%Y-%m-%dT%H:%M:%S.%3NZ)\n"
+               "printf '{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"s3cr3t\","
+               "\"Expiration\":\"%s\"}' \"$exp\"\n",
+               0700);
+    char cfgtext[800];
+    snprintf(cfgtext, sizeof cfgtext, "[profile p]\ncredential_process = %s/slow.sh\n", dir);
+    use_profile_config(cfgtext);
+    struct s3lect_config cfg = {0};
+    aws_chain *c = NULL;
+    char err[700] = "";
+    CHECK_INT(aws_chain_open(&cfg, 0, &c, err, sizeof err), 0, "open slow source");
+    if (!c)
+        return;
+    int bad = 0;
+    int64_t end = u_mono_ms() + 12000;
+    while (u_mono_ms() < end) {
+        aws_creds cur;
+        if (aws_chain_get(c, &cur, NULL, err, sizeof err) != 0 && bad++ == 0)
+            fprintf(stderr, "slow source: %s\n", err);
+        aws_creds_clear(&cur);
+        t_sleep_ms(50);
+    }
+    aws_chain_info in;
+    aws_chain_describe(c, &in);
+    CHECK(in.refreshes >= 3, "the slow source was refreshed (%llu)",
+          (unsigned long long)in.refreshes);
+    CHECK(bad == 0, "credentials of a slow source never lapse (%d failed gets)", bad);
+    aws_chain_release(c);
+}
+
 int main(void)
 {
     char *d = t_tmpdir("credchain");
@@ -455,6 +491,7 @@ int main(void)
     test_process();
     test_profiles();
     test_refresh();
+    test_slow_source();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

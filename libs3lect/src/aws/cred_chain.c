@@ -10,7 +10,8 @@
  *
  * Refresher: one thread per process while any shared entry exists. It
  * refreshes an entry ahead of Expiration - a third of the lifetime before
- * it, at most 5 minutes before, with up to 20% of that margin as jitter -
+ * it, at most 5 minutes before, but at least twice the last fetch's duration
+ * plus 1 s, with up to 20% of that margin as jitter -
  * and at once when a server refused the current credentials
  * (aws_chain_stale). A failed refresh keeps the still-valid credentials,
  * records why (aws_chain_describe, and the message of aws_chain_get once
@@ -70,6 +71,7 @@ struct aws_chain {
     int64_t fetched_wall, due_wall; /* due 0: nothing scheduled */
     int urgent;
     int last_rc, fail_streak;
+    int64_t fetch_ms; /* how long the last fetch took (mono ms) */
     uint64_t refreshes, failures;
     char last_err[512];
     u_rng rng;
@@ -442,6 +444,12 @@ static int64_t refresh_due(struct aws_chain *e, int64_t now, int64_t expires)
     int64_t margin = life / 3;
     if (margin > MAX_REFRESH_MARGIN_MS)
         margin = MAX_REFRESH_MARGIN_MS;
+    /* A slow source (a credential process that takes seconds) must start
+     * early enough to finish before the credentials expire. */
+    if (margin < 2 * e->fetch_ms + 1000)
+        margin = 2 * e->fetch_ms + 1000;
+    if (margin > life)
+        margin = life;
     int64_t jitter = margin > 5 ? (int64_t)(u_rng_next(&e->rng) % (uint64_t)(margin / 5)) : 0;
     return expires - margin - jitter;
 }
@@ -511,7 +519,11 @@ static int refresh(struct aws_chain *e, int first, int only_if_missing, const _A
     }
     aws_fetched f = {0};
     char err[512] = "";
+    int64_t t0 = u_mono_ms();
     int rc = entry_fetch(e, first, abort, &f, err, sizeof err);
+    pthread_mutex_lock(&e->mu);
+    e->fetch_ms = u_mono_ms() - t0;
+    pthread_mutex_unlock(&e->mu);
     apply(e, rc, &f, err);
     aws_fetched_clear(&f);
     pthread_mutex_lock(&e->mu);
