@@ -128,6 +128,37 @@ static void corrupt(void)
     }
 }
 
+/* term and leaseMs of 2^53 or more cannot be exact in JSON: said so, not
+ * "is not a non-negative integer" (which they are). */
+static void huge_numbers(void)
+{
+    const char *cases[][2] = {
+        {"{\"leaderID\":\"a\",\"lastUpdated\":\"2024-01-01T00:00:00Z\",\"term\":9007199254740992}",
+         "term is 2^53 or more"},
+        {"{\"leaderID\":\"a\",\"lastUpdated\":\"2024-01-01T00:00:00Z\",\"leaseMs\":1e300}",
+         "leaseMs is 2^53 or more"},
+        {"{\"leaderID\":\"a\",\"lastUpdated\":\"2024-01-01T00:00:00Z\",\"term\":-1}",
+         "term is not a non-negative integer"},
+        {"{\"leaderID\":\"a\",\"lastUpdated\":\"2024-01-01T00:00:00Z\",\"leaseMs\":1.5}",
+         "leaseMs is not a non-negative integer"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rec r;
+        char err[160] = "";
+        int rc = rec_parse(cases[i][0], strlen(cases[i][0]), &r, err, sizeof err);
+        CHECK(rc == S3LECT_ECORRUPT && strstr(err, cases[i][1]), "%s -> [%s], want [%s]",
+              cases[i][0], err, cases[i][1]);
+        rec_clear(&r);
+    }
+    rec r;
+    const char *ok = "{\"leaderID\":\"a\",\"lastUpdated\":\"2024-01-01T00:00:00Z\","
+                     "\"term\":9007199254740991,\"leaseMs\":15000}";
+    char err[160];
+    CHECK(rec_parse(ok, strlen(ok), &r, err, sizeof err) == 0 && r.term == 9007199254740991LL,
+          "2^53 - 1 is still a term");
+    rec_clear(&r);
+}
+
 static void times(void)
 {
     int64_t ms;
@@ -141,6 +172,7 @@ static void times(void)
 
 int main(void)
 {
+    huge_numbers();
     roundtrip();
     go_compat();
     corrupt();
