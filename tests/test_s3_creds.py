@@ -336,3 +336,37 @@ def test_sso_session_profile(minio, s3lect_bin, cenv, tmp_path):
     finally:
         portal.close()
     no_secrets([r.stdout, r.stderr, c.stdout, c.stderr, e.stdout, e.stderr], [bearer])
+
+
+def test_failed_refresh_is_reported_while_the_credentials_still_work(minio, s3lect_bin, cenv,
+                                                                      tmp_path):
+    """The source breaks after handing out credentials that are still valid:
+    the leader keeps leading on them and the failure is reported at once
+    (an ERROR event, which `s3lect run` logs) — not only when they expire."""
+    if minio.name != "minio" or not hasattr(minio, "proc"):
+        pytest.fail("this test needs the harness's own MinIO (its root keys mint credentials)")
+    count = write_process_profile(tmp_path, minio, 12)
+    script = tmp_path / "mint.sh"
+    broken = tmp_path / "broken"
+    lines = script.read_text().splitlines()
+    lines.insert(1, f"[ -e '{broken}' ] && {{ echo 'credential source is down' >&2; exit 3; }}")
+    script.write_text("\n".join(lines) + "\n")
+    env = dict(cenv, AWS_PROFILE="minted", AWS_ENDPOINT_URL_S3=minio.endpoint)
+    lock = f"s3://{minio.bucket}/creds/broken-{secrets.token_hex(4)}.json"
+    node = Node(s3lect_bin, tmp_path, lock, "solo", env)
+    try:
+        wait_for(node.leading, 30, "leadership on minted keys")
+        broken.write_text("")
+        t0 = time.monotonic()
+        wait_for(lambda: "refreshing the credentials from profile 'minted'" in node.text(), 15,
+                 "the failed refresh reported")
+        took = time.monotonic() - t0
+        text = node.text()
+        assert "lost leadership" not in text, text
+        assert node.leading(), text
+        line = [ln for ln in text.splitlines() if "refreshing the credentials" in ln][0]
+        assert line.startswith("s3lect: error:") and "still used" in line, line
+        assert took < 12, f"reported {took:.1f}s after the source broke, not only at expiry"
+    finally:
+        node.stop()
+    no_secrets([node.text()], [minio.secret_key] + minted_secrets(count))

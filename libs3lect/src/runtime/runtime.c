@@ -224,6 +224,8 @@ static void *election_main(void *arg)
         free(addr);
         free(pid);
         pthread_mutex_lock(&e->mu);
+        if (res.warning) /* the store limits how often it warns */
+            el_report_error(&e->eng, S3LECT_EAUTH, res.warning);
         el_complete(&e->eng, now_time(), &res);
         st_result_clear(&res);
         flush_events(e, now_time());

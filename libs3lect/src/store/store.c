@@ -16,6 +16,7 @@ void st_result_clear(st_result *r)
     free(r->body);
     free(r->etag);
     free(r->message);
+    free(r->warning);
     memset(r, 0, sizeof *r);
 }
 

@@ -35,6 +35,8 @@ typedef struct st_result {
     char *etag;      /* GET: the object's etag; PUT: the new etag */
     char *message;   /* failure detail for humans; never contains secrets */
     int http_status; /* 0 when not HTTP */
+    char *warning;   /* a problem to report although the call worked (e.g. a failed
+                      * credential refresh while the current ones are still valid) */
 } st_result;
 
 void st_result_clear(st_result *r);

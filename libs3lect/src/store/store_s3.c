@@ -48,6 +48,8 @@ typedef struct s3_store {
     aws_chain *chain;
     aws_creds creds; /* the copy the current request is signed with */
     uint64_t creds_gen;
+    uint64_t creds_failures_seen; /* refresh failures already reported */
+    int64_t creds_warned_at;      /* mono ms of the last such report */
     int creds_stale;
     char errbuf[CURL_ERROR_SIZE];
 } s3_store;
@@ -402,6 +404,32 @@ static void set_transport_failure(const req_ctx *c, CURLcode cc, st_result *out)
 
 /* ---- requests ---- */
 
+/* A refresh of temporary credentials failed while the current ones are
+ * still valid: the request goes on with them, and the failure is handed to
+ * the runtime as a warning (an ERROR event, logged by the CLI), at most once
+ * a minute, so the operator can fix the source before they expire. */
+#define CREDS_WARN_EVERY_MS 60000
+static void note_refresh_failure(s3_store *s, st_result *out)
+{
+    if (aws_chain_is_static(s->chain))
+        return;
+    aws_chain_info info;
+    aws_chain_describe(s->chain, &info);
+    if (info.failures <= s->creds_failures_seen || !info.last_error[0])
+        return;
+    int64_t now = u_mono_ms();
+    if (s->creds_warned_at && now - s->creds_warned_at < CREDS_WARN_EVERY_MS)
+        return;
+    s->creds_failures_seen = info.failures;
+    s->creds_warned_at = now;
+    char until[40] = "";
+    if (info.expires_ms > 0)
+        u_format_rfc3339(info.expires_ms, until, sizeof until);
+    out->warning = u_asprintf("refreshing the credentials from %s failed (%s); the current ones "
+                              "are still used%s%s",
+                              info.source, info.last_error, until[0] ? " until " : "", until);
+}
+
 static int ensure_creds(s3_store *s, st_result *out)
 {
     char err[600];
@@ -430,6 +458,7 @@ static int ensure_creds(s3_store *s, st_result *out)
     }
     aws_creds_clear(&s->creds);
     s->creds = fresh;
+    note_refresh_failure(s, out);
     return 0;
 }
 
