@@ -370,3 +370,42 @@ def test_failed_refresh_is_reported_while_the_credentials_still_work(minio, s3le
     finally:
         node.stop()
     no_secrets([node.text()], [minio.secret_key] + minted_secrets(count))
+
+
+def test_web_identity_token_file_is_read_again_at_every_refresh(minio, s3lect_bin, cenv,
+                                                                 tmp_path):
+    """EKS rotates the projected token: every refresh must send the file's
+    current content. A loopback STS hands out real MinIO credentials that it
+    reports to expire after 6 s; the token file changes after the first
+    exchange; the leader keeps leading and the later exchanges carry the new
+    token."""
+    if minio.name != "minio" or not hasattr(minio, "proc"):
+        pytest.fail("this test needs the harness's own MinIO (its root keys mint credentials)")
+    answers = []
+    for _ in range(8):
+        c = assume_role(minio.endpoint, minio.access_key, minio.secret_key, duration=900)
+        answers.append((200, sts_answer(c["AccessKeyId"], c["SecretAccessKey"],
+                                        c["SessionToken"], 6, ROLE + "/irsa")
+                        .replace("AssumeRole", "AssumeRoleWithWebIdentity")))
+    token = tmp_path / "token"
+    first, second = "tok-one-" + secrets.token_hex(8), "tok-two-" + secrets.token_hex(8)
+    token.write_text(first)
+    lock = f"s3://{minio.bucket}/creds/irsa-{secrets.token_hex(4)}.json"
+    with FakeSts(answers) as f:
+        env = dict(cenv, AWS_WEB_IDENTITY_TOKEN_FILE=str(token), AWS_ROLE_ARN=ROLE,
+                   AWS_ENDPOINT_URL_STS=f.endpoint, AWS_ENDPOINT_URL_S3=minio.endpoint)
+        node = Node(s3lect_bin, tmp_path, lock, "pod", env)
+        try:
+            wait_for(node.leading, 30, "leadership on web-identity credentials")
+            token.write_text(second)  # the kubelet rotated it
+            n0 = len(f.requests)
+            wait_for(lambda: len(f.requests) >= n0 + 2, 30, "two background refreshes")
+            assert node.leading() and "lost leadership" not in node.text(), node.text()
+        finally:
+            node.stop()
+    sent = [r.get("WebIdentityToken") for r in f.requests]
+    assert sent[0] == first, "the first exchange sent the first token"
+    assert sent[-1] == second and sent[-2] == second, f"later exchanges send the new token: {sent}"
+    assert all(r["Action"] == "AssumeRoleWithWebIdentity" for r in f.requests)
+    no_secrets([node.text()], [first, second, minio.secret_key]
+               + [a[1].split("<SecretAccessKey>")[1].split("<")[0] for a in answers])
