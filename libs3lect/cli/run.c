@@ -395,16 +395,7 @@ int cli_run(int argc, char **argv)
     sigemptyset(&ign.sa_mask);
     sigaction(SIGPIPE, &ign, &r.orig_sigpipe);
 
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGHUP);
-    sigaddset(&mask, SIGUSR1);
-    sigaddset(&mask, SIGUSR2);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    int sfd = sv_signalfd();
     if (sfd < 0 || s3lect_start(r.el) != 0) {
         fprintf(stderr, "s3lect run: cannot start: %s\n", strerror(errno));
         s3lect_free_elector(r.el);

@@ -24,6 +24,17 @@
 #define SV_STOP_POLL_MS 50 /* re-walk the tree this often while it stops */
 #define SV_KILL_POLL_MS 20 /* ... and this often once SIGKILL went out */
 
+int sv_signalfd(void)
+{
+    sigset_t mask;
+    sigemptyset(&mask);
+    int sigs[] = {SIGTERM, SIGINT, SIGCHLD, SIGHUP, SIGUSR1, SIGUSR2};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(&mask, sigs[i]);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
 int sv_send(int fd, int type, int arg, int64_t a, int64_t b)
 {
     sv_msg m;
@@ -361,16 +372,7 @@ static void shim_main(const sv_spawn_args *a, pid_t parent, int in, int out)
     close_cloexec_fds(in, out);
     fcntl(in, F_SETFL, fcntl(in, F_GETFL) | O_NONBLOCK);
 
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGHUP);
-    sigaddset(&mask, SIGUSR1);
-    sigaddset(&mask, SIGUSR2);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    int sfd = sv_signalfd();
 
     setenv("S3LECT_TERM", a->term, 1);
     setenv("S3LECT_LEADER_ID", a->leader_id, 1);

@@ -76,6 +76,9 @@ int sv_exclude_present(pid_t root);
 /* A reaped pid may be reused: drop it from that list. */
 void sv_forget(pid_t pid);
 
+/* Blocks the signals both processes handle (TERM, INT, CHLD, HUP, USR1,
+ * USR2) and returns a non-blocking signalfd for them, or -1. */
+int sv_signalfd(void);
 /* Writes one message; 0 or -1 (pipe full or closed). */
 int sv_send(int fd, int type, int arg, int64_t a, int64_t b);
 /* Reads one message: 1, 0 (none pending), -1 (EOF or error). */
