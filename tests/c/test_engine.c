@@ -175,6 +175,13 @@ static void restart(el_engine *e, mem *m, counts *c, int64_t *now)
     init(e, "a");
 }
 
+/* A fresh store and node "a", which creates the lock and leads (time 200). */
+static void lead(el_engine *e, mem *m, counts *c, int64_t *now)
+{
+    restart(e, m, c, now);
+    run_until(e, m, now, 200, c);
+}
+
 static void t_create_and_renew(void)
 {
     el_engine e;
@@ -297,11 +304,10 @@ static void t_clock_steps(void)
 static void t_suspend(void)
 {
     el_engine e;
-    mem m = {0};
-    counts c = {0};
-    int64_t now = 100;
-    init(&e, "a");
-    run_until(&e, &m, &now, 200, &c);
+    mem m;
+    counts c;
+    int64_t now;
+    lead(&e, &m, &c, &now);
     CHECK(el_is_leader(&e, now), "leader");
     now += 60000; /* the machine slept a minute */
     CHECK(!el_is_leader(&e, now), "not leader after waking past the deadline");
@@ -354,11 +360,10 @@ static void t_hostile_lease(void)
 static void t_409_is_ambiguous(void)
 {
     el_engine e;
-    mem m = {0};
-    counts c = {0};
-    int64_t now = 100;
-    init(&e, "a");
-    run_until(&e, &m, &now, 200, &c);
+    mem m;
+    counts c;
+    int64_t now;
+    lead(&e, &m, &c, &now);
     for (int i = 0; i < 6; i++) {
         run_until(&e, &m, &now, now + 2000, &c);
         if (i % 2)
@@ -440,11 +445,10 @@ static void t_late_landing_write(void)
 static void t_slow_store(void)
 {
     el_engine e;
-    mem m = {0};
-    counts c = {0};
-    int64_t now = 100;
-    init(&e, "a");
-    run_until(&e, &m, &now, 200, &c);
+    mem m;
+    counts c;
+    int64_t now;
+    lead(&e, &m, &c, &now);
     int warned = 0, steps = 0;
     /* Every renewal takes 4 s (landing, answered late); margin is 5 s. */
     for (int guard = 0; guard < 2000 && now < 100 + 120000; guard++) {
@@ -585,11 +589,10 @@ static void t_no_reclaim_livelock(void)
 static void t_reclaim_own_record(void)
 {
     el_engine e;
-    mem m = {0};
-    counts c = {0};
-    int64_t now = 100;
-    init(&e, "a");
-    run_until(&e, &m, &now, 200, &c);
+    mem m;
+    counts c;
+    int64_t now;
+    lead(&e, &m, &c, &now);
     m.fail_puts = ST_TRANSIENT;
     run_until(&e, &m, &now, 100 + 16000, &c);
     CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_RENEW_TIMEOUT,
@@ -620,11 +623,10 @@ static void t_released_is_free(void)
 static void t_lost_race_and_expiry(void)
 {
     el_engine e;
-    mem m = {0};
-    counts c = {0};
-    int64_t now = 100;
-    init(&e, "a");
-    run_until(&e, &m, &now, 200, &c);
+    mem m;
+    counts c;
+    int64_t now;
+    lead(&e, &m, &c, &now);
     CHECK(el_is_leader(&e, now), "leader");
     /* Someone else overwrites the record: the next renewal gets 412. */
     mem_set(&m, "{\"leaderID\":\"b\",\"lastUpdated\":\"2023-11-14T22:13:25Z\",\"term\":2}");
@@ -672,11 +674,10 @@ static void t_lost_race_and_expiry(void)
 static void t_stop_releases(void)
 {
     el_engine e;
-    mem m = {0};
-    counts c = {0};
-    int64_t now = 100;
-    init(&e, "a");
-    run_until(&e, &m, &now, 200, &c);
+    mem m;
+    counts c;
+    int64_t now;
+    lead(&e, &m, &c, &now);
     el_stop(&e, 1);
     el_op op;
     int64_t wake;
@@ -700,11 +701,10 @@ static void t_stop_releases(void)
 static void t_veto(void)
 {
     el_engine e;
-    mem m = {0};
-    counts c = {0};
-    int64_t now = 100;
-    init(&e, "a");
-    run_until(&e, &m, &now, 200, &c);
+    mem m;
+    counts c;
+    int64_t now;
+    lead(&e, &m, &c, &now);
     el_veto(&e, 1);
     run_until(&e, &m, &now, 300, &c);
     CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_HOOK_FAILED, "veto → LOST(hook_failed)");
@@ -750,11 +750,10 @@ static void t_ambiguous_write_adopted(void)
 static void t_resent_write_kept(void)
 {
     el_engine e;
-    mem m = {0};
-    counts c = {0};
-    int64_t now = 100;
-    init(&e, "a");
-    run_until(&e, &m, &now, 200, &c);
+    mem m;
+    counts c;
+    int64_t now;
+    lead(&e, &m, &c, &now);
     CHECK(el_is_leader(&e, now) && c.acquired == 1, "leader");
     int gets = m.gets;
     m.dup_next = 1; /* the next renewal lands, its resent copy gets 412 */
