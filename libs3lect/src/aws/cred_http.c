@@ -7,41 +7,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cred_curl.h"
 #include "cred_parse.h"
 #include "cred_sources.h"
 #include "s3lect.h"
 
 #define MAX_BODY (256 * 1024)
 
+/* ---- libcurl pieces shared with cred_metadata.c (cred_curl.h) ---- */
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static CURLcode init_rc;
+static CURLcode init_rc = CURLE_FAILED_INIT;
 
 static void init(void)
 {
     init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-typedef struct sink {
-    char *buf;
-    size_t len, cap;
-    int too_big;
-} sink;
+int aws_curl_global_init(void)
+{
+    pthread_once(&once, init);
+    return init_rc == CURLE_OK ? 0 : -1;
+}
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 {
-    sink *s = ud;
+    aws_body_sink *s = ud;
     size_t n = size * nmemb;
-    if (s->len + n > MAX_BODY) {
-        s->too_big = 1;
-        return 0;
+    if (n > s->max - s->len) {
+        s->too_large = 1;
+        return 0; /* aborts the transfer */
     }
     if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
+        size_t cap = s->cap ? s->cap : 1024;
         while (cap < s->len + n + 1)
             cap *= 2;
+        /* Grow by copy so that no unwiped old buffer is left behind. */
         char *p = malloc(cap);
-        if (!p)
+        if (!p) {
+            s->oom = 1;
             return 0;
+        }
         if (s->buf) {
             memcpy(p, s->buf, s->len);
             aws_wipe(s->buf, s->cap);
@@ -55,6 +61,49 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
     s->buf[s->len] = '\0';
     return n;
 }
+
+void aws_body_sink_clear(aws_body_sink *s)
+{
+    if (s->buf) {
+        aws_wipe(s->buf, s->cap);
+        free(s->buf);
+    }
+    memset(s, 0, sizeof *s);
+}
+
+void aws_curl_setup(CURL *e, const char *url, long timeout_ms, struct curl_slist *hl,
+                    aws_body_sink *sink)
+{
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "s3lect/" S3LECT_VERSION_STRING);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, sink);
+}
+
+void aws_curl_slist_wipe_free(struct curl_slist *hl)
+{
+    for (struct curl_slist *l = hl; l; l = l->next)
+        aws_wipe(l->data, strlen(l->data));
+    curl_slist_free_all(hl);
+}
+
+CURLcode aws_curl_perform(CURL *e, struct curl_slist *hl, long *status)
+{
+    CURLcode cc = curl_easy_perform(e);
+    *status = 0;
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, status);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+    aws_curl_slist_wipe_free(hl);
+    return cc;
+}
+
+/* ---- aws_http ---- */
 
 static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
 {
@@ -80,8 +129,7 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
              aws_http_resp *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    pthread_once(&once, init);
-    if (init_rc != CURLE_OK) {
+    if (aws_curl_global_init() != 0) {
         snprintf(err, errlen, "libcurl failed to initialise");
         return S3LECT_ETRANSIENT;
     }
@@ -107,31 +155,20 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
             oom = 1;
     }
     if (oom) {
-        for (struct curl_slist *l = hl; l; l = l->next)
-            aws_wipe(l->data, strlen(l->data));
-        curl_slist_free_all(hl);
+        aws_curl_slist_wipe_free(hl);
         curl_easy_cleanup(e);
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
     char ebuf[CURL_ERROR_SIZE] = "";
-    sink s = {0};
+    aws_body_sink s = {.max = MAX_BODY};
     if (timeout_ms <= 0)
         timeout_ms = 10000;
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "s3lect/" S3LECT_VERSION_STRING);
+    aws_curl_setup(e, url, (long)timeout_ms, hl, &s);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, ebuf);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &s);
     curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(e, CURLOPT_XFERINFODATA, (void *)abort);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     if (ca_file)
         curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
     if (strcmp(method, "POST") == 0) {
@@ -141,19 +178,13 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
     } else {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
-    CURLcode cc = curl_easy_perform(e);
-    long status = 0;
-    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-    for (struct curl_slist *l = hl; l; l = l->next)
-        aws_wipe(l->data, strlen(l->data));
-    curl_slist_free_all(hl);
+    long status;
+    CURLcode cc = aws_curl_perform(e, hl, &status);
     curl_easy_cleanup(e);
     if (cc != CURLE_OK) {
-        if (s.buf) {
-            aws_wipe(s.buf, s.cap);
-            free(s.buf);
-        }
-        if (s.too_big)
+        int too_large = s.too_large;
+        aws_body_sink_clear(&s);
+        if (too_large)
             snprintf(err, errlen, "the answer is larger than %d bytes", MAX_BODY);
         else if (cc == CURLE_ABORTED_BY_CALLBACK)
             snprintf(err, errlen, "cancelled (s3lect is stopping)");

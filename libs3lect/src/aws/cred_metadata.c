@@ -1,6 +1,7 @@
 /* cred_metadata.c - what the container and instance-metadata credential
  * providers share (cred_metadata.h): the answer parser,
- * one bounded HTTP exchange with libcurl, and wiping helpers.
+ * one bounded HTTP exchange with libcurl (on the pieces of cred_curl.h),
+ * and wiping helpers.
  */
 #include "cred_metadata.h"
 
@@ -9,7 +10,6 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cred_curl.h"
+#include "cred_parse.h"
 #include "s3lect.h"
 #include "util.h"
 
@@ -25,15 +27,12 @@
 void aws_md_wipe(void *p, size_t n)
 {
     if (p && n)
-        explicit_bzero(p, n);
+        aws_wipe(p, n);
 }
 
 void aws_md_wipe_free(char *s)
 {
-    if (s) {
-        aws_md_wipe(s, strlen(s));
-        free(s);
-    }
+    aws_wipe_free(s);
 }
 
 int aws_md_env_true(const char *name)
@@ -271,18 +270,9 @@ int aws_md_parse_role(const char *body, size_t len, char *role, size_t rolelen)
 
 /* ---- HTTP ---- */
 
-static pthread_once_t md_curl_once = PTHREAD_ONCE_INIT;
-static CURLcode md_curl_rc = CURLE_FAILED_INIT;
-
-static void md_curl_init(void)
-{
-    md_curl_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 void *aws_md_curl_new(void)
 {
-    pthread_once(&md_curl_once, md_curl_init);
-    if (md_curl_rc != CURLE_OK)
+    if (aws_curl_global_init() != 0)
         return NULL;
     return curl_easy_init();
 }
@@ -291,44 +281,6 @@ void aws_md_curl_free(void *curl)
 {
     if (curl)
         curl_easy_cleanup((CURL *)curl);
-}
-
-typedef struct body_sink {
-    char *buf;
-    size_t len, cap, max;
-    int too_large, oom;
-} body_sink;
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
-{
-    body_sink *s = ud;
-    size_t n = size * nmemb;
-    if (n > s->max - s->len) {
-        s->too_large = 1;
-        return 0; /* aborts the transfer */
-    }
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 1024;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        /* Grow by copy so that no unwiped old buffer is left behind. */
-        char *nb = malloc(cap);
-        if (!nb) {
-            s->oom = 1;
-            return 0;
-        }
-        if (s->buf) {
-            memcpy(nb, s->buf, s->len);
-            aws_md_wipe(s->buf, s->cap);
-            free(s->buf);
-        }
-        s->buf = nb;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, data, n);
-    s->len += n;
-    s->buf[s->len] = '\0';
-    return n;
 }
 
 /* Hosts that are never reached through a proxy: the metadata endpoints and
@@ -379,26 +331,15 @@ int aws_md_http(void *curl, const aws_md_req *req, aws_md_resp *resp)
     }
     hl = append_header(hl, "Accept", "*/*", &oom);
     if (oom) {
-        for (struct curl_slist *l = hl; l; l = l->next)
-            aws_md_wipe(l->data, strlen(l->data));
-        curl_slist_free_all(hl);
+        aws_curl_slist_wipe_free(hl);
         return S3LECT_ENOMEM;
     }
-    body_sink sink = {.max = req->max_body};
+    aws_body_sink sink = {.max = req->max_body};
 
     curl_easy_reset(e);
-    curl_easy_setopt(e, CURLOPT_URL, req->url);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)left);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)left);
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    aws_curl_setup(e, req->url, (long)left, hl, &sink);
     curl_easy_setopt(e, CURLOPT_NOPROXY, no_proxy_hosts);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "s3lect/" S3LECT_VERSION_STRING);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &sink);
     const char *ca = getenv("AWS_CA_BUNDLE");
     if (ca && *ca)
         curl_easy_setopt(e, CURLOPT_CAINFO, ca);
@@ -409,18 +350,11 @@ int aws_md_http(void *curl, const aws_md_req *req, aws_md_resp *resp)
     } else {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
-    CURLcode cc = curl_easy_perform(e);
-    long status = 0;
-    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-    for (struct curl_slist *l = hl; l; l = l->next)
-        aws_md_wipe(l->data, strlen(l->data));
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
-    curl_slist_free_all(hl);
+    long status;
+    CURLcode cc = aws_curl_perform(e, hl, &status);
 
     if (sink.oom) {
-        if (sink.buf)
-            aws_md_wipe(sink.buf, sink.cap);
-        free(sink.buf);
+        aws_body_sink_clear(&sink);
         return S3LECT_ENOMEM;
     }
     if (!sink.buf) {
