@@ -195,6 +195,30 @@ static const char *profile_sts_endpoint(const aws_section *s)
     return v ? v : aws_section_get(s, "endpoint_url");
 }
 
+/* A profile with only one of aws_access_key_id and aws_secret_access_key:
+ * names the one it has and the one it lacks. Returns S3LECT_EAUTH. */
+static int half_static_keys(const aws_section *s, const char *name, char *err, size_t errlen)
+{
+    int has_akid = aws_section_get(s, "aws_access_key_id") != NULL;
+    snprintf(err, errlen, "profile '%s' in %s has %s but not %s", name, s->where,
+             has_akid ? "aws_access_key_id" : "aws_secret_access_key",
+             has_akid ? "aws_secret_access_key" : "aws_access_key_id");
+    return S3LECT_EAUTH;
+}
+
+/* Two environment variables that go together (what names them in the
+ * message): 0 when both are set, else S3LECT_EAUTH naming the one that is
+ * set and the one that is not. Called when at least one is set. */
+static int env_pair_complete(const char *what, const char *a_name, const char *a,
+                             const char *b_name, const char *b, char *err, size_t errlen)
+{
+    if (a && b)
+        return 0;
+    snprintf(err, errlen, "incomplete %s in the environment: %s is set but %s is not", what,
+             a ? a_name : b_name, a ? b_name : a_name);
+    return S3LECT_EAUTH;
+}
+
 static int profile_fetch(const struct aws_chain *e, const char *name, const char **chain, int depth,
                          const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen);
 
@@ -379,12 +403,7 @@ static int profile_fetch(const struct aws_chain *e, const char *name, const char
                                aws_process_timeout_ms(), abort, out, err, errlen);
     } else if (aws_section_get(&s, "aws_access_key_id") ||
                aws_section_get(&s, "aws_secret_access_key")) {
-        snprintf(err, errlen, "profile '%s' in %s has %s but not %s", name, s.where,
-                 aws_section_get(&s, "aws_access_key_id") ? "aws_access_key_id"
-                                                          : "aws_secret_access_key",
-                 aws_section_get(&s, "aws_access_key_id") ? "aws_secret_access_key"
-                                                          : "aws_access_key_id");
-        rc = S3LECT_EAUTH;
+        rc = half_static_keys(&s, name, err, errlen);
     } else {
         snprintf(err, errlen,
                  "profile '%s' in %s has no credentials (aws_access_key_id, role_arn, "
@@ -650,14 +669,9 @@ static int resolve(const struct s3lect_config *cfg, struct aws_chain **out, char
         akid = aws_env("AWS_ACCESS_KEY_ID");
         secret = aws_env("AWS_SECRET_ACCESS_KEY");
         if (akid || secret) {
-            if (!akid || !secret) {
-                snprintf(err, errlen,
-                         "incomplete S3 credentials in the environment: %s is set "
-                         "but %s is not",
-                         akid ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
-                         akid ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
+            if (env_pair_complete("S3 credentials", "AWS_ACCESS_KEY_ID", akid,
+                                  "AWS_SECRET_ACCESS_KEY", secret, err, errlen) != 0)
                 return S3LECT_EAUTH;
-            }
             if (!(e = entry_new(K_STATIC)))
                 return S3LECT_ENOMEM;
             snprintf(e->desc, sizeof e->desc,
@@ -668,14 +682,9 @@ static int resolve(const struct s3lect_config *cfg, struct aws_chain **out, char
         const char *tf = aws_env("AWS_WEB_IDENTITY_TOKEN_FILE");
         const char *role = aws_env("AWS_ROLE_ARN");
         if (tf || role) {
-            if (!tf || !role) {
-                snprintf(err, errlen,
-                         "incomplete web identity settings in the environment: %s is set but %s "
-                         "is not",
-                         tf ? "AWS_WEB_IDENTITY_TOKEN_FILE" : "AWS_ROLE_ARN",
-                         tf ? "AWS_ROLE_ARN" : "AWS_WEB_IDENTITY_TOKEN_FILE");
+            if (env_pair_complete("web identity settings", "AWS_WEB_IDENTITY_TOKEN_FILE", tf,
+                                  "AWS_ROLE_ARN", role, err, errlen) != 0)
                 return S3LECT_EAUTH;
-            }
             if (!(e = entry_new(K_WEBID_ENV)))
                 return S3LECT_ENOMEM;
             char defname[64];
@@ -739,12 +748,7 @@ static int resolve(const struct s3lect_config *cfg, struct aws_chain **out, char
             }
         } else if (aws_section_get(&s, "aws_access_key_id") ||
                    aws_section_get(&s, "aws_secret_access_key")) {
-            snprintf(err, errlen, "profile '%s' in %s has %s but not %s", profile, s.where,
-                     aws_section_get(&s, "aws_access_key_id") ? "aws_access_key_id"
-                                                              : "aws_secret_access_key",
-                     aws_section_get(&s, "aws_access_key_id") ? "aws_secret_access_key"
-                                                              : "aws_access_key_id");
-            rc = S3LECT_EAUTH;
+            rc = half_static_keys(&s, profile, err, errlen);
         } else {
             snprintf(note, sizeof note,
                      "profile '%s' in %s has no aws_access_key_id/aws_secret_access_key, "
