@@ -16,22 +16,6 @@
 #include "cred_parse.h"
 #include "fuzz.h"
 
-static int header_safe(const char *s)
-{
-    if (!s || !*s)
-        return 0;
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x21 || (unsigned char)*s > 0x7E)
-            return 0;
-    return 1;
-}
-
-static void check_msg(const char *err, size_t cap)
-{
-    FUZZ_CHECK(memchr(err, '\0', cap) != NULL, "message not terminated");
-    FUZZ_CHECK(strchr(err, '\n') == NULL, "message has a newline: %s", err);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -51,11 +35,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int rc2 = aws_parse_sso_token(buf, len, &tok2, &exp2, err2, sizeof err2);
         FUZZ_CHECK(rc == rc2 && exp == exp2, "not deterministic");
         if (rc == 0) {
-            FUZZ_CHECK(header_safe(tok), "token not header-safe");
+            FUZZ_CHECK(fuzz_header_safe(tok), "token not header-safe");
             FUZZ_CHECK(strcmp(tok, tok2) == 0, "not deterministic");
         } else {
             FUZZ_CHECK(tok == NULL, "token left on failure");
-            check_msg(err, sizeof err);
+            FUZZ_CHECK_MSG(err, sizeof err);
         }
         aws_wipe_free(tok);
         aws_wipe_free(tok2);
@@ -68,16 +52,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc2 = parse(buf, len, &g, err2, sizeof err2);
     FUZZ_CHECK(rc == rc2, "not deterministic");
     if (rc == 0) {
-        FUZZ_CHECK(header_safe(f.access_key_id) && header_safe(f.secret_access_key),
+        FUZZ_CHECK(fuzz_header_safe(f.access_key_id) && fuzz_header_safe(f.secret_access_key),
                    "keys not header-safe");
-        FUZZ_CHECK(!f.session_token || header_safe(f.session_token), "token not header-safe");
+        FUZZ_CHECK(!f.session_token || fuzz_header_safe(f.session_token), "token not header-safe");
         FUZZ_CHECK(strcmp(f.secret_access_key, g.secret_access_key) == 0 &&
                        f.expires_ms == g.expires_ms,
                    "not deterministic");
     } else {
         FUZZ_CHECK(!f.access_key_id && !f.secret_access_key && !f.session_token,
                    "fields left on failure");
-        check_msg(err, sizeof err);
+        FUZZ_CHECK_MSG(err, sizeof err);
     }
     aws_fetched_clear(&f);
     aws_fetched_clear(&g);
