@@ -364,17 +364,43 @@ typedef struct {
     char err[512];
 } outcome;
 
-static outcome container(const char *url, int64_t timeout_ms, aws_fetched *f)
+/* Sets var to value (when not NULL), then times one fetch by the provider
+ * and checks that a failure's message leaks nothing (what names the case). */
+static outcome timed_fetch(int (*fetch)(int64_t, aws_fetched *, char *, size_t), const char *var,
+                           const char *value, const char *what, int64_t timeout_ms, aws_fetched *f)
 {
     outcome o = {0};
-    if (url)
-        setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", url, 1);
+    if (value)
+        setenv(var, value, 1);
     int64_t t0 = u_mono_ms();
-    o.rc = aws_container_fetch(timeout_ms, f, o.err, sizeof o.err);
+    o.rc = fetch(timeout_ms, f, o.err, sizeof o.err);
     o.ms = u_mono_ms() - t0;
     if (o.rc != 0)
-        check_clean(o.err, url ? url : "container");
+        check_clean(o.err, value ? value : what);
     return o;
+}
+
+static outcome container(const char *url, int64_t timeout_ms, aws_fetched *f)
+{
+    return timed_fetch(aws_container_fetch, "AWS_CONTAINER_CREDENTIALS_FULL_URI", url, "container",
+                       timeout_ms, f);
+}
+
+/* Checks (then clears) credentials that must equal the server's, all five
+ * fields; what names the case. */
+static void check_full_creds(const char *what, const outcome *o, aws_fetched *f, const char *akid,
+                             const char *secret, const char *token, const char *exp,
+                             const char *principal)
+{
+    CHECK(o->rc == 0, "%s: %d %s", what, o->rc, o->err);
+    if (o->rc != 0)
+        return;
+    CHECK(strcmp(f->access_key_id, akid) == 0, "akid %s", f->access_key_id);
+    CHECK(strcmp(f->secret_access_key, secret) == 0, "secret differs");
+    CHECK(f->session_token && strcmp(f->session_token, token) == 0, "token differs");
+    CHECK(f->expires_ms == wall_of(exp), "expires %lld, want %s", (long long)f->expires_ms, exp);
+    CHECK(strcmp(f->principal, principal) == 0, "principal %s", f->principal);
+    aws_fetched_clear(f);
 }
 
 static void expect_container_error(const char *base, const char *path, int rc, const char *want)
@@ -406,15 +432,7 @@ static void test_container_fetch(void)
     /* The plain answer, no authorization configured. */
     snprintf(url, sizeof url, "%s/creds", base);
     outcome o = container(url, 3000, &f);
-    CHECK(o.rc == 0, "fetch: %d %s", o.rc, o.err);
-    if (o.rc == 0) {
-        CHECK(strcmp(f.access_key_id, akid) == 0, "akid %s", f.access_key_id);
-        CHECK(strcmp(f.secret_access_key, secret) == 0, "secret differs");
-        CHECK(f.session_token && strcmp(f.session_token, token) == 0, "token differs");
-        CHECK(f.expires_ms == wall_of(exp), "expires %lld, want %s", (long long)f.expires_ms, exp);
-        CHECK(strcmp(f.principal, arn) == 0, "principal %s", f.principal);
-        aws_fetched_clear(&f);
-    }
+    check_full_creds("fetch", &o, &f, akid, secret, token, exp, arn);
     snprintf(url, sizeof url, "%s/_last_auth", base);
     CHECK(server_count(url, "had_auth") == 0, "an Authorization header was sent unasked");
 
@@ -551,15 +569,8 @@ static void test_container_fetch(void)
 
 static outcome imds_at(const char *endpoint, int64_t timeout_ms, aws_fetched *f)
 {
-    outcome o = {0};
-    if (endpoint)
-        setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint, 1);
-    int64_t t0 = u_mono_ms();
-    o.rc = aws_imds_fetch(timeout_ms, f, o.err, sizeof o.err);
-    o.ms = u_mono_ms() - t0;
-    if (o.rc != 0)
-        check_clean(o.err, endpoint ? endpoint : "imds");
-    return o;
+    return timed_fetch(aws_imds_fetch, "AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint, "imds",
+                       timeout_ms, f);
 }
 
 static void expect_imds(const char *fake, const char *cas, int rc, const char *want)
@@ -700,15 +711,7 @@ static int test_imds_mock(void)
     /* ... so the credentials coming back prove the token flow. */
     aws_fetched f;
     outcome o = imds_at(mock, 5000, &f);
-    CHECK(o.rc == 0, "mock: %d %s", o.rc, o.err);
-    if (o.rc == 0) {
-        CHECK(strcmp(f.access_key_id, akid) == 0, "akid %s", f.access_key_id);
-        CHECK(strcmp(f.secret_access_key, secret) == 0, "secret differs");
-        CHECK(f.session_token && strcmp(f.session_token, token) == 0, "token differs");
-        CHECK(f.expires_ms == wall_of(exp), "expires %lld, want %s", (long long)f.expires_ms, exp);
-        CHECK(strcmp(f.principal, role) == 0, "principal %s", f.principal);
-        aws_fetched_clear(&f);
-    }
+    check_full_creds("mock", &o, &f, akid, secret, token, exp, role);
     setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", mock, 1);
     char *r = aws_imds_region(5000);
     CHECK(r && strcmp(r, region) == 0, "mock region %s", r ? r : "(null)");
