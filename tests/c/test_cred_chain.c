@@ -111,6 +111,25 @@ static void use_profile_config(const char *cfgtext)
     setenv("AWS_PROFILE", "p", 1);
 }
 
+/* Profile p runs script (a file in dir) as its credential_process. */
+static void use_process_profile(const char *script)
+{
+    char cfgtext[800];
+    snprintf(cfgtext, sizeof cfgtext, "[profile p]\ncredential_process = %s/%s\n", dir, script);
+    use_profile_config(cfgtext);
+}
+
+/* Opens the chain of the environment's profile; NULL (a failed check named
+ * what) when it does not open. */
+static aws_chain *open_chain(const char *what)
+{
+    struct s3lect_config cfg = {0};
+    aws_chain *c = NULL;
+    char err[700] = "";
+    CHECK_INT(aws_chain_open(&cfg, 0, &c, err, sizeof err), 0, what);
+    return c;
+}
+
 /* The chain fails to open with want in the message, or (for a source that
  * did not answer, which the refresher retries) opens and its get fails so. */
 static void expect_open_error(const char *want, const char *what)
@@ -226,9 +245,7 @@ static void test_process(void)
 {
     clean_env();
     write_counting_process(3600);
-    char cfgtext[800];
-    snprintf(cfgtext, sizeof cfgtext, "[profile p]\ncredential_process = %s/proc.sh\n", dir);
-    use_profile_config(cfgtext);
+    use_process_profile("proc.sh");
     struct s3lect_config cfg = {0};
     aws_creds c;
     char err[700] = "";
@@ -245,9 +262,8 @@ static void test_process(void)
 
     /* Shared cache: two handles on the same profile run the process once. */
     write_counting_process(3600);
-    aws_chain *a = NULL, *b = NULL;
-    CHECK_INT(aws_chain_open(&cfg, 0, &a, err, sizeof err), 0, "open a");
-    CHECK_INT(aws_chain_open(&cfg, 0, &b, err, sizeof err), 0, "open b");
+    aws_chain *a = open_chain("open a");
+    aws_chain *b = open_chain("open b");
     CHECK(a == b, "the same source gives the same cache entry");
     CHECK_INT(runs(), 1, "the process ran once for two stores");
     aws_chain_info in;
@@ -261,16 +277,13 @@ static void test_process(void)
 
     /* Bad processes: each one clear message. */
     write_file("bad.sh", "#!/bin/sh\necho 'not json at all'\n", 0700);
-    snprintf(cfgtext, sizeof cfgtext, "[profile p]\ncredential_process = %s/bad.sh\n", dir);
-    use_profile_config(cfgtext);
+    use_process_profile("bad.sh");
     expect_open_error("is not a JSON object", "malformed output");
     write_file("exit.sh", "#!/bin/sh\necho 'no credentials for you' >&2\nexit 7\n", 0700);
-    snprintf(cfgtext, sizeof cfgtext, "[profile p]\ncredential_process = %s/exit.sh\n", dir);
-    use_profile_config(cfgtext);
+    use_process_profile("exit.sh");
     expect_open_error("exited with status 7", "non-zero exit");
     write_file("hang.sh", "#!/bin/sh\nsleep 30\n", 0700);
-    snprintf(cfgtext, sizeof cfgtext, "[profile p]\ncredential_process = %s/hang.sh\n", dir);
-    use_profile_config(cfgtext);
+    use_process_profile("hang.sh");
     setenv("S3LECT_CREDENTIAL_PROCESS_TIMEOUT", "0.5", 1);
     int64_t t0 = u_mono_ms();
     expect_open_error("did not finish within 500 ms and was killed", "hanging process");
@@ -281,11 +294,9 @@ static void test_process(void)
                "#!/bin/sh\nprintf '{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":"
                "\"s3cr3t\",\"Expiration\":\"2001-01-01T00:00:00Z\"}'\n",
                0700);
-    snprintf(cfgtext, sizeof cfgtext, "[profile p]\ncredential_process = %s/past.sh\n", dir);
-    use_profile_config(cfgtext);
+    use_process_profile("past.sh");
     expect_open_error("has already passed", "Expiration in the past (clock skew)");
-    snprintf(cfgtext, sizeof cfgtext, "[profile p]\ncredential_process = %s/missing.sh\n", dir);
-    use_profile_config(cfgtext);
+    use_process_profile("missing.sh");
     expect_open_error("exited with status 127", "missing program");
 }
 
@@ -357,13 +368,9 @@ static void test_refresh(void)
 {
     clean_env();
     write_counting_process(6);
-    char cfgtext[800];
-    snprintf(cfgtext, sizeof cfgtext, "[profile p]\ncredential_process = %s/proc.sh\n", dir);
-    use_profile_config(cfgtext);
-    struct s3lect_config cfg = {0};
-    aws_chain *c = NULL;
+    use_process_profile("proc.sh");
+    aws_chain *c = open_chain("open short-lived");
     char err[700] = "";
-    CHECK_INT(aws_chain_open(&cfg, 0, &c, err, sizeof err), 0, "open short-lived");
     if (!c)
         return;
     aws_chain_info in;
@@ -456,13 +463,9 @@ static void test_slow_source(void)
                "printf '{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"s3cr3t\","
                "\"Expiration\":\"%s\"}' \"$exp\"\n",
                0700);
-    char cfgtext[800];
-    snprintf(cfgtext, sizeof cfgtext, "[profile p]\ncredential_process = %s/slow.sh\n", dir);
-    use_profile_config(cfgtext);
-    struct s3lect_config cfg = {0};
-    aws_chain *c = NULL;
+    use_process_profile("slow.sh");
+    aws_chain *c = open_chain("open slow source");
     char err[700] = "";
-    CHECK_INT(aws_chain_open(&cfg, 0, &c, err, sizeof err), 0, "open slow source");
     if (!c)
         return;
     int bad = 0;
