@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import json
 import secrets
-import sys
 import threading
 import time
 import urllib.parse
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .httpthread import QuietHandler, ThreadedHttpServer
 
 
 def rfc3339(dt: datetime) -> str:
@@ -53,22 +53,9 @@ def throwaway_creds(hours: float = 6.0) -> dict:
     }
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: "_Server"
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):  # quiet: requests carry tokens
-        pass
-
+class _Handler(QuietHandler):
     def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        try:
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        self.send_body(status, body, ctype)
 
     def _json(self, status: int, obj) -> None:
         self._send(status, json.dumps(obj).encode())
@@ -133,37 +120,19 @@ class _Handler(BaseHTTPRequestHandler):
         return self._json(404, {"code": "NotFound", "message": "no such test case"})
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    owner: "ContainerCredsServer"
-
-    def handle_error(self, request, client_address):
-        # Clients that give up (timeouts, oversized answers) reset connections.
-        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-            super().handle_error(request, client_address)
-
-
-class ContainerCredsServer:
+class ContainerCredsServer(ThreadedHttpServer):
     """Start with `with ContainerCredsServer() as s:`; s.url("/creds")."""
 
+    handler = _Handler
+    thread_name = "container-creds"
+
     def __init__(self, creds: dict | None = None, token: str | None = None):
+        super().__init__()
         self.creds = creds or throwaway_creds()
         self.token = token
         self.count = 0
         self.last_had_auth = False
         self.lock = threading.Lock()
-        self._srv: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        assert self._srv is not None
-        return self._srv.server_address[1]
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def url(self, path: str = "/creds") -> str:
         return self.base + path
@@ -171,26 +140,3 @@ class ContainerCredsServer:
     def set_creds(self, creds: dict) -> None:
         with self.lock:
             self.creds = dict(creds)
-
-    def start(self) -> "ContainerCredsServer":
-        self._srv = _Server(("127.0.0.1", 0), _Handler)
-        self._srv.owner = self
-        self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name="container-creds", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        srv, self._srv = self._srv, None
-        if srv is not None:
-            srv.shutdown()
-            srv.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-
-    def __enter__(self) -> "ContainerCredsServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -53,16 +53,17 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from harness.container_creds import ContainerCredsServer, throwaway_creds  # noqa: E402
-    from harness.servers import cache_dir, free_port  # noqa: E402
+    from harness.httpthread import QuietHandler, ThreadedHttpServer  # noqa: E402
+    from harness.servers import cache_dir, free_port, stop_process_group  # noqa: E402
 else:
     from .container_creds import ContainerCredsServer, throwaway_creds
-    from .servers import cache_dir, free_port
+    from .httpthread import QuietHandler, ThreadedHttpServer
+    from .servers import cache_dir, free_port, stop_process_group
 
 REPO = Path(__file__).resolve().parent.parent.parent
 START_TIMEOUT_S = 30.0
@@ -186,16 +187,7 @@ class ImdsMock:
 
     def stop(self, keep: bool = False) -> None:
         p, self.proc = self.proc, None
-        if p is not None and p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=10)
+        stop_process_group(p)
         if self._log:
             self._log.close()
             self._log = None
@@ -209,26 +201,9 @@ class ImdsMock:
         self.stop()
 
 
-class _FakeHandler(BaseHTTPRequestHandler):
-    server: "_FakeServer"
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):
-        pass
-
+class _FakeHandler(QuietHandler):
     def _send(self, status: int, body: bytes | str, extra: dict | None = None) -> None:
-        if isinstance(body, str):
-            body = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (extra or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        try:
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        self.send_body(status, body, "text/plain", extra)
 
     def _split(self) -> tuple[str, str]:
         path = self.path.split("?", 1)[0]
@@ -296,22 +271,15 @@ class _FakeHandler(BaseHTTPRequestHandler):
         return self._send(200, json.dumps(creds, indent=2))
 
 
-class _FakeServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    owner: "FakeImds"
-
-    def handle_error(self, request, client_address):
-        # Clients that give up (timeouts, oversized answers) reset connections.
-        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-            super().handle_error(request, client_address)
-
-
-class FakeImds:
+class FakeImds(ThreadedHttpServer):
     """The tests' own IMDS (see the module docstring for its cases)."""
+
+    handler = _FakeHandler
+    thread_name = "fake-imds"
 
     def __init__(self, creds: dict | None = None, role: str = "s3lect-fake-role",
                  region: str = "ap-south-2"):
+        super().__init__()
         self.creds = creds or imds_creds()
         self.role = role
         self.region = region
@@ -319,13 +287,6 @@ class FakeImds:
         self.puts = 0
         self.gets = 0
         self.lock = threading.Lock()
-        self._srv: _FakeServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base(self) -> str:
-        assert self._srv is not None
-        return f"http://127.0.0.1:{self._srv.server_address[1]}"
 
     def endpoint(self, case: str = "ok") -> str:
         return f"{self.base}/{case}"
@@ -333,29 +294,6 @@ class FakeImds:
     def set_creds(self, creds: dict) -> None:
         with self.lock:
             self.creds = dict(creds)
-
-    def start(self) -> "FakeImds":
-        self._srv = _FakeServer(("127.0.0.1", 0), _FakeHandler)
-        self._srv.owner = self
-        self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name="fake-imds", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        srv, self._srv = self._srv, None
-        if srv is not None:
-            srv.shutdown()
-            srv.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-
-    def __enter__(self) -> "FakeImds":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 def with_metadata_servers(cmd: list[str], timeout_s: float = 600.0) -> int:

@@ -53,6 +53,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_process_group(p: subprocess.Popen | None) -> None:
+    """Stops a process started with start_new_session=True, with its whole
+    group: SIGTERM, then SIGKILL when it has not exited within 10 s."""
+    if p is not None and p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
+
+
 class S3Access:
     """How a test reaches an S3 server: endpoint, bucket and credentials."""
 
@@ -165,16 +180,7 @@ class Server(S3Access):
 
     def stop(self, keep_log: bool = False) -> None:
         p, self.proc = self.proc, None
-        if p is not None and p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=10)
+        stop_process_group(p)
         if self._log:
             self._log.close()
             self._log = None
