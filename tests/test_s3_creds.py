@@ -23,7 +23,6 @@ import http.server
 import json
 import os
 import secrets
-import sys
 import threading
 import time
 import urllib.parse
@@ -32,18 +31,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli import FAST, Node, run, wait_for
+from harness.credtest import no_secrets, write_mint_profile
 from harness.sts import FakeSts, assume_role, error_xml
 
-STS_PY = Path(__file__).resolve().parent / "harness" / "sts.py"
 ROLE = "arn:aws:iam::123456789012:role/s3lect-test"
-
-
-def no_secrets(texts: list[str], secrets_: list[str]) -> None:
-    for s in secrets_:
-        if not s:
-            continue
-        for t in texts:
-            assert s not in t, "a secret or token appeared in s3lect's output"
 
 
 @pytest.fixture
@@ -179,23 +170,6 @@ def test_sts_error_answers(s3lect_bin, cenv, tmp_path, status, body, want, code)
 # ---- real temporary credentials from MinIO's STS ----
 
 
-def write_process_profile(tmp_path: Path, minio, report_seconds: float | None) -> Path:
-    """A credential_process that mints MinIO credentials (AssumeRole with the
-    root user's keys) and logs what it handed out to a file of the test's."""
-    count = tmp_path / "minted"
-    script = tmp_path / "mint.sh"
-    extra = f" --report-seconds {report_seconds}" if report_seconds else ""
-    script.write_text(
-        "#!/bin/sh\n"
-        f"export STS_ACCESS_KEY='{minio.access_key}' STS_SECRET_KEY='{minio.secret_key}'\n"
-        f"export STS_COUNT_FILE='{count}'\n"
-        f"exec '{sys.executable}' '{STS_PY}' process {minio.endpoint}{extra}\n"
-    )
-    script.chmod(0o700)
-    (tmp_path / "config").write_text(f"[profile minted]\ncredential_process = {script}\n")
-    return count
-
-
 def minted_lines(count: Path) -> list[str]:
     """The access key ids handed out so far."""
     return [ln.split()[0] for ln in count.read_text().splitlines()] if count.exists() else []
@@ -212,7 +186,7 @@ def minted_secrets(count: Path) -> list[str]:
 def test_credential_process_with_minio_sts_elects(minio, s3lect_bin, cenv, tmp_path):
     if minio.name != "minio" or not hasattr(minio, "proc"):
         pytest.fail("this test needs the harness's own MinIO (its root keys mint credentials)")
-    count = write_process_profile(tmp_path, minio, None)
+    count = write_mint_profile(tmp_path, minio, None)
     env = dict(cenv, AWS_PROFILE="minted", AWS_ENDPOINT_URL_S3=minio.endpoint)
     lock = f"s3://{minio.bucket}/creds/proc-{secrets.token_hex(4)}.json"
     r, j = whoami(s3lect_bin, env, lock)
@@ -237,7 +211,7 @@ def test_leader_keeps_leadership_through_refreshes(minio, s3lect_bin, cenv, tmp_
     real MinIO credentials, and never steps down."""
     if minio.name != "minio" or not hasattr(minio, "proc"):
         pytest.fail("this test needs the harness's own MinIO (its root keys mint credentials)")
-    count = write_process_profile(tmp_path, minio, 6)
+    count = write_mint_profile(tmp_path, minio, 6)
     env = dict(cenv, AWS_PROFILE="minted", AWS_ENDPOINT_URL_S3=minio.endpoint)
     lock = f"s3://{minio.bucket}/creds/refresh-{secrets.token_hex(4)}.json"
     node = Node(s3lect_bin, tmp_path, lock, "solo", env)
@@ -345,7 +319,7 @@ def test_failed_refresh_is_reported_while_the_credentials_still_work(minio, s3le
     (an ERROR event, which `s3lect run` logs) — not only when they expire."""
     if minio.name != "minio" or not hasattr(minio, "proc"):
         pytest.fail("this test needs the harness's own MinIO (its root keys mint credentials)")
-    count = write_process_profile(tmp_path, minio, 12)
+    count = write_mint_profile(tmp_path, minio, 12)
     script = tmp_path / "mint.sh"
     broken = tmp_path / "broken"
     lines = script.read_text().splitlines()

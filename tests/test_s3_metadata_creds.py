@@ -35,6 +35,7 @@ if str(TESTS) not in sys.path:
 
 from harness.cli import Node, wait_for  # noqa: E402
 from harness.container_creds import ContainerCredsServer  # noqa: E402
+from harness.credtest import container_answer, no_secrets  # noqa: E402
 from harness.imds import ImdsMock, ImdsMockMissing, find_imds_mock  # noqa: E402
 from harness.sts import assume_role  # noqa: E402
 
@@ -75,12 +76,6 @@ def check_store(bin_: Path, lock: str, env: dict[str, str]) -> subprocess.Comple
                           env=env, capture_output=True, text=True, timeout=120)
 
 
-def assert_no_secrets(texts: list[str], *values: str) -> None:
-    for t in texts:
-        for v in values:
-            assert v not in t, "a secret or token appears in s3lect's output"
-
-
 def lead_once(bin_: Path, tmp: Path, lock: str, env: dict[str, str]) -> str:
     """Runs one node until its command starts as leader; returns its log."""
     node = Node(bin_, tmp, lock, "meta-1", env)
@@ -97,13 +92,7 @@ def test_run_on_container_credentials(s3lect_bin, minio, sts_creds, clean_env, t
     token = "pod-identity-" + secrets.token_urlsafe(24)
     token_file = tmp_path / "eks-pod-identity-token"
     token_file.write_text(token + "\n")
-    served = {
-        "AccessKeyId": sts_creds["AccessKeyId"],
-        "SecretAccessKey": sts_creds["SecretAccessKey"],
-        "Token": sts_creds["SessionToken"],
-        "Expiration": sts_creds["Expiration"],
-        "RoleArn": ROLE_ARN,
-    }
+    served = container_answer(sts_creds, ROLE_ARN)
     lock = f"s3://{minio.bucket}/metadata-creds/container-{secrets.token_hex(4)}.json"
     with ContainerCredsServer(creds=served, token=token) as srv:
         env = base_env(clean_env, minio)
@@ -137,8 +126,8 @@ def test_run_on_container_credentials(s3lect_bin, minio, sts_creds, clean_env, t
         both = r.stdout + r.stderr
         assert "HTTP 401" in both and "AWS_CONTAINER_AUTHORIZATION_TOKEN" in both, both
         texts.append(both)
-    assert_no_secrets(texts, sts_creds["SecretAccessKey"], sts_creds["SessionToken"], token,
-                      bad["Token"])
+    no_secrets(texts, [sts_creds["SecretAccessKey"], sts_creds["SessionToken"], token,
+                       bad["Token"]])
 
 
 def test_run_on_instance_metadata(s3lect_bin, minio, sts_creds, clean_env, tmp_path, mock_binary):
@@ -175,4 +164,4 @@ def test_run_on_instance_metadata(s3lect_bin, minio, sts_creds, clean_env, tmp_p
         both = r.stdout + r.stderr
         assert "AWS_EC2_METADATA_V1_DISABLED" in both and "HTTP 405" in both, both
         texts.append(both)
-    assert_no_secrets(texts, sts_creds["SecretAccessKey"], sts_creds["SessionToken"])
+    no_secrets(texts, [sts_creds["SecretAccessKey"], sts_creds["SessionToken"]])

@@ -44,10 +44,11 @@ if __name__ != "__main__":
     if str(TESTS) not in sys.path:
         sys.path.insert(0, str(TESTS))
     from harness.container_creds import ContainerCredsServer  # noqa: E402
+    from harness.credtest import (STS_PY, container_answer, no_secrets,  # noqa: E402
+                                  write_mint_profile)
     from harness.sts import assume_role  # noqa: E402
     from pyutil import FAST  # noqa: E402
 
-STS_PY = TESTS / "harness" / "sts.py"
 
 
 # ---------------------------------------------------------------------------
@@ -217,14 +218,6 @@ def cred_lock(minio: Any) -> str:
     return f"s3://{minio.bucket}/py/creds-{secrets.token_hex(6)}.json"
 
 
-def no_secrets(texts: List[str], values: List[str]) -> None:
-    for v in values:
-        if not v:
-            continue
-        for t in texts:
-            assert v not in t, "a secret or session token appears in the child's output"
-
-
 def minted(count: Path) -> List[List[str]]:
     """[akid, secret, token] per credential_process run, from its count file."""
     if not count.exists():
@@ -238,24 +231,6 @@ def minio_sts_works(minio: Any) -> Dict[str, str]:
         return assume_role(minio.endpoint, minio.access_key, minio.secret_key)
     except Exception as e:  # noqa: BLE001 - say what is missing, never skip silently
         pytest.fail(f"MinIO's STS did not mint credentials with the test keys: {e}")
-
-
-def write_mint_profile(tmp_path: Path, minio: Any, report_seconds: float) -> Path:
-    """Profile 'minted': a credential_process minting MinIO STS credentials
-    that it reports to expire report_seconds after each run; returns the
-    count file it appends to."""
-    count = tmp_path / "minted"
-    script = tmp_path / "mint.sh"
-    script.write_text(
-        "#!/bin/sh\n"
-        f"export STS_ACCESS_KEY='{minio.access_key}' STS_SECRET_KEY='{minio.secret_key}'\n"
-        f"export STS_COUNT_FILE='{count}'\n"
-        f"exec '{sys.executable}' '{STS_PY}' process {minio.endpoint} "
-        f"--report-seconds {report_seconds}\n"
-    )
-    script.chmod(0o700)
-    (tmp_path / "config").write_text(f"[profile minted]\ncredential_process = {script}\n")
-    return count
 
 
 def leader_status(c: Child, server_id: str) -> Callable[[], Any]:
@@ -319,13 +294,7 @@ def test_container_credentials_endpoint_leads(minio, cred_env, cred_lock, tmp_pa
     token = "pod-identity-" + secrets.token_urlsafe(24)
     token_file = tmp_path / "pod-identity-token"
     token_file.write_text(token + "\n")
-    served = {
-        "AccessKeyId": creds["AccessKeyId"],
-        "SecretAccessKey": creds["SecretAccessKey"],
-        "Token": creds["SessionToken"],
-        "Expiration": creds["Expiration"],
-        "RoleArn": "arn:aws:iam::123456789012:role/s3lect-py-task",
-    }
+    served = container_answer(creds, "arn:aws:iam::123456789012:role/s3lect-py-task")
     with ContainerCredsServer(creds=served, token=token) as srv:
         env = dict(cred_env, AWS_CONTAINER_CREDENTIALS_FULL_URI=srv.url("/creds"),
                    AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=str(token_file))
