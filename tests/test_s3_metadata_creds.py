@@ -71,6 +71,16 @@ def whoami(bin_: Path, lock: str, env: dict[str, str]) -> tuple[dict, str]:
     return json.loads(r.stdout), r.stdout + r.stderr
 
 
+def whoami_fails(bin_: Path, lock: str, env: dict[str, str], *wants: str) -> str:
+    """whoami exits 1 with a message holding every one of wants; returns its output."""
+    r = subprocess.run([str(bin_), "whoami", lock], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    both = r.stdout + r.stderr
+    assert all(w in both for w in wants), both
+    return both
+
+
 def check_store(bin_: Path, lock: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([str(bin_), "check-store", lock, "--racers", "2", "--rounds", "1"],
                           env=env, capture_output=True, text=True, timeout=120)
@@ -120,12 +130,8 @@ def test_run_on_container_credentials(s3lect_bin, minio, sts_creds, clean_env, t
 
         # A token the endpoint refuses: one clear line, not a crash.
         token_file.write_text("not-the-token")
-        r = subprocess.run([str(s3lect_bin), "whoami", lock], env=env, capture_output=True,
-                           text=True, timeout=60)
-        assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
-        both = r.stdout + r.stderr
-        assert "HTTP 401" in both and "AWS_CONTAINER_AUTHORIZATION_TOKEN" in both, both
-        texts.append(both)
+        texts.append(whoami_fails(s3lect_bin, lock, env, "HTTP 401",
+                                  "AWS_CONTAINER_AUTHORIZATION_TOKEN"))
     no_secrets(texts, [sts_creds["SecretAccessKey"], sts_creds["SessionToken"], token,
                        bad["Token"]])
 
@@ -158,10 +164,6 @@ def test_run_on_instance_metadata(s3lect_bin, minio, sts_creds, clean_env, tmp_p
         env = base_env(clean_env, minio)
         env.update(AWS_EC2_METADATA_SERVICE_ENDPOINT=not_imds.base,
                    AWS_EC2_METADATA_V1_DISABLED="true")
-        r = subprocess.run([str(s3lect_bin), "whoami", lock], env=env, capture_output=True,
-                           text=True, timeout=60)
-        assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
-        both = r.stdout + r.stderr
-        assert "AWS_EC2_METADATA_V1_DISABLED" in both and "HTTP 405" in both, both
-        texts.append(both)
+        texts.append(whoami_fails(s3lect_bin, lock, env, "AWS_EC2_METADATA_V1_DISABLED",
+                                  "HTTP 405"))
     no_secrets(texts, [sts_creds["SecretAccessKey"], sts_creds["SessionToken"]])
