@@ -47,7 +47,9 @@ static const char HELP[] =
     "  --region REGION         S3 region (default: AWS_REGION, AWS_DEFAULT_REGION, us-east-1)\n"
     "  --path-style            path-style S3 addressing (automatic for IPs and localhost)\n"
     "  --ca-file FILE          PEM CA bundle for HTTPS\n"
-    "credentials come only from the environment or ~/.aws files, never from flags.\n"
+    "credentials: the AWS SDKs' chain (environment, web identity, ~/.aws profiles with\n"
+    "roles, SSO and credential_process, container and EC2 instance metadata; docs/s3.md),\n"
+    "never flags; the report names the source it used.\n"
     "\n"
     "exit codes: 0 every check passed, 1 a check failed or the store could not be\n"
     "reached, 2 usage error.\n";

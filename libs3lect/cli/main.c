@@ -50,11 +50,13 @@ static const char MAIN_HELP[] =
     "                          AWS_DEFAULT_REGION, us-east-1)\n"                                   \
     "  --path-style            path-style S3 addressing (automatic for IPs and localhost)\n"       \
     "  --ca-file FILE          PEM CA bundle for HTTPS\n"                                          \
-    "lock URLs: s3://bucket/key (bucket: 3-63 of a-z 0-9 . -; key: at most 1024 bytes of\n"        \
-    "UTF-8, no empty, '.' or '..' segments), file:///dir/key or a plain path; no '?' or '#'\n"     \
-    "in URLs, the scheme may be upper case. Options are given once each; --opt=VALUE for a\n"      \
-    "value that starts with '-'.\n"                                                                \
-    "credentials come only from the environment or ~/.aws files, never from flags.\n"
+    "lock URLs: s3://bucket/key (bucket: 3-63 of a-z 0-9 . -, legacy ones also A-Z _; key:\n"      \
+    "at most 1024 bytes of UTF-8, no empty, '.' or '..' segments), file:///dir/key or a\n"         \
+    "plain path; no '?' or '#' in URLs, the scheme may be upper case. Options are given\n"         \
+    "once each; --opt=VALUE for a value that starts with '-'.\n"                                   \
+    "credentials: the AWS SDKs' chain (environment, web identity, ~/.aws profiles with\n"          \
+    "roles, SSO and credential_process, container and EC2 instance metadata; docs/s3.md),\n"       \
+    "never flags; 's3lect whoami URL' shows which source is used.\n"
 
 static const char COMMON_HELP[] = LOCK_HELP;
 
