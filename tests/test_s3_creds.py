@@ -19,20 +19,18 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import http.server
 import json
 import os
 import secrets
-import threading
 import time
-import urllib.parse
 from pathlib import Path
 
 import pytest
 
 from harness.cli import FAST, Node, run, wait_for
 from harness.credtest import no_secrets, write_mint_profile
-from harness.sts import FakeSts, assume_role, error_xml
+from harness.sso import FakePortal
+from harness.sts import FakeSts, assume_role, error_xml, sts_answer
 
 ROLE = "arn:aws:iam::123456789012:role/s3lect-test"
 
@@ -54,18 +52,6 @@ def cenv(clean_env, tmp_path):
 def whoami(s3lect_bin, env, lock="s3://s3lect-test/creds.json"):
     r = run([str(s3lect_bin), "whoami", "--json", lock], env, timeout=60)
     return r, (json.loads(r.stdout) if r.stdout.strip() else None)
-
-
-def sts_answer(akid: str, secret: str, token: str, seconds: float, arn: str) -> str:
-    exp = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
-    return (
-        "<AssumeRoleResponse><AssumeRoleResult>"
-        f"<AssumedRoleUser><Arn>{arn}</Arn></AssumedRoleUser>"
-        f"<Credentials><AccessKeyId>{akid}</AccessKeyId><SecretAccessKey>{secret}"
-        f"</SecretAccessKey><SessionToken>{token}</SessionToken>"
-        f"<Expiration>{exp.strftime('%Y-%m-%dT%H:%M:%SZ')}</Expiration></Credentials>"
-        "</AssumeRoleResult></AssumeRoleResponse>"
-    )
 
 
 # ---- STS on moto ----
@@ -231,45 +217,6 @@ def test_leader_keeps_leadership_through_refreshes(minio, s3lect_bin, cenv, tmp_
 
 
 # ---- SSO (a loopback portal handing out MinIO credentials) ----
-
-
-class FakePortal:
-    def __init__(self, minio, bearer: str):
-        self.seen: list[tuple[str, dict]] = []
-        portal = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                u = urllib.parse.urlsplit(self.path)
-                q = dict(urllib.parse.parse_qsl(u.query))
-                portal.seen.append((u.path, q))
-                if self.headers.get("x-amz-sso_bearer_token") != bearer:
-                    self.send_response(401)
-                    self.end_headers()
-                    return
-                c = assume_role(minio.endpoint, minio.access_key, minio.secret_key)
-                exp = int(datetime.datetime.fromisoformat(
-                    c["Expiration"].replace("Z", "+00:00")).timestamp() * 1000)
-                body = json.dumps({"roleCredentials": {
-                    "accessKeyId": c["AccessKeyId"], "secretAccessKey": c["SecretAccessKey"],
-                    "sessionToken": c["SessionToken"], "expiration": exp}}).encode()
-                self.send_response(200)
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
 
 
 def test_sso_session_profile(minio, s3lect_bin, cenv, tmp_path):

@@ -149,6 +149,21 @@ class FakeSts:
         self.thread.join(timeout=10)
 
 
+def sts_answer(akid: str, secret: str, token: str, seconds: float, arn: str,
+               action: str = "AssumeRole") -> str:
+    """A successful STS answer (action AssumeRole or AssumeRoleWithWebIdentity)
+    with these credentials, expiring `seconds` from now."""
+    exp = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
+    return (
+        f"<{action}Response><{action}Result>"
+        f"<AssumedRoleUser><Arn>{arn}</Arn></AssumedRoleUser>"
+        f"<Credentials><AccessKeyId>{akid}</AccessKeyId><SecretAccessKey>{secret}"
+        f"</SecretAccessKey><SessionToken>{token}</SessionToken>"
+        f"<Expiration>{exp.strftime('%Y-%m-%dT%H:%M:%SZ')}</Expiration></Credentials>"
+        f"</{action}Result></{action}Response>"
+    )
+
+
 def error_xml(code: str, message: str) -> str:
     return (
         "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error>"

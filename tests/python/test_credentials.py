@@ -14,6 +14,13 @@ events, callback errors and status snapshots as JSON lines.
 - a container-credentials endpoint (AWS_CONTAINER_CREDENTIALS_FULL_URI on
   127.0.0.1 with AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE) serving MinIO STS
   credentials: leader;
+- web identity (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN), a role_arn +
+  source_profile profile (SigV4-signed AssumeRole with the source key), both
+  against a loopback fake STS (AWS_ENDPOINT_URL_STS) answering with MinIO STS
+  credentials; an sso_session profile (cached token, loopback portal at
+  AWS_ENDPOINT_URL_SSO handing out MinIO STS credentials); EC2 instance
+  metadata (AWS_EC2_METADATA_SERVICE_ENDPOINT at the harness's IMDSv2 server
+  serving MinIO STS credentials): leader on each;
 - a broken ``credential_process`` (exit status 3): the error names the
   source, at construction and, when it breaks after the first credentials,
   through ``on_error`` and ``Status.last_error``.
@@ -46,7 +53,9 @@ if __name__ != "__main__":
     from harness.container_creds import ContainerCredsServer  # noqa: E402
     from harness.credtest import (STS_PY, container_answer, no_secrets,  # noqa: E402
                                   write_mint_profile)
-    from harness.sts import assume_role  # noqa: E402
+    from harness.imds import FakeImds, imds_creds  # noqa: E402
+    from harness.sso import FakePortal, write_sso_session  # noqa: E402
+    from harness.sts import FakeSts, assume_role, sts_answer  # noqa: E402
     from pyutil import FAST  # noqa: E402
 
 
@@ -389,3 +398,110 @@ def test_credential_process_breaking_later_reports_through_on_error(minio, cred_
     c.stop()
     assert len(minted(count)) == 1
     no_secrets([c.text()], [leaked, minio.secret_key] + minted(count)[0][1:])
+
+
+# ---------------------------------------------------------------------------
+# 4. every other source in the chain, each with real MinIO STS credentials
+# ---------------------------------------------------------------------------
+
+ROLE = "arn:aws:iam::123456789012:role/s3lect-py"
+
+
+def lead_once(c: Child, server_id: str) -> None:
+    """c becomes leader within 15 s, reports one term, stops gracefully and
+    never reported a credential error."""
+    try:
+        c.wait_for(lambda: c.find("acquired"), 15, f"leadership of {server_id}")
+        st = c.wait_for(leader_status(c, server_id), 5, "a leader status")
+        assert st["term"] == c.find("acquired")[0]["term"], st
+        assert st["last_error"] == "", st
+    finally:
+        rc = c.stop()
+    assert rc == 0, rc
+    assert c.find("stopped") and c.find("lost")[-1]["reason"] == "stopped", c.find("lost")
+    assert not [e for e in c.find("error") if "credential" in e["message"]], c.find("error")
+
+
+def test_web_identity_leads(minio, cred_env, cred_lock, tmp_path, children):
+    creds = minio_sts_works(minio)
+    token = "eyJ-web-identity-" + secrets.token_urlsafe(24)
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    answer = sts_answer(creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"],
+                        900, ROLE + "/irsa", action="AssumeRoleWithWebIdentity")
+    with FakeSts([(200, answer)] * 3) as f:
+        env = dict(cred_env, AWS_WEB_IDENTITY_TOKEN_FILE=str(token_file), AWS_ROLE_ARN=ROLE,
+                   AWS_ROLE_SESSION_NAME="py-pod", AWS_ENDPOINT_URL_STS=f.endpoint)
+        c = children(cred_lock, "irsa-a", minio.endpoint, env)
+        lead_once(c, "irsa-a")
+    assert f.requests, "STS was never asked"
+    req = f.requests[0]
+    assert req["Action"] == "AssumeRoleWithWebIdentity" and req["RoleArn"] == ROLE, \
+        {k: v for k, v in req.items() if k != "WebIdentityToken"}
+    assert req["WebIdentityToken"] == token and req["RoleSessionName"] == "py-pod"
+    assert req["_authorization"] == "", "AssumeRoleWithWebIdentity is not signed"
+    no_secrets([c.text()], [token, minio.secret_key, creds["SecretAccessKey"],
+                            creds["SessionToken"]])
+
+
+def test_role_arn_with_source_profile_leads(minio, cred_env, cred_lock, tmp_path, children):
+    creds = minio_sts_works(minio)
+    src_akid = "AKIDSRC" + secrets.token_hex(4).upper()
+    src_secret = secrets.token_hex(20)
+    (tmp_path / "credentials").write_text(
+        f"[src]\naws_access_key_id = {src_akid}\naws_secret_access_key = {src_secret}\n")
+    (tmp_path / "config").write_text(
+        f"[profile assumer]\nrole_arn = {ROLE}\nsource_profile = src\n"
+        "role_session_name = py-assumer\n")
+    answer = sts_answer(creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"],
+                        900, ROLE + "/py-assumer")
+    with FakeSts([(200, answer)] * 3) as f:
+        env = dict(cred_env, AWS_PROFILE="assumer", AWS_ENDPOINT_URL_STS=f.endpoint)
+        c = children(cred_lock, "assumer-a", minio.endpoint, env)
+        lead_once(c, "assumer-a")
+    assert f.requests, "STS was never asked"
+    req = f.requests[0]
+    assert req["Action"] == "AssumeRole" and req["RoleArn"] == ROLE, req
+    assert req["RoleSessionName"] == "py-assumer", req
+    assert req["_authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={src_akid}/"), \
+        "AssumeRole is SigV4-signed with the source profile's key"
+    assert "/sts/aws4_request" in req["_authorization"], req["_authorization"]
+    no_secrets([c.text()], [src_secret, minio.secret_key, creds["SecretAccessKey"],
+                            creds["SessionToken"]])
+
+
+def test_sso_session_profile_leads(minio, cred_env, cred_lock, tmp_path, children):
+    minio_sts_works(minio)
+    bearer = "sso-" + secrets.token_urlsafe(24)
+    write_sso_session(Path(cred_env["HOME"]), tmp_path / "config", bearer)
+    with FakePortal(minio, bearer) as portal:
+        env = dict(cred_env, AWS_PROFILE="dev", AWS_ENDPOINT_URL_SSO=portal.endpoint)
+        c = children(cred_lock, "sso-a", minio.endpoint, env)
+        lead_once(c, "sso-a")
+    assert portal.seen and portal.seen[0] == (
+        "/federation/credentials", {"role_name": "Leader", "account_id": "111122223333"}), \
+        portal.seen
+    assert portal.handed, "the portal handed out no credentials"
+    assert all(h["AccessKeyId"] != minio.access_key for h in portal.handed)
+    no_secrets([c.text()], [bearer, minio.secret_key]
+               + [v for h in portal.handed for v in (h["SecretAccessKey"], h["SessionToken"])])
+
+
+def test_ec2_instance_metadata_leads(minio, cred_env, cred_lock, tmp_path, children):
+    creds = minio_sts_works(minio)
+    served = dict(imds_creds(), AccessKeyId=creds["AccessKeyId"],
+                  SecretAccessKey=creds["SecretAccessKey"], Token=creds["SessionToken"],
+                  Expiration=creds["Expiration"])
+    imds = FakeImds(creds=served)
+    imds.start()
+    try:
+        env = dict(cred_env, AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.endpoint("ok"))
+        del env["AWS_EC2_METADATA_DISABLED"]
+        c = children(cred_lock, "ec2-a", minio.endpoint, env)
+        lead_once(c, "ec2-a")
+    finally:
+        imds.stop()
+    assert imds.puts >= 1 and imds.gets >= 2, \
+        f"IMDSv2 session and role/credential GETs expected (puts {imds.puts}, gets {imds.gets})"
+    no_secrets([c.text()], [imds.token, minio.secret_key, creds["SecretAccessKey"],
+                            creds["SessionToken"]])
