@@ -7,13 +7,15 @@
 #if defined(__cplusplus)
 #include <type_traits>
 #define S3LECT_PIN_ENUM(n, v) static_assert((long long)(n) == (v), #n " changed its value");
-#define S3LECT_PIN_FUNC(n, t) static_assert(std::is_same<decltype(&n), t>::value, #n " changed its type");
+#define S3LECT_PIN_FUNC(n, t)                                                                      \
+    static_assert(std::is_same<decltype(&n), t>::value, #n " changed its type");
 #define S3LECT_PIN_TYPE(n, t) static_assert(std::is_same<n, t>::value, #n " changed its type");
 #else
 #define S3LECT_PIN_ENUM(n, v) typedef char s3lect_pin_##n[((long long)(n) == (v)) ? 1 : -1];
 #define S3LECT_PIN_FUNC(n, t)                                                                      \
     typedef char s3lect_pinf_##n[__builtin_types_compatible_p(__typeof__(&n), t) ? 1 : -1];
-#define S3LECT_PIN_TYPE(n, t) typedef char s3lect_pint_##n[__builtin_types_compatible_p(n, t) ? 1 : -1];
+#define S3LECT_PIN_TYPE(n, t)                                                                      \
+    typedef char s3lect_pint_##n[__builtin_types_compatible_p(n, t) ? 1 : -1];
 #endif
 #include "pins.h"
 

@@ -674,8 +674,8 @@ typedef enum s3lect_option_type {
  * s3lect_option_count(); iterate to discover them. Any thread, any time (also
  * inside callbacks), never blocks.
  */
-S3LECT_API int s3lect_option_info(int opt, const char **name, int *type, int64_t *min,
-                                  int64_t *max, int64_t *default_value);
+S3LECT_API int s3lect_option_info(int opt, const char **name, int *type, int64_t *min, int64_t *max,
+                                  int64_t *default_value);
 /** The highest option value this library knows (options are 1..count, no gaps).
  *  Any thread, any time, never blocks. */
 S3LECT_API int s3lect_option_count(void);
