@@ -1,22 +1,31 @@
 /* footprint.c - runs K electors in one process and measures what they cost.
  *
- * Two of these run side by side on the same K lock keys: one with
- * --role leader (its electors take every lock and renew it) and, once those
- * lead, one with --role follower (its electors find a live leader and stay
- * idle followers). bench/run drives both over stdin/stdout:
+ * The K electors share K / N lock keys, N electors a key (--per-key N), so on
+ * every key one elector leads and renews while the other N - 1 follow it
+ * (with N = 10: 10 % renewing leaders, 90 % stable followers). Elector i
+ * uses key PREFIX/kG.json with G = i / N and the id e<pid>-<i>. Only the
+ * public API (s3lect.h) is used, so the same source links against any
+ * libs3lect.a of this repository, old or new runtime. bench/run drives it
+ * over stdin/stdout:
  *
- *   stdout "ready ..."         all K electors are in their role
- *   stdin  "measure MS"        measure for MS milliseconds, print one JSON line
- *   stdin  "stop" or EOF       stop every elector, print "stopped ...", exit 0
+ *   stdout "ready ..." / "notready ..."  every elector is in its role, or the
+ *                                        readiness timeout passed first
+ *   stdout "failed ..."                  an elector could not be created or
+ *                                        started (the process then exits 1)
+ *   stdin  "measure MS"   measure for MS milliseconds, print one JSON line
+ *   stdin  "stop" or EOF  stop every elector from up to --stop-threads threads
+ *                         (each calls s3lect_stop on a slice), then free them;
+ *                         print "stopped ...", exit 0
  *
- * The JSON line has the RSS (VmRSS, VmHWM from /proc/self/status), the
- * thread count, the RSS before any elector existed, the CPU time used during
- * the window (getrusage, user + system) and how many electors were still in
- * their role at the end (a measurement with electors out of role is flagged
- * by bench/run, not hidden).
+ * The JSON line has VmRSS/VmHWM/Threads from /proc/self/status, the RSS and
+ * threads before any elector existed, the CPU time used during the window
+ * (getrusage, user + system) and the roles at the end: leaders, keys with
+ * exactly one leader, followers that follow their key's leader. bench/run
+ * flags a window with electors out of role; it does not hide it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,11 +35,12 @@
 
 #include <s3lect.h>
 
+#define MAX_STOP_THREADS 64
+
 typedef struct opts {
-    const char *role;
     const char *prefix;
     const char *endpoint;
-    long count;
+    long count, per_key, stop_threads;
     int64_t lease, renew, deadline, frequent, infrequent;
     int64_t ready_timeout;
 } opts;
@@ -76,24 +86,27 @@ static double cpu_seconds(void)
            ru.ru_stime.tv_usec / 1e6;
 }
 
-static void die(const char *what, int rc, s3lect_config *cfg)
-{
-    char msg[512] = "";
-    if (cfg)
-        s3lect_config_errmsg(cfg, msg, sizeof msg);
-    fprintf(stderr, "footprint: %s: %s %s\n", what, s3lect_strerror(rc), msg);
-    exit(1);
-}
-
 static void usage(void)
 {
-    fputs("usage: footprint --role leader|follower --lock-prefix PREFIX --count K\n"
+    fputs("usage: footprint --lock-prefix PREFIX --count K [--per-key N]\n"
           "         [--endpoint URL] [--lease MS] [--renew MS] [--deadline MS]\n"
           "         [--frequent MS] [--infrequent MS] [--ready-timeout MS]\n"
+          "         [--stop-threads T]\n"
           "PREFIX is a lock URL without the key: file:///tmp/dir or s3://bucket/dir;\n"
-          "elector i uses PREFIX/kI.json. S3 credentials come from the environment.\n",
+          "elector i uses PREFIX/kG.json with G = i / N (N defaults to 1: every\n"
+          "elector leads its own key). S3 credentials come from the environment.\n",
           stderr);
     exit(2);
+}
+
+static long parse_long(const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || !end || *end || end == v || x < 0)
+        usage();
+    return (long)x;
 }
 
 static void parse(int argc, char **argv, opts *o)
@@ -101,137 +114,232 @@ static void parse(int argc, char **argv, opts *o)
     memset(o, 0, sizeof *o);
     o->lease = o->renew = o->deadline = o->frequent = o->infrequent = -1;
     o->ready_timeout = 120000;
+    o->per_key = 1;
+    o->stop_threads = 16;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc)
             usage();
         const char *k = argv[i], *v = argv[++i];
-        if (strcmp(k, "--role") == 0)
-            o->role = v;
-        else if (strcmp(k, "--lock-prefix") == 0)
+        if (strcmp(k, "--lock-prefix") == 0)
             o->prefix = v;
         else if (strcmp(k, "--endpoint") == 0)
             o->endpoint = v;
         else if (strcmp(k, "--count") == 0)
-            o->count = strtol(v, NULL, 10);
+            o->count = parse_long(v);
+        else if (strcmp(k, "--per-key") == 0)
+            o->per_key = parse_long(v);
+        else if (strcmp(k, "--stop-threads") == 0)
+            o->stop_threads = parse_long(v);
         else if (strcmp(k, "--lease") == 0)
-            o->lease = strtoll(v, NULL, 10);
+            o->lease = parse_long(v);
         else if (strcmp(k, "--renew") == 0)
-            o->renew = strtoll(v, NULL, 10);
+            o->renew = parse_long(v);
         else if (strcmp(k, "--deadline") == 0)
-            o->deadline = strtoll(v, NULL, 10);
+            o->deadline = parse_long(v);
         else if (strcmp(k, "--frequent") == 0)
-            o->frequent = strtoll(v, NULL, 10);
+            o->frequent = parse_long(v);
         else if (strcmp(k, "--infrequent") == 0)
-            o->infrequent = strtoll(v, NULL, 10);
+            o->infrequent = parse_long(v);
         else if (strcmp(k, "--ready-timeout") == 0)
-            o->ready_timeout = strtoll(v, NULL, 10);
+            o->ready_timeout = parse_long(v);
         else
             usage();
     }
-    if (!o->role || !o->prefix || o->count <= 0 ||
-        (strcmp(o->role, "leader") != 0 && strcmp(o->role, "follower") != 0))
+    if (!o->prefix || o->count <= 0 || o->per_key <= 0 || o->stop_threads <= 0 ||
+        o->stop_threads > MAX_STOP_THREADS)
         usage();
 }
 
-static void set_timing(s3lect_config *cfg, s3lect_option opt, int64_t v)
+/* Reports on stdout (so bench/run records it as this configuration's
+ * failure) and exits at once: the electors already started die with the
+ * process, which is all a failed measurement needs. */
+static void fail(long at, const char *what, int rc, const char *msg)
+{
+    printf("failed at=%ld what=%s error=%s: %s\n", at, what, s3lect_strerror(rc), msg);
+    fflush(stdout);
+    fprintf(stderr, "footprint: elector %ld: %s: %s: %s\n", at, what, s3lect_strerror(rc), msg);
+    _exit(1);
+}
+
+static void set_timing(s3lect_config *cfg, long i, s3lect_option opt, int64_t v)
 {
     int rc = v >= 0 ? s3lect_config_set_int(cfg, opt, v) : S3LECT_OK;
-    if (rc)
-        die("timing option", rc, cfg);
+    if (rc) {
+        char msg[512] = "";
+        s3lect_config_errmsg(cfg, msg, sizeof msg);
+        fail(i, "timing option", rc, msg);
+    }
+}
+
+static void elector_id(char *buf, size_t len, long i)
+{
+    snprintf(buf, len, "e%ld-%ld", (long)getpid(), i);
 }
 
 static s3lect_elector *make_elector(const opts *o, long i)
 {
     s3lect_config *cfg = s3lect_config_new();
     if (!cfg)
-        die("s3lect_config_new", S3LECT_ENOMEM, NULL);
-    char lock[1024], id[64];
-    snprintf(lock, sizeof lock, "%s/k%05ld.json", o->prefix, i);
-    snprintf(id, sizeof id, "%s-%ld-%ld", o->role, (long)getpid(), i);
+        fail(i, "s3lect_config_new", S3LECT_ENOMEM, "");
+    char lock[1024], id[64], msg[512] = "";
+    snprintf(lock, sizeof lock, "%s/k%05ld.json", o->prefix, i / o->per_key);
+    elector_id(id, sizeof id, i);
     int rc = s3lect_config_set_str(cfg, S3LECT_OPT_LOCK, lock);
     if (!rc)
         rc = s3lect_config_set_str(cfg, S3LECT_OPT_SERVER_ID, id);
     if (!rc && o->endpoint)
         rc = s3lect_config_set_str(cfg, S3LECT_OPT_ENDPOINT, o->endpoint);
-    if (rc)
-        die("config", rc, cfg);
-    set_timing(cfg, S3LECT_OPT_LEASE_TIMEOUT, o->lease);
-    set_timing(cfg, S3LECT_OPT_RENEW_INTERVAL, o->renew);
-    set_timing(cfg, S3LECT_OPT_RENEW_DEADLINE, o->deadline);
-    set_timing(cfg, S3LECT_OPT_FREQUENT_INTERVAL, o->frequent);
-    set_timing(cfg, S3LECT_OPT_INFREQUENT_INTERVAL, o->infrequent);
+    if (rc) {
+        s3lect_config_errmsg(cfg, msg, sizeof msg);
+        fail(i, "config", rc, msg);
+    }
+    set_timing(cfg, i, S3LECT_OPT_LEASE_TIMEOUT, o->lease);
+    set_timing(cfg, i, S3LECT_OPT_RENEW_INTERVAL, o->renew);
+    set_timing(cfg, i, S3LECT_OPT_RENEW_DEADLINE, o->deadline);
+    set_timing(cfg, i, S3LECT_OPT_FREQUENT_INTERVAL, o->frequent);
+    set_timing(cfg, i, S3LECT_OPT_INFREQUENT_INTERVAL, o->infrequent);
     s3lect_elector *e = NULL;
     rc = s3lect_new(cfg, &e);
-    if (rc)
-        die("s3lect_new", rc, cfg);
+    if (rc) {
+        s3lect_config_errmsg(cfg, msg, sizeof msg);
+        fail(i, "s3lect_new", rc, msg);
+    }
     s3lect_config_free(cfg);
     rc = s3lect_start(e);
-    if (rc)
-        die("s3lect_start", rc, NULL);
+    if (rc) {
+        s3lect_errmsg(e, msg, sizeof msg);
+        fail(i, "s3lect_start", rc, msg);
+    }
     return e;
 }
 
-/* 1 if elector e is where its role wants it: leading, or following a known leader
- * (in the stable or the transition state: a poll that lands just before a
- * renewal sees the same record again, which is a transition by design). */
-static int in_role(s3lect_elector *e, int leader)
+typedef struct roles {
+    long leaders;   /* electors that hold a valid lease now */
+    long keys_led;  /* keys with exactly one leader */
+    long followers; /* non-leaders following their key's only leader */
+    long in_role;   /* keys_led + followers; K when everything is in place */
+    long failing;   /* electors whose last store request failed */
+} roles;
+
+/* A follower is in its role when it does not lead, is in a follower state
+ * (stable, or transition: a poll that lands just before a renewal sees the
+ * same record again, which the algorithm treats as a transition) and names
+ * `leader` (its key's leader, another elector of this process) as leader. */
+static int follows(s3lect_elector *e, const char *leader, long *failing)
 {
-    if (leader)
-        return s3lect_is_leader(e);
     s3lect_status *st = NULL;
     if (s3lect_get_status(e, &st) != S3LECT_OK)
         return 0;
     int state = s3lect_status_state(st);
-    int ok = !s3lect_status_is_leader(st) &&
+    int ok = leader && !s3lect_status_is_leader(st) &&
              (state == S3LECT_STATE_FOLLOWER_STABLE || state == S3LECT_STATE_FOLLOWER_TRANSITION) &&
-             s3lect_status_leader_id(st)[0] != '\0';
+             strcmp(s3lect_status_leader_id(st), leader) == 0 &&
+             strcmp(s3lect_status_server_id(st), leader) != 0;
+    *failing += s3lect_status_consecutive_failures(st) > 0;
     s3lect_status_free(st);
     return ok;
 }
 
-static long count_in_role(s3lect_elector **es, long n, int leader)
+static roles count_roles(s3lect_elector **es, const opts *o)
 {
-    long c = 0;
-    for (long i = 0; i < n; i++)
-        c += in_role(es[i], leader);
-    return c;
+    roles r = {0, 0, 0, 0, 0};
+    for (long g = 0; g < o->count; g += o->per_key) {
+        long end = g + o->per_key < o->count ? g + o->per_key : o->count, nl = 0, who = -1;
+        for (long i = g; i < end; i++) {
+            if (s3lect_is_leader(es[i])) {
+                nl++;
+                who = i;
+            }
+        }
+        r.leaders += nl;
+        char id[64];
+        if (nl == 1) {
+            r.keys_led++;
+            elector_id(id, sizeof id, who);
+        }
+        /* The leader itself is not counted (it leads), but its failures are. */
+        for (long i = g; i < end; i++)
+            r.followers += follows(es[i], nl == 1 ? id : NULL, &r.failing);
+    }
+    r.in_role = r.keys_led + r.followers;
+    return r;
 }
 
-static long count_failing(s3lect_elector **es, long n)
+typedef struct stopper {
+    pthread_t th;
+    s3lect_elector **es;
+    long from, n, step;
+    long errors;
+} stopper;
+
+static void *stop_slice(void *arg)
 {
-    long c = 0;
-    for (long i = 0; i < n; i++) {
-        s3lect_status *st = NULL;
-        if (s3lect_get_status(es[i], &st) == S3LECT_OK) {
-            c += s3lect_status_consecutive_failures(st) > 0;
-            s3lect_status_free(st);
-        }
+    stopper *s = arg;
+    for (long i = s->from; i < s->n; i += s->step)
+        s->errors += s3lect_stop(s->es[i]) != S3LECT_OK;
+    return NULL;
+}
+
+/* Stops every elector from up to `threads` threads (elector i on thread
+ * i % threads, so the leaders spread over all of them); returns the number of
+ * threads used, or -1 if none could be created (then it stopped them here). */
+static long stop_all(s3lect_elector **es, long n, long threads, long *errors)
+{
+    stopper st[MAX_STOP_THREADS];
+    long t = threads < n ? threads : n, started = 0;
+    for (long k = 0; k < t; k++) {
+        st[k] = (stopper){.es = es, .from = k, .n = n, .step = t, .errors = 0};
+        if (pthread_create(&st[k].th, NULL, stop_slice, &st[k]) != 0)
+            break;
+        started++;
     }
-    return c;
+    /* Any slice whose thread could not be created is stopped here. */
+    for (long k = started; k < t; k++)
+        stop_slice(&st[k]);
+    *errors = 0;
+    for (long k = 0; k < t; k++) {
+        if (k < started)
+            pthread_join(st[k].th, NULL);
+        *errors += st[k].errors;
+    }
+    return started ? started : -1;
 }
 
 int main(int argc, char **argv)
 {
     opts o;
     parse(argc, argv, &o);
-    int leader = strcmp(o.role, "leader") == 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
+    long keys = (o.count + o.per_key - 1) / o.per_key;
 
     long rss0 = proc_status("VmRSS"), threads0 = proc_status("Threads");
     s3lect_elector **es = calloc((size_t)o.count, sizeof *es);
     if (!es)
-        die("calloc", S3LECT_ENOMEM, NULL);
+        fail(0, "calloc", S3LECT_ENOMEM, "");
     int64_t t0 = mono_ms();
     for (long i = 0; i < o.count; i++)
         es[i] = make_elector(&o, i);
+    int64_t created_ms = mono_ms() - t0;
+    fprintf(stderr, "footprint: %ld electors on %ld keys created and started in %lld ms\n", o.count,
+            keys, (long long)created_ms);
 
-    int64_t deadline = t0 + o.ready_timeout;
-    long ready = 0;
-    while ((ready = count_in_role(es, o.count, leader)) < o.count && mono_ms() < deadline)
-        sleep_ms(100);
-    printf("%s role=%s count=%ld in_role=%ld start_ms=%lld\n",
-           ready == o.count ? "ready" : "notready", o.role, o.count, ready,
-           (long long)(mono_ms() - t0));
+    /* Counting roles reads every elector's status: poll less often when there
+     * are many, so the readiness loop does not compete with the electors. */
+    int64_t poll = o.count / 10 < 100 ? 100 : (o.count / 10 > 1000 ? 1000 : o.count / 10);
+    int64_t deadline = t0 + o.ready_timeout, next_note = mono_ms() + 10000;
+    roles r;
+    while ((r = count_roles(es, &o)).in_role < o.count && mono_ms() < deadline) {
+        if (mono_ms() >= next_note) {
+            fprintf(stderr, "footprint: %lld ms: in role %ld/%ld (leaders %ld, keys led %ld/%ld)\n",
+                    (long long)(mono_ms() - t0), r.in_role, o.count, r.leaders, r.keys_led, keys);
+            next_note += 10000;
+        }
+        sleep_ms(poll);
+    }
+    printf("%s count=%ld keys=%ld per_key=%ld in_role=%ld leaders=%ld keys_led=%ld "
+           "followers=%ld create_ms=%lld start_ms=%lld\n",
+           r.in_role == o.count ? "ready" : "notready", o.count, keys, o.per_key, r.in_role,
+           r.leaders, r.keys_led, r.followers, (long long)created_ms, (long long)(mono_ms() - t0));
 
     char line[128];
     while (fgets(line, sizeof line, stdin)) {
@@ -242,20 +350,32 @@ int main(int argc, char **argv)
             sleep_ms(ms);
             double cpu = cpu_seconds() - c0;
             int64_t wall = mono_ms() - m0;
-            printf("{\"role\":\"%s\",\"count\":%ld,\"wall_ms\":%lld,\"cpu_s\":%.4f,"
+            long rss = proc_status("VmRSS"), hwm = proc_status("VmHWM");
+            long threads = proc_status("Threads");
+            r = count_roles(es, &o);
+            printf("{\"count\":%ld,\"keys\":%ld,\"per_key\":%ld,\"wall_ms\":%lld,\"cpu_s\":%.4f,"
                    "\"rss_kb\":%ld,\"hwm_kb\":%ld,\"rss0_kb\":%ld,\"threads\":%ld,"
-                   "\"threads0\":%ld,\"in_role\":%ld,\"failing\":%ld}\n",
-                   o.role, o.count, (long long)wall, cpu, proc_status("VmRSS"),
-                   proc_status("VmHWM"), rss0, proc_status("Threads"), threads0,
-                   count_in_role(es, o.count, leader), count_failing(es, o.count));
+                   "\"threads0\":%ld,\"leaders\":%ld,\"keys_led\":%ld,\"followers\":%ld,"
+                   "\"in_role\":%ld,\"failing\":%ld}\n",
+                   o.count, keys, o.per_key, (long long)wall, cpu, rss, hwm, rss0, threads,
+                   threads0, r.leaders, r.keys_led, r.followers, r.in_role, r.failing);
         } else if (strncmp(line, "stop", 4) == 0) {
             break;
         }
     }
+    long leaders = 0;
+    for (long i = 0; i < o.count; i++)
+        leaders += s3lect_is_leader(es[i]);
+    long errors = 0;
     int64_t s0 = mono_ms();
+    long used = stop_all(es, o.count, o.stop_threads, &errors);
+    int64_t stop_ms = mono_ms() - s0;
+    s0 = mono_ms();
     for (long i = 0; i < o.count; i++)
         s3lect_free_elector(es[i]);
+    int64_t free_ms = mono_ms() - s0;
     free(es);
-    printf("stopped count=%ld stop_ms=%lld\n", o.count, (long long)(mono_ms() - s0));
+    printf("stopped count=%ld leaders=%ld stop_ms=%lld free_ms=%lld threads=%ld errors=%ld\n",
+           o.count, leaders, (long long)stop_ms, (long long)free_ms, used, errors);
     return 0;
 }

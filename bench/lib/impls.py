@@ -117,10 +117,18 @@ class Impl:
     def parse_line(self, line: str) -> LineEvent | None:
         raise NotImplementedError
 
-    def footprint_argv(self, role: str, count: int, prefix: str, endpoint: str | None,
-                       timing: Timing) -> list[str] | None:
-        """A program that runs `count` electors in one process (bench/footprint's
-        stdin/stdout protocol), or None if this implementation has none."""
+    # Which library the footprint program runs on: "HEAD" (this tree) or a
+    # baseline commit; the report labels rows with it and the runtime seen.
+    rev = ""
+    # RLIMIT_NOFILE the footprint program runs under (soft = hard), and why.
+    nofile = 1024
+    nofile_note = "the common default"
+
+    def footprint_argv(self, count: int, per_key: int, prefix: str, endpoint: str | None,
+                       timing: Timing, ready_timeout_ms: int) -> list[str] | None:
+        """A program that runs `count` electors in one process, `per_key` of them
+        on each lock key (bench/footprint's stdin/stdout protocol), or None if
+        this implementation has none."""
         return None
 
 
@@ -152,15 +160,17 @@ class S3lectC(Impl):
     name = "s3lect-c"
     label = "s3lect (C, this repo)"
 
-    def __init__(self, build_dir: Path, work: Path, footprint_bin: Path | None = None):
+    def __init__(self, build_dir: Path, work: Path, footprint_bin: Path | None = None,
+                 rev: str = "HEAD"):
         self.build_dir = build_dir
+        self.rev = rev
         src = build_dir / "bin" / "s3lect"
         if not src.exists():
             raise BenchError(f"{src} does not exist: build it first "
                              f"(cmake -S {REPO} -B {build_dir} -G Ninja && ninja -C {build_dir})")
         # A private copy, so a rebuild of the build tree during the run cannot
         # swap the binary between trials.
-        self.bin = work / "s3lect"
+        self.bin = work / f"s3lect-{self.name}"
         shutil.copy2(src, self.bin)
         self.footprint_bin = footprint_bin
 
@@ -189,16 +199,32 @@ class S3lectC(Impl):
     def parse_line(self, line: str) -> LineEvent | None:
         return parse_s3lect_line(line)
 
-    def footprint_argv(self, role, count, prefix, endpoint, timing):
+    def footprint_argv(self, count, per_key, prefix, endpoint, timing, ready_timeout_ms):
         if not self.footprint_bin:
             return None
-        argv = [str(self.footprint_bin), "--role", role, "--lock-prefix", prefix,
-                "--count", str(count), "--ready-timeout", "90000"]
+        argv = [str(self.footprint_bin), "--lock-prefix", prefix, "--count", str(count),
+                "--per-key", str(per_key), "--ready-timeout", str(ready_timeout_ms)]
         if endpoint:
             argv += ["--endpoint", endpoint]
         for f in timing.flags:
             argv += [f"--{f}", str(int(getattr(timing, f) * 1000))]
         return argv
+
+
+class S3lectCBaseline(S3lectC):
+    """The same programs built from an older commit (bench/run --baseline REV,
+    lib/baseline.py), measured beside this tree in the same run. Its footprint
+    program runs under a raised fd limit: the thread-per-elector runtime holds
+    a connection and several descriptors per elector, so 10,000 S3 electors
+    cannot run under 1,024 descriptors at all."""
+
+    def __init__(self, base, work: Path, footprint_bin: Path | None, nofile: int,
+                 nofile_note: str):
+        self.name = f"s3lect-c@{base.short}"
+        self.label = f"s3lect (C, commit {base.short})"
+        self.nofile = nofile
+        self.nofile_note = nofile_note
+        super().__init__(base.build_dir, work, footprint_bin, rev=base.short)
 
 
 # Implementations that issue 9 asks for but that cannot be measured here,
@@ -215,16 +241,47 @@ BLOCKED = {
 
 
 def make_impls(names: list[str], build_dir: Path, work: Path,
-               footprint_bin: Path | None) -> list[Impl]:
-    """The implementations to measure; `work` is a scratch directory for this run."""
+               footprint_bin: Path | None, baseline=None,
+               baseline_footprint: Path | None = None,
+               baseline_nofile: tuple[int, str] = (65536, "raised")) -> list[Impl]:
+    """The implementations to measure; `work` is a scratch directory for this
+    run. With a baseline (lib/baseline.Baseline), s3lect-c built from that
+    commit is added right after this tree's s3lect-c, so ratios read new/old."""
     impls: list[Impl] = []
     for n in names:
         if n == S3lectC.name:
-            impls.append(S3lectC(build_dir, work, footprint_bin))
+            impls.append(S3lectC(build_dir, work, footprint_bin, rev=head_rev(build_dir)))
+            if baseline is not None:
+                impls.append(S3lectCBaseline(baseline, work, baseline_footprint,
+                                             *baseline_nofile))
         elif n in BLOCKED:
             raise BenchError(f"implementation {n} is blocked: {BLOCKED[n]}")
         else:
             raise BenchError(f"unknown implementation {n!r}; known: {S3lectC.name}")
+    if baseline is not None and not any(isinstance(i, S3lectCBaseline) for i in impls):
+        raise BenchError("--baseline needs --impl s3lect-c (the baseline is an older s3lect-c)")
     for i in impls:
         i.check()
     return impls
+
+
+def head_rev(build_dir: Path) -> str:
+    """What the build tree was built from: "HEAD" when it is this repository's
+    and libs3lect/ matches the checked-out commit, "working tree" when
+    libs3lect/ has changes, else the build tree's source directory."""
+    try:
+        for line in (build_dir / "CMakeCache.txt").read_text().splitlines():
+            if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                src = Path(line.split("=", 1)[1])
+                if src.resolve() != REPO.resolve():
+                    # e.g. a baseline's tree, ~/.cache/s3lect/bench-baseline/<sha>/src
+                    return f"tree {src.parent.name[:10]}/{src.name}"
+    except OSError:
+        pass
+    try:
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--",
+                                "libs3lect"], stdout=subprocess.PIPE, text=True,
+                               timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "HEAD"
+    return "working tree" if dirty else "HEAD"
