@@ -55,7 +55,7 @@ MUTATIONS = [
     ("s3lect_cycle no longer exported (map)", "fail",
      [sub("abi/s3lect.map", r"\n\s*s3lect_cycle;", "")]),
     ("an option appended, a function added (map, symbols.txt)", "pass",
-     [sub(HEADER, r"(S3LECT_OPT_MAX_LEASE_TIMEOUT = 29)", r"\1,\n    S3LECT_OPT_SELFTEST_ADDED = 99"),
+     [sub(HEADER, r"(S3LECT_OPT_CALLBACK_THREADS = 32)", r"\1,\n    S3LECT_OPT_SELFTEST_ADDED = 99"),
       sub(HEADER, r"(S3LECT_API int s3lect_peer_port\([^;]*;)",
           r"\1\nS3LECT_API int s3lect_selftest_added(void);"),
       sub("src:s3lect_peer_port", r"(\nint s3lect_peer_port\()",

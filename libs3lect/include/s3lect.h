@@ -201,7 +201,19 @@ typedef enum s3lect_option {
     /** int ms [0 = 4 × lease_timeout], 0..86400000: a record's leaseMs is read as at
      *  most this (a hostile or broken record cannot block the lock for longer). Every
      *  node's lease_timeout must be at most every other node's bound. */
-    S3LECT_OPT_MAX_LEASE_TIMEOUT = 29
+    S3LECT_OPT_MAX_LEASE_TIMEOUT = 29,
+    /** int (a count) [64], 1..1024: the most keep-alive connections the process's
+     *  shared runtime opens to one store endpoint (requests beyond wait in order and
+     *  are signed when they are sent). Process-wide: the largest value of any
+     *  started elector applies (docs/threading.md). */
+    S3LECT_OPT_MAX_CONNECTIONS = 30,
+    /** int (a count) [4], 1..64: worker threads of the shared runtime that run
+     *  blocking stores (file locks, custom stores). Process-wide, largest value. */
+    S3LECT_OPT_WORKER_THREADS = 31,
+    /** int (a count) [2], 1..64: callback threads of the shared runtime; more are
+     *  added for as long as every one is held by a slow callback. Process-wide,
+     *  largest value. */
+    S3LECT_OPT_CALLBACK_THREADS = 32
 } s3lect_option;
 
 /**
@@ -655,7 +667,8 @@ S3LECT_API int s3lect_peer_port(const s3lect_elector *e);
 typedef enum s3lect_option_type {
     /** s3lect_config_set_str / s3lect_config_get_str. */
     S3LECT_OPTION_STR = 1,
-    /** s3lect_config_set_int / s3lect_config_get_int, in ms. */
+    /** s3lect_config_set_int / s3lect_config_get_int: durations in ms; the runtime
+     *  sizes (MAX_CONNECTIONS, WORKER_THREADS, CALLBACK_THREADS) are counts. */
     S3LECT_OPTION_INT = 2,
     /** s3lect_config_set_bool (or set_int: nonzero is 1) / s3lect_config_get_int. */
     S3LECT_OPTION_BOOL = 3,

@@ -127,6 +127,7 @@ const char *s3lect_event_message(const s3lect_event *ev)
 
 static void free_handle(s3lect_elector *e)
 {
+    rt_release(e); /* the runtime's last elector stops its threads */
     for (int i = 0; i < RT_NCALLBACKS; i++)
         if (e->cb[i].userdata_free)
             e->cb[i].userdata_free(e->cb[i].userdata);
@@ -141,7 +142,6 @@ static void free_handle(s3lect_elector *e)
     if (e->evfd >= 0)
         close(e->evfd);
     pthread_mutex_destroy(&e->mu);
-    pthread_cond_destroy(&e->wake_cv);
     pthread_cond_destroy(&e->state_cv);
     pthread_cond_destroy(&e->q_cv);
     s3lect_config_free(e->cfg);
@@ -153,8 +153,8 @@ static int init_sync(s3lect_elector *e)
     pthread_condattr_t ca;
     if (pthread_condattr_init(&ca) || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC))
         return -1;
-    int rc = pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->wake_cv, &ca) ||
-             pthread_cond_init(&e->state_cv, &ca) || pthread_cond_init(&e->q_cv, &ca);
+    int rc = pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->state_cv, &ca) ||
+             pthread_cond_init(&e->q_cv, &ca);
     pthread_condattr_destroy(&ca);
     return rc ? -1 : 0;
 }
@@ -181,8 +181,7 @@ int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
         free_handle(e);
         return S3LECT_ENOMEM;
     }
-    e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (e->evfd < 0) {
+    if (e->cfg->poll_mode && (e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
         free_handle(e);
         return cfg_fail(cfg, S3LECT_EIO, "eventfd: %s", strerror(errno));
     }
@@ -343,10 +342,10 @@ size_t s3lect_errmsg(const s3lect_elector *e, char *buf, size_t buflen)
 static int wait_until(s3lect_elector *e, int64_t timeout_ms, int (*done)(s3lect_elector *, void *),
                       void *arg)
 {
-    if (rt_in_election_thread(e)) /* a custom store callback: nothing could change */
+    if (rt_in_store_call()) /* a worker of the runtime: it may be the one to wake it */
         return rt_fail(e, S3LECT_EBUSY,
-                       "waiting from this elector's custom store callback would deadlock: the "
-                       "election thread is the one that would wake it");
+                       "waiting from a custom store function would deadlock: it runs on a worker "
+                       "thread of the runtime, which may be the one that would wake it");
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : u_mono_ms() + timeout_ms;
     pthread_mutex_lock(&e->mu);
     int rc = 0;
@@ -427,7 +426,7 @@ int s3lect_update_config(s3lect_elector *e, s3lect_config *cfg)
     e->cfg->request_timeout = cfg->request_timeout;
     if (e->started && !e->stopped) {
         e->params_changed = 1;
-        pthread_cond_signal(&e->wake_cv);
+        rt_kick_locked(e);
     } else {
         el_params p = rt_params(e->cfg);
         el_set_params(&e->eng, &p);
@@ -445,7 +444,7 @@ s3lect_config *s3lect_get_config(const s3lect_elector *e)
 
 int s3lect_event_fd(s3lect_elector *e)
 {
-    return e ? e->evfd : S3LECT_EINVAL;
+    return e ? rt_event_fd(e) : S3LECT_EINVAL;
 }
 
 int s3lect_dispatch(s3lect_elector *e, int64_t timeout_ms)
@@ -644,10 +643,10 @@ int s3lect_peer_response(s3lect_elector *e, const char *method, const char *targ
     if (!e || !method || !target || !status || !body)
         return S3LECT_EINVAL;
     *body = NULL;
-    if (rt_in_election_thread(e)) /* a long poll there would wait for itself */
+    if (rt_in_store_call()) /* a long poll there would hold a worker of the runtime */
         return rt_fail(e, S3LECT_EBUSY,
-                       "s3lect_peer_response called from this elector's custom store callback "
-                       "would wait for the election thread it blocks");
+                       "s3lect_peer_response called from a custom store function would hold up "
+                       "the runtime's worker thread it runs on");
     peer_request req;
     int rc = peer_parse_target(target, &req);
     if (rc < 0) {
@@ -694,7 +693,7 @@ int s3lect_enable_peer_mode(s3lect_elector *e, const void *ca_pem, size_t len)
         el_params p = rt_params(e->cfg);
         if (e->started && !e->stopped) {
             e->params_changed = 1;
-            pthread_cond_signal(&e->wake_cv);
+            rt_kick_locked(e);
         } else {
             el_set_params(&e->eng, &p);
         }

@@ -58,6 +58,10 @@ static const opt_def opt_defs[] = {
     [S3LECT_OPT_RELEASE_ON_STOP] = {"release_on_stop", S3LECT_OPTION_BOOL, 0, 1, 1, OFF(release_on_stop)},
     /* 0: 4 × lease_timeout */
     [S3LECT_OPT_MAX_LEASE_TIMEOUT] = {"max_lease_timeout", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(max_lease_timeout)},
+    /* Sizes of the process's shared runtime (counts, not ms) */
+    [S3LECT_OPT_MAX_CONNECTIONS] = {"max_connections", S3LECT_OPTION_INT, 1, 1024, 64, OFF(max_connections)},
+    [S3LECT_OPT_WORKER_THREADS] = {"worker_threads", S3LECT_OPTION_INT, 1, 64, 4, OFF(worker_threads)},
+    [S3LECT_OPT_CALLBACK_THREADS] = {"callback_threads", S3LECT_OPTION_INT, 1, 64, 2, OFF(callback_threads)},
 };
 /* clang-format on */
 
@@ -204,9 +208,12 @@ int s3lect_config_set_int(s3lect_config *cfg, s3lect_option opt, int64_t value)
         return cfg_fail(cfg, S3LECT_EINVAL, "option %s (%d) does not take an integer",
                         opt_name(opt), (int)opt);
     int64_t lo = opt_defs[opt].lo, hi = opt_defs[opt].hi;
+    int count = opt == S3LECT_OPT_MAX_CONNECTIONS || opt == S3LECT_OPT_WORKER_THREADS ||
+                opt == S3LECT_OPT_CALLBACK_THREADS;
+    const char *u = count ? "" : " ms";
     if (value < lo || value > hi)
-        return cfg_fail(cfg, S3LECT_EINVAL, "%s must be between %lld ms and %lld ms, got %lld ms",
-                        opt_name(opt), (long long)lo, (long long)hi, (long long)value);
+        return cfg_fail(cfg, S3LECT_EINVAL, "%s must be between %lld%s and %lld%s, got %lld%s",
+                        opt_name(opt), (long long)lo, u, (long long)hi, u, (long long)value, u);
     *(int64_t *)opt_slot(cfg, opt) = value;
     return 0;
 }

@@ -94,7 +94,7 @@ typedef struct peer_client peer_client;
 
 /* A client verifying servers against cfg->peer_ca (PEM bytes or path), with
  * cfg->peer_client_cert (cert + key PEM) for mTLS when set. One reused
- * connection (keep-alive). Not thread-safe: the election thread owns it. */
+ * connection (keep-alive). Not thread-safe: the runtime's loop thread owns it. */
 int peer_client_new(const struct s3lect_config *cfg, peer_client **out, char *err, size_t errlen);
 void peer_client_free(peer_client *c);
 /* Replaces the CA bundle (s3lect_enable_peer_mode at run time). */
@@ -110,6 +110,15 @@ int peer_client_set_ca(peer_client *c, const void *pem, size_t len);
 void peer_client_check(peer_client *c, const char *addr, const char *path, const char *etag,
                        int64_t wait_ms, int64_t timeout_ms, const char *expect_id,
                        const volatile int *abort_flag, st_result *out);
+
+/* The same check run by the caller's event loop: begin prepares it on the
+ * client's own easy handle and returns that handle (a CURL *) to be added to
+ * a multi handle, or NULL when the check ended at once (out filled); once the
+ * transfer is done, finish classifies it (curl_code: its CURLcode; aborted:
+ * a stop removed it before it finished). One check at a time per client. */
+void *peer_client_begin(peer_client *c, const char *addr, const char *path, const char *etag,
+                        int64_t wait_ms, int64_t timeout_ms, const char *expect_id, st_result *out);
+void peer_client_finish(peer_client *c, int curl_code, int aborted, st_result *out);
 
 /* ---- failures of the check (docs/peer.md "When the peer check fails") --- */
 

@@ -34,6 +34,12 @@ typedef struct pem_or_path {
     int pem; /* 1: PEM bytes, 0: a file path */
 } pem_or_path;
 
+typedef struct response {
+    char *body;
+    size_t len, cap;
+    int too_large;
+} response;
+
 struct peer_client {
     CURLM *multi;
     CURL *curl;
@@ -42,13 +48,11 @@ struct peer_client {
     char alert[160];    /* the last TLS alert the leader sent in this check ("" if none) */
     int cert_requested; /* the leader asked for a client certificate (mTLS) */
     int last_fail;      /* PEER_FAIL_* of the last check */
+    /* The check in flight (between begin and finish). */
+    response resp;
+    char *where, *addr, *path, *expect_id;
+    int64_t wait_ms, timeout_ms;
 };
-
-typedef struct response {
-    char *body;
-    size_t len, cap;
-    int too_large;
-} response;
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
@@ -99,7 +103,7 @@ int peer_client_new(const struct s3lect_config *cfg, peer_client **out, char *er
         return S3LECT_EIO;
     }
     peer_client *c = calloc(1, sizeof *c);
-    if (!c || !(c->multi = curl_multi_init()) || !(c->curl = curl_easy_init()) ||
+    if (!c || !(c->curl = curl_easy_init()) ||
         (cfg && pp_set(&c->ca, cfg->peer_ca.data, cfg->peer_ca.len) != 0) ||
         (cfg && pp_set(&c->client_cert, cfg->peer_client_cert.data, cfg->peer_client_cert.len))) {
         peer_client_free(c);
@@ -125,10 +129,22 @@ int peer_client_new(const struct s3lect_config *cfg, peer_client **out, char *er
     return 0;
 }
 
+static void inflight_clear(peer_client *c)
+{
+    free(c->resp.body);
+    memset(&c->resp, 0, sizeof c->resp);
+    free(c->where);
+    free(c->addr);
+    free(c->path);
+    free(c->expect_id);
+    c->where = c->addr = c->path = c->expect_id = NULL;
+}
+
 void peer_client_free(peer_client *c)
 {
     if (!c)
         return;
+    inflight_clear(c);
     if (c->curl)
         curl_easy_cleanup(c->curl);
     if (c->multi)
@@ -273,6 +289,8 @@ static void setup(peer_client *c, const char *url, int64_t total_ms, int64_t con
 static CURLcode perform(peer_client *c, const volatile int *abort_flag)
 {
     CURLcode result = CURLE_ABORTED_BY_CALLBACK;
+    if (!c->multi && !(c->multi = curl_multi_init()))
+        return CURLE_OUT_OF_MEMORY;
     if (curl_multi_add_handle(c->multi, c->curl) != CURLM_OK)
         return CURLE_FAILED_INIT;
     for (;;) {
@@ -613,20 +631,23 @@ static int validate(const response *resp, const char *addr, const char *expect_i
     return cls;
 }
 
-static int check(peer_client *c, const char *addr, const char *path, const char *etag,
-                 int64_t wait_ms, int64_t timeout_ms, const char *expect_id,
-                 const volatile int *abort_flag, st_result *out)
+
+/* Prepares the check on c->curl. Returns PEER_FAIL_NONE with c->curl ready,
+ * or -1 - class when it ended at once (out filled). */
+static int begin(peer_client *c, const char *addr, const char *path, const char *etag,
+                 int64_t wait_ms, int64_t timeout_ms, const char *expect_id, st_result *out)
 {
     memset(out, 0, sizeof *out);
+    inflight_clear(c);
     if (!path || path[0] != '/')
         path = "/health/leadership";
     if (!valid_addr(addr)) {
         char a[80];
         sanitize(addr ? addr : "", a, sizeof a);
-        return fail(out, PEER_FAIL_CONNECT,
-                    "the leader's address '%s' in the lock record is not host:port; check the "
-                    "leader's --addr (server_addr)",
-                    a);
+        return -1 - fail(out, PEER_FAIL_CONNECT,
+                         "the leader's address '%s' in the lock record is not host:port; check "
+                         "the leader's --addr (server_addr)",
+                         a);
     }
     if (wait_ms < 0)
         wait_ms = 0;
@@ -634,44 +655,57 @@ static int check(peer_client *c, const char *addr, const char *path, const char 
         wait_ms = PEER_MAX_WAIT_MS;
     if (timeout_ms <= 0)
         timeout_ms = 3000;
-    char where[400];
-    snprintf(where, sizeof where, "https://%s%s", addr, path);
-
-    char *url;
-    if (wait_ms > 0 && etag && *etag) {
+    char *url = NULL;
+    c->where = u_asprintf("https://%s%s", addr, path);
+    if (c->where && wait_ms > 0 && etag && *etag) {
         char *eetag = curl_easy_escape(c->curl, etag, 0);
-        url = eetag ? u_asprintf("%s?wait=%lld&etag=%s", where, (long long)wait_ms, eetag) : NULL;
+        url =
+            eetag ? u_asprintf("%s?wait=%lld&etag=%s", c->where, (long long)wait_ms, eetag) : NULL;
         curl_free(eetag);
-    } else {
-        url = u_strdup(where);
+    } else if (c->where) {
+        url = u_strdup(c->where);
         wait_ms = 0;
     }
-    if (!url)
-        return fail(out, PEER_FAIL_OTHER, "peer check of leader %s: out of memory", addr);
-    response resp = {0};
-    int64_t total_ms = wait_ms + timeout_ms;
-    setup(c, url, total_ms, timeout_ms, &resp);
-    CURLcode cc = perform(c, abort_flag);
+    c->addr = u_strdup(addr);
+    c->path = u_strdup(path);
+    c->expect_id = expect_id ? u_strdup(expect_id) : NULL;
+    c->wait_ms = wait_ms;
+    c->timeout_ms = timeout_ms;
+    if (!url || !c->addr || !c->path || (expect_id && !c->expect_id)) {
+        free(url);
+        inflight_clear(c);
+        return -1 - fail(out, PEER_FAIL_OTHER, "peer check of leader %s: out of memory", addr);
+    }
+    setup(c, url, wait_ms + timeout_ms, timeout_ms, &c->resp);
     free(url);
+    return PEER_FAIL_NONE;
+}
+
+/* Classifies the finished transfer (cc) of the check begin prepared. */
+static int finish(peer_client *c, CURLcode cc, int aborted, st_result *out)
+{
+    const char *addr = c->addr, *path = c->path;
+    response *resp = &c->resp;
     long status = 0;
     curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
     out->http_status = (int)status;
     int cls = PEER_FAIL_NONE;
-    if (cc != CURLE_OK && abort_flag && __atomic_load_n(abort_flag, __ATOMIC_ACQUIRE))
+    if (cc != CURLE_OK && aborted)
         /* A stop interrupted the check: not a failure of the leader. */
-        st_result_setf(out, ST_TRANSIENT, "peer check of %s: stopped", where);
-    else if (cc == CURLE_WRITE_ERROR && resp.too_large)
+        st_result_setf(out, ST_TRANSIENT, "peer check of %s: stopped", c->where);
+    else if (cc == CURLE_WRITE_ERROR && resp->too_large)
         cls = fail(out, PEER_FAIL_TOO_LARGE,
                    "the answer of leader %s is larger than %d bytes: not an s3lect peer "
                    "endpoint; check its --addr and peer_health_path",
                    addr, PEER_MAX_RESPONSE);
     else if (cc != CURLE_OK)
-        cls = transport_failure(c, cc, addr, wait_ms, timeout_ms, c->client_cert.data != NULL, out);
-    else if (status == 404 && resp.body && strstr(resp.body, "not the leader"))
+        cls = transport_failure(c, cc, addr, c->wait_ms, c->timeout_ms, c->client_cert.data != NULL,
+                                out);
+    else if (status == 404 && resp->body && strstr(resp->body, "not the leader"))
         /* The endpoint's own answer that this node does not lead (now): how a
          * long poll learns of a release. Not a failure. */
         st_result_setf(out, ST_TRANSIENT,
-                       "peer check of %s: the node there is not leading (HTTP 404)", where);
+                       "peer check of %s: the node there is not leading (HTTP 404)", c->where);
     else if (status != 200)
         cls = fail(out, PEER_FAIL_HTTP_STATUS,
                    "leader %s answered HTTP %ld to GET %s; check peer_health_path (the same on "
@@ -679,14 +713,34 @@ static int check(peer_client *c, const char *addr, const char *path, const char 
                    "peer endpoint",
                    addr, status, path);
     else
-        cls = validate(&resp, addr, expect_id, out);
-    free(resp.body);
+        cls = validate(resp, addr, c->expect_id, out);
+    inflight_clear(c);
     return cls;
+}
+
+void *peer_client_begin(peer_client *c, const char *addr, const char *path, const char *etag,
+                        int64_t wait_ms, int64_t timeout_ms, const char *expect_id, st_result *out)
+{
+    int rc = begin(c, addr, path, etag, wait_ms, timeout_ms, expect_id, out);
+    if (rc < 0) {
+        c->last_fail = -1 - rc;
+        return NULL;
+    }
+    return c->curl;
+}
+
+void peer_client_finish(peer_client *c, int curl_code, int aborted, st_result *out)
+{
+    c->last_fail = finish(c, (CURLcode)curl_code, aborted, out);
 }
 
 void peer_client_check(peer_client *c, const char *addr, const char *path, const char *etag,
                        int64_t wait_ms, int64_t timeout_ms, const char *expect_id,
                        const volatile int *abort_flag, st_result *out)
 {
-    c->last_fail = check(c, addr, path, etag, wait_ms, timeout_ms, expect_id, abort_flag, out);
+    if (!peer_client_begin(c, addr, path, etag, wait_ms, timeout_ms, expect_id, out))
+        return;
+    CURLcode cc = perform(c, abort_flag);
+    int aborted = abort_flag && __atomic_load_n(abort_flag, __ATOMIC_ACQUIRE);
+    peer_client_finish(c, cc, aborted, out);
 }

@@ -1,4 +1,5 @@
-/* elector.h - the elector handle (internal): engine + store + threads. */
+/* elector.h - the elector handle (internal): engine + store, run by the
+ * process's shared runtime (docs/threading.md). */
 #ifndef S3LECT_ELECTOR_H
 #define S3LECT_ELECTOR_H
 
@@ -23,40 +24,66 @@ typedef struct rt_qevent {
 
 #define RT_NCALLBACKS 6 /* indexed by s3lect_event_type; [0] is the acquire hook */
 
+struct rt_pool;
+
 struct s3lect_elector {
     s3lect_config *cfg; /* private copy */
     st_store *store;
     char *key;
     char incarnation[33];
 
-    pthread_mutex_t mu;      /* guards everything below */
-    pthread_cond_t wake_cv;  /* election thread: stop, veto, config change */
-    pthread_cond_t state_cv; /* waiters: leadership, cycle, stopped */
-    pthread_cond_t q_cv;     /* dispatcher / s3lect_dispatch: events queued */
+    pthread_mutex_t mu;      /* guards everything below unless said otherwise */
+    pthread_cond_t state_cv; /* waiters: leadership, cycle, done, stopped */
+    pthread_cond_t q_cv;     /* s3lect_dispatch and stop: events queued or delivered */
     el_engine eng;
     int started, stop_req, stop_release, joining, stopped;
-    int64_t *vetoes; /* terms vetoed by the hook, for the election thread */
+    int joined;      /* started and counted by the runtime (rt_release undoes it) */
+    int done;        /* the loop is finished with this elector (engine stopped, no I/O) */
+    int64_t *vetoes; /* terms vetoed by the hook, for the loop */
     size_t nvetoes;
     int params_changed;
     int64_t last_cycle_wall;
     uint64_t seen_cycle;
 
-    pthread_t el_thread, disp_thread;
-    int have_disp, disp_exit;
+    /* Events for the callbacks: delivered by a callback thread of the runtime
+     * (in order, one thread at a time per elector), or by s3lect_dispatch in
+     * poll mode. */
     rt_qevent *q_head, *q_tail;
-    int evfd;
+    int evfd;        /* created on demand (s3lect_event_fd, poll mode); -1 if none */
     int dispatching; /* poll mode: a thread is inside s3lect_dispatch */
     pthread_t dispatch_tid;
 
+    /* Guarded by the runtime's lock (rt.mu), taken inside mu when both are. */
+    int in_ready;   /* queued for a callback thread */
+    int delivering; /* a callback thread is delivering this elector's events */
+    int kicked;     /* on the loop's kick list */
+    struct s3lect_elector *ready_next, *kick_next, *job_next;
+    st_result job_res; /* a worker's answer, handed to the loop */
+    int job_done;
+
+    int64_t start_at; /* boot-clock ms of the first step (starts are spread) */
+
+    /* Owned by the loop thread (no lock). */
+    int begun, finished;
+    size_t heap_idx;    /* position in the timer heap, or (size_t)-1 */
+    int64_t wake_at;    /* boot-clock ms of the next step when idle */
+    int io;             /* RT_IO_* : what the current operation waits on */
+    el_op op;           /* the operation in flight (points into engine memory) */
+    int64_t op_sent_at; /* boot-clock ms el_next was asked (the op's time base) */
+    void *easy;         /* the libcurl handle of an S3 or peer transfer */
+    st_xfer *xfer;
+    struct rt_pool *pool;             /* S3: the connection pool it waits for */
+    struct s3lect_elector *pool_next; /* S3: waiting in the pool's queue */
+    st_result begin_res;              /* S3: a warning from begin, kept for completion */
+
     /* Peer mode. */
-    peer_client *pc;         /* used by the election thread without mu while it runs */
+    peer_client *pc;         /* used by the loop without mu while an op runs */
     peer_client *pending_pc; /* s3lect_enable_peer_mode while running: swapped in by the
-                              * election thread between two operations (under mu) */
+                              * loop between two operations (under mu) */
     peer_server *ps;
     uint64_t peer_version; /* bumped when leading or our etag changes */
     int peer_leading;
     char *peer_etag;
-    int abort_io;               /* set on stop (atomically): interrupts a follower's long poll */
     peer_fail_stats peer_fails; /* failed peer checks by class (status "peerFailures") */
     char peer_last_fail[600];   /* the message of the last failed check ("" if none) */
     int64_t peer_report_ms;     /* report period per class; 0: PEER_FAIL_REPORT_MS (tests) */
@@ -68,10 +95,17 @@ struct s3lect_elector {
 int rt_start(s3lect_elector *e);
 int rt_stop(s3lect_elector *e, int release);
 int rt_dispatch(s3lect_elector *e, int64_t timeout_ms);
+/* Called by free: the elector leaves the runtime (the last one shuts it down). */
+void rt_release(s3lect_elector *e);
 /* 1 if the calling thread is running one of e's callbacks. */
 int rt_in_callback(s3lect_elector *e);
-/* 1 on the elector's own election thread (inside a custom store callback). */
-int rt_in_election_thread(s3lect_elector *e);
+/* 1 on a worker thread of the runtime (inside a custom store function). */
+int rt_in_store_call(void);
+/* Tells the loop that e has something to do (stop, veto, new parameters or
+ * peer client). Holds e->mu. */
+void rt_kick_locked(s3lect_elector *e);
+/* The event fd (created on first use). Holds no lock. */
+int rt_event_fd(s3lect_elector *e);
 /* Sets e->errmsg (printf-style) and returns code. Caller holds no lock. */
 int rt_fail(s3lect_elector *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1,9 +1,23 @@
-/* runtime.c - one election thread per elector feeds the engine real time and
- * real store results; a dispatcher thread (or s3lect_dispatch in poll mode)
- * delivers events to callbacks, so a slow callback never delays a renewal. */
+/* runtime.c - the process's shared runtime (docs/threading.md).
+ *
+ * One loop thread runs every elector's engine: a timer heap holds the next
+ * wake-up of each idle elector, and one libcurl multi handle carries every S3
+ * request and peer long poll, through a bounded pool of keep-alive
+ * connections per store endpoint (requests beyond it wait in order and are
+ * signed when they are sent). Stores that block (file locks, custom stores)
+ * run on a small pool of worker threads. Callbacks run on callback threads:
+ * an elector's events in order, one thread at a time per elector; more
+ * threads are added while every one is held by a slow callback. A slow
+ * callback therefore never delays a renewal, and never holds up another
+ * elector's events for long.
+ *
+ * Locks: an elector's mu, then the runtime's mu (never the other way). The
+ * loop thread owns the heap, the pools, the multi handle and each elector's
+ * loop fields (elector.h) without a lock.
+ */
 #include <cjson/cJSON.h>
+#include <curl/curl.h>
 #include <errno.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +26,65 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crypto.h"
 #include "elector.h"
 #include "util.h"
+
+enum { RT_IO_NONE = 0, RT_IO_QUEUED, RT_IO_CURL, RT_IO_JOB };
+
+#define RT_MAX_CALLBACK_THREADS 64
+#define RT_STUCK_MS 200          /* callback threads all busy this long: add one */
+#define RT_EXTRA_IDLE_MS 10000   /* an added callback thread exits after this idle time */
+#define RT_MAX_POLL_MS 1000      /* the loop re-reads the boot clock at least this often */
+#define RT_SPREAD_MS_PER_START 2 /* first steps of electors started together: spread */
+
+/* One store endpoint's connections: at most max_conns requests at a time. */
+typedef struct rt_pool {
+    struct rt_pool *next;
+    char *name;
+    int inflight;
+    s3lect_elector *qhead, *qtail;
+} rt_pool;
+
+typedef struct rt_runtime {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* workers: a job was queued, or exit */
+    pthread_cond_t disp_cv; /* callback threads: an elector is ready, or exit */
+    pthread_cond_t exit_cv; /* a worker or callback thread exited */
+    int refs;               /* started electors not yet freed */
+    int exiting;
+    int max_conns, want_workers, want_disp;
+
+    pthread_t loop_tid;
+    CURLM *multi;
+    s3lect_elector *kick_head;
+
+    s3lect_elector *job_head, *job_tail;
+    int nworkers;
+
+    s3lect_elector *ready_head, *ready_tail;
+    int ndisp, idle_disp;
+    int64_t disp_progress; /* boot ms a callback thread last started or ended a delivery */
+
+    u_rng rng;
+    int64_t win_at;
+    int win_starts;
+
+    /* Loop thread only. */
+    s3lect_elector **heap;
+    size_t nheap, capheap;
+    s3lect_elector **kbuf, **retired;
+    size_t capkbuf, nretired, capretired;
+    CURL **easy;
+    size_t neasy, capeasy;
+    rt_pool *pools;
+} rt_runtime;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static rt_runtime *g_rt;
+static _Thread_local s3lect_elector *tls_cb;  /* elector whose callback runs here */
+static _Thread_local int tls_worker;          /* a worker thread (store functions) */
+static _Thread_local rt_runtime *tls_runtime; /* set on every thread of a runtime */
 
 el_params rt_params(const s3lect_config *c)
 {
@@ -57,15 +128,89 @@ static el_time now_time(void)
     return t;
 }
 
-/* Absolute CLOCK_MONOTONIC timespec (the condition variables' clock) for a
- * deadline on the boot clock (u_mono_ms). */
-static struct timespec abs_ts(int64_t mono_ms)
+/* ---- the timer heap (loop thread) ---- */
+
+#define NOT_IN_HEAP ((size_t)-1)
+
+static void heap_set(rt_runtime *rt, size_t i, s3lect_elector *e)
 {
-    return u_cond_deadline(mono_ms, 0);
+    rt->heap[i] = e;
+    e->heap_idx = i;
 }
+
+static void heap_up(rt_runtime *rt, size_t i)
+{
+    s3lect_elector *e = rt->heap[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (rt->heap[parent]->wake_at <= e->wake_at)
+            break;
+        heap_set(rt, i, rt->heap[parent]);
+        i = parent;
+    }
+    heap_set(rt, i, e);
+}
+
+static void heap_down(rt_runtime *rt, size_t i)
+{
+    s3lect_elector *e = rt->heap[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= rt->nheap)
+            break;
+        if (c + 1 < rt->nheap && rt->heap[c + 1]->wake_at < rt->heap[c]->wake_at)
+            c++;
+        if (rt->heap[c]->wake_at >= e->wake_at)
+            break;
+        heap_set(rt, i, rt->heap[c]);
+        i = c;
+    }
+    heap_set(rt, i, e);
+}
+
+static void heap_remove(rt_runtime *rt, s3lect_elector *e)
+{
+    size_t i = e->heap_idx;
+    if (i == NOT_IN_HEAP)
+        return;
+    e->heap_idx = NOT_IN_HEAP;
+    s3lect_elector *last = rt->heap[--rt->nheap];
+    if (i == rt->nheap)
+        return;
+    heap_set(rt, i, last);
+    heap_up(rt, i);
+    heap_down(rt, last->heap_idx);
+}
+
+/* Wakes e at boot ms `at`. Returns -1 when out of memory (e then runs again
+ * on the loop's next turn: a late step, never a lost one). */
+static int heap_schedule(rt_runtime *rt, s3lect_elector *e, int64_t at)
+{
+    e->wake_at = at;
+    if (e->heap_idx != NOT_IN_HEAP) {
+        heap_up(rt, e->heap_idx);
+        heap_down(rt, e->heap_idx);
+        return 0;
+    }
+    if (rt->nheap == rt->capheap) {
+        size_t cap = rt->capheap ? 2 * rt->capheap : 256;
+        s3lect_elector **h = realloc(rt->heap, cap * sizeof *h);
+        if (!h)
+            return -1;
+        rt->heap = h;
+        rt->capheap = cap;
+    }
+    heap_set(rt, rt->nheap++, e);
+    heap_up(rt, e->heap_idx);
+    return 0;
+}
+
+/* ---- events ---- */
 
 static void signal_evfd(s3lect_elector *e)
 {
+    if (e->evfd < 0)
+        return;
     uint64_t one = 1;
     ssize_t n = write(e->evfd, &one, sizeof one);
     (void)n; /* EAGAIN means it is already readable */
@@ -73,6 +218,8 @@ static void signal_evfd(s3lect_elector *e)
 
 static void drain_evfd(s3lect_elector *e)
 {
+    if (e->evfd < 0)
+        return;
     uint64_t v;
     ssize_t n = read(e->evfd, &v, sizeof v);
     (void)n;
@@ -85,8 +232,25 @@ static int wanted(s3lect_elector *e, int type)
     return type > 0 && type < RT_NCALLBACKS && e->cb[type].fn;
 }
 
-/* Moves the engine's events to the dispatch queue. Holds mu. */
-static void flush_events(s3lect_elector *e, el_time now)
+/* Hands e to a callback thread unless one has it or it is queued. Holds e->mu. */
+static void make_ready_locked(rt_runtime *rt, s3lect_elector *e)
+{
+    pthread_mutex_lock(&rt->mu);
+    if (!e->in_ready && !e->delivering) {
+        e->in_ready = 1;
+        e->ready_next = NULL;
+        if (rt->ready_tail)
+            rt->ready_tail->ready_next = e;
+        else
+            rt->ready_head = e;
+        rt->ready_tail = e;
+        pthread_cond_signal(&rt->disp_cv);
+    }
+    pthread_mutex_unlock(&rt->mu);
+}
+
+/* Moves the engine's events to the callback queue. Holds mu. */
+static void flush_events(rt_runtime *rt, s3lect_elector *e, el_time now)
 {
     size_t n;
     el_event *evs = el_take_events(&e->eng, &n);
@@ -122,8 +286,12 @@ static void flush_events(s3lect_elector *e, el_time now)
         e->last_cycle_wall = now.wall;
     }
     if (queued) {
-        pthread_cond_broadcast(&e->q_cv);
-        signal_evfd(e);
+        if (e->cfg->poll_mode) {
+            pthread_cond_broadcast(&e->q_cv);
+            signal_evfd(e);
+        } else {
+            make_ready_locked(rt, e);
+        }
     }
     pthread_cond_broadcast(&e->state_cv);
 }
@@ -155,89 +323,527 @@ static void note_peer_failure(s3lect_elector *e, int cls, const st_result *res)
     pthread_mutex_unlock(&e->mu);
 }
 
-static void perform(s3lect_elector *e, const el_op *op, const char *if_match, st_result *res)
+/* ---- kicks: other threads hand an elector to the loop ---- */
+
+void rt_kick_locked(s3lect_elector *e)
 {
+    rt_runtime *rt = g_rt;
+    if (!rt || !e->joined || e->done)
+        return;
+    pthread_mutex_lock(&rt->mu);
+    if (!e->kicked) {
+        e->kicked = 1;
+        e->kick_next = rt->kick_head;
+        rt->kick_head = e;
+    }
+    pthread_mutex_unlock(&rt->mu);
+    curl_multi_wakeup(rt->multi);
+}
+
+/* ---- the loop: operations ---- */
+
+/* Runs e again on the loop's next turn (when a timer cannot be set: out of
+ * memory). Never loses an elector. */
+static void requeue(rt_runtime *rt, s3lect_elector *e)
+{
+    pthread_mutex_lock(&rt->mu);
+    if (!e->kicked) {
+        e->kicked = 1;
+        e->kick_next = rt->kick_head;
+        rt->kick_head = e;
+    }
+    pthread_mutex_unlock(&rt->mu);
+}
+
+static CURL *easy_get(rt_runtime *rt)
+{
+    return rt->neasy ? rt->easy[--rt->neasy] : curl_easy_init();
+}
+
+static void easy_put(rt_runtime *rt, CURL *h)
+{
+    size_t keep = (size_t)rt->max_conns + 8;
+    if (rt->neasy < keep && rt->neasy == rt->capeasy) {
+        size_t cap = rt->capeasy ? 2 * rt->capeasy : 16;
+        CURL **a = realloc(rt->easy, cap * sizeof *a);
+        if (a) {
+            rt->easy = a;
+            rt->capeasy = cap;
+        }
+    }
+    if (rt->neasy < keep && rt->neasy < rt->capeasy)
+        rt->easy[rt->neasy++] = h;
+    else
+        curl_easy_cleanup(h);
+}
+
+static rt_pool *pool_of(rt_runtime *rt, const char *name)
+{
+    for (rt_pool *p = rt->pools; p; p = p->next)
+        if (strcmp(p->name, name) == 0)
+            return p;
+    rt_pool *p = calloc(1, sizeof *p);
+    if (!p || !(p->name = u_strdup(name))) {
+        free(p);
+        return NULL;
+    }
+    p->next = rt->pools;
+    rt->pools = p;
+    return p;
+}
+
+/* Signs and sends e's S3 request on a connection of its pool. Returns 1 when
+ * it is on its way, 0 when it ended at once (res filled). */
+static int pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
+{
+    memset(res, 0, sizeof *res);
+    int64_t left = e->op_sent_at + e->op.timeout_ms - u_mono_ms();
+    if (left <= 0) {
+        st_result_setf(res, ST_TRANSIENT,
+                       "%s %s was not sent: it waited its whole timeout (%lld ms) for one of the "
+                       "%d connections to %s (max_connections); raise max_connections or run "
+                       "fewer electors per process",
+                       e->op.kind == EL_OP_PUT ? "PUT" : "GET", e->key, (long long)e->op.timeout_ms,
+                       rt->max_conns, e->pool->name);
+        return 0;
+    }
+    CURL *h = easy_get(rt);
+    if (!h) {
+        st_result_setf(res, ST_TRANSIENT, "libcurl could not create a handle (out of memory?)");
+        return 0;
+    }
+    int put = e->op.kind == EL_OP_PUT;
+    memset(&e->begin_res, 0, sizeof e->begin_res);
+    st_xfer *x = e->store->vt->begin(e->store, h, e->key, put, e->op.body, e->op.body_len,
+                                     e->op.if_match, left, &e->begin_res);
+    if (!x) {
+        *res = e->begin_res;
+        memset(&e->begin_res, 0, sizeof e->begin_res);
+        easy_put(rt, h);
+        return 0;
+    }
+    curl_easy_setopt(h, CURLOPT_PRIVATE, e);
+    if (curl_multi_add_handle(rt->multi, h) != CURLM_OK) {
+        *res = e->begin_res;
+        memset(&e->begin_res, 0, sizeof e->begin_res);
+        e->store->vt->finish(e->store, x, CURLE_FAILED_INIT, res);
+        easy_put(rt, h);
+        return 0;
+    }
+    e->pool->inflight++;
+    e->xfer = x;
+    e->easy = h;
+    e->io = RT_IO_CURL;
+    return 1;
+}
+
+static void run(rt_runtime *rt, s3lect_elector *e, st_result *first);
+static void *worker_main(void *arg);
+static int spawn_detached(void *(*fn)(void *), void *arg);
+
+/* Sends what waits for the pool's free connections. */
+static void pool_pump(rt_runtime *rt, rt_pool *p)
+{
+    while (p->qhead && p->inflight < rt->max_conns) {
+        s3lect_elector *e = p->qhead;
+        p->qhead = e->pool_next;
+        if (!p->qhead)
+            p->qtail = NULL;
+        e->pool_next = NULL;
+        st_result res;
+        if (!pool_send(rt, e, &res)) {
+            e->io = RT_IO_NONE;
+            run(rt, e, &res);
+        }
+    }
+}
+
+/* Starts e->op. Returns 1 when it runs asynchronously, 0 when it ended at
+ * once (res filled). */
+static int submit(rt_runtime *rt, s3lect_elector *e, st_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const el_op *op = &e->op;
     if (op->kind == EL_OP_PEER) {
         if (!e->pc) {
             st_result_setf(res, ST_TRANSIENT, "peer mode has no client");
-            return;
+            return 0;
         }
         const char *path =
             e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
-        peer_client_check(e->pc, op->peer_addr, path, if_match, op->peer_wait, op->timeout_ms,
-                          op->peer_id, &e->abort_io, res);
-        note_peer_failure(e, peer_client_last_failure(e->pc), res);
-        return;
+        CURL *h = peer_client_begin(e->pc, op->peer_addr, path, op->if_match, op->peer_wait,
+                                    op->timeout_ms, op->peer_id, res);
+        if (!h) {
+            note_peer_failure(e, peer_client_last_failure(e->pc), res);
+            return 0;
+        }
+        curl_easy_setopt(h, CURLOPT_PRIVATE, e);
+        if (curl_multi_add_handle(rt->multi, h) != CURLM_OK) {
+            peer_client_finish(e->pc, CURLE_FAILED_INIT, 0, res);
+            return 0;
+        }
+        e->easy = h;
+        e->io = RT_IO_CURL;
+        return 1;
     }
-    if (op->kind == EL_OP_GET)
-        st_get(e->store, e->key, op->timeout_ms, res);
+    if (e->store->vt->begin) {
+        if (!e->pool && !(e->pool = pool_of(rt, e->store->vt->pool(e->store)))) {
+            st_result_setf(res, ST_TRANSIENT, "out of memory");
+            return 0;
+        }
+        rt_pool *p = e->pool;
+        if (p->inflight < rt->max_conns && !p->qhead)
+            return pool_send(rt, e, res);
+        e->pool_next = NULL;
+        if (p->qtail)
+            p->qtail->pool_next = e;
+        else
+            p->qhead = e;
+        p->qtail = e;
+        e->io = RT_IO_QUEUED;
+        return 1;
+    }
+    /* A blocking store: a worker runs it. */
+    pthread_mutex_lock(&rt->mu);
+    if (rt->nworkers < rt->want_workers && spawn_detached(worker_main, rt) == 0)
+        rt->nworkers++;
+    if (rt->nworkers == 0) {
+        pthread_mutex_unlock(&rt->mu);
+        st_result_setf(res, ST_TRANSIENT, "cannot create a worker thread for the %s store: %s",
+                       e->store->vt->name, strerror(errno));
+        return 0;
+    }
+    e->job_next = NULL;
+    if (rt->job_tail)
+        rt->job_tail->job_next = e;
     else
-        st_put(e->store, e->key, op->body, op->body_len, if_match, op->timeout_ms, res);
+        rt->job_head = e;
+    rt->job_tail = e;
+    e->io = RT_IO_JOB;
+    pthread_cond_signal(&rt->work_cv);
+    pthread_mutex_unlock(&rt->mu);
+    return 1;
 }
 
-static void *election_main(void *arg)
+/* Applies what other threads asked for. Holds mu; loop thread. */
+static void apply_requests(s3lect_elector *e)
 {
-    s3lect_elector *e = arg;
-    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->nvetoes; i++)
+        el_veto(&e->eng, e->vetoes[i]);
+    e->nvetoes = 0;
+    if (e->params_changed) {
+        el_params p = rt_params(e->cfg);
+        el_set_params(&e->eng, &p);
+        e->params_changed = 0;
+    }
+    if (e->pending_pc) { /* s3lect_enable_peer_mode: no request is in flight now */
+        peer_client_free(e->pc);
+        e->pc = e->pending_pc;
+        e->pending_pc = NULL;
+    }
+    if (e->stop_req)
+        el_stop(&e->eng, e->stop_release);
+}
+
+/* Drives e's engine: completes the operation that ended (first, if any),
+ * then asks for the next step until one waits (timer or I/O) or the engine
+ * is done. Loop thread. */
+static void run(rt_runtime *rt, s3lect_elector *e, st_result *first)
+{
+    st_result res;
+    int have = 0;
+    if (first) {
+        res = *first;
+        have = 1;
+    }
     for (;;) {
+        pthread_mutex_lock(&e->mu);
+        if (have) {
+            if (res.warning) /* the store limits how often it warns */
+                el_report_error(&e->eng, S3LECT_EAUTH, res.warning);
+            el_complete(&e->eng, now_time(), &res);
+            st_result_clear(&res);
+            flush_events(rt, e, now_time());
+            have = 0;
+        }
+        e->io = RT_IO_NONE;
+        e->begun = 1;
+        apply_requests(e);
         el_time now = now_time();
-        for (size_t i = 0; i < e->nvetoes; i++)
-            el_veto(&e->eng, e->vetoes[i]);
-        e->nvetoes = 0;
-        if (e->params_changed) {
-            el_params p = rt_params(e->cfg);
-            el_set_params(&e->eng, &p);
-            e->params_changed = 0;
-        }
-        if (e->pending_pc) { /* s3lect_enable_peer_mode: no request is in flight now */
-            peer_client_free(e->pc);
-            e->pc = e->pending_pc;
-            e->pending_pc = NULL;
-        }
-        if (e->stop_req)
-            el_stop(&e->eng, e->stop_release);
         el_op op;
         int64_t wake;
         int kind = el_next(&e->eng, now, &op, &wake);
-        flush_events(e, now);
-        if (kind == EL_OP_DONE)
-            break;
-        if (kind == EL_OP_NONE) {
-            if (!e->stop_req && !e->nvetoes && !e->params_changed) {
-                /* A leader wakes at least every second: after a suspend the
-                 * condition variable's clock (which stops while suspended)
-                 * would otherwise hold the LOST event back. */
-                struct timespec ts = u_cond_deadline(wake, e->eng.role == EL_LEADER ? 1000 : 0);
-                pthread_cond_timedwait(&e->wake_cv, &e->mu, &ts);
+        flush_events(rt, e, now);
+        if (kind == EL_OP_DONE) {
+            heap_remove(rt, e);
+            e->finished = 1;
+            pthread_mutex_unlock(&e->mu);
+            if (rt->nretired == rt->capretired) {
+                size_t cap = rt->capretired ? 2 * rt->capretired : 64;
+                s3lect_elector **a = realloc(rt->retired, cap * sizeof *a);
+                if (!a) { /* retried on the next turn */
+                    e->finished = 0;
+                    requeue(rt, e);
+                    return;
+                }
+                rt->retired = a;
+                rt->capretired = cap;
             }
-            continue;
+            rt->retired[rt->nretired++] = e;
+            return;
         }
-        /* The op points into engine memory; copy what the I/O needs. */
-        char *if_match = u_strdup(op.if_match), *addr = u_strdup(op.peer_addr),
-             *pid = u_strdup(op.peer_id);
-        op.peer_addr = addr;
-        op.peer_id = pid;
+        if (kind == EL_OP_NONE) {
+            pthread_mutex_unlock(&e->mu);
+            if (heap_schedule(rt, e, wake) != 0)
+                requeue(rt, e);
+            return;
+        }
+        heap_remove(rt, e);
+        e->op = op;
+        e->op_sent_at = now.mono;
         pthread_mutex_unlock(&e->mu);
-        st_result res = {0};
-        perform(e, &op, if_match, &res);
-        free(if_match);
-        free(addr);
-        free(pid);
-        pthread_mutex_lock(&e->mu);
-        if (res.warning) /* the store limits how often it warns */
-            el_report_error(&e->eng, S3LECT_EAUTH, res.warning);
-        el_complete(&e->eng, now_time(), &res);
-        st_result_clear(&res);
-        flush_events(e, now_time());
+        if (submit(rt, e, &res))
+            return;
+        have = 1;
     }
+}
+
+/* A transfer on the multi handle ended. */
+static void transfer_done(rt_runtime *rt, CURL *h, CURLcode cc)
+{
+    s3lect_elector *e = NULL;
+    curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&e);
+    curl_multi_remove_handle(rt->multi, h);
+    if (!e)
+        return;
+    st_result res = {0};
+    e->easy = NULL;
+    if (e->op.kind == EL_OP_PEER) {
+        peer_client_finish(e->pc, cc, 0, &res);
+        note_peer_failure(e, peer_client_last_failure(e->pc), &res);
+        run(rt, e, &res);
+        return;
+    }
+    res = e->begin_res;
+    memset(&e->begin_res, 0, sizeof e->begin_res);
+    e->store->vt->finish(e->store, e->xfer, cc, &res);
+    e->xfer = NULL;
+    easy_put(rt, h);
+    rt_pool *p = e->pool;
+    p->inflight--;
+    run(rt, e, &res);
+    pool_pump(rt, p);
+}
+
+/* e was kicked: a worker finished its job, or another thread asked for
+ * something (stop, veto, new parameters, a new peer client, its start). */
+static void on_kick(rt_runtime *rt, s3lect_elector *e)
+{
+    if (e->finished)
+        return;
+    pthread_mutex_lock(&e->mu);
+    if (e->job_done) {
+        st_result res = e->job_res;
+        memset(&e->job_res, 0, sizeof e->job_res);
+        e->job_done = 0;
+        pthread_mutex_unlock(&e->mu);
+        run(rt, e, &res);
+        return;
+    }
+    int stop = e->stop_req;
+    int64_t start_at = e->start_at;
     pthread_mutex_unlock(&e->mu);
+    if (e->io == RT_IO_NONE) {
+        if (!e->begun && !stop && start_at > u_mono_ms()) {
+            heap_schedule(rt, e, start_at); /* a spread first step */
+            return;
+        }
+        run(rt, e, NULL);
+        return;
+    }
+    if (stop && e->io == RT_IO_CURL && e->op.kind == EL_OP_PEER) {
+        /* A stop ends a follower's long poll at once (not a failure). */
+        CURL *h = e->easy;
+        curl_multi_remove_handle(rt->multi, h);
+        e->easy = NULL;
+        st_result res = {0};
+        peer_client_finish(e->pc, CURLE_ABORTED_BY_CALLBACK, 1, &res);
+        run(rt, e, &res);
+    }
+    /* Anything else waits for the operation in flight: el_stop and friends
+     * apply between two operations. */
+}
+
+/* Electors whose engine is done leave the loop here, at the end of a turn,
+ * so that nothing later in the turn touches one that stop has freed. */
+static void retire(rt_runtime *rt)
+{
+    for (size_t i = 0; i < rt->nretired; i++) {
+        s3lect_elector *e = rt->retired[i];
+        pthread_mutex_lock(&e->mu);
+        pthread_mutex_lock(&rt->mu);
+        if (e->kicked) {
+            s3lect_elector **pp = &rt->kick_head;
+            while (*pp && *pp != e)
+                pp = &(*pp)->kick_next;
+            if (*pp)
+                *pp = e->kick_next;
+            e->kicked = 0;
+        }
+        pthread_mutex_unlock(&rt->mu);
+        e->done = 1;
+        pthread_cond_broadcast(&e->state_cv);
+        pthread_mutex_unlock(&e->mu);
+    }
+    rt->nretired = 0;
+}
+
+static void *callback_main(void *arg);
+
+static int spawn_detached(void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t a;
+    pthread_t t;
+    if (pthread_attr_init(&a) != 0)
+        return -1;
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &a, fn, arg);
+    pthread_attr_destroy(&a);
+    return rc;
+}
+
+/* Adds a callback thread when ready electors wait and every callback thread
+ * has been busy without progress for RT_STUCK_MS. Returns 1 while callback
+ * threads are all busy (the loop then looks again soon). */
+static int watch_callbacks(rt_runtime *rt)
+{
+    pthread_mutex_lock(&rt->mu);
+    int busy = rt->idle_disp == 0 && rt->ndisp > 0;
+    if (rt->ready_head && (rt->idle_disp == 0 || rt->ndisp < rt->want_disp)) {
+        int64_t now = u_mono_ms();
+        if (rt->ndisp < rt->want_disp ||
+            (now - rt->disp_progress >= RT_STUCK_MS && rt->ndisp < RT_MAX_CALLBACK_THREADS)) {
+            if (spawn_detached(callback_main, rt) == 0)
+                rt->ndisp++;
+            rt->disp_progress = now;
+        }
+    }
+    pthread_mutex_unlock(&rt->mu);
+    return busy;
+}
+
+static void *loop_main(void *arg)
+{
+    rt_runtime *rt = arg;
+    tls_runtime = rt;
+    for (;;) {
+        pthread_mutex_lock(&rt->mu);
+        if (rt->exiting) {
+            pthread_mutex_unlock(&rt->mu);
+            break;
+        }
+        size_t nk = 0;
+        for (s3lect_elector *p = rt->kick_head; p; p = p->kick_next) {
+            if (nk == rt->capkbuf) {
+                size_t cap = rt->capkbuf ? 2 * rt->capkbuf : 64;
+                s3lect_elector **a = realloc(rt->kbuf, cap * sizeof *a);
+                if (!a)
+                    break; /* the rest stay kicked for the next turn */
+                rt->kbuf = a;
+                rt->capkbuf = cap;
+            }
+            rt->kbuf[nk++] = p;
+        }
+        /* Take the first nk off the list. */
+        s3lect_elector *rest = nk ? rt->kbuf[nk - 1]->kick_next : rt->kick_head;
+        for (size_t i = 0; i < nk; i++)
+            rt->kbuf[i]->kicked = 0;
+        rt->kick_head = rest;
+        pthread_mutex_unlock(&rt->mu);
+
+        for (size_t i = 0; i < nk; i++)
+            on_kick(rt, rt->kbuf[i]);
+
+        int running = 0;
+        curl_multi_perform(rt->multi, &running);
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(rt->multi, &left)) != NULL)
+            if (m->msg == CURLMSG_DONE)
+                transfer_done(rt, m->easy_handle, m->data.result);
+
+        int64_t now = u_mono_ms();
+        while (rt->nheap && rt->heap[0]->wake_at <= now) {
+            s3lect_elector *e = rt->heap[0];
+            heap_remove(rt, e);
+            run(rt, e, NULL);
+        }
+        retire(rt);
+
+        long timeout = RT_MAX_POLL_MS;
+        long ct = -1;
+        curl_multi_timeout(rt->multi, &ct);
+        if (ct >= 0 && ct < timeout)
+            timeout = ct;
+        if (rt->nheap) {
+            int64_t d = rt->heap[0]->wake_at - u_mono_ms();
+            if (d < timeout)
+                timeout = d < 0 ? 0 : (long)d;
+        }
+        if (watch_callbacks(rt) && timeout > RT_STUCK_MS / 2)
+            timeout = RT_STUCK_MS / 2;
+        curl_multi_poll(rt->multi, NULL, 0, (int)timeout, NULL);
+    }
     return NULL;
 }
+
+/* ---- workers: blocking stores ---- */
+
+static void *worker_main(void *arg)
+{
+    rt_runtime *rt = arg;
+    tls_runtime = rt;
+    tls_worker = 1;
+    pthread_mutex_lock(&rt->mu);
+    for (;;) {
+        while (!rt->job_head && !rt->exiting)
+            pthread_cond_wait(&rt->work_cv, &rt->mu);
+        if (!rt->job_head)
+            break;
+        s3lect_elector *e = rt->job_head;
+        rt->job_head = e->job_next;
+        if (!rt->job_head)
+            rt->job_tail = NULL;
+        pthread_mutex_unlock(&rt->mu);
+        /* e->op is the loop's, but the loop leaves it alone until the job is
+         * done; the store object is used by one request at a time. */
+        st_result res = {0};
+        if (e->op.kind == EL_OP_GET)
+            st_get(e->store, e->key, e->op.timeout_ms, &res);
+        else
+            st_put(e->store, e->key, e->op.body, e->op.body_len, e->op.if_match, e->op.timeout_ms,
+                   &res);
+        pthread_mutex_lock(&e->mu);
+        e->job_res = res;
+        e->job_done = 1;
+        rt_kick_locked(e);
+        pthread_mutex_unlock(&e->mu);
+        pthread_mutex_lock(&rt->mu);
+    }
+    rt->nworkers--;
+    pthread_cond_broadcast(&rt->exit_cv);
+    pthread_mutex_unlock(&rt->mu);
+    return NULL;
+}
+
+/* ---- callback threads ---- */
 
 /* Runs one event's callback(s) on the calling thread (no lock held). */
 static void deliver(s3lect_elector *e, el_event *ev)
 {
     const s3lect_event *pub = (const s3lect_event *)ev;
+    s3lect_elector *prev = tls_cb;
+    tls_cb = e;
     if (ev->type == S3LECT_EVENT_ACQUIRED && e->cb[0].hook) {
         int rc = e->cb[0].hook(e, pub, e->cb[0].userdata);
         if (rc != 0) {
@@ -247,14 +853,16 @@ static void deliver(s3lect_elector *e, el_event *ev)
                 e->vetoes = v;
                 e->vetoes[e->nvetoes++] = ev->term;
             }
-            pthread_cond_signal(&e->wake_cv);
+            rt_kick_locked(e);
             pthread_mutex_unlock(&e->mu);
+            tls_cb = prev;
             return;
         }
     }
     int t = ev->type;
     if (t > 0 && t < RT_NCALLBACKS && e->cb[t].fn)
         e->cb[t].fn(e, pub, e->cb[t].userdata);
+    tls_cb = prev;
 }
 
 static rt_qevent *pop_event(s3lect_elector *e)
@@ -268,52 +876,262 @@ static rt_qevent *pop_event(s3lect_elector *e)
     return q;
 }
 
-static void *dispatch_main(void *arg)
+static void *callback_main(void *arg)
 {
-    s3lect_elector *e = arg;
-    pthread_mutex_lock(&e->mu);
+    rt_runtime *rt = arg;
+    tls_runtime = rt;
+    pthread_mutex_lock(&rt->mu);
     for (;;) {
-        rt_qevent *q = pop_event(e);
-        if (!q) {
-            drain_evfd(e);
-            if (e->disp_exit)
-                break;
-            pthread_cond_wait(&e->q_cv, &e->mu);
-            continue;
+        int timed_out = 0;
+        while (!rt->ready_head && !rt->exiting && !timed_out) {
+            rt->idle_disp++;
+            struct timespec ts = u_cond_deadline(u_mono_ms() + RT_EXTRA_IDLE_MS, 0);
+            timed_out = pthread_cond_timedwait(&rt->disp_cv, &rt->mu, &ts) == ETIMEDOUT;
+            rt->idle_disp--;
         }
-        pthread_mutex_unlock(&e->mu);
-        deliver(e, &q->ev);
-        el_event_clear(&q->ev);
-        free(q);
+        if (!rt->ready_head && (rt->exiting || rt->ndisp > rt->want_disp))
+            break;
+        if (!rt->ready_head)
+            continue;
+        s3lect_elector *e = rt->ready_head;
+        rt->ready_head = e->ready_next;
+        if (!rt->ready_head)
+            rt->ready_tail = NULL;
+        e->in_ready = 0;
+        e->delivering = 1;
+        rt->disp_progress = u_mono_ms();
+        pthread_mutex_unlock(&rt->mu);
+        /* This elector's events, in order; no other thread delivers them
+         * meanwhile (delivering). */
         pthread_mutex_lock(&e->mu);
+        for (;;) {
+            rt_qevent *q = pop_event(e);
+            if (!q)
+                break;
+            pthread_mutex_unlock(&e->mu);
+            deliver(e, &q->ev);
+            el_event_clear(&q->ev);
+            free(q);
+            pthread_mutex_lock(&rt->mu);
+            rt->disp_progress = u_mono_ms();
+            pthread_mutex_unlock(&rt->mu);
+            pthread_mutex_lock(&e->mu);
+        }
+        pthread_mutex_lock(&rt->mu);
+        e->delivering = 0;
+        pthread_cond_broadcast(&e->q_cv); /* stop waits for the queue to drain */
+        pthread_mutex_unlock(&e->mu);
     }
-    pthread_mutex_unlock(&e->mu);
+    rt->ndisp--;
+    pthread_cond_broadcast(&rt->exit_cv);
+    pthread_mutex_unlock(&rt->mu);
     return NULL;
 }
 
-int rt_in_callback(s3lect_elector *e)
+/* ---- the runtime's life ---- */
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static CURLcode g_curl_rc;
+
+static void forget_in_child(void)
 {
-    pthread_t self = pthread_self();
-    pthread_mutex_lock(&e->mu);
-    int in = (e->have_disp && pthread_equal(self, e->disp_thread)) ||
-             (e->dispatching && pthread_equal(self, e->dispatch_tid));
-    pthread_mutex_unlock(&e->mu);
-    return in;
+    /* The threads did not survive fork: a child that starts electors gets a
+     * runtime of its own (the parent's memory is left as it is). */
+    pthread_mutex_init(&g_mu, NULL);
+    g_rt = NULL;
 }
 
-/* Undoes a started dispatcher when start fails half-way. Holds mu (dropped
- * while joining). */
-static void join_dispatcher_locked(s3lect_elector *e)
+static void init_once(void)
 {
-    if (!e->have_disp)
-        return;
-    e->disp_exit = 1;
-    pthread_cond_broadcast(&e->q_cv);
-    pthread_mutex_unlock(&e->mu);
-    pthread_join(e->disp_thread, NULL);
+    g_curl_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+    pthread_atfork(NULL, NULL, forget_in_child);
+}
+
+static void runtime_free(rt_runtime *rt)
+{
+    if (rt->multi)
+        curl_multi_cleanup(rt->multi);
+    for (size_t i = 0; i < rt->neasy; i++)
+        curl_easy_cleanup(rt->easy[i]);
+    while (rt->pools) {
+        rt_pool *p = rt->pools;
+        rt->pools = p->next;
+        free(p->name);
+        free(p);
+    }
+    free(rt->easy);
+    free(rt->heap);
+    free(rt->kbuf);
+    free(rt->retired);
+    pthread_mutex_destroy(&rt->mu);
+    pthread_cond_destroy(&rt->work_cv);
+    pthread_cond_destroy(&rt->disp_cv);
+    pthread_cond_destroy(&rt->exit_cv);
+    free(rt);
+}
+
+/* Stops the threads of a runtime no elector uses. Holds g_mu. */
+static void runtime_shutdown(rt_runtime *rt)
+{
+    pthread_mutex_lock(&rt->mu);
+    rt->exiting = 1;
+    pthread_cond_broadcast(&rt->work_cv);
+    pthread_cond_broadcast(&rt->disp_cv);
+    pthread_mutex_unlock(&rt->mu);
+    curl_multi_wakeup(rt->multi);
+    pthread_join(rt->loop_tid, NULL);
+    pthread_mutex_lock(&rt->mu);
+    while (rt->nworkers > 0 || rt->ndisp > 0)
+        pthread_cond_wait(&rt->exit_cv, &rt->mu);
+    pthread_mutex_unlock(&rt->mu);
+    runtime_free(rt);
+}
+
+static rt_runtime *runtime_new(char *err, size_t errlen)
+{
+    rt_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pthread_condattr_t ca;
+    int bad = pthread_condattr_init(&ca) || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    bad = bad || pthread_mutex_init(&rt->mu, NULL) || pthread_cond_init(&rt->work_cv, &ca) ||
+          pthread_cond_init(&rt->disp_cv, &ca) || pthread_cond_init(&rt->exit_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (bad || !(rt->multi = curl_multi_init())) {
+        snprintf(err, errlen, "cannot create the runtime (mutexes or libcurl multi handle)");
+        free(rt);
+        return NULL;
+    }
+    uint64_t seed = (uint64_t)u_mono_ms();
+    uint8_t rnd[8];
+    if (cr_random(rnd, sizeof rnd) == 0)
+        memcpy(&seed, rnd, sizeof seed);
+    u_rng_seed(&rt->rng, seed);
+    rt->max_conns = 1;
+    int rc = pthread_create(&rt->loop_tid, NULL, loop_main, rt);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot create the runtime's thread: %s", strerror(rc));
+        runtime_free(rt);
+        return NULL;
+    }
+    return rt;
+}
+
+/* Grows the runtime to what e's configuration asks for. Holds g_mu. */
+static int runtime_fit(rt_runtime *rt, const s3lect_config *c, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&rt->mu);
+    if (c->max_connections > rt->max_conns) {
+        rt->max_conns = (int)c->max_connections;
+        curl_multi_setopt(rt->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)rt->max_conns);
+        curl_multi_setopt(rt->multi, CURLMOPT_MAXCONNECTS, (long)(2 * rt->max_conns + 16));
+    }
+    if (c->callback_threads > rt->want_disp)
+        rt->want_disp = (int)c->callback_threads;
+    if (c->worker_threads > rt->want_workers)
+        rt->want_workers = (int)c->worker_threads; /* started when a blocking store needs one */
+    int rc = 0;
+    while (rt->ndisp < rt->want_disp) {
+        rc = spawn_detached(callback_main, rt);
+        if (rc != 0)
+            break;
+        rt->ndisp++;
+    }
+    pthread_mutex_unlock(&rt->mu);
+    if (rc != 0 && rt->ndisp == 0) {
+        snprintf(err, errlen, "cannot create the runtime's callback thread: %s", strerror(rc));
+        return S3LECT_EIO;
+    }
+    return 0;
+}
+
+/* Joins the runtime (creating it if needed) for a starting elector and
+ * picks the delay of its first step. */
+static int runtime_join(s3lect_elector *e, int64_t *delay, char *err, size_t errlen)
+{
+    pthread_once(&g_once, init_once);
+    if (g_curl_rc != CURLE_OK) {
+        snprintf(err, errlen, "libcurl failed to initialise: %s", curl_easy_strerror(g_curl_rc));
+        return S3LECT_EIO;
+    }
+    pthread_mutex_lock(&g_mu);
+    int created = 0;
+    if (!g_rt) {
+        if (!(g_rt = runtime_new(err, errlen))) {
+            pthread_mutex_unlock(&g_mu);
+            return S3LECT_EIO;
+        }
+        created = 1;
+    }
+    rt_runtime *rt = g_rt;
+    int rc = runtime_fit(rt, e->cfg, err, errlen);
+    if (rc != 0) {
+        if (created) {
+            g_rt = NULL;
+            runtime_shutdown(rt);
+        }
+        pthread_mutex_unlock(&g_mu);
+        return rc;
+    }
+    rt->refs++;
+    /* Electors started together spread their first steps (and so their
+     * renewals) over up to a renew interval: 2 ms per start in the last
+     * second, so a lone start is not delayed. */
+    pthread_mutex_lock(&rt->mu);
+    int64_t now = u_mono_ms();
+    if (now - rt->win_at >= 1000) {
+        rt->win_at = now;
+        rt->win_starts = 0;
+    }
+    rt->win_starts++;
+    int64_t span = (int64_t)rt->win_starts * RT_SPREAD_MS_PER_START;
+    if (span > e->cfg->renew_interval)
+        span = e->cfg->renew_interval;
+    *delay = span > 1 ? (int64_t)(u_rng_next(&rt->rng) % (uint64_t)span) : 0;
+    pthread_mutex_unlock(&rt->mu);
+    pthread_mutex_unlock(&g_mu);
+    return 0;
+}
+
+void rt_release(s3lect_elector *e)
+{
+    pthread_mutex_lock(&g_mu);
+    rt_runtime *rt = g_rt;
+    if (rt && e->joined && --rt->refs == 0 && tls_runtime != rt) {
+        /* The last elector left: stop the threads (not from one of them). */
+        g_rt = NULL;
+        runtime_shutdown(rt);
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* ---- the elector's life ---- */
+
+int rt_in_callback(s3lect_elector *e)
+{
+    return tls_cb == e;
+}
+
+int rt_in_store_call(void)
+{
+    return tls_worker;
+}
+
+int rt_event_fd(s3lect_elector *e)
+{
     pthread_mutex_lock(&e->mu);
-    e->have_disp = 0;
-    e->disp_exit = 0;
+    if (e->evfd < 0) {
+        e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (e->evfd >= 0 && e->q_head)
+            signal_evfd(e);
+    }
+    int fd = e->evfd;
+    pthread_mutex_unlock(&e->mu);
+    if (fd < 0)
+        return rt_fail(e, S3LECT_EIO, "eventfd: %s", strerror(errno));
+    return fd;
 }
 
 int rt_start(s3lect_elector *e)
@@ -326,43 +1144,41 @@ int rt_start(s3lect_elector *e)
                                   : "elector already started");
     }
     e->started = 1;
-    int rc = 0;
-    if (!e->cfg->poll_mode) {
-        rc = pthread_create(&e->disp_thread, NULL, dispatch_main, e);
-        e->have_disp = rc == 0;
-    }
+    e->heap_idx = NOT_IN_HEAP;
+    int peer = e->cfg->peer_mode && e->cfg->peer_cert.data && e->cfg->peer_key.data;
+    pthread_mutex_unlock(&e->mu);
     /* Without a certificate and key (peer mode turned on by
      * s3lect_enable_peer_mode) the node long-polls as a follower but cannot
      * serve; when it leads, its followers fall back to S3. */
-    if (rc == 0 && e->cfg->peer_mode && e->cfg->peer_cert.data && e->cfg->peer_key.data) {
-        pthread_mutex_unlock(&e->mu);
+    if (peer) {
         int prc = rt_start_peer_server(e);
-        pthread_mutex_lock(&e->mu);
         if (prc) {
-            join_dispatcher_locked(e);
+            pthread_mutex_lock(&e->mu);
             e->started = 0;
             pthread_mutex_unlock(&e->mu);
             return prc;
         }
     }
-    if (rc == 0)
-        rc = pthread_create(&e->el_thread, NULL, election_main, e);
-    if (rc != 0) {
+    char err[300] = "";
+    int64_t delay = 0;
+    int rc = runtime_join(e, &delay, err, sizeof err);
+    if (rc) {
+        pthread_mutex_lock(&e->mu);
+        peer_server *ps = e->ps;
+        e->ps = NULL;
         e->started = 0;
-        join_dispatcher_locked(e);
+        e->done = e->stop_req; /* a stop that came in meanwhile returns */
+        pthread_cond_broadcast(&e->state_cv);
         pthread_mutex_unlock(&e->mu);
-        return rt_fail(e, S3LECT_EIO, "cannot create thread: %s", strerror(rc));
+        peer_server_stop(ps);
+        return rt_fail(e, rc, "%s", err);
     }
+    pthread_mutex_lock(&e->mu);
+    e->joined = 1;
+    e->start_at = u_mono_ms() + delay;
+    rt_kick_locked(e);
     pthread_mutex_unlock(&e->mu);
     return 0;
-}
-
-int rt_in_election_thread(s3lect_elector *e)
-{
-    pthread_mutex_lock(&e->mu);
-    int in = e->started && !e->stopped && pthread_equal(pthread_self(), e->el_thread);
-    pthread_mutex_unlock(&e->mu);
-    return in;
 }
 
 int rt_stop(s3lect_elector *e, int release)
@@ -371,10 +1187,10 @@ int rt_stop(s3lect_elector *e, int release)
         return rt_fail(e, S3LECT_EBUSY,
                        "s3lect_stop called from this elector's own callback: it would deadlock; "
                        "stop from another thread");
-    if (rt_in_election_thread(e))
+    if (rt_in_store_call())
         return rt_fail(e, S3LECT_EBUSY,
-                       "s3lect_stop called from this elector's custom store callback (the "
-                       "election thread): it would deadlock; stop from another thread");
+                       "s3lect_stop called from a custom store function (a worker thread of the "
+                       "runtime): it would deadlock; stop from another thread");
     pthread_mutex_lock(&e->mu);
     if (!e->started || e->stopped) {
         e->stopped = 1;
@@ -390,18 +1206,19 @@ int rt_stop(s3lect_elector *e, int release)
     }
     e->joining = 1;
     e->stop_req = 1;
-    __atomic_store_n(&e->abort_io, 1, __ATOMIC_RELEASE); /* read atomically by the peer client */
     e->stop_release = release && e->cfg->release_on_stop;
-    pthread_cond_signal(&e->wake_cv);
-    pthread_mutex_unlock(&e->mu);
-    pthread_join(e->el_thread, NULL);
-    pthread_mutex_lock(&e->mu);
-    if (e->have_disp) {
-        e->disp_exit = 1; /* the dispatcher drains the queue before it exits */
-        pthread_cond_broadcast(&e->q_cv);
-        pthread_mutex_unlock(&e->mu);
-        pthread_join(e->disp_thread, NULL);
-        pthread_mutex_lock(&e->mu);
+    rt_kick_locked(e);
+    while (!e->done)
+        pthread_cond_wait(&e->state_cv, &e->mu);
+    /* Pending events are delivered before stop returns (poll mode: they
+     * stay queued for s3lect_dispatch). */
+    while (!e->cfg->poll_mode && e->joined) {
+        pthread_mutex_lock(&g_rt->mu);
+        int busy = e->in_ready || e->delivering;
+        pthread_mutex_unlock(&g_rt->mu);
+        if (!busy && !e->q_head)
+            break;
+        pthread_cond_wait(&e->q_cv, &e->mu);
     }
     e->stopped = 1;
     peer_server *ps = e->ps;
@@ -438,7 +1255,7 @@ int rt_dispatch(s3lect_elector *e, int64_t timeout_ms)
         if (timeout_ms < 0) {
             pthread_cond_wait(&e->q_cv, &e->mu);
         } else {
-            struct timespec ts = abs_ts(deadline);
+            struct timespec ts = u_cond_deadline(deadline, 0);
             if (pthread_cond_timedwait(&e->q_cv, &e->mu, &ts) == ETIMEDOUT)
                 break;
         }
@@ -520,7 +1337,7 @@ static int peer_wait_cb(void *ctx, uint64_t version, int64_t deadline)
         }
         if (u_mono_ms() >= deadline)
             break;
-        struct timespec ts = abs_ts(deadline);
+        struct timespec ts = u_cond_deadline(deadline, 0);
         pthread_cond_timedwait(&e->state_cv, &e->mu, &ts);
     }
     pthread_mutex_unlock(&e->mu);

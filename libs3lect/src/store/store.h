@@ -47,6 +47,8 @@ int st_result_setf(st_result *r, int outcome, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 typedef struct st_store st_store;
+/* One prepared asynchronous request (store-specific). */
+typedef struct st_xfer st_xfer;
 
 typedef struct st_vtable {
     const char *name; /* "s3", "file", "custom" */
@@ -56,6 +58,18 @@ typedef struct st_vtable {
     void (*put)(st_store *s, const char *key, const void *data, size_t len, const char *if_match,
                 int64_t timeout_ms, st_result *out);
     void (*destroy)(st_store *s);
+    /* Optional asynchronous form (NULL when the store blocks: file, custom).
+     * begin prepares a GET (put == 0) or a conditional PUT of key on the
+     * libcurl easy handle `easy` (a CURL *, reset by begin), signed now, and
+     * returns the request's state; NULL when no request can be made (out
+     * says why). The caller runs the transfer (curl_multi) and passes its
+     * CURLcode to finish, which fills out and frees x. */
+    st_xfer *(*begin)(st_store *s, void *easy, const char *key, int put, const void *data,
+                      size_t len, const char *if_match, int64_t timeout_ms, st_result *out);
+    void (*finish)(st_store *s, st_xfer *x, int curl_code, st_result *out);
+    /* The connection pool the requests use ("https://host:port"): requests
+     * to one pool share its bounded set of keep-alive connections. */
+    const char *(*pool)(const st_store *s);
 } st_vtable;
 
 struct st_store {

@@ -78,7 +78,8 @@ static void custom_destroy(st_store *s)
     free(cs);
 }
 
-static const st_vtable custom_vt = {"custom", custom_get, custom_put, custom_destroy};
+static const st_vtable custom_vt = {
+    .name = "custom", .get = custom_get, .put = custom_put, .destroy = custom_destroy};
 
 int st_custom_open(cfg_custom *callbacks, st_store **out)
 {

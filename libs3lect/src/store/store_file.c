@@ -229,7 +229,8 @@ static void file_destroy(st_store *s)
     free(fs);
 }
 
-static const st_vtable file_vt = {"file", file_get, file_put, file_destroy};
+static const st_vtable file_vt = {
+    .name = "file", .get = file_get, .put = file_put, .destroy = file_destroy};
 
 int st_file_open(const char *dir, st_store **out, char *err, size_t errlen)
 {

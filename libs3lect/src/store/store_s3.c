@@ -1,5 +1,6 @@
-/* store_s3.c - the S3 store: SigV4-signed GET and conditional PUT over one
- * keep-alive libcurl handle per store object (DESIGN §5).
+/* store_s3.c - the S3 store: SigV4-signed GET and conditional PUT (DESIGN §5),
+ * either blocking on the store's own keep-alive handle (the CLI) or prepared
+ * on a handle of the runtime's shared libcurl multi (begin/finish).
  *
  * Outcomes follow s3_classify() (s3_xml.h). Messages say what failed, on
  * which bucket and key, which IAM action was refused and what to do; they
@@ -29,7 +30,7 @@
 
 typedef struct s3_store {
     st_store base;
-    CURL *curl;
+    CURL *curl; /* created by the first blocking request (the CLI); the runtime brings its own */
     char *bucket;
     char *endpoint_desc; /* for messages: "http://127.0.0.1:9000" or "AWS S3 (us-east-1)" */
     char *origin;        /* "scheme://host[:port]" the requests go to */
@@ -51,7 +52,6 @@ typedef struct s3_store {
     uint64_t creds_failures_seen; /* refresh failures already reported */
     int64_t creds_warned_at;      /* mono ms of the last such report */
     int creds_stale;
-    char errbuf[CURL_ERROR_SIZE];
 } s3_store;
 
 /* ---- one-time libcurl set-up ---- */
@@ -370,10 +370,10 @@ static void set_http_failure(const req_ctx *c, long status, const response *resp
     }
 }
 
-static void set_transport_failure(const req_ctx *c, CURLcode cc, st_result *out)
+static void set_transport_failure(const req_ctx *c, CURLcode cc, const char *errbuf, st_result *out)
 {
     s3_store *s = c->s;
-    const char *why = s->errbuf[0] ? s->errbuf : curl_easy_strerror(cc);
+    const char *why = errbuf[0] ? errbuf : curl_easy_strerror(cc);
     switch (cc) {
     case CURLE_OPERATION_TIMEDOUT:
         st_result_setf(out, ST_TRANSIENT, "%s s3://%s/%s timed out after %lld ms at %s (%s)",
@@ -480,30 +480,69 @@ static struct curl_slist *add_header(struct curl_slist *list, int *oom, const ch
     return l;
 }
 
-/* Performs one signed request. body/len is the PUT payload (NULL for GET). */
-static void s3_request(req_ctx *c, const void *body, size_t len, st_result *out)
+/* One request in flight: what finish() needs once the transfer is over. */
+struct st_xfer {
+    req_ctx c;
+    char *key; /* c.key points here */
+    CURL *easy;
+    struct curl_slist *headers; /* may hold the session token: wiped when freed */
+    response resp;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+static void xfer_free(st_xfer *x)
 {
-    s3_store *s = c->s;
+    if (!x)
+        return;
+    for (struct curl_slist *l = x->headers; l; l = l->next)
+        memset(l->data, 0, strlen(l->data));
+    curl_slist_free_all(x->headers);
+    free(x->resp.body);
+    free(x->key);
+    free(x);
+}
+
+/* Prepares one signed request on easy (signed now, just before it is sent).
+ * body/len is the PUT payload (put != 0), copied into the handle. Returns
+ * NULL with out filled when no request can be made. */
+static st_xfer *s3_begin(st_store *st, void *easy, const char *key, int put, const void *body,
+                         size_t len, const char *if_match, int64_t timeout_ms, st_result *out)
+{
+    s3_store *s = (s3_store *)st;
     memset(out, 0, sizeof *out);
-    if (!c->key || !*c->key) {
+    if (!key || !*key) {
         st_result_setf(out, ST_FATAL, "empty S3 object key: use s3://%s/path/to/leader.json",
                        s->bucket);
-        return;
+        return NULL;
     }
-    if (ensure_creds(s, out) != 0)
-        return;
-
+    st_xfer *x = calloc(1, sizeof *x);
+    if (!x || !(x->key = u_strdup(key))) {
+        free(x);
+        st_result_setf(out, ST_TRANSIENT, "out of memory");
+        return NULL;
+    }
+    x->c = (req_ctx){
+        s,      put ? "PUT" : "GET",   put ? "s3:PutObject" : "s3:GetObject",
+        x->key, put ? if_match : NULL, timeout_ms > 0 ? timeout_ms : s->default_timeout_ms};
+    x->easy = easy;
+    req_ctx *c = &x->c;
+    if (ensure_creds(s, out) != 0) {
+        xfer_free(x);
+        return NULL;
+    }
     char *ekey = sigv4_uri_encode(c->key, strlen(c->key), 1);
     char *path = ekey ? u_asprintf("%s/%s", s->path_prefix, ekey) : NULL;
     char *url = path ? u_asprintf("%s%s", s->origin, path) : NULL;
     free(ekey);
     if (!url) {
         free(path);
+        xfer_free(x);
         st_result_setf(out, ST_TRANSIENT, "out of memory");
-        return;
+        return NULL;
     }
+    if (!body)
+        body = "";
 
-    int put = body != NULL;
     char amz_date[17], payload_hash[65];
     uint8_t digest[CR_SHA256_LEN];
     sigv4_amz_date(time(NULL), amz_date);
@@ -543,7 +582,8 @@ static void s3_request(req_ctx *c, const void *body, size_t len, st_result *out)
         free(path);
         free(url);
         st_result_setf(out, ST_FATAL, "cannot sign the request for s3://%s/%s", s->bucket, c->key);
-        return;
+        xfer_free(x);
+        return NULL;
     }
     free(path);
 
@@ -561,18 +601,18 @@ static void s3_request(req_ctx *c, const void *body, size_t len, st_result *out)
             hl = l;
     }
     sigv4_result_clear(&sig);
+    x->headers = hl;
     if (oom) {
-        curl_slist_free_all(hl);
         free(url);
+        xfer_free(x);
         st_result_setf(out, ST_TRANSIENT, "out of memory");
-        return;
+        return NULL;
     }
 
-    response resp = {0};
-    CURL *e = s->curl;
-    /* reset keeps the live connection, so requests reuse it (keep-alive). */
+    CURL *e = easy;
+    /* reset keeps the handle's connection; the connections themselves live
+     * in the multi handle's pool (keep-alive) when the runtime runs it. */
     curl_easy_reset(e);
-    s->errbuf[0] = '\0';
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
@@ -582,78 +622,97 @@ static void s3_request(req_ctx *c, const void *body, size_t len, st_result *out)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "s3lect/" S3LECT_VERSION_STRING);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &resp);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &x->resp);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, &resp);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, &x->resp);
     if (s->ca_file)
         curl_easy_setopt(e, CURLOPT_CAINFO, s->ca_file);
     if (put) {
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PUT");
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body);
     } else {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
-
-    CURLcode cc = curl_easy_perform(e);
-    long status = 0;
-    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-    out->http_status = (int)status;
-    /* The header list may hold the session token: wipe it before freeing. */
-    for (struct curl_slist *l = hl; l; l = l->next)
-        memset(l->data, 0, strlen(l->data));
-    curl_slist_free_all(hl);
     free(url);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+    return x;
+}
 
-    if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && resp.truncated)) {
-        set_transport_failure(c, cc, out);
+static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
+{
+    s3_store *s = (s3_store *)st;
+    CURLcode cc = (CURLcode)curl_code;
+    req_ctx *c = &x->c;
+    response *resp = &x->resp;
+    int put = strcmp(c->method, "PUT") == 0;
+    char *warning = out->warning; /* set by begin (a failed credential refresh): kept */
+    memset(out, 0, sizeof *out);
+    out->warning = warning;
+    long status = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    out->http_status = (int)status;
+    /* The handle must not keep pointers into x (freed below). */
+    curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, NULL);
+    if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && resp->truncated)) {
+        set_transport_failure(c, cc, x->errbuf, out);
     } else {
         s3_error_body xe = {0};
         int outcome = s3_classify(status, NULL);
         if (outcome != ST_OK) {
-            s3_xml_parse_error(resp.body, resp.len, &xe);
+            s3_xml_parse_error(resp->body, resp->len, &xe);
             outcome = s3_classify(status, xe.code);
         }
         if (outcome != ST_OK) {
-            set_http_failure(c, status, &resp, &xe, outcome, out);
+            set_http_failure(c, status, resp, &xe, outcome, out);
             if (outcome == ST_AUTH)
                 s->creds_stale = 1;
-        } else if (!resp.etag[0]) {
+        } else if (!resp->etag[0]) {
             st_result_setf(out, ST_FATAL,
                            "%s s3://%s/%s: the server at %s sent no ETag; s3lect needs ETags "
                            "for conditional writes",
                            c->method, s->bucket, c->key, s->endpoint_desc);
-        } else if (st_result_set_etag(out, resp.etag) != 0 ||
-                   (!put && st_result_set_body(out, resp.body ? resp.body : "", resp.len) != 0)) {
+        } else if (st_result_set_etag(out, resp->etag) != 0 ||
+                   (!put &&
+                    st_result_set_body(out, resp->body ? resp->body : "", resp->len) != 0)) {
             st_result_setf(out, ST_TRANSIENT, "out of memory");
         } else {
             out->outcome = ST_OK;
         }
     }
-    free(resp.body);
+    xfer_free(x);
 }
 
-static int64_t pick_timeout(const s3_store *s, int64_t timeout_ms)
+/* Performs one request on the store's own handle (blocking: the CLI). */
+static void s3_request(s3_store *s, const char *key, int put, const void *body, size_t len,
+                       const char *if_match, int64_t timeout_ms, st_result *out)
 {
-    return timeout_ms > 0 ? timeout_ms : s->default_timeout_ms;
+    if (!s->curl && !(s->curl = curl_easy_init())) {
+        memset(out, 0, sizeof *out);
+        st_result_setf(out, ST_TRANSIENT, "libcurl could not create a handle");
+        return;
+    }
+    st_xfer *x = s3_begin(&s->base, s->curl, key, put, body, len, if_match, timeout_ms, out);
+    if (x)
+        s3_finish(&s->base, x, curl_easy_perform(s->curl), out);
 }
 
 static void s3_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
 {
-    s3_store *s = (s3_store *)st;
-    req_ctx c = {s, "GET", "s3:GetObject", key, NULL, pick_timeout(s, timeout_ms)};
-    s3_request(&c, NULL, 0, out);
+    s3_request((s3_store *)st, key, 0, NULL, 0, NULL, timeout_ms, out);
 }
 
 static void s3_put(st_store *st, const char *key, const void *data, size_t len,
                    const char *if_match, int64_t timeout_ms, st_result *out)
 {
-    s3_store *s = (s3_store *)st;
-    req_ctx c = {s, "PUT", "s3:PutObject", key, if_match, pick_timeout(s, timeout_ms)};
-    s3_request(&c, data ? data : "", len, out);
+    s3_request((s3_store *)st, key, 1, data, len, if_match, timeout_ms, out);
+}
+
+static const char *s3_pool(const st_store *st)
+{
+    return ((const s3_store *)st)->origin;
 }
 
 static void free_credcfg(struct s3lect_config *c)
@@ -692,7 +751,7 @@ static void s3_destroy(st_store *st)
     free(s);
 }
 
-static const st_vtable s3_vtable = {"s3", s3_get, s3_put, s3_destroy};
+static const st_vtable s3_vtable = {"s3", s3_get, s3_put, s3_destroy, s3_begin, s3_finish, s3_pool};
 
 /* Works out origin, Host and path prefix from the endpoint and addressing. */
 static int setup_addressing(s3_store *s, const char *endpoint_url, int path_style, char *err,
@@ -788,7 +847,6 @@ int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **o
     s->credcfg.request_timeout = cfg->request_timeout;
     int oom = 0;
     char *endpoint_url = aws_endpoint_resolve(cfg, &oom);
-    s->curl = curl_easy_init();
     int rc = 0;
     if (!s->bucket || !s->region || oom || (aws_ca_bundle_resolve(cfg) && !s->ca_file) ||
         (cfg->access_key_id && !s->credcfg.access_key_id) ||
@@ -804,9 +862,6 @@ int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **o
                  "fix --region, AWS_REGION, AWS_DEFAULT_REGION or the profile's region",
                  s->region);
         rc = S3LECT_EINVAL;
-    } else if (!s->curl) {
-        snprintf(err, errlen, "libcurl could not create a handle");
-        rc = S3LECT_EIO;
     }
     if (rc == 0)
         rc = setup_addressing(s, endpoint_url, cfg->path_style, err, errlen);
