@@ -26,11 +26,15 @@
  *
  * Threads
  * -------
- * Each started elector runs one election thread and, unless poll mode is on,
- * one dispatcher thread on which callbacks run. Callbacks never run on the
- * election thread, so a slow callback cannot delay a renewal; custom store
- * functions do run on it (they *are* the store requests). docs/threading.md
- * has the long form.
+ * Every elector of a process is run by one shared runtime: a loop thread
+ * drives all their elections (S3 requests and peer long polls on one libcurl
+ * multi handle, through at most max_connections keep-alive connections per
+ * endpoint), a few worker threads run blocking stores (file locks, custom
+ * store functions), and a few callback threads run callbacks (the
+ * "dispatcher": one elector's callbacks in order, one at a time; more threads
+ * are added while all are held by slow callbacks). Callbacks never run on the
+ * loop, so a slow callback cannot delay a renewal. docs/threading.md has the
+ * long form.
  *
  * The contract of each function
  * -----------------------------
@@ -39,7 +43,7 @@
  *   callback - whether it may be called from inside this elector's own
  *              callbacks (event callbacks and the acquire hook, on the
  *              dispatcher thread or in s3lect_dispatch()) and from its custom
- *              store functions (on the election thread). Where it may not, it
+ *              store functions (on a worker thread). Where it may not, it
  *              returns S3LECT_EBUSY at once: no function ever deadlocks on
  *              its caller;
  *   blocks   - "never" (at most a short internal lock) or what it waits for
@@ -295,7 +299,7 @@ typedef struct s3lect_store_result s3lect_store_result;
 
 /**
  * Sets the object body (GET). Copied.
- * Contract: only inside the custom store call that received res (election
+ * Contract: only inside the custom store call that received res (a worker
  *   thread); never blocks; the data is copied.
  */
 S3LECT_API int s3lect_store_result_set_body(s3lect_store_result *res, const void *data, size_t len);
@@ -316,13 +320,14 @@ S3LECT_API int s3lect_store_result_set_message(s3lect_store_result *res, const c
  * `if_match` is NULL, only if the key does not exist. Return OK and set the
  * new etag, or PRECONDITION when the condition fails (NOT_FOUND is also
  * accepted for If-Match on a missing key).
- * Both run on the election thread, must return within `timeout_ms`
- * (best effort), and must not call back into this elector.
- * Contract: called on the election thread, one call at a time per elector;
+ * Both run on a worker thread of the runtime, must return within
+ * `timeout_ms` (best effort), and must not call back into this elector.
+ * Contract: called on a worker thread, one call at a time per elector;
  *   from inside, s3lect_stop(), s3lect_free_elector(), the waits and
- *   s3lect_peer_response() return S3LECT_EBUSY (they would wait for the
- *   thread that is running the call); getters may be called. The time a call
- *   takes delays this elector's renewals: stay within timeout_ms.
+ *   s3lect_peer_response() return S3LECT_EBUSY, on this elector and on any
+ *   other (they could wait for the worker that is running the call); getters
+ *   may be called. The time a call takes delays this elector's renewals (and
+ *   holds one of the worker_threads): stay within timeout_ms.
  */
 typedef int (*s3lect_store_get_fn)(void *userdata, const char *key, int64_t timeout_ms,
                                    s3lect_store_result *res);
@@ -449,24 +454,29 @@ S3LECT_API int s3lect_set_acquire_hook(s3lect_elector *e, s3lect_acquire_fn fn, 
                                        s3lect_free_fn userdata_free);
 
 /**
- * Starts the election thread (and the dispatcher unless poll mode). ESTATE if started.
+ * Starts the election: hands the elector to the process's shared runtime
+ * (created with the first started elector). ESTATE if started. Electors
+ * started together spread their first store requests over up to one
+ * renew_interval (2 ms per start in the last second).
  * Contract: any thread (from this elector's own callbacks it is already
- *   started: S3LECT_ESTATE); creates threads and, with peer mode and a
+ *   started: S3LECT_ESTATE); may create the runtime's threads and, with peer mode and a
  *   certificate, binds the endpoint's socket; does not wait for the store.
  */
 S3LECT_API int s3lect_start(s3lect_elector *e);
 /**
  * Stops the elector: if leader, it stops being leader at once, writes a
  * released record (bounded by peer_timeout) and emits LOST(STOPPED); then
- * joins its threads. Pending events are delivered before it returns (in poll
+ * leaves the runtime's loop. Pending events are delivered before it returns (in poll
  * mode they stay queued for s3lect_dispatch()). Idempotent; returns
  * S3LECT_EBUSY when called from one of this elector's callbacks.
  * Any thread. Not restartable.
- * Contract: any thread except this elector's own callbacks and custom store
- *   functions (S3LECT_EBUSY there). Blocks until the store request in flight
+ * Contract: any thread except this elector's own callbacks and any custom store
+ *   function (S3LECT_EBUSY there). Blocks until the store request in flight
  *   ends (at most request_timeout; a follower's long poll of the leader is cut
  *   at once), then the released record is written (at most peer_timeout),
- *   then the dispatcher has run every queued callback (as long as they take).
+ *   then the callback threads have run every queued callback (as long as
+ *   they take); a peer-mode leader then keeps its endpoint answering 404 for
+ *   up to 200 ms (min with peer_timeout), for followers whose poll was on its way.
  *   With the defaults and quick callbacks: at most about 13 s, usually
  *   milliseconds. Several threads may call it at once; all return when it
  *   is stopped.
@@ -510,9 +520,9 @@ S3LECT_API uint64_t s3lect_cycle(const s3lect_elector *e);
 /**
  * Blocks until this node is leader. timeout_ms < 0 waits forever. Returns
  * S3LECT_OK, S3LECT_ETIMEDOUT or S3LECT_ESTOPPED. Any thread but a callback.
- * Contract: any thread; from this elector's custom store functions
- *   S3LECT_EBUSY; from its callbacks allowed but it holds up the
- *   dispatcher while it waits. Blocks up to timeout_ms, or until stopped.
+ * Contract: any thread; from any custom store function S3LECT_EBUSY; from
+ *   its callbacks allowed but it holds up this elector's later callbacks
+ *   while it waits. Blocks up to timeout_ms, or until stopped.
  */
 S3LECT_API int s3lect_wait_for_leadership(s3lect_elector *e, int64_t timeout_ms);
 /**
@@ -531,7 +541,7 @@ S3LECT_API int s3lect_wait_for_next_election(s3lect_elector *e, uint64_t since, 
  * together. Other options in cfg are ignored (max_lease_timeout is fixed at
  * creation; a lease_timeout above an explicit one is refused). Any thread.
  * Contract: any thread, callbacks and store functions too; never blocks (the
- *   election thread applies the values at its next step); cfg stays the
+ *   runtime's loop applies the values at the elector's next step); cfg stays the
  *   caller's.
  */
 S3LECT_API int s3lect_update_config(s3lect_elector *e, s3lect_config *cfg);
@@ -639,9 +649,9 @@ S3LECT_API int s3lect_status_json(const s3lect_elector *e, char **out);
  * (a long-poll blocks up to the wait). *status gets 200 (leading: body is the
  * record JSON with "etag" and "term"), 404, 405 or 400; *body is allocated
  * JSON, release with s3lect_free(). Any thread but a callback.
- * Contract: any thread; from this elector's custom store functions
- *   S3LECT_EBUSY; from its callbacks allowed but a long poll holds up the
- *   dispatcher. Blocks up to the wait in target (at most 60 s) or until the
+ * Contract: any thread; from any custom store function S3LECT_EBUSY; from
+ *   its callbacks allowed but a long poll holds up this elector's later
+ *   callbacks. Blocks up to the wait in target (at most 60 s) or until the
  *   leadership changes; the caller owns *body (s3lect_free).
  */
 S3LECT_API int s3lect_peer_response(s3lect_elector *e, const char *method, const char *target,
@@ -651,7 +661,7 @@ S3LECT_API int s3lect_peer_response(s3lect_elector *e, const char *method, const
  * bundle (PEM) that followers use to verify the leader. Starts the leadership
  * endpoint if the elector is running and has a certificate and key. Any thread.
  * Contract: any thread, callbacks and store functions too; never waits for
- *   a peer request in flight (a running election thread switches to the new
+ *   a peer request in flight (the runtime's loop switches to the new
  *   CA between two requests); may bind the endpoint's socket; ca_pem is copied.
  */
 S3LECT_API int s3lect_enable_peer_mode(s3lect_elector *e, const void *ca_pem, size_t len);

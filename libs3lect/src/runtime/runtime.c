@@ -37,6 +37,7 @@ enum { RT_IO_NONE = 0, RT_IO_QUEUED, RT_IO_CURL, RT_IO_JOB };
 #define RT_EXTRA_IDLE_MS 10000   /* an added callback thread exits after this idle time */
 #define RT_MAX_POLL_MS 1000      /* the loop re-reads the boot clock at least this often */
 #define RT_SPREAD_MS_PER_START 2 /* first steps of electors started together: spread */
+#define RT_PEER_LINGER_MS 200    /* a stopped peer-mode leader answers 404 this long */
 
 /* One store endpoint's connections: at most max_conns requests at a time. */
 typedef struct rt_pool {
@@ -1223,10 +1224,21 @@ int rt_stop(s3lect_elector *e, int release)
     e->stopped = 1;
     peer_server *ps = e->ps;
     e->ps = NULL;
+    int linger = ps && e->eng.stop_was_leader;
+    int64_t grace =
+        e->cfg->peer_timeout < RT_PEER_LINGER_MS ? e->cfg->peer_timeout : RT_PEER_LINGER_MS;
     pthread_cond_broadcast(&e->state_cv);
     pthread_cond_broadcast(&e->q_cv);
     pthread_mutex_unlock(&e->mu);
-    peer_server_stop(ps); /* after the release: long-pollers got their 404 */
+    /* After the release: long-pollers got their 404. A follower whose next
+     * poll was on its way (it saw our last renewal an instant before) gets a
+     * 404 too, not a refused connection: the endpoint stays up a moment. */
+    if (linger) {
+        struct timespec ts = {(time_t)(grace / 1000), (long)(grace % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+    peer_server_stop(ps);
     return 0;
 }
 
