@@ -1,10 +1,11 @@
 /*
  * s3lect_lua.c - the Lua module "s3lect" (Lua 5.4 and the 5.1 API of LuaJIT).
  *
- * Electors run in poll mode (DESIGN §7): the library's election thread never
- * touches the Lua state. Events queue inside the library, el:fd() becomes
- * readable, and el:dispatch() runs the Lua callbacks on the thread that calls
- * it. A Lua state is therefore only ever used by the host's own thread.
+ * Electors run in poll mode (DESIGN §7): the library's shared runtime runs
+ * the election on its own threads (docs/threading.md) and never touches the
+ * Lua state. Events queue inside the library, el:fd() becomes readable, and
+ * el:dispatch() runs the Lua callbacks on the thread that calls it. A Lua
+ * state is therefore only ever used by the host's own thread.
  *
  * Callbacks are kept as registry references and run with lua_pcall and a
  * traceback handler, inside a protected C call, so that no Lua error (not
@@ -266,7 +267,9 @@ static int on_acquire_hook(s3lect_elector *e, const s3lect_event *ev, void *user
 /* Options                                                                  */
 /* ------------------------------------------------------------------------ */
 
-enum opt_kind { K_STR, K_BYTES, K_SECONDS, K_BOOL, K_CALLBACK };
+/* K_SECONDS: an int option in ms, seconds in Lua; K_COUNT: an int option
+ * that is a plain count (count_options). */
+enum opt_kind { K_STR, K_BYTES, K_SECONDS, K_COUNT, K_BOOL, K_CALLBACK };
 
 typedef struct optdef {
     const char *name;
@@ -277,13 +280,27 @@ typedef struct optdef {
 
 /* The options are libs3lect's own (s3lect_option_info), read once when the
  * module is first loaded: every library option is an option of s3lect.new
- * under its library name, integer options (ms) as seconds, except these: */
+ * under its library name, duration options (ms) as seconds and count options
+ * as integers, except these: */
 static const char *const hidden_options[] = {
     "poll_mode", /* always on: callbacks run in el:dispatch(), on the host's thread */
 };
 /* Durations el:update_config() cannot change (s3lect_update_config does not
  * apply them); every other duration is a timing it takes. */
 static const char *const fixed_durations[] = {"max_lease_timeout"};
+/* The library's integer options are of one type (S3LECT_OPTION_INT) but of
+ * two units. These are durations in ms (seconds in Lua)... */
+static const char *const duration_options[] = {
+    "lease_timeout",  "renew_interval", "renew_deadline",  "frequent_interval", "infrequent_interval",
+    "max_clock_skew", "peer_timeout",   "request_timeout", "max_lease_timeout",
+};
+/* ...and these are counts of the process's shared runtime (connections,
+ * threads: docs/threading.md), integers in Lua too. An integer option in
+ * neither list is not exposed: s3lect.options() gives it no unit, and the
+ * tests (test_options.lua) fail until it is listed in one of them. */
+static const char *const count_options[] = {"max_connections", "worker_threads",
+                                            "callback_threads"};
+#define IN_LIST(list, name) in_list(list, sizeof list / sizeof list[0], name)
 /* Names the binding adds: short aliases and the callbacks. */
 static const optdef extra_optdefs[] = {
     {"id", S3LECT_OPT_SERVER_ID, K_STR, 0},
@@ -310,10 +327,10 @@ static int in_list(const char *const *list, size_t n, const char *name)
     return 0;
 }
 
-/* The kind of an option of type t (s3lect_option_type), or -1 for a type
- * this binding does not know (s3lect.options() still lists it, and the
- * tests fail on it). */
-static int kind_of_type(int t)
+/* The kind of option `name` of type t (s3lect_option_type), or -1 for a
+ * type, or an integer unit, this binding does not know (s3lect.options()
+ * still lists it, and the tests fail on it). */
+static int kind_of_option(int t, const char *name)
 {
     switch (t) {
     case S3LECT_OPTION_STR:
@@ -321,7 +338,11 @@ static int kind_of_type(int t)
     case S3LECT_OPTION_BYTES:
         return K_BYTES;
     case S3LECT_OPTION_INT:
-        return K_SECONDS;
+        if (IN_LIST(duration_options, name))
+            return K_SECONDS;
+        if (IN_LIST(count_options, name))
+            return K_COUNT;
+        return -1;
     case S3LECT_OPTION_BOOL:
         return K_BOOL;
     default:
@@ -340,7 +361,7 @@ static void build_optdefs(void)
         if (s3lect_option_info(opt, &name, &type, NULL, NULL, NULL) != S3LECT_OK ||
             in_list(hidden_options, sizeof hidden_options / sizeof hidden_options[0], name))
             continue;
-        int kind = kind_of_type(type);
+        int kind = kind_of_option(type, name);
         if (kind < 0)
             continue;
         optdefs[n].name = name;
@@ -394,6 +415,23 @@ static int64_t seconds_to_ms(lua_State *L, const char *fn, const char *name, int
     return (int64_t)llround(s * 1000.0);
 }
 
+/* Reads a count option's value: a whole number (an integer in Lua 5.4; an
+ * integral number in LuaJIT), raising on misuse. The library checks the
+ * range (e.g. "worker_threads must be between 1 and 64, got 0"). */
+static int64_t count_value(lua_State *L, const char *fn, const optdef *d, int idx)
+{
+    int64_t lo = 0, hi = 0;
+    s3lect_option_info(d->opt, NULL, NULL, &lo, &hi, NULL);
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        luaL_error(L, "%s: option '%s' must be a whole number from %d to %d (a count), not a %s",
+                   fn, d->name, (int)lo, (int)hi, luaL_typename(L, idx));
+    double v = (double)lua_tonumber(L, idx);
+    if (!isfinite(v) || v != floor(v) || fabs(v) > 9.0e15)
+        luaL_error(L, "%s: option '%s' must be a whole number from %d to %d (a count), not %f", fn,
+                   d->name, (int)lo, (int)hi, (lua_Number)v);
+    return (int64_t)v;
+}
+
 /* Applies the option whose value is at idx to cfg. Returns 0 or a negative
  * code from the library (expected failure: the caller reports it). Raises on
  * wrong types. */
@@ -416,6 +454,8 @@ static int apply_option(lua_State *L, const char *fn, s3lect_config *cfg, const 
     case K_SECONDS:
         return s3lect_config_set_int(cfg, (s3lect_option)d->opt,
                                      seconds_to_ms(L, fn, d->name, idx));
+    case K_COUNT:
+        return s3lect_config_set_int(cfg, (s3lect_option)d->opt, count_value(L, fn, d, idx));
     case K_BOOL:
         if (lua_type(L, idx) != LUA_TBOOLEAN)
             return luaL_error(L, "%s: option '%s' must be a boolean, not a %s", fn, d->name,
@@ -963,7 +1003,7 @@ static int l_update_config(lua_State *L)
     lua_pushnil(L);
     while (lua_next(L, 2) != 0) {
         const optdef *d = lua_type(L, -2) == LUA_TSTRING ? find_opt(lua_tostring(L, -2)) : NULL;
-        if (d != NULL && d->kind == K_SECONDS && !d->timing)
+        if (d != NULL && (d->kind == K_SECONDS || d->kind == K_COUNT) && !d->timing)
             return luaL_error(
                 L, "%s: option '%s' cannot change on an existing elector; make a new one", fn,
                 d->name);
@@ -1004,7 +1044,7 @@ static int l_update_config(lua_State *L)
     return 1;
 }
 
-/* el:get_config() -> table of the duration (seconds) and boolean options */
+/* el:get_config() -> table of the duration (seconds), count and boolean options */
 static int l_get_config(lua_State *L)
 {
     lelector *le = check_open(L, 1);
@@ -1015,7 +1055,7 @@ static int l_get_config(lua_State *L)
         return luaL_error(L, "el:get_config(): out of memory");
     for (size_t i = 0; i < n_optdefs; i++) {
         int kind = optdefs[i].kind;
-        have[i] = (kind == K_SECONDS || kind == K_BOOL) &&
+        have[i] = (kind == K_SECONDS || kind == K_COUNT || kind == K_BOOL) &&
                   s3lect_config_get_int(cfg, (s3lect_option)optdefs[i].opt, &v[i]) == S3LECT_OK;
     }
     s3lect_config_free(cfg); /* before anything that may raise */
@@ -1025,6 +1065,8 @@ static int l_get_config(lua_State *L)
             continue;
         if (optdefs[i].kind == K_SECONDS)
             lua_pushnumber(L, (lua_Number)v[i] / 1000.0);
+        else if (optdefs[i].kind == K_COUNT)
+            lua_pushinteger(L, (lua_Integer)v[i]);
         else if (v[i] < 0) /* path_style unset: automatic */
             continue;
         else
@@ -1149,10 +1191,12 @@ static int l_poll_fd(lua_State *L)
     return 1;
 }
 
-/* s3lect.options() -> array of {name=, type=, min=, max=, default=}: every
- * option as libs3lect describes it (s3lect_option_info), ints in ms as the
+/* s3lect.options() -> array of {name=, type=, min=, max=, default=, unit=}:
+ * every option as libs3lect describes it (s3lect_option_info), ints as the
  * library reports them; type is "string", "int", "bool", "bytes" or the
- * number of a type this binding does not know. */
+ * number of a type this binding does not know; unit, for "int" options only,
+ * is "ms" (a duration, seconds in s3lect.new) or "count" (an integer in
+ * s3lect.new), and nil for an integer option this binding does not know. */
 static int l_options(lua_State *L)
 {
     static const char *const type_names[] = {NULL, "string", "int", "bool", "bytes"};
@@ -1164,7 +1208,7 @@ static int l_options(lua_State *L)
         int64_t lo = 0, hi = 0, def = 0;
         if (s3lect_option_info(opt, &name, &type, &lo, &hi, &def) != S3LECT_OK)
             continue;
-        lua_createtable(L, 0, 6);
+        lua_createtable(L, 0, 7);
         lua_pushinteger(L, opt);
         lua_setfield(L, -2, "opt");
         lua_pushstring(L, name);
@@ -1180,6 +1224,13 @@ static int l_options(lua_State *L)
         lua_setfield(L, -2, "max");
         lua_pushinteger(L, (lua_Integer)def);
         lua_setfield(L, -2, "default");
+        if (type == S3LECT_OPTION_INT) {
+            int kind = kind_of_option(type, name);
+            if (kind == K_SECONDS || kind == K_COUNT) {
+                lua_pushstring(L, kind == K_SECONDS ? "ms" : "count");
+                lua_setfield(L, -2, "unit");
+            }
+        }
         lua_rawseti(L, -2, opt);
     }
     return 1;

@@ -9,6 +9,9 @@ local s3lect = require "s3lect"
 -- Library options s3lect.new deliberately does not take (see hidden_options
 -- in src/s3lect_lua.c): poll mode is always on in this binding.
 local HIDDEN = { poll_mode = true }
+-- The integer options that are counts (the shared runtime's sizes,
+-- docs/threading.md); every other integer option is a duration in ms.
+local COUNTS = { max_connections = true, worker_threads = true, callback_threads = true }
 -- A lock in an existing directory; s3lect.new does not create it.
 local LOCK = (os.getenv("TMPDIR") or "/tmp") .. "/s3lect-lua-options-unused-lock"
 
@@ -35,6 +38,19 @@ T.test("s3lect.options() describes the library's options", function()
     T.ok(o.type == "string" or o.type == "int" or o.type == "bool" or o.type == "bytes",
          "option %s has type %s, which this binding does not know", o.name, tostring(o.type))
     T.ok(o.min <= o.max, "option %s: min %d > max %d", o.name, o.min, o.max)
+    -- A new integer option must be classified in src/s3lect_lua.c
+    -- (duration_options or count_options): until then it has no unit.
+    if o.type == "int" then
+      T.ok(o.unit == "ms" or o.unit == "count",
+           "integer option %s has unit %s: list it in duration_options or count_options "
+             .. "in src/s3lect_lua.c", o.name, tostring(o.unit))
+      T.eq(o.unit == "count", COUNTS[o.name] == true, o.name .. " is a count")
+    else
+      T.eq(o.unit, nil, "unit of non-integer option " .. o.name)
+    end
+  end
+  for name in pairs(COUNTS) do
+    T.ok(names[name], "count option %s is one of the library's", name)
   end
   T.ok(names.lease_timeout and names.lock and names.peer_ca, "well-known options are listed")
   local lt
@@ -58,7 +74,9 @@ T.test("s3lect.new takes every option the library reports", function()
     else
       T.contains(valid, o.name, "the valid names of the unknown-option message")
       local value
-      if o.type == "int" then
+      if o.type == "int" and o.unit == "count" then
+        value = o.default + 1
+      elseif o.type == "int" then
         value = (o.default > 0 and o.default + 1 or o.max) / 1000
       elseif o.type == "bool" then
         value = false
@@ -73,7 +91,7 @@ T.test("s3lect.new takes every option the library reports", function()
       local cfg = el:get_config()
       el:close()
       if o.type == "int" then
-        -- Integer options are seconds in Lua (ms in C).
+        -- Durations are seconds in Lua (ms in C); counts are counts.
         T.eq(cfg[o.name], value, "get_config()." .. o.name .. " after setting it")
       elseif o.type == "bool" then
         T.eq(cfg[o.name], false, "get_config()." .. o.name .. " after setting it")
@@ -87,7 +105,9 @@ T.test("defaults and bounds are the library's, in seconds", function()
   local cfg = el:get_config()
   el:close()
   for _, o in ipairs(library_options()) do
-    if o.type == "int" and not HIDDEN[o.name] then
+    if o.type == "int" and o.unit == "count" then
+      T.eq(cfg[o.name], o.default, "default " .. o.name .. " (a count)")
+    elseif o.type == "int" and not HIDDEN[o.name] then
       T.eq(cfg[o.name], o.default / 1000, "default " .. o.name)
       local bad, err = new_with(o.name, (o.max + 1) / 1000)
       T.eq(bad, nil, o.name .. " above its maximum")
@@ -107,4 +127,58 @@ T.test("defaults and bounds are the library's, in seconds", function()
       T.eq(cfg[o.name], want, "default " .. o.name)
     end
   end
+end)
+
+T.test("count options (max_connections, worker_threads, callback_threads) are integers", function()
+  local by_name = {}
+  for _, o in ipairs(library_options()) do
+    by_name[o.name] = o
+  end
+  local want = { max_connections = { 1, 1024, 64 }, worker_threads = { 1, 64, 4 },
+                 callback_threads = { 1, 64, 2 } }
+  for name, mmd in pairs(want) do
+    local o = by_name[name]
+    T.ok(o ~= nil, "library option %s", name)
+    T.eq(o.type, "int", name .. " type")
+    T.eq(o.unit, "count", name .. " unit")
+    T.eq(o.min, mmd[1], name .. " min")
+    T.eq(o.max, mmd[2], name .. " max")
+    T.eq(o.default, mmd[3], name .. " default")
+  end
+  -- All three at once reach the library and read back as counts, not seconds.
+  local el = assert(s3lect.new({ lock = LOCK, id = "a", max_connections = 200,
+                                 worker_threads = 8, callback_threads = 3 }))
+  local cfg = el:get_config()
+  el:close()
+  T.eq(cfg.max_connections, 200, "get_config().max_connections")
+  T.eq(cfg.worker_threads, 8, "get_config().worker_threads")
+  T.eq(cfg.callback_threads, 3, "get_config().callback_threads")
+  T.eq(math.type and math.type(cfg.worker_threads) or "integer",
+       "integer", "worker_threads reads back as an integer")
+  -- Bounds: the library's message, with no unit.
+  for name, mmd in pairs(want) do
+    local bad, err = new_with(name, mmd[2] + 1)
+    T.eq(bad, nil, name .. " above its maximum")
+    T.contains(err, string.format("option '%s': %s must be between %d and %d, got %d",
+                                  name, name, mmd[1], mmd[2], mmd[2] + 1), name .. " above max")
+    T.ok(not err:find(" ms", 1, true), "%s's message has no ms: %s", name, err)
+    bad, err = new_with(name, 0)
+    T.eq(bad, nil, name .. " = 0")
+    T.contains(err, string.format("%s must be between %d and %d, got 0", name, mmd[1], mmd[2]),
+               name .. " = 0")
+    bad, err = new_with(name, -3)
+    T.eq(bad, nil, name .. " = -3")
+    T.contains(err, "got -3", name .. " = -3")
+  end
+  -- A fraction or a non-number is a programming error: it raises.
+  T.raises("option 'worker_threads' must be a whole number from 1 to 64 (a count)",
+           new_with, "worker_threads", 2.5)
+  T.raises("option 'max_connections' must be a whole number from 1 to 1024 (a count), not a string",
+           new_with, "max_connections", "64")
+  -- They are fixed when the elector is made (the shared runtime sizes itself
+  -- at start), so update_config refuses them.
+  el = assert(s3lect.new({ lock = LOCK, id = "a" }))
+  T.raises("option 'callback_threads' cannot change on an existing elector", el.update_config,
+           el, { callback_threads = 4 })
+  el:close()
 end)

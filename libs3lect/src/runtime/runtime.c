@@ -773,8 +773,11 @@ static void *loop_main(void *arg)
             if (m->msg == CURLMSG_DONE)
                 transfer_done(rt, m->easy_handle, m->data.result);
 
+        /* The electors due now; one that is due again at once waits for the
+         * next turn, so no elector can hold the loop. */
         int64_t now = u_mono_ms();
-        while (rt->nheap && rt->heap[0]->wake_at <= now) {
+        size_t budget = rt->nheap;
+        while (budget-- > 0 && rt->nheap && rt->heap[0]->wake_at <= now) {
             s3lect_elector *e = rt->heap[0];
             heap_remove(rt, e);
             run(rt, e, NULL);
