@@ -32,3 +32,8 @@ target_link_libraries(s3_probe PRIVATE s3lect_static)
 s3lect_s3_test(test_cred_chain)
 add_test(NAME cred_chain COMMAND test_cred_chain)
 set_tests_properties(cred_chain PROPERTIES TIMEOUT 120)
+
+# Not a test by itself: tests/test_s3_runtime.py runs it against MinIO.
+add_executable(runtime_scale runtime_scale.c)
+target_compile_definitions(runtime_scale PRIVATE _GNU_SOURCE)
+target_link_libraries(runtime_scale PRIVATE s3lect_static Threads::Threads)
