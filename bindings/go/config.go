@@ -140,6 +140,24 @@ type ElectorConfig struct {
 	// itself, and "" when the lock was released). term is the fencing token
 	// of that leadership.
 	OnLeaderChange func(leaderID, leaderAddr string, term int64)
+
+	// The sizes of libs3lect's shared runtime: one per process, whatever
+	// the number of electors (docs/threading.md in the repository). They
+	// are counts, not durations; 0 means libs3lect's default. They are
+	// process-wide: the runtime grows to the largest value any started
+	// elector asked for and does not shrink while it runs. UpdateConfig
+	// cannot change them.
+
+	// MaxConnections is the most keep-alive connections the process opens
+	// to one S3 endpoint (default 64, 1..1024); further requests wait in
+	// order.
+	MaxConnections int
+	// WorkerThreads is the number of threads that run blocking stores:
+	// file locks and custom Storage (default 4, 1..64).
+	WorkerThreads int
+	// CallbackThreads is the number of threads that run the hooks (default
+	// 2, 1..64); more are added while every one is held by a slow hook.
+	CallbackThreads int
 }
 
 // Validate fills in the defaults of zero fields (as the Go s3lect package
@@ -187,11 +205,13 @@ func (c *ElectorConfig) fillDefaults() error {
 	}
 	for _, o := range libOptions {
 		f, ok := c.configField(o)
-		if !ok || o.typ != C.S3LECT_OPTION_INT || negativeIsZero[o.name] {
-			continue
-		}
-		if d := time.Duration(f.Int()); d < 0 {
-			return invalid("%s must not be negative (got %v); use 0 for the default", o.field, d)
+		switch {
+		case !ok || negativeIsZero[o.name]:
+		case o.isDuration() && f.Int() < 0:
+			return invalid("%s must not be negative (got %v); use 0 for the default", o.field, time.Duration(f.Int()))
+		case o.isCount() && f.Int() < 0:
+			return invalid("%s must not be negative (got %d); use 0 for the default (%d), or %d to %d",
+				o.field, f.Int(), o.def, o.min, o.max)
 		}
 	}
 	if c.LeaderTimeout == 0 {
@@ -212,10 +232,16 @@ func (c *ElectorConfig) fillDefaults() error {
 		c.InfrequentInterval = max(durationDefault("infrequent_interval"), c.FrequentInterval)
 	}
 	// Every other duration: libs3lect's default (MaxClockSkew 0: off;
-	// MaxLeaseTimeout 0: 4 × LeaderTimeout, computed by libs3lect).
+	// MaxLeaseTimeout 0: 4 × LeaderTimeout, computed by libs3lect). Every
+	// count: libs3lect's default.
 	for _, o := range libOptions {
-		if f, ok := c.configField(o); ok && o.typ == C.S3LECT_OPTION_INT && f.Int() == 0 {
+		f, ok := c.configField(o)
+		switch {
+		case !ok || !(o.isDuration() || o.isCount()) || f.Int() != 0:
+		case o.isDuration():
 			f.SetInt(o.def * int64(time.Millisecond))
+		case o.isCount():
+			f.SetInt(o.def)
 		}
 	}
 	if c.PeerHealthPath == "" {
@@ -260,6 +286,10 @@ func (cc *cconfig) dur(opt C.s3lect_option, field string, v time.Duration) {
 	cc.fail(C.s3lect_config_set_int(cc.p, opt, ms(v)), field)
 }
 
+func (cc *cconfig) count(opt C.s3lect_option, field string, v int64) {
+	cc.fail(C.s3lect_config_set_int(cc.p, opt, C.int64_t(v)), field)
+}
+
 func (cc *cconfig) flag(opt C.s3lect_option, field string, v bool) {
 	b := C.int(0)
 	if v {
@@ -290,7 +320,7 @@ var goFieldNames = newFieldNames()
 // LeaderTimeout against.
 func (cc *cconfig) setTiming(c *ElectorConfig) {
 	for _, o := range libOptions {
-		if f, ok := c.configField(o); ok && o.typ == C.S3LECT_OPTION_INT {
+		if f, ok := c.configField(o); ok && o.isDuration() {
 			cc.durField(o, f)
 		}
 	}
@@ -306,8 +336,8 @@ func (cc *cconfig) durField(o optionInfo, f reflect.Value) {
 }
 
 // setOptions sets every library option that has a field: the lock from
-// lock() (Bucket and LockfilePath), the durations, and the other fields by
-// their option type. An empty string or byte slice and a false bool leave
+// lock() (Bucket and LockfilePath), the durations, the counts, and the
+// other fields by their option type. An empty string or byte slice and a false bool leave
 // the library's default (a bool option whose default is on would need
 // another rule: TestOptionsCoverEveryLibraryOption refuses one).
 func (cc *cconfig) setOptions(c *ElectorConfig) {
@@ -323,8 +353,10 @@ func (cc *cconfig) setOption(c *ElectorConfig, o optionInfo) {
 	case o.name == "lock":
 		cc.str(o.opt, o.field, c.lock())
 	case !ok:
-	case o.typ == C.S3LECT_OPTION_INT:
+	case o.isDuration():
 		cc.durField(o, f)
+	case o.isCount():
+		cc.count(o.opt, o.field, f.Int())
 	case o.typ == C.S3LECT_OPTION_STR:
 		cc.str(o.opt, o.field, f.String())
 	case o.typ == C.S3LECT_OPTION_BOOL:
@@ -376,6 +408,9 @@ func (c *ElectorConfig) immutableDiff(o *ElectorConfig) string {
 		return "ServerAddr"
 	case c.MaxLeaseTimeout != o.MaxLeaseTimeout:
 		return "MaxLeaseTimeout"
+	case c.MaxConnections != o.MaxConnections, c.WorkerThreads != o.WorkerThreads,
+		c.CallbackThreads != o.CallbackThreads:
+		return "the runtime sizes (MaxConnections, WorkerThreads, CallbackThreads)"
 	case c.Endpoint != o.Endpoint, c.Region != o.Region, c.PathStyle != o.PathStyle,
 		c.CAFile != o.CAFile, c.Profile != o.Profile:
 		return "the S3 settings (Endpoint, Region, PathStyle, CAFile, Profile)"

@@ -73,6 +73,8 @@ func TestConfigDefaults(t *testing.T) {
 		// MaxClockSkew 0: the wall-clock takeover rule is off unless asked for;
 		// MaxLeaseTimeout 0: libs3lect uses 4 × LeaderTimeout.
 		MaxClockSkew: 0, MaxLeaseTimeout: 0, PeerTimeout: 3 * time.Second, RequestTimeout: 10 * time.Second,
+		// The shared runtime's sizes (counts): libs3lect's defaults.
+		MaxConnections: 64, WorkerThreads: 4, CallbackThreads: 2,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)

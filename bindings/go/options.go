@@ -27,10 +27,42 @@ type optionInfo struct {
 	opt      C.s3lect_option
 	name     string // libs3lect's name, e.g. "lease_timeout"
 	typ      C.int  // S3LECT_OPTION_STR, _INT, _BOOL or _BYTES
-	min, max int64  // the bounds s3lect_config_set_int enforces (ints: ms)
-	def      int64  // a new configuration's value (ints: ms)
+	min, max int64  // the bounds s3lect_config_set_int enforces (durations: ms)
+	def      int64  // a new configuration's value (durations: ms)
 	field    string // the ElectorConfig field that sets it; "" if none (notConfigFields)
+	unit     string // integer options only: unitMs, unitCount, or "" if unknown (intUnits)
 }
+
+// The units of libs3lect's integer options.
+const (
+	unitMs    = "ms"    // a duration: a time.Duration field, set in whole milliseconds
+	unitCount = "count" // a plain count: an int field
+)
+
+// intUnits splits libs3lect's integer options (all S3LECT_OPTION_INT) by
+// unit. Most are durations in milliseconds; the shared runtime's sizes are
+// counts (docs/threading.md). An integer option missing here has no Go type,
+// so TestOptionsCoverEveryLibraryOption fails until it is classified.
+var intUnits = map[string]string{
+	"lease_timeout":       unitMs,
+	"renew_interval":      unitMs,
+	"renew_deadline":      unitMs,
+	"frequent_interval":   unitMs,
+	"infrequent_interval": unitMs,
+	"max_clock_skew":      unitMs,
+	"peer_timeout":        unitMs,
+	"request_timeout":     unitMs,
+	"max_lease_timeout":   unitMs,
+	// Counts, process-wide: the runtime takes the largest value any started
+	// elector asked for.
+	"max_connections":  unitCount,
+	"worker_threads":   unitCount,
+	"callback_threads": unitCount,
+}
+
+// isDuration and isCount tell an integer option's unit.
+func (o optionInfo) isDuration() bool { return o.typ == typInt && o.unit == unitMs }
+func (o optionInfo) isCount() bool    { return o.typ == typInt && o.unit == unitCount }
 
 // libOptions is libs3lect's option table, read once: names, types, bounds
 // and defaults are not repeated here. ElectorConfig's fields stay static;
@@ -41,7 +73,7 @@ var libOptions = loadOptions()
 // notConfigFields are the library options ElectorConfig deliberately has no
 // field for, and why.
 var notConfigFields = map[string]string{
-	"poll_mode":       "the binding runs hooks on libs3lect's dispatcher thread",
+	"poll_mode":       "the binding runs hooks on the callback threads of libs3lect's shared runtime",
 	"release_on_stop": "Stop releases the lock and StopWithoutRelease does not, per call",
 }
 
@@ -85,6 +117,9 @@ func loadOptions() []optionInfo {
 		}
 		o := optionInfo{opt: C.s3lect_option(opt), name: C.GoString(name), typ: typ,
 			min: int64(lo), max: int64(hi), def: int64(def)}
+		if typ == typInt {
+			o.unit = intUnits[o.name]
+		}
 		if _, skip := notConfigFields[o.name]; !skip {
 			o.field = goFieldName(o.name)
 		}
@@ -103,7 +138,7 @@ func optionNamed(name string) (optionInfo, bool) {
 	return optionInfo{}, false
 }
 
-// durationDefault is libs3lect's default of an integer (ms) option.
+// durationDefault is libs3lect's default of a duration (ms) option.
 func durationDefault(name string) time.Duration {
 	o, _ := optionNamed(name)
 	return time.Duration(o.def) * time.Millisecond
@@ -116,17 +151,25 @@ func (c *ElectorConfig) configField(o optionInfo) (reflect.Value, bool) {
 		return reflect.Value{}, false
 	}
 	v := reflect.ValueOf(c).Elem().FieldByName(o.field)
-	if !v.IsValid() || v.Type() != goTypeOf(o.typ) {
+	if t := goTypeOf(o); t == nil || !v.IsValid() || v.Type() != t {
 		return reflect.Value{}, false
 	}
 	return v, true
 }
 
-// goTypeOf is the Go type of the field for an option type.
-func goTypeOf(typ C.int) reflect.Type {
-	switch typ {
+// goTypeOf is the Go type of the field for option o: time.Duration for a
+// duration, int for a count, nil for an integer option of unknown unit or
+// an unknown type.
+func goTypeOf(o optionInfo) reflect.Type {
+	switch o.typ {
 	case C.S3LECT_OPTION_INT:
-		return reflect.TypeOf(time.Duration(0))
+		switch o.unit {
+		case unitMs:
+			return reflect.TypeOf(time.Duration(0))
+		case unitCount:
+			return reflect.TypeOf(0)
+		}
+		return nil
 	case C.S3LECT_OPTION_STR:
 		return reflect.TypeOf("")
 	case C.S3LECT_OPTION_BOOL:
@@ -158,7 +201,7 @@ func newFieldNames() *strings.Replacer {
 	return strings.NewReplacer(pairs...)
 }
 
-// readCOption reads option o back from a C config: int64 ms for ints, 0/1
+// readCOption reads option o back from a C config: int64 for ints (ms or a count), 0/1
 // (or -1: automatic) for bools, string for strings and bytes. The tests use
 // it to check that every field reaches the library.
 func readCOption(p *C.s3lect_config, o optionInfo) any {
@@ -194,4 +237,20 @@ func setAndRead(c *ElectorConfig, o optionInfo) (any, error) {
 		return nil, cc.err
 	}
 	return readCOption(cc.p, o), nil
+}
+
+// electorOption reads option o back from the elector's configuration in
+// libs3lect (s3lect_get_config), as readCOption does. The tests use it.
+func (e *S3Elector) electorOption(o optionInfo) any {
+	e.hmu.RLock()
+	defer e.hmu.RUnlock()
+	if e.c == nil {
+		return nil
+	}
+	p := C.s3lect_get_config(e.c)
+	if p == nil {
+		return nil
+	}
+	defer C.s3lect_config_free(p)
+	return readCOption(p, o)
 }
