@@ -29,8 +29,8 @@
  *   s3lect_free_elector, s3lect_wait_for_leadership,
  *   s3lect_wait_for_next_election, s3lect_dispatch, and
  *   s3lect_peer_response with a long poll) never hold it while
- *   waiting for an election or dispatcher thread that needs it to run a
- *   Python callback or a Python store.
+ *   waiting for a thread of libs3lect's shared runtime (a callback or a
+ *   worker thread) that needs it to run a Python callback or a Python store.
  *
  * - Out-parameters become return values: s3lect_new() returns
  *   (code, elector), s3lect_get_status() (code, status),

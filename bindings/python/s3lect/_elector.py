@@ -35,7 +35,7 @@ from ._errors import (
     StoppedError,
     error_from_code,
 )
-from ._store import StoreAdapter
+from ._store import StoreAdapter, _current, in_store_call
 from ._types import Event, EventType, LostReason, Status
 
 __all__ = ["Elector", "EventStream"]
@@ -44,7 +44,7 @@ log = logging.getLogger("s3lect")
 
 # Electors started and not yet stopped; stopped at interpreter exit.
 _live: "weakref.WeakSet[Elector]" = weakref.WeakSet()
-# Threads freeing electors that were dropped on one of their own threads.
+# Threads freeing electors that were dropped inside a callback or store call.
 _reapers: Set[threading.Thread] = set()
 _reapers_lock = threading.Lock()
 
@@ -64,7 +64,8 @@ def _free_handle(handle: Any) -> None:
 
 
 def _free_later(handle: Any) -> None:
-    """Frees on a fresh thread: the current one belongs to the elector."""
+    """Frees on a fresh thread: the current one is one of libs3lect's runtime
+    threads, busy with a callback or a store call."""
 
     def run() -> None:
         try:
@@ -95,10 +96,37 @@ def _stop_all_at_exit() -> None:
         t.join(timeout=30)
 
 
+def _in_callback(d: Optional["_Dispatch"] = None) -> bool:
+    """True inside a callback of d's elector (of any elector if d is None)."""
+    active = getattr(_current, "callbacks", None)
+    if not active:
+        return False
+    return d is None or any(a is d for a in active)
+
+
+class _InCallback:
+    """Marks the current thread as inside one of d's callbacks."""
+
+    def __init__(self, d: "_Dispatch") -> None:
+        self.d = d
+
+    def __enter__(self) -> None:
+        active = getattr(_current, "callbacks", None)
+        if active is None:
+            active = _current.callbacks = []
+        active.append(self.d)
+
+    def __exit__(self, *exc: Any) -> None:
+        _current.callbacks.pop()
+
+
 class _Dispatch:
     """Receives every event and acquire-hook call from the C trampolines and
-    calls the user's callables. Holds no reference to the Elector, so that an
-    Elector nobody uses any more can be garbage collected (and stopped)."""
+    calls the user's callables. They run on one of the callback threads of
+    libs3lect's shared runtime, which serve every elector of the process: one
+    callback at a time per elector, in order. Holds no reference to the
+    Elector, so that an Elector nobody uses any more can be garbage collected
+    (and stopped)."""
 
     def __init__(
         self,
@@ -115,7 +143,6 @@ class _Dispatch:
         self.on_leader_change = on_leader_change
         self.on_error = on_error
         self.on_event = on_event
-        self.thread_ids: Set[int] = set()
         self.lock = threading.Lock()
         self.subscribers: List[Callable[[Any], None]] = []
         self.callback_errors: Deque[BaseException] = collections.deque(maxlen=16)
@@ -131,12 +158,15 @@ class _Dispatch:
             return
         try:
             fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - a callback must not kill the dispatcher
+        except BaseException as exc:  # noqa: BLE001 - a callback must not kill the callback thread
             self._failed(name, exc)
 
     # Called by the C acquire trampoline: False vetoes.
     def hook(self, t: Tuple[Any, ...]) -> bool:
-        self.thread_ids.add(threading.get_ident())
+        with _InCallback(self):
+            return self._hook(t)
+
+    def _hook(self, t: Tuple[Any, ...]) -> bool:
         if self.on_acquire is None:
             return True
         ev = Event._from_core(t)
@@ -150,7 +180,10 @@ class _Dispatch:
 
     # Called by the C event trampoline for every event type.
     def event(self, t: Tuple[Any, ...]) -> None:
-        self.thread_ids.add(threading.get_ident())
+        with _InCallback(self):
+            self._event(t)
+
+    def _event(self, t: Tuple[Any, ...]) -> None:
         ev = Event._from_core(t)
         if ev is None:
             return
@@ -294,6 +327,14 @@ class Elector:
             every node's ``lease_timeout`` must be at most every other node's
             bound. Fixed when the elector is created.
         request_timeout: timeout of one store request [10 s].
+        max_connections, worker_threads, callback_threads: sizes of
+            libs3lect's shared runtime, one per process (docs/threading.md):
+            the most connections to one S3 endpoint [64, 1..1024], the
+            threads that run file locks and custom stores [4, 1..64] and the
+            threads that run callbacks [2, 1..64; more are added while all
+            are held by slow callbacks]. Counts (``int``), not durations.
+            Process-wide: the runtime grows to the largest value any started
+            elector asked for. Fixed when the elector is created.
         peer_mode: serve this node's leadership over HTTPS while it leads, and
             let stable followers long-poll the leader instead of reading the
             lock from S3 (see docs/peer.md) [False]. Needs ``server_addr``,
@@ -327,8 +368,10 @@ class Elector:
         logger: where to log (default: the ``"s3lect"`` logger).
 
     Durations are seconds (int or float) or :class:`datetime.timedelta`.
-    Callbacks run on the elector's dispatcher thread, one at a time, never on
-    the thread that renews the lease: a slow callback cannot cost leadership.
+    Callbacks run on one of the callback threads of libs3lect's shared
+    runtime, in order and one at a time per elector, never on the thread that
+    renews the lease: a slow callback cannot cost leadership, and holds up
+    only this elector's later callbacks.
     An exception in a callback is logged with its traceback and kept in
     :attr:`callback_errors`; the elector carries on.
 
@@ -358,6 +401,9 @@ class Elector:
         max_clock_skew: Optional[Duration] = None,
         max_lease_timeout: Optional[Duration] = None,
         request_timeout: Optional[Duration] = None,
+        max_connections: Optional[int] = None,
+        worker_threads: Optional[int] = None,
+        callback_threads: Optional[int] = None,
         peer_mode: Optional[bool] = None,
         peer_health_path: Optional[str] = None,
         peer_timeout: Optional[Duration] = None,
@@ -421,6 +467,9 @@ class Elector:
                 max_clock_skew=max_clock_skew,
                 max_lease_timeout=max_lease_timeout,
                 request_timeout=request_timeout,
+                max_connections=max_connections,
+                worker_threads=worker_threads,
+                callback_threads=callback_threads,
                 peer_mode=peer_mode,
                 peer_health_path=peer_health_path,
                 peer_timeout=peer_timeout,
@@ -456,7 +505,7 @@ class Elector:
             for name, value in options.items():
                 _config.apply(cfg, name, value)
             if store is not None:
-                adapter = StoreAdapter(store, self._logger, self._dispatch.thread_ids)
+                adapter = StoreAdapter(store, self._logger)
                 _config.check(cfg, _core.s3lect_config_set_custom_store(cfg, adapter), "store")
             _config.check(cfg, _core.s3lect_config_validate(cfg), "")
             rc, handle = _core.s3lect_new(cfg)
@@ -492,8 +541,9 @@ class Elector:
         AWS variables (``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``,
         ``AWS_REGION`` or ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``,
         ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_PROFILE``,
-        ``AWS_CA_BUNDLE``) and durations such as ``S3LECT_LEASE_TIMEOUT=15s``
-        (``S3LECT_<SETTING>``; ``"500ms"``, ``"2m"`` or plain seconds).
+        ``AWS_CA_BUNDLE``), durations such as ``S3LECT_LEASE_TIMEOUT=15s``
+        (``S3LECT_<SETTING>``; ``"500ms"``, ``"2m"`` or plain seconds) and
+        counts such as ``S3LECT_WORKER_THREADS=8``.
 
         Args:
             lock: the lock URL; default ``$S3LECT_LOCK``.
@@ -525,7 +575,7 @@ class Elector:
         raise error_from_code(rc, msg)
 
     def start(self) -> "Elector":
-        """Starts taking part in the election (in background threads); returns self.
+        """Starts taking part in the election (run by libs3lect's shared runtime); returns self.
 
         Raises:
             StateError: if already started, or stopped (an Elector cannot be
@@ -542,7 +592,8 @@ class Elector:
         return self
 
     def stop(self, release: bool = True) -> None:
-        """Stops the elector; idempotent, any thread but its own callbacks.
+        """Stops the elector; idempotent, any thread but its own callbacks and
+        custom store functions.
 
         If this node leads, it stops leading at once, writes a released record
         so that a follower takes over without waiting for the lease to expire
@@ -554,13 +605,20 @@ class Elector:
                 followers then take over only after ``lease_timeout``.
 
         Raises:
-            BusyError: when called from one of this elector's callbacks.
+            BusyError: when called from one of this elector's callbacks, or
+                from a custom store's get() or put() (of any elector: the
+                stop could wait for the worker thread that runs the call).
         """
         h = self._handle
         if h is None or self._stopped:
             return
         rc = _core.s3lect_stop(h) if release else _core.s3lect_stop_no_release(h)
         if rc == _core.S3LECT_EBUSY:
+            if in_store_call():
+                raise BusyError(
+                    "stop() was called from a custom store's get() or put(), where it could "
+                    "wait for the worker thread running that call; call it from another thread"
+                )
             raise BusyError(
                 "stop() was called from one of this elector's own callbacks, where it would "
                 "deadlock; call it from another thread"
@@ -589,9 +647,10 @@ class Elector:
         self._handle = None
         try:
             _live.discard(self)
-            d = self.__dict__.get("_dispatch")
-            if d is not None and threading.get_ident() in d.thread_ids:
-                _free_later(h)  # dropped on one of its own threads: it cannot join itself
+            if _in_callback() or in_store_call():
+                # Dropped on a runtime thread that is running a callback or a
+                # store call: freeing here could wait for that very thread.
+                _free_later(h)
             elif _core.s3lect_free_elector(h) == _core.S3LECT_EBUSY:
                 _free_later(h)
         except Exception:  # noqa: BLE001 - interpreter shutdown: modules may be gone
@@ -702,16 +761,17 @@ class Elector:
 
         Raises:
             BusyError: when called from one of this elector's callbacks (a
-                long poll there would stall every callback).
+                long poll there would stall its later callbacks), or from a
+                custom store's get() or put() (of any elector).
         """
         if target is None:
             target = self._peer_health_path
         if not isinstance(target, str) or not isinstance(method, str):
             raise TypeError("peer_response(target, method) takes two str")
-        if threading.get_ident() in self._dispatch.thread_ids:
+        if _in_callback(self._dispatch) or in_store_call():
             raise BusyError(
-                "peer_response() was called from one of this elector's callbacks; "
-                "call it from your HTTP server's threads"
+                "peer_response() was called from one of this elector's callbacks or from a "
+                "custom store function; call it from your HTTP server's threads"
             )
         rc, status, body = _core.s3lect_peer_response(self._h(), method, target)
         self._check(rc)
@@ -749,7 +809,7 @@ class Elector:
         return int(_core.s3lect_peer_port(self._h()))
 
     def get_config(self) -> Dict[str, Any]:
-        """The elector's current settings (durations in seconds; secrets read as "")."""
+        """The elector's current settings (durations in seconds, counts as ints; secrets read as "")."""
         cfg = _core.s3lect_get_config(self._h())
         if cfg is None:
             raise MemoryError("s3lect_get_config failed")
@@ -788,6 +848,12 @@ class Elector:
             raise ConfigError(
                 "max_lease_timeout cannot change on an existing elector (libs3lect applies "
                 "it when the elector is created); create a new elector"
+            )
+        fixed = sorted(set(timings) & set(_config.COUNTS))
+        if fixed:
+            raise ConfigError(
+                f"{', '.join(fixed)} cannot change on an existing elector: the sizes of "
+                "libs3lect's shared runtime are taken when an elector starts; create a new elector"
             )
         unknown = set(timings) - self._TIMINGS
         if unknown:

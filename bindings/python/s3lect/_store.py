@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from typing import Any, Dict, Optional, Protocol, Set, Tuple, runtime_checkable
+from typing import Any, Dict, Optional, Protocol, Tuple, runtime_checkable
 
 from . import _core
 from ._errors import (
@@ -19,14 +19,42 @@ from ._errors import (
 
 __all__ = ["Store", "MemoryStore"]
 
+# What the current thread is doing for libs3lect. The shared runtime's worker
+# and callback threads serve every elector of the process, so a thread's id
+# says nothing about which elector it works for; these markers are set for
+# the duration of one store call or one callback instead.
+_current = threading.local()
+
+
+def in_store_call() -> bool:
+    """True inside a custom store's get() or put() (of any elector)."""
+    return getattr(_current, "store_calls", 0) > 0
+
+
+class _StoreCall:
+    """Marks the current thread as inside a custom store call."""
+
+    def __enter__(self) -> None:
+        _current.store_calls = getattr(_current, "store_calls", 0) + 1
+
+    def __exit__(self, *exc: Any) -> None:
+        _current.store_calls -= 1
+
 
 @runtime_checkable
 class Store(Protocol):
     """What a custom store must provide (any object with these two methods).
 
-    The elector calls them from its election thread, one call at a time, and
-    never from two threads at once for one elector. Keep them fast: each call
-    should finish well within ``request_timeout``.
+    The elector calls them on a worker thread of libs3lect's shared runtime
+    (one per process, see docs/threading.md), one call at a time per
+    elector: calls for one elector never overlap, but several electors' calls
+    may run at once on different workers (``worker_threads`` of them), so a
+    store shared by electors must be thread-safe. Keep them fast: each call
+    should finish well within ``request_timeout``, and a slow call holds a
+    worker that other electors' stores may be waiting for. From inside them,
+    :meth:`Elector.stop`, the waits and :meth:`Elector.peer_response` raise
+    :class:`s3lect.BusyError` on *any* elector (they could wait for the very
+    worker that runs the call); getters such as ``is_leader`` are fine.
 
     ``get(key)`` returns ``(data, etag)`` -- the object's bytes and an opaque,
     non-empty etag string that changes with every write -- or ``None`` when
@@ -109,10 +137,9 @@ class StoreAdapter:
     ``(outcome, body, etag, message)`` answers and maps exceptions to
     outcomes. Internal."""
 
-    def __init__(self, store: Any, logger: logging.Logger, thread_ids: Set[int]) -> None:
+    def __init__(self, store: Any, logger: logging.Logger) -> None:
         self.store = store
         self.logger = logger
-        self.thread_ids = thread_ids
 
     def _failed(self, op: str, exc: BaseException) -> _Answer:
         msg = f"custom store {op}() raised {type(exc).__name__}: {exc}"
@@ -137,9 +164,9 @@ class StoreAdapter:
         return etag
 
     def get(self, key: str, timeout_ms: int) -> _Answer:
-        self.thread_ids.add(threading.get_ident())
         try:
-            answer = self.store.get(key)
+            with _StoreCall():
+                answer = self.store.get(key)
         except BaseException as exc:  # noqa: BLE001 - reported to the core, never lost
             return self._failed("get", exc)
         if answer is None:
@@ -165,11 +192,11 @@ class StoreAdapter:
         return (_core.S3LECT_STORE_OK, body, tag, None)
 
     def put(self, key: str, data: bytes, if_match: Optional[str], timeout_ms: int) -> _Answer:
-        self.thread_ids.add(threading.get_ident())
         # The C API passes NULL for "must not exist"; the Python protocol says "*".
         condition = "*" if if_match is None else if_match
         try:
-            etag = self.store.put(key, data, if_match=condition)
+            with _StoreCall():
+                etag = self.store.put(key, data, if_match=condition)
         except BaseException as exc:  # noqa: BLE001
             return self._failed("put", exc)
         tag = self._etag("put", etag)
