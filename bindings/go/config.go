@@ -69,8 +69,8 @@ type ElectorConfig struct {
 	// OnAcquireLeadership runs after this node acquired the lock, while the
 	// lease keeps being renewed. Returning an error vetoes: the node
 	// releases the lock and backs off for one FrequentInterval before
-	// competing again. It runs on a libs3lect thread, never concurrently
-	// with the other hooks of the same elector.
+	// competing again. It runs on a callback thread of libs3lect's shared
+	// runtime, never concurrently with the other hooks of the same elector.
 	OnAcquireLeadership func(ctx context.Context) error
 
 	// OnLoseLeadership runs after this node stopped being leader (lease lost,

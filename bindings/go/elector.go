@@ -208,8 +208,10 @@ func (e *S3Elector) Start(ctx context.Context) error {
 // releases the lock so that a follower can take over without waiting for
 // the lease to expire, and runs OnLoseLeadership before Stop returns.
 // Stop may be called any number of times, from any goroutine, and on an
-// elector never started. Called from inside one of this elector's hooks it
-// cannot wait for itself: it then starts the stop and returns at once.
+// elector never started. Called from inside one of this elector's hooks, or
+// from inside any elector's Storage method (libs3lect refuses to wait on a
+// worker thread), it cannot wait: it then starts the stop on another
+// goroutine and returns at once.
 func (e *S3Elector) Stop() error {
 	return e.stop(true)
 }
@@ -238,8 +240,9 @@ func (e *S3Elector) stop(release bool) error {
 	msg := e.errmsgLocked()
 	e.hmu.RUnlock()
 	if rc == C.S3LECT_EBUSY {
-		// Called from one of our own hooks: libs3lect would wait for the
-		// very callback we are in. Stop from another goroutine instead.
+		// Called from one of our own hooks (libs3lect would wait for the
+		// very callback we are in) or from a Storage method (it could wait
+		// for the worker running it). Stop from another goroutine instead.
 		go func() { _ = e.stop(release) }()
 		return nil
 	}
@@ -461,7 +464,8 @@ func (e *S3Elector) PeerResponse(method, target string) (status int, body []byte
 // PeerTimeout, RequestTimeout) and hooks to a running or stopped elector,
 // after validating them together (LeaderTimeout must stay at most
 // MaxLeaseTimeout when that is set). Zero fields take their defaults. The
-// lock, identity, MaxLeaseTimeout, S3 and peer settings cannot change:
+// lock, identity, MaxLeaseTimeout, runtime sizes (MaxConnections,
+// WorkerThreads, CallbackThreads), S3 and peer settings cannot change:
 // create a new elector.
 func (e *S3Elector) UpdateConfig(newConfig ElectorConfig) error {
 	if err := newConfig.fillDefaults(); err != nil {

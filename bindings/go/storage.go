@@ -17,8 +17,14 @@ import (
 )
 
 // Storage is a custom lock store, with the method set of the Go s3lect
-// package's Storage interface. libs3lect calls it from its election thread,
-// one call at a time per elector; the context carries the request deadline.
+// package's Storage interface. libs3lect calls it on a worker thread of its
+// shared runtime (one per process, WorkerThreads workers), one call at a
+// time per elector; several electors' calls may run at once, so a Storage
+// shared by electors must be safe for concurrent use. The context carries
+// the request deadline. From inside a method, libs3lect refuses to stop or
+// wait on any elector (Stop then stops on another goroutine and returns at
+// once, PeerResponse fails with CodeBusy); do not call WaitForLeadership or
+// WaitForNextElection there either.
 //
 // Implementations report outcomes with the sentinel errors (wrapped or not):
 // ErrStorageNotFound, ErrStoragePrecondition, and additionally ErrStorageAuth
