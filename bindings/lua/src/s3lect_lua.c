@@ -659,8 +659,9 @@ static int l_stop(lua_State *L)
         }
     }
     if (le->in_dispatch) {
-        /* Stopping joins the library's threads; from inside a callback that
-         * is deferred until the running el:dispatch() returns. */
+        /* Stopping waits for the elector's pending events (libs3lect refuses
+         * it from the elector's own callback); from inside a callback it is
+         * deferred until the running el:dispatch() returns. */
         if (le->pending == PENDING_NONE)
             le->pending = release ? PENDING_STOP : PENDING_STOP_NO_RELEASE;
         lua_pushboolean(L, 1);
