@@ -52,9 +52,9 @@ def test_config_table_is_the_library_table():
     for opt, name, typ, lo, hi, default in opts:
         info = _config.OPTIONS[name]
         assert (info.opt, info.type, info.min, info.max, info.default) == (opt, typ, lo, hi, default)
-    # Every keyword is a library option, filed under its type's setter.
+    # Every keyword is a library option, filed under its type's setter (and
+    # an integer one under its unit: a duration or a count).
     by_type = {
-        _core.S3LECT_OPTION_INT: _config.DURATIONS,
         _core.S3LECT_OPTION_STR: _config.STRINGS,
         _core.S3LECT_OPTION_BOOL: _config.BOOLS,
         _core.S3LECT_OPTION_BYTES: _config.BLOBS,
@@ -62,7 +62,24 @@ def test_config_table_is_the_library_table():
     for name, opt in _config.ALL.items():
         info = _config.OPTIONS[name]
         assert info.opt == opt
-        assert by_type[info.type].get(name) == opt, f"{name} is filed under the wrong setter"
+        if info.type == _core.S3LECT_OPTION_INT:
+            table = _config.COUNTS if name in _config.COUNT_NAMES else _config.DURATIONS
+        else:
+            table = by_type[info.type]
+        assert table.get(name) == opt, f"{name} is filed under the wrong setter"
+
+
+def test_every_int_option_is_a_known_duration_or_count():
+    """libs3lect's integer options are durations (ms) or counts. A new one
+    fails here until _config files it under DURATION_NAMES or COUNT_NAMES."""
+    ints = {name for _, name, typ, *_ in library_options() if typ == _core.S3LECT_OPTION_INT}
+    unknown = ints - _config.DURATION_NAMES - _config.COUNT_NAMES
+    assert unknown == set(), (
+        f"integer options neither in _config.DURATION_NAMES nor in _config.COUNT_NAMES: {unknown}"
+    )
+    assert not _config.DURATION_NAMES & _config.COUNT_NAMES
+    assert _config.DURATION_NAMES | _config.COUNT_NAMES == ints, "stale names"
+    assert set(_config.COUNTS) == {"max_connections", "worker_threads", "callback_threads"}
 
 
 def test_binding_covers_every_library_option():
@@ -93,6 +110,8 @@ def test_defaults_read_back_as_the_library_reports(tmp_path):
         el.close()
     for name in _config.DURATIONS:
         assert cfg[name] == _config.OPTIONS[name].default / 1000.0, name
+    for name in _config.COUNTS:
+        assert cfg[name] == _config.OPTIONS[name].default and type(cfg[name]) is int, name
     for name in _config.BOOLS:
         default = _config.OPTIONS[name].default
         assert cfg[name] == (None if default < 0 else bool(default)), name
@@ -115,3 +134,51 @@ def test_duration_bounds_are_the_library_bounds(name):
             assert name in str(ei.value)
     finally:
         _core.s3lect_config_free(cfg)
+
+
+def test_runtime_sizes_are_counts(tmp_path):
+    """max_connections, worker_threads and callback_threads are ints (not
+    seconds), reach the elector's configuration in libs3lect as they are,
+    and an out-of-range or mistyped count is refused with the option's name
+    and range."""
+    want = {"max_connections": (1, 1024, 64), "worker_threads": (1, 64, 4),
+            "callback_threads": (1, 64, 2)}
+    for name, (lo, hi, default) in want.items():
+        info = _config.OPTIONS[name]
+        assert (info.type, info.min, info.max, info.default) == (
+            _core.S3LECT_OPTION_INT, lo, hi, default), name
+    el = s3lect.Elector(f"file://{tmp_path}/l", server_id="a", max_connections=200,
+                        worker_threads=8, callback_threads=3)
+    try:
+        cfg = el.get_config()
+        assert (cfg["max_connections"], cfg["worker_threads"], cfg["callback_threads"]) == (200, 8, 3)
+        raw = _core.s3lect_get_config(el._h())
+        try:
+            for name, value in (("max_connections", 200), ("worker_threads", 8),
+                                ("callback_threads", 3)):
+                assert tuple(_core.s3lect_config_get_int(raw, _config.COUNTS[name])) == (
+                    _core.S3LECT_OK, value), name
+        finally:
+            _core.s3lect_config_free(raw)
+        with pytest.raises(s3lect.ConfigError, match="worker_threads cannot change"):
+            el.update_config(worker_threads=16)
+        el.start()
+        assert el.wait_for_leadership(timeout=10)
+    finally:
+        el.stop()
+    for name, (lo, hi, _default) in want.items():
+        with pytest.raises(s3lect.ConfigError) as ei:
+            s3lect.Elector(f"file://{tmp_path}/l", server_id="a", **{name: hi + 1})
+        assert f"{name} must be between {lo} and {hi}, got {hi + 1}" in str(ei.value)
+        assert " ms" not in str(ei.value) and " s " not in str(ei.value)
+        with pytest.raises(s3lect.ConfigError) as ei:
+            s3lect.Elector(f"file://{tmp_path}/l", server_id="a", **{name: 0})
+        assert f"{name} must be between {lo} and {hi}, got 0" in str(ei.value)
+        for bad in (-1, True, 2.0, "8"):
+            with pytest.raises(s3lect.ConfigError) as ei:
+                s3lect.Elector(f"file://{tmp_path}/l", server_id="a", **{name: bad})
+            assert f"{name} must be a whole number from {lo} to {hi} (a count)" in str(ei.value), bad
+    env = s3lect._config.env_settings({"S3LECT_WORKER_THREADS": "8", "S3LECT_LEASE_TIMEOUT": "3"})
+    assert env["worker_threads"] == 8 and env["lease_timeout"] == 3.0
+    with pytest.raises(s3lect.ConfigError, match="S3LECT_CALLBACK_THREADS='2.5' is not a count"):
+        s3lect._config.env_settings({"S3LECT_CALLBACK_THREADS": "2.5"})
