@@ -3,6 +3,7 @@ the markdown result files."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
 import os
@@ -56,15 +57,31 @@ def md_table(headers: list[str], rows: list[list[object]]) -> str:
 
 def paired_with_first(runs: list) -> list[tuple[object, object]]:
     """(base, run) for every run of an implementation other than the first one
-    measured, where base is the first implementation's run of the same timing
-    and mode. Runs need .impl, .timing.name and .mode. Empty with one
-    implementation."""
+    measured, where base is the first implementation's run of the same
+    timing, mode and command variant (.variant, if the runs have one: the
+    failover bench runs a plain and a grandchild command per timing and
+    mode). A non-plain pair gets copies whose impl names carry the variant,
+    so a ratio table says which rows they are. Runs need .impl, .timing.name
+    and .mode. Empty with one implementation."""
     impls = list(dict.fromkeys(r.impl for r in runs))
     if len(impls) < 2:
         return []
-    base = {(r.timing.name, r.mode): r for r in runs if r.impl == impls[0]}
-    return [(base[(r.timing.name, r.mode)], r) for r in runs
-            if r.impl != impls[0] and (r.timing.name, r.mode) in base]
+
+    def key(r):
+        return r.timing.name, r.mode, getattr(r, "variant", "")
+
+    base = {key(r): r for r in runs if r.impl == impls[0]}
+    out = []
+    for r in runs:
+        b = base.get(key(r))
+        if r.impl == impls[0] or b is None:
+            continue
+        v = getattr(r, "variant", "plain")
+        if v != "plain":
+            b = dataclasses.replace(b, impl=f"{b.impl} ({v})")
+            r = dataclasses.replace(r, impl=f"{r.impl} ({v})")
+        out.append((b, r))
+    return out
 
 
 def _run(argv: list[str]) -> str:

@@ -118,17 +118,17 @@ def expectations(run: CostRun) -> list[tuple[str, bool, str]]:
         if n.role == "leader":
             want = w / t.renew
             ok = n.get == 0 and abs(n.put - want) <= 1 and not n.other
-            out.append((f"{run.mode}/{t.name}: leader makes one PUT per renew interval "
+            out.append((f"{run.impl} {run.mode}/{t.name}: leader makes one PUT per renew interval "
                         f"({3600 / t.renew:.0f}/h) and no GET", ok,
                         f"{n.put} PUT, {n.get} GET in {w:.0f}s (expected {want:.0f} ± 1 PUT)"))
         elif run.mode == "s3":
             cap = w / t.infrequent
             ok = n.put == 0 and n.get <= cap + 1 and not n.other
-            out.append((f"s3/{t.name}: stable {n.role} ≤ {3600 / t.infrequent:.0f} GET/h, no PUT",
+            out.append((f"{run.impl} s3/{t.name}: stable {n.role} ≤ {3600 / t.infrequent:.0f} GET/h, no PUT",
                         ok, f"{n.get} GET, {n.put} PUT in {w:.0f}s (≤ {cap:.0f} + 1 allowed)"))
         else:
             total = n.get + n.put + sum(n.other.values())
-            out.append((f"peer/{t.name}: stable {n.role} makes 0 S3 requests", total == 0,
+            out.append((f"{run.impl} peer/{t.name}: stable {n.role} makes 0 S3 requests", total == 0,
                         f"{total} requests in {w:.0f}s"))
     return out
 
