@@ -115,7 +115,8 @@ enum {
     FAKE_HANDSHAKE_ONLY, /* TLS handshake, then close (the client fails it first) */
     FAKE_PLAIN,          /* plain HTTP, no TLS */
     FAKE_RESET,          /* read the ClientHello, then reset the connection */
-    FAKE_OTHER_LEADER    /* 200 with a valid body for another leader id */
+    FAKE_OTHER_LEADER,   /* 200 with a valid body for another leader id */
+    FAKE_GO              /* 200 as Go s3lect answers: leader-a's record, no etag, no term */
 };
 
 typedef struct fake_ep {
@@ -178,6 +179,15 @@ static void serve_tls(fake_ep *f, int fd)
         const char *body = "{\"leaderID\":\"someone-else\",\"leaderAddr\":\"127.0.0.1:1\","
                            "\"lastUpdated\":\"2025-01-01T00:00:00.000Z\",\"term\":1,"
                            "\"etag\":\"\\\"e1\\\"\"}";
+        snprintf(head, sizeof head,
+                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                 "Connection: close\r\n\r\n",
+                 strlen(body));
+        if (send_all(ssl, head, strlen(head)) == 0)
+            send_all(ssl, body, strlen(body));
+    } else if (f->mode == FAKE_GO) {
+        const char *body = "{\"leaderID\":\"leader-a\",\"leaderAddr\":\"127.0.0.1:1\","
+                           "\"lastUpdated\":\"2025-01-01T00:00:00Z\"}";
         snprintf(head, sizeof head,
                  "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                  "Connection: close\r\n\r\n",
@@ -602,6 +612,59 @@ out:
     fake_stop(&f);
 }
 
+/* A leader whose endpoint answers as Go s3lect's does (no etag, no long
+ * poll): the follower checks it once and then follows that leader through
+ * the store at the stable period; before, every renewal of the leader sent
+ * it back to the endpoint and then to the store (two reads per renewal). */
+static void test_go_style_endpoint(void)
+{
+    fprintf(stderr, "-- a Go s3lect leader endpoint (no etag)\n");
+    fake_ep f = {0};
+    f.mode = FAKE_GO;
+    f.cert = good_cert;
+    f.key = good_key;
+    if (fake_start(&f) != 0)
+        return;
+    char addr[64], lock[600];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", f.port);
+    snprintf(lock, sizeof lock, "%s/lock-%d.json", dir, ++seq);
+    errlog la = {.mu = PTHREAD_MUTEX_INITIALIZER}, lb = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    s3lect_config *ca_ = node_cfg(lock, "leader-a", addr);
+    s3lect_config *cb_ = node_cfg(lock, "follower-b", "127.0.0.1:1");
+    s3lect_elector *a = make_elector(ca_, &la), *b = make_elector(cb_, &lb);
+    s3lect_config_free(ca_);
+    s3lect_config_free(cb_);
+    if (!a || !b)
+        goto out;
+    size_t calen;
+    char *capem = slurp(ca_pem, &calen);
+    CHECK(s3lect_enable_peer_mode(b, capem, calen) == 0, "enable_peer_mode");
+    free(capem);
+    CHECK(s3lect_start(a) == 0 && s3lect_wait_for_leadership(a, 5000) == 0, "A leads");
+    CHECK(s3lect_start(b) == 0, "B starts");
+    t_sleep_ms(1000);
+    int c0 = __atomic_load_n(&f.conns, __ATOMIC_ACQUIRE);
+    /* A renews every 250 ms: 12 renewals in 3 s. */
+    t_sleep_ms(3000);
+    int checks = __atomic_load_n(&f.conns, __ATOMIC_ACQUIRE) - c0;
+    CHECK(c0 >= 1, "B checked the endpoint (%d)", c0);
+    CHECK(checks <= 1, "then B follows through the store: %d more checks in 3 s (12 renewals)",
+          checks);
+    long long total = 0;
+    status_count(b, "malformed", &total, NULL, 0);
+    CHECK(total == 0, "an answer without an etag is not a failure: %lld", total);
+    char lid[64] = "";
+    s3lect_leader_id(b, lid, sizeof lid);
+    CHECK(strcmp(lid, "leader-a") == 0 && !s3lect_is_leader(b), "B follows leader-a: '%s'", lid);
+    pthread_mutex_lock(&lb.mu);
+    CHECK(lb.n == 0, "no ERROR events on B: %d (%s)", lb.n, lb.n ? lb.msg[0] : "");
+    pthread_mutex_unlock(&lb.mu);
+out:
+    s3lect_free_elector(b);
+    s3lect_free_elector(a);
+    fake_stop(&f);
+}
+
 /* Control: a real peer-mode leader. Successful long polls and the 404 that
  * tells of a release are no failures. */
 static void test_success_is_not_a_failure(void)
@@ -828,6 +891,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
         if (!only || strstr(scenarios[i].name, only))
             run_scenario(&scenarios[i]);
+    if (!only || strstr("Go s3lect", only))
+        test_go_style_endpoint();
     if (!only || strstr("success", only))
         test_success_is_not_a_failure();
     if (!only || strstr("stop during a check", only))

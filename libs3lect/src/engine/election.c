@@ -138,6 +138,8 @@ void el_free(el_engine *e)
     free(e->incarnation);
     free(e->etag);
     free(e->ann_id);
+    free(e->peer_off_id);
+    free(e->peer_off_addr);
     free(e->ann_addr);
     free(e->last_error_msg);
     free(e->my_body);
@@ -474,8 +476,11 @@ static int64_t expiry_at(const el_engine *e)
 /* Peer mode: a stable follower asks the leader (over HTTPS) instead of S3. */
 static int peer_usable(const el_engine *e)
 {
+    int foreign = e->peer_off_id && u_streq(e->peer_off_id, e->cur.leader_id) &&
+                  u_streq(e->peer_off_addr, e->cur.leader_addr);
     return e->p.peer && !e->corrupt && e->exists == 1 && !rec_released(&e->cur) &&
-           e->cur.leader_addr && e->cur.leader_addr[0] && !u_streq(e->cur.leader_id, e->id);
+           e->cur.leader_addr && e->cur.leader_addr[0] && !u_streq(e->cur.leader_id, e->id) &&
+           !foreign;
 }
 
 static void observe(el_engine *e, el_time now, const st_result *r)
@@ -675,6 +680,16 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
         st_result obs = *r;
         obs.outcome = ST_OK;
         observe(e, now, &obs);
+        end_cycle(e);
+        return;
+    }
+    if (r->outcome == ST_OK) {
+        /* The leader answered but cannot long-poll (no etag: Go s3lect).
+         * Follow it through the store at the stable period, as without
+         * peer mode, until the record names another leader. */
+        u_setstr(&e->peer_off_id, e->cur.leader_id ? e->cur.leader_id : "");
+        u_setstr(&e->peer_off_addr, e->cur.leader_addr ? e->cur.leader_addr : "");
+        schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.infrequent, 0.1));
         end_cycle(e);
         return;
     }

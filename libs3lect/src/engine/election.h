@@ -117,6 +117,10 @@ typedef struct el_engine {
     char *my_body;      /* the body of our last successful write (peer view) */
     el_attempt att;
 
+    /* Peer mode: a leader whose endpoint answers without an etag (Go
+     * s3lect's cannot long-poll) is followed through the store instead. */
+    char *peer_off_id, *peer_off_addr;
+
     /* Announced leader (for LEADER_CHANGED). */
     char *ann_id, *ann_addr;
     int64_t ann_term;

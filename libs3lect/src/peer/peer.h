@@ -102,7 +102,9 @@ int peer_client_set_ca(peer_client *c, const void *pem, size_t len);
 
 /* GET https://{addr}{path}?wait=<wait_ms>&etag=<etag> and expect the leader
  * `expect_id`. On success out->outcome = ST_OK, out->body = the record JSON as
- * served, out->etag = its "etag" field. Anything else — refused, reset,
+ * served, out->etag = its "etag" field; an answer from the expected leader
+ * without an etag (a Go s3lect endpoint: no long poll) is ST_OK without an
+ * etag, and no failure. Anything else — refused, reset,
  * timeout, TLS failure, non-200, another leader id, unparsable body — is
  * ST_TRANSIENT with a message. Total time is bounded by wait_ms + timeout_ms.
  * *abort_flag (may be NULL) is polled; when it becomes non-zero the call

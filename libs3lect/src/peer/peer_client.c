@@ -617,20 +617,23 @@ static int validate(const response *resp, const char *addr, const char *expect_i
                    "the node at %s is leader '%s', not '%s' as the lock record says; check that "
                    "every node advertises its own --addr and that it serves this lock",
                    addr, got, want);
-    } else if (!cJSON_IsString(etag) || !etag->valuestring[0])
-        cls = fail(out, PEER_FAIL_MALFORMED,
-                   "the answer of leader %s has no etag (not an s3lect peer endpoint?); check "
-                   "its --addr and peer_health_path",
-                   addr);
-    else if (st_result_set_body(out, resp->body, resp->len) != 0 ||
-             st_result_set_etag(out, etag->valuestring) != 0)
+    } else if (!cJSON_IsString(etag) || !etag->valuestring[0]) {
+        /* The leader the record names answers, but without an etag: a Go
+         * s3lect endpoint (or another that cannot long-poll). Not a failure:
+         * OK without an etag tells the engine to follow this leader through
+         * the store at the stable (infrequent) period. */
+        if (st_result_set_body(out, resp->body, resp->len) != 0)
+            cls = fail(out, PEER_FAIL_OTHER, "peer check of leader %s: out of memory", addr);
+        else
+            out->outcome = ST_OK;
+    } else if (st_result_set_body(out, resp->body, resp->len) != 0 ||
+               st_result_set_etag(out, etag->valuestring) != 0)
         cls = fail(out, PEER_FAIL_OTHER, "peer check of leader %s: out of memory", addr);
     else
         out->outcome = ST_OK;
     cJSON_Delete(root);
     return cls;
 }
-
 
 /* Prepares the check on c->curl. Returns PEER_FAIL_NONE with c->curl ready,
  * or -1 - class when it ended at once (out filled). */
