@@ -16,13 +16,15 @@ import (
 	"unsafe"
 )
 
-// Elector is the Go s3lect package's Elector interface; *S3Elector implements it.
+// Elector is the Go s3lect package's Elector interface, with the method set
+// of its snapshot c45cfbd; *S3Elector implements it (and more:
+// WaitForNextElection, Term, PeerResponse, ...), so a program's own Elector
+// implementations written for Go s3lect still satisfy it.
 type Elector interface {
 	Start(ctx context.Context) error
 	Stop() error
 	IsLeader() bool
 	WaitForLeadership(ctx context.Context) error
-	WaitForNextElection(ctx context.Context, since time.Time) (*LeadershipStatus, error)
 	LeaderID() string
 	GetLeadershipStatus() *LeadershipStatus
 	EnablePeerMode(caCert []byte) error
@@ -297,6 +299,14 @@ func (e *S3Elector) LeaderID() string {
 // OnAcquireLeadership hook, if any, has accepted) or ctx is done. It
 // returns ctx.Err() on cancellation and ErrStopped if the elector is or
 // gets stopped. Any number of goroutines may wait at once.
+//
+// It also returns at once, without waiting for ctx, while the store's last
+// answer is a permanent error, one that retrying will not fix: a missing
+// bucket or another misconfiguration (errors.Is(err, ErrStorageFatal), code
+// CodeFatal) or refused credentials or permissions (errors.Is(err,
+// ErrStorageAuth), code CodeAuth). The message is libs3lect's. The elector
+// itself keeps running and retrying: once the problem is fixed (the bucket
+// created, say) and a request succeeds, WaitForLeadership waits again.
 func (e *S3Elector) WaitForLeadership(ctx context.Context) error {
 	for {
 		s := e.ev.snapshot()
@@ -306,12 +316,33 @@ func (e *S3Elector) WaitForLeadership(ctx context.Context) error {
 		if s.stopped {
 			return &Error{Code: CodeStopped, Op: "WaitForLeadership", Msg: "elector stopped while waiting for leadership"}
 		}
+		if err := e.permanentError(); err != nil {
+			return err
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-s.changed:
 		}
 	}
+}
+
+// permanentError returns the store's last error if it is one that retrying
+// will not fix (AUTH or FATAL), else nil.
+func (e *S3Elector) permanentError() error {
+	e.hmu.RLock()
+	defer e.hmu.RUnlock()
+	var s *C.s3lect_status
+	if C.s3lect_get_status(e.c, &s) != C.S3LECT_OK || s == nil {
+		return nil
+	}
+	defer C.s3lect_status_free(s)
+	code := C.s3lect_status_last_error(s)
+	if code != C.S3LECT_EAUTH && code != C.S3LECT_EFATAL {
+		return nil
+	}
+	return &Error{Code: Code(code), Op: "WaitForLeadership",
+		Msg: C.GoString(C.s3lect_status_last_error_message(s))}
 }
 
 // WaitForNextElection blocks until an election cycle completes after since

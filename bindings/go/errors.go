@@ -57,7 +57,17 @@ func (e *Error) Error() string {
 // Is reports whether target is a sentinel (an *Error with no Op and no Msg)
 // of the same code, so that errors.Is(err, ErrInvalidConfig) works for every
 // invalid-configuration error whatever its message.
+//
+// An error with code CodeAuth also matches ErrStorageAuth, and one with
+// code CodeFatal ErrStorageFatal, whether the store is S3, a file or a
+// custom Storage.
 func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrStorageAuth:
+		return e.Code == CodeAuth
+	case ErrStorageFatal:
+		return e.Code == CodeFatal
+	}
 	t, ok := target.(*Error)
 	return ok && t.Op == "" && t.Msg == "" && t.Code == e.Code
 }

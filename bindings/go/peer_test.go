@@ -66,7 +66,7 @@ func TestLeadershipHandler(t *testing.T) {
 	cfg := fileConfig(t, "", "h1")
 	cfg.ServerAddr = "127.0.0.1:8443"
 	el := newElector(t, log, cfg, nil)
-	srv := httptest.NewServer(NewLeadershipHandler(el))
+	srv := httptest.NewServer(NewLeadershipHandler(el, log))
 	defer srv.Close()
 	c := srv.Client()
 	c.Timeout = 30 * time.Second
@@ -140,7 +140,7 @@ func TestLeadershipHandlerOnFollower(t *testing.T) {
 	}
 	start(t, b)
 	waitUntil(t, 10*time.Second, "b sees a as leader", func() bool { return b.LeaderID() == "a" })
-	sa, sb := httptest.NewServer(NewLeadershipHandler(a)), httptest.NewServer(NewLeadershipHandler(b))
+	sa, sb := httptest.NewServer(NewLeadershipHandler(a, log)), httptest.NewServer(NewLeadershipHandler(b, log))
 	defer sa.Close()
 	defer sb.Close()
 	if st, _, rec, raw := get(t, sb.Client(), "GET", sb.URL+healthPath); st != http.StatusNotFound ||
