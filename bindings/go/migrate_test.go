@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -76,7 +77,8 @@ func buildGo(t *testing.T, dir string, env []string, args ...string) {
 // node is a running copy of the example program.
 type node struct {
 	name string
-	addr string
+	addr string // the leadership endpoint (HTTPS)
+	ops  string // the operations server (HTTP)
 	cmd  *exec.Cmd
 	mu   sync.Mutex
 	out  bytes.Buffer
@@ -112,8 +114,9 @@ func (n *node) logTime(t *testing.T, s string) time.Time {
 
 func startNode(t *testing.T, bin, name, lockDir, cert, key string) *node {
 	t.Helper()
-	n := &node{name: name, addr: freeAddr(t), done: make(chan struct{})}
-	n.cmd = exec.Command(bin, "-id", name, "-lock-dir", lockDir, "-addr", n.addr, "-tls-cert", cert, "-tls-key", key)
+	n := &node{name: name, addr: freeAddr(t), ops: freeAddr(t), done: make(chan struct{})}
+	n.cmd = exec.Command(bin, "-id", name, "-lock-dir", lockDir, "-addr", n.addr,
+		"-tls-cert", cert, "-tls-key", key, "-ops-addr", n.ops)
 	stderr, err := n.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -208,16 +211,41 @@ func TestMigrateExampleRuns(t *testing.T) {
 	if st, _, rec, raw := get(t, client, "GET", "https://"+a.addr+healthPath); st != http.StatusOK || rec.LeaderID != "a" {
 		t.Fatalf("a's leadership endpoint: %d %s, want 200 naming a", st, raw)
 	}
+	// The same endpoint through NewLeadershipHandler on the program's own
+	// server, and its status page.
+	plain := &http.Client{Timeout: 10 * time.Second}
+	defer plain.CloseIdleConnections()
+	waitUntil(t, 30*time.Second, "a's operations server is up", func() bool {
+		resp, err := plain.Get("http://" + a.ops + "/status")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	if st, _, rec, raw := get(t, plain, "GET", "http://"+a.ops+healthPath); st != http.StatusOK || rec.LeaderID != "a" || rec.ETag == "" {
+		t.Fatalf("a's operations server %s: %d %s, want 200 naming a", healthPath, st, raw)
+	}
+	var status LeadershipStatus
+	if st, _, _, raw := get(t, plain, "GET", "http://"+a.ops+"/status"); st != http.StatusOK ||
+		json.Unmarshal(raw, &status) != nil || !status.IsLeader || status.ServerID != "a" || status.LeaderID != "a" {
+		t.Fatalf("a's /status: %d %s", st, raw)
+	}
 
 	b := startNode(t, bin, "b", lockDir, cert, key)
-	waitUntil(t, 30*time.Second, "b's leadership endpoint answers 404", func() bool {
-		resp, err := client.Get("https://" + b.addr + healthPath)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusNotFound
-	})
+	// b follows: both its endpoints answer 404 once they are up.
+	for _, u := range []string{"https://" + b.addr + healthPath, "http://" + b.ops + healthPath} {
+		waitUntil(t, 30*time.Second, u+" answers", func() bool {
+			resp, err := client.Get(u)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Fatalf("b's %s: %d while a leads, want 404", u, resp.StatusCode)
+			}
+			return true
+		})
+	}
 	if b.count("controller: leading") != 0 {
 		t.Fatal("b leads while a does")
 	}

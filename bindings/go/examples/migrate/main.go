@@ -1,6 +1,7 @@
 // Command migrate is a controller written for the Go s3lect package: it
 // runs its reconcile loop only while it is the leader, serves the peer
-// leadership endpoint over HTTPS, and exits cleanly on SIGINT or SIGTERM,
+// leadership endpoint over HTTPS, mounts it (and a status page) on its
+// own operations server too, and exits cleanly on SIGINT or SIGTERM,
 // handing leadership over at once. It builds unchanged against Go s3lect
 // (import "github.com/nadrama-com/s3lect") and against the s3lect Go
 // binding: only the import line differs. docs/compat.md walks through it.
@@ -12,9 +13,12 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -30,17 +34,18 @@ func main() {
 	lockKey := flag.String("lock", "leader/controller.json", "key of the lock file")
 	certFile := flag.String("tls-cert", "", "PEM certificate of the leadership endpoint (optional)")
 	keyFile := flag.String("tls-key", "", "PEM key of the leadership endpoint")
+	opsAddr := flag.String("ops-addr", "", "address of the plain-HTTP operations server (optional)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(*id, *addr, *lockDir, *lockKey, *certFile, *keyFile, logger); err != nil {
+	if err := run(*id, *addr, *lockDir, *lockKey, *certFile, *keyFile, *opsAddr, logger); err != nil {
 		logger.Error("controller: failed", "error", err)
 		os.Exit(1)
 	}
 	logger.Info("controller: shut down cleanly")
 }
 
-func run(id, addr, lockDir, lockKey, certFile, keyFile string, logger *slog.Logger) error {
+func run(id, addr, lockDir, lockKey, certFile, keyFile, opsAddr string, logger *slog.Logger) error {
 	if id == "" || lockDir == "" {
 		return fmt.Errorf("-id and -lock-dir are required")
 	}
@@ -101,6 +106,22 @@ func run(id, addr, lockDir, lockKey, certFile, keyFile string, logger *slog.Logg
 			defer cancel()
 			health.Stop(sctx)
 		}()
+	}
+
+	if opsAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/health/leadership", s3lect.NewLeadershipHandler(elector, logger))
+		mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(elector.GetLeadershipStatus())
+		})
+		ops := &http.Server{Addr: opsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := ops.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("controller: operations server failed", "error", err)
+			}
+		}()
+		defer ops.Close()
 	}
 
 	for ctx.Err() == nil {
