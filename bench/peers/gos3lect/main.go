@@ -86,10 +86,11 @@ func parseFlags(args []string) (*options, error) {
 // reporter prints the `s3lect run` lines once per transition, whichever of
 // Go s3lect's hooks or the status poll notices it first.
 type reporter struct {
-	mu      sync.Mutex
-	id      string
-	leading bool
-	leader  string
+	mu       sync.Mutex
+	id       string
+	leading  bool
+	leader   string
+	stopping bool
 }
 
 func say(format string, args ...any) {
@@ -109,6 +110,9 @@ func (r *reporter) acquired() {
 func (r *reporter) lost(reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stopping {
+		reason = "released"
+	}
 	if r.leading {
 		r.leading = false
 		r.leader = ""
@@ -224,6 +228,9 @@ func run(o *options) int {
 	for {
 		select {
 		case <-sigs:
+			rep.mu.Lock()
+			rep.stopping = true
+			rep.mu.Unlock()
 			if el.IsLeader() {
 				say("releasing leadership")
 			}
