@@ -553,7 +553,8 @@ def report(samples: list[Sample], per_key: int) -> tuple[str, str]:
             continue
         o, m = s.outside, s.m
         rows.append([s.store, s.count, lab, s.nofile, o["threads_max"],
-                     f"{m['rss_kb'] / 1024:.1f}", f"{(m['rss_kb'] - m['rss0_kb']) / s.count:.1f}",
+                     *((f"{m['rss_kb'] / 1024:.1f}", f"{(m['rss_kb'] - m['rss0_kb']) / s.count:.1f}")
+                       if m["rss_kb"] >= 0 else ("– (unreadable)", "–")),
                      f"{_cpu_pct(s):.2f}", f"{_per_1000(s):.0f}", o["fds_max"],
                      o["conns_max"] if s.store == "s3" else "–",
                      f"{m['keys_led']}/{m['keys']} + {m['followers']}/{s.count - m['keys']}",
@@ -594,7 +595,8 @@ def report(samples: list[Sample], per_key: int) -> tuple[str, str]:
                     continue
 
                 def r(a, c):
-                    return f"{a / c:.3f}" if c else "–"
+                    # -1: the process could not read it (e.g. no descriptor left)
+                    return f"{a / c:.3f}" if c and c > 0 and a >= 0 else "–"
                 rrows.append([s.store, s.count, lab,
                               r(s.outside["threads_max"], b.outside["threads_max"]),
                               r(s.m["rss_kb"], b.m["rss_kb"]), r(s.m["cpu_s"], b.m["cpu_s"]),
