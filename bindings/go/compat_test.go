@@ -396,3 +396,35 @@ func (s *switchStore) PutIfMatch(ctx context.Context, key string, data []byte, e
 	}
 	return s.mem.PutIfMatch(ctx, key, data, etag)
 }
+
+// Against MinIO: a missing bucket and refused credentials make
+// WaitForLeadership return at once with the matching sentinel.
+func TestWaitForLeadershipPermanentErrorS3(t *testing.T) {
+	s := needS3(t)
+	for _, tc := range []struct {
+		name     string
+		edit     func(*ElectorConfig)
+		sentinel error
+	}{
+		{"missing bucket", func(c *ElectorConfig) { c.Bucket = "s3lect-missing-" + randomSuffix() }, ErrStorageFatal},
+		{"bad credentials", func(c *ElectorConfig) {
+			// Throwaway values that MinIO does not know.
+			c.AccessKeyID, c.SecretAccessKey = "NOTAKEY"+randomSuffix(), "not-a-secret-"+randomSuffix()
+		}, ErrStorageAuth},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := testLogger(t)
+			cfg := s3Config(s, uniqueKey(t), "n")
+			tc.edit(cfg)
+			el := newElector(t, log, cfg, nil)
+			start(t, el)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			begin := time.Now()
+			err := el.WaitForLeadership(ctx)
+			if !errors.Is(err, tc.sentinel) || time.Since(begin) > 15*time.Second {
+				t.Fatalf("WaitForLeadership: %v after %v, want %v at once", err, time.Since(begin), tc.sentinel)
+			}
+		})
+	}
+}
