@@ -605,6 +605,49 @@ static void t_reclaim_own_record(void)
     el_free(&e);
 }
 
+/* A mixed cluster: Go s3lect writes no term. A node that has seen term 5 and
+ * then takes over from a Go leader (whose record has none) uses term 6, not
+ * 1: fencing terms never go below the highest a node has seen. Go's
+ * resignation record (leader id kept, zero time) is taken over at once. */
+static void t_term_after_go_leader(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    mem_set(&m, "{\"leaderID\":\"b\",\"lastUpdated\":\"2023-11-14T22:13:25.000Z\",\"term\":5,"
+                "\"leaseMs\":15000}");
+    el_params p = P;
+    p.skew = 0;
+    el_init(&e, &p, "a", "", "inc", 1);
+    run_until(&e, &m, &now, 3000, &c);
+    CHECK(c.acquired == 0 && e.max_term == 5, "follows b at term 5 (max %lld)",
+          (long long)e.max_term);
+    /* Go s3lect node g takes the lock: no term, no leaseMs, renewing. */
+    for (int i = 0; i < 6; i++) {
+        char rec[200];
+        snprintf(rec, sizeof rec,
+                 "{\"leaderID\":\"g\",\"leaderAddr\":\"\",\"lastUpdated\":"
+                 "\"2023-11-14T22:14:%02d.000Z\"}",
+                 i);
+        mem_set(&m, rec);
+        run_until(&e, &m, &now, now + 5000, &c);
+    }
+    CHECK(c.acquired == 0, "does not take over from a live Go leader");
+    /* g resigns as Go s3lect does: its id kept, the zero time. */
+    mem_set(&m,
+            "{\"leaderID\":\"g\",\"leaderAddr\":\"\",\"lastUpdated\":\"0001-01-01T00:00:00Z\"}");
+    int64_t resigned = now;
+    while (c.acquired == 0 && now < resigned + p.infrequent + 2 * p.frequent)
+        run_until(&e, &m, &now, now + 250, &c);
+    CHECK(c.acquired == 1, "takes over after Go's resignation");
+    CHECK(c.last_term == 6, "with term 6, above the 5 it saw, not 1 (term %lld)",
+          (long long)c.last_term);
+    CHECK(now - resigned <= p.infrequent + p.frequent + 500,
+          "within a poll period of the resignation (%lld ms)", (long long)(now - resigned));
+    el_free(&e);
+}
+
 static void t_released_is_free(void)
 {
     el_engine e;
@@ -894,6 +937,7 @@ int main(void)
     t_takeover_after_lease();
     t_wall_clock_rule();
     t_released_is_free();
+    t_term_after_go_leader();
     t_lost_race_and_expiry();
     t_stop_releases();
     t_veto();
