@@ -34,7 +34,8 @@ def test_missing_directory(tmp_path: Path):
 def test_empty_directory(tmp_path: Path):
     with pytest.raises(gos3lect.Unavailable) as e:
         gos3lect.build_node({"GOS3LECT_SRC": str(tmp_path), "S3LECT_CACHE": str(tmp_path)})
-    assert f"GOS3LECT_SRC={tmp_path} has no go.mod, so it is not a Go s3lect checkout" in str(e.value)
+    assert (f"GOS3LECT_SRC={tmp_path} has no go.mod, so it is not a Go s3lect checkout"
+            in str(e.value))
     assert not (tmp_path / "gos3lect").exists(), "nothing is built or cached for a bad checkout"
 
 

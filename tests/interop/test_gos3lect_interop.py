@@ -70,11 +70,8 @@ def test_leadership_passes_both_ways(cluster):
     for how, old_kind in rounds:
         old = c.one_leader()
         assert old is not None, f"one leader before the round\n{c.describe()}"
-        if old.kind != old_kind:
-            # Make the wanted side lead: only Go can follow ours here, so
-            # this only happens at the start of a ("kill"/"term", "go") round
-            # when ours leads; hand it to Go first.
-            pytest.fail(f"round plan broken: {old.id} leads, a {old_kind} leader was expected")
+        # Rounds alternate, so the previous round's winner is this one's leader.
+        assert old.kind == old_kind, f"{old.id} leads, a {old_kind} leader was expected"
         new_kind = "c" if old_kind == "go" else "go"
         stopped = []
         if new_kind == "go":
