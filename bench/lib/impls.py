@@ -2,9 +2,9 @@
 
 An implementation is anything that can run one election node as a process
 and say on stderr when it acquires and loses leadership. The benchmarks
-only use the `Impl` interface below, so a second implementation (Go s3lect,
-see bench/README.md "Adding an implementation") is one more subclass plus an
-entry in `IMPLS`; the failover and cost tables then get its rows and the
+only use the `Impl` interface below: a second implementation (Go s3lect,
+`GoS3lect`; see bench/README.md "Go s3lect") is one more subclass registered
+in `make_impls`; the failover and cost tables then get its rows and the
 summary its ratios.
 """
 
@@ -132,8 +132,8 @@ class Impl:
         return None
 
 
-# The `s3lect run` stderr lines (docs/cli.md); Go s3lect's bench program
-# (bench/peers/gos3lect, not built: see README) is meant to print the same.
+# The `s3lect run` stderr lines (docs/cli.md); Go s3lect's node program
+# (bench/peers/gos3lect) prints the same, with term=0.
 _LINES = [
     ("acquired", re.compile(r"^s3lect: acquired leadership term=(?P<term>\d+)")),
     ("lost", re.compile(r"^s3lect: lost leadership")),
@@ -227,17 +227,90 @@ class S3lectCBaseline(S3lectC):
         super().__init__(base.build_dir, work, footprint_bin, rev=base.short)
 
 
-# Implementations that issue 9 asks for but that cannot be measured here,
-# with the reason. Reported in every result file; never given numbers.
-BLOCKED = {
-    "go-s3lect": (
-        "Go s3lect (github.com/podplane/s3lect, formerly github.com/nadrama-com/s3lect) "
-        "cannot be fetched: the Go module proxy answers HTTP 403 \"not available\" for every "
-        "version of both module paths (checked with `go list -m -versions "
-        "github.com/podplane/s3lect`), and copying its code is not allowed. Its side-by-side "
-        "numbers and the interoperability test are therefore missing, not estimated."
-    ),
-}
+class GoS3lect(Impl):
+    """Go s3lect (github.com/nadrama-com/s3lect) through bench/peers/gos3lect:
+    one Go s3lect elector per process with an aws-sdk-go-v2 Storage, built by
+    tests/harness/gos3lect.py from the checkout named by GOS3LECT_SRC (Go
+    s3lect cannot be fetched from the module proxy and may not be copied
+    here). It prints `s3lect run`'s lines with term=0 (Go s3lect has no term)
+    and runs no command, so its command-tree columns stay empty."""
+
+    name = "go-s3lect"
+    label = "Go s3lect"
+    runs_command = False
+
+    def __init__(self):
+        self.bin: Path | None = None
+        self.commit = "unknown"
+
+    def check(self) -> None:
+        from harness import gos3lect
+        try:
+            self.bin = gos3lect.build_node()
+            self.commit = gos3lect.source_commit()
+        except gos3lect.Unavailable as e:
+            raise BenchError(f"go-s3lect cannot run: {e}") from None
+        except gos3lect.BuildError as e:
+            raise BenchError(f"go-s3lect: {e}") from None
+
+    def version(self) -> str:
+        go = subprocess.run(["go", "env", "GOVERSION"], stdout=subprocess.PIPE, text=True,
+                            timeout=60).stdout.strip()
+        return f"Go s3lect {self.commit} (bench/peers/gos3lect, {go}, aws-sdk-go-v2)"
+
+    def node_argv(self, spec: NodeSpec) -> list[str]:
+        assert self.bin is not None, "check() builds the node program first"
+        argv = [str(self.bin), "--lock", f"s3://{spec.bucket}/{spec.key}", "--id", spec.node_id,
+                "--endpoint", spec.endpoint, "--region", spec.region]
+        t = spec.timing
+        # Go s3lect's ElectorConfig: LeaderTimeout, FrequentInterval (every
+        # node's cycle: the leader renews, with a GET and a PUT, and followers
+        # poll at it), InfrequentInterval (kept but unused by c45cfbd). It has
+        # no renew interval or renew deadline of its own.
+        names = {"lease": "--leader-timeout", "frequent": "--frequent-interval",
+                 "infrequent": "--infrequent-interval"}
+        if "renew" in t.flags and t.renew != t.frequent:
+            raise BenchError(f"timing {t.name}: Go s3lect renews every FrequentInterval, so it "
+                             f"cannot run renew {t.renew:g} s with frequent {t.frequent:g} s")
+        for f in t.flags:
+            if f in names:
+                argv += [names[f], f"{int(getattr(t, f) * 1000)}ms"]
+        if spec.peer:
+            p = spec.peer
+            argv += ["--peer", "--addr", p.addr, "--peer-cert", str(p.cert),
+                     "--peer-key", str(p.key), "--peer-ca", str(p.ca)]
+        return argv
+
+    def parse_line(self, line: str) -> LineEvent | None:
+        return parse_s3lect_line(line)
+
+
+def _go_s3lect_unavailable() -> str | None:
+    """Why Go s3lect cannot be measured here, or None when GOS3LECT_SRC names
+    a usable checkout (the build itself happens in GoS3lect.check)."""
+    from harness import gos3lect
+    try:
+        gos3lect.find_source()
+    except gos3lect.Unavailable as e:
+        return (f"{e}. Go s3lect is refused by the Go module proxy and its code may not be "
+                "copied into this repository, so its numbers are missing, not estimated.")
+    if not shutil.which("go"):
+        return "the go command is not on PATH (Go ≥ 1.24 builds the Go s3lect node)."
+    return None
+
+
+# Implementations that cannot be measured in this run, with the reason.
+# Reported in every result file; never given numbers.
+BLOCKED: dict[str, str] = {}
+_why = _go_s3lect_unavailable()
+if _why:
+    BLOCKED[GoS3lect.name] = _why
+
+
+def default_impl_names() -> list[str]:
+    """What to measure when no --impl is given: s3lect-c, and Go s3lect
+    beside it when GOS3LECT_SRC names a usable checkout."""
+    return [S3lectC.name] + ([] if GoS3lect.name in BLOCKED else [GoS3lect.name])
 
 
 def make_impls(names: list[str], build_dir: Path, work: Path,
@@ -256,10 +329,16 @@ def make_impls(names: list[str], build_dir: Path, work: Path,
                                              *baseline_nofile))
         elif n in BLOCKED:
             raise BenchError(f"implementation {n} is blocked: {BLOCKED[n]}")
+        elif n == GoS3lect.name:
+            impls.append(GoS3lect())
         else:
-            raise BenchError(f"unknown implementation {n!r}; known: {S3lectC.name}")
+            raise BenchError(f"unknown implementation {n!r}; known: {S3lectC.name}, "
+                             f"{GoS3lect.name}")
     if baseline is not None and not any(isinstance(i, S3lectCBaseline) for i in impls):
         raise BenchError("--baseline needs --impl s3lect-c (the baseline is an older s3lect-c)")
+    if GoS3lect.name not in names and GoS3lect.name not in BLOCKED:
+        BLOCKED[GoS3lect.name] = ("not asked for in this run (GOS3LECT_SRC names a usable "
+                                  "checkout): add --impl s3lect-c --impl go-s3lect.")
     for i in impls:
         i.check()
     return impls
