@@ -2,6 +2,7 @@ package s3lect_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
 	"log/slog"
@@ -59,4 +60,64 @@ func ExampleNewS3Elector() {
 	// leader: true term: 1
 	// lost: stopping leader-only work
 	// leader after stop: false
+}
+
+// A test of your own with MockStorage, as with Go s3lect: two electors share
+// an in-memory lock; the record in the store says who holds it.
+func ExampleNewMock() {
+	store := s3lect.NewMock()
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	newNode := func(id string) *s3lect.S3Elector {
+		e, err := s3lect.NewS3Elector(s3lect.S3ElectorOptions{
+			Config: &s3lect.ElectorConfig{LockfilePath: "leader/test.json", ServerID: id,
+				LeaderTimeout: 3 * time.Second, FrequentInterval: 250 * time.Millisecond, InfrequentInterval: time.Second},
+			Storage: store,
+			Logger:  quiet,
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := e.Start(context.Background()); err != nil {
+			log.Fatal(err)
+		}
+		return e
+	}
+	holder := func() string {
+		data, _, err := store.Get(context.Background(), "leader/test.json")
+		if err != nil {
+			log.Fatal(err)
+		}
+		var rec s3lect.LeaderRecord
+		if err := json.Unmarshal(data, &rec); err != nil {
+			log.Fatal(err)
+		}
+		if rec.Released() {
+			return "nobody"
+		}
+		return rec.LeaderID
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a := newNode("a")
+	if err := a.WaitForLeadership(ctx); err != nil {
+		log.Fatal(err)
+	}
+	b := newNode("b")
+	fmt.Println("holder:", holder())
+	if err := a.Stop(); err != nil { // releases the lock
+		log.Fatal(err)
+	}
+	if err := b.WaitForLeadership(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after a stops:", holder())
+	if err := b.Stop(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after b stops:", holder())
+	// Output:
+	// holder: a
+	// after a stops: b
+	// after b stops: nobody
 }
