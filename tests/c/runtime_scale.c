@@ -23,33 +23,7 @@
 #include <unistd.h>
 
 #include "s3lect.h"
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static int count_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL)
-        if (de->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-}
+#include "testutil.h"
 
 /* Established TCP connections of this process whose remote port is `port`:
  * socket inodes among our descriptors, matched with /proc/self/net/tcp{,6}. */
@@ -139,7 +113,8 @@ int main(int argc, char **argv)
         perror("setrlimit");
         return 2;
     }
-    int base_threads = count_dir("/proc/self/task"), base_fds = count_dir("/proc/self/fd") - 1;
+    int base_threads = t_count_entries("/proc/self/task"),
+        base_fds = t_count_entries("/proc/self/fd") - 1;
     s3lect_elector **e = calloc((size_t)n, sizeof *e);
     int started = 0;
     char err[512] = "";
@@ -166,8 +141,8 @@ int main(int argc, char **argv)
             e[k * per + j] = x;
         }
     int settled = 0, worst = 0, peak_threads = 0, peak_fds = 0, peak_conns = 0;
-    int64_t t0 = now_ms(), settled_at = -1, end = t0 + seconds * 1000, extra_until = -1;
-    while (now_ms() < end && started == n) {
+    int64_t t0 = t_now_ms(), settled_at = -1, end = t0 + seconds * 1000, extra_until = -1;
+    while (t_now_ms() < end && started == n) {
         int ok = 1;
         for (int k = 0; k < keys; k++) {
             int leaders = 0, lead = -1;
@@ -188,24 +163,24 @@ int main(int argc, char **argv)
                 ok = ok && strcmp(got, want) == 0;
             }
         }
-        int th = count_dir("/proc/self/task"), fd = count_dir("/proc/self/fd") - 1,
+        int th = t_count_entries("/proc/self/task"), fd = t_count_entries("/proc/self/fd") - 1,
             cn = tcp_conns(port);
         peak_threads = th > peak_threads ? th : peak_threads;
         peak_fds = fd > peak_fds ? fd : peak_fds;
         peak_conns = cn > peak_conns ? cn : peak_conns;
         if (ok && settled_at < 0) {
-            settled_at = now_ms() - t0;
-            extra_until = now_ms() + 3000;
+            settled_at = t_now_ms() - t0;
+            extra_until = t_now_ms() + 3000;
         }
         settled = ok && settled_at >= 0;
-        if (extra_until > 0 && now_ms() >= extra_until)
+        if (extra_until > 0 && t_now_ms() >= extra_until)
             break;
-        sleep_ms(200);
+        t_sleep_ms(200);
     }
     int leaders = 0;
     for (int i = 0; i < n; i++)
         leaders += e[i] && s3lect_is_leader(e[i]);
-    int64_t s0 = now_ms();
+    int64_t s0 = t_now_ms();
     pthread_t th[8];
     slice sl[8];
     for (int i = 0; i < 8; i++) {
@@ -214,7 +189,7 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < 8; i++)
         pthread_join(th[i], NULL);
-    int64_t stop_ms = now_ms() - s0;
+    int64_t stop_ms = t_now_ms() - s0;
     for (int i = 0; i < n; i++)
         s3lect_free_elector(e[i]);
     free(e);

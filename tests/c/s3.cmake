@@ -34,6 +34,6 @@ add_test(NAME cred_chain COMMAND test_cred_chain)
 set_tests_properties(cred_chain PROPERTIES TIMEOUT 120)
 
 # Not a test by itself: tests/test_s3_runtime.py runs it against MinIO.
-add_executable(runtime_scale runtime_scale.c)
+add_executable(runtime_scale runtime_scale.c testutil.c)
 target_compile_definitions(runtime_scale PRIVATE _GNU_SOURCE)
 target_link_libraries(runtime_scale PRIVATE s3lect_static Threads::Threads)

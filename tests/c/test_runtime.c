@@ -4,7 +4,6 @@
  * deadlock guards of store functions, and the threads gone once the last
  * elector is freed. Behaviour with generous bounds; the numbers are
  * bench/run footprint's. */
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,43 +17,22 @@
 
 static char *dir;
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int count_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL)
-        if (de->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-}
-
 static int threads_now(void)
 {
-    return count_dir("/proc/self/task");
+    return t_count_entries("/proc/self/task");
 }
 
 static int fds_now(void)
 {
-    return count_dir("/proc/self/fd") - 1; /* the one opendir holds */
+    return t_count_entries("/proc/self/fd") - 1; /* the one opendir holds */
 }
 
 /* Waits up to ms for the thread count to drop to at most want. */
 static int threads_settle(int want, int64_t ms)
 {
-    int64_t end = now_ms() + ms;
+    int64_t end = t_now_ms() + ms;
     int n = threads_now();
-    while (n > want && now_ms() < end) {
+    while (n > want && t_now_ms() < end) {
         t_sleep_ms(20);
         n = threads_now();
     }
@@ -150,8 +128,8 @@ static void t_many_electors(void)
         }
     CHECK(made == MANY, "all %d electors created and started (%d)", MANY, made);
     int settled = 0, worst = 0, peak_threads = 0, peak_fds = 0;
-    int64_t t0 = now_ms(), end = t0 + 60000;
-    while (now_ms() < end) {
+    int64_t t0 = t_now_ms(), end = t0 + 60000;
+    while (t_now_ms() < end) {
         int w = survey(e, &settled);
         if (w > worst)
             worst = w;
@@ -163,7 +141,7 @@ static void t_many_electors(void)
         t_sleep_ms(200);
     }
     fprintf(stderr, "   settled in %lld ms; threads %d (base %d), fds %d (base %d)\n",
-            (long long)(now_ms() - t0), peak_threads, base_threads, peak_fds, base_fds);
+            (long long)(t_now_ms() - t0), peak_threads, base_threads, peak_fds, base_fds);
     CHECK(settled, "every key has one leader that all its electors name, within 60 s");
     CHECK(worst <= 1, "never two leaders on one key (%d seen)", worst);
     /* A few more seconds of renewals: still one leader per key. */
@@ -183,7 +161,7 @@ static void t_many_electors(void)
     int leaders = 0;
     for (int i = 0; i < MANY; i++)
         leaders += s3lect_is_leader(e[i]);
-    int64_t s0 = now_ms();
+    int64_t s0 = t_now_ms();
     pthread_t th[4];
     stopper sl[4];
     for (int i = 0; i < 4; i++) {
@@ -192,7 +170,7 @@ static void t_many_electors(void)
     }
     for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
-    int64_t stop_ms = now_ms() - s0;
+    int64_t stop_ms = t_now_ms() - s0;
     fprintf(stderr, "   stop of %d electors (%d leaders, one release write each): %lld ms\n", MANY,
             leaders, (long long)stop_ms);
     CHECK(stop_ms < 15000, "stopping %d electors from 4 threads takes %lld ms", MANY,
@@ -226,7 +204,7 @@ static int fc_get(void *ud, const char *key, int64_t timeout, s3lect_store_resul
     firstcall *f = ud;
     pthread_mutex_lock(&f->mu);
     if (!f->first)
-        f->first = now_ms();
+        f->first = t_now_ms();
     int rc = S3LECT_STORE_NOT_FOUND;
     if (f->exists) {
         char etag[16];
@@ -247,7 +225,7 @@ static int fc_put(void *ud, const char *key, const void *data, size_t len, const
     firstcall *f = ud;
     pthread_mutex_lock(&f->mu);
     if (!f->first)
-        f->first = now_ms();
+        f->first = t_now_ms();
     char cur[16];
     snprintf(cur, sizeof cur, "v%d", f->ctr);
     int ok =
@@ -293,12 +271,12 @@ static void t_spread_first_requests(void)
         snprintf(id, sizeof id, "s%d", i);
         e[i] = custom_elector(&f[i], id);
     }
-    int64_t t0 = now_ms();
+    int64_t t0 = t_now_ms();
     for (int i = 0; i < SPREAD_N; i++)
         CHECK(e[i] && s3lect_start(e[i]) == 0, "start %d", i);
-    int64_t end = now_ms() + 10000;
+    int64_t end = t_now_ms() + 10000;
     int got = 0;
-    while (now_ms() < end && got < SPREAD_N) {
+    while (t_now_ms() < end && got < SPREAD_N) {
         got = 0;
         for (int i = 0; i < SPREAD_N; i++) {
             pthread_mutex_lock(&f[i].mu);
@@ -331,11 +309,11 @@ static void t_spread_first_requests(void)
     /* A lone start, a second after the crowd, is not delayed. */
     t_sleep_ms(1100);
     e[SPREAD_N] = custom_elector(&f[SPREAD_N], "lone");
-    int64_t t1 = now_ms();
+    int64_t t1 = t_now_ms();
     CHECK(e[SPREAD_N] && s3lect_start(e[SPREAD_N]) == 0, "lone start");
-    end = now_ms() + 2000;
+    end = t_now_ms() + 2000;
     int64_t first = 0;
-    while (now_ms() < end && !first) {
+    while (t_now_ms() < end && !first) {
         pthread_mutex_lock(&f[SPREAD_N].mu);
         first = f[SPREAD_N].first;
         pthread_mutex_unlock(&f[SPREAD_N].mu);
@@ -378,7 +356,7 @@ static void on_any(s3lect_elector *e, const s3lect_event *ev, void *ud)
     }
     int block = 0;
     if (s3lect_event_type(ev) == S3LECT_EVENT_ACQUIRED) {
-        r->acquired_at = now_ms();
+        r->acquired_at = t_now_ms();
         block = r->block_ms;
     }
     pthread_mutex_unlock(&r->mu);
@@ -431,8 +409,8 @@ static void t_callbacks(void)
     snprintf(lock, sizeof lock, "%s/quick.json", dir);
     e[N + 1] = cb_elector(lock, "quick", &r[N + 1], 1);
     CHECK(s3lect_start(e[N]) == 0 && s3lect_wait_for_leadership(e[N], 5000) == 0, "slow leads");
-    int64_t end = now_ms() + 2000;
-    while (now_ms() < end) {
+    int64_t end = t_now_ms() + 2000;
+    while (t_now_ms() < end) {
         pthread_mutex_lock(&r[N].mu);
         int in = r[N].inside;
         pthread_mutex_unlock(&r[N].mu);
@@ -442,10 +420,10 @@ static void t_callbacks(void)
     }
     CHECK(s3lect_start(e[N + 1]) == 0 && s3lect_wait_for_leadership(e[N + 1], 5000) == 0,
           "quick leads while slow's callback blocks");
-    int64_t led = now_ms();
+    int64_t led = t_now_ms();
     end = led + 2500;
     int64_t got = 0;
-    while (now_ms() < end && !got) {
+    while (t_now_ms() < end && !got) {
         pthread_mutex_lock(&r[N + 1].mu);
         got = r[N + 1].acquired_at;
         pthread_mutex_unlock(&r[N + 1].mu);

@@ -12,6 +12,11 @@ int t_done(const char *suite);
 /* Makes a fresh temporary directory; returns a static-lifetime path. */
 char *t_tmpdir(const char *tag);
 void t_sleep_ms(int64_t ms);
+/* CLOCK_MONOTONIC in ms. */
+int64_t t_now_ms(void);
+/* Entries of a directory, without dot files (/proc/self/task: threads); -1
+ * if it cannot be read. */
+int t_count_entries(const char *path);
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \

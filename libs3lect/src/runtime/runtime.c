@@ -326,25 +326,9 @@ static void note_peer_failure(s3lect_elector *e, int cls, const st_result *res)
 
 /* ---- kicks: other threads hand an elector to the loop ---- */
 
-void rt_kick_locked(s3lect_elector *e)
-{
-    rt_runtime *rt = g_rt;
-    if (!rt || !e->joined || e->done)
-        return;
-    pthread_mutex_lock(&rt->mu);
-    if (!e->kicked) {
-        e->kicked = 1;
-        e->kick_next = rt->kick_head;
-        rt->kick_head = e;
-    }
-    pthread_mutex_unlock(&rt->mu);
-    curl_multi_wakeup(rt->multi);
-}
-
-/* ---- the loop: operations ---- */
-
-/* Runs e again on the loop's next turn (when a timer cannot be set: out of
- * memory). Never loses an elector. */
+/* Puts e on the kick list (once) for the loop's next turn. Also how the loop
+ * runs an elector again when a timer cannot be set (out of memory): it is
+ * late, never lost. */
 static void requeue(rt_runtime *rt, s3lect_elector *e)
 {
     pthread_mutex_lock(&rt->mu);
@@ -355,6 +339,17 @@ static void requeue(rt_runtime *rt, s3lect_elector *e)
     }
     pthread_mutex_unlock(&rt->mu);
 }
+
+void rt_kick_locked(s3lect_elector *e)
+{
+    rt_runtime *rt = g_rt;
+    if (!rt || !e->joined || e->done)
+        return;
+    requeue(rt, e);
+    curl_multi_wakeup(rt->multi);
+}
+
+/* ---- the loop: operations ---- */
 
 static CURL *easy_get(rt_runtime *rt)
 {
