@@ -266,14 +266,28 @@ func TestMigrateExampleRuns(t *testing.T) {
 	b.signalAndWait(t, syscall.SIGINT, 20*time.Second)
 }
 
+// examples/apicheck names every exported identifier of Go s3lect c45cfbd
+// with Go s3lect's types; it builds and runs against this package.
+func TestAPICheckBuildsAndRuns(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "apicheck")
+	buildGo(t, ".", nil, "-o", bin, "./examples/apicheck")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "API present; not found is ErrStorageNotFound: true") {
+		t.Fatalf("apicheck: %v\n%s", err, out)
+	}
+}
+
 // With a Go s3lect checkout (GOS3LECT_SRC: the path of a checkout of
-// github.com/nadrama-com/s3lect), the same program text with the Go s3lect
-// import builds against Go s3lect itself: it is a Go s3lect program, not
-// one written for this package.
-func TestMigrateExampleBuildsAgainstGoS3lect(t *testing.T) {
+// github.com/nadrama-com/s3lect), the same program texts with the Go s3lect
+// import build against Go s3lect itself: the migration example is a Go
+// s3lect program, not one written for this package, and apicheck's names
+// and types are Go s3lect's.
+func TestExamplesBuildAgainstGoS3lect(t *testing.T) {
 	srcDir := os.Getenv("GOS3LECT_SRC")
 	if srcDir == "" {
-		t.Skip("GOS3LECT_SRC is not set: no Go s3lect checkout to build the example against " +
+		t.Skip("GOS3LECT_SRC is not set: no Go s3lect checkout to build the examples against " +
 			"(the Go module proxy does not serve github.com/nadrama-com/s3lect)")
 	}
 	abs, err := filepath.Abs(srcDir)
@@ -283,23 +297,27 @@ func TestMigrateExampleBuildsAgainstGoS3lect(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(abs, "go.mod")); err != nil {
 		t.Fatalf("GOS3LECT_SRC=%s is not a Go s3lect checkout: %v", srcDir, err)
 	}
-	src, err := os.ReadFile(migrateProgram)
-	if err != nil {
-		t.Fatal(err)
+	for _, prog := range []string{migrateProgram, "examples/apicheck/main.go"} {
+		t.Run(filepath.Base(filepath.Dir(prog)), func(t *testing.T) {
+			src, err := os.ReadFile(prog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const ours = `s3lect "github.com/s3lect/s3lect/bindings/go"`
+			theirs := bytes.Replace(src, []byte(ours), []byte(`"github.com/nadrama-com/s3lect"`), 1)
+			if bytes.Equal(theirs, src) {
+				t.Fatalf("%s does not import %s", prog, ours)
+			}
+			dir := t.TempDir()
+			gomod := "module examplecheck\n\ngo 1.23.1\n\nrequire github.com/nadrama-com/s3lect v0.0.0\n\n" +
+				"replace github.com/nadrama-com/s3lect => " + abs + "\n"
+			if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "main.go"), theirs, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			buildGo(t, dir, []string{"GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off"}, "-o", filepath.Join(dir, "prog"), ".")
+		})
 	}
-	const ours = `s3lect "github.com/s3lect/s3lect/bindings/go"`
-	theirs := bytes.Replace(src, []byte(ours), []byte(`"github.com/nadrama-com/s3lect"`), 1)
-	if bytes.Equal(theirs, src) {
-		t.Fatalf("%s does not import %s", migrateProgram, ours)
-	}
-	dir := t.TempDir()
-	gomod := "module migratecheck\n\ngo 1.23.1\n\nrequire github.com/nadrama-com/s3lect v0.0.0\n\n" +
-		"replace github.com/nadrama-com/s3lect => " + abs + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), theirs, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	buildGo(t, dir, []string{"GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off"}, "-o", filepath.Join(dir, "controller"), ".")
 }
