@@ -612,6 +612,39 @@ out:
     fake_stop(&f);
 }
 
+/* Leader A (advertising addr; serving it in peer mode with the good
+ * certificate when a_serves) leads a fresh lock, then follower B starts in
+ * peer mode trusting the test CA. 0 when both run; the caller frees them. */
+static int pair_start(const char *addr, int a_serves, errlog *la, errlog *lb, s3lect_elector **pa,
+                      s3lect_elector **pb)
+{
+    char lock[600];
+    snprintf(lock, sizeof lock, "%s/lock-%d.json", dir, ++seq);
+    s3lect_config *ca_ = node_cfg(lock, "leader-a", addr);
+    if (a_serves) {
+        s3lect_config_set_bool(ca_, S3LECT_OPT_PEER_MODE, 1);
+        s3lect_config_set_str(ca_, S3LECT_OPT_PEER_CERT, good_cert);
+        s3lect_config_set_str(ca_, S3LECT_OPT_PEER_KEY, good_key);
+        s3lect_config_set_str(ca_, S3LECT_OPT_PEER_CA, ca_pem);
+    }
+    s3lect_config *cb_ = node_cfg(lock, "follower-b", "127.0.0.1:1");
+    s3lect_elector *a = make_elector(ca_, la), *b = make_elector(cb_, lb);
+    s3lect_config_free(ca_);
+    s3lect_config_free(cb_);
+    *pa = a;
+    *pb = b;
+    if (!a || !b)
+        return -1;
+    size_t calen;
+    char *capem = slurp(ca_pem, &calen);
+    int rc = s3lect_enable_peer_mode(b, capem, calen);
+    free(capem);
+    CHECK(rc == 0, "enable_peer_mode");
+    CHECK(s3lect_start(a) == 0 && s3lect_wait_for_leadership(a, 5000) == 0, "A leads");
+    CHECK(s3lect_start(b) == 0, "B starts");
+    return rc;
+}
+
 /* A leader whose endpoint answers as Go s3lect's does (no etag, no long
  * poll): the follower checks it once and then follows that leader through
  * the store at the stable period; before, every renewal of the leader sent
@@ -625,23 +658,12 @@ static void test_go_style_endpoint(void)
     f.key = good_key;
     if (fake_start(&f) != 0)
         return;
-    char addr[64], lock[600];
+    char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", f.port);
-    snprintf(lock, sizeof lock, "%s/lock-%d.json", dir, ++seq);
     errlog la = {.mu = PTHREAD_MUTEX_INITIALIZER}, lb = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    s3lect_config *ca_ = node_cfg(lock, "leader-a", addr);
-    s3lect_config *cb_ = node_cfg(lock, "follower-b", "127.0.0.1:1");
-    s3lect_elector *a = make_elector(ca_, &la), *b = make_elector(cb_, &lb);
-    s3lect_config_free(ca_);
-    s3lect_config_free(cb_);
-    if (!a || !b)
+    s3lect_elector *a = NULL, *b = NULL;
+    if (pair_start(addr, 0, &la, &lb, &a, &b) != 0)
         goto out;
-    size_t calen;
-    char *capem = slurp(ca_pem, &calen);
-    CHECK(s3lect_enable_peer_mode(b, capem, calen) == 0, "enable_peer_mode");
-    free(capem);
-    CHECK(s3lect_start(a) == 0 && s3lect_wait_for_leadership(a, 5000) == 0, "A leads");
-    CHECK(s3lect_start(b) == 0, "B starts");
     t_sleep_ms(1000);
     int c0 = __atomic_load_n(&f.conns, __ATOMIC_ACQUIRE);
     /* A renews every 250 ms: 12 renewals in 3 s. */
@@ -672,27 +694,12 @@ static void test_success_is_not_a_failure(void)
     fprintf(stderr, "-- success\n");
     int port, fd = listen_any(&port);
     close(fd);
-    char addr[64], lock[600];
+    char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-    snprintf(lock, sizeof lock, "%s/lock-%d.json", dir, ++seq);
     errlog la = {.mu = PTHREAD_MUTEX_INITIALIZER}, lb = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    s3lect_config *ca_ = node_cfg(lock, "leader-a", addr);
-    s3lect_config_set_bool(ca_, S3LECT_OPT_PEER_MODE, 1);
-    s3lect_config_set_str(ca_, S3LECT_OPT_PEER_CERT, good_cert);
-    s3lect_config_set_str(ca_, S3LECT_OPT_PEER_KEY, good_key);
-    s3lect_config_set_str(ca_, S3LECT_OPT_PEER_CA, ca_pem);
-    s3lect_config *cb_ = node_cfg(lock, "follower-b", "127.0.0.1:1");
-    s3lect_elector *a = make_elector(ca_, &la), *b = make_elector(cb_, &lb);
-    s3lect_config_free(ca_);
-    s3lect_config_free(cb_);
-    if (!a || !b)
+    s3lect_elector *a = NULL, *b = NULL;
+    if (pair_start(addr, 1, &la, &lb, &a, &b) != 0)
         goto out;
-    size_t calen;
-    char *capem = slurp(ca_pem, &calen);
-    CHECK(s3lect_enable_peer_mode(b, capem, calen) == 0, "enable_peer_mode");
-    free(capem);
-    CHECK(s3lect_start(a) == 0 && s3lect_wait_for_leadership(a, 5000) == 0, "A leads");
-    CHECK(s3lect_start(b) == 0, "B starts");
     t_sleep_ms(3000);
     long long total = 0;
     char last[600];
