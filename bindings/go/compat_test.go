@@ -27,7 +27,7 @@ func TestMockStorageSemantics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, m := range map[string]*MockStorage{"memory": NewMock(), "dir": dirStore} {
+	for name, m := range map[string]*MockStorage{"memory": NewMock(), "zero": {}, "dir": dirStore} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			if _, _, err := m.Get(ctx, "leader/a.json"); !errors.Is(err, ErrStorageNotFound) {

@@ -19,7 +19,8 @@ import (
 // conditional writes are atomic, so electors that share one MockStorage
 // (or, for NewMockStorage, one directory, even from several processes)
 // elect exactly as over S3. It also implements ETagPutter, which saves the
-// binding a read-back after every write.
+// binding a read-back after every write. The zero value is an empty
+// in-memory store.
 type MockStorage struct {
 	dir string // "" for the in-memory store
 
@@ -133,6 +134,9 @@ func (m *MockStorage) PutIfMatchETag(ctx context.Context, key string, data []byt
 		cur, ok := m.objs[key]
 		if (etag == "" && ok) || (etag != "" && (!ok || cur.etag != etag)) {
 			return "", ErrStoragePrecondition
+		}
+		if m.objs == nil { // a zero MockStorage is an empty in-memory one
+			m.objs = map[string]mockObject{}
 		}
 		m.gen++
 		o := mockObject{data: bytes.Clone(data), etag: `"` + strconv.FormatUint(m.gen, 10) + `"`}
