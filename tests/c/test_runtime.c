@@ -468,6 +468,67 @@ static void t_callbacks(void)
     }
 }
 
+/* ---- a store call that blocks holds one worker, not all ---- */
+
+typedef struct stuck {
+    firstcall fc;
+    int block_ms, entered; /* the first get sleeps block_ms */
+} stuck;
+
+static int stuck_get(void *ud, const char *key, int64_t timeout, s3lect_store_result *res)
+{
+    stuck *s = ud;
+    if (!__atomic_exchange_n(&s->entered, 1, __ATOMIC_ACQ_REL) && s->block_ms)
+        t_sleep_ms(s->block_ms);
+    return fc_get(&s->fc, key, timeout, res);
+}
+
+static int stuck_put(void *ud, const char *key, const void *data, size_t len, const char *if_match,
+                     int64_t timeout, s3lect_store_result *res)
+{
+    return fc_put(&((stuck *)ud)->fc, key, data, len, if_match, timeout, res);
+}
+
+static s3lect_elector *stuck_elector(stuck *s, const char *id)
+{
+    s3lect_config *c = file_cfg("stuck-lock", id);
+    s3lect_config_set_int(c, S3LECT_OPT_WORKER_THREADS, 1);
+    s3lect_config_set_custom_store(c, stuck_get, stuck_put, s, NULL);
+    s3lect_elector *e = NULL;
+    CHECK(s3lect_new(c, &e) == 0, "new %s", id);
+    s3lect_config_free(c);
+    return e;
+}
+
+static void t_stuck_store(void)
+{
+    fprintf(stderr, "-- a store call that blocks for 4 s holds one worker, not all\n");
+    stuck x, y;
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    pthread_mutex_init(&x.fc.mu, NULL);
+    pthread_mutex_init(&y.fc.mu, NULL);
+    x.block_ms = 4000;
+    s3lect_elector *ex = stuck_elector(&x, "stuck"), *ey = stuck_elector(&y, "free");
+    CHECK(ex && s3lect_start(ex) == 0, "stuck starts");
+    int64_t end = t_now_ms() + 2000;
+    while (!__atomic_load_n(&x.entered, __ATOMIC_ACQUIRE) && t_now_ms() < end)
+        t_sleep_ms(5);
+    CHECK(x.entered, "the stuck store call began");
+    int64_t t0 = t_now_ms();
+    CHECK(ey && s3lect_start(ey) == 0, "free starts");
+    int rc = s3lect_wait_for_leadership(ey, 3000);
+    int64_t took = t_now_ms() - t0;
+    CHECK(rc == 0 && took < 2000,
+          "another elector leads in %lld ms while the only worker is stuck (worker_threads 1)",
+          (long long)took);
+    CHECK(!s3lect_is_leader(ex), "the stuck one is not leader");
+    s3lect_free_elector(ey);
+    s3lect_free_elector(ex); /* waits for the stuck call to end */
+    pthread_mutex_destroy(&x.fc.mu);
+    pthread_mutex_destroy(&y.fc.mu);
+}
+
 /* ---- store functions may not stop or wait on any elector ---- */
 
 typedef struct guard {
@@ -529,6 +590,7 @@ int main(int argc, char **argv)
     (void)argv;
     dir = t_tmpdir("runtime");
     t_store_function_guards();
+    t_stuck_store();
     t_callbacks();
     t_spread_first_requests();
     t_many_electors();

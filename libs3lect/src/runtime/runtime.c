@@ -33,6 +33,7 @@
 enum { RT_IO_NONE = 0, RT_IO_QUEUED, RT_IO_CURL, RT_IO_JOB };
 
 #define RT_MAX_CALLBACK_THREADS 64
+#define RT_MAX_WORKERS 64
 #define RT_STUCK_MS 200          /* callback threads all busy this long: add one */
 #define RT_EXTRA_IDLE_MS 10000   /* an added callback thread exits after this idle time */
 #define RT_MAX_POLL_MS 1000      /* the loop re-reads the boot clock at least this often */
@@ -61,7 +62,8 @@ typedef struct rt_runtime {
     s3lect_elector *kick_head;
 
     s3lect_elector *job_head, *job_tail;
-    int nworkers;
+    int nworkers, idle_workers;
+    int64_t work_progress; /* boot ms a worker last took or finished a job */
 
     s3lect_elector *ready_head, *ready_tail;
     int ndisp, idle_disp;
@@ -709,11 +711,21 @@ static int spawn_detached(void *(*fn)(void *), void *arg)
 }
 
 /* Adds a callback thread when ready electors wait and every callback thread
- * has been busy without progress for RT_STUCK_MS. Returns 1 while callback
- * threads are all busy (the loop then looks again soon). */
+ * has been busy without progress for RT_STUCK_MS, and a worker likewise.
+ * Returns 1 while either is all busy (the loop then looks again soon). */
 static int watch_callbacks(rt_runtime *rt)
 {
     pthread_mutex_lock(&rt->mu);
+    /* The same for workers: a store call that blocks (a hung NFS mount, a
+     * custom store ignoring its timeout) holds one worker, not every other
+     * elector of a blocking store. */
+    int workers_busy = rt->job_head && rt->idle_workers == 0 && rt->nworkers > 0;
+    if (workers_busy && u_mono_ms() - rt->work_progress >= RT_STUCK_MS &&
+        rt->nworkers < RT_MAX_WORKERS) {
+        if (spawn_detached(worker_main, rt) == 0)
+            rt->nworkers++;
+        rt->work_progress = u_mono_ms();
+    }
     int busy = rt->idle_disp == 0 && rt->ndisp > 0;
     if (rt->ready_head && (rt->idle_disp == 0 || rt->ndisp < rt->want_disp)) {
         int64_t now = u_mono_ms();
@@ -725,7 +737,7 @@ static int watch_callbacks(rt_runtime *rt)
         }
     }
     pthread_mutex_unlock(&rt->mu);
-    return busy;
+    return busy || workers_busy;
 }
 
 static void *loop_main(void *arg)
@@ -805,14 +817,22 @@ static void *worker_main(void *arg)
     tls_worker = 1;
     pthread_mutex_lock(&rt->mu);
     for (;;) {
-        while (!rt->job_head && !rt->exiting)
-            pthread_cond_wait(&rt->work_cv, &rt->mu);
-        if (!rt->job_head)
+        int timed_out = 0;
+        while (!rt->job_head && !rt->exiting && !timed_out) {
+            rt->idle_workers++;
+            struct timespec ts = u_cond_deadline(u_mono_ms() + RT_EXTRA_IDLE_MS, 0);
+            timed_out = pthread_cond_timedwait(&rt->work_cv, &rt->mu, &ts) == ETIMEDOUT;
+            rt->idle_workers--;
+        }
+        if (!rt->job_head && (rt->exiting || rt->nworkers > rt->want_workers))
             break;
+        if (!rt->job_head)
+            continue;
         s3lect_elector *e = rt->job_head;
         rt->job_head = e->job_next;
         if (!rt->job_head)
             rt->job_tail = NULL;
+        rt->work_progress = u_mono_ms();
         pthread_mutex_unlock(&rt->mu);
         /* e->op is the loop's, but the loop leaves it alone until the job is
          * done; the store object is used by one request at a time. */
@@ -828,6 +848,7 @@ static void *worker_main(void *arg)
         rt_kick_locked(e);
         pthread_mutex_unlock(&e->mu);
         pthread_mutex_lock(&rt->mu);
+        rt->work_progress = u_mono_ms();
     }
     rt->nworkers--;
     pthread_cond_broadcast(&rt->exit_cv);
