@@ -9,7 +9,7 @@ zero time) and our release record are taken over well before a lease; peer
 mode across implementations (a Go follower served by our leader's endpoint
 makes no S3 request; our follower of a Go leader takes over at its death and
 reads S3 at its stable period, not twice per Go renewal); our term stays
-above any term the node saw across a Go leader. Timings in conftest.py (lease 6 s, renew 1 s).
+above any term the node saw across a Go leader. Timings in interop_cluster.py (lease 6 s, renew 1 s).
 Skips, saying why, without a Go s3lect checkout in GOS3LECT_SRC.
 """
 
@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from conftest import C_INFREQUENT, GO_FREQUENT, LEASE, free_port, peer_flags  # noqa: F401
 from harness.wait import wait_for
+from interop_cluster import C_INFREQUENT, GO_FREQUENT, LEASE, free_port, peer_flags
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 # A released record is taken over at the other side's next read.
