@@ -9,8 +9,9 @@ zero time) and our release record are taken over well before a lease; peer
 mode across implementations (a Go follower served by our leader's endpoint
 makes no S3 request; our follower of a Go leader takes over at its death and
 reads S3 at its stable period, not twice per Go renewal); our term stays
-above any term the node saw across a Go leader. Timings in interop_cluster.py (lease 6 s, renew 1 s).
-Skips, saying why, without a Go s3lect checkout in GOS3LECT_SRC.
+above any term the node saw across a Go leader. Timings in interop_cluster.py
+(lease 6 s, renew 1 s). Skips, saying why, without a Go s3lect checkout in
+GOS3LECT_SRC.
 """
 
 from __future__ import annotations
