@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -250,3 +251,16 @@ def test_our_peer_follower_of_a_go_leader_settles(cluster, pki):
     assert d["GET"] <= limit, (f"our follower made {d['GET']} GETs in {window:g} s of a stable "
                                f"Go leader (infrequent 4 s: at most {limit:g})")
     print(f"\nour peer follower of a Go leader: {dict(d)} S3 requests in {window:g} s")
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--lock", "s3://b/k"], "--id is required"),
+    (["--lock", "b/k", "--id", "x"], "--lock must be s3://BUCKET/KEY"),
+    (["--lock", "s3://b/k", "--id", "x", "--peer", "--addr", "127.0.0.1:1"],
+     "--peer needs --addr, --peer-cert and --peer-key"),
+    (["--lock", "s3://b/k", "--id", "x", "extra"], 'unexpected argument "extra"'),
+])
+def test_node_program_refuses_bad_flags(gonode, args, why):
+    r = subprocess.run([str(gonode), *args], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r
+    assert why in r.stderr, r.stderr
