@@ -818,18 +818,8 @@ class Elector:
         finally:
             _core.s3lect_config_free(cfg)
 
-    _TIMINGS = frozenset(
-        {
-            "lease_timeout",
-            "renew_interval",
-            "renew_deadline",
-            "frequent_interval",
-            "infrequent_interval",
-            "max_clock_skew",
-            "peer_timeout",
-            "request_timeout",
-        }
-    )
+    # Every duration but max_lease_timeout, which is fixed at creation.
+    _TIMINGS = _config.DURATION_NAMES - {"max_lease_timeout"}
 
     def update_config(self, **timings: Duration) -> None:
         """Changes timing settings of a running (or stopped) elector.
