@@ -291,8 +291,9 @@ static const char *const fixed_durations[] = {"max_lease_timeout"};
 /* The library's integer options are of one type (S3LECT_OPTION_INT) but of
  * two units. These are durations in ms (seconds in Lua)... */
 static const char *const duration_options[] = {
-    "lease_timeout",  "renew_interval", "renew_deadline",  "frequent_interval", "infrequent_interval",
-    "max_clock_skew", "peer_timeout",   "request_timeout", "max_lease_timeout",
+    "lease_timeout",     "renew_interval",      "renew_deadline",
+    "frequent_interval", "infrequent_interval", "max_clock_skew",
+    "peer_timeout",      "request_timeout",     "max_lease_timeout",
 };
 /* ...and these are counts of the process's shared runtime (connections,
  * threads: docs/threading.md), integers in Lua too. An integer option in
