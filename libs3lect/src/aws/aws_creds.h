@@ -105,6 +105,9 @@ typedef struct aws_chain_info {
     char last_error[512];    /* the last failure, "" when the last fetch worked */
 } aws_chain_info;
 void aws_chain_describe(aws_chain *c, aws_chain_info *out);
+/* Failed fetches so far (aws_chain_info.failures), without the copy: cheap
+ * enough for every request. */
+uint64_t aws_chain_failures(aws_chain *c);
 
 /* Test seam: 0 restores the default refresh schedule. Otherwise refreshes
  * happen at this fraction (in 1/1000) of the lifetime, without jitter. */

@@ -1011,6 +1011,14 @@ void aws_chain_describe(aws_chain *e, aws_chain_info *out)
     pthread_mutex_unlock(&e->mu);
 }
 
+uint64_t aws_chain_failures(aws_chain *e)
+{
+    pthread_mutex_lock(&e->mu);
+    uint64_t n = e->failures;
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
 /* ---- one-shot resolution ---- */
 
 int aws_creds_resolve(const struct s3lect_config *cfg, aws_creds *out, char *err, size_t errlen)

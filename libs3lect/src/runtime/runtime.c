@@ -503,12 +503,13 @@ static int submit(rt_runtime *rt, s3lect_elector *e, st_result *res)
     }
     /* A blocking store: a worker runs it. */
     pthread_mutex_lock(&rt->mu);
-    if (rt->nworkers < rt->want_workers && spawn_detached(worker_main, rt) == 0)
+    int src = 0;
+    if (rt->nworkers < rt->want_workers && (src = spawn_detached(worker_main, rt)) == 0)
         rt->nworkers++;
     if (rt->nworkers == 0) {
         pthread_mutex_unlock(&rt->mu);
         st_result_setf(res, ST_TRANSIENT, "cannot create a worker thread for the %s store: %s",
-                       e->store->vt->name, strerror(errno));
+                       e->store->vt->name, strerror(src));
         return 0;
     }
     e->job_next = NULL;
@@ -561,8 +562,7 @@ static void run(rt_runtime *rt, s3lect_elector *e, st_result *first)
                 el_report_error(&e->eng, S3LECT_EAUTH, res.warning);
             el_complete(&e->eng, now_time(), &res);
             st_result_clear(&res);
-            flush_events(rt, e, now_time());
-            have = 0;
+            have = 0; /* its events are flushed with el_next's below */
         }
         e->io = RT_IO_NONE;
         e->begun = 1;
@@ -713,7 +713,7 @@ static int spawn_detached(void *(*fn)(void *), void *arg)
 /* Adds a callback thread when ready electors wait and every callback thread
  * has been busy without progress for RT_STUCK_MS, and a worker likewise.
  * Returns 1 while either is all busy (the loop then looks again soon). */
-static int watch_callbacks(rt_runtime *rt)
+static int watch_pools(rt_runtime *rt)
 {
     pthread_mutex_lock(&rt->mu);
     /* The same for workers: a store call that blocks (a hung NFS mount, a
@@ -801,7 +801,7 @@ static void *loop_main(void *arg)
             if (d < timeout)
                 timeout = d < 0 ? 0 : (long)d;
         }
-        if (watch_callbacks(rt) && timeout > RT_STUCK_MS / 2)
+        if (watch_pools(rt) && timeout > RT_STUCK_MS / 2)
             timeout = RT_STUCK_MS / 2;
         curl_multi_poll(rt->multi, NULL, 0, (int)timeout, NULL);
     }

@@ -411,14 +411,16 @@ static void set_transport_failure(const req_ctx *c, CURLcode cc, const char *err
 #define CREDS_WARN_EVERY_MS 60000
 static void note_refresh_failure(s3_store *s, st_result *out)
 {
-    if (aws_chain_is_static(s->chain))
+    /* The usual case costs a counter read: no new failure, or one reported
+     * less than a minute ago. */
+    if (aws_chain_is_static(s->chain) || aws_chain_failures(s->chain) <= s->creds_failures_seen)
+        return;
+    int64_t now = u_mono_ms();
+    if (s->creds_warned_at && now - s->creds_warned_at < CREDS_WARN_EVERY_MS)
         return;
     aws_chain_info info;
     aws_chain_describe(s->chain, &info);
     if (info.failures <= s->creds_failures_seen || !info.last_error[0])
-        return;
-    int64_t now = u_mono_ms();
-    if (s->creds_warned_at && now - s->creds_warned_at < CREDS_WARN_EVERY_MS)
         return;
     s->creds_failures_seen = info.failures;
     s->creds_warned_at = now;
