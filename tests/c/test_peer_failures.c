@@ -159,6 +159,18 @@ static int send_all(SSL *ssl, const char *s, size_t n)
     return SSL_write(ssl, s, (int)n) == (int)n ? 0 : -1;
 }
 
+/* A complete answer with Content-Length, then the connection closes. */
+static void send_answer(SSL *ssl, const char *status, const char *ctype, const char *body)
+{
+    char head[256], ct[80] = "";
+    if (ctype)
+        snprintf(ct, sizeof ct, "Content-Type: %s\r\n", ctype);
+    snprintf(head, sizeof head, "HTTP/1.1 %s\r\n%sContent-Length: %zu\r\nConnection: close\r\n\r\n",
+             status, ct, strlen(body));
+    if (send_all(ssl, head, strlen(head)) == 0)
+        send_all(ssl, body, strlen(body));
+}
+
 static void serve_tls(fake_ep *f, int fd)
 {
     SSL *ssl = SSL_new(f->ctx);
@@ -168,40 +180,19 @@ static void serve_tls(fake_ep *f, int fd)
         goto out;
     char head[256];
     if (f->mode == FAKE_GARBAGE) {
-        const char *body = "<html>this is not the leadership endpoint</html>";
-        snprintf(head, sizeof head,
-                 "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %zu\r\n"
-                 "Connection: close\r\n\r\n",
-                 strlen(body));
-        if (send_all(ssl, head, strlen(head)) == 0)
-            send_all(ssl, body, strlen(body));
+        send_answer(ssl, "200 OK", "text/html", "<html>this is not the leadership endpoint</html>");
     } else if (f->mode == FAKE_OTHER_LEADER) {
-        const char *body = "{\"leaderID\":\"someone-else\",\"leaderAddr\":\"127.0.0.1:1\","
-                           "\"lastUpdated\":\"2025-01-01T00:00:00.000Z\",\"term\":1,"
-                           "\"etag\":\"\\\"e1\\\"\"}";
-        snprintf(head, sizeof head,
-                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                 "Connection: close\r\n\r\n",
-                 strlen(body));
-        if (send_all(ssl, head, strlen(head)) == 0)
-            send_all(ssl, body, strlen(body));
+        send_answer(ssl, "200 OK", "application/json",
+                    "{\"leaderID\":\"someone-else\",\"leaderAddr\":\"127.0.0.1:1\","
+                    "\"lastUpdated\":\"2025-01-01T00:00:00.000Z\",\"term\":1,"
+                    "\"etag\":\"\\\"e1\\\"\"}");
     } else if (f->mode == FAKE_GO) {
-        const char *body = "{\"leaderID\":\"leader-a\",\"leaderAddr\":\"127.0.0.1:1\","
-                           "\"lastUpdated\":\"2025-01-01T00:00:00Z\"}";
-        snprintf(head, sizeof head,
-                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                 "Connection: close\r\n\r\n",
-                 strlen(body));
-        if (send_all(ssl, head, strlen(head)) == 0)
-            send_all(ssl, body, strlen(body));
+        send_answer(ssl, "200 OK", "application/json",
+                    "{\"leaderID\":\"leader-a\",\"leaderAddr\":\"127.0.0.1:1\","
+                    "\"lastUpdated\":\"2025-01-01T00:00:00Z\"}");
     } else if (f->mode == FAKE_STATUS) {
-        const char *body = "{\"error\":\"temporarily unavailable\"}";
-        snprintf(head, sizeof head,
-                 "HTTP/1.1 503 Service Unavailable\r\nContent-Length: %zu\r\n"
-                 "Connection: close\r\n\r\n",
-                 strlen(body));
-        if (send_all(ssl, head, strlen(head)) == 0)
-            send_all(ssl, body, strlen(body));
+        send_answer(ssl, "503 Service Unavailable", NULL,
+                    "{\"error\":\"temporarily unavailable\"}");
     } else if (f->mode == FAKE_HUGE) {
         size_t total = 10u << 20;
         snprintf(head, sizeof head,
