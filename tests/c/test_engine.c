@@ -648,6 +648,58 @@ static void t_term_after_go_leader(void)
     el_free(&e);
 }
 
+/* Zero-config peer mode: the leader's records carry its address and key
+ * fingerprint (set once the endpoint is bound), a follower's peer check pins
+ * the fingerprint of the record it read, and a released record carries none. */
+static void t_peer_key(void)
+{
+    static const char pin[] = "kaz0fw8EFO+f0MnvsTMezIU5mz2elgPaRXKYuqcB9n8=";
+    el_params pp = P;
+    pp.peer = 1;
+    pp.peer_wait = 30000;
+    el_engine a, b;
+    mem m = {0};
+    counts ca = {0}, cb = {0};
+    int64_t now = 100;
+    el_init(&a, &pp, "a", "", "inc-a", 7);
+    CHECK(el_set_self(&a, "127.0.0.1:4444", pin) == 0, "set self");
+    run_until(&a, &m, &now, 200, &ca);
+    CHECK(ca.acquired == 1, "a leads");
+    CHECK(strstr(m.body, "\"leaderAddr\":\"127.0.0.1:4444\"") &&
+              strstr(m.body, "\"peerKeySha256\":\"kaz0fw8EFO+f0MnvsTMezIU5mz2elgPaRXKYuqcB9n8=\""),
+          "the record names the endpoint and its key: %s", m.body);
+    el_init(&b, &pp, "b", "127.0.0.1:5555", "inc-b", 9);
+    el_op op = {0};
+    int kind = EL_OP_NONE;
+    for (int i = 0; i < 100 && kind != EL_OP_PEER; i++) {
+        int64_t wake;
+        el_time t = {now, 1700000000000 + now};
+        kind = el_next(&b, t, &op, &wake);
+        drain(&b, &cb);
+        if (kind == EL_OP_GET) {
+            st_result r;
+            mem_do(&m, &op, &r);
+            now += 1;
+            el_complete(&b, (el_time){now, 1700000000000 + now}, &r);
+            st_result_clear(&r);
+            drain(&b, &cb);
+        } else if (kind == EL_OP_NONE) {
+            now = wake;
+        }
+    }
+    CHECK(kind == EL_OP_PEER && op.peer_key && strcmp(op.peer_key, pin) == 0 &&
+              strcmp(op.peer_addr, "127.0.0.1:4444") == 0,
+          "the follower's peer check pins the record's key (kind %d, key %s)", kind,
+          op.peer_key ? op.peer_key : "(null)");
+    el_free(&b);
+    el_stop(&a, 1);
+    run_until(&a, &m, &now, now + 5000, &ca);
+    m.body[m.len] = '\0'; /* mem_do copies the body without its terminator */
+    CHECK(strstr(m.body, "0001-01-01") && !strstr(m.body, "peerKeySha256"),
+          "a released record carries no key: %s", m.body);
+    el_free(&a);
+}
+
 static void t_released_is_free(void)
 {
     el_engine e;
@@ -938,6 +990,7 @@ int main(void)
     t_wall_clock_rule();
     t_released_is_free();
     t_term_after_go_leader();
+    t_peer_key();
     t_lost_race_and_expiry();
     t_stop_releases();
     t_veto();

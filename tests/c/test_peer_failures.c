@@ -412,8 +412,10 @@ typedef struct scenario {
     const char *trust;                  /* the follower's peer_ca */
     const char *client_cert;            /* the follower's peer_client_cert */
     int closed_port;                    /* no endpoint at all */
-    const char *cls;                    /* the expected class (status key) */
-    const char *words[3];               /* expected in the message */
+    int zero_config;      /* A and B in zero-config peer mode; A advertises the fake's address
+                             with its own key's fingerprint (a stale or forged record) */
+    const char *cls;      /* the expected class (status key) */
+    const char *words[3]; /* expected in the message */
 } scenario;
 
 static int seq;
@@ -444,16 +446,24 @@ static void run_scenario(const scenario *sc)
     s3lect_config *cb_ = node_cfg(lock, "follower-b", "127.0.0.1:1");
     if (sc->client_cert)
         s3lect_config_set_str(cb_, S3LECT_OPT_PEER_CLIENT_CERT, sc->client_cert);
+    if (sc->zero_config) {
+        s3lect_config_set_bool(ca_, S3LECT_OPT_PEER_MODE, 1);
+        s3lect_config_set_str(ca_, S3LECT_OPT_PEER_LISTEN, "127.0.0.1:0");
+        s3lect_config_set_bool(cb_, S3LECT_OPT_PEER_MODE, 1);
+        s3lect_config_set_str(cb_, S3LECT_OPT_SERVER_ADDR, NULL); /* the default */
+    }
     s3lect_elector *a = make_elector(ca_, &la), *b = make_elector(cb_, &lb);
     s3lect_config_free(ca_);
     s3lect_config_free(cb_);
     if (!a || !b)
         goto out;
-    size_t calen;
-    char *capem = slurp(sc->trust ? sc->trust : ca_pem, &calen);
-    int rc = s3lect_enable_peer_mode(b, capem, calen);
-    free(capem);
-    CHECK(rc == 0, "[%s] enable_peer_mode: %d", sc->name, rc);
+    if (!sc->zero_config) {
+        size_t calen;
+        char *capem = slurp(sc->trust ? sc->trust : ca_pem, &calen);
+        int rc = s3lect_enable_peer_mode(b, capem, calen);
+        free(capem);
+        CHECK(rc == 0, "[%s] enable_peer_mode: %d", sc->name, rc);
+    }
     CHECK(s3lect_start(a) == 0 && s3lect_wait_for_leadership(a, 5000) == 0, "[%s] A leads",
           sc->name);
     CHECK(s3lect_start(b) == 0, "[%s] B starts", sc->name);
@@ -883,6 +893,10 @@ int main(int argc, char **argv)
          .words = {"did not finish", "slow"}},
         {.name = "HTTP 503", .mode = FAKE_STATUS, .cls = "httpStatus",
          .words = {"HTTP 503", "peer_health_path"}},
+        {.name = "zero-config: stale or forged key fingerprint", .mode = FAKE_GARBAGE,
+         .zero_config = 1, .cls = "tlsPin", .words = {"peerKeySha256", "stale"}},
+        {.name = "zero-config: leader unreachable", .closed_port = 1, .zero_config = 1,
+         .cls = "connect", .words = {"cannot connect", "--addr"}},
     };
     /* clang-format on */
     const char *only = getenv("PEER_FAILURES_ONLY"); /* a substring of a scenario's name */

@@ -27,6 +27,7 @@
 #include "config.h"
 #include "peer.h"
 #include "peer_fake.h"
+#include "record.h"
 #include "store.h"
 #include "testutil.h"
 #include "util.h"
@@ -123,7 +124,7 @@ static peer_server *start_server(fake_source *f, int mtls, int pem_bytes, int *p
     peer_source src = fake_source_of(f);
     peer_server *s = NULL;
     char err[512] = "";
-    int rc = peer_server_start(c, &src, mtls, &s, err, sizeof err);
+    int rc = peer_server_start(c, NULL, &src, mtls, &s, err, sizeof err);
     CHECK(rc == 0 && s, "server starts: %d %s", rc, err);
     *port = s ? peer_server_port(s) : 0;
     CHECK(*port > 0, "ephemeral port reported: %d", *port);
@@ -897,7 +898,7 @@ static void expect_start_error(s3lect_config *c, int mtls, const char *want, con
     peer_source src = fake_source_of(&f);
     peer_server *s = NULL;
     char err[512] = "";
-    int rc = peer_server_start(c, &src, mtls, &s, err, sizeof err);
+    int rc = peer_server_start(c, NULL, &src, mtls, &s, err, sizeof err);
     CHECK(rc != 0 && s == NULL && strstr(err, want), "%s: rc %d, message '%s' should mention '%s'",
           what, rc, err, want);
     if (s)
@@ -924,7 +925,7 @@ static void test_start_errors(void)
     peer_source src = fake_source_of(&f);
     peer_server *s = NULL;
     char err[512] = "";
-    CHECK(peer_server_start(c, &src, 0, &s, err, sizeof err) == 0 && peer_server_port(s) > 0,
+    CHECK(peer_server_start(c, NULL, &src, 0, &s, err, sizeof err) == 0 && peer_server_port(s) > 0,
           "falls back to server_addr: %s", err);
     peer_server_stop(s);
     s3lect_config_free(c);
@@ -997,7 +998,8 @@ static void test_ipv6(void)
     peer_source src = fake_source_of(&f);
     peer_server *s = NULL;
     char err[512] = "";
-    CHECK(peer_server_start(c, &src, 0, &s, err, sizeof err) == 0, "listen on [::1]: %s", err);
+    CHECK(peer_server_start(c, NULL, &src, 0, &s, err, sizeof err) == 0, "listen on [::1]: %s",
+          err);
     s3lect_config_free(c);
     if (!s) {
         fake_destroy(&f);
@@ -1013,6 +1015,82 @@ static void test_ipv6(void)
     peer_client_free(pc);
     peer_server_stop(s);
     fake_destroy(&f);
+}
+
+/* Zero-config: an identity made in memory; a follower pinning its key gets
+ * through without any CA, one pinning another key or verifying with a CA
+ * does not, and a changed pin never reuses the pinned connection. */
+static void test_zero_config(void)
+{
+    peer_identity *id = NULL, *other = NULL;
+    char pin[PEER_PIN_LEN + 1], pin2[PEER_PIN_LEN + 1], err[512] = "";
+    CHECK(peer_identity_new(&id, pin, err, sizeof err) == 0 && id, "identity: %s", err);
+    CHECK(peer_identity_new(&other, pin2, err, sizeof err) == 0 && other, "second: %s", err);
+    CHECK(strlen(pin) == PEER_PIN_LEN && rec_peer_key_valid(pin), "pin is base64 SHA-256: %s", pin);
+    CHECK(strcmp(pin, pin2) != 0, "every identity has its own key");
+    peer_identity_free(other);
+
+    fake_source f;
+    fake_init(&f, 1, "\"e1\"");
+    s3lect_config *c = s3lect_config_new();
+    s3lect_config_set_str(c, S3LECT_OPT_PEER_LISTEN, "127.0.0.1:0");
+    peer_source src = fake_source_of(&f);
+    peer_server *s = NULL, *s2 = NULL;
+    CHECK(peer_server_start(c, id, &src, 0, &s, err, sizeof err) == 0 && s,
+          "server with no certificate configured starts on its identity: %s", err);
+    CHECK(peer_server_start(c, id, &src, 1, &s2, err, sizeof err) != 0 && strstr(err, "mTLS"),
+          "mTLS with a zero-config identity is refused: %s", err);
+    int port = s ? peer_server_port(s) : 0;
+
+    peer_client *pc = make_client(NULL, NULL); /* no CA at all */
+    st_result r;
+    peer_client_set_pin(pc, pin);
+    check_peer(pc, port, NULL, 0, "node-1", &r);
+    CHECK(r.outcome == ST_OK && peer_client_last_failure(pc) == PEER_FAIL_NONE,
+          "the pinned key authenticates the leader: %s", r.message ? r.message : "");
+    st_result_clear(&r);
+
+    peer_client_set_pin(pc, pin2); /* a stale or forged record's key */
+    check_peer(pc, port, NULL, 0, "node-1", &r);
+    CHECK(r.outcome == ST_TRANSIENT && peer_client_last_failure(pc) == PEER_FAIL_TLS_PIN,
+          "another key is refused as tlsPin: class %d (%s)", peer_client_last_failure(pc),
+          r.message ? r.message : "");
+    CHECK(r.message && strstr(r.message, "peerKeySha256") && strstr(r.message, "127.0.0.1:"),
+          "the message names the record field and the leader: %s", r.message ? r.message : "");
+    CHECK(strcmp(peer_fail_name(PEER_FAIL_TLS_PIN), "tlsPin") == 0 &&
+              peer_fail_code(PEER_FAIL_TLS_PIN) == S3LECT_ETRANSIENT,
+          "tlsPin: a transient failure (the record may just be stale)");
+    st_result_clear(&r);
+
+    peer_client_set_pin(pc, pin);
+    check_peer(pc, port, NULL, 0, "node-1", &r);
+    CHECK(r.outcome == ST_OK, "the right pin again: OK (%s)", r.message ? r.message : "");
+    st_result_clear(&r);
+
+    peer_client_set_pin(pc, NULL); /* no pin: the CA decides, and none signed it */
+    check_peer(pc, port, NULL, 0, "node-1", &r);
+    CHECK(r.outcome == ST_TRANSIENT && peer_client_last_failure(pc) == PEER_FAIL_TLS_CA,
+          "without the pin the self-signed certificate is not trusted: class %d",
+          peer_client_last_failure(pc));
+    st_result_clear(&r);
+    peer_client_free(pc);
+
+    pc = make_client(ca_path, NULL); /* a CA the identity is not signed by */
+    check_peer(pc, port, NULL, 0, "node-1", &r);
+    CHECK(r.outcome == ST_TRANSIENT && peer_client_last_failure(pc) == PEER_FAIL_TLS_CA,
+          "with a CA and no pin: refused (%s)", r.message ? r.message : "");
+    st_result_clear(&r);
+    peer_client_set_pin(pc, "short");
+    check_peer(pc, port, NULL, 0, "node-1", &r);
+    CHECK(r.outcome == ST_TRANSIENT && peer_client_last_failure(pc) == PEER_FAIL_TLS_CA,
+          "a malformed pin is no pin (%s)", r.message ? r.message : "");
+    st_result_clear(&r);
+    peer_client_free(pc);
+
+    peer_server_stop(s);
+    s3lect_config_free(c);
+    fake_destroy(&f);
+    peer_identity_free(id);
 }
 
 int main(int argc, char **argv)
@@ -1040,6 +1118,7 @@ int main(int argc, char **argv)
     test_ipv6();
     test_slowloris();
     test_max_conns();
+    test_zero_config();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

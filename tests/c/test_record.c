@@ -170,6 +170,62 @@ static void times(void)
     CHECK(u_parse_rfc3339("0001-01-01T00:00:00Z", &ms) == 0 && ms < 0, "year 1");
 }
 
+/* The zero-config peer key fingerprint: written only when set, read back,
+ * and anything malformed reads as absent (never a corrupt record). */
+static void peer_key(void)
+{
+    static const char pin[] = "kaz0fw8EFO+f0MnvsTMezIU5mz2elgPaRXKYuqcB9n8=";
+    rec r = {0};
+    r.leader_id = "node-a";
+    r.leader_addr = "10.0.0.1:8443";
+    r.last_updated_ms = 1763780000123;
+    r.term = 3;
+    r.incarnation = "abcd";
+    char *plain = rec_encode(&r);
+    CHECK(plain && !strstr(plain, "peerKeySha256"), "no field without a key: %s", plain);
+    r.peer_key = (char *)pin;
+    char *s = rec_encode(&r);
+    CHECK(s && strstr(s, "\"peerKeySha256\":\"kaz0fw8EFO+f0MnvsTMezIU5mz2elgPaRXKYuqcB9n8=\""),
+          "key written: %s", s);
+    rec back;
+    CHECK(parse(s, &back) == 0 && strcmp(back.peer_key, pin) == 0, "key read back");
+    rec_clear(&back);
+    CHECK(parse(plain, &back) == 0 && back.peer_key && back.peer_key[0] == '\0',
+          "absent key reads as empty");
+    rec_clear(&back);
+    free(plain);
+    free(s);
+    static const char *const bad[] = {
+        "\"peerKeySha256\":42",
+        "\"peerKeySha256\":null",
+        "\"peerKeySha256\":\"\"",
+        "\"peerKeySha256\":\"kaz0fw8EFO+f0MnvsTMezIU5mz2elgPaRXKYuqcB9n8\"",   /* 43 */
+        "\"peerKeySha256\":\"kaz0fw8EFO+f0MnvsTMezIU5mz2elgPaRXKYuqcB9n8==\"", /* 45 */
+        "\"peerKeySha256\":\"kaz0fw8EFO-f0MnvsTMezIU5mz2elgPaRXKYuqcB9n8=\"",  /* url alphabet */
+        "\"peerKeySha256\":\"kaz0fw8EFO f0MnvsTMezIU5mz2elgPaRXKYuqcB9n8=\"",
+        "\"peerKeySha256\":\"sha256//kaz0fw8EFO+f0MnvsTMezIU5mz2elgPaRXKYuqc=\"",
+        "\"peerKeySha256\":{\"a\":1}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[400];
+        snprintf(body, sizeof body,
+                 "{\"leaderID\":\"a\",\"leaderAddr\":\"h:1\",\"lastUpdated\":"
+                 "\"2025-11-22T02:53:20.123Z\",\"term\":1,%s}",
+                 bad[i]);
+        CHECK(parse(body, &back) == 0 && back.peer_key && back.peer_key[0] == '\0',
+              "malformed key ignored, record kept: %s", bad[i]);
+        rec_clear(&back);
+    }
+    CHECK(rec_peer_key_valid(pin) && !rec_peer_key_valid("") && !rec_peer_key_valid(NULL),
+          "validity check");
+    char b64[64];
+    const uint8_t in[5] = {0xfb, 0xff, 0x00, 0x61, 0x62};
+    CHECK(u_base64(in, 0, b64) == 0 && b64[0] == '\0', "base64 of nothing");
+    CHECK(u_base64(in, 1, b64) == 4 && strcmp(b64, "+w==") == 0, "base64 1: %s", b64);
+    CHECK(u_base64(in, 2, b64) == 4 && strcmp(b64, "+/8=") == 0, "base64 2: %s", b64);
+    CHECK(u_base64(in, 5, b64) == 8 && strcmp(b64, "+/8AYWI=") == 0, "base64 5: %s", b64);
+}
+
 int main(void)
 {
     huge_numbers();
@@ -177,5 +233,6 @@ int main(void)
     go_compat();
     corrupt();
     times();
+    peer_key();
     return t_done("record");
 }

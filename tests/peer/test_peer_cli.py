@@ -8,10 +8,14 @@ leader falls back to S3 and still follows correctly.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import time
 from pathlib import Path
@@ -54,7 +58,11 @@ def pki(tmp_path_factory) -> dict[str, Path]:
 
 
 class PeerNode:
-    def __init__(self, bin_, tmp, minio, lock, node_id, pki, ca=None):
+    """One `s3lect run --peer` node. With zero_config it gets no certificate
+    flags and no --addr: it makes its own key, and advertises the address that
+    routes to the S3 endpoint (127.0.0.1 here) with an ephemeral port."""
+
+    def __init__(self, bin_, tmp, minio, lock, node_id, pki, ca=None, zero_config=False):
         self.id = node_id
         self.proxy = CountingProxy("127.0.0.1", int(minio.endpoint.rsplit(":", 1)[1]))
         self.port = free_port()
@@ -62,11 +70,12 @@ class PeerNode:
         env = dict(os.environ, **minio.env())
         env.pop("AWS_ENDPOINT_URL_S3", None)
         env.pop("AWS_ENDPOINT_URL", None)
+        tls = [] if zero_config else [
+            "--addr", f"127.0.0.1:{self.port}", "--peer-cert", str(pki["node"]),
+            "--peer-key", str(pki["key"]), "--peer-ca", str(ca or pki["ca"])]
         self.proc = subprocess.Popen(
             [str(bin_), "run", "--lock", lock, "--id", node_id, "--endpoint", self.proxy.endpoint,
-             "--peer", "--addr", f"127.0.0.1:{self.port}", "--peer-cert", str(pki["node"]),
-             "--peer-key", str(pki["key"]), "--peer-ca", str(ca or pki["ca"]), *TIMING,
-             "--", "sleep", "600"],
+             "--peer", *tls, *TIMING, "--", "sleep", "600"],
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=env,
             start_new_session=True)
 
@@ -93,16 +102,20 @@ class PeerNode:
 
 @pytest.fixture
 def peer_cluster(s3lect_bin, minio, tmp_path, pki, request):
+    """Starts nodes with a CA and certificates, or zero-config ones when the
+    test is parametrized with peer_cluster = "zero-config"."""
     nodes: list[PeerNode] = []
-    lock = f"s3://{minio.bucket}/peer/{request.node.name}.json"
+    zero = getattr(request, "param", "ca") == "zero-config"
+    lock = f"s3://{minio.bucket}/peer/{re.sub(r'[^A-Za-z0-9_.-]', '_', request.node.name)}.json"
 
     def start(n=3, bad_ca=False):
         """Starts n more nodes; with bad_ca they trust an unrelated CA."""
         for _ in range(n):
             nid = f"p{len(nodes)}"
             ca = pki["other-ca"] if bad_ca else None
-            nodes.append(PeerNode(s3lect_bin, tmp_path, minio, lock, nid, pki, ca))
+            nodes.append(PeerNode(s3lect_bin, tmp_path, minio, lock, nid, pki, ca, zero))
         return nodes
+    start.lock = lock
     yield start
     for n in nodes:
         n.stop()
@@ -113,6 +126,7 @@ def one_leader(nodes):
     return ls[0] if len(ls) == 1 else None
 
 
+@pytest.mark.parametrize("peer_cluster", ["ca", "zero-config"], indirect=True)
 def test_followers_make_no_s3_requests_when_stable(peer_cluster):
     nodes = peer_cluster()
     leader = wait_for(lambda: one_leader(nodes), 20, "one leader")
@@ -135,6 +149,7 @@ def test_followers_make_no_s3_requests_when_stable(peer_cluster):
     print(f"S3 requests per hour in peer mode: {per_hour}")
 
 
+@pytest.mark.parametrize("peer_cluster", ["ca", "zero-config"], indirect=True)
 def test_release_is_noticed_at_once(peer_cluster):
     nodes = peer_cluster()
     old = wait_for(lambda: one_leader(nodes), 20, "one leader")
@@ -152,6 +167,7 @@ def test_release_is_noticed_at_once(peer_cluster):
     print(f"peer-mode SIGTERM handover: {took:.2f}s")
 
 
+@pytest.mark.parametrize("peer_cluster", ["ca", "zero-config"], indirect=True)
 def test_crash_falls_back_to_s3_and_fails_over(peer_cluster):
     nodes = peer_cluster()
     old = wait_for(lambda: one_leader(nodes), 20, "one leader")
@@ -178,3 +194,63 @@ def test_follower_that_cannot_verify_the_leader_uses_s3(peer_cluster):
     d = bad.proxy.snapshot() - b0
     assert d["GET"] >= 3, f"the follower that cannot verify the leader must poll S3 ({dict(d)})"
     assert one_leader(nodes) is leader, "and the election is undisturbed"
+
+
+def served_key_pin(addr: str) -> str:
+    """The base64 SHA-256 of the public key (SubjectPublicKeyInfo, DER) of the
+    certificate served at addr, computed with the openssl command."""
+    host, port = addr.rsplit(":", 1)
+    pem = ssl.get_server_certificate((host, int(port)), timeout=10)
+    pub = subprocess.run(["openssl", "x509", "-pubkey", "-noout"], input=pem.encode(),
+                         capture_output=True, check=True, timeout=30).stdout
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"], input=pub,
+                         capture_output=True, check=True, timeout=30).stdout
+    return base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+def lock_record(minio, lock: str) -> dict:
+    bucket, key = lock[len("s3://"):].split("/", 1)
+    r = minio.client().get(bucket, key)
+    assert r.status == 200, f"GET {lock}: HTTP {r.status}"
+    return json.loads(r.body)
+
+
+@pytest.mark.parametrize("peer_cluster", ["zero-config"], indirect=True)
+def test_zero_config_record_pins_the_key_the_leader_serves(peer_cluster, minio):
+    nodes = peer_cluster()
+    leader = wait_for(lambda: one_leader(nodes), 20, "one leader")
+    rec = wait_for(lambda: (lambda r: r if r.get("leaderID") == leader.id else None)(
+        lock_record(minio, peer_cluster.lock)), 10, "the leader's record")
+    pin = rec.get("peerKeySha256", "")
+    assert len(pin) == 44 and pin.endswith("="), f"record without a key fingerprint: {rec}"
+    host, port = rec["leaderAddr"].rsplit(":", 1)
+    assert host == "127.0.0.1", f"advertised {rec['leaderAddr']}: not the route to MinIO"
+    assert served_key_pin(rec["leaderAddr"]) == pin, "the record names another key"
+    # A self-signed certificate: nothing but the pin can authenticate it.
+    ctx = ssl.create_default_context()
+    with pytest.raises(ssl.SSLError):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            ctx.wrap_socket(sock, server_hostname=host)
+    # Every leader makes its own key: the next one publishes another.
+    leader.proc.send_signal(signal.SIGTERM)
+    assert leader.proc.wait(timeout=10) == 0
+    nxt = wait_for(lambda: one_leader([n for n in nodes if n is not leader]), 10, "a new leader")
+    rec2 = wait_for(lambda: (lambda r: r if r.get("leaderID") == nxt.id else None)(
+        lock_record(minio, peer_cluster.lock)), 10, "the new leader's record")
+    assert rec2["peerKeySha256"] != pin, "a new leader published the old key"
+    assert served_key_pin(rec2["leaderAddr"]) == rec2["peerKeySha256"]
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--peer-cert", "cert.pem"], "both peer_cert and peer_key"),
+    (["--peer-key", "key.pem"], "both peer_cert and peer_key"),
+    (["--peer-client-cert", "client.pem"], "zero-config peer mode does not verify clients"),
+])
+def test_zero_config_refuses_half_configured_tls(s3lect_bin, tmp_path, flags, words):
+    for f in ("cert.pem", "key.pem", "client.pem"):
+        (tmp_path / f).write_text("-----BEGIN CERTIFICATE-----\n")
+    r = subprocess.run([str(s3lect_bin), "run", "--lock", f"file://{tmp_path}/lock", "--peer",
+                        *flags, "--", "true"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode != 0 and words in r.stderr, (r.returncode, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1, f"one clear line: {r.stderr!r}"

@@ -135,6 +135,8 @@ static void free_handle(s3lect_elector *e)
     el_free(&e->eng);
     peer_client_free(e->pc);
     peer_client_free(e->pending_pc);
+    peer_identity_free(e->pid);
+    free(e->self_addr);
     free(e->peer_etag);
     st_destroy(e->store);
     free(e->key);
@@ -742,18 +744,24 @@ int s3lect_config_validate(s3lect_config *c)
         if ((unsigned char)c->server_id[i] < 0x20 || c->server_id[i] == 0x7f)
             return cfg_fail(c, S3LECT_EINVAL, "server_id contains a control character");
     if (c->peer_mode) {
-        if (!c->server_addr || !c->server_addr[0])
+        /* Zero-config (docs/peer.md): neither peer_cert nor peer_key, and
+         * server_addr may be left to its default. With a certificate of its
+         * own a cluster verifies leaders by its CA, as before. */
+        int cert = c->peer_cert.data != NULL, key = c->peer_key.data != NULL;
+        if (cert != key)
             return cfg_fail(c, S3LECT_EINVAL,
-                            "peer mode needs server_addr: the host:port followers use to reach "
-                            "this node's leadership endpoint");
-        if (!c->peer_ca.data)
+                            "peer mode needs both peer_cert and peer_key (PEM) to serve the "
+                            "leadership endpoint with a certificate of its own, or neither "
+                            "(zero-config: a key made at start, pinned through the lock record)");
+        if (cert && !c->peer_ca.data)
             return cfg_fail(c, S3LECT_EINVAL,
                             "peer mode needs peer_ca: the CA bundle (PEM) that verifies the "
-                            "leader's certificate");
-        if (!c->peer_cert.data || !c->peer_key.data)
+                            "leader's certificate (or leave out peer_cert and peer_key for "
+                            "zero-config peer mode)");
+        if (!cert && c->peer_client_cert.data)
             return cfg_fail(c, S3LECT_EINVAL,
-                            "peer mode needs peer_cert and peer_key (PEM) to serve the "
-                            "leadership endpoint when this node leads");
+                            "peer_client_cert (mTLS) needs peer_cert, peer_key and peer_ca: "
+                            "zero-config peer mode does not verify clients");
     }
     return cfg_validate_timing(c);
 }

@@ -67,6 +67,25 @@ int u_streq(const char *a, const char *b)
     return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
+size_t u_base64(const uint8_t *in, size_t len, char *out)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < len)
+            v |= in[i + 2];
+        out[o++] = abc[(v >> 18) & 63];
+        out[o++] = abc[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? abc[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? abc[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return o;
+}
+
 int u_hexval(unsigned char c)
 {
     if (c >= '0' && c <= '9')

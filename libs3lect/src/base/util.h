@@ -21,6 +21,9 @@ int u_streq(const char *a, const char *b);
 
 /* Value of a hex digit, or -1. */
 int u_hexval(unsigned char c);
+/* Standard base64 (RFC 4648, with '=' padding) of len bytes into out, which
+ * holds at least 4 * ((len + 2) / 3) + 1 bytes. Returns the text's length. */
+size_t u_base64(const uint8_t *in, size_t len, char *out);
 
 /* Clocks in milliseconds. u_mono_ms is CLOCK_BOOTTIME (never stepped, and it
  * counts suspend): every lease and deadline uses it. u_wall_ms may step. */

@@ -125,6 +125,21 @@ int el_init(el_engine *e, const el_params *p, const char *id, const char *addr,
     return 0;
 }
 
+int el_set_self(el_engine *e, const char *addr, const char *peer_key)
+{
+    char *a = u_strdup(addr ? addr : ""), *k = u_strdup(peer_key ? peer_key : "");
+    if (!a || !k) {
+        free(a);
+        free(k);
+        return S3LECT_ENOMEM;
+    }
+    free(e->addr);
+    free(e->peer_key);
+    e->addr = a;
+    e->peer_key = k;
+    return 0;
+}
+
 static void attempt_clear(el_attempt *a)
 {
     free(a->body);
@@ -135,6 +150,7 @@ void el_free(el_engine *e)
 {
     free(e->id);
     free(e->addr);
+    free(e->peer_key);
     free(e->incarnation);
     free(e->etag);
     free(e->ann_id);
@@ -339,6 +355,7 @@ static char *make_body(el_engine *e, int released, int64_t term, int64_t wall, s
     r.term = term;
     r.lease_ms = e->p.lease;
     r.incarnation = released ? "" : e->incarnation;
+    r.peer_key = released ? "" : e->peer_key;
     char *s = rec_encode(&r);
     *len = s ? strlen(s) : 0;
     return s;
@@ -383,6 +400,7 @@ static void become_leader(el_engine *e, const char *etag, int64_t sent_at, int64
     e->cur.leader_id = u_strdup(e->id);
     e->cur.leader_addr = u_strdup(e->addr);
     e->cur.incarnation = u_strdup(e->incarnation);
+    e->cur.peer_key = u_strdup(e->peer_key ? e->peer_key : "");
     e->cur.term = term;
     e->cur.lease_ms = e->p.lease;
     e->cur.last_updated_ms = now.wall;
@@ -992,6 +1010,7 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
             op->if_match = e->etag;
             op->peer_addr = e->cur.leader_addr;
             op->peer_id = e->cur.leader_id;
+            op->peer_key = e->cur.peer_key;
             op->peer_wait = e->p.peer_wait;
             op->timeout_ms = e->p.release_timeout; /* peer_timeout, on top of the wait */
             return EL_OP_PEER;

@@ -51,6 +51,7 @@ typedef struct el_op {
     const char *if_match;  /* PUT: NULL = If-None-Match: * ; PEER: the etag we know */
     const char *peer_addr; /* PEER: the leader's address */
     const char *peer_id;   /* PEER: the leader id we expect */
+    const char *peer_key;  /* PEER: the record's peerKeySha256 to pin ("" = none) */
     int64_t peer_wait;     /* PEER: long-poll wait */
     int64_t timeout_ms;
 } el_op;
@@ -87,6 +88,7 @@ typedef struct el_attempt {
 typedef struct el_engine {
     el_params p;
     char *id, *addr, *incarnation;
+    char *peer_key; /* our endpoint's key fingerprint, written in our records ("" = none) */
     u_rng rng;
 
     int role;
@@ -153,6 +155,9 @@ typedef struct el_engine {
 int el_init(el_engine *e, const el_params *p, const char *id, const char *addr,
             const char *incarnation, uint64_t seed);
 void el_free(el_engine *e);
+/* Sets the address and peer key fingerprint our records carry (before the
+ * first el_next: the runtime learns them when the peer endpoint is bound). */
+int el_set_self(el_engine *e, const char *addr, const char *peer_key);
 void el_set_params(el_engine *e, const el_params *p);
 
 int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake);

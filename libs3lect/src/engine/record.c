@@ -18,7 +18,21 @@ void rec_clear(rec *r)
     free(r->leader_id);
     free(r->leader_addr);
     free(r->incarnation);
+    free(r->peer_key);
     memset(r, 0, sizeof *r);
+}
+
+int rec_peer_key_valid(const char *s)
+{
+    if (!s || strlen(s) != REC_PEER_KEY_LEN || s[REC_PEER_KEY_LEN - 1] != '=')
+        return 0;
+    for (int i = 0; i < REC_PEER_KEY_LEN - 1; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '+' || c == '/'))
+            return 0;
+    }
+    return 1;
 }
 
 int rec_released(const rec *r)
@@ -110,6 +124,16 @@ int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen)
          * UTC, as rec_encode writes it, so that a record reads back the same. */
         out->zero_time = out->last_updated_ms < FIRST_MS_OF_YEAR_2;
     }
+    if (!why && !rc) {
+        /* An auxiliary field: anything but a well-formed key reads as absent
+         * (the follower then verifies the leader as without it, and a failed
+         * check only sends it back to the store). */
+        const cJSON *pk = cJSON_GetObjectItemCaseSensitive(root, "peerKeySha256");
+        const char *v =
+            cJSON_IsString(pk) && rec_peer_key_valid(pk->valuestring) ? pk->valuestring : "";
+        if (!(out->peer_key = u_strdup(v)))
+            rc = -2;
+    }
     free(lu);
     cJSON_Delete(root);
     if (rc == -2) {
@@ -142,7 +166,9 @@ char *rec_encode(const rec *r)
         cJSON_AddStringToObject(o, "leaderAddr", r->leader_addr ? r->leader_addr : "") &&
         cJSON_AddStringToObject(o, "lastUpdated", lu) && cJSON_AddRawToObject(o, "term", term) &&
         cJSON_AddRawToObject(o, "leaseMs", lease) &&
-        cJSON_AddStringToObject(o, "incarnation", r->incarnation ? r->incarnation : ""))
+        cJSON_AddStringToObject(o, "incarnation", r->incarnation ? r->incarnation : "") &&
+        (!r->peer_key || !r->peer_key[0] ||
+         cJSON_AddStringToObject(o, "peerKeySha256", r->peer_key)))
         s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;

@@ -15,12 +15,20 @@ typedef struct rec {
     int64_t term;            /* 0 when absent (records written by Go s3lect) */
     int64_t lease_ms;        /* 0 when absent */
     char *incarnation;       /* "" when absent */
+    char *peer_key;          /* "peerKeySha256": base64 SHA-256 of the peer endpoint's
+                                public key (zero-config peer mode); "" when absent or
+                                not 44 base64 characters (then ignored, never corrupt) */
 } rec;
+
+#define REC_PEER_KEY_LEN 44 /* base64 of 32 bytes */
+/* 1 if s is REC_PEER_KEY_LEN characters of standard base64 ending in '='. */
+int rec_peer_key_valid(const char *s);
 
 /* Parses body. Returns 0, or S3LECT_ECORRUPT with a one-line reason in err.
  * Unknown fields are accepted and ignored. */
 int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen);
-/* Serialises r; allocated, NUL-terminated. zero_time writes 0001-01-01T00:00:00Z. NULL on OOM. */
+/* Serialises r; allocated, NUL-terminated. zero_time writes 0001-01-01T00:00:00Z;
+ * peerKeySha256 only when peer_key is set. NULL on OOM. */
 char *rec_encode(const rec *r);
 /* 1 if the record is released (no holder). */
 int rec_released(const rec *r);

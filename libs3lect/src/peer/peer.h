@@ -76,13 +76,39 @@ int peer_answer(const peer_source *src, const char *health_path, const peer_requ
 
 typedef struct peer_server peer_server;
 
+/* Zero-config peer mode: an ephemeral key (P-256) and a self-signed
+ * certificate made in memory when a node has peer mode on and no
+ * peer_cert/peer_key. Followers authenticate it by the fingerprint the
+ * leader writes in the lock record (docs/peer.md "Zero-config TLS"). */
+typedef struct peer_identity peer_identity;
+#define PEER_PIN_LEN 44 /* base64 of a SHA-256 (REC_PEER_KEY_LEN) */
+/* Makes an identity; pin gets the base64 SHA-256 of the key's DER
+ * SubjectPublicKeyInfo (what libcurl's PINNEDPUBLICKEY "sha256//" checks).
+ * The private key never leaves the process: it is not serialised. */
+int peer_identity_new(peer_identity **out, char pin[PEER_PIN_LEN + 1], char *err, size_t errlen);
+void peer_identity_free(peer_identity *id);
+
 /* Starts listening on cfg->peer_listen (or cfg->server_addr) with TLS from
  * cfg->peer_cert/peer_key (PEM bytes or a file path); verifies client
  * certificates against cfg->peer_ca when mtls is set. Threads: one acceptor,
  * one per connection, at most PEER_MAX_CONNS. err gets a one-line message. */
 #define PEER_MAX_CONNS 64
-int peer_server_start(const struct s3lect_config *cfg, const peer_source *src, int mtls,
-                      peer_server **out, char *err, size_t errlen);
+/* With id (not NULL) the server presents that identity instead of
+ * cfg->peer_cert/peer_key (zero-config; then mtls must be 0). */
+int peer_server_start(const struct s3lect_config *cfg, const peer_identity *id,
+                      const peer_source *src, int mtls, peer_server **out, char *err,
+                      size_t errlen);
+/* The address of this host's interface that routes to the store at
+ * `origin` ("https://host:port", NULL for stores without one: then
+ * 127.0.0.1), numeric, for the default advertised address of the endpoint.
+ * Resolves the host (may block on DNS) and connect()s a UDP socket: no
+ * packet is sent. Returns 0, or -1 with a message that says to set
+ * server_addr. */
+int peer_route_host(const char *origin, char *host, size_t cap, char *err, size_t errlen);
+/* "host:port", "[v6]:port" from a numeric host and a port into out. */
+void peer_join_hostport(const char *host, int port, char *out, size_t cap);
+/* The host part of "host:port" / "[v6]:port" / ":port" ("" for the last). */
+int peer_split_host(const char *addr, char *host, size_t cap);
 /* The bound port (useful when listening on port 0). */
 int peer_server_port(const peer_server *s);
 /* Stops accepting, wakes and closes every connection, joins threads. */
@@ -99,6 +125,12 @@ int peer_client_new(const struct s3lect_config *cfg, peer_client **out, char *er
 void peer_client_free(peer_client *c);
 /* Replaces the CA bundle (s3lect_enable_peer_mode at run time). */
 int peer_client_set_ca(peer_client *c, const void *pem, size_t len);
+/* The fingerprint the next checks pin (the leader record's peerKeySha256;
+ * NULL or "" = none). With a pin the leader is authenticated by its public
+ * key alone: no CA chain, no name check. Without one, by peer_ca (or the
+ * system bundle) and its name, as before. A changed pin never reuses a
+ * connection made under the old one. */
+void peer_client_set_pin(peer_client *c, const char *pin);
 
 /* GET https://{addr}{path}?wait=<wait_ms>&etag=<etag> and expect the leader
  * `expect_id`. On success out->outcome = ST_OK, out->body = the record JSON as
@@ -138,6 +170,7 @@ enum {
     PEER_FAIL_TOO_LARGE,   /* "tooLarge": the answer exceeds PEER_MAX_RESPONSE */
     PEER_FAIL_MALFORMED,   /* "malformed": not JSON, fields missing, another leader id */
     PEER_FAIL_OTHER,       /* "other": out of memory, internal libcurl failure */
+    PEER_FAIL_TLS_PIN,     /* "tlsPin": the leader's key is not the one its record names */
     PEER_FAIL_NCLASSES
 };
 

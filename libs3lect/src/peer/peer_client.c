@@ -45,9 +45,11 @@ struct peer_client {
     CURL *curl;
     pem_or_path ca, client_cert;
     char errbuf[CURL_ERROR_SIZE];
-    char alert[160];    /* the last TLS alert the leader sent in this check ("" if none) */
-    int cert_requested; /* the leader asked for a client certificate (mTLS) */
-    int last_fail;      /* PEER_FAIL_* of the last check */
+    char alert[160];            /* the last TLS alert the leader sent in this check ("" if none) */
+    int cert_requested;         /* the leader asked for a client certificate (mTLS) */
+    int last_fail;              /* PEER_FAIL_* of the last check */
+    char pin[PEER_PIN_LEN + 1]; /* pinned leader key for the next checks ("" = none) */
+    char used_pin[PEER_PIN_LEN + 1]; /* the pin of the last check sent */
     /* The check in flight (between begin and finish). */
     response resp;
     char *where, *addr, *path, *expect_id;
@@ -162,6 +164,12 @@ int peer_client_set_ca(peer_client *c, const void *pem, size_t len)
     return pp_set(&c->ca, pem, len);
 }
 
+void peer_client_set_pin(peer_client *c, const char *pin)
+{
+    if (c)
+        snprintf(c->pin, sizeof c->pin, "%s", pin && strlen(pin) == PEER_PIN_LEN ? pin : "");
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 {
     response *r = ud;
@@ -268,9 +276,25 @@ static void setup(peer_client *c, const char *url, int64_t total_ms, int64_t con
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)connect_ms);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    set_blob_opt(e, CURLOPT_CAINFO_BLOB, CURLOPT_CAINFO, &c->ca);
+    if (c->pin[0]) {
+        /* Zero-config: the key the lock record names is the only trust
+         * anchor (self-signed certificate, no name: docs/peer.md). */
+        char pinned[sizeof "sha256//" + PEER_PIN_LEN];
+        snprintf(pinned, sizeof pinned, "sha256//%s", c->pin);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+        curl_easy_setopt(e, CURLOPT_PINNEDPUBLICKEY, pinned);
+    } else {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+        set_blob_opt(e, CURLOPT_CAINFO_BLOB, CURLOPT_CAINFO, &c->ca);
+    }
+    /* A connection authenticated under one pin (or the CA) is never reused
+     * under another: libcurl's reuse check does not compare pins. */
+    if (strcmp(c->pin, c->used_pin) != 0) {
+        curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+        memcpy(c->used_pin, c->pin, sizeof c->pin);
+    }
     if (c->client_cert.data) {
         /* One PEM holds the certificate and its key. */
         curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
@@ -321,7 +345,7 @@ static CURLcode perform(peer_client *c, const volatile int *abort_flag)
 
 static const char *const fail_names[PEER_FAIL_NCLASSES] = {
     "",    "connect",    "timeout",  "tlsName",   "tlsCa", "tlsClientCert",
-    "tls", "httpStatus", "tooLarge", "malformed", "other",
+    "tls", "httpStatus", "tooLarge", "malformed", "other", "tlsPin",
 };
 
 const char *peer_fail_name(int cls)
@@ -344,7 +368,7 @@ int peer_fail_code(int cls)
     case PEER_FAIL_OTHER:
         return S3LECT_EIO;
     default:
-        return S3LECT_ETRANSIENT; /* connect, timeout */
+        return S3LECT_ETRANSIENT; /* connect, timeout, tlsPin (a stale record) */
     }
 }
 
@@ -499,6 +523,13 @@ static int transport_failure(peer_client *c, CURLcode cc, const char *addr, int6
                     "peer_ca (--peer-ca) holds the CA that signed it, and its validity dates",
                     addr, why);
     }
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+        return fail(out, PEER_FAIL_TLS_PIN,
+                    "the public key of leader %s is not the one its lock record names "
+                    "(peerKeySha256): another process answers at its --addr, or the record is "
+                    "stale (a leader restarted on the same address shows this until its next "
+                    "renewal); check that every node advertises an address of its own",
+                    addr);
     case CURLE_SSL_CACERT_BADFILE:
         return fail(out, PEER_FAIL_TLS_CA,
                     "cannot load the CA bundle to verify leader %s (%s); check peer_ca "

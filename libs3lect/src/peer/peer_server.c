@@ -25,6 +25,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -35,13 +36,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/ec.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include "config.h"
+#include "crypto.h"
 #include "peer.h"
+#include "s3lect.h"
 #include "util.h"
 
 /* Handshake plus the complete first request head; for later requests on a
@@ -261,9 +266,97 @@ static int load_client_ca(SSL_CTX *ctx, const char *pem, size_t len, char *err, 
     return 0;
 }
 
-static SSL_CTX *make_ctx(const struct s3lect_config *cfg, int mtls, char *err, size_t errlen)
+/* ---- zero-config identity ----------------------------------------------------- */
+
+struct peer_identity {
+    EVP_PKEY *key;
+    X509 *cert;
+};
+
+void peer_identity_free(peer_identity *id)
 {
-    if (!has_blob(&cfg->peer_cert) || !has_blob(&cfg->peer_key)) {
+    if (!id)
+        return;
+    EVP_PKEY_free(id->key);
+    X509_free(id->cert);
+    free(id);
+}
+
+static EVP_PKEY *make_p256_key(void)
+{
+    EVP_PKEY *key = NULL;
+    EVP_PKEY_CTX *kc = EVP_PKEY_CTX_new_id(EVP_PKEY_EC, NULL);
+    if (kc && EVP_PKEY_keygen_init(kc) == 1 &&
+        EVP_PKEY_CTX_set_ec_paramgen_curve_nid(kc, NID_X9_62_prime256v1) == 1 &&
+        EVP_PKEY_keygen(kc, &key) != 1)
+        key = NULL;
+    EVP_PKEY_CTX_free(kc);
+    return key;
+}
+
+/* A self-signed certificate for key: subject = issuer = "CN=s3lect peer
+ * endpoint", a random serial, valid from an hour ago for ten years (the pin,
+ * not the dates, authenticates it; a follower never checks them). */
+static X509 *make_self_signed(EVP_PKEY *key)
+{
+    X509 *x = X509_new();
+    uint8_t rnd[8];
+    uint64_t serial = 0;
+    if (!x || cr_random(rnd, sizeof rnd) != 0)
+        goto fail;
+    memcpy(&serial, rnd, sizeof serial);
+    X509_NAME *name = X509_get_subject_name(x);
+    int ok =
+        X509_set_version(x, 2) == 1 && /* v3 */
+        ASN1_INTEGER_set(X509_get_serialNumber(x), (long)(serial >> 2) | 1) == 1 &&
+        X509_gmtime_adj(X509_getm_notBefore(x), -3600) != NULL &&
+        X509_gmtime_adj(X509_getm_notAfter(x), 10L * 366 * 24 * 3600) != NULL &&
+        X509_set_pubkey(x, key) == 1 && name &&
+        X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                                   (const unsigned char *)"s3lect peer endpoint", -1, -1, 0) == 1 &&
+        X509_set_issuer_name(x, name) == 1 && X509_sign(x, key, EVP_sha256()) > 0;
+    if (ok)
+        return x;
+fail:
+    X509_free(x);
+    return NULL;
+}
+
+int peer_identity_new(peer_identity **out, char pin[PEER_PIN_LEN + 1], char *err, size_t errlen)
+{
+    *out = NULL;
+    pin[0] = '\0';
+    ERR_clear_error();
+    peer_identity *id = calloc(1, sizeof *id);
+    unsigned char *der = NULL;
+    int n = -1;
+    if (id && (id->key = make_p256_key()) != NULL && (id->cert = make_self_signed(id->key)) &&
+        (n = i2d_PUBKEY(id->key, &der)) > 0) {
+        uint8_t sum[CR_SHA256_LEN];
+        cr_sha256(der, (size_t)n, sum);
+        u_base64(sum, sizeof sum, pin);
+        OPENSSL_free(der);
+        *out = id;
+        return 0;
+    }
+    char why[256];
+    tls_errstr(why, sizeof why, "out of memory");
+    snprintf(err, errlen, "cannot make the peer endpoint's key and certificate (%s)", why);
+    OPENSSL_free(der);
+    peer_identity_free(id);
+    return S3LECT_EIO;
+}
+
+static SSL_CTX *make_ctx(const struct s3lect_config *cfg, const peer_identity *id, int mtls,
+                         char *err, size_t errlen)
+{
+    if (id && mtls) {
+        snprintf(err, errlen,
+                 "client certificate verification (mTLS) needs the leader's own peer_cert and "
+                 "peer_key (zero-config peer mode does not verify clients)");
+        return NULL;
+    }
+    if (!id && (!has_blob(&cfg->peer_cert) || !has_blob(&cfg->peer_key))) {
         snprintf(err, errlen,
                  "peer mode needs a server certificate and key: set peer_cert and peer_key "
                  "(PEM text or file paths; see docs/peer.md)");
@@ -290,6 +383,17 @@ static SSL_CTX *make_ctx(const struct s3lect_config *cfg, int mtls, char *err, s
         snprintf(err, errlen, "cannot configure the TLS context");
         SSL_CTX_free(ctx);
         return NULL;
+    }
+    if (id) {
+        if (SSL_CTX_use_certificate(ctx, id->cert) != 1 ||
+            SSL_CTX_use_PrivateKey(ctx, id->key) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+            char why[256];
+            tls_errstr(why, sizeof why, "unknown error");
+            snprintf(err, errlen, "cannot use the peer endpoint's own certificate (%s)", why);
+            SSL_CTX_free(ctx);
+            return NULL;
+        }
+        return ctx;
     }
     const struct {
         const cfg_blob *blob;
@@ -357,6 +461,79 @@ static int split_hostport(const char *addr, char *host, size_t hcap, char *port,
     host[hlen] = '\0';
     memcpy(port, p, plen + 1);
     return 0;
+}
+
+int peer_split_host(const char *addr, char *host, size_t cap)
+{
+    char port[8];
+    return split_hostport(addr, host, cap, port, sizeof port);
+}
+
+void peer_join_hostport(const char *host, int port, char *out, size_t cap)
+{
+    snprintf(out, cap, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+int peer_route_host(const char *origin, char *host, size_t cap, char *err, size_t errlen)
+{
+    if (!origin || !*origin) {
+        snprintf(host, cap, "127.0.0.1");
+        return 0;
+    }
+    const char *p = strstr(origin, "://");
+    int https = strncmp(origin, "https", 5) == 0;
+    p = p ? p + 3 : origin;
+    char h[256], port[8];
+    size_t n = strcspn(p, "/?#");
+    char hp[300];
+    if (n >= sizeof hp)
+        n = sizeof hp - 1;
+    memcpy(hp, p, n);
+    hp[n] = '\0';
+    if (split_hostport(hp, h, sizeof h, port, sizeof port) != 0) {
+        /* no port: the scheme's */
+        size_t hl = strlen(hp);
+        if (hp[0] == '[' && hl > 2 && hp[hl - 1] == ']') {
+            memcpy(h, hp + 1, hl - 2);
+            h[hl - 2] = '\0';
+        } else {
+            snprintf(h, sizeof h, "%s", hp);
+        }
+        snprintf(port, sizeof port, "%s", https ? "443" : "80");
+    }
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_DGRAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    int gai = getaddrinfo(h, port, &hints, &res);
+    int last = 0;
+    for (struct addrinfo *ai = gai == 0 ? res : NULL; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            last = errno;
+            continue;
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int ok = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+                 getsockname(fd, (struct sockaddr *)&ss, &sl) == 0;
+        last = ok ? 0 : errno;
+        close(fd);
+        const void *a = ss.ss_family == AF_INET6
+                            ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+                            : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
+        if (ok && inet_ntop(ss.ss_family, a, host, (socklen_t)cap)) {
+            freeaddrinfo(res);
+            return 0;
+        }
+    }
+    if (res)
+        freeaddrinfo(res);
+    snprintf(err, errlen,
+             "cannot tell which address followers reach this node at (no route to the store "
+             "%.100s: %s); set server_addr (--addr) to this node's host:port",
+             h, gai != 0 ? gai_strerror(gai) : strerror(last ? last : EHOSTUNREACH));
+    return -1;
 }
 
 static int listen_on(const char *addr, int *fd_out, int *port_out, char *err, size_t errlen)
@@ -791,8 +968,8 @@ static void *acceptor_main(void *arg)
 
 /* ---- public ---------------------------------------------------------------------- */
 
-int peer_server_start(const struct s3lect_config *cfg, const peer_source *src, int mtls,
-                      peer_server **out, char *err, size_t errlen)
+int peer_server_start(const struct s3lect_config *cfg, const peer_identity *id,
+                      const peer_source *src, int mtls, peer_server **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (!cfg || !src || !src->view || !src->wait) {
@@ -825,7 +1002,7 @@ int peer_server_start(const struct s3lect_config *cfg, const peer_source *src, i
     s->src = *src;
     pthread_mutex_init(&s->mu, NULL);
     int rc = S3LECT_EINVAL;
-    if (!(s->ctx = make_ctx(cfg, mtls, err, errlen)))
+    if (!(s->ctx = make_ctx(cfg, id, mtls, err, errlen)))
         goto fail;
     if (listen_on(addr, &s->lfd, &s->port, err, errlen) != 0) {
         rc = S3LECT_EIO;

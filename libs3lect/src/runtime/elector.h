@@ -81,7 +81,11 @@ struct s3lect_elector {
     peer_client *pending_pc; /* s3lect_enable_peer_mode while running: swapped in by the
                               * loop between two operations (under mu) */
     peer_server *ps;
-    uint64_t peer_version; /* bumped when leading or our etag changes */
+    peer_identity *pid;              /* zero-config: the endpoint's ephemeral key and certificate */
+    char peer_pin[PEER_PIN_LEN + 1]; /* its fingerprint, written in our records */
+    char *self_addr;                 /* the advertised address once the endpoint is bound... */
+    int self_changed;                /* ...handed to the engine by the loop (under mu) */
+    uint64_t peer_version;           /* bumped when leading or our etag changes */
     int peer_leading;
     char *peer_etag;
     peer_fail_stats peer_fails; /* failed peer checks by class (status "peerFailures") */

@@ -469,6 +469,7 @@ static int submit(rt_runtime *rt, s3lect_elector *e, st_result *res)
         }
         const char *path =
             e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
+        peer_client_set_pin(e->pc, op->peer_key);
         CURL *h = peer_client_begin(e->pc, op->peer_addr, path, op->if_match, op->peer_wait,
                                     op->timeout_ms, op->peer_id, res);
         if (!h) {
@@ -534,6 +535,10 @@ static void apply_requests(s3lect_elector *e)
         el_params p = rt_params(e->cfg);
         el_set_params(&e->eng, &p);
         e->params_changed = 0;
+    }
+    if (e->self_changed) { /* the peer endpoint was bound: our address and key */
+        if (el_set_self(&e->eng, e->self_addr, e->peer_pin) == 0)
+            e->self_changed = 0;
     }
     if (e->pending_pc) { /* s3lect_enable_peer_mode: no request is in flight now */
         peer_client_free(e->pc);
@@ -1165,11 +1170,16 @@ int rt_start(s3lect_elector *e)
     }
     e->started = 1;
     e->heap_idx = NOT_IN_HEAP;
-    int peer = e->cfg->peer_mode && e->cfg->peer_cert.data && e->cfg->peer_key.data;
+    /* With a certificate and key the endpoint serves them; with neither
+     * (zero-config) it makes its own. Peer mode turned on by
+     * s3lect_enable_peer_mode without a certificate: the node long-polls as
+     * a follower but cannot serve if it has a client certificate (mTLS
+     * needs a certificate of its own); when it leads, its followers fall
+     * back to S3. */
+    int cert = e->cfg->peer_cert.data && e->cfg->peer_key.data;
+    int peer = e->cfg->peer_mode && (cert || (!e->cfg->peer_cert.data && !e->cfg->peer_key.data &&
+                                              !e->cfg->peer_client_cert.data));
     pthread_mutex_unlock(&e->mu);
-    /* Without a certificate and key (peer mode turned on by
-     * s3lect_enable_peer_mode) the node long-polls as a follower but cannot
-     * serve; when it leads, its followers fall back to S3. */
     if (peer) {
         int prc = rt_start_peer_server(e);
         if (prc) {
@@ -1399,12 +1409,72 @@ int rt_start_peer_server(s3lect_elector *e)
         return rt_fail(e, S3LECT_ENOMEM, "peer mode: out of memory");
     /* mTLS when this node has a client certificate: the cluster uses client certs. */
     int mtls = cfg->peer_client_cert.data != NULL;
-    int rc = peer_server_start(cfg, &src, mtls, &ps, err, sizeof err);
+    /* Zero-config: neither a certificate nor a key. A key made once per
+     * elector; its fingerprint goes into every record this node writes. */
+    int zero = !cfg->peer_cert.data && !cfg->peer_key.data;
+    char pin[PEER_PIN_LEN + 1] = "";
+    int rc = 0;
+    pthread_mutex_lock(&e->mu);
+    peer_identity *pid = e->pid;
+    if (pid)
+        memcpy(pin, e->peer_pin, sizeof pin);
+    pthread_mutex_unlock(&e->mu);
+    if (zero && !pid && (rc = peer_identity_new(&pid, pin, err, sizeof err)) == 0) {
+        pthread_mutex_lock(&e->mu);
+        e->pid = pid;
+        memcpy(e->peer_pin, pin, sizeof pin);
+        pthread_mutex_unlock(&e->mu);
+    }
+    /* Without server_addr the endpoint listens on the interface that routes
+     * to the store (or peer_listen), on an ephemeral port unless peer_listen
+     * names one, and advertises that address. */
+    int advertise = !cfg->server_addr || !cfg->server_addr[0];
+    char route[64] = "", listen_host[256] = "";
+    if (!rc && advertise) {
+        int has_listen = cfg->peer_listen && cfg->peer_listen[0];
+        if (has_listen && peer_split_host(cfg->peer_listen, listen_host, sizeof listen_host) != 0)
+            listen_host[0] = '\0'; /* peer_server_start says what is wrong with it */
+        int wildcard = !listen_host[0] || strcmp(listen_host, "0.0.0.0") == 0 ||
+                       strcmp(listen_host, "::") == 0;
+        if (!has_listen || wildcard) {
+            const char *origin =
+                e->store && e->store->vt->pool ? e->store->vt->pool(e->store) : NULL;
+            if (peer_route_host(origin, route, sizeof route, err, sizeof err) != 0)
+                rc = S3LECT_EINVAL;
+        }
+        if (!rc && !has_listen) {
+            char l[300];
+            peer_join_hostport(route, 0, l, sizeof l);
+            if (s3lect_config_set_str(cfg, S3LECT_OPT_PEER_LISTEN, l) != 0)
+                rc = S3LECT_ENOMEM;
+        }
+    }
+    if (!rc)
+        rc = peer_server_start(cfg, zero ? pid : NULL, &src, mtls, &ps, err, sizeof err);
     s3lect_config_free(cfg);
     if (rc)
         return rt_fail(e, rc, "peer mode: %s", err[0] ? err : s3lect_strerror(rc));
+    char adv[300] = "";
+    if (advertise)
+        peer_join_hostport(route[0] ? route : listen_host, peer_server_port(ps), adv, sizeof adv);
     pthread_mutex_lock(&e->mu);
+    char *a = advertise || zero ? u_strdup(advertise ? adv : e->cfg->server_addr) : NULL;
+    if ((advertise || zero) &&
+        (!a || (advertise && s3lect_config_set_str(e->cfg, S3LECT_OPT_SERVER_ADDR, adv) != 0))) {
+        pthread_mutex_unlock(&e->mu);
+        free(a);
+        peer_server_stop(ps);
+        return rt_fail(e, S3LECT_ENOMEM, "peer mode: out of memory");
+    }
     e->ps = ps;
+    if (a) { /* the engine takes them before its next step */
+        free(e->self_addr);
+        e->self_addr = a;
+        if (!zero)
+            e->peer_pin[0] = '\0';
+        e->self_changed = 1;
+        rt_kick_locked(e);
+    }
     pthread_mutex_unlock(&e->mu);
     return 0;
 }
