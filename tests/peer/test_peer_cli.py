@@ -62,7 +62,8 @@ class PeerNode:
     flags and no --addr: it makes its own key, and advertises the address that
     routes to the S3 endpoint (127.0.0.1 here) with an ephemeral port."""
 
-    def __init__(self, bin_, tmp, minio, lock, node_id, pki, ca=None, zero_config=False):
+    def __init__(self, bin_, tmp, minio, lock, node_id, pki, ca=None, zero_config=False,
+                 extra=()):
         self.id = node_id
         self.proxy = CountingProxy("127.0.0.1", int(minio.endpoint.rsplit(":", 1)[1]))
         self.port = free_port()
@@ -75,7 +76,7 @@ class PeerNode:
             "--peer-key", str(pki["key"]), "--peer-ca", str(ca or pki["ca"])]
         self.proc = subprocess.Popen(
             [str(bin_), "run", "--lock", lock, "--id", node_id, "--endpoint", self.proxy.endpoint,
-             "--peer", *tls, *TIMING, "--", "sleep", "600"],
+             "--peer", *tls, *extra, *TIMING, "--", "sleep", "600"],
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=env,
             start_new_session=True)
 
@@ -254,3 +255,51 @@ def test_zero_config_refuses_half_configured_tls(s3lect_bin, tmp_path, flags, wo
                        timeout=30)
     assert r.returncode != 0 and words in r.stderr, (r.returncode, r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1, f"one clear line: {r.stderr!r}"
+
+
+def test_zero_config_stale_fingerprint_after_leader_change(s3lect_bin, minio, tmp_path, pki):
+    """The leader dies and a new process binds its address at once. The new
+    process reads the old record, which names its own address with the dead
+    leader's key: its check is refused (tlsPin, reported; the followers that
+    were polling the dead leader saw a refused connection instead) and it
+    reads S3. Once a new leader writes its own key, every follower follows it
+    through the peer again (no S3 requests when stable)."""
+    lock = f"s3://{minio.bucket}/peer/stale-fingerprint.json"
+    port = free_port()
+    nodes = []
+    try:
+        def node(nid, fixed=False):
+            extra = ["--peer-listen", f"127.0.0.1:{port}"] if fixed else []
+            nodes.append(PeerNode(s3lect_bin, tmp_path, minio, lock, nid, pki, zero_config=True,
+                                  extra=extra))
+            return nodes[-1]
+        old = node("z0", fixed=True)
+        wait_for(lambda: old.leading(), 20, "the node on the fixed port leads")
+        followers = [node("z1"), node("z2")]
+        wait_for(lambda: all(f"leader is z0" in f.text() for f in followers), 20, "followers")
+        time.sleep(3)  # stable: long-polling z0 with its key pinned
+        old_pin = lock_record(minio, lock)["peerKeySha256"]
+        os.killpg(old.proc.pid, signal.SIGKILL)
+        old.proc.wait(timeout=10)
+        new = node("z3", fixed=True)  # same address, another key
+        wait_for(lambda: "peer mode (tlsPin)" in new.text(), 15,
+                 "the new process reports the stale fingerprint")
+        everyone = followers + [new]
+        leader = wait_for(lambda: one_leader(everyone), 20, "a new leader")
+        rec = wait_for(lambda: (lambda r: r if r.get("leaderID") == leader.id else None)(
+            lock_record(minio, lock)), 10, "the new leader's record")
+        assert rec["peerKeySha256"] != old_pin
+        time.sleep(4)
+        before = {n.id: n.proxy.snapshot() for n in everyone}
+        time.sleep(6)
+        assert one_leader(everyone) is leader, "leadership stayed put"
+        for n in everyone:
+            if n is not leader:
+                d = n.proxy.snapshot() - before[n.id]
+                assert sum(d.values()) == 0, (
+                    f"{n.id} made {dict(d)} S3 requests: it does not follow the new key")
+        line = next(ln for ln in new.text().splitlines() if "(tlsPin)" in ln)
+        assert old_pin not in line and "peerKeySha256" in line, line
+    finally:
+        for n in nodes:
+            n.stop()
