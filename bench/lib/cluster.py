@@ -140,7 +140,7 @@ class Cluster:
     def __init__(self, impl: Impl, n: int, server, key: str, timing: Timing, mode: str,
                  logdir: Path, pki: dict[str, Path] | None = None,
                  endpoint_for: Callable[[int], str] | None = None,
-                 cmd: list[str] | None = None):
+                 cmd: list[str] | None = None, zero_config: bool = False):
         if mode == "peer" and not pki:
             raise BenchError("peer mode needs certificates")
         self.impl = impl
@@ -152,6 +152,8 @@ class Cluster:
         self.pki = pki
         self.endpoint_for = endpoint_for or (lambda slot: server.endpoint)
         self.cmd = cmd  # the supervised command (None: the NodeSpec default)
+        # Peer mode without certificate flags where the implementation has it.
+        self.zero_config = zero_config
         self.logdir = logdir
         logdir.mkdir(parents=True, exist_ok=True)
         self.t0 = time.monotonic()
@@ -175,7 +177,7 @@ class Cluster:
         if self.mode == "peer":
             assert self.pki
             peer = PeerSpec(f"127.0.0.1:{free_port()}", self.pki["cert"], self.pki["key"],
-                            self.pki["ca"])
+                            self.pki["ca"], self.zero_config)
         spec = NodeSpec(node_id, self.server.bucket, self.key, self.endpoint_for(slot),
                         self.server.access_key, self.server.secret_key, self.server.region,
                         self.timing, peer)
@@ -186,6 +188,13 @@ class Cluster:
             self.slots[slot] = node
             self.nodes.append(node)
         return node
+
+    def peer_setup(self) -> str:
+        """"zero-config", "certificates", or "" outside peer mode."""
+        if self.mode != "peer":
+            return ""
+        probe = PeerSpec("", Path(), Path(), Path(), self.zero_config)
+        return self.impl.peer_setup(probe)
 
     def stop(self) -> None:
         """Kills every node still running (cleanup, also after failures)."""

@@ -18,7 +18,7 @@ from cluster import Cluster
 from common import (GET_USD_PER_1000, HOURS_PER_MONTH, PUT_USD_PER_1000, BenchError, log,
                     md_table, paired_with_first)
 from harness.countproxy import CountingProxy
-from impls import DEFAULTS, LIKE_FOR_LIKE, Impl, Timing
+from impls import DEFAULTS, LIKE_FOR_LIKE, PEER_SETUPS_TEXT, Impl, Timing, zero_config_for
 
 CONFIGS = [(DEFAULTS, "s3"), (DEFAULTS, "peer"), (LIKE_FOR_LIKE, "s3"), (LIKE_FOR_LIKE, "peer")]
 NODES = 3
@@ -53,6 +53,15 @@ class CostRun:
     window: float
     nodes: list[NodeCount] = field(default_factory=list)
     checks: list[tuple[str, bool, str]] = field(default_factory=list)
+    peer_setup: str = ""  # "zero-config" or "certificates" in peer mode
+
+    @property
+    def mode_label(self) -> str:
+        return f"{self.mode} ({self.peer_setup})" if self.peer_setup else self.mode
+
+    def role(self, role: str) -> list[NodeCount]:
+        """The leader's count (role "leader") or the followers' ("follower")."""
+        return [n for n in self.nodes if n.role.startswith(role)]
 
 
 def usd_month(get_h: float, put_h: float) -> float:
@@ -60,14 +69,21 @@ def usd_month(get_h: float, put_h: float) -> float:
 
 
 def run_config(impl: Impl, server, timing: Timing, mode: str, quick: bool, logdir: Path,
-               pki) -> CostRun:
-    window = window_for(timing, quick)
+               pki, window: float | None = None, zero_config: bool | None = None) -> CostRun:
+    """window: the counting window in seconds (default window_for(timing, quick));
+    zero_config: peer mode without certificate flags where the implementation
+    has it (default: impls.zero_config_for(timing, mode))."""
+    window = window or window_for(timing, quick)
     run = CostRun(impl.name, timing, mode, window)
+    if zero_config is None:
+        zero_config = zero_config_for(timing, mode)
     port = int(server.endpoint.rsplit(":", 1)[1])
     proxies = [CountingProxy("127.0.0.1", port) for _ in range(NODES)]
     key = f"bench/cost/{int(time.time())}-{impl.name}-{timing.name}-{mode}.json"
     cl = Cluster(impl, NODES, server, key, timing, mode, logdir / f"cost-{impl.name}-"
-                 f"{timing.name}-{mode}", pki, endpoint_for=lambda s: proxies[s].endpoint)
+                 f"{timing.name}-{mode}", pki, endpoint_for=lambda s: proxies[s].endpoint,
+                 zero_config=zero_config)
+    run.peer_setup = cl.peer_setup()
     try:
         cl.start()
         settle_to = 2 * (timing.lease + timing.infrequent) + 30
@@ -118,8 +134,8 @@ def expectations(run: CostRun) -> list[tuple[str, bool, str]]:
         if n.role == "leader":
             want = w / t.renew
             ok = n.get == 0 and abs(n.put - want) <= 1 and not n.other
-            out.append((f"{run.impl} {run.mode}/{t.name}: leader makes one PUT per renew interval "
-                        f"({3600 / t.renew:.0f}/h) and no GET", ok,
+            out.append((f"{run.impl} {run.mode_label}/{t.name}: leader makes one PUT per renew "
+                        f"interval ({3600 / t.renew:.0f}/h) and no GET", ok,
                         f"{n.put} PUT, {n.get} GET in {w:.0f}s (expected {want:.0f} ± 1 PUT)"))
         elif run.mode == "s3":
             cap = w / t.infrequent
@@ -128,8 +144,8 @@ def expectations(run: CostRun) -> list[tuple[str, bool, str]]:
                         ok, f"{n.get} GET, {n.put} PUT in {w:.0f}s (≤ {cap:.0f} + 1 allowed)"))
         else:
             total = n.get + n.put + sum(n.other.values())
-            out.append((f"{run.impl} peer/{t.name}: stable {n.role} makes 0 S3 requests", total == 0,
-                        f"{total} requests in {w:.0f}s"))
+            out.append((f"{run.impl} {run.mode_label}/{t.name}: stable {n.role} makes 0 S3 "
+                        "requests", total == 0, f"{total} requests in {w:.0f}s"))
     return out
 
 
@@ -162,12 +178,12 @@ def report(runs: list[CostRun]) -> tuple[str, str, bool]:
             tot_get += gh
             tot_put += ph
             other = ", ".join(f"{m} {c}" for m, c in sorted(n.other.items())) or "–"
-            rows.append([r.impl, r.timing.name, r.mode, n.role, n.get, n.put, other,
+            rows.append([r.impl, r.timing.name, r.mode_label, n.role, n.get, n.put, other,
                          f"{gh:.0f}", f"{ph:.0f}", f"{usd_month(gh, ph):.4f}"])
-        rows.append([r.impl, r.timing.name, r.mode, "**cluster**", "", "", "",
+        rows.append([r.impl, r.timing.name, r.mode_label, "**cluster**", "", "", "",
                      f"**{tot_get:.0f}**", f"**{tot_put:.0f}**",
                      f"**{usd_month(tot_get, tot_put):.4f}**"])
-        summary_rows.append([r.impl, r.timing.name, r.mode, f"{tot_get:.0f}", f"{tot_put:.0f}",
+        summary_rows.append([r.impl, r.timing.name, r.mode_label, f"{tot_get:.0f}", f"{tot_put:.0f}",
                              f"{usd_month(tot_get, tot_put):.4f}"])
     table = md_table(["impl", "timing", "mode", "role", "GET (window)", "PUT (window)", "other",
                       "GET/h", "PUT/h", "USD/month"], rows)
@@ -195,11 +211,14 @@ transfer are not included (one object of a few hundred bytes).
 
 {NODES} nodes of `s3lect run … -- sleep 86400`, each with its own counting
 proxy in front of MinIO on 127.0.0.1 (tests/harness/countproxy.py counts
-requests by method per connection). Peer mode adds `--peer --addr
-127.0.0.1:PORT` with a throwaway CA; peer traffic goes node to node, not
-through the proxies. After one node leads and the others report following it,
-the bench waits renew + frequent + 2 s, then counts for the window. A window
-in which leadership changed is rejected, not reported.
+requests by method per connection). Peer traffic goes node to node, not
+through the proxies.
+
+{PEER_SETUPS_TEXT}
+
+After one node leads and the others report following it, the bench waits
+renew + frequent + 2 s, then counts for the window. A window in which
+leadership changed is rejected, not reported.
 """
     summary = md_table(["impl", "timing", "mode", "cluster GET/h", "cluster PUT/h", "USD/month"],
                        summary_rows)

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from cluster import Cluster
 from common import BenchError, fmt_s, log, md_table, paired_with_first, percentile
-from impls import COST, DEFAULTS, LIKE_FOR_LIKE, Impl, Timing
+from impls import (COST, DEFAULTS, LIKE_FOR_LIKE, PEER_SETUPS_TEXT, Impl, Timing,
+                   zero_config_for)
 
 # (timing, mode, command variant, trials in a full run, trials with --quick)
 CONFIGS = [
@@ -38,6 +39,7 @@ CONFIGS = [
     (COST, "s3", "plain", 20, 5),
     (COST, "peer", "plain", 20, 5),
     (DEFAULTS, "s3", "plain", 5, 2),
+    (DEFAULTS, "peer", "plain", 5, 2),
     (DEFAULTS, "s3", "grandchild", 5, 2),
 ]
 NODES = 3
@@ -105,6 +107,11 @@ class Run:
     plot: str | None = None
     duration: float = 0.0
     trees: Trees = field(default_factory=Trees)
+    peer_setup: str = ""  # "zero-config" or "certificates" in peer mode
+
+    @property
+    def mode_label(self) -> str:
+        return f"{self.mode} ({self.peer_setup})" if self.peer_setup else self.mode
 
     @property
     def tag(self) -> str:
@@ -150,14 +157,21 @@ def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run) -> float:
 
 
 def run_config(impl: Impl, server, timing: Timing, mode: str, variant: str, trials: int,
-               rng: random.Random, logdir: Path, pki, plot_fn) -> Run:
+               rng: random.Random, logdir: Path, pki, plot_fn,
+               zero_config: bool | None = None) -> Run:
+    """zero_config: peer mode without certificate flags where the
+    implementation has it (default: impls.zero_config_for(timing, mode))."""
     run = Run(impl.name, timing, mode, variant)
     key = f"bench/failover/{int(time.time())}-{run.tag}.json"
     tree_log = logdir / run.tag / "trees.log"
     cmd = [sys.executable, str(TREECMD), str(tree_log)]
     if variant == "grandchild":
         cmd.append("--grandchild")
-    cl = Cluster(impl, NODES, server, key, timing, mode, logdir / run.tag, pki, cmd=cmd)
+    if zero_config is None:
+        zero_config = zero_config_for(timing, mode)
+    cl = Cluster(impl, NODES, server, key, timing, mode, logdir / run.tag, pki, cmd=cmd,
+                 zero_config=zero_config)
+    run.peer_setup = cl.peer_setup()
     t_start = time.monotonic()
     try:
         cl.start()
@@ -207,7 +221,7 @@ def stats_row(run: Run, kind: str) -> list[object]:
         # timeout before it releases the lock.
         target += default_kill_timeout(run.timing)
     p99 = percentile(xs, 99)
-    return [run.impl, run.timing.name, run.mode, run.variant,
+    return [run.impl, run.timing.name, run.mode_label, run.variant,
             "kill -9 → new leader" if kind == "kill" else "SIGTERM → new leader",
             len(xs), fmt_s(percentile(xs, 50)), fmt_s(percentile(xs, 90)), fmt_s(p99),
             fmt_s(max(xs)), fmt_s(target), "yes" if p99 <= target else "**no**"]
@@ -241,7 +255,7 @@ def report(runs: list[Run]) -> tuple[str, str]:
     """Markdown body for results/failover.md and a short summary for the console."""
     rows = [stats_row(r, k) for r in runs for k in ("kill", "term")]
     table = md_table(HEADERS, rows)
-    ov_rows = [[r.impl, r.timing.name, r.mode, r.variant,
+    ov_rows = [[r.impl, r.timing.name, r.mode_label, r.variant,
                 f"{r.lead_overlap[0]:.3f} ({r.lead_overlap[1]})",
                 f"{r.cmd_overlap[0]:.3f} ({r.cmd_overlap[1]})",
                 f"{r.trees.overlap[0]:.3f} ({r.trees.overlap[1]})", r.trees.count,
@@ -316,9 +330,13 @@ Which node led when (one row per node slot; a restarted node keeps its slot;
 {NODES} nodes of `s3lect run … -- python3 bench/lib/treecmd.py LOG [--grandchild]`
 (default kill timeout: the largest safe value, 744 ms for lease 3 s and
 deadline 2 s, 4.72 s at the defaults), each talking straight to
-MinIO on 127.0.0.1 (no proxy), one fresh lock key per configuration. Peer mode
-adds `--peer --addr 127.0.0.1:PORT` with a throwaway EC P-256 CA and a
-certificate for 127.0.0.1. Before each trial the bench waits until exactly
+MinIO on 127.0.0.1 (no proxy), one fresh lock key per configuration. Go
+s3lect's node runs no command, so it has no grandchild rows (they would
+repeat its plain ones).
+
+{PEER_SETUPS_TEXT}
+
+Before each trial the bench waits until exactly
 one node leads and the other two report following it, then waits a random
 1–2 renew intervals. The time is measured from just before the signal to the
 moment the new leader's `acquired leadership` line reached the bench (read by

@@ -63,12 +63,39 @@ COST = _timing("cost", 3, 1, 2, 1, 6)
 TIMINGS = {t.name: t for t in (LIKE_FOR_LIKE, COST, DEFAULTS)}
 
 
+# How peer-mode nodes are set up, for the result files' "how measured" text.
+PEER_SETUPS_TEXT = """Peer mode (the mode column names the setup): *certificates* adds
+`--peer --addr 127.0.0.1:PORT --peer-cert … --peer-key … --peer-ca …` with a
+throwaway EC P-256 CA and one certificate for 127.0.0.1 (Go s3lect's node
+program always runs this way: Go s3lect has no zero-config peer mode);
+*zero-config* (s3lect at the defaults, when the build has it) adds only
+`--peer --peer-listen 127.0.0.1:PORT` (a free port per node, since three
+nodes share one host): no certificate flags and no `--addr`, so the leader
+makes a self-signed certificate and publishes its key's fingerprint in the
+lock record, followers pin it, and the advertised address is the interface
+that routes to the S3 endpoint (127.0.0.1 here)."""
+
+
+def zero_config_for(timing: Timing, mode: str) -> bool:
+    """Whether a configuration runs peer mode zero-config (only `--peer`) on
+    implementations that have it: the defaults, as a user who adds nothing but
+    `--peer` gets them. The other peer configurations keep the certificate
+    flags they were measured with."""
+    return mode == "peer" and timing is DEFAULTS
+
+
 @dataclass
 class PeerSpec:
     addr: str  # host:port advertised and listened on
     cert: Path
     key: Path
     ca: Path
+    # Zero-config peer mode (s3lect run --peer with no certificate flags and
+    # no --addr: the leader makes a self-signed certificate and publishes its
+    # key's fingerprint in the lock record, followers pin it). Only for an
+    # implementation whose zero_config_peer is true; others get the
+    # certificates above.
+    zero_config: bool = False
 
 
 @dataclass
@@ -103,6 +130,21 @@ class Impl:
     # Whether acquisitions carry a fencing term the failover bench can check
     # grows with every new leader (Go s3lect writes none).
     has_term = True
+    # Whether the node runs the supervised command (Go s3lect's node does not:
+    # the failover bench's grandchild variant would repeat its plain rows).
+    runs_command = True
+    # Whether peer mode can run without certificate flags (PeerSpec.zero_config).
+    zero_config_peer = False
+    # Whether the leader renews at the follower poll interval (Go s3lect: one
+    # cycle per FrequentInterval for every node), so a poll interval at or
+    # above the lease cannot keep a leader.
+    renew_is_poll = False
+
+    def peer_setup(self, spec: "PeerSpec | None") -> str:
+        """How a node of this implementation is set up for peer mode."""
+        if spec is None:
+            return ""
+        return "zero-config" if spec.zero_config and self.zero_config_peer else "certificates"
 
     def check(self) -> None:
         """Raises BenchError saying why this implementation cannot run here."""
@@ -176,6 +218,7 @@ class S3lectC(Impl):
         self.bin = work / f"s3lect-{self.name}"
         shutil.copy2(src, self.bin)
         self.footprint_bin = footprint_bin
+        self.zero_config_peer = _has_zero_config_peer(self.bin)
 
     def version(self) -> str:
         out = subprocess.run([str(self.bin), "--version"], stdout=subprocess.PIPE, text=True,
@@ -193,7 +236,13 @@ class S3lectC(Impl):
                  "infrequent": "--infrequent-interval"}
         for f in t.flags:
             argv += [names[f], f"{int(getattr(t, f) * 1000)}ms"]
-        if spec.peer:
+        if spec.peer and self.peer_setup(spec.peer) == "zero-config":
+            # No --addr (the advertised address defaults to the interface that
+            # routes to the S3 endpoint: 127.0.0.1 here) and no certificates.
+            # The listen address is given so three nodes on one host do not
+            # compete for one default port.
+            argv += ["--peer", "--peer-listen", spec.peer.addr]
+        elif spec.peer:
             p = spec.peer
             argv += ["--peer", "--addr", p.addr, "--peer-cert", str(p.cert),
                      "--peer-key", str(p.key), "--peer-ca", str(p.ca)]
@@ -212,6 +261,20 @@ class S3lectC(Impl):
         for f in timing.flags:
             argv += [f"--{f}", str(int(getattr(timing, f) * 1000))]
         return argv
+
+
+def _has_zero_config_peer(binary: Path) -> bool:
+    """Whether this `s3lect` runs `run --peer` without certificate flags: its
+    `run --help` line for --peer no longer says it needs them."""
+    try:
+        out = subprocess.run([str(binary), "run", "--help"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    for line in out.splitlines():
+        if line.strip().startswith("--peer "):
+            return "--peer-cert" not in line
+    return False
 
 
 class S3lectCBaseline(S3lectC):
@@ -242,6 +305,7 @@ class GoS3lect(Impl):
     label = "Go s3lect"
     runs_command = False
     has_term = False  # failover.py skips its growing-term check
+    renew_is_poll = True
 
     def __init__(self):
         self.bin: Path | None = None

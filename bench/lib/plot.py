@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -39,5 +40,55 @@ def timeline(cl, run) -> str:
     name = f"failover-{run.tag}.png"
     RESULTS.mkdir(parents=True, exist_ok=True)
     fig.savefig(RESULTS / name, dpi=80)
+    plt.close(fig)
+    return name
+
+
+def tradeoff(points, name: str = "tradeoff.png") -> str:
+    """Writes results/<name>: p99 seconds (log) against follower GETs per hour
+    (log), one line per implementation and event over the poll intervals, peer
+    mode as separate marked points. Points with 0 follower GETs are drawn at
+    x = 1 (a log axis has no 0) and labelled with the measured count."""
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=100)
+    impls = list(dict.fromkeys(p.impl for p in points))
+    events = (("kill", "failover (kill -9)", "-", "o"), ("term", "handover (SIGTERM)", "--", "s"))
+    for i, impl in enumerate(impls):
+        color = COLORS[i % len(COLORS)] if i else "#d62728"
+        for kind, label, ls, mk in events:
+            pts = sorted((p for p in points if p.impl == impl and p.mode == "s3" and not p.skipped),
+                         key=lambda p: p.follower_get_h)
+            if pts:
+                xs = [max(p.follower_get_h, 1.0) for p in pts]
+                ys = [p.p(kind, 99) for p in pts]
+                ax.plot(xs, ys, ls=ls, marker=mk, color=color, label=f"{impl}: {label}, S3")
+                for p, x, y in zip(pts, xs, ys):
+                    ax.annotate(f"{p.poll:g}s", (x, y), textcoords="offset points",
+                                xytext=(4, 4), fontsize=7, color=color)
+            for p in points:
+                if p.impl == impl and p.mode == "peer" and not p.skipped:
+                    x = max(p.follower_get_h, 1.0)
+                    y = p.p(kind, 99)
+                    ax.plot([x], [y], marker="*" if kind == "kill" else "P", markersize=13,
+                            color=color, ls="none", markeredgecolor="black",
+                            label=f"{impl}: {label}, peer ({p.peer_setup})")
+                    ax.annotate(f"peer, {p.follower_get_h:.0f} GET/h", (x, y),
+                                textcoords="offset points", xytext=(6, -10), fontsize=7,
+                                color=color)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    # 0 follower GETs is drawn at 1: say so on the axis.
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
+        lambda x, _pos: "0" if x == 1 else f"{x:g}"))
+    ax.set_xlabel("follower S3 GETs per hour (measured, mean of 2 stable followers; "
+                  "0 drawn at 1)", fontsize=8)
+    ax.set_ylabel("p99 seconds until another node leads", fontsize=8)
+    ax.set_title("Follower S3 reads vs failover/handover p99 (lease 3 s; labels: poll interval)",
+                 fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.tick_params(labelsize=8)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    fig.savefig(RESULTS / name)
     plt.close(fig)
     return name
