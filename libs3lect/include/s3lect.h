@@ -145,7 +145,9 @@ typedef enum s3lect_option {
     S3LECT_OPT_LOCK = 1,
     /** str, required, 1..255 bytes: this node's server id (recorded as leaderID). */
     S3LECT_OPT_SERVER_ID = 2,
-    /** str: this node's advertised peer address "host:port" (leaderAddr). Default "". */
+    /** str: this node's advertised peer address "host:port" (leaderAddr). Default "";
+     *  in peer mode: this host's address on the route to the store, with the port of
+     *  PEER_LISTEN or an ephemeral one (docs/peer.md "Zero-config TLS"). */
     S3LECT_OPT_SERVER_ADDR = 3,
     /** int ms [15000], 100..86400000: lease timeout L. */
     S3LECT_OPT_LEASE_TIMEOUT = 4,
@@ -155,13 +157,19 @@ typedef enum s3lect_option {
     S3LECT_OPT_RENEW_DEADLINE = 6,
     /** int ms [5000], >= 10: follower poll period during transitions. */
     S3LECT_OPT_FREQUENT_INTERVAL = 7,
-    /** int ms [30000], >= frequent_interval: follower poll period when stable. */
+    /** int ms [30000], >= frequent_interval: follower poll period when stable. The
+     *  one cost/latency setting of S3 mode: a stable follower makes 3600000 /
+     *  infrequent_interval GETs an hour and notices a graceful release up to this
+     *  late (README "Choosing the poll interval"; peer mode needs neither). */
     S3LECT_OPT_INFREQUENT_INTERVAL = 8,
     /** int ms [0], >= 0: opt-in wall-clock takeover rule. 0 (the default) turns it
      *  off. A value > 0 assumes every node's wall clock stays within this bound
      *  of every other's, steps included: a larger step can give two leaders. */
     S3LECT_OPT_MAX_CLOCK_SKEW = 9,
-    /** bool [0]: peer mode (see docs/peer.md). */
+    /** bool [0]: peer mode (see docs/peer.md). Without PEER_CERT, PEER_KEY and
+     *  PEER_CLIENT_CERT it is zero-config: the endpoint uses a key made at start,
+     *  whose SHA-256 the leader writes in the record ("peerKeySha256") and
+     *  followers pin; SERVER_ADDR is then optional. */
     S3LECT_OPT_PEER_MODE = 10,
     /** str ["/health/leadership"]: path of the peer leadership endpoint. */
     S3LECT_OPT_PEER_HEALTH_PATH = 11,
@@ -185,7 +193,8 @@ typedef enum s3lect_option {
     S3LECT_OPT_PROFILE = 20,
     /** str: peer server listen address "host:port". Default: SERVER_ADDR. */
     S3LECT_OPT_PEER_LISTEN = 21,
-    /** bytes or str (PEM or file path): peer server certificate chain. */
+    /** bytes or str (PEM or file path): peer server certificate chain (with PEER_KEY
+     *  and PEER_CA, instead of zero-config). */
     S3LECT_OPT_PEER_CERT = 22,
     /** bytes or str (PEM or file path): peer server private key. */
     S3LECT_OPT_PEER_KEY = 23,
@@ -460,7 +469,9 @@ S3LECT_API int s3lect_set_acquire_hook(s3lect_elector *e, s3lect_acquire_fn fn, 
  * renew_interval (2 ms per start in the last second).
  * Contract: any thread (from this elector's own callbacks it is already
  *   started: S3LECT_ESTATE); may create the runtime's threads and, with peer mode and a
- *   certificate, binds the endpoint's socket; does not wait for the store.
+ *   certificate, binds the endpoint's socket; does not wait for the store (in
+ *   zero-config peer mode without server_addr it makes a key and resolves the
+ *   store's host once, to pick the address to advertise: that may wait for DNS).
  */
 S3LECT_API int s3lect_start(s3lect_elector *e);
 /**
