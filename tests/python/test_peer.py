@@ -275,12 +275,13 @@ def test_https_endpoint_with_mutual_tls(electors, tmp_path, pki):
 
 
 def test_peer_mode_needs_its_settings(tmp_path, pki):
-    with pytest.raises(s3lect.ConfigError, match="server_addr"):
-        s3lect.Elector(file_lock(tmp_path), peer_mode=True, peer_ca=pki["ca"],
-                       peer_cert=pki["cert"], peer_key=pki["key"])
-    with pytest.raises(s3lect.ConfigError, match="peer_cert"):
+    # server_addr is optional and no certificate is zero-config
+    # (test_peer_zero_config.py); a certificate needs its key and a CA.
+    s3lect.Elector(file_lock(tmp_path), peer_mode=True, peer_ca=pki["ca"],
+                   peer_cert=pki["cert"], peer_key=pki["key"])
+    with pytest.raises(s3lect.ConfigError, match="both peer_cert and peer_key"):
         s3lect.Elector(file_lock(tmp_path), peer_mode=True, server_addr="127.0.0.1:1",
-                       peer_ca=pki["ca"])
+                       peer_ca=pki["ca"], peer_cert=pki["cert"])
     with pytest.raises(s3lect.ConfigError, match="peer_ca"):
         s3lect.Elector(file_lock(tmp_path), peer_mode=True, server_addr="127.0.0.1:1",
                        peer_cert=pki["cert"], peer_key=pki["key"])
@@ -303,10 +304,20 @@ def test_enable_peer_mode_starts_the_endpoint(electors, tmp_path, pki):
 
 
 def test_enable_peer_mode_before_start(electors, tmp_path, pki):
-    bare = electors(file_lock(tmp_path, "bare"), server_id="bare", server_addr="127.0.0.1:9")
-    with pytest.raises(s3lect.ConfigError, match="peer_cert and peer_key"):
-        bare.enable_peer_mode(pki["ca"].read_bytes())
+    # Before start the settings are checked as peer_mode=True would check them.
+    half = electors(file_lock(tmp_path, "half"), server_id="half", server_addr="127.0.0.1:9",
+                    peer_cert=pki["cert"])
+    with pytest.raises(s3lect.ConfigError, match="both peer_cert and peer_key"):
+        half.enable_peer_mode(pki["ca"].read_bytes())
+    assert half.get_config()["peer_mode"] is False
+    # No certificate: zero-config, the endpoint serves a key made at start.
+    bare = electors(file_lock(tmp_path, "bare"), server_id="bare", server_addr="127.0.0.1:9",
+                    peer_listen="127.0.0.1:0")
+    bare.enable_peer_mode(pki["ca"].read_bytes())
     bare.start()
+    wait_until(lambda: bare.peer_port, 10, "start() to start the zero-config endpoint")
+    assert bare.wait_for_leadership(timeout=10)
+    assert len(leading(bare).get("peerKeySha256", "")) == 44
     with pytest.raises(s3lect.ConfigError, match="server_addr"):
         electors(file_lock(tmp_path, "noaddr"), server_id="noaddr").start().enable_peer_mode(
             pki["ca"])

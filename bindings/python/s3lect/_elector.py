@@ -302,7 +302,12 @@ class Elector:
             ``store`` is given.
         server_id: this node's id, recorded as ``leaderID`` (1..255 bytes).
             Default: ``"<hostname>-<pid>"``.
-        server_addr: this node's advertised peer address ``"host:port"``.
+        server_addr: this node's advertised peer address ``"host:port"``
+            (recorded as ``leaderAddr``). Optional, also in peer mode: by
+            default the leadership endpoint listens on the address of the
+            interface that routes to the store (``127.0.0.1`` for a file lock
+            or a loopback endpoint), on ``peer_listen``'s port or a free one,
+            and advertises that.
         endpoint, region, path_style, ca_file, access_key_id,
         secret_access_key, session_token, profile: S3 settings. Unset ones
             come from the environment (``AWS_ENDPOINT_URL_S3``,
@@ -337,17 +342,27 @@ class Elector:
             elector asked for. Fixed when the elector is created.
         peer_mode: serve this node's leadership over HTTPS while it leads, and
             let stable followers long-poll the leader instead of reading the
-            lock from S3 (see docs/peer.md) [False]. Needs ``server_addr``,
-            ``peer_ca``, ``peer_cert`` and ``peer_key``.
+            lock from S3 (see docs/peer.md) [False]. ``peer_mode=True`` alone
+            is enough (zero-config): at :meth:`start` the node makes a key
+            and a self-signed certificate in memory, writes the key's SHA-256
+            into the lock records it writes (``peerKeySha256``), and
+            followers pin that key; no CA, certificate or ``server_addr`` is
+            needed. A cluster with a CA of its own gives ``peer_ca``,
+            ``peer_cert`` and ``peer_key`` instead (and ``peer_client_cert``
+            for mutual TLS).
         peer_listen: the address the leadership endpoint listens on
-            ``"host:port"`` [``server_addr``]; port 0 picks a free port
-            (see :attr:`peer_port`).
-        peer_cert, peer_key: the endpoint's certificate chain and private key.
-        peer_ca: the CA bundle followers verify the leader with.
+            ``"host:port"`` [``server_addr``, else the address of the
+            interface that routes to the store on a free port]; port 0 picks
+            a free port (see :attr:`peer_port`).
+        peer_cert, peer_key: the endpoint's certificate chain and private key
+            (both or neither; neither is zero-config).
+        peer_ca: the CA bundle followers verify a leader's certificate with
+            (needed with ``peer_cert`` and ``peer_key``).
         peer_client_cert: this node's client certificate and key (one PEM);
-            setting it turns on mutual TLS. Every certificate and key setting
-            takes PEM ``bytes``, PEM text (``str``) or a file path
-            (``str``/``PathLike``).
+            setting it turns on mutual TLS (needs ``peer_cert``, ``peer_key``
+            and ``peer_ca``: zero-config does not verify clients). Every
+            certificate and key setting takes PEM ``bytes``, PEM text
+            (``str``) or a file path (``str``/``PathLike``).
         peer_health_path: path of the endpoint [``"/health/leadership"``].
         peer_timeout: bound of one peer check and of the release write on
             stop [3 s].
@@ -484,7 +499,6 @@ class Elector:
         }
         _config.derive_timings(options)
         self._peer_health_path = peer_health_path or _DEFAULT_PEER_PATH
-        self._peer_can_serve = peer_cert is not None and peer_key is not None
         self._logger = logger or log
         self._dispatch = _Dispatch(
             self._logger, on_acquire, on_lose, on_leader_change, on_error, on_event
@@ -779,27 +793,42 @@ class Elector:
 
     def enable_peer_mode(self, ca: Union[bytes, str, "os.PathLike[str]"]) -> None:
         """Turns peer mode on, started or not, with the CA bundle that
-        verifies the leader: as a follower this node then asks the leader
-        over HTTPS instead of reading S3 while leadership is stable. If the
-        elector runs and has ``peer_cert`` and ``peer_key``, its leadership
-        endpoint starts too. ``server_addr`` must be set; before
-        :meth:`start`, ``peer_cert`` and ``peer_key`` too (a node that starts
-        in peer mode serves its leadership when it leads).
+        verifies a leader's certificate: as a follower this node then asks
+        the leader over HTTPS instead of reading S3 while leadership is
+        stable (a leader whose record names its key, ``peerKeySha256``, is
+        pinned instead). ``server_addr`` must be set. On a running elector
+        with ``peer_cert`` and ``peer_key`` the leadership endpoint starts
+        too; before :meth:`start` the settings must make a valid peer-mode
+        configuration, as ``peer_mode=True`` with this ``peer_ca`` would:
+        ``peer_cert`` and ``peer_key`` (the endpoint serves them) or neither
+        (zero-config: the endpoint serves a key made at start).
+
+        To turn peer mode on from the start, ``peer_mode=True`` alone is
+        enough; this method is for clusters with a CA of their own.
 
         Args:
             ca: PEM ``bytes``, PEM text, or the path of a PEM file.
 
         Raises:
-            ConfigError: no ``server_addr``, no certificate before start, an
-                unreadable file or an empty CA.
+            ConfigError: no ``server_addr``, before start a certificate
+                without its key (or the reverse) or a ``peer_client_cert``
+                without a certificate, an unreadable file or an empty CA.
         """
         pem = _config.read_pem("ca", ca)
-        if not self._started and not self._peer_can_serve:
-            # The core would accept it now and refuse to start.
-            raise ConfigError(
-                "enable_peer_mode() before start() needs peer_cert and peer_key in the "
-                "Elector's settings: the node serves its leadership over HTTPS when it leads"
-            )
+        if not self._started:
+            # Checked now as the settings would be at construction: start()
+            # takes them as they are.
+            cfg = _core.s3lect_get_config(self._h())
+            if cfg is None:
+                raise MemoryError("s3lect_get_config failed")
+            try:
+                _config.check(cfg, _core.s3lect_config_set_bool(
+                    cfg, _core.S3LECT_OPT_PEER_MODE, 1), "peer_mode")
+                _config.check(cfg, _core.s3lect_config_set_bytes(
+                    cfg, _core.S3LECT_OPT_PEER_CA, pem), "ca")
+                _config.check(cfg, _core.s3lect_config_validate(cfg), "enable_peer_mode()")
+            finally:
+                _core.s3lect_config_free(cfg)
         self._check(_core.s3lect_enable_peer_mode(self._h(), pem))
 
     @property
