@@ -32,8 +32,12 @@ type ElectorConfig struct {
 	ServerID string
 
 	// ServerAddr is the "host:port" advertised to followers for peer mode
-	// (recorded as leaderAddr; the leader's certificate must name its host).
-	// Optional without peer mode (unlike in the Go s3lect package).
+	// (recorded as leaderAddr; a leader's PeerCert must name its host).
+	// Optional (unlike in the Go s3lect package), in peer mode too: by
+	// default the leadership endpoint listens on the address of the
+	// interface that routes to the store (127.0.0.1 for a file lock or a
+	// loopback endpoint), on PeerListen's port or a free one, and advertises
+	// that.
 	ServerAddr string
 
 	// FrequentInterval is the follower poll period during transitions (default 5s).
@@ -50,8 +54,12 @@ type ElectorConfig struct {
 	// PeerMode lets stable followers ask the leader over HTTPS instead of
 	// reading the lock object, and makes the leader serve its leadership
 	// there (libs3lect's own HTTPS server on PeerListen, default ServerAddr).
-	// It needs ServerAddr, PeerCACert, PeerCert and PeerKey. See
-	// docs/peer.md in the repository.
+	// PeerMode: true alone is enough (zero-config): at Start the node makes
+	// a key and a self-signed certificate in memory, writes the key's
+	// SHA-256 into the lock records it writes (peerKeySha256), and followers
+	// pin that key; no CA, certificate or ServerAddr is needed. A cluster
+	// with a CA of its own sets PeerCACert, PeerCert and PeerKey instead
+	// (and PeerClientCert for mTLS). See docs/peer.md in the repository.
 	PeerMode bool
 
 	// PeerHealthPath is the path of the leader's peer endpoint (default
@@ -61,9 +69,10 @@ type ElectorConfig struct {
 	// PeerTimeout bounds one peer check and the release write on Stop (default 3s).
 	PeerTimeout time.Duration
 
-	// PeerCACert is the PEM CA bundle followers use to verify the leader;
-	// under mTLS (PeerClientCert set) the leader also verifies its clients
-	// with it. Required with PeerMode (or use EnablePeerMode).
+	// PeerCACert is the PEM CA bundle followers use to verify a leader's
+	// certificate; under mTLS (PeerClientCert set) the leader also verifies
+	// its clients with it. Required with PeerCert and PeerKey; not used in
+	// zero-config peer mode (a leader whose record names its key is pinned).
 	PeerCACert []byte
 
 	// OnAcquireLeadership runs after this node acquired the lock, while the
@@ -125,15 +134,19 @@ type ElectorConfig struct {
 	RequestTimeout time.Duration
 
 	// PeerListen is the address the leadership endpoint listens on (default
-	// ServerAddr); "127.0.0.1:0" picks a free port, see PeerPort.
+	// ServerAddr, else the address of the interface that routes to the
+	// store on a free port); "127.0.0.1:0" picks a free port, see PeerPort.
 	PeerListen string
 	// PeerCert and PeerKey are the endpoint's certificate chain and private
-	// key: PEM, or the path of a PEM file.
+	// key: PEM, or the path of a PEM file. Both or neither: neither is
+	// zero-config peer mode.
 	PeerCert []byte
 	PeerKey  []byte
 	// PeerClientCert is this node's client certificate and key in one PEM
 	// (or its path). Setting it turns on mTLS: the node presents it as a
-	// follower, and as leader requires client certificates signed by PeerCACert.
+	// follower, and as leader requires client certificates signed by
+	// PeerCACert. It needs PeerCert, PeerKey and PeerCACert (zero-config
+	// peer mode does not verify clients).
 	PeerClientCert []byte
 
 	// OnLeaderChange runs when this node observes a new leader (including

@@ -417,12 +417,19 @@ func (e *S3Elector) StatusJSON() ([]byte, error) {
 }
 
 // EnablePeerMode turns peer mode on, before or after Start, with the PEM CA
-// bundle that verifies the leader: as a follower this node then asks the
-// leader over HTTPS (a long poll) instead of reading the lock object while
-// leadership is stable, and falls back to S3 on any failure. If the elector
-// is running and has PeerCert and PeerKey, the built-in leadership endpoint
-// starts too. ServerAddr must be set; before Start, PeerCert and PeerKey
-// too (a node that starts in peer mode serves its leadership when it leads).
+// bundle that verifies a leader's certificate: as a follower this node then
+// asks the leader over HTTPS (a long poll) instead of reading the lock
+// object while leadership is stable, and falls back to S3 on any failure (a
+// leader whose record names its key, peerKeySha256, is pinned instead).
+// ServerAddr must be set. On a running elector with PeerCert and PeerKey
+// the built-in leadership endpoint starts too. Before Start the settings
+// must make a valid peer-mode configuration, as PeerMode with this
+// PeerCACert would in NewS3Elector: PeerCert and PeerKey (the endpoint
+// serves them) or neither (zero-config: it serves a key made at Start).
+//
+// To turn peer mode on from the start, PeerMode: true alone is enough (see
+// ElectorConfig.PeerMode); EnablePeerMode is for clusters with a CA of
+// their own.
 func (e *S3Elector) EnablePeerMode(caCert []byte) error {
 	if len(caCert) == 0 {
 		return &Error{Code: CodeInvalid, Op: "EnablePeerMode",
@@ -430,11 +437,11 @@ func (e *S3Elector) EnablePeerMode(caCert []byte) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.state == stateNew && (len(e.cfg.PeerCert) == 0 || len(e.cfg.PeerKey) == 0) {
-		// libs3lect would accept it now and refuse to Start.
-		return &Error{Code: CodeInvalid, Op: "EnablePeerMode",
-			Msg: "peer mode before Start needs PeerCert and PeerKey in the ElectorConfig: " +
-				"the node serves its leadership over HTTPS when it leads"}
+	if e.state == stateNew {
+		// Start takes the settings as they are: check them now.
+		if err := e.checkPeerSettingsLocked(caCert); err != nil {
+			return err
+		}
 	}
 	e.hmu.RLock()
 	rc := C.s3lect_enable_peer_mode(e.c, unsafe.Pointer(&caCert[0]), C.size_t(len(caCert)))
@@ -446,6 +453,31 @@ func (e *S3Elector) EnablePeerMode(caCert []byte) error {
 	e.cfg.PeerMode = true
 	e.cfg.PeerCACert = append([]byte(nil), caCert...)
 	e.logger.Info("Peer mode enabled", "serverAddr", e.cfg.ServerAddr, "peerPort", e.peerPortLocked())
+	return nil
+}
+
+// checkPeerSettingsLocked validates the elector's configuration with
+// PeerMode on and caCert as PeerCACert, as NewS3Elector would; e.mu must be
+// held.
+func (e *S3Elector) checkPeerSettingsLocked(caCert []byte) error {
+	e.hmu.RLock()
+	p := C.s3lect_get_config(e.c)
+	e.hmu.RUnlock()
+	if p == nil {
+		return &Error{Code: CodeNoMemory, Op: "EnablePeerMode"}
+	}
+	defer C.s3lect_config_free(p)
+	rc := C.s3lect_config_set_bool(p, C.S3LECT_OPT_PEER_MODE, 1)
+	if rc == C.S3LECT_OK {
+		rc = C.s3lect_config_set_bytes(p, C.S3LECT_OPT_PEER_CA, unsafe.Pointer(&caCert[0]),
+			C.size_t(len(caCert)))
+	}
+	if rc == C.S3LECT_OK {
+		rc = C.s3lect_config_validate(p)
+	}
+	if rc != C.S3LECT_OK {
+		return newError(rc, "EnablePeerMode", configErrmsg(p))
+	}
 	return nil
 }
 

@@ -259,11 +259,28 @@ func TestEnablePeerModeBeforeStart(t *testing.T) {
 	cfg := fileConfig(t, "", "n")
 	cfg.ServerAddr = "127.0.0.1:9"
 	cfg.PeerListen = "127.0.0.1:0"
-	noCert := newElector(t, log, fileConfig(t, "", "nocert"), nil)
-	if err := noCert.EnablePeerMode(p.caPEM); !errors.Is(err, ErrInvalidConfig) ||
-		!strings.Contains(err.Error(), "PeerCert and PeerKey") {
-		t.Fatalf("EnablePeerMode before Start without a certificate: %v", err)
+	// Before Start the config is checked as with PeerMode on: a certificate
+	// without its key is refused, no certificate is zero-config.
+	halfCfg := fileConfig(t, "", "half")
+	halfCfg.ServerAddr, halfCfg.PeerCert = "127.0.0.1:9", p.certPEM
+	half := newElector(t, log, halfCfg, nil)
+	if err := half.EnablePeerMode(p.caPEM); !errors.Is(err, ErrInvalidConfig) ||
+		!strings.Contains(err.Error(), "both PeerCert and PeerKey") {
+		t.Fatalf("EnablePeerMode before Start with PeerCert but no PeerKey: %v", err)
 	}
+	if half.GetConfig().PeerMode {
+		t.Fatal("a refused EnablePeerMode turned PeerMode on")
+	}
+	bareCfg := fileConfig(t, "", "bare")
+	bareCfg.ServerAddr, bareCfg.PeerListen = "127.0.0.1:9", "127.0.0.1:0"
+	bare := newElector(t, log, bareCfg, nil)
+	if err := bare.EnablePeerMode(p.caPEM); err != nil {
+		t.Fatalf("EnablePeerMode before Start without a certificate (zero-config): %v", err)
+	}
+	start(t, bare)
+	waitUntil(t, 10*time.Second, "Start starts the zero-config endpoint", func() bool {
+		return bare.PeerPort() != 0
+	})
 	cfg.PeerCert, cfg.PeerKey = p.certPEM, p.keyPEM
 	cfg.OnAcquireLeadership = func(context.Context) error {
 		once.Do(acquired.Done)

@@ -61,9 +61,10 @@ func (r *LeaderRecord) Released() bool {
 // Cache-Control: no-store; other methods get 405 with "Allow: GET, HEAD".
 // A nil logger means slog.Default().
 //
-// libs3lect's own server also runs when PeerMode is on and PeerCert and
-// PeerKey are set; this handler (or NewHealthServer) is for serving the
-// endpoint yourself, e.g. behind your own TLS configuration.
+// libs3lect's own server also runs when PeerMode is on (with PeerCert and
+// PeerKey, or with neither: zero-config); this handler (or NewHealthServer)
+// is for serving the endpoint yourself, e.g. behind your own TLS
+// configuration.
 func NewLeadershipHandler(elector Elector, logger *slog.Logger) http.HandlerFunc {
 	if logger == nil {
 		logger = slog.Default()
@@ -133,8 +134,8 @@ type HealthServerConfig struct {
 
 // HealthServer is a standalone HTTPS server for the peer leadership endpoint
 // at /health/leadership (NewLeadershipHandler), as in the Go s3lect package.
-// An *S3Elector with PeerMode, PeerCert and PeerKey does not need one:
-// libs3lect serves the endpoint itself.
+// An *S3Elector with PeerMode does not need one: libs3lect serves the
+// endpoint itself (with PeerCert and PeerKey, or zero-config without them).
 type HealthServer struct {
 	cfg    HealthServerConfig
 	logger *slog.Logger

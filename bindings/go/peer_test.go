@@ -232,16 +232,22 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// A certificate needs its key and a CA; ServerAddr is optional and no
+// certificate at all is zero-config (peer_zeroconf_test.go).
 func TestPeerModeNeedsItsSettings(t *testing.T) {
 	p := newTestPKI(t)
+	cfg := fileConfig(t, "", "n")
+	cfg.PeerMode = true
+	cfg.PeerCACert, cfg.PeerCert, cfg.PeerKey = p.caPEM, p.certPEM, p.keyPEM
+	newElector(t, testLogger(t), cfg, nil) // certificates and no ServerAddr: valid
 	cases := []struct {
 		name string
 		edit func(c *ElectorConfig)
 		want string
 	}{
-		{"no ServerAddr", func(c *ElectorConfig) { c.ServerAddr = "" }, "ServerAddr"},
 		{"no CA", func(c *ElectorConfig) { c.PeerCACert = nil }, "PeerCACert"},
-		{"no key", func(c *ElectorConfig) { c.PeerKey = nil }, "PeerCert and PeerKey"},
+		{"no key", func(c *ElectorConfig) { c.PeerKey = nil }, "both PeerCert and PeerKey"},
+		{"no certificate", func(c *ElectorConfig) { c.PeerCert = nil }, "both PeerCert and PeerKey"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
