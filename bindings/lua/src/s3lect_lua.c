@@ -970,21 +970,23 @@ static int l_enable_peer_mode(lua_State *L)
         fclose(f);
     }
     if (!le->started) {
-        /* The library would accept it now and refuse to start. */
+        /* el:start() takes the options as they are: check them now as
+         * peer_mode = true with this peer_ca would be checked by s3lect.new
+         * (peer_cert and peer_key, or neither: zero-config). */
         s3lect_config *cfg = s3lect_get_config(le->e);
         if (cfg == NULL)
             return push_fail(L, le, fn, S3LECT_ENOMEM);
-        int ncert = s3lect_config_get_str(cfg, S3LECT_OPT_PEER_CERT, NULL, 0);
-        int nkey = s3lect_config_get_str(cfg, S3LECT_OPT_PEER_KEY, NULL, 0);
-        s3lect_config_free(cfg);
-        if (ncert <= 0 || nkey <= 0) {
-            lua_pushnil(L);
-            lua_pushfstring(L,
-                            "%s: peer mode before el:start() needs the peer_cert and peer_key "
-                            "options: the node serves its leadership over HTTPS when it leads",
-                            fn);
-            return 2;
+        int rc = s3lect_config_set_bool(cfg, S3LECT_OPT_PEER_MODE, 1);
+        if (rc == S3LECT_OK)
+            rc = s3lect_config_set_bytes(cfg, S3LECT_OPT_PEER_CA, ca, len);
+        if (rc == S3LECT_OK)
+            rc = s3lect_config_validate(cfg);
+        if (rc != S3LECT_OK) {
+            int n = push_config_fail(L, fn, NULL, cfg, rc);
+            s3lect_config_free(cfg);
+            return n;
         }
+        s3lect_config_free(cfg);
     }
     int rc = s3lect_enable_peer_mode(le->e, ca, len);
     if (rc != S3LECT_OK)

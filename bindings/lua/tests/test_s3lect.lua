@@ -884,16 +884,30 @@ end
 T.test("enable_peer_mode() starts the HTTPS endpoint of a running leader", function(t)
   local pki = make_pki(t)
   local dir = make_tempdir(t)
-  local before = assert(s3lect.new({ lock = "file://" .. dir .. "/other", id = "b", addr = "127.0.0.1:9" }))
+  -- Before start the options are checked as peer_mode = true would check
+  -- them: a certificate needs its key; no certificate is zero-config.
+  local before = assert(s3lect.new({ lock = "file://" .. dir .. "/other", id = "b", addr = "127.0.0.1:9",
+                                     peer_cert = pki.cert }))
   t:defer(function()
     before:close()
   end)
   local ok, err = before:enable_peer_mode(pki.ca_text)
-  T.eq(ok, nil, "enable_peer_mode() before start without a certificate")
-  T.contains(err, "peer_cert and peer_key", "message")
+  T.eq(ok, nil, "enable_peer_mode() before start with peer_cert but no peer_key")
+  T.contains(err, "both peer_cert and peer_key", "message")
+  T.eq(before:get_config().peer_mode, false, "peer_mode after a refused enable_peer_mode()")
   ok, err = before:enable_peer_mode(dir .. "/missing.pem")
   T.eq(ok, nil, "enable_peer_mode() with a missing file")
   T.contains(err, "cannot open", "message")
+  local bare = assert(s3lect.new({ lock = "file://" .. dir .. "/bare", id = "bare", addr = "127.0.0.1:9",
+                                   peer_listen = "127.0.0.1:0" }))
+  t:defer(function()
+    bare:close()
+  end)
+  assert(bare:enable_peer_mode(pki.ca_text))
+  assert(bare:start())
+  T.ok(bare:peer_port() > 0, "start() after enable_peer_mode() without a certificate serves "
+       .. "the zero-config endpoint (peer_port() %d)", bare:peer_port())
+  assert(bare:stop())
 
   local el, port = start_peer(t, function(addr)
     return {
@@ -950,6 +964,146 @@ T.test("peer mode on S3: one leader serves HTTPS, the follower takes over on sto
   T.ok(took < FAST.lease_timeout, "handover took %.2f s: the release was not noticed", took)
   T.ok(follower:term() > term, "term %s after the handover, was %s", follower:term(), term)
   T.eq(leader:peer_port(), 0, "the stopped leader's endpoint")
+end)
+
+
+---------------------------------------------------------------------------
+-- Zero-config peer mode: peer_mode = true and no certificate, no addr
+---------------------------------------------------------------------------
+
+-- infrequent_interval is 30 s on purpose: a follower that notices the
+-- leader's release within a second can only have heard it through the
+-- leader's endpoint (the long poll), not by reading the lock file.
+local ZERO_CONFIG = {
+  lease_timeout = 3,
+  renew_interval = 1,
+  renew_deadline = 2,
+  frequent_interval = 1,
+  infrequent_interval = 30,
+  request_timeout = 5,
+  peer_mode = true,
+}
+
+local PEM_CERT = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+local PEM_KEY = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
+
+local function with(base, extra)
+  local o = {}
+  for k, v in pairs(base) do
+    o[k] = v
+  end
+  for k, v in pairs(extra) do
+    o[k] = v
+  end
+  return o
+end
+
+local function read_file(path)
+  local f = assert(io.open(path, "rb"))
+  local data = f:read("*a")
+  f:close()
+  return data
+end
+
+-- True if 127.0.0.1:port accepts a TCP connection within 5 s.
+local function tcp_accepts(port)
+  local r = os.execute(string.format("timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d' 2>/dev/null",
+                                     port))
+  return r == true or r == 0
+end
+
+T.test("zero-config peer mode: the follower pins the leader's key and takes over on stop", function(t)
+  local dir = make_tempdir(t)
+  local path = dir .. "/zero-config.json"
+  local els = {}
+  for i, id in ipairs({ "zc-a", "zc-b" }) do
+    local el = assert(s3lect.new(with(ZERO_CONFIG, { lock = "file://" .. path, id = id })))
+    t:defer(function()
+      el:close()
+    end)
+    els[i] = el
+  end
+  T.eq(els[1]:get_config().peer_mode, true, "peer_mode")
+  for _, el in ipairs(els) do
+    assert(el:start())
+  end
+
+  -- (a) one leader.
+  T.drive(els, function()
+    return count_leaders(els) == 1
+  end, 10, "a leader")
+  local elected = T.now()
+  local _, which = count_leaders(els)
+  local leader, follower = els[which], els[3 - which]
+
+  -- (b) its record names its key and its endpoint, which takes connections.
+  local rec = read_file(path)
+  T.contains(rec, '"leaderID":"' .. leader:status().server_id .. '"', "the record's leaderID")
+  local pin = rec:match('"peerKeySha256"%s*:%s*"([^"]*)"')
+  T.ok(pin and #pin == 44 and pin:match("^[%w+/]+=$"),
+       "peerKeySha256 should be the base64 of a SHA-256 (44 characters): %s", rec)
+  local port = rec:match('"leaderAddr"%s*:%s*"127%.0%.0%.1:(%d+)"')
+  T.ok(port, "leaderAddr of a file lock should be 127.0.0.1:<port>: %s", rec)
+  T.eq(tonumber(port), leader:peer_port(), "leaderAddr's port is the leader's peer_port()")
+  T.ok(tcp_accepts(tonumber(port)), "the leader's endpoint 127.0.0.1:%s takes no connection", port)
+
+  -- (d) the follower settles on the leader's endpoint without a failure.
+  T.drive(els, function()
+    return follower:status().state == "follower_stable"
+  end, 10, "the follower to become stable")
+  local rest = elected + 3 - T.now()
+  if rest > 0 then
+    T.settle(els, rest)
+  end
+  T.ok(leader:is_leader() and not follower:is_leader(), "the leader changed while settling")
+  local json = assert(follower:status_json())
+  local failures = json:match('"peerFailures"%s*:%s*(%b{})')
+  T.ok(failures and failures:find('"tlsPin"', 1, true), "peerFailures with a tlsPin class: %s", json)
+  for class, n in failures:gmatch('"(%w+)"%s*:%s*(%d+)') do
+    T.eq(tonumber(n), 0, "the follower's peerFailures." .. class)
+  end
+  T.ok(json:find('"peerLastFailure"%s*:%s*""'), "peerLastFailure: %s", json)
+
+  -- (c) a graceful stop of the leader: the follower leads at once.
+  local t0 = T.now()
+  assert(leader:stop())
+  T.drive({ follower }, function()
+    return follower:is_leader()
+  end, 10, "the follower to take over")
+  local took = T.now() - t0
+  T.ok(took <= 1.5, "the takeover took %.2f s: with infrequent_interval 30 s only the peer "
+       .. "long poll notices the release this fast", took)
+  local after
+  T.drive({ follower }, function()
+    after = read_file(path)
+    return after:find('"leaderID":"' .. follower:status().server_id .. '"', 1, true) ~= nil
+  end, 5, "the new leader's record")
+  local pin2 = after:match('"peerKeySha256"%s*:%s*"([^"]*)"')
+  T.ok(pin2 and #pin2 == 44 and pin2 ~= pin, "the new leader's peerKeySha256: %s", after)
+  T.contains(after, '"leaderAddr":"127.0.0.1:' .. follower:peer_port() .. '"', "the new leader's leaderAddr")
+end)
+
+T.test("zero-config peer mode: peer_mode alone is valid, half a certificate is not", function(t)
+  local dir = make_tempdir(t)
+  local lock = "file://" .. dir .. "/checked.json"
+  local el = assert(s3lect.new({ lock = lock, id = "alone", peer_mode = true }))
+  el:close()
+  for _, half in ipairs({ { peer_cert = PEM_CERT }, { peer_key = PEM_KEY } }) do
+    local bad, err = s3lect.new(with({ lock = lock, id = "half", peer_mode = true, peer_ca = PEM_CERT },
+                                     half))
+    if bad then
+      bad:close()
+    end
+    T.eq(bad, nil, "elector with only one of peer_cert and peer_key")
+    T.contains(err, "both peer_cert and peer_key", "message")
+  end
+  local bad, err = s3lect.new({ lock = lock, id = "mtls", peer_mode = true,
+                                peer_client_cert = PEM_CERT .. PEM_KEY })
+  if bad then
+    bad:close()
+  end
+  T.eq(bad, nil, "elector with peer_client_cert and no certificate")
+  T.contains(err, "does not verify clients", "message")
 end)
 
 
