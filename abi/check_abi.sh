@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The ABI guard: fails on every incompatible change of libs3lect's ABI,
 # passes on pure additions. Three checks, each catching what the others
 # cannot see:

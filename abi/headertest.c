@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Compiled as C99 -pedantic and as C++11: the public header must stand alone.
  * It also holds the ABI pins (abi/pins.h): every public enumerator keeps its
  * value and every public function and callback type keeps its type, or this

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Pins of the public ABI: every enumerator's value and every function's type.
 
 abi/pins.h holds one line per public enumerator and per public function (and

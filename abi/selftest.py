@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Self-test of the ABI guard (abi/check_abi.sh): it must fail on each
 incompatible change below and pass on a pure addition.
 

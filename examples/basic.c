@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* examples/basic.c - the README's C tour: run for a few seconds as a
  * candidate on a lock, print transitions, then stop (releasing if leader).
  *

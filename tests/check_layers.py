@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks that libs3lect's layers only depend downwards.
 
 libs3lect/src has one folder per layer, lowest first (the order of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared pytest fixtures: the build, the s3lect CLI, and real S3 servers.
 
 - ``build_dir``: the CMake build directory, from S3LECT_BUILD_DIR (default

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`s3lect check-store`: passes on stores that enforce conditional writes
 (MinIO, moto, the file store) and fails on one that silently ignores them."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The s3lect CLI on s3:// locks against a real MinIO: real processes, real signals.
 
 Timings are scaled down (lease 3 s, see harness.cli.FAST); bounds are

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The credential provider chain through the CLI, against real servers on
 127.0.0.1 (issue 15):
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """End to end: `s3lect` on MinIO with temporary credentials that only a
 metadata endpoint hands out (issue 15).
 

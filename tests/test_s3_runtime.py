@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The shared runtime against MinIO: many S3 electors in one process.
 
 tests/c/runtime_scale starts the electors (ten per lock) under a low

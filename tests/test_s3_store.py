@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The S3 store against real servers: MinIO (checks signatures) and moto.
 
 Each test drives one store operation through tests/c/s3_probe (the C store,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_store.c - `s3lect check-store URL`: proves that a store really
  * enforces conditional writes before anyone trusts it with leadership.
  *

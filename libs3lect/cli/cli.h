@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cli.h - shared pieces of the s3lect command. */
 #ifndef S3LECT_CLI_H
 #define S3LECT_CLI_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* duration.c - "500ms", "2s", "1.5m", "1h30m" → milliseconds.
  *
  * A duration is one or more NUMBER UNIT pairs: NUMBER is decimal digits with

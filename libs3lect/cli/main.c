@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* main.c - the s3lect command: run, status, watch, check-store. */
 #include <cjson/cJSON.h>
 #include <errno.h>

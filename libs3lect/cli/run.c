@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* run.c - `s3lect run`: run a command only while holding leadership.
  *
  * Single-threaded: the elector runs in poll mode, and one poll() loop waits on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* supervise.c - the shim under `s3lect run` and the /proc walk (see supervise.h).
  *
  * The shim is forked (not exec'd) from s3lect run, which has threads: it only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* supervise.h - the process tree under `s3lect run` (Linux).
  *
  * `s3lect run` forks one supervising child (the "shim") per leadership term.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* whoami.c - `s3lect whoami URL`: which source supplies the S3 credentials
  * for a lock, the principal where the source says it, and when they expire.
  * Never a secret, a session token or a signature (docs/s3.md). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * s3lect.h - leader election for processes that share nothing but an S3 bucket.
  *

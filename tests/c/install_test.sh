@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build into a temporary prefix and builds the README example
 # against it twice: with pkg-config and with CMake's find_package(s3lect).
 set -eu

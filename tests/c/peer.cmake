@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # C tests of the peer layer (included by tests/c/CMakeLists.txt): the HTTP
 # parser and answers with a scripted source, and the TLS server and libcurl
 # client on 127.0.0.1 with certificates made at test time by the openssl

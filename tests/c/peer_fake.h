@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* peer_fake.h - a scripted peer_source for the peer tests: the test sets
  * leading/etag under the mutex and bumps the version; wait() blocks on a
  * condition variable (monotonic clock) like the runtime's does. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # C unit tests of the S3 layer (included by tests/c/CMakeLists.txt).
 # SigV4 vectors, the XML error parser and status table, credential
 # precedence, the S3 store against a canned loopback server, and the probe

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3_probe.c - one store operation from the command line, answer as JSON.
  *
  *   s3_probe get URL [options]

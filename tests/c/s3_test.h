@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3_test.h - assertion helpers of the S3 layer's C tests, on testutil.h. */
 #ifndef S3LECT_S3_TEST_H
 #define S3LECT_S3_TEST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The public API end to end on the file store and a custom store: threads,
  * callbacks, poll mode, waits, stop semantics, validation messages. */
 #include <poll.h>

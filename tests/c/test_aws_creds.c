@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_aws_creds.c - precedence of credentials, profile, region and endpoint
  * between config, environment and the shared files (temp files, setenv). */
 #include <stdio.h>

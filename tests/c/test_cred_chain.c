@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_cred_chain.c - the credential chain without a network: the parsers,
  * credential_process (good, malformed, non-zero exit, hanging, clock skew),
  * profile errors (cycle, mfa_serial, role without source, unreadable web

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The container (ECS, EKS Pod Identity) and EC2 instance-metadata credential
  * providers (aws/cred_container.c, aws/cred_imds.c) against real local
  * servers: AWS's EC2 metadata mock in IMDSv2-only mode, and the tests' own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Engine transitions with a simulated clock and an in-memory store. */
 #include <stdio.h>
 #include <stdlib.h>

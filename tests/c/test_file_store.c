@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* File store: conditional writes hold across processes on one host. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_options.c - the option query API (s3lect_option_info, _count, _by_name)
  * describes what the setters and s3lect_config_new actually do.
  *

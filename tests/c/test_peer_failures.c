@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_peer_failures.c - every kind of failed peer check (issue 14 item 10)
  * is reported once through the ERROR event, counted in the status under
  * "peerFailures", and the follower keeps following (and then taking over)

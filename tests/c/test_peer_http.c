@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_peer_http.c - the peer endpoint's HTTP layer (peer_http.c): request
  * head parsing (valid, invalid, partial, oversized, keep-alive, query
  * decoding) and the answers, including long polls against a scripted source.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_peer_tls.c - the peer server (peer_server.c) and client
  * (peer_client.c) over real TLS on 127.0.0.1.
  *

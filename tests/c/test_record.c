@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Record codec: round trip, Go s3lect records, and corrupt inputs never crash. */
 #include <stdio.h>
 #include <stdlib.h>

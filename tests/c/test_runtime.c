@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shared runtime (docs/threading.md): many electors in one process on a
  * few threads and few file descriptors, spread first requests, callbacks in
  * order per elector and not held up by another elector's slow callback, the

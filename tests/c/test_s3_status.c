@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_s3_status.c - the S3 store against a canned HTTP server on loopback.
  *
  * A unit test of one layer (store_s3.c): a tiny in-process server answers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_s3_xml.c - the S3 error-body parser and the status → outcome table. */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_sigv4.c - the SigV4 signer against the AWS test suite.
  *
  * usage: test_sigv4 DATA_DIR [EXPECTED_V4_CASES]

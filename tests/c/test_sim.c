@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Deterministic simulation of many electors against a simulated linearizable
  * store, with latency, lost requests and replies, late-landing writes,
  * node<->store partitions, process pauses, clock rate error and wall-clock

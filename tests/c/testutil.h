@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* testutil.h - a tiny assertion harness for the C tests. */
 #ifndef S3LECT_TESTUTIL_H
 #define S3LECT_TESTUTIL_H

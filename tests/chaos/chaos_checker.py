@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checks the leadership history of a chaos run.
 
 Input: the CMD log that every leader's CMD (leader_cmd.py) appends to, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Machinery of the chaos tests: a fault-injecting TCP proxy, a MinIO that can
 be restarted on the same port and data, and `s3lect run` nodes that can be
 killed, paused and partitioned.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Chaos suite: summary lines printed at the end of the pytest run."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The CMD that `s3lect run` starts in the chaos tests: it records when it leads.
 
     leader_cmd.py LOG

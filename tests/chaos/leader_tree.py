@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A CMD for `s3lect run` whose descendants ignore SIGTERM (issue 14, item 1).
 
     leader_tree.py LOG [MAX_LIFE_S]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small cluster of `s3lect run` nodes for one focused chaos scenario
 (test_faults.py): each node through its own proxy (in HTTP mode, so that
 request faults can be injected), optionally with a wall clock the test can

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Chaos across real processes (issue 8): five `s3lect run` nodes against a real
 MinIO, each through its own fault-injecting TCP proxy, each with its own
 wall-clock offset (libfaketime, within max_clock_skew), under kill -9 of the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The chaos checker on hand-made histories: it must catch every violation it
 claims to, and accept the allowed post-resume stop latency."""
 

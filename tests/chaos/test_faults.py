@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Focused chaos scenarios for the fault kinds of issue 14: each runs a few
 real `s3lect run` nodes against MinIO, each node through its own proxy
 (chaos_lib.Proxy in HTTP mode), injects one kind of fault, and asserts the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The s3lect CLI end to end on the embedded file store: real processes, real signals.
 
 Timings are scaled down (lease 3 s) and bounds are generous for a loaded 2-core machine.

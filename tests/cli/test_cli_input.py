@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CLI input that used to be accepted and then misbehaved (issue 14 item 12, item 5's CLI part).
 
 Each bad input must end in exit 2 with exactly one line on stderr that names the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`s3lect run` as a supervisor: the command's whole process tree is dead before
 another node can lead, the kill deadline is tied to the lease, and the
 supervisor survives a closed log and forwards reload signals.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz.h - shared by the fuzz targets: property checks that abort loudly.
  *
  * A failed property is a crash for libFuzzer (it saves the input) and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_cred_json.c - the JSON parsers of the credential chain (cred_parse.c):
  * credential_process output, the SSO token cache file and the SSO portal's
  * GetRoleCredentials answer. The first byte picks the parser.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_cred_metadata.c - the answer parsers of the container and
  * instance-metadata credential providers (aws/cred_metadata.c).
  *

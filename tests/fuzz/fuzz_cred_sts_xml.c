@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_cred_sts_xml.c - the STS answer parser (aws_parse_sts_response).
  *
  * Properties:

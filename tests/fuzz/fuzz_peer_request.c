@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_peer_request.c - the peer endpoint's request parser (peer_http.c).
  *
  * Properties:

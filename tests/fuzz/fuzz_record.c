@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_record.c - the lock record parser (record.c) on arbitrary bytes.
  *
  * Properties:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_s3_xml.c - the S3 XML error parser and status classifier (s3_xml.c).
  *
  * Properties:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_sigv4.c - SigV4 canonicalisation and signing (sigv4.c) on fuzzed
  * requests.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the hand-made seed corpora of tests/fuzz/corpus/<target>/.
 
     python3 tests/fuzz/make_seeds.py

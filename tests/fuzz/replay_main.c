@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* replay_main.c - runs a fuzz target over saved inputs without libFuzzer.
  *
  *   replay_<target> PATH...

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for driving the s3lect CLI and tests/c/s3_probe from tests."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A container-credentials endpoint of the tests' own (what ECS's agent and the
 EKS Pod Identity agent serve), on a free 127.0.0.1 port, in a thread.
 

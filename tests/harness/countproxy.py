@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A counting HTTP/1.1 proxy for loopback tests: forwards one client's
 connections to an upstream server and counts requests by method.
 

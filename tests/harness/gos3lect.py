@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Builds bench/peers/gos3lect (one Go s3lect elector as a process, printing
 `s3lect run`'s stderr lines) against a local checkout of Go s3lect.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small HTTP server of the tests' own on a free 127.0.0.1 port, served by a
 thread: the life cycle (start, stop, `with`) and the quiet handler base that
 the container-credentials endpoint (container_creds.py) and the fake IMDS

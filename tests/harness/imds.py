@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """EC2 instance metadata for the tests, on free 127.0.0.1 ports.
 
 ImdsMock runs AWS's EC2 metadata mock (github.com/aws/amazon-ec2-metadata-mock,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small S3 client (standard library only) for the tests' own reads and writes.
 
 It signs requests with AWS Signature Version 4 independently of the C

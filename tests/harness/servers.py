@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Real S3 servers for the tests: MinIO and moto on free 127.0.0.1 ports.
 
 Each server is started fresh with throwaway credentials, waited for with a

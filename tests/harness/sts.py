@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """STS for the credential tests: a SigV4-signed AssumeRole client (standard
 library only, independent of the C library) and a fake STS for the answers
 real servers do not give on demand (AccessDenied, ExpiredToken, Throttling,

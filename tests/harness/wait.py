@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Waiting on a condition with a deadline (never sleep-and-hope)."""
 
 from __future__ import annotations

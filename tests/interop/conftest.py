@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures of the interop suite: Go s3lect nodes (bench/peers/gos3lect, built
 from GOS3LECT_SRC by tests/harness/gos3lect.py) and `s3lect run` nodes of the
 build directory on one MinIO lock, each talking to MinIO through its own

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Nodes of both implementations on one lock, for tests/interop: Go s3lect
 (bench/peers/gos3lect) and `s3lect run`, each through its own counting proxy,
 every stderr line stamped with time.monotonic() on arrival."""

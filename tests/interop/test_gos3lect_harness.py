@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The skip path of the interop suite: tests/harness/gos3lect.py says exactly
 why it cannot build the Go s3lect node (a skipped test cannot test its own
 skip). No Go s3lect checkout, MinIO or Go toolchain is needed here."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Go s3lect and s3lect on one lock (issue 18): one Go s3lect node
 (bench/peers/gos3lect) and two `s3lect run` nodes on MinIO.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Peer mode end to end: `s3lect run --peer` nodes on MinIO, each behind its own
 counting proxy so S3 requests are measured per node; real TLS with a throwaway CA.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Failed peer checks show in the CLI's log (issue 14 item 10).
 
 `s3lect run --peer` nodes on a file lock (the failure is in peer mode, not in

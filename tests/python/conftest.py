@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures of the Python binding's suites.
 
 The MinIO server comes from the shared ``minio`` fixture of tests/conftest.py

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A child process for the multi-process tests.
 
     python elector_proc.py LOCK SERVER_ID [MODE]

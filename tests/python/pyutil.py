@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers shared by the Python binding's tests."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """asyncio helpers: awaitable waits and the async event iterator."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Callbacks: veto from on_acquire, callbacks that raise, callbacks that block."""
 
 from __future__ import annotations

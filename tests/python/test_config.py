@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Settings: validation errors, durations, update_config, from_env, store errors."""
 
 from __future__ import annotations

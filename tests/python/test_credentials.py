@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The credential provider chain through the Python binding (issue 15).
 
 Each test runs an ``s3lect.Elector`` on an s3:// lock in the test MinIO in a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A custom store written in pure Python drives the same engine."""
 
 from __future__ import annotations

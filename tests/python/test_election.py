@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Elections between electors in one process, against MinIO."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """max_lease_timeout, the renew_timeout reason and the max_clock_skew default
 (libs3lect commit f5c22f6) through the Python binding."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Life cycle: context manager, garbage collection, interpreter exit."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The SWIG layer s3lect._core itself: callback typemaps, GIL, references."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The option table comes from libs3lect (s3lect_option_info), and the binding
 covers every option the library reports."""
 

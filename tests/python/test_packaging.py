@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The sdist holds everything needed to build the extension away from the repository."""
 
 from __future__ import annotations

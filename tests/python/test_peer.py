@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Peer mode through the Python binding: Elector.peer_response() (the
 leadership endpoint answered in-process), the built-in HTTPS endpoint
 (peer_port), enable_peer_mode(), and a peer-mode election on MinIO.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Elections between separate processes (tests/python/elector_proc.py), against MinIO."""
 
 from __future__ import annotations

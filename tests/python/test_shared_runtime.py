@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The binding on libs3lect's shared runtime: callback and worker threads
 serve every elector of the process, so 'inside a callback' and 'inside a
 store call' are about the call, not the thread."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """wait_for_leadership, wait_for_next_election and status()."""
 
 from __future__ import annotations

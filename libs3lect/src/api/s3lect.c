@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3lect.c - the public API: argument checks, handle life cycle, getters. */
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* aws_creds.c - region and endpoint from config, environment and the AWS
  * shared files (precedence in aws_creds.h), and the shared files' reader the
  * credential chain uses (cred_sources.h). The chain itself: cred_chain.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* aws_creds.h - where the S3 store's credentials, region and endpoint come
  * from (DESIGN §5, docs/s3.md "Credentials").
  *

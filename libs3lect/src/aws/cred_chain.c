@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_chain.c - the credential provider chain (order in aws_creds.h), its
  * cache and the background refresher.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_curl.h - the libcurl pieces that both HTTP helpers of the credential
  * sources use: aws_http (cred_http.c: STS, SSO) and aws_md_http
  * (cred_metadata.c: container and instance metadata). Defined in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_fetched.c - aws_fetched_clear (cred_provider.h): wipes and frees what
  * a credential provider fetched. */
 #include <stdlib.h>

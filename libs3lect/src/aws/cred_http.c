@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_http.c - one HTTP request with a libcurl easy handle, for the
  * credential sources (STS, SSO). Bodies are capped, wiped when freed, and
  * header lines (which may hold tokens) are wiped before they are freed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_imds.c - EC2 instance metadata credentials and region
  * (cred_provider.h): IMDSv2 (a session token from PUT /latest/api/token, sent
  * with every GET), with the SDKs' fallback to IMDSv1 only when the token

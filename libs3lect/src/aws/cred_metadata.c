@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_metadata.c - what the container and instance-metadata credential
  * providers share (cred_metadata.h): the answer parser,
  * one bounded HTTP exchange with libcurl (on the pieces of cred_curl.h),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_metadata.h - internals shared by the container (cred_container.c) and
  * instance-metadata (cred_imds.c) credential providers, and exposed to the
  * unit tests and fuzzers: the answer parser, URL composition and host rules,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_parse.c - parsers for credential sources' answers (cred_parse.h). */
 #include "cred_parse.h"
 

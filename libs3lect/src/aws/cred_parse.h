@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_parse.h - parsers for the answers of credential sources (issue 15):
  * the JSON a credential_process prints, the SSO token cache file that
  * `aws sso login` writes, the SSO portal's GetRoleCredentials answer and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_process.c - runs a profile's credential_process.
  *
  * Through /bin/sh -c, as the Go, Java and Rust SDKs do on Unix (botocore

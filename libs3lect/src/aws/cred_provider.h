@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_provider.h - credential providers that fetch temporary credentials
  * over the network (issue 15): the interface between the provider chain
  * (cred_chain.c, which caches, refreshes in the background and serves

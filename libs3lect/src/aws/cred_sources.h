@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_sources.h - the pieces the credential chain (cred_chain.c) is built
  * from: the shared files' sections, a small HTTP client, STS, the
  * credential process and SSO. Internal to the aws layer.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_sso.c - IAM Identity Center (SSO): the token `aws sso login` cached
  * under ~/.aws/sso/cache/<sha1>.json, exchanged at the portal's
  * GetRoleCredentials for role credentials. s3lect never logs in itself (that

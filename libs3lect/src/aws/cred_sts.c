@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred_sts.c - STS AssumeRole (SigV4-signed) and AssumeRoleWithWebIdentity
  * (unsigned), as form-encoded POSTs to the regional STS endpoint. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3_xml.c - S3 error bodies and status classification.
  *
  * No XML library: S3 error documents are flat, and all we want is the text

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3_xml.h - reading S3's answers: the XML error body and the mapping of an
  * HTTP status plus error code to a store outcome (DESIGN §5).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sigv4.c - AWS Signature Version 4 header signing.
  *
  * Canonical request = method \n canonical URI \n canonical query \n

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sigv4.h - AWS Signature Version 4, header signing (DESIGN §5).
  *
  * Pure functions over the crypto layer: no I/O, no clock, no globals, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* crypto.c - SHA-256, HMAC-SHA256 and random bytes on the OpenSSL API subset
  * that BoringSSL shares (one-shot SHA256(), HMAC(), RAND_bytes()). */
 #include "crypto.h"

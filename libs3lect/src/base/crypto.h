@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* crypto.h - the only door to the crypto library (OpenSSL API subset that
  * BoringSSL also provides). Nothing else includes <openssl/...>. */
 #ifndef S3LECT_CRYPTO_H

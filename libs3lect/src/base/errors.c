@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* errors.c - the error strings (s3lect_strerror). In the lowest layer: the
  * engine, the stores and the runtime name errors too. */
 #include "s3lect.h"

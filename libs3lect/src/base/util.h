@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* util.h - small helpers shared by the layers: strings, clocks, buffers. */
 #ifndef S3LECT_UTIL_H
 #define S3LECT_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* config.c - the configuration handle: defaults, typed setters, validation. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* config.h - the configuration handle's layout (internal). */
 #ifndef S3LECT_CONFIG_H
 #define S3LECT_CONFIG_H

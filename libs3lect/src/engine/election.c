@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* election.c - who leads, decided as a pure state machine.
  *
  * Safety in one paragraph (the long form is docs/algorithm.md): a leader is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* election.h - the election as a pure state machine (sans I/O, DESIGN §4).
  *
  * The engine never reads a clock, sleeps, locks or does I/O. The driver (the

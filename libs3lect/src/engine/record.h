@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* record.h - the lock object's JSON (DESIGN §3), strict and s3lect-v1 compatible. */
 #ifndef S3LECT_RECORD_H
 #define S3LECT_RECORD_H

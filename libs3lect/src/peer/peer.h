@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* peer.h - peer mode (DESIGN §6): the leader's HTTPS leadership endpoint and
  * the follower's long-poll check of it.
  *

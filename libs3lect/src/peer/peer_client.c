@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* peer_client.c - the follower's check of the leader's endpoint (DESIGN §6):
  * GET https://{leaderAddr}{path}?wait=&etag= over one kept-alive libcurl
  * connection, verified against peer_ca with TLS >= 1.2, optionally with a

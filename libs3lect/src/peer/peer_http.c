@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* peer_http.c - the peer endpoint's HTTP layer: parsing one request head and
  * computing the answer (DESIGN §6). No I/O, no clocks except the long-poll
  * deadline, no allocation while parsing; every read is bounded by the length

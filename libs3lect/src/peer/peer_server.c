@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* peer_server.c - the leader's HTTPS leadership endpoint (DESIGN §6).
  *
  * DESIGN §2 routes crypto through crypto.h. A TLS server needs the whole SSL

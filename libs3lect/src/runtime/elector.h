@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* elector.h - the elector handle (internal): engine + store, run by the
  * process's shared runtime (docs/threading.md). */
 #ifndef S3LECT_ELECTOR_H

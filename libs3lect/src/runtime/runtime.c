@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* runtime.c - the process's shared runtime (docs/threading.md).
  *
  * One loop thread runs every elector's engine: a timer heap holds the next

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store.c - results, lock locations, and opening the store a config names. */
 #include "store.h"
 

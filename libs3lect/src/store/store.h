@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store.h - the storage layer interface (DESIGN §2.3, §5).
  *
  * A store is bound to one backend (a bucket, a directory, a custom object);

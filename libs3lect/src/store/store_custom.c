@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store_custom.c - a store backed by the application's get/put functions. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store_file.c - the embedded default store: one directory on one host.
  *
  * key       the record (replaced by atomic rename, never written in place)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store_s3.c - the S3 store: SigV4-signed GET and conditional PUT (DESIGN §5),
  * either blocking on the store's own keep-alive handle (the CLI) or prepared
  * on a handle of the runtime's shared libcurl multi (begin/finish).
