@@ -35,6 +35,8 @@ typedef struct cli_opts {
     int64_t lease, renew, deadline, frequent, infrequent, skew, kill_timeout, interval;
     int64_t max_lease; /* 0: default (4 x lease) */
     int json;
+    const char *log_format; /* run: "text" (default) or "json" */
+    int log_time;           /* run: RFC 3339 time before each text line */
     int has_timing;
     unsigned long seen; /* options given so far (bit per option), to refuse repeats */
 } cli_opts;
@@ -42,6 +44,10 @@ typedef struct cli_opts {
 /* Handles one option at argv[*i] (advancing *i past its value). Returns 1 if
  * consumed, 0 if not an option we know, -1 after printing a usage error. */
 int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o);
+/* Reads S3LECT_<OPTION> (e.g. S3LECT_LEASE_TIMEOUT, S3LECT_PEER=1) for every
+ * option of cmd not given on the command line. 0, or -1 after an error that
+ * names the variable. */
+int cli_env_opts(const char *cmd, cli_opts *o);
 /* Builds a config from the options; prints the error and returns NULL on failure. */
 s3lect_config *cli_config(const char *cmd, const cli_opts *o);
 void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* main.c - the s3lect command: run, status, watch, check-store. */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -65,6 +66,12 @@ static const char COMMON_HELP[] = LOCK_HELP;
 static const char RUN_COMMON_HELP[] =
     "\nmore options:\n"
     "  --max-lease-timeout D   largest leaseMs trusted in a record (default 4 x lease timeout)\n"
+    "  --log-format text|json  stderr lines as text (default) or one JSON object each (time,\n"
+    "                          level, msg, and its key=value words as fields)\n"
+    "  --log-time              put an RFC 3339 UTC time before each text line\n"
+    "environment: every option can be set as S3LECT_<NAME> (--lease-timeout 20s:\n"
+    "S3LECT_LEASE_TIMEOUT=20s; flags take 1 or 0: S3LECT_PEER=1; --id and --addr also as\n"
+    "S3LECT_SERVER_ID and S3LECT_SERVER_ADDR); a command-line option wins over its variable.\n"
     "durations are a number with a unit (500ms, 2s, 1.5m, 1h, 1m30s; 0 needs none; at most\n"
     "24h). --lease-timeout L alone sets --renew-deadline to 2/3 L and --renew-interval to\n"
     "min(L/3, deadline/2); --frequent-interval alone raises --infrequent-interval to it, and\n"
@@ -179,6 +186,9 @@ static int one_line(const char *msg, char *out, size_t n)
     return 0;
 }
 
+/* The environment variable an option is being read from (cli_env_opts). */
+static const char *g_env_source;
+
 void cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     /* One line, whatever the user typed; very long values are cut. */
@@ -188,8 +198,10 @@ void cli_usage_error(const char *cmd, const char *fmt, ...)
     int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     int cut = one_line(msg, out, sizeof out) || n >= (int)sizeof msg;
-    fprintf(stderr, "s3lect%s%s: %s%s (see 's3lect %s%s--help')\n", cmd ? " " : "", cmd ? cmd : "",
-            out, cut ? "..." : "", cmd ? cmd : "", cmd ? " " : "");
+    fprintf(stderr, "s3lect%s%s: %s%s%s%s%s (see 's3lect %s%s--help')\n", cmd ? " " : "",
+            cmd ? cmd : "", out, cut ? "..." : "", g_env_source ? " (from the environment: " : "",
+            g_env_source ? g_env_source : "", g_env_source ? ")" : "", cmd ? cmd : "",
+            cmd ? " " : "");
 }
 
 /* Which subcommands take an option. */
@@ -323,6 +335,11 @@ static int check_str(const char *cmd, const char *name, const char *v)
                             v);
             return -1;
         }
+    } else if (strcmp(name, "--log-format") == 0) {
+        if (strcmp(v, "text") != 0 && strcmp(v, "json") != 0) {
+            cli_usage_error(cmd, "--log-format '%.100s' is not text or json", v);
+            return -1;
+        }
     } else if (strcmp(name, "--lock") != 0) { /* files: --ca-file, --peer-* */
         struct stat sb;
         if (stat(v, &sb) != 0 || access(v, R_OK) != 0) {
@@ -369,18 +386,21 @@ static const char *opt_value(const char *cmd, const char *name, int argc, char *
     return v;
 }
 
-int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o)
+enum { K_STR, K_DUR, K_FLAG };
+typedef struct opt_def {
+    const char *name;
+    int kind;
+    unsigned cmds;
+    const char **str;
+    int64_t *dur;
+    int *flag;
+} opt_def;
+#define MAX_OPT_DEFS 40
+
+/* The options of every command, bound to o's fields; returns their number. */
+static size_t opt_defs(cli_opts *o, opt_def *out)
 {
-    const char *a = argv[*i];
-    enum { K_STR, K_DUR, K_FLAG };
-    struct {
-        const char *name;
-        int kind;
-        unsigned cmds;
-        const char **str;
-        int64_t *dur;
-        int *flag;
-    } opts[] = {
+    const opt_def opts[] = {
         {"--lock", K_STR, C_RUN | C_READ | C_CHECK, &o->lock, NULL, NULL},
         {"--endpoint", K_STR, C_RUN | C_READ | C_CHECK, &o->endpoint, NULL, NULL},
         {"--region", K_STR, C_RUN | C_READ | C_CHECK, &o->region, NULL, NULL},
@@ -404,8 +424,21 @@ int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o)
         {"--kill-timeout", K_DUR, C_RUN, NULL, &o->kill_timeout, NULL},
         {"--interval", K_DUR, C_WATCH, NULL, &o->interval, NULL},
         {"--json", K_FLAG, C_READ, NULL, NULL, &o->json},
+        {"--log-format", K_STR, C_RUN, &o->log_format, NULL, NULL},
+        {"--log-time", K_FLAG, C_RUN, NULL, NULL, &o->log_time},
     };
-    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
+    _Static_assert(sizeof opts / sizeof opts[0] <= MAX_OPT_DEFS, "raise MAX_OPT_DEFS");
+    _Static_assert(sizeof opts / sizeof opts[0] <= 8 * sizeof(unsigned long), "seen bits");
+    memcpy(out, opts, sizeof opts);
+    return sizeof opts / sizeof opts[0];
+}
+
+int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o)
+{
+    const char *a = argv[*i];
+    opt_def opts[MAX_OPT_DEFS];
+    size_t nopts = opt_defs(o, opts);
+    for (size_t k = 0; k < nopts; k++) {
         size_t n = strlen(opts[k].name);
         if (strncmp(a, opts[k].name, n) != 0 || (a[n] != '\0' && a[n] != '='))
             continue;
@@ -456,6 +489,61 @@ int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o)
         if (opts[k].dur != &o->kill_timeout && opts[k].dur != &o->interval)
             o->has_timing = 1;
         return 1;
+    }
+    return 0;
+}
+
+int cli_env_opts(const char *cmd, cli_opts *o)
+{
+    opt_def opts[MAX_OPT_DEFS];
+    size_t nopts = opt_defs(o, opts);
+    for (size_t k = 0; k < nopts; k++) {
+        if (!(opts[k].cmds & cmd_bit(cmd)))
+            continue;
+        char env[64] = "S3LECT_";
+        size_t e = strlen(env);
+        for (const char *p = opts[k].name + 2; *p && e + 1 < sizeof env; p++)
+            env[e++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+        env[e] = '\0';
+        const char *v = getenv(env);
+        /* The library's option names, as the Python binding's from_env reads them. */
+        const char *alias = !strcmp(opts[k].name, "--id")     ? "S3LECT_SERVER_ID"
+                            : !strcmp(opts[k].name, "--addr") ? "S3LECT_SERVER_ADDR"
+                                                              : NULL;
+        if (!v && alias && (v = getenv(alias)) != NULL)
+            snprintf(env, sizeof env, "%s", alias);
+        if (!v)
+            continue;
+        if (opts[k].kind == K_FLAG) {
+            if (*opts[k].flag > 0) /* the flag was given: it wins (-1: unset) */
+                continue;
+            if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
+                !strcasecmp(v, "on")) {
+                *opts[k].flag = 1;
+            } else if (*v && strcmp(v, "0") && strcasecmp(v, "false") && strcasecmp(v, "no") &&
+                       strcasecmp(v, "off")) {
+                cli_usage_error(cmd, "%s='%.100s' is not a boolean; use 1 or 0 (true/false)", env,
+                                v);
+                return -1;
+            }
+            continue;
+        }
+        if ((o->seen & (1UL << k)) || (k == 0 && o->lock))
+            continue; /* given on the command line: it wins */
+        size_t n = strlen(opts[k].name) + strlen(v) + 2;
+        char *arg = malloc(n); /* kept: the options point into it */
+        if (!arg) {
+            fprintf(stderr, "s3lect %s: out of memory\n", cmd);
+            return -1;
+        }
+        snprintf(arg, n, "%s=%s", opts[k].name, v);
+        char *av[] = {arg};
+        int i = 0;
+        g_env_source = env;
+        int rc = cli_common_opt(cmd, 1, av, &i, o);
+        g_env_source = NULL;
+        if (rc < 0)
+            return -1;
     }
     return 0;
 }
@@ -590,6 +678,8 @@ static int parse_read_cmd(const char *cmd, int argc, char **argv, cli_opts *o, c
         }
         o->lock = argv[i];
     }
+    if (cli_env_opts(cmd, o) != 0)
+        return -1;
     if (!o->lock) {
         cli_usage_error(cmd, "missing lock URL, e.g. s3lect %s s3://bucket/leader.json", cmd);
         return -1;

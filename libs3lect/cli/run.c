@@ -15,6 +15,7 @@
  * while leading, and hand it to the shim, which SIGKILLs the tree when it
  * passes unless it was extended; we enforce it ourselves too.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <poll.h>
@@ -25,6 +26,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -70,6 +72,67 @@ typedef struct runner {
     int child_status; /* its exit status for our exit code */
 } runner;
 
+/* --log-format json / --log-time (set once, before the first line). */
+static int g_log_json, g_log_time;
+
+static void now_rfc3339(char *out, size_t n)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, n, "%s.%03ldZ", base, ts.tv_nsec / 1000000L);
+}
+
+/* One JSON object per line: time, level, msg, and each key=value word of the
+ * message as a field (numbers as numbers), for log shippers. */
+static char *json_line(const char *msg)
+{
+    char t[40];
+    now_rfc3339(t, sizeof t);
+    const char *level = "info", *text = msg;
+    if (strncmp(msg, "error: ", 7) == 0) {
+        level = "error";
+        text = msg + 7;
+    } else if (strncmp(msg, "warning: ", 9) == 0) {
+        level = "warn";
+        text = msg + 9;
+    }
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "time", t);
+    cJSON_AddStringToObject(o, "level", level);
+    cJSON_AddStringToObject(o, "msg", text);
+    for (const char *p = text; *p;) {
+        while (*p == ' ')
+            p++;
+        size_t w = strcspn(p, " ");
+        const char *eq = memchr(p, '=', w);
+        size_t k = eq ? (size_t)(eq - p) : 0;
+        int key_ok = k > 0 && k < 32 && strspn(p, "abcdefghijklmnopqrstuvwxyz_") == k;
+        if (key_ok && w > k + 1) {
+            char key[32], val[256];
+            snprintf(key, sizeof key, "%.*s", (int)k, p);
+            snprintf(val, sizeof val, "%.*s", (int)(w - k - 1), eq + 1);
+            size_t vl = strlen(val);
+            if (!cJSON_GetObjectItemCaseSensitive(o, key) && strcmp(key, "msg") &&
+                strcmp(key, "time") && strcmp(key, "level")) {
+                if (vl > 0 && vl < 16 && strspn(val, "0123456789") == vl)
+                    cJSON_AddRawToObject(o, key, val);
+                else
+                    cJSON_AddStringToObject(o, key, val);
+            }
+        }
+        p += w;
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
@@ -84,9 +147,23 @@ static void say(const char *fmt, ...)
         return;
     if ((size_t)n > sizeof line - 2)
         n = (int)sizeof line - 2;
-    line[n++] = '\n';
-    fputs("s3lect: ", stderr);
-    fwrite(line, 1, (size_t)n, stderr);
+    line[n] = '\0';
+    char *js = g_log_json ? json_line(line) : NULL;
+    if (js) {
+        fputs(js, stderr);
+        fputc('\n', stderr);
+        cJSON_free(js);
+    } else {
+        if (g_log_time) {
+            char t[40];
+            now_rfc3339(t, sizeof t);
+            fputs(t, stderr);
+            fputc(' ', stderr);
+        }
+        line[n++] = '\n';
+        fputs("s3lect: ", stderr);
+        fwrite(line, 1, (size_t)n, stderr);
+    }
     fflush(stderr);
     clearerr(stderr);
 }
@@ -294,6 +371,10 @@ static int parse_run(int argc, char **argv, cli_opts *o, char ***cmd)
         cli_usage_error("run", "unexpected argument '%s': put the command after '--'", argv[i]);
         return -1;
     }
+    if (cli_env_opts("run", o) != 0)
+        return -1;
+    g_log_json = o->log_format && strcmp(o->log_format, "json") == 0;
+    g_log_time = o->log_time;
     if (!o->lock) {
         cli_usage_error("run", "missing --lock URL, e.g. --lock s3://bucket/leader.json");
         return -1;
