@@ -63,7 +63,8 @@ def fix(path: Path, fmt: str) -> None:
     if at and lines[at - 1].startswith("//go:build"):
         lines.insert(at, "\n")
         at += 1
-    lines.insert(at, fmt.format(ID) + "\n")
+    # Go: a blank line after it, so that it never joins a package doc comment.
+    lines.insert(at, fmt.format(ID) + ("\n\n" if fmt.startswith("//") else "\n"))
     path.write_text("".join(lines))
 
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package s3lect
 
 // The C library is found with pkg-config. To build against a build tree

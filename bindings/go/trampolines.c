@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* trampolines.c - C callbacks that forward to the exported Go functions. */
 #include "trampolines.h"
 

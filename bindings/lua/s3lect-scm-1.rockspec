@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- luarocks rockspec for the s3lect Lua module.
 --
 -- From a checkout (builds the C core and the module for the Lua that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * s3lect.i - SWIG interface of the low-level module s3lect._core.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compat.h - the few Lua C API differences between Lua 5.4 and the 5.1 API
  * (LuaJIT, PUC Lua 5.1) that the s3lect module needs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * s3lect_lua.c - the Lua module "s3lect" (Lua 5.4 and the 5.1 API of LuaJIT).
  *

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- child_callback_error.lua MODE LOCKPATH - run by test_s3lect.lua in a child
 -- interpreter so that its stderr can be captured. An elector on a file lock
 -- whose on_acquire raises; MODE "no_on_error" has no on_error callback,

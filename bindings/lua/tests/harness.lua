@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- harness.lua - a tiny test harness that runs unchanged under Lua 5.4 and
 -- LuaJIT (busted is packaged for Lua 5.1 only on Debian).
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- run.lua [FILTER] - runs the s3lect Lua test suite under the interpreter
 -- that runs this file (lua5.4 or luajit). LUA_CPATH must find the s3lect
 -- module built for that interpreter; scripts/test-lua sets it.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- test_options.lua - the module's options are libs3lect's (s3lect.options(),
 -- from s3lect_option_info), and it covers every option the library reports.
 -- Loaded by run.lua after test_s3lect.lua. No store is contacted: s3lect.new

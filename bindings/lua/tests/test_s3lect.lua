@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- test_s3lect.lua - the s3lect Lua module against a real MinIO (and the
 -- file store). Run through run.lua under lua5.4 and luajit; see
 -- scripts/test-lua.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """s3lect: leader election for processes that share nothing but an S3 bucket.
 
 One object in the bucket is the lock; conditional writes decide who holds it.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Settings: names, types, conversion of durations and counts, building a C config."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Elector: the Pythonic face of an s3lect_elector."""
 
 from __future__ import annotations

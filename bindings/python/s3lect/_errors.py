@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Typed exceptions. Every error the C core reports becomes one of these."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Custom stores written in Python."""
 
 from __future__ import annotations

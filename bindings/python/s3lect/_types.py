@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Value types: events, status snapshots and their enums."""
 
 from __future__ import annotations

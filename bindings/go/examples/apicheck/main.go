@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command apicheck names every exported identifier of Go s3lect (snapshot
 // c45cfbd) with the type Go s3lect gives it. It builds against the s3lect Go
 // binding, and, with the import line changed, against Go s3lect itself

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command migrate is a controller written for the Go s3lect package: it
 // runs its reconcile loop only while it is the leader, serves the peer
 // leadership endpoint over HTTPS, mounts it (and a status page) on its
