@@ -25,6 +25,7 @@ directory), using conditional writes on one lock object. This module binds the
 s3lect C library in poll mode: callbacks run on the host's own thread when it
 calls el:dispatch(), and el:fd() plugs into any event loop.]],
   labels = { "leader-election", "s3", "distributed" },
+  license = "Apache-2.0",
 }
 
 dependencies = {
