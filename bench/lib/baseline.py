@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A second s3lect build from a git revision, for old-vs-new runs.
 
 `bench/run --baseline REV` builds commit REV of this repository into

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """N election nodes of one implementation on one lock, as real processes.
 
 Each node's stderr is read by its own thread, which stamps every line with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared helpers for the benchmarks: logging, statistics, machine facts and
 the markdown result files."""
 

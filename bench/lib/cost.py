@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """S3 requests per hour by role and operation, and what they cost.
 
 Three nodes on one lock, each talking to MinIO through its own counting proxy

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Renewal latency while credentials are refreshed (issue 15).
 
 One `s3lect run` leader whose credentials come from a credential_process

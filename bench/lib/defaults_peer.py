@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The targets of issue 18 for s3lect at its default timings in peer mode
 ("defaults peer"), checked from the failover and cost runs of one bench/run,
 and compared with Go s3lect at its defaults in the same run (S3 mode, and
@@ -138,8 +139,8 @@ either way with this many trials.
 
 s3lect with no timing flags (lease 15 s, renew 5 s, deadline 10 s, frequent
 5 s, infrequent 30 s) plus peer mode. With a build that has zero-config peer
-mode that is `--peer --peer-listen 127.0.0.1:PORT` only (no certificate
-flags, no `--addr`); otherwise (the mode column says "certificates") the
+mode that is `--peer` only (no certificate flags, no `--addr`, no
+`--peer-listen`); otherwise (the mode column says "certificates") the
 certificate flags of the other peer configurations. Go s3lect runs its own
 defaults (no timing flags): in S3 mode, and in peer mode with a certificate
 from a throwaway CA (it has no zero-config peer mode).

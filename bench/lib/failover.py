@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Failover after kill -9 of the leader, and handover after SIGTERM.
 
 For each configuration: N nodes on one fresh lock key. A trial waits until

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Electors per process: threads, RSS, CPU, descriptors, connections, stop time.
 
 One footprint process (bench/footprint/footprint.c) per configuration runs K

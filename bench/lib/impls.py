@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Implementations under test, and the timing settings they are run with.
 
 An implementation is anything that can run one election node as a process
@@ -69,11 +70,11 @@ PEER_SETUPS_TEXT = """Peer mode (the mode column names the setup): *certificates
 throwaway EC P-256 CA and one certificate for 127.0.0.1 (Go s3lect's node
 program always runs this way: Go s3lect has no zero-config peer mode);
 *zero-config* (s3lect at the defaults, when the build has it) adds only
-`--peer --peer-listen 127.0.0.1:PORT` (a free port per node, since three
-nodes share one host): no certificate flags and no `--addr`, so the leader
-makes a self-signed certificate and publishes its key's fingerprint in the
-lock record, followers pin it, and the advertised address is the interface
-that routes to the S3 endpoint (127.0.0.1 here)."""
+`--peer`: no certificate flags, no `--addr`, no `--peer-listen`, so the
+leader makes a self-signed certificate and publishes its key's SHA-256 in
+the lock record, followers pin it, and the advertised address is this
+host's address on the route to the S3 endpoint (127.0.0.1 here) with an
+ephemeral port."""
 
 
 def zero_config_for(timing: Timing, mode: str) -> bool:
@@ -237,11 +238,11 @@ class S3lectC(Impl):
         for f in t.flags:
             argv += [names[f], f"{int(getattr(t, f) * 1000)}ms"]
         if spec.peer and self.peer_setup(spec.peer) == "zero-config":
-            # No --addr (the advertised address defaults to the interface that
-            # routes to the S3 endpoint: 127.0.0.1 here) and no certificates.
-            # The listen address is given so three nodes on one host do not
-            # compete for one default port.
-            argv += ["--peer", "--peer-listen", spec.peer.addr]
+            # Only --peer: no certificates, no --addr (it defaults to this
+            # host's address on the route to the S3 endpoint, 127.0.0.1 here,
+            # with an ephemeral port, so three nodes on one host do not
+            # collide) and no --peer-listen.
+            argv += ["--peer"]
         elif spec.peer:
             p = spec.peer
             argv += ["--peer", "--addr", p.addr, "--peer-cert", str(p.cert),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Timeline plots (matplotlib, Agg backend): which node led when."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a follower's S3 reads buy: failover and handover time against follower
 GETs per hour, swept over the follower poll interval (issue 18).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The command that bench/run failover supervises with `s3lect run`.
 
     treecmd.py LOG [--grandchild]
