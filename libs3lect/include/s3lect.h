@@ -652,6 +652,23 @@ S3LECT_API int64_t s3lect_status_consecutive_failures(const s3lect_status *st);
  */
 S3LECT_API int s3lect_status_json(const s3lect_elector *e, char **out);
 
+/**
+ * Writes the Prometheus text exposition (format 0.0.4) of n electors into
+ * *out (NUL-terminated, allocated; release with s3lect_free()), each
+ * elector's samples labelled lock="..." and id="...": s3lect_leader,
+ * s3lect_term, s3lect_leadership_transitions_total{reason},
+ * s3lect_store_requests_total{op,outcome},
+ * s3lect_store_request_duration_seconds{op} (histogram),
+ * s3lect_seconds_since_last_renewal (leaders only),
+ * s3lect_peer_checks_total{result}, s3lect_peer_fallbacks_total{class} and
+ * the process's s3lect_credential_fetches_total{result}. Serve it as
+ * "text/plain; version=0.0.4" (docs/metrics.md). n may be 0 (process
+ * families only); EINVAL for a NULL elector.
+ * Contract: any thread, callbacks and store functions too; never blocks on
+ *   the store (each elector's lock is held briefly); the caller owns *out.
+ */
+S3LECT_API int s3lect_metrics_text(s3lect_elector *const *electors, size_t n, char **out);
+
 /* ---- peer mode (docs/peer.md) ---- */
 
 /**

@@ -109,6 +109,9 @@ void aws_chain_describe(aws_chain *c, aws_chain_info *out);
 /* Failed fetches so far (aws_chain_info.failures), without the copy: cheap
  * enough for every request. */
 uint64_t aws_chain_failures(aws_chain *c);
+/* Successful and failed credential fetches of every chain of the process
+ * since it started (static keys count one fetch each). */
+void aws_fetch_totals(uint64_t *ok, uint64_t *failed);
 
 /* Test seam: 0 restores the default refresh schedule. Otherwise refreshes
  * happen at this fraction (in 1/1000) of the lifetime, without jitter. */

@@ -88,6 +88,9 @@ typedef struct refresher {
     _Atomic int abort; /* read by fetches without a lock */
 } refresher;
 
+/* Credential fetches of every chain of the process (metrics). */
+static uint64_t g_fetches_ok, g_fetches_failed;
+
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reg_cv;
 static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
@@ -506,8 +509,10 @@ static void apply(struct aws_chain *e, int rc, aws_fetched *f, const char *err)
         e->fail_streak = 0;
         e->last_err[0] = '\0';
         e->refreshes++;
+        __atomic_add_fetch(&g_fetches_ok, 1, __ATOMIC_RELAXED);
     } else {
         e->failures++;
+        __atomic_add_fetch(&g_fetches_failed, 1, __ATOMIC_RELAXED);
         snprintf(e->last_err, sizeof e->last_err, "%s", err && *err ? err : "failed");
         int64_t delay = RETRY_MIN_MS << (e->fail_streak < 5 ? e->fail_streak : 5);
         if (delay > RETRY_MAX_MS)
@@ -1010,6 +1015,12 @@ void aws_chain_describe(aws_chain *e, aws_chain_info *out)
     out->failures = e->failures;
     snprintf(out->last_error, sizeof out->last_error, "%s", e->last_err);
     pthread_mutex_unlock(&e->mu);
+}
+
+void aws_fetch_totals(uint64_t *ok, uint64_t *failed)
+{
+    *ok = __atomic_load_n(&g_fetches_ok, __ATOMIC_RELAXED);
+    *failed = __atomic_load_n(&g_fetches_failed, __ATOMIC_RELAXED);
 }
 
 uint64_t aws_chain_failures(aws_chain *e)

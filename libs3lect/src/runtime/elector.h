@@ -27,6 +27,25 @@ typedef struct rt_qevent {
 
 struct rt_pool;
 
+/* Counters for s3lect_metrics_text (docs/metrics.md). Store outcomes are
+ * S3LECT_STORE_* (0..5); latency buckets are RT_LAT_BOUNDS seconds. */
+#define RT_LAT_NBUCKETS 12
+#define RT_LAT_BOUNDS                                                                              \
+    {                                                                                              \
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30                                \
+    }
+typedef struct rt_metrics {
+    uint64_t req[2][6];                      /* [0 get, 1 put][outcome] */
+    uint64_t lat_bucket[2][RT_LAT_NBUCKETS]; /* not cumulative; +Inf = count */
+    uint64_t lat_count[2];
+    double lat_sum[2];
+    uint64_t peer_answers;    /* a peer check answered by the leader */
+    uint64_t peer_not_leader; /* answered 404: the node no longer leads */
+    uint64_t acquired;
+    uint64_t lost[8];   /* by S3LECT_LOST_* */
+    int64_t written_at; /* boot ms of our last successful write (0: none) */
+} rt_metrics;
+
 struct s3lect_elector {
     s3lect_config *cfg; /* private copy */
     st_store *store;
@@ -95,6 +114,7 @@ struct s3lect_elector {
 
     rt_callback cb[RT_NCALLBACKS];
     char errmsg[512];
+    rt_metrics metrics; /* under mu (api/metrics.c writes the exposition) */
 };
 
 int rt_start(s3lect_elector *e);

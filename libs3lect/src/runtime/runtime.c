@@ -260,6 +260,10 @@ static void flush_events(rt_runtime *rt, s3lect_elector *e, el_time now)
     el_event *evs = el_take_events(&e->eng, &n);
     int queued = 0;
     for (size_t i = 0; i < n; i++) {
+        if (evs[i].type == S3LECT_EVENT_ACQUIRED)
+            e->metrics.acquired++;
+        else if (evs[i].type == S3LECT_EVENT_LOST && evs[i].reason >= 0 && evs[i].reason < 8)
+            e->metrics.lost[evs[i].reason]++;
         rt_qevent *q = wanted(e, evs[i].type) ? malloc(sizeof *q) : NULL;
         if (!q) {
             el_event_clear(&evs[i]);
@@ -550,6 +554,38 @@ static void apply_requests(s3lect_elector *e)
         el_stop(&e->eng, e->stop_release);
 }
 
+/* Counts the operation that ended (metrics). Holds mu; loop thread. */
+static void count_op(s3lect_elector *e, const st_result *res)
+{
+    rt_metrics *m = &e->metrics;
+    int64_t now = u_mono_ms();
+    if (e->op.kind == EL_OP_PEER) {
+        if (res->outcome == ST_OK)
+            m->peer_answers++;
+        else if (e->pc && peer_client_last_failure(e->pc) == PEER_FAIL_NONE)
+            m->peer_not_leader++;
+        return;
+    }
+    if (e->op.kind != EL_OP_GET && e->op.kind != EL_OP_PUT)
+        return;
+    int op = e->op.kind == EL_OP_PUT;
+    if (res->outcome >= 0 && res->outcome < 6)
+        m->req[op][res->outcome]++;
+    static const double bounds[RT_LAT_NBUCKETS] = RT_LAT_BOUNDS;
+    double secs = (double)(now - e->op_sent_at) / 1000.0;
+    if (secs < 0)
+        secs = 0;
+    for (int b = 0; b < RT_LAT_NBUCKETS; b++)
+        if (secs <= bounds[b]) {
+            m->lat_bucket[op][b]++;
+            break;
+        }
+    m->lat_count[op]++;
+    m->lat_sum[op] += secs;
+    if (op && res->outcome == ST_OK)
+        m->written_at = now;
+}
+
 /* Drives e's engine: completes the operation that ended (first, if any),
  * then asks for the next step until one waits (timer or I/O) or the engine
  * is done. Loop thread. */
@@ -564,6 +600,7 @@ static void run(rt_runtime *rt, s3lect_elector *e, st_result *first)
     for (;;) {
         pthread_mutex_lock(&e->mu);
         if (have) {
+            count_op(e, &res);
             if (res.warning) /* the store limits how often it warns */
                 el_report_error(&e->eng, S3LECT_EAUTH, res.warning);
             el_complete(&e->eng, now_time(), &res);
