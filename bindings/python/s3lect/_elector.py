@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import concurrent.futures
+import contextvars
+import inspect
 import logging
 import os
 import socket
@@ -97,6 +100,31 @@ def _stop_all_at_exit() -> None:
         t.join(timeout=30)
 
 
+# Set (to the _Dispatch) inside the coroutine of an async callback, and so in
+# the tasks and asyncio.to_thread() calls it starts: stop() there would wait
+# for that very coroutine.
+_async_callback: "contextvars.ContextVar[Optional[_Dispatch]]" = contextvars.ContextVar(
+    "s3lect_async_callback", default=None)
+
+
+def _is_async_callable(fn: Any) -> bool:
+    """True for an ``async def`` function (also behind functools.partial) or
+    an object whose ``__call__`` is one."""
+    if fn is None:
+        return False
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - objects with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _in_callback(d: Optional["_Dispatch"] = None) -> bool:
     """True inside a callback of d's elector (of any elector if d is None)."""
     active = getattr(_current, "callbacks", None)
@@ -149,6 +177,14 @@ class _Dispatch:
         self.callback_errors: Deque[BaseException] = collections.deque(maxlen=16)
         self.closed = False
         self._last_logged_error: Optional[Tuple[int, str]] = None
+        # asyncio: the loop that runs the awaitables callbacks return, the
+        # future of the last one scheduled (the next one starts after it
+        # ends: events stay in order on the loop), and a flag set once
+        # stop() begins (from then on nobody waits for them on the callback
+        # threads: the loop may be blocked in that stop, or awaiting it).
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.tail: Optional["concurrent.futures.Future[Any]"] = None
+        self.stopping = False
 
     def _failed(self, name: str, exc: BaseException, extra: str = "") -> None:
         self.callback_errors.append(exc)
@@ -158,9 +194,76 @@ class _Dispatch:
         if fn is None:
             return
         try:
-            fn(*args)
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                self._await(name, result)
         except BaseException as exc:  # noqa: BLE001 - a callback must not kill the callback thread
             self._failed(name, exc)
+
+    def _await(self, name: str, aw: Any, veto: bool = False) -> Any:
+        """Runs the awaitable a callback returned on the elector's event loop
+        (after the one scheduled before it) and waits for it on this callback
+        thread, so that the next event is delivered only once it is done.
+        Raises what it raised; for the acquire hook (veto), also when it
+        could not run to its end."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            if inspect.iscoroutine(aw):
+                aw.close()  # never "coroutine ... was never awaited"
+            why = "no asyncio event loop" if loop is None else "its asyncio event loop is closed"
+            raise RuntimeError(
+                f"{name} returned an awaitable but the elector has {why} to run it on; "
+                "start the elector from a coroutine (async with el: ...) or pass loop="
+            )
+        prev = self.tail
+        dispatch = self
+
+        async def run() -> Any:
+            _async_callback.set(dispatch)
+            try:
+                if prev is not None and not prev.done():
+                    # asyncio.wait raises nothing for prev's outcome, but our
+                    # own cancellation still goes through.
+                    await asyncio.wait([asyncio.wrap_future(prev)])
+            except BaseException:
+                if inspect.iscoroutine(aw):
+                    aw.close()
+                raise
+            return await aw
+
+        try:
+            fut = asyncio.run_coroutine_threadsafe(run(), loop)
+        except RuntimeError:  # the loop closed just now
+            if inspect.iscoroutine(aw):
+                aw.close()
+            raise RuntimeError(f"{name} returned an awaitable but the elector's asyncio "
+                               "event loop is closed") from None
+        self.tail = fut
+        if inspect.iscoroutine(aw):
+            def close_unstarted(f: Any) -> None:  # cancelled before it began
+                if f.cancelled() and inspect.getcoroutinestate(aw) == inspect.CORO_CREATED:
+                    aw.close()
+            fut.add_done_callback(close_unstarted)
+        while True:
+            try:
+                return fut.result(timeout=_SLICE_S)
+            except concurrent.futures.TimeoutError:
+                pass
+            except (concurrent.futures.CancelledError, asyncio.CancelledError):
+                raise RuntimeError(f"the coroutine of {name} was cancelled") from None
+            if self.stopping or loop.is_closed() or not loop.is_running():
+                # The elector is stopping (the loop may be blocked in that
+                # stop() or awaiting it) or the loop stopped: waiting could
+                # deadlock. It stays scheduled, in order.
+                if veto:
+                    fut.cancel()
+                    raise RuntimeError(
+                        f"the coroutine of {name} was cancelled: "
+                        + ("the elector is stopping" if self.stopping
+                           else "the event loop is not running"))
+                self.logger.debug("s3lect: not waiting for the coroutine of %s: the event "
+                                  "loop is not free to run it now", name)
+                return None
 
     # Called by the C acquire trampoline: False vetoes.
     def hook(self, t: Tuple[Any, ...]) -> bool:
@@ -173,7 +276,9 @@ class _Dispatch:
         ev = Event._from_core(t)
         term = ev.term if ev is not None else int(t[1])
         try:
-            self.on_acquire(term)
+            result = self.on_acquire(term)
+            if inspect.isawaitable(result):
+                self._await("on_acquire", result, veto=True)
         except BaseException as exc:  # noqa: BLE001
             self._failed("on_acquire", exc, f"; leadership of term {term} is released (veto)")
             return False
@@ -382,6 +487,9 @@ class Elector:
             next report saying how many similar ones were not.
         on_event: ``on_event(event)`` for every :class:`s3lect.Event`.
         logger: where to log (default: the ``"s3lect"`` logger).
+        loop: the asyncio event loop that runs ``async def`` callbacks
+            [the loop running when :meth:`start` is called, else the one
+            running when the elector was created].
 
     Durations are seconds (int or float) or :class:`datetime.timedelta`.
     Callbacks run on one of the callback threads of libs3lect's shared
@@ -390,6 +498,19 @@ class Elector:
     only this elector's later callbacks.
     An exception in a callback is logged with its traceback and kept in
     :attr:`callback_errors`; the elector carries on.
+
+    Any callback may be an ``async def`` function (or return an awaitable):
+    its coroutine runs on the elector's event loop (``loop``; start the
+    elector from a coroutine, e.g. ``async with el:``, else :meth:`start`
+    raises :class:`ConfigError`), one at a time and in event order: the
+    callback thread waits for it to finish before it delivers the next
+    event. An async ``on_acquire`` is awaited likewise, without a time limit,
+    while the lease keeps being renewed; raising vetoes, as in a plain
+    ``on_acquire``, and so does its cancellation. Once :meth:`stop` begins,
+    coroutines are still scheduled in order but nobody waits for them on the
+    callback threads (a pending async ``on_acquire`` is cancelled):
+    :meth:`stop_async` (and ``async with``) awaits them after the stop, a
+    plain :meth:`stop` may return before they ran.
 
     Raises:
         ConfigError: for invalid settings, with a message that names the setting.
@@ -436,6 +557,7 @@ class Elector:
         on_error: Optional[Callable[[Error], Any]] = None,
         on_event: Optional[Callable[[Event], Any]] = None,
         logger: Optional[logging.Logger] = None,
+        loop: Optional[asyncio.AbstractEventLoop] = None,
     ) -> None:
         self._handle: Any = None
         self._started = False
@@ -459,6 +581,18 @@ class Elector:
         ):
             if fn is not None and not callable(fn):
                 raise ConfigError(f"{name} must be callable, not {fn!r}")
+        if loop is not None and not isinstance(loop, asyncio.AbstractEventLoop):
+            raise ConfigError(f"loop must be an asyncio event loop, not {loop!r}")
+        self._loop = loop
+        self._async_callbacks = [
+            name for name, fn in (
+                ("on_acquire", on_acquire),
+                ("on_lose", on_lose),
+                ("on_leader_change", on_leader_change),
+                ("on_error", on_error),
+                ("on_event", on_event),
+            ) if _is_async_callable(fn)
+        ]
         if store is not None and not (callable(getattr(store, "get", None))
                                       and callable(getattr(store, "put", None))):
             raise ConfigError(f"store must have get(key) and put(key, data, if_match) methods, "
@@ -504,6 +638,9 @@ class Elector:
         self._dispatch = _Dispatch(
             self._logger, on_acquire, on_lose, on_leader_change, on_error, on_event
         )
+        # An explicit loop=, else the loop running now (if any); start()
+        # takes the loop running then instead, when there is one.
+        self._dispatch.loop = loop or _running_loop()
         self._handle = self._create(options, store)
 
     def _create(self, options: Dict[str, Any], store: Any) -> Any:
@@ -601,6 +738,19 @@ class Elector:
             raise StateError("this Elector was stopped and cannot be restarted; create a new one")
         if self._started:
             raise StateError("this Elector is already started")
+        d = self._dispatch
+        if self._loop is None:
+            running = _running_loop()
+            if running is not None:
+                d.loop = running
+        if self._async_callbacks and (d.loop is None or d.loop.is_closed()):
+            names = ", ".join(self._async_callbacks)
+            why = "no asyncio event loop" if d.loop is None else "a closed asyncio event loop"
+            raise ConfigError(
+                f"{names}: async callbacks need an asyncio event loop to run on, and this "
+                f"elector has {why}: create or start it from a coroutine (e.g. "
+                "'async with el:' inside asyncio.run(...)), or pass loop=<a running loop>"
+            )
         self._check(_core.s3lect_start(h))
         self._started = True
         _live.add(self)
@@ -627,7 +777,19 @@ class Elector:
         h = self._handle
         if h is None or self._stopped:
             return
-        rc = _core.s3lect_stop(h) if release else _core.s3lect_stop_no_release(h)
+        d = self._dispatch
+        # From now on the callback threads schedule the coroutines of async
+        # callbacks (in order) without waiting for them: the loop that runs
+        # them may be this very thread, or wait for this stop (stop_async
+        # awaits them after the stop instead).
+        d.stopping = True
+        try:
+            rc = _core.s3lect_stop(h) if release else _core.s3lect_stop_no_release(h)
+        except BaseException:
+            d.stopping = False
+            raise
+        if rc != _core.S3LECT_OK:
+            d.stopping = False
         if rc == _core.S3LECT_EBUSY:
             if in_store_call():
                 raise BusyError(
@@ -1044,8 +1206,21 @@ class Elector:
         return self.__enter__()
 
     async def __aexit__(self, *exc: Any) -> None:
+        await self.stop_async()
+
+    async def stop_async(self, release: bool = True) -> None:
+        """``await``-able :meth:`stop`: stops on a worker thread while the
+        event loop keeps running, so that the coroutines of async callbacks
+        (``on_lose(term, "stopped")`` among them) run to their end before it
+        returns. ``async with el:`` stops this way."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.stop)
+        await loop.run_in_executor(None, self.stop, release)
+        d = self._dispatch
+        tail = d.tail
+        if (tail is not None and d.loop is loop and _async_callback.get() is not d):
+            # (Called from one of our own async callbacks, the tail would
+            # include the caller itself.)
+            await asyncio.wait([asyncio.wrap_future(tail)])
 
     def __repr__(self) -> str:
         state = "closed"
