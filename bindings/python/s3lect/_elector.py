@@ -11,6 +11,7 @@ import contextvars
 import inspect
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -165,8 +166,14 @@ class _Dispatch:
         on_leader_change: Optional[Callable[[str, str, int], Any]],
         on_error: Optional[Callable[[Error], Any]],
         on_event: Optional[Callable[[Event], Any]],
+        server_id: str = "",
+        lock: str = "",
     ) -> None:
         self.logger = logger
+        self.server_id = server_id
+        # The lock URL as logged: without a user-info part, should one hold
+        # a secret.
+        self.lock_shown = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", lock)
         self.on_acquire = on_acquire
         self.on_lose = on_lose
         self.on_leader_change = on_leader_change
@@ -289,10 +296,34 @@ class _Dispatch:
         with _InCallback(self):
             self._event(t)
 
+    def _log_change(self, ev: Event) -> None:
+        """Leadership changes at INFO on the elector's logger (server id,
+        lock, term, reason; never settings or credentials)."""
+        extra = {"s3lect_server_id": self.server_id, "s3lect_lock": self.lock_shown,
+                 "s3lect_event": ev.type.value, "s3lect_term": ev.term}
+        if ev.type is EventType.ACQUIRED:
+            self.logger.info("s3lect: %s acquired leadership of %s (term %d)",
+                             self.server_id, self.lock_shown, ev.term, extra=extra)
+        elif ev.type is EventType.LOST:
+            reason = ev.reason.value if ev.reason is not None else "unknown"
+            extra["s3lect_reason"] = reason
+            self.logger.info("s3lect: %s lost leadership of %s (term %d): %s",
+                             self.server_id, self.lock_shown, ev.term, reason, extra=extra)
+        elif ev.type is EventType.LEADER_CHANGED:
+            extra["s3lect_leader_id"] = ev.leader_id
+            if ev.leader_id:
+                self.logger.info("s3lect: leader of %s is now %s%s (term %d)", self.lock_shown,
+                                 ev.leader_id, f" at {ev.leader_addr}" if ev.leader_addr else "",
+                                 ev.term, extra=extra)
+            else:
+                self.logger.info("s3lect: %s has no leader (term %d)", self.lock_shown,
+                                 ev.term, extra=extra)
+
     def _event(self, t: Tuple[Any, ...]) -> None:
         ev = Event._from_core(t)
         if ev is None:
             return
+        self._log_change(ev)
         if ev.type is EventType.LOST:
             self._call("on_lose", self.on_lose, ev.term, ev.reason)
         elif ev.type is EventType.LEADER_CHANGED:
@@ -300,10 +331,21 @@ class _Dispatch:
                        ev.term)
         elif ev.type is EventType.ERROR:
             key = (ev.code, ev.message)
-            level = logging.WARNING if key != self._last_logged_error else logging.DEBUG
+            # Misconfiguration (credentials, bucket) at ERROR, the rest
+            # (the elector retries) at WARNING; a repeat of the same error
+            # at DEBUG (libs3lect already reports repeats at most every 30 s).
+            if key == self._last_logged_error:
+                level = logging.DEBUG
+            elif ev.code in (_core.S3LECT_EAUTH, _core.S3LECT_EFATAL):
+                level = logging.ERROR
+            else:
+                level = logging.WARNING
             self._last_logged_error = key
-            self.logger.log(level, "s3lect: %s (%s)", ev.message,
-                            _core.s3lect_strerror(ev.code))
+            self.logger.log(level, "s3lect: %s: %s (%s)", self.server_id, ev.message,
+                            _core.s3lect_strerror(ev.code),
+                            extra={"s3lect_server_id": self.server_id,
+                                   "s3lect_lock": self.lock_shown, "s3lect_event": "error",
+                                   "s3lect_error_code": ev.code})
             self._call("on_error", self.on_error, ev.error)
         self._call("on_event", self.on_event, ev)
         self.publish(ev)
@@ -636,7 +678,8 @@ class Elector:
         self._peer_health_path = peer_health_path or _DEFAULT_PEER_PATH
         self._logger = logger or log
         self._dispatch = _Dispatch(
-            self._logger, on_acquire, on_lose, on_leader_change, on_error, on_event
+            self._logger, on_acquire, on_lose, on_leader_change, on_error, on_event,
+            server_id=self._server_id, lock=self._lock_url,
         )
         # An explicit loop=, else the loop running now (if any); start()
         # takes the loop running then instead, when there is one.
