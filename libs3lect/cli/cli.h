@@ -35,8 +35,9 @@ typedef struct cli_opts {
     int64_t lease, renew, deadline, frequent, infrequent, skew, kill_timeout, interval;
     int64_t max_lease; /* 0: default (4 x lease) */
     int json;
-    const char *log_format; /* run: "text" (default) or "json" */
-    int log_time;           /* run: RFC 3339 time before each text line */
+    const char *log_format;     /* run: "text" (default) or "json" */
+    int log_time;               /* run: RFC 3339 time before each text line */
+    const char *metrics_listen; /* run: HOST:PORT of GET /metrics */
     int has_timing;
     unsigned long seen; /* options given so far (bit per option), to refuse repeats */
 } cli_opts;
@@ -51,6 +52,13 @@ int cli_env_opts(const char *cmd, cli_opts *o);
 /* Builds a config from the options; prints the error and returns NULL on failure. */
 s3lect_config *cli_config(const char *cmd, const cli_opts *o);
 void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* `run --metrics-listen`: GET /metrics over plain HTTP from its own thread. */
+typedef struct cli_metrics cli_metrics;
+int cli_metrics_start(const char *addr, s3lect_elector *el, cli_metrics **out, char *err,
+                      size_t errlen);
+int cli_metrics_port(const cli_metrics *m);
+void cli_metrics_stop(cli_metrics *m);
 
 int cli_run(int argc, char **argv);
 int cli_check_store(int argc, char **argv);

@@ -69,6 +69,8 @@ static const char RUN_COMMON_HELP[] =
     "  --log-format text|json  stderr lines as text (default) or one JSON object each (time,\n"
     "                          level, msg, and its key=value words as fields)\n"
     "  --log-time              put an RFC 3339 UTC time before each text line\n"
+    "  --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"
+    "                          (plain HTTP: bind it to loopback or a private interface)\n"
     "environment: every option can be set as S3LECT_<NAME> (--lease-timeout 20s:\n"
     "S3LECT_LEASE_TIMEOUT=20s; flags take 1 or 0: S3LECT_PEER=1; --id and --addr also as\n"
     "S3LECT_SERVER_ID and S3LECT_SERVER_ADDR); a command-line option wins over its variable.\n"
@@ -310,7 +312,8 @@ static int check_str(const char *cmd, const char *name, const char *v)
             cli_usage_error(cmd, "--id is not valid UTF-8; use a plain name, e.g. web-1");
             return -1;
         }
-    } else if (strcmp(name, "--addr") == 0 || strcmp(name, "--peer-listen") == 0) {
+    } else if (strcmp(name, "--addr") == 0 || strcmp(name, "--peer-listen") == 0 ||
+               strcmp(name, "--metrics-listen") == 0) {
         if (!host_port(v) || !clean_utf8(v)) {
             cli_usage_error(cmd,
                             "%s '%.100s' is not HOST:PORT; e.g. 10.0.0.5:8443 or [::1]:8443 "
@@ -426,6 +429,7 @@ static size_t opt_defs(cli_opts *o, opt_def *out)
         {"--json", K_FLAG, C_READ, NULL, NULL, &o->json},
         {"--log-format", K_STR, C_RUN, &o->log_format, NULL, NULL},
         {"--log-time", K_FLAG, C_RUN, NULL, NULL, &o->log_time},
+        {"--metrics-listen", K_STR, C_RUN, &o->metrics_listen, NULL, NULL},
     };
     _Static_assert(sizeof opts / sizeof opts[0] <= MAX_OPT_DEFS, "raise MAX_OPT_DEFS");
     _Static_assert(sizeof opts / sizeof opts[0] <= 8 * sizeof(unsigned long), "seen bits");

@@ -430,6 +430,7 @@ static int check_timing(runner *r, const s3lect_config *cfg, int64_t kill_timeou
 
 int cli_run(int argc, char **argv)
 {
+    sv_note_inherited_fds(); /* before s3lect opens any */
     cli_opts o;
     runner r;
     memset(&r, 0, sizeof r);
@@ -462,6 +463,16 @@ int cli_run(int argc, char **argv)
     s3lect_set_callback(r.el, S3LECT_EVENT_LEADER_CHANGED, on_changed, &r, NULL);
     s3lect_set_callback(r.el, S3LECT_EVENT_ERROR, on_error, &r, NULL);
 
+    /* Before the election starts: a port that cannot be bound changes nothing. */
+    cli_metrics *metrics = NULL;
+    if (o.metrics_listen) {
+        char merr[400];
+        if (cli_metrics_start(o.metrics_listen, r.el, &metrics, merr, sizeof merr) != 0) {
+            fprintf(stderr, "s3lect run: %s\n", merr);
+            s3lect_free_elector(r.el);
+            return CLI_EXIT_ERROR;
+        }
+    }
     /* Orphaned descendants of CMD come to us if the shim is killed. */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
         say("warning: cannot become a child subreaper: %s", strerror(errno));
@@ -484,6 +495,8 @@ int cli_run(int argc, char **argv)
         return CLI_EXIT_ERROR;
     }
     say("following %s as %s", o.lock, id);
+    if (metrics)
+        say("metrics at http://%s/metrics port=%d", o.metrics_listen, cli_metrics_port(metrics));
     for (;;) {
         int64_t now = u_mono_ms();
         /* Leadership is computed at call time: never trust a stale "yes". */
@@ -566,6 +579,7 @@ int cli_run(int argc, char **argv)
         s3lect_dispatch(r.el, 0);
     }
     close(sfd);
+    cli_metrics_stop(metrics);
     s3lect_free_elector(r.el);
     if (r.child_done)
         return r.child_status;

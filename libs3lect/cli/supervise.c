@@ -356,8 +356,63 @@ static void read_commands(shim *s, int64_t now)
     }
 }
 
+/* Descriptors that were open when s3lect started: the command may be meant
+ * to inherit them (a shell's 3>file, socket activation). Any other
+ * descriptor is s3lect's own (libcurl's sockets, the metrics port, the
+ * runtime's) and must not reach the command. -1: not known (all kept). */
+#define SV_MAX_INHERITED 512
+static int g_inherited[SV_MAX_INHERITED];
+static int g_ninherited = -1;
+
+void sv_note_inherited_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return;
+    int n = 0, skip = dirfd(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        int fd = atoi(de->d_name);
+        if (fd == skip)
+            continue;
+        if (n == SV_MAX_INHERITED) {
+            closedir(d);
+            return; /* too many to track: keep them all */
+        }
+        g_inherited[n++] = fd;
+    }
+    closedir(d);
+    g_ninherited = n;
+}
+
+/* In the shim (one thread, before it starts the command): every descriptor
+ * s3lect opened itself becomes close-on-exec. */
+static void cloexec_own_fds(void)
+{
+    if (g_ninherited < 0)
+        return;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return;
+    int skip = dirfd(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        int fd = atoi(de->d_name), keep = fd == skip || fd <= 2;
+        for (int i = 0; i < g_ninherited && !keep; i++)
+            keep = g_inherited[i] == fd;
+        if (!keep)
+            fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+    }
+    closedir(d);
+}
+
 static void shim_main(const sv_spawn_args *a, pid_t parent, int in, int out)
 {
+    cloexec_own_fds();
     shim s;
     memset(&s, 0, sizeof s);
     s.in = in;

@@ -80,6 +80,9 @@ void sv_forget(pid_t pid);
 /* Blocks the signals both processes handle (TERM, INT, CHLD, HUP, USR1,
  * USR2) and returns a non-blocking signalfd for them, or -1. */
 int sv_signalfd(void);
+/* Records the descriptors open now (call first thing): the command inherits
+ * those and no descriptor s3lect opens later. */
+void sv_note_inherited_fds(void);
 /* Writes one message; 0 or -1 (pipe full or closed). */
 int sv_send(int fd, int type, int arg, int64_t a, int64_t b);
 /* Reads one message: 1, 0 (none pending), -1 (EOF or error). */
