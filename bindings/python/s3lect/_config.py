@@ -96,6 +96,42 @@ SECRETS = frozenset({"secret_access_key", "session_token", "peer_key", "peer_cli
 ALL = {**DURATIONS, **COUNTS, **STRINGS, **BOOLS, **BLOBS}
 
 
+#: boto3's names of settings -> ours: Elector and Elector.from_env accept both.
+ALIASES: Dict[str, str] = {
+    "endpoint_url": "endpoint",
+    "region_name": "region",
+    "aws_access_key_id": "access_key_id",
+    "aws_secret_access_key": "secret_access_key",
+    "aws_session_token": "session_token",
+    "profile_name": "profile",
+}
+
+
+def resolve_aliases(settings: Dict[str, Any]) -> Dict[str, Any]:
+    """Replaces boto3-style names (``endpoint_url``, ``region_name``,
+    ``aws_access_key_id``, ...) in ``settings`` by ours, in place; an alias
+    of None counts as not given. Giving both names of one setting with
+    different values is a ConfigError (secrets are not shown)."""
+    for alias, name in ALIASES.items():
+        if alias not in settings:
+            continue
+        value = settings.pop(alias)
+        if value is None:
+            continue
+        current = settings.get(name)
+        if current is not None and current != value:
+            if name in SECRETS:
+                shown = "different values"
+            else:
+                shown = f"different values ({alias}={value!r}, {name}={current!r})"
+            raise ConfigError(
+                f"{alias} and {name} name the same setting ({alias} is boto3's name for "
+                f"{name}) and were given {shown}; give only one"
+            )
+        settings[name] = value
+    return settings
+
+
 def to_ms(name: str, value: Any) -> int:
     """Converts a duration (seconds or timedelta) to whole milliseconds."""
     if isinstance(value, timedelta):

@@ -461,6 +461,11 @@ class Elector:
             come from the environment (``AWS_ENDPOINT_URL_S3``,
             ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ...) and the AWS shared
             config files, as the AWS SDKs do.
+        endpoint_url, region_name, aws_access_key_id, aws_secret_access_key,
+        aws_session_token, profile_name: boto3's names of ``endpoint``,
+            ``region``, ``access_key_id``, ``secret_access_key``,
+            ``session_token`` and ``profile``; giving both names of one
+            setting with different values raises :class:`ConfigError`.
         lease_timeout: how long a record must stay unchanged before a follower
             may take over [15 s]. When given without ``renew_deadline`` /
             ``renew_interval``, those default to 2/3 and 1/3 of it.
@@ -600,6 +605,12 @@ class Elector:
         on_event: Optional[Callable[[Event], Any]] = None,
         logger: Optional[logging.Logger] = None,
         loop: Optional[asyncio.AbstractEventLoop] = None,
+        endpoint_url: Optional[str] = None,
+        region_name: Optional[str] = None,
+        aws_access_key_id: Optional[str] = None,
+        aws_secret_access_key: Optional[str] = None,
+        aws_session_token: Optional[str] = None,
+        profile_name: Optional[str] = None,
     ) -> None:
         self._handle: Any = None
         self._started = False
@@ -609,6 +620,15 @@ class Elector:
                 f"lock must be a str like 's3://bucket/key' or 'file:///dir/key', not {lock!r}"
             )
         self._lock_url = os.fspath(lock)
+        s3 = _config.resolve_aliases(dict(
+            endpoint=endpoint, region=region, access_key_id=access_key_id,
+            secret_access_key=secret_access_key, session_token=session_token, profile=profile,
+            endpoint_url=endpoint_url, region_name=region_name,
+            aws_access_key_id=aws_access_key_id, aws_secret_access_key=aws_secret_access_key,
+            aws_session_token=aws_session_token, profile_name=profile_name))
+        endpoint, region, profile = s3["endpoint"], s3["region"], s3["profile"]
+        access_key_id, secret_access_key = s3["access_key_id"], s3["secret_access_key"]
+        session_token = s3["session_token"]
         if server_id is None:
             server_id = _default_server_id()
         if not isinstance(server_id, str):
@@ -743,12 +763,16 @@ class Elector:
         Args:
             lock: the lock URL; default ``$S3LECT_LOCK``.
             environ: the mapping to read instead of ``os.environ``.
-            **kwargs: any :class:`Elector` argument; overrides the environment.
+            **kwargs: any :class:`Elector` argument (boto3's names such as
+                ``endpoint_url`` and ``region_name`` too); overrides the
+                environment.
         """
         settings = _config.env_settings(environ)
         if lock is not None:
             settings["lock"] = lock
-        settings.update(kwargs)
+        # boto3-style names in kwargs become ours first, so that they too
+        # override the environment (and clash only with each other).
+        settings.update(_config.resolve_aliases(dict(kwargs)))
         if not settings.get("lock"):
             raise ConfigError("no lock given: pass lock='s3://bucket/key' or set S3LECT_LOCK")
         url = settings.pop("lock")
