@@ -48,7 +48,16 @@ typedef struct lelector {
     int in_dispatch;    /* inside s3lect_dispatch() on this elector */
     int pending;        /* enum pending */
     int pending_close;  /* el:close() requested from a callback */
+    int stopped;        /* a stop succeeded */
+    int yielded;        /* 1 + the cb_kind of a callback that tried to yield; 0: none */
+    int events;         /* events = true: every event is queued for el:next_event() */
+    int queue_ref;      /* registry reference of the queue table (events = true) */
+    lua_Integer q_head; /* queue[q_head + 1 .. q_tail] are the queued events */
+    lua_Integer q_tail;
 } lelector;
+
+/* The most events el:next_event() keeps queued; older ones are dropped. */
+#define EVENT_QUEUE_MAX 1024
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
@@ -89,6 +98,9 @@ static void unref_all(lua_State *L, lelector *le)
         luaL_unref(L, LUA_REGISTRYINDEX, le->ref[i]);
         le->ref[i] = LUA_NOREF;
     }
+    luaL_unref(L, LUA_REGISTRYINDEX, le->queue_ref);
+    le->queue_ref = LUA_NOREF;
+    le->q_head = le->q_tail = 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -201,6 +213,19 @@ static int run_callback(lua_State *L)
     lua_rawgeti(L, LUA_REGISTRYINDEX, le->ref[c->kind]);
     int nargs = push_args(L, c);
     if (lua_pcall(L, nargs, 1, 1) != LUA_OK) {
+        const char *m = lua_tostring(L, -1);
+        if (m != NULL && (strstr(m, "attempt to yield across") != NULL ||
+                          strstr(m, "attempt to yield from outside a coroutine") != NULL)) {
+            /* The callback called coroutine.yield: a callback runs inside
+             * el:dispatch(), under C frames of this module and of libs3lect,
+             * and cannot be suspended. That is a mistake of the host's, not
+             * a veto (only false or an error is): the event stands, and the
+             * el:dispatch() that ran it raises a Lua error that says so. */
+            if (le->yielded == 0)
+                le->yielded = 1 + (int)c->kind;
+            c->veto = 0;
+            return 0;
+        }
         c->veto = 1;
         report_callback_error(L, le, c->kind);
         return 0;
@@ -236,10 +261,97 @@ static int invoke(lelector *le, enum cb_kind kind, const s3lect_event *ev)
     return c.veto;
 }
 
+/* Pushes an event as a table: {type = "acquired" | "lost" | "leader_changed"
+ * | "error" | "cycle", term, reason, leader_id, leader_addr, message, code,
+ * cycle} (the fields the type has). */
+static void push_event_table(lua_State *L, const s3lect_event *ev)
+{
+    int type = s3lect_event_type(ev);
+    const char *s;
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, s3lect_event_type_str(type));
+    lua_setfield(L, -2, "type");
+    s3l_pushint64(L, s3lect_event_term(ev));
+    lua_setfield(L, -2, "term");
+    switch (type) {
+    case S3LECT_EVENT_LOST: {
+        int reason = s3lect_event_reason(ev);
+        s = s3lect_lost_reason_str(reason);
+        lua_pushstring(L, reason != S3LECT_LOST_NONE && strcmp(s, "none") == 0 ? "unknown" : s);
+        lua_setfield(L, -2, "reason");
+        break;
+    }
+    case S3LECT_EVENT_LEADER_CHANGED:
+        s = s3lect_event_leader_id(ev);
+        if (s != NULL && s[0] != '\0') {
+            lua_pushstring(L, s);
+            lua_setfield(L, -2, "leader_id");
+        }
+        s = s3lect_event_leader_addr(ev);
+        if (s != NULL && s[0] != '\0') {
+            lua_pushstring(L, s);
+            lua_setfield(L, -2, "leader_addr");
+        }
+        break;
+    case S3LECT_EVENT_ERROR:
+        s = s3lect_event_message(ev);
+        lua_pushstring(L, s != NULL && s[0] != '\0' ? s : s3lect_strerror(s3lect_event_code(ev)));
+        lua_setfield(L, -2, "message");
+        lua_pushinteger(L, s3lect_event_code(ev));
+        lua_setfield(L, -2, "code");
+        break;
+    case S3LECT_EVENT_CYCLE:
+        s3l_pushint64(L, (int64_t)s3lect_event_cycle(ev));
+        lua_setfield(L, -2, "cycle");
+        break;
+    default:
+        break;
+    }
+}
+
+typedef struct q_push {
+    lelector *le;
+    const s3lect_event *ev;
+} q_push;
+
+/* Protected body: appends the event to the elector's queue. */
+static int enqueue_event(lua_State *L)
+{
+    q_push *p = lua_touserdata(L, 1);
+    lelector *le = p->le;
+    lua_settop(L, 0);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, le->queue_ref);
+    if (!lua_istable(L, 1))
+        return 0;
+    push_event_table(L, p->ev);
+    lua_rawseti(L, 1, (int)(le->q_tail + 1));
+    le->q_tail++;
+    if (le->q_tail - le->q_head > EVENT_QUEUE_MAX) {
+        le->q_head++;
+        lua_pushnil(L);
+        lua_rawseti(L, 1, (int)le->q_head);
+    }
+    return 0;
+}
+
+static void queue_event(lelector *le, const s3lect_event *ev)
+{
+    lua_State *L = le->L;
+    if (!le->events || L == NULL)
+        return;
+    q_push p = {.le = le, .ev = ev};
+    int top = lua_gettop(L);
+    if (s3l_cpcall(L, enqueue_event, &p) != LUA_OK)
+        report_stderr("el:next_event() queue", lua_isstring(L, -1) ? lua_tostring(L, -1)
+                                                                   : "could not queue an event");
+    lua_settop(L, top);
+}
+
 static void on_event(s3lect_elector *e, const s3lect_event *ev, void *userdata)
 {
     (void)e;
     lelector *le = userdata;
+    queue_event(le, ev);
     switch (s3lect_event_type(ev)) {
     case S3LECT_EVENT_LOST:
         invoke(le, CB_LOSE, ev);
@@ -500,6 +612,7 @@ static int l_new(lua_State *L)
     memset(le, 0, sizeof *le);
     for (int i = 0; i < CB_COUNT; i++)
         le->ref[i] = LUA_NOREF;
+    le->queue_ref = LUA_NOREF;
     luaL_getmetatable(L, ELECTOR_MT);
     lua_setmetatable(L, 2);
 
@@ -516,6 +629,15 @@ static int l_new(lua_State *L)
             return luaL_error(L, "%s: option names must be strings, got a %s key", fn,
                               luaL_typename(L, -2));
         const char *name = lua_tostring(L, -2);
+        if (strcmp(name, "events") == 0) {
+            /* The binding's own option: queue events for el:next_event(). */
+            if (lua_type(L, -1) != LUA_TBOOLEAN)
+                return luaL_error(L, "%s: option 'events' must be a boolean, not a %s", fn,
+                                  luaL_typename(L, -1));
+            le->events = lua_toboolean(L, -1);
+            lua_pop(L, 1);
+            continue;
+        }
         const optdef *d = find_opt(name);
         if (d == NULL)
             return unknown_option(L, fn, name, 0);
@@ -548,14 +670,19 @@ static int l_new(lua_State *L)
     if (le->ref[CB_ACQUIRE] != LUA_NOREF)
         rc = s3lect_set_acquire_hook(e, on_acquire_hook, le, NULL);
     static const struct {
-        enum cb_kind kind;
+        int kind; /* enum cb_kind; -1: none (events = true only) */
         int type; /* s3lect_event_kind */
-    } evmap[] = {{CB_LOSE, S3LECT_EVENT_LOST},
+    } evmap[] = {{-1, S3LECT_EVENT_ACQUIRED},
+                 {CB_LOSE, S3LECT_EVENT_LOST},
                  {CB_LEADER_CHANGE, S3LECT_EVENT_LEADER_CHANGED},
                  {CB_ERROR, S3LECT_EVENT_ERROR},
                  {CB_CYCLE, S3LECT_EVENT_CYCLE}};
+    if (rc == S3LECT_OK && le->events) {
+        lua_newtable(L);
+        le->queue_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
     for (size_t i = 0; rc == S3LECT_OK && i < sizeof evmap / sizeof evmap[0]; i++)
-        if (le->ref[evmap[i].kind] != LUA_NOREF)
+        if (le->events || (evmap[i].kind >= 0 && le->ref[evmap[i].kind] != LUA_NOREF))
             rc = s3lect_set_callback(e, (s3lect_event_kind)evmap[i].type, on_event, le, NULL);
     if (rc != S3LECT_OK)
         return push_fail(L, le, fn, rc);
@@ -592,6 +719,30 @@ static int dispatch_on(lua_State *L, lelector *le, int64_t timeout_ms)
     return n;
 }
 
+/* The error for a callback that tried to yield (le->yielded = 1 + kind). */
+static const char *yield_message(lua_State *L, int yielded)
+{
+    return lua_pushfstring(
+        L,
+        "s3lect: the %s callback yielded (coroutine.yield), but callbacks cannot yield: they "
+        "run inside el:dispatch(), across C calls. The event was delivered and is not a veto "
+        "(%s). To wait for events from a coroutine, create the elector with events = true and "
+        "call el:next_event([timeout_s]) instead",
+        cb_names[yielded - 1],
+        yielded - 1 == CB_ACQUIRE ? "leadership is kept" : "nothing was undone");
+}
+
+/* Outside dispatch (stop, close): report a yield on stderr. */
+static void report_yield(lua_State *L, lelector *le)
+{
+    if (le->yielded == 0)
+        return;
+    int y = le->yielded;
+    le->yielded = 0;
+    report_stderr("callback error", yield_message(L, y));
+    lua_pop(L, 1);
+}
+
 /* Delivers what the library still has queued (after a stop). Bounded:
  * a stopped elector produces no new events. */
 static void drain(lua_State *L, lelector *le)
@@ -603,16 +754,20 @@ static void drain(lua_State *L, lelector *le)
 static int do_stop(lua_State *L, lelector *le, int release)
 {
     int rc = release ? s3lect_stop(le->e) : s3lect_stop_no_release(le->e);
-    if (rc == S3LECT_OK)
+    if (rc == S3LECT_OK) {
+        le->stopped = 1;
         drain(L, le);
+    }
     return rc;
 }
 
 static void do_close(lua_State *L, lelector *le, int run_callbacks)
 {
     if (le->e != NULL) {
-        if (run_callbacks && le->started)
+        if (run_callbacks && le->started) {
             do_stop(L, le, 1);
+            report_yield(L, le);
+        }
         s3lect_free_elector(le->e);
         le->e = NULL;
     }
@@ -670,6 +825,7 @@ static int l_stop(lua_State *L)
         return 1;
     }
     int rc = do_stop(L, le, release);
+    report_yield(L, le);
     if (rc != S3LECT_OK)
         return push_fail(L, le, "el:stop()", rc);
     lua_pushboolean(L, 1);
@@ -709,10 +865,85 @@ static int l_dispatch(lua_State *L)
         return luaL_error(L, "el:dispatch(): called from inside one of this elector's "
                              "callbacks; return from the callback instead");
     int n = dispatch_on(L, le, timeout_ms);
+    int yielded = le->yielded;
+    le->yielded = 0;
     run_pending(L, le);
+    if (yielded != 0) {
+        yield_message(L, yielded);
+        return lua_error(L);
+    }
     if (n < 0)
         return push_fail(L, le, "el:dispatch()", n);
     lua_pushinteger(L, n);
+    return 1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Pops the oldest queued event onto the stack; returns 0 if there is none. */
+static int pop_event(lua_State *L, lelector *le)
+{
+    if (le->queue_ref == LUA_NOREF || le->q_head >= le->q_tail)
+        return 0;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, le->queue_ref);
+    le->q_head++;
+    lua_rawgeti(L, -1, (int)le->q_head);
+    lua_pushnil(L);
+    lua_rawseti(L, -3, (int)le->q_head);
+    lua_remove(L, -2);
+    return 1;
+}
+
+/* el:next_event([timeout_s]) -> event table | nil
+ * Runs the elector's pending callbacks, as el:dispatch() does, and returns
+ * the oldest queued event; waits up to timeout_s for one (default 0: do not
+ * wait; < 0: until an event comes or the elector is stopped). Needs
+ * events = true. */
+static int l_next_event(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    lua_Number t = luaL_optnumber(L, 2, 0);
+    if (t != t)
+        return luaL_argerror(L, 2, "timeout_s is NaN");
+    if (!le->events)
+        return luaL_error(L, "el:next_event(): this elector does not queue events; create it "
+                             "with s3lect.new{..., events = true}");
+    if (le->in_dispatch)
+        return luaL_error(L, "el:next_event(): called from inside one of this elector's "
+                             "callbacks; return from the callback instead");
+    lua_settop(L, 1);
+    if (pop_event(L, le))
+        return 1;
+    double deadline = t < 0 ? 0 : now_s() + (t > 9.0e12 ? 9.0e12 : t);
+    for (;;) {
+        int64_t ms;
+        if (t < 0) {
+            ms = 250; /* in slices, to notice a stop */
+        } else {
+            double left = deadline - now_s();
+            ms = left <= 0 ? 0 : (int64_t)ceil(left * 1000.0);
+        }
+        int n = dispatch_on(L, le, ms);
+        int yielded = le->yielded;
+        le->yielded = 0;
+        run_pending(L, le);
+        if (yielded != 0) {
+            yield_message(L, yielded);
+            return lua_error(L);
+        }
+        if (pop_event(L, le))
+            return 1;
+        if (n < 0)
+            return push_fail(L, le, "el:next_event()", n);
+        if (le->e == NULL || le->stopped || !le->started || (t >= 0 && now_s() >= deadline))
+            break;
+    }
+    lua_pushnil(L);
     return 1;
 }
 
@@ -1246,6 +1477,7 @@ static const luaL_Reg elector_methods[] = {
     {"stop", l_stop},
     {"close", l_close},
     {"dispatch", l_dispatch},
+    {"next_event", l_next_event},
     {"fd", l_fd},
     {"is_leader", l_is_leader},
     {"term", l_term},

@@ -18,5 +18,6 @@ print(string.format("s3lect %s on %s", s3lect.version(), vm))
 local T = require "harness"
 dofile(here .. "/test_s3lect.lua")
 dofile(here .. "/test_options.lua")
+dofile(here .. "/test_coroutines.lua")
 -- close=true closes the state, so __gc stops any elector a test left behind.
 os.exit(T.run(arg[1]), true)
