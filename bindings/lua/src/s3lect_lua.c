@@ -13,7 +13,9 @@
  * even out-of-memory) can longjmp through the library's frames.
  */
 #define _POSIX_C_SOURCE 200809L /* poll, clock_gettime */
+#define _GNU_SOURCE             /* dladdr, RTLD_NODELETE */
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -1528,8 +1530,24 @@ static const struct {
     {"ECALLBACK", S3LECT_ECALLBACK},
 };
 
+/* Keeps this module mapped until the process exits. The library's shared
+ * runtime threads (linked into the module) outlive every elector, and the
+ * interpreter unloads C modules when its state closes (lua_close at exit
+ * dlcloses them): a runtime thread still running then executed unmapped
+ * code (a SIGSEGV at exit, seen under LuaJIT). Best effort: without dladdr
+ * the module stays as it was. */
+static void pin_module(void)
+{
+    Dl_info info;
+    if (dladdr((void *)pin_module, &info) != 0 && info.dli_fname != NULL)
+        (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+static pthread_once_t pin_once = PTHREAD_ONCE_INIT;
+
 __attribute__((visibility("default"))) int luaopen_s3lect(lua_State *L)
 {
+    pthread_once(&pin_once, pin_module);
     if (pthread_once(&optdefs_once, build_optdefs) != 0)
         return luaL_error(L, "s3lect: cannot build the option table");
     luaL_newmetatable(L, ELECTOR_MT);
