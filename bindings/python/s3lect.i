@@ -36,6 +36,7 @@
  * - Out-parameters become return values: s3lect_new() returns
  *   (code, elector), s3lect_get_status() (code, status),
  *   s3lect_status_json() (code, str), s3lect_config_get_int() (code, int),
+ *   s3lect_metrics_text([electors]) (code, str),
  *   s3lect_wait_for_next_election() (code, cycle),
  *   s3lect_option_info(opt) (code, name, type, min, max, default),
  *   s3lect_peer_response(e, method, target) (code, status, body); bodies the
@@ -311,6 +312,37 @@ static size_t s3py_leader_id_fn(const void *h, char *b, size_t n)
         s = Py_None;
     }
     %append_output(s);
+}
+
+/* s3lect_metrics_text(electors, n, &out): a sequence of elector handles in,
+ * (code, str) out. */
+%typemap(in) (s3lect_elector *const *electors, size_t n) (s3lect_elector **arr = NULL) {
+    if (!PySequence_Check($input)) {
+        SWIG_exception_fail(SWIG_TypeError, "electors must be a sequence of elector handles");
+    }
+    Py_ssize_t cnt = PySequence_Size($input);
+    if (cnt < 0) {
+        SWIG_fail;
+    }
+    arr = (s3lect_elector **)calloc(cnt > 0 ? (size_t)cnt : 1, sizeof *arr);
+    if (!arr) {
+        SWIG_exception_fail(SWIG_MemoryError, "out of memory");
+    }
+    for (Py_ssize_t i = 0; i < cnt; i++) {
+        PyObject *o = PySequence_GetItem($input, i);
+        void *p = NULL;
+        int res = o ? SWIG_ConvertPtr(o, &p, SWIGTYPE_p_s3lect_elector, 0) : SWIG_ERROR;
+        Py_XDECREF(o);
+        if (!SWIG_IsOK(res)) {
+            SWIG_exception_fail(SWIG_TypeError, "electors must be elector handles");
+        }
+        arr[i] = (s3lect_elector *)p;
+    }
+    $1 = arr;
+    $2 = (size_t)cnt;
+}
+%typemap(freearg) (s3lect_elector *const *electors, size_t n) {
+    free(arr$argnum);
 }
 
 %typemap(in, numinputs=0) int64_t *out (int64_t tmp = 0) { $1 = &tmp; }

@@ -44,6 +44,7 @@ from ._errors import (
     TransientError,
     UnsupportedError,
     WaitTimeout,
+    error_from_code,
 )
 from ._store import MemoryStore, Store
 from ._types import Event, EventType, LostReason, State, Status
@@ -57,9 +58,29 @@ def core_version() -> str:
     return str(_core.s3lect_version())
 
 
+#: The Content-Type to serve :func:`metrics_text` with.
+METRICS_CONTENT_TYPE: str = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def metrics_text(*electors: Elector) -> str:
+    """The Prometheus text exposition (format 0.0.4) of the given electors
+    (each labelled ``lock`` and ``id``; docs/metrics.md), for your own HTTP
+    server, e.g. a Flask/FastAPI route returning it with
+    :data:`METRICS_CONTENT_TYPE`. Never waits for the store."""
+    for e in electors:
+        if not isinstance(e, Elector):
+            raise TypeError(f"metrics_text() takes Elector objects, not {type(e).__name__}")
+    rc, text = _core.s3lect_metrics_text([e._h() for e in electors])
+    if rc != 0:
+        raise error_from_code(rc, "s3lect_metrics_text failed")
+    return text or ""
+
+
 __all__ = [
     "__version__",
     "core_version",
+    "metrics_text",
+    "METRICS_CONTENT_TYPE",
     "Duration",
     "Elector",
     "EventStream",
