@@ -179,18 +179,18 @@ static int push_args(lua_State *L, const cb_call *c)
         lua_pushstring(L, reason != S3LECT_LOST_NONE && strcmp(s, "none") == 0 ? "unknown" : s);
         return 2;
     }
-    case CB_LEADER_CHANGE:
+    case CB_LEADER_CHANGE: /* (leader_id, leader_addr, term): as in Python, Go and C */
         s = s3lect_event_leader_id(ev);
         if (s != NULL && s[0] != '\0')
             lua_pushstring(L, s);
         else
             lua_pushnil(L);
-        s3l_pushint64(L, s3lect_event_term(ev));
         s = s3lect_event_leader_addr(ev);
         if (s != NULL && s[0] != '\0')
             lua_pushstring(L, s);
         else
             lua_pushnil(L);
+        s3l_pushint64(L, s3lect_event_term(ev));
         return 3;
     case CB_ERROR:
         s = s3lect_event_message(ev);
@@ -344,8 +344,8 @@ static void queue_event(lelector *le, const s3lect_event *ev)
     q_push p = {.le = le, .ev = ev};
     int top = lua_gettop(L);
     if (s3l_cpcall(L, enqueue_event, &p) != LUA_OK)
-        report_stderr("el:next_event() queue", lua_isstring(L, -1) ? lua_tostring(L, -1)
-                                                                   : "could not queue an event");
+        report_stderr("el:next_event() queue",
+                      lua_isstring(L, -1) ? lua_tostring(L, -1) : "could not queue an event");
     lua_settop(L, top);
 }
 
@@ -1345,6 +1345,23 @@ static int l_version(lua_State *L)
     return 2;
 }
 
+/* s3lect.metrics_text(el, ...): the Prometheus exposition of the electors
+ * (docs/metrics.md), or nil, message. */
+static int l_metrics_text(lua_State *L)
+{
+    int n = lua_gettop(L);
+    s3lect_elector **arr = n > 0 ? lua_newuserdata(L, (size_t)n * sizeof *arr) : NULL;
+    for (int i = 0; i < n; i++)
+        arr[i] = check_open(L, i + 1)->e;
+    char *text = NULL;
+    int rc = s3lect_metrics_text(arr, (size_t)n, &text);
+    if (rc != S3LECT_OK)
+        return push_fail(L, NULL, "s3lect.metrics_text()", rc);
+    lua_pushstring(L, text);
+    s3lect_free(text);
+    return 1;
+}
+
 static int l_strerror(lua_State *L)
 {
     lua_pushstring(L, s3lect_strerror((int)luaL_checkinteger(L, 1)));
@@ -1503,8 +1520,13 @@ static const luaL_Reg elector_meta[] = {
 };
 
 static const luaL_Reg module_funcs[] = {
-    {"new", l_new},         {"version", l_version},     {"strerror", l_strerror},
-    {"poll_fd", l_poll_fd}, {"monotonic", l_monotonic}, {"options", l_options},
+    {"new", l_new},
+    {"version", l_version},
+    {"strerror", l_strerror},
+    {"poll_fd", l_poll_fd},
+    {"monotonic", l_monotonic},
+    {"options", l_options},
+    {"metrics_text", l_metrics_text},
     {NULL, NULL},
 };
 

@@ -220,8 +220,8 @@ T.test("three electors in one state elect exactly one leader", function(t)
       on_acquire = function(term)
         acquired[#acquired + 1] = { id = id, term = term }
       end,
-      on_leader_change = function(leader, term)
-        seen[id] = { leader = leader, term = term }
+      on_leader_change = function(leader, addr, term)
+        seen[id] = { leader = leader, addr = addr, term = term }
       end,
     }))
   end
@@ -241,6 +241,14 @@ T.test("three electors in one state elect exactly one leader", function(t)
   T.settle(els, 3)
   T.eq(#acquired, 1, "number of acquisitions")
   local leader = acquired[1]
+  for i = 1, 3 do
+    local id = "node" .. i
+    if id ~= leader.id then
+      -- on_leader_change(leader_id, leader_addr, term), as in Python and Go.
+      T.eq(seen[id].leader, leader.id, id .. ": first argument is the leader id")
+      T.eq(seen[id].term, leader.term, id .. ": third argument is the term")
+    end
+  end
   local n, which = count_leaders(els)
   T.eq(n, 1, "electors reporting is_leader()")
   T.eq("node" .. which, leader.id, "is_leader() vs on_acquire")
@@ -1254,6 +1262,27 @@ T.test("region names are validated", function()
   local el = assert(s3lect.new({ lock = "s3://bucket/k", id = "a", region = "eu-west_3",
                                  access_key_id = "AKIDTEST", secret_access_key = "throwaway-test-secret" }))
   el:close()
+end)
+
+T.test("s3lect.metrics_text(): the Prometheus exposition of electors", function(t)
+  local lock = file_lock(new_key("metrics"))
+  local a = started(t, { lock = lock, id = "ma", lease_timeout = 1.5, renew_interval = 0.3,
+    renew_deadline = 0.9, frequent_interval = 0.2, infrequent_interval = 0.6 })
+  T.drive({ a }, function()
+    return a:is_leader()
+  end, 10, "ma leads")
+  local b = started(t, { lock = lock, id = "mb", lease_timeout = 1.5, renew_interval = 0.3,
+    renew_deadline = 0.9, frequent_interval = 0.2, infrequent_interval = 0.6 })
+  T.settle({ a, b }, 1.2)
+  local text = assert(s3lect.metrics_text(a, b))
+  local function has(s)
+    return text:find(s, 1, true) ~= nil
+  end
+  T.ok(has('s3lect_leader{lock="' .. lock .. '",id="ma"} 1\n'), "ma: s3lect_leader 1")
+  T.ok(has('s3lect_leader{lock="' .. lock .. '",id="mb"} 0\n'), "mb: s3lect_leader 0")
+  T.ok(has("# TYPE s3lect_store_request_duration_seconds histogram"), "histogram family")
+  T.ok(s3lect.metrics_text():find("s3lect_credential_fetches_total", 1, true), "no electors")
+  T.ok(not pcall(s3lect.metrics_text, "x"), "a non-elector is refused")
 end)
 
 return T
