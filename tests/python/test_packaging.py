@@ -46,7 +46,8 @@ def test_sdist_contents(sdist):
     names = {m.name[len(root) + 1:] for m in members}
     links = [m.name for m in members if m.issym() or m.islnk()]
     assert not links, f"the sdist stores links that break outside the repository: {links}"
-    wanted = ["pyproject.toml", "CMakeLists.txt", "s3lect.i", "README.md", "s3lect/py.typed",
+    wanted = ["pyproject.toml", "CMakeLists.txt", "s3lect.i", "README.md", "LICENSE", "NOTICE",
+              "s3lect/py.typed",
               "s3lect/__init__.py", "core/CMakeLists.txt", "core/libs3lect/CMakeLists.txt",
               "core/libs3lect/include/s3lect.h"]
     wanted += [f"core/libs3lect/{src}" for src in core_sources()]
