@@ -24,6 +24,12 @@ cmake -S "$tmp/consumer" -B "$tmp/consumer/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" 
 cmake --build "$tmp/consumer/b" >/dev/null
 "$tmp/consumer/b/basic" "file://$tmp/lock2.json" cm | grep -q "acquired leadership"
 test -x "$tmp/prefix/bin/s3lect" && "$tmp/prefix/bin/s3lect" --version
+# The man page and completions come with the CLI (when the build made them).
+if [ -f "$build/share/man/s3lect.1" ]; then
+    test -f "$tmp/prefix/share/man/man1/s3lect.1"
+    test -f "$tmp/prefix/share/bash-completion/completions/s3lect"
+    test -f "$tmp/prefix/share/zsh/site-functions/_s3lect"
+fi
 # The static archive: no libs3lect.so needed at run time. `pkg-config --static`
 # answers (Libs.private, Requires.private); its libcurl part names Debian's
 # libcurl dependencies, whose static archives Debian does not ship, so here the
