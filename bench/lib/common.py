@@ -161,7 +161,10 @@ def machine_facts(impl_versions: dict[str, str], minio_binary: str | None,
 
 
 def command_line(argv: list[str]) -> str:
-    return " ".join(["bench/run", *(shlex.quote(a) for a in argv)])
+    """The command for the result files. A set GOS3LECT_SRC is shown as
+    `GOS3LECT_SRC=…` (the Go s3lect checkout is a path on this machine)."""
+    env = "GOS3LECT_SRC=… " if os.environ.get("GOS3LECT_SRC", "").strip() else ""
+    return env + " ".join(["bench/run", *(shlex.quote(a) for a in argv)])
 
 
 def write_result(name: str, title: str, body: str, command: str,
