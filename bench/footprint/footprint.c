@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* footprint.c - runs K electors in one process and measures what they cost.
  *
  * The K electors share K / N lock keys, N electors a key (--per-key N), so on

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 module s3lect.local/gos3lect-node
 
 go 1.24

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gos3lect-node runs one Go s3lect elector (github.com/nadrama-com/s3lect)
 // against an S3 lock and reports its leadership on stderr with the same lines
 // as `s3lect run`, so the bench and the interop tests can drive it like an
