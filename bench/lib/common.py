@@ -132,6 +132,15 @@ def git_commit() -> str:
     return head + (" (libs3lect/ has uncommitted changes)" if dirty else "")
 
 
+def _repo_relative(path: Path) -> str:
+    """A path inside this repository relative to it (no machine path in the
+    result files), else as it is."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO.resolve()))
+    except ValueError:
+        return str(path)
+
+
 def machine_facts(impl_versions: dict[str, str], minio_binary: str | None,
                   build_dir: Path) -> list[tuple[str, str]]:
     load = os.getloadavg()
@@ -150,7 +159,7 @@ def machine_facts(impl_versions: dict[str, str], minio_binary: str | None,
         ("kernel", platform.release()),
         ("load average at start (1/5/15 min)", " / ".join(f"{x:.2f}" for x in load)),
         ("repository commit", git_commit()),
-        ("build", f"{build_dir} ({build_type(build_dir)})"),
+        ("build", f"{_repo_relative(build_dir)} ({build_type(build_dir)})"),
     ]
     for name, v in impl_versions.items():
         facts.append((f"{name} version", v))
