@@ -11,14 +11,7 @@
 
 static s3lect_elector *make(const char *lock, const char *id)
 {
-    s3lect_config *c = s3lect_config_new();
-    s3lect_config_set_str(c, S3LECT_OPT_LOCK, lock);
-    s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, id);
-    s3lect_config_set_int(c, S3LECT_OPT_LEASE_TIMEOUT, 1500);
-    s3lect_config_set_int(c, S3LECT_OPT_RENEW_INTERVAL, 300);
-    s3lect_config_set_int(c, S3LECT_OPT_RENEW_DEADLINE, 900);
-    s3lect_config_set_int(c, S3LECT_OPT_FREQUENT_INTERVAL, 200);
-    s3lect_config_set_int(c, S3LECT_OPT_INFREQUENT_INTERVAL, 600);
+    s3lect_config *c = t_fast_config(lock, id);
     s3lect_elector *e = NULL;
     if (s3lect_new(c, &e) != 0) {
         char msg[512];

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "testutil.h"
 
+#include "s3lect.h"
+
 #include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,4 +67,17 @@ int t_count_entries(const char *path)
             n++;
     closedir(d);
     return n;
+}
+
+struct s3lect_config *t_fast_config(const char *lock, const char *id)
+{
+    s3lect_config *c = s3lect_config_new();
+    s3lect_config_set_str(c, S3LECT_OPT_LOCK, lock);
+    s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, id);
+    s3lect_config_set_int(c, S3LECT_OPT_LEASE_TIMEOUT, 1500);
+    s3lect_config_set_int(c, S3LECT_OPT_RENEW_INTERVAL, 300);
+    s3lect_config_set_int(c, S3LECT_OPT_RENEW_DEADLINE, 900);
+    s3lect_config_set_int(c, S3LECT_OPT_FREQUENT_INTERVAL, 200);
+    s3lect_config_set_int(c, S3LECT_OPT_INFREQUENT_INTERVAL, 600);
+    return c;
 }

@@ -18,6 +18,9 @@ int64_t t_now_ms(void);
 /* Entries of a directory, without dot files (/proc/self/task: threads); -1
  * if it cannot be read. */
 int t_count_entries(const char *path);
+/* A config for lock and id with short timings (lease 1.5 s, renew 0.3 s,
+ * deadline 0.9 s, polls 0.2 s / 0.6 s) for tests on the file store. */
+struct s3lect_config *t_fast_config(const char *lock, const char *id);
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \

@@ -855,25 +855,48 @@ static int l_gc(lua_State *L)
     return 0;
 }
 
-/* el:dispatch([timeout_ms]) -> count | nil, message */
-static int l_dispatch(lua_State *L)
+/* The optional timeout at stack index idx (default 0); NaN is an argument error. */
+static lua_Number opt_timeout(lua_State *L, int idx, const char *name)
 {
-    lelector *le = check_open(L, 1);
-    lua_Number t = luaL_optnumber(L, 2, 0);
+    lua_Number t = luaL_optnumber(L, idx, 0);
     if (t != t)
-        return luaL_argerror(L, 2, "timeout_ms is NaN");
-    int64_t timeout_ms = t < 0 ? -1 : (t > 9.0e15 ? (int64_t)9e15 : (int64_t)ceil(t));
+        luaL_argerror(L, idx, lua_pushfstring(L, "%s is NaN", name));
+    return t;
+}
+
+/* Refuses a call made from inside one of le's callbacks (it would recurse). */
+static void not_in_callback(lua_State *L, lelector *le, const char *fn)
+{
     if (le->in_dispatch)
-        return luaL_error(L, "el:dispatch(): called from inside one of this elector's "
-                             "callbacks; return from the callback instead");
+        luaL_error(L,
+                   "%s: called from inside one of this elector's callbacks; return from the "
+                   "callback instead",
+                   fn);
+}
+
+/* One round of callbacks (dispatch_on, then what they deferred); raises the
+ * yield error if a callback yielded. Returns dispatch_on's result. */
+static int dispatch_round(lua_State *L, lelector *le, int64_t timeout_ms)
+{
     int n = dispatch_on(L, le, timeout_ms);
     int yielded = le->yielded;
     le->yielded = 0;
     run_pending(L, le);
     if (yielded != 0) {
         yield_message(L, yielded);
-        return lua_error(L);
+        lua_error(L);
     }
+    return n;
+}
+
+/* el:dispatch([timeout_ms]) -> count | nil, message */
+static int l_dispatch(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    lua_Number t = opt_timeout(L, 2, "timeout_ms");
+    int64_t timeout_ms = t < 0 ? -1 : (t > 9.0e15 ? (int64_t)9e15 : (int64_t)ceil(t));
+    not_in_callback(L, le, "el:dispatch()");
+    int n = dispatch_round(L, le, timeout_ms);
     if (n < 0)
         return push_fail(L, le, "el:dispatch()", n);
     lua_pushinteger(L, n);
@@ -909,15 +932,11 @@ static int pop_event(lua_State *L, lelector *le)
 static int l_next_event(lua_State *L)
 {
     lelector *le = check_open(L, 1);
-    lua_Number t = luaL_optnumber(L, 2, 0);
-    if (t != t)
-        return luaL_argerror(L, 2, "timeout_s is NaN");
+    lua_Number t = opt_timeout(L, 2, "timeout_s");
     if (!le->events)
         return luaL_error(L, "el:next_event(): this elector does not queue events; create it "
                              "with s3lect.new{..., events = true}");
-    if (le->in_dispatch)
-        return luaL_error(L, "el:next_event(): called from inside one of this elector's "
-                             "callbacks; return from the callback instead");
+    not_in_callback(L, le, "el:next_event()");
     lua_settop(L, 1);
     if (pop_event(L, le))
         return 1;
@@ -930,14 +949,7 @@ static int l_next_event(lua_State *L)
             double left = deadline - now_s();
             ms = left <= 0 ? 0 : (int64_t)ceil(left * 1000.0);
         }
-        int n = dispatch_on(L, le, ms);
-        int yielded = le->yielded;
-        le->yielded = 0;
-        run_pending(L, le);
-        if (yielded != 0) {
-            yield_message(L, yielded);
-            return lua_error(L);
-        }
+        int n = dispatch_round(L, le, ms);
         if (pop_event(L, le))
             return 1;
         if (n < 0)
