@@ -13,26 +13,6 @@
 
 static char *g_dir;
 
-static s3lect_config *fast_cfg(const char *lock, const char *id)
-{
-    return t_fast_config(lock, id);
-}
-
-static s3lect_elector *make(const char *lock, const char *id)
-{
-    s3lect_config *c = fast_cfg(lock, id);
-    s3lect_elector *e = NULL;
-    int rc = s3lect_new(c, &e);
-    if (rc) {
-        char msg[512];
-        s3lect_config_errmsg(c, msg, sizeof msg);
-        fprintf(stderr, "s3lect_new: %s\n", msg);
-        exit(2);
-    }
-    s3lect_config_free(c);
-    return e;
-}
-
 static int count_leaders(s3lect_elector **e, int n)
 {
     int k = 0;
@@ -165,7 +145,7 @@ static void t_three_electors(void)
     for (int i = 0; i < 3; i++) {
         memset(&st[i], 0, sizeof st[i]);
         pthread_mutex_init(&st[i].mu, NULL);
-        e[i] = make(lock, ids[i]);
+        e[i] = t_fast_elector(lock, ids[i]);
         set_all(e[i], &st[i]);
         CHECK(s3lect_start(e[i]) == 0, "start %d", i);
     }
@@ -226,7 +206,7 @@ static void t_slow_callback_and_ebusy(void)
 {
     char lock[512];
     snprintf(lock, sizeof lock, "file://%s/slow.json", g_dir);
-    s3lect_elector *e = make(lock, "slow");
+    s3lect_elector *e = t_fast_elector(lock, "slow");
     cbstate st;
     memset(&st, 0, sizeof st);
     pthread_mutex_init(&st.mu, NULL);
@@ -255,7 +235,7 @@ static void t_veto_and_waits(void)
 {
     char lock[512];
     snprintf(lock, sizeof lock, "file://%s/veto.json", g_dir);
-    s3lect_elector *a = make(lock, "vetoer"), *b = make(lock, "other");
+    s3lect_elector *a = t_fast_elector(lock, "vetoer"), *b = t_fast_elector(lock, "other");
     cbstate sa, sb;
     memset(&sa, 0, sizeof sa);
     memset(&sb, 0, sizeof sb);
@@ -287,7 +267,7 @@ static void t_poll_mode(void)
 {
     char lock[512];
     snprintf(lock, sizeof lock, "file://%s/poll.json", g_dir);
-    s3lect_config *c = fast_cfg(lock, "poller");
+    s3lect_config *c = t_fast_config(lock, "poller");
     s3lect_config_set_bool(c, S3LECT_OPT_POLL_MODE, 1);
     s3lect_elector *e;
     CHECK(s3lect_new(c, &e) == 0, "new poll mode");
@@ -369,7 +349,7 @@ static void t_custom_store(void)
     memstore m;
     memset(&m, 0, sizeof m);
     pthread_mutex_init(&m.mu, NULL);
-    s3lect_config *c = fast_cfg("leader.json", "x");
+    s3lect_config *c = t_fast_config("leader.json", "x");
     CHECK(s3lect_config_set_custom_store(c, ms_get, ms_put, &m, ms_free) == 0, "custom store");
     s3lect_elector *e[2];
     s3lect_new(c, &e[0]);
@@ -418,7 +398,7 @@ static void t_release_before_long_poll_answer(void)
     memset(&m, 0, sizeof m);
     pthread_mutex_init(&m.mu, NULL);
     m.slow_release_ms = 400;
-    s3lect_config *c = fast_cfg("leader.json", "r");
+    s3lect_config *c = t_fast_config("leader.json", "r");
     CHECK(s3lect_config_set_custom_store(c, ms_get, ms_put, &m, NULL) == 0, "custom store");
     s3lect_elector *e = NULL;
     CHECK(s3lect_new(c, &e) == 0, "new");
@@ -474,7 +454,7 @@ static void t_dispatch_twice(void)
 {
     char lock[512];
     snprintf(lock, sizeof lock, "file://%s/dispatch2.json", g_dir);
-    s3lect_config *c = fast_cfg(lock, "d");
+    s3lect_config *c = t_fast_config(lock, "d");
     s3lect_config_set_bool(c, S3LECT_OPT_POLL_MODE, 1);
     s3lect_elector *e = NULL;
     CHECK(s3lect_new(c, &e) == 0, "new poll-mode elector");
@@ -536,7 +516,7 @@ static void t_stop_from_store_callback(void)
     memset(&s, 0, sizeof s);
     pthread_mutex_init(&s.m.mu, NULL);
     s.stop_rc = s.wait_rc = -99;
-    s3lect_config *c = fast_cfg("self.json", "s");
+    s3lect_config *c = t_fast_config("self.json", "s");
     s3lect_config_set_custom_store(c, ss_get, ss_put, &s, NULL);
     /* Reads keep coming: a follower of a record held by someone else. */
     s3lect_config_set_int(c, S3LECT_OPT_INFREQUENT_INTERVAL, 200);

@@ -9,20 +9,6 @@
 #include "testutil.h"
 #include "util.h"
 
-static s3lect_elector *make(const char *lock, const char *id)
-{
-    s3lect_config *c = t_fast_config(lock, id);
-    s3lect_elector *e = NULL;
-    if (s3lect_new(c, &e) != 0) {
-        char msg[512];
-        s3lect_config_errmsg(c, msg, sizeof msg);
-        fprintf(stderr, "s3lect_new: %s\n", msg);
-        exit(2);
-    }
-    s3lect_config_free(c);
-    return e;
-}
-
 /* The value of the sample whose line starts with `prefix` (name{labels}),
  * or -1 when there is none. */
 static double sample(const char *text, const char *prefix)
@@ -52,7 +38,7 @@ int main(void)
     char lock[600];
     snprintf(lock, sizeof lock, "file://%s/lock.json", dir);
     /* An id with a quote and a backslash: both must be escaped in labels. */
-    s3lect_elector *a = make(lock, "a\"\\1"), *b = make(lock, "b");
+    s3lect_elector *a = t_fast_elector(lock, "a\"\\1"), *b = t_fast_elector(lock, "b");
     char *text = NULL;
     CHECK(s3lect_metrics_text(NULL, 0, &text) == 0 && text, "no electors: process families");
     CHECK(text && strstr(text, "s3lect_credential_fetches_total{result=\"ok\"}") &&

@@ -81,3 +81,17 @@ struct s3lect_config *t_fast_config(const char *lock, const char *id)
     s3lect_config_set_int(c, S3LECT_OPT_INFREQUENT_INTERVAL, 600);
     return c;
 }
+
+struct s3lect_elector *t_fast_elector(const char *lock, const char *id)
+{
+    s3lect_config *c = t_fast_config(lock, id);
+    s3lect_elector *e = NULL;
+    if (s3lect_new(c, &e) != 0) {
+        char msg[512];
+        s3lect_config_errmsg(c, msg, sizeof msg);
+        fprintf(stderr, "s3lect_new: %s\n", msg);
+        exit(2);
+    }
+    s3lect_config_free(c);
+    return e;
+}

@@ -21,6 +21,8 @@ int t_count_entries(const char *path);
 /* A config for lock and id with short timings (lease 1.5 s, renew 0.3 s,
  * deadline 0.9 s, polls 0.2 s / 0.6 s) for tests on the file store. */
 struct s3lect_config *t_fast_config(const char *lock, const char *id);
+/* An elector made from t_fast_config; exits 2 with the message if it cannot be. */
+struct s3lect_elector *t_fast_elector(const char *lock, const char *id);
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
