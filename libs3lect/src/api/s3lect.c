@@ -137,7 +137,6 @@ static void free_handle(s3lect_elector *e)
     peer_client_free(e->pc);
     peer_client_free(e->pending_pc);
     peer_identity_free(e->pid);
-    free(e->self_addr);
     free(e->peer_etag);
     st_destroy(e->store);
     free(e->key);

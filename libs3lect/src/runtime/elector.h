@@ -103,9 +103,8 @@ struct s3lect_elector {
     peer_server *ps;
     peer_identity *pid;              /* zero-config: the endpoint's ephemeral key and certificate */
     char peer_pin[PEER_PIN_LEN + 1]; /* its fingerprint, written in our records */
-    char *self_addr;                 /* the advertised address once the endpoint is bound... */
-    int self_changed;                /* ...handed to the engine by the loop (under mu) */
-    uint64_t peer_version;           /* bumped when leading or our etag changes */
+    int self_changed; /* endpoint bound: the loop gives server_addr and peer_pin to the engine */
+    uint64_t peer_version; /* bumped when leading or our etag changes */
     int peer_leading;
     char *peer_etag;
     peer_fail_stats peer_fails; /* failed peer checks by class (status "peerFailures") */

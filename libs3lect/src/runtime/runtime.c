@@ -542,7 +542,7 @@ static void apply_requests(s3lect_elector *e)
         e->params_changed = 0;
     }
     if (e->self_changed) { /* the peer endpoint was bound: our address and key */
-        if (el_set_self(&e->eng, e->self_addr, e->peer_pin) == 0)
+        if (el_set_self(&e->eng, e->cfg->server_addr, e->peer_pin) == 0)
             e->self_changed = 0;
     }
     if (e->pending_pc) { /* s3lect_enable_peer_mode: no request is in flight now */
@@ -1496,20 +1496,13 @@ int rt_start_peer_server(s3lect_elector *e)
     if (advertise)
         peer_join_hostport(route[0] ? route : listen_host, peer_server_port(ps), adv, sizeof adv);
     pthread_mutex_lock(&e->mu);
-    char *a = advertise || zero ? u_strdup(advertise ? adv : e->cfg->server_addr) : NULL;
-    if ((advertise || zero) &&
-        (!a || (advertise && s3lect_config_set_str(e->cfg, S3LECT_OPT_SERVER_ADDR, adv) != 0))) {
+    if (advertise && s3lect_config_set_str(e->cfg, S3LECT_OPT_SERVER_ADDR, adv) != 0) {
         pthread_mutex_unlock(&e->mu);
-        free(a);
         peer_server_stop(ps);
         return rt_fail(e, S3LECT_ENOMEM, "peer mode: out of memory");
     }
     e->ps = ps;
-    if (a) { /* the engine takes them before its next step */
-        free(e->self_addr);
-        e->self_addr = a;
-        if (!zero)
-            e->peer_pin[0] = '\0';
+    if (advertise || zero) { /* the engine takes server_addr and the pin before its next step */
         e->self_changed = 1;
         rt_kick_locked(e);
     }
