@@ -1,0 +1,481 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* aws_http.c - credentials, endpoints and signed requests shared by the
+ * AWS stores (aws_http.h). */
+#include "aws_http.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "crypto.h"
+#include "util.h"
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int ah_curl_global(char *err, size_t errlen)
+{
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_rc != CURLE_OK) {
+        snprintf(err, errlen, "libcurl failed to initialise: %s", curl_easy_strerror(curl_init_rc));
+        return S3LECT_EIO;
+    }
+    return 0;
+}
+
+/* ---- credentials ---- */
+
+static void wipe_free(char *s)
+{
+    if (s) {
+        memset(s, 0, strlen(s));
+        free(s);
+    }
+}
+
+int ah_signer_open(ah_signer *g, const struct s3lect_config *cfg, char *err, size_t errlen)
+{
+    memset(g, 0, sizeof *g);
+    struct s3lect_config *c = &g->credcfg;
+    c->access_key_id = u_strdup(cfg->access_key_id);
+    c->secret_access_key = u_strdup(cfg->secret_access_key);
+    c->session_token = u_strdup(cfg->session_token);
+    c->profile = u_strdup(cfg->profile);
+    c->region = u_strdup(cfg->region);
+    c->ca_file = u_strdup(cfg->ca_file);
+    c->request_timeout = cfg->request_timeout;
+    if ((cfg->access_key_id && !c->access_key_id) ||
+        (cfg->secret_access_key && !c->secret_access_key) ||
+        (cfg->session_token && !c->session_token) || (cfg->profile && !c->profile) ||
+        (cfg->region && !c->region) || (cfg->ca_file && !c->ca_file)) {
+        ah_signer_clear(g);
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    int rc = aws_chain_open(&g->credcfg, 0, &g->chain, err, errlen);
+    if (rc)
+        ah_signer_clear(g);
+    return rc;
+}
+
+void ah_signer_clear(ah_signer *g)
+{
+    struct s3lect_config *c = &g->credcfg;
+    free(c->access_key_id);
+    wipe_free(c->secret_access_key);
+    wipe_free(c->session_token);
+    free(c->profile);
+    free(c->region);
+    free(c->ca_file);
+    aws_creds_clear(&g->creds);
+    if (g->chain)
+        aws_chain_release(g->chain);
+    memset(g, 0, sizeof *g);
+}
+
+/* A refresh of temporary credentials failed while the current ones are
+ * still valid: the request goes on with them, and the failure is handed to
+ * the runtime as a warning (an ERROR event, logged by the CLI), at most once
+ * a minute, so the operator can fix the source before they expire. */
+#define CREDS_WARN_EVERY_MS 60000
+static void note_refresh_failure(ah_signer *g, st_result *out)
+{
+    /* The usual case costs a counter read: no new failure, or one reported
+     * less than a minute ago. */
+    if (aws_chain_is_static(g->chain) || aws_chain_failures(g->chain) <= g->creds_failures_seen)
+        return;
+    int64_t now = u_mono_ms();
+    if (g->creds_warned_at && now - g->creds_warned_at < CREDS_WARN_EVERY_MS)
+        return;
+    aws_chain_info info;
+    aws_chain_describe(g->chain, &info);
+    if (info.failures <= g->creds_failures_seen || !info.last_error[0])
+        return;
+    g->creds_failures_seen = info.failures;
+    g->creds_warned_at = now;
+    char until[40] = "";
+    if (info.expires_ms > 0)
+        u_format_rfc3339(info.expires_ms, until, sizeof until);
+    out->warning = u_asprintf("refreshing the credentials from %s failed (%s); the current ones "
+                              "are still used%s%s",
+                              info.source, info.last_error, until[0] ? " until " : "", until);
+}
+
+int ah_signer_creds(ah_signer *g, st_result *out)
+{
+    char err[600];
+    if (g->creds_stale) {
+        g->creds_stale = 0;
+        if (aws_chain_is_static(g->chain)) {
+            aws_chain *fresh;
+            int rc = aws_chain_open(&g->credcfg, AWS_CHAIN_NOWAIT, &fresh, err, sizeof err);
+            if (rc != 0) {
+                aws_creds_clear(&g->creds);
+                st_result_setf(out, rc == S3LECT_EAUTH ? ST_AUTH : ST_TRANSIENT, "%s", err);
+                g->creds_stale = 1;
+                return -1;
+            }
+            aws_chain_release(g->chain);
+            g->chain = fresh;
+        } else {
+            aws_chain_stale(g->chain, g->creds_gen);
+        }
+    }
+    aws_creds fresh;
+    int rc = aws_chain_get(g->chain, &fresh, &g->creds_gen, err, sizeof err);
+    if (rc != 0) {
+        st_result_setf(out, ST_TRANSIENT, "%s; will retry", err);
+        return -1;
+    }
+    aws_creds_clear(&g->creds);
+    g->creds = fresh;
+    note_refresh_failure(g, out);
+    return 0;
+}
+
+/* ---- endpoints ---- */
+
+void ah_endpoint_clear(ah_endpoint *e)
+{
+    free(e->host);
+    free(e->authority);
+    free(e->base_path);
+    memset(e, 0, sizeof *e);
+}
+
+int ah_endpoint_parse(const char *url, const char *what, ah_endpoint *e, char *err, size_t errlen)
+{
+    memset(e, 0, sizeof *e);
+    const char *p;
+    if (strncasecmp(url, "https://", 8) == 0) {
+        e->https = 1;
+        p = url + 8;
+    } else if (strncasecmp(url, "http://", 7) == 0) {
+        p = url + 7;
+    } else {
+        snprintf(err, errlen,
+                 "%s '%.200s' must start with http:// or https:// (e.g. http://127.0.0.1:9000)",
+                 what, url);
+        return S3LECT_EINVAL;
+    }
+    size_t alen = strcspn(p, "/?#");
+    const char *rest = p + alen;
+    if (strpbrk(rest, "?#") || memchr(p, '@', alen)) {
+        snprintf(err, errlen, "%s '%.200s' may not contain user info, a query or a fragment", what,
+                 url);
+        return S3LECT_EINVAL;
+    }
+    const char *host = p, *port = NULL;
+    size_t hlen;
+    if (*p == '[') {
+        const char *close = memchr(p, ']', alen);
+        if (!close) {
+            snprintf(err, errlen, "%s '%.200s': unclosed '[' in the IPv6 address", what, url);
+            return S3LECT_EINVAL;
+        }
+        host = p + 1;
+        hlen = (size_t)(close - host);
+        if (close + 1 < p + alen) {
+            if (close[1] != ':') {
+                snprintf(err, errlen, "%s '%.200s': expected ':port' after ']'", what, url);
+                return S3LECT_EINVAL;
+            }
+            port = close + 2;
+        }
+    } else {
+        const char *colon = memchr(p, ':', alen);
+        hlen = colon ? (size_t)(colon - p) : alen;
+        port = colon ? colon + 1 : NULL;
+    }
+    if (hlen == 0) {
+        snprintf(err, errlen, "%s '%.200s' has no host name", what, url);
+        return S3LECT_EINVAL;
+    }
+    long portnum = 0;
+    if (port) {
+        char *endp;
+        portnum = strtol(port, &endp, 10);
+        if (endp != p + alen || endp == port || portnum < 1 || portnum > 65535) {
+            snprintf(err, errlen, "%s '%.200s' has an invalid port", what, url);
+            return S3LECT_EINVAL;
+        }
+    }
+    /* The default port is left out of Host, as every HTTP client does. */
+    int default_port = !port || portnum == (e->https ? 443 : 80);
+    size_t blen = strlen(rest);
+    while (blen > 0 && rest[blen - 1] == '/')
+        blen--;
+    e->host = malloc(hlen + 1);
+    e->authority = default_port ? u_asprintf("%.*s", (int)(host - p + hlen + (*p == '[')), p)
+                                : u_asprintf("%.*s", (int)alen, p);
+    e->base_path = u_asprintf("%.*s", (int)blen, rest);
+    if (!e->host || !e->authority || !e->base_path) {
+        ah_endpoint_clear(e);
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    memcpy(e->host, host, hlen);
+    e->host[hlen] = '\0';
+    for (char *c = e->host; *c; c++)
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c - 'A' + 'a');
+    return 0;
+}
+
+/* ---- responses ---- */
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
+{
+    ah_response *r = ud;
+    size_t n = size * nmemb;
+    if (r->len + n > AH_MAX_BODY) {
+        r->truncated = 1;
+        n = AH_MAX_BODY - r->len;
+    }
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 4096;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        char *p = realloc(r->body, cap);
+        if (!p)
+            return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
+        r->body = p;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    r->body[r->len] = '\0';
+    return r->truncated ? 0 : size * nmemb;
+}
+
+/* Copies a header's value (after "Name:") without surrounding whitespace. */
+static void header_value(const char *line, size_t n, size_t name_len, char *dst, size_t cap)
+{
+    const char *v = line + name_len;
+    const char *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    size_t len = (size_t)(end - v);
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(dst, v, len);
+    dst[len] = '\0';
+}
+
+static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
+{
+    ah_response *r = ud;
+    size_t n = size * nmemb;
+    if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+        /* A new response (after 100 Continue): forget the previous headers. */
+        r->etag[0] = '\0';
+        r->bucket_region[0] = '\0';
+    } else if (n > 5 && strncasecmp(line, "ETag:", 5) == 0) {
+        header_value(line, n, 5, r->etag, sizeof r->etag);
+    } else if (n > 20 && strncasecmp(line, "x-amz-bucket-region:", 20) == 0) {
+        header_value(line, n, 20, r->bucket_region, sizeof r->bucket_region);
+    }
+    return n;
+}
+
+/* ---- requests ---- */
+
+static struct curl_slist *add_header(struct curl_slist *list, int *oom, const char *name,
+                                     const char *value)
+{
+    if (*oom)
+        return list;
+    char *line = u_asprintf("%s: %s", name, value);
+    struct curl_slist *l = line ? curl_slist_append(list, line) : NULL;
+    wipe_free(line); /* may be the session token */
+    if (!l) {
+        *oom = 1;
+        return list;
+    }
+    return l;
+}
+
+static void free_headers(struct curl_slist *hl)
+{
+    for (struct curl_slist *l = hl; l; l = l->next)
+        memset(l->data, 0, strlen(l->data));
+    curl_slist_free_all(hl);
+}
+
+#define AH_MAX_HEADERS 12
+
+int ah_call_prepare(ah_call *c, void *easy, ah_signer *g, const ah_request *rq, st_result *out)
+{
+    memset(c, 0, sizeof *c);
+    c->easy = easy;
+    if (rq->nheaders > AH_MAX_HEADERS - 4) {
+        st_result_setf(out, ST_FATAL, "too many request headers");
+        return -1;
+    }
+    const void *body = rq->body ? rq->body : "";
+    char amz_date[17], payload_hash[65];
+    uint8_t digest[CR_SHA256_LEN];
+    sigv4_amz_date(time(NULL), amz_date);
+    cr_sha256(body, rq->body_len, digest);
+    cr_hex(digest, sizeof digest, payload_hash);
+
+    const char *token = g->creds.session_token;
+    sigv4_header h[AH_MAX_HEADERS];
+    size_t nh = 0;
+    h[nh++] = (sigv4_header){"Host", rq->host};
+    h[nh++] = (sigv4_header){"x-amz-date", amz_date};
+    if (rq->s3)
+        h[nh++] = (sigv4_header){"x-amz-content-sha256", payload_hash};
+    if (token)
+        h[nh++] = (sigv4_header){"x-amz-security-token", token};
+    for (size_t i = 0; i < rq->nheaders; i++)
+        h[nh++] = rq->headers[i];
+    sigv4_request sreq = {.method = rq->method,
+                          .path = rq->path,
+                          .query = rq->query,
+                          .headers = h,
+                          .nheaders = nh,
+                          .payload_hash = payload_hash};
+    sigv4_params sp = {.access_key_id = g->creds.access_key_id,
+                       .secret_access_key = g->creds.secret_access_key,
+                       .session_token = token,
+                       .region = rq->region,
+                       .service = rq->service,
+                       .amz_date = amz_date,
+                       .normalize_path = !rq->s3,
+                       .sign_body = rq->s3};
+    sigv4_result sig;
+    if (sigv4_sign(&sreq, &sp, &sig) != 0) {
+        st_result_setf(out, ST_FATAL, "cannot sign the %s request to %s", rq->service, rq->origin);
+        return -1;
+    }
+    struct curl_slist *hl = NULL;
+    int oom = 0;
+    for (size_t i = 0; i < nh; i++)
+        hl = add_header(hl, &oom, h[i].name, h[i].value);
+    hl = add_header(hl, &oom, "Authorization", sig.authorization);
+    sigv4_result_clear(&sig);
+    if (!oom) {
+        /* No "Expect: 100-continue" round trip and no default Accept. */
+        struct curl_slist *l = curl_slist_append(hl, "Expect:");
+        l = l ? curl_slist_append(l, "Accept:") : NULL;
+        oom = !l;
+        if (l)
+            hl = l;
+    }
+    char *url = u_asprintf("%s%s%s%s", rq->origin, rq->path, rq->query && *rq->query ? "?" : "",
+                           rq->query && *rq->query ? rq->query : "");
+    c->headers = hl;
+    if (oom || !url) {
+        free(url);
+        ah_call_release(c);
+        c->easy = easy;
+        st_result_setf(out, ST_TRANSIENT, "out of memory");
+        return -1;
+    }
+
+    CURL *e = easy;
+    /* reset keeps the handle's connection; the connections themselves live
+     * in the multi handle's pool (keep-alive) when the runtime runs it. */
+    curl_easy_reset(e);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)rq->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)rq->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L); /* the path is signed exactly as sent */
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "s3lect/" S3LECT_VERSION_STRING);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &c->resp);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, &c->resp);
+    if (rq->ca_file)
+        curl_easy_setopt(e, CURLOPT_CAINFO, rq->ca_file);
+    if (strcmp(rq->method, "GET") == 0) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else {
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, rq->method);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
+        curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body);
+    }
+    free(url);
+    return 0;
+}
+
+void ah_call_release(ah_call *c)
+{
+    if (c->easy) {
+        /* The handle must not keep pointers into c. */
+        curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
+        curl_easy_setopt(c->easy, CURLOPT_ERRORBUFFER, NULL);
+    }
+    free_headers(c->headers);
+    free(c->resp.body);
+    memset(c, 0, sizeof *c);
+}
+
+long ah_call_status(const ah_call *c)
+{
+    long status = 0;
+    curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+int ah_call_transport_failed(const ah_call *c, int curl_code)
+{
+    return curl_code != CURLE_OK && !(curl_code == CURLE_WRITE_ERROR && c->resp.truncated);
+}
+
+void ah_transport_failure(int curl_code, const char *errbuf, const char *what, const char *where,
+                          int64_t timeout_ms, st_result *out)
+{
+    CURLcode cc = (CURLcode)curl_code;
+    const char *why = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(cc);
+    switch (cc) {
+    case CURLE_OPERATION_TIMEDOUT:
+        st_result_setf(out, ST_TRANSIENT, "%s timed out after %lld ms at %s (%s)", what,
+                       (long long)timeout_ms, where, why);
+        break;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_CRL_BADFILE:
+        st_result_setf(out, ST_FATAL,
+                       "%s: cannot talk to %s (%s): check the endpoint and, for HTTPS, the CA "
+                       "bundle (--ca-file or AWS_CA_BUNDLE)",
+                       what, where, why);
+        break;
+    default:
+        st_result_setf(out, ST_TRANSIENT, "%s: connection to %s failed (%s); will retry", what,
+                       where, why);
+        break;
+    }
+}
+
+int ah_random_token(char out[33])
+{
+    uint8_t b[16];
+    if (cr_random(b, sizeof b) != 0)
+        return -1;
+    cr_hex(b, sizeof b, out);
+    return 0;
+}
