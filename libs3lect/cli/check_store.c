@@ -118,10 +118,10 @@ static void print_credentials(const s3lect_config *cfg)
     char err[600];
     if (st_location_parse(cfg->lock, &loc, err, sizeof err) != 0)
         return;
-    int is_s3 = loc.kind == ST_LOC_S3;
+    int is_aws = loc.kind == ST_LOC_S3 || loc.kind == ST_LOC_DYNAMODB || loc.kind == ST_LOC_ROUTE53;
     st_location_clear(&loc);
     aws_chain *ch;
-    if (!is_s3 || aws_chain_open(cfg, AWS_CHAIN_NOWAIT, &ch, err, sizeof err) != 0)
+    if (!is_aws || aws_chain_open(cfg, AWS_CHAIN_NOWAIT, &ch, err, sizeof err) != 0)
         return;
     aws_chain_info in;
     aws_chain_describe(ch, &in);
@@ -443,7 +443,10 @@ int cli_check_store(int argc, char **argv)
     if (cr_random(rnd, sizeof rnd) != 0)
         memset(rnd, 0x5a, sizeof rnd);
     cr_hex(rnd, sizeof rnd, hex);
-    c.scratch = u_asprintf("%s.s3lect-check-%s", c.key, hex);
+    char tag[32];
+    snprintf(tag, sizeof tag, ".s3lect-check-%s", hex);
+    c.scratch = c.store->vt->scratch_key ? c.store->vt->scratch_key(c.key, tag)
+                                         : u_asprintf("%s%s", c.key, tag);
     if (!c.scratch) {
         fprintf(stderr, "s3lect %s: out of memory\n", CMD);
         st_destroy(c.store);
@@ -452,7 +455,9 @@ int cli_check_store(int argc, char **argv)
         return CLI_EXIT_ERROR;
     }
 
-    printf("s3lect check-store %s\n  scratch key: %s\n", o.lock, c.scratch);
+    char *shown = st_lock_display(o.lock);
+    printf("s3lect check-store %s\n  scratch key: %s\n", shown ? shown : "", c.scratch);
+    free(shown);
     print_credentials(c.cfg);
     fflush(stdout);
     rc = run_checks(&c, nracers, rounds);
@@ -473,4 +478,97 @@ int cli_check_store(int argc, char **argv)
     free(c.key);
     s3lect_config_free(c.cfg);
     return failed ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+}
+
+/* ---- init-store ---- */
+
+static const char INIT_HELP[] =
+    "usage: s3lect init-store URL [store options]\n"
+    "\n"
+    "Creates what a lock URL needs on stores that keep locks in a table, and\n"
+    "checks it when it is already there:\n"
+    "  dynamodb://TABLE/KEY     the table (on-demand capacity, the URL's partition\n"
+    "                           key and sort key, type String); waits until ACTIVE\n"
+    "  postgres://.../DB?key=K  the table (CREATE TABLE IF NOT EXISTS)\n"
+    "S3 buckets, Route 53 hosted zones and file directories are not created:\n"
+    "make them with your usual tools. Electors never create anything by\n"
+    "themselves; this command is the only one that does.\n"
+    "\n"
+    "store options:\n"
+    "  --endpoint URL          endpoint (AWS stores; default: AWS_ENDPOINT_URL_<SERVICE>,\n"
+    "                          AWS_ENDPOINT_URL, AWS)\n"
+    "  --region REGION         region (default: AWS_REGION, AWS_DEFAULT_REGION, us-east-1)\n"
+    "  --ca-file FILE          PEM CA bundle for HTTPS\n"
+    "\n"
+    "exit codes: 0 created or already there, 1 error, 2 usage error.\n";
+
+int cli_init_store(int argc, char **argv)
+{
+    static const char *const ICMD = "init-store";
+    cli_opts o;
+    memset(&o, 0, sizeof o);
+    o.path_style = -1;
+    o.lease = o.renew = o.deadline = o.frequent = o.infrequent = o.skew = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(INIT_HELP, stdout);
+            return CLI_EXIT_OK;
+        }
+        int r = is_s3_option(a) ? cli_common_opt(ICMD, argc, argv, &i, &o) : 0;
+        if (r < 0)
+            return CLI_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        if (a[0] == '-') {
+            cli_usage_error(ICMD, "unknown option '%s'", a);
+            return CLI_EXIT_USAGE;
+        }
+        if (o.lock) {
+            cli_usage_error(ICMD, "more than one lock URL");
+            return CLI_EXIT_USAGE;
+        }
+        o.lock = a;
+    }
+    if (!o.lock) {
+        cli_usage_error(ICMD, "missing lock URL, e.g. s3lect init-store dynamodb://locks/leader");
+        return CLI_EXIT_USAGE;
+    }
+    s3lect_config *cfg = cli_config(ICMD, &o);
+    if (!cfg)
+        return CLI_EXIT_USAGE;
+    st_store *store;
+    char *key;
+    char err[512];
+    int rc = st_open(cfg, &store, &key, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "s3lect %s: %s\n", ICMD, err);
+        s3lect_config_free(cfg);
+        return rc == S3LECT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
+    }
+    int exit_code = CLI_EXIT_OK;
+    if (!store->vt->init) {
+        fprintf(stderr,
+                "s3lect %s: the %s store keeps its locks in %s; s3lect creates nothing there: "
+                "make it with your usual tools\n",
+                ICMD, store->vt->name,
+                strcmp(store->vt->name, "s3") == 0        ? "a bucket"
+                : strcmp(store->vt->name, "route53") == 0 ? "a hosted zone"
+                                                          : "a directory");
+        exit_code = CLI_EXIT_ERROR;
+    } else {
+        st_result r = {0};
+        store->vt->init(store, key, TIMEOUT_MS, &r);
+        if (r.outcome == ST_OK) {
+            printf("%s\n", r.message ? r.message : "done");
+        } else {
+            fprintf(stderr, "s3lect %s: %s\n", ICMD, r.message ? r.message : "failed");
+            exit_code = CLI_EXIT_ERROR;
+        }
+        st_result_clear(&r);
+    }
+    st_destroy(store);
+    free(key);
+    s3lect_config_free(cfg);
+    return exit_code;
 }

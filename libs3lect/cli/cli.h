@@ -62,6 +62,7 @@ void cli_metrics_stop(cli_metrics *m);
 
 int cli_run(int argc, char **argv);
 int cli_check_store(int argc, char **argv);
+int cli_init_store(int argc, char **argv);
 int cli_whoami(int argc, char **argv);
 /* Prints what whoami prints about credentials (never a secret), each line
  * after indent. */

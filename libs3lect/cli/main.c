@@ -30,10 +30,13 @@ static const char MAIN_HELP[] =
     "  status URL [--json] print who holds the lock (exit 0: live leader, 3: none)\n"
     "  watch URL           print a line whenever the leader changes\n"
     "  check-store URL     check that the store enforces conditional writes\n"
+    "  init-store URL      create the table a DynamoDB or PostgreSQL lock needs\n"
     "  whoami URL          which source supplies the S3 credentials, and until when\n"
     "  help [command]      show help for a command\n"
     "\n"
-    "lock URLs: s3://bucket/key, file:///dir/key, or a plain path (file store)\n"
+    "lock URLs: s3://bucket/key, file:///dir/key, or a plain path (file store),\n"
+    "           dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME,\n"
+    "           route53://ZONE_ID/NAME (docs/stores.md)\n"
     "durations: a number with a unit: 500ms, 2s, 1.5m, 1h, 1m30s (0 needs none)\n"
     "\n"
     "  -h, --help          show this help\n"
@@ -944,7 +947,8 @@ static int cmd_watch(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        cli_usage_error(NULL, "missing command; commands: run, status, watch, check-store");
+        cli_usage_error(
+            NULL, "missing command; commands: run, status, watch, check-store, init-store, whoami");
         return CLI_EXIT_USAGE;
     }
     const char *cmd = argv[1];
@@ -969,6 +973,9 @@ int main(int argc, char **argv)
         else if (strcmp(sub, "check-store") == 0) {
             char *av[] = {"check-store", "--help", NULL};
             return cli_check_store(2, av);
+        } else if (strcmp(sub, "init-store") == 0) {
+            char *av[] = {"init-store", "--help", NULL};
+            return cli_init_store(2, av);
         } else if (strcmp(sub, "whoami") == 0) {
             char *av[] = {"whoami", "--help", NULL};
             return cli_whoami(2, av);
@@ -986,9 +993,13 @@ int main(int argc, char **argv)
         return cmd_watch(argc - 1, argv + 1);
     if (strcmp(cmd, "check-store") == 0)
         return cli_check_store(argc - 1, argv + 1);
+    if (strcmp(cmd, "init-store") == 0)
+        return cli_init_store(argc - 1, argv + 1);
     if (strcmp(cmd, "whoami") == 0)
         return cli_whoami(argc - 1, argv + 1);
-    cli_usage_error(NULL, "unknown command '%s'; commands: run, status, watch, check-store", cmd);
+    cli_usage_error(
+        NULL, "unknown command '%s'; commands: run, status, watch, check-store, init-store, whoami",
+        cmd);
     return CLI_EXIT_USAGE;
 }
 

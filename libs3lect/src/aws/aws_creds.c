@@ -293,13 +293,17 @@ char *aws_region_resolve(const struct s3lect_config *cfg)
     return strdup("us-east-1");
 }
 
-char *aws_endpoint_resolve(const struct s3lect_config *cfg, int *oom)
+char *aws_service_endpoint_resolve(const struct s3lect_config *cfg, const char *env_id,
+                                   const char *config_id, int *oom)
 {
     const char *e = cfg ? nonempty(cfg->endpoint) : NULL;
     char *out = NULL;
     *oom = 0;
     if (!e && !env_true("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")) {
-        e = env("AWS_ENDPOINT_URL_S3");
+        char name[64], key[64];
+        snprintf(name, sizeof name, "AWS_ENDPOINT_URL_%s", env_id);
+        snprintf(key, sizeof key, "%s.endpoint_url", config_id);
+        e = env(name);
         if (!e)
             e = env("AWS_ENDPOINT_URL");
         if (!e) {
@@ -307,7 +311,7 @@ char *aws_endpoint_resolve(const struct s3lect_config *cfg, int *oom)
             int rc = load_config_profile(cfg, &v);
             if (rc < 0)
                 *oom = 1;
-            const char *pick = aws_section_get(&v, "s3.endpoint_url");
+            const char *pick = aws_section_get(&v, key);
             if (!pick)
                 pick = aws_section_get(&v, "endpoint_url");
             if (rc > 0 && pick) {
@@ -325,6 +329,11 @@ char *aws_endpoint_resolve(const struct s3lect_config *cfg, int *oom)
     if (!out)
         *oom = 1;
     return out;
+}
+
+char *aws_endpoint_resolve(const struct s3lect_config *cfg, int *oom)
+{
+    return aws_service_endpoint_resolve(cfg, "S3", "s3", oom);
 }
 
 const char *aws_ca_bundle_resolve(const struct s3lect_config *cfg)

@@ -127,8 +127,14 @@ const char *aws_profile_name(const struct s3lect_config *cfg, int *explicit_cfg)
 /* Allocated region (never NULL but on out of memory). */
 char *aws_region_resolve(const struct s3lect_config *cfg);
 
-/* Allocated endpoint URL, or NULL when none is configured (use AWS). *oom is
- * set to 1 on allocation failure. */
+/* Allocated endpoint URL of a service, or NULL when none is configured (use
+ * AWS's): the endpoint setting, AWS_ENDPOINT_URL_<env_id> ("S3",
+ * "DYNAMODB", "ROUTE_53"), AWS_ENDPOINT_URL, then the profile's
+ * "<config_id>.endpoint_url" ("s3", "dynamodb") or endpoint_url. *oom is set
+ * to 1 on allocation failure. */
+char *aws_service_endpoint_resolve(const struct s3lect_config *cfg, const char *env_id,
+                                   const char *config_id, int *oom);
+/* The S3 endpoint. */
 char *aws_endpoint_resolve(const struct s3lect_config *cfg, int *oom);
 
 /* The CA bundle file to use, borrowed from cfg or the environment; NULL

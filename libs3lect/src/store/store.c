@@ -56,6 +56,9 @@ void st_location_clear(st_location *loc)
 {
     free(loc->bucket);
     free(loc->key);
+    free(loc->opt1);
+    free(loc->opt2);
+    free(loc->opt3);
     memset(loc, 0, sizeof *loc);
 }
 
@@ -356,6 +359,387 @@ static int parse_file_url(const char *url, const char *p, st_location *out, char
     return split_path(url, p, out, err, errlen);
 }
 
+/* ---- dynamodb://, postgres://, route53:// ---- */
+
+/* Decodes the %XX escapes of in[0..n) into an allocated string. NULL with
+ * *bad = 1 on a malformed escape or an escaped NUL; NULL with *bad = 0 when
+ * out of memory. */
+static char *pct_decode(const char *in, size_t n, int *bad)
+{
+    char *out = malloc(n + 1), *o = out;
+    *bad = 0;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (in[i] != '%') {
+            *o++ = in[i];
+            continue;
+        }
+        int hi = i + 1 < n ? u_hexval((unsigned char)in[i + 1]) : -1;
+        int lo = i + 2 < n ? u_hexval((unsigned char)in[i + 2]) : -1;
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+            free(out);
+            *bad = 1;
+            return NULL;
+        }
+        *o++ = (char)(hi * 16 + lo);
+        i += 2;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Checks a name or value: non-empty, at most max bytes of valid UTF-8
+ * without control characters. what names it in the message. */
+static int check_text(const char *url, const char *what, const char *v, size_t max, char *err,
+                      size_t errlen)
+{
+    size_t n = strlen(v);
+    if (n == 0 || n > max) {
+        snprintf(err, errlen, "lock URL '%.200s': the %s is %zu bytes long; it must have 1 to %zu",
+                 url, what, n, max);
+        return S3LECT_EINVAL;
+    }
+    for (const unsigned char *p = (const unsigned char *)v; *p;) {
+        size_t l = is_control(p) ? 0 : utf8_len(p);
+        if (!l) {
+            snprintf(err, errlen,
+                     "lock URL '%.200s': the %s has a control character or is not UTF-8 (at "
+                     "offset %zu)",
+                     url, what, (size_t)(p - (const unsigned char *)v));
+            return S3LECT_EINVAL;
+        }
+        p += l;
+    }
+    return 0;
+}
+
+/* Is every byte of s in the set: letters, digits and extra? */
+static int only_chars(const char *s, const char *extra)
+{
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              strchr(extra, *s)))
+            return 0;
+    return 1;
+}
+
+/* One parameter a scheme takes from the query. */
+typedef struct qparam {
+    const char *name;
+    char **dst; /* receives the decoded value */
+} qparam;
+
+/* Splits query q ("a=b&c=d") into params (decoded). A parameter not in
+ * params is appended, as written, to *rest ("&"-joined) when rest is not
+ * NULL, and refused otherwise. Duplicates and empty values are refused. */
+static int parse_query(const char *url, const char *usage, const char *q, const qparam *params,
+                       size_t np, char **rest, char *err, size_t errlen)
+{
+    while (q && *q) {
+        size_t len = strcspn(q, "&");
+        const char *eq = memchr(q, '=', len);
+        size_t nl = eq ? (size_t)(eq - q) : len;
+        const qparam *hit = NULL;
+        for (size_t i = 0; i < np; i++)
+            if (strlen(params[i].name) == nl && strncmp(q, params[i].name, nl) == 0)
+                hit = &params[i];
+        if (hit) {
+            if (!eq || eq + 1 == q + len) {
+                snprintf(err, errlen, "lock URL '%.200s': parameter '%s' needs a value (%s)", url,
+                         hit->name, usage);
+                return S3LECT_EINVAL;
+            }
+            if (*hit->dst) {
+                snprintf(err, errlen, "lock URL '%.200s': parameter '%s' is given twice", url,
+                         hit->name);
+                return S3LECT_EINVAL;
+            }
+            int bad;
+            *hit->dst = pct_decode(eq + 1, (size_t)(q + len - eq - 1), &bad);
+            if (!*hit->dst) {
+                if (bad)
+                    snprintf(err, errlen,
+                             "lock URL '%.200s': parameter '%s' has a malformed %%-escape", url,
+                             hit->name);
+                else
+                    snprintf(err, errlen, "out of memory");
+                return bad ? S3LECT_EINVAL : S3LECT_ENOMEM;
+            }
+        } else if (rest && len) {
+            char *r =
+                *rest ? u_asprintf("%s&%.*s", *rest, (int)len, q) : u_asprintf("%.*s", (int)len, q);
+            if (!r) {
+                snprintf(err, errlen, "out of memory");
+                return S3LECT_ENOMEM;
+            }
+            free(*rest);
+            *rest = r;
+        } else if (len) {
+            snprintf(err, errlen, "lock URL '%.200s': unknown parameter '%.*s' (%s)", url,
+                     (int)(nl < 60 ? nl : 60), q, usage);
+            return S3LECT_EINVAL;
+        }
+        q += len;
+        if (*q == '&')
+            q++;
+    }
+    return 0;
+}
+
+#define DDB_USAGE                                                                                  \
+    "dynamodb://TABLE/KEY, optionally ?partition_key=ATTR (default LockID) and "                   \
+    "&sort_key=ATTR&sort_value=VALUE"
+
+static int parse_dynamodb(const char *url, const char *b, st_location *out, char *err,
+                          size_t errlen)
+{
+    if (strchr(b, '#')) {
+        snprintf(err, errlen, "lock URL '%.200s' has a fragment ('#'); write %s", url, DDB_USAGE);
+        return S3LECT_EINVAL;
+    }
+    const char *q = strchr(b, '?');
+    size_t pl = q ? (size_t)(q - b) : strlen(b);
+    const char *slash = memchr(b, '/', pl);
+    if (!slash || slash == b || slash + 1 == b + pl) {
+        snprintf(err, errlen, "lock URL '%.200s' needs a table and a key: %s", url, DDB_USAGE);
+        return S3LECT_EINVAL;
+    }
+    int bad = 0, rc;
+    out->kind = ST_LOC_DYNAMODB;
+    out->bucket = u_asprintf("%.*s", (int)(slash - b), b);
+    out->key = pct_decode(slash + 1, (size_t)(b + pl - slash - 1), &bad);
+    if (bad) {
+        snprintf(err, errlen, "lock URL '%.200s': the key has a malformed %%-escape", url);
+        return S3LECT_EINVAL;
+    }
+    if (!out->bucket || !out->key) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    size_t tl = strlen(out->bucket);
+    if (tl < 3 || tl > 255 || !only_chars(out->bucket, "_.-")) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': '%.100s' is not a DynamoDB table name (3 to 255 of a-z, "
+                 "A-Z, 0-9, '_', '-', '.')",
+                 url, out->bucket);
+        return S3LECT_EINVAL;
+    }
+    if ((rc = check_text(url, "key", out->key, 2048, err, errlen)) != 0)
+        return rc;
+    qparam ps[] = {
+        {"partition_key", &out->opt1}, {"sort_key", &out->opt2}, {"sort_value", &out->opt3}};
+    if ((rc = parse_query(url, DDB_USAGE, q ? q + 1 : NULL, ps, 3, NULL, err, errlen)) != 0)
+        return rc;
+    if (!out->opt1 && !(out->opt1 = u_strdup("LockID"))) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    if (!out->opt2 != !out->opt3) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': sort_key and sort_value go together (the table's sort key "
+                 "attribute and the value the lock's item has in it)",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    const char *names[] = {out->opt1, out->opt2};
+    for (int i = 0; i < 2; i++) {
+        if (names[i] && (strlen(names[i]) > 255 || !only_chars(names[i], "_.-"))) {
+            snprintf(err, errlen,
+                     "lock URL '%.200s': attribute name '%.100s' must have 1 to 255 of a-z, A-Z, "
+                     "0-9, '_', '-', '.'",
+                     url, names[i]);
+            return S3LECT_EINVAL;
+        }
+    }
+    if (out->opt2 && strcmp(out->opt1, out->opt2) == 0) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': partition_key and sort_key are the same attribute", url);
+        return S3LECT_EINVAL;
+    }
+    if (out->opt3 && (rc = check_text(url, "sort_value", out->opt3, 1024, err, errlen)) != 0)
+        return rc;
+    return 0;
+}
+
+#define PG_USAGE "postgres://[USER@HOST[:PORT]]/DB?key=NAME[&table=TABLE][&libpq parameters]"
+
+/* A table name: identifier or schema.identifier, each [A-Za-z_][A-Za-z0-9_]*
+ * of at most 63 bytes (it is quoted in SQL: case is kept). */
+static int pg_table_ok(const char *t)
+{
+    const char *dot = strchr(t, '.');
+    for (int part = 0; part < (dot ? 2 : 1); part++) {
+        const char *p = part ? dot + 1 : t;
+        size_t n = part || !dot ? strlen(p) : (size_t)(dot - t);
+        if (n == 0 || n > 63 || (p[0] >= '0' && p[0] <= '9'))
+            return 0;
+        for (size_t i = 0; i < n; i++)
+            if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
+                  (p[i] >= '0' && p[i] <= '9') || p[i] == '_'))
+                return 0;
+    }
+    return 1;
+}
+
+static int parse_postgres(const char *url, st_location *out, char *err, size_t errlen)
+{
+    char *shown = st_lock_display(url);
+    if (!shown) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    int rc = 0;
+    char *rest = NULL;
+    const char *q = strchr(url, '?');
+    if (strchr(url, '#')) {
+        snprintf(err, errlen, "lock URL '%.200s' has a fragment ('#'); write %s", shown, PG_USAGE);
+        rc = S3LECT_EINVAL;
+        goto done;
+    }
+    qparam ps[] = {{"key", &out->key}, {"table", &out->opt1}};
+    if ((rc = parse_query(shown, PG_USAGE, q ? q + 1 : NULL, ps, 2, &rest, err, errlen)) != 0)
+        goto done;
+    if (!out->key) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' names no lock: add ?key=NAME (the lock's row; one table holds "
+                 "many locks): %s",
+                 shown, PG_USAGE);
+        rc = S3LECT_EINVAL;
+        goto done;
+    }
+    if ((rc = check_text(shown, "key", out->key, 1024, err, errlen)) != 0)
+        goto done;
+    if (!out->opt1 && !(out->opt1 = u_strdup("s3lect_locks"))) {
+        snprintf(err, errlen, "out of memory");
+        rc = S3LECT_ENOMEM;
+        goto done;
+    }
+    if (!pg_table_ok(out->opt1)) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': table '%.100s' must be NAME or SCHEMA.NAME, each a letter or "
+                 "'_' then letters, digits or '_' (at most 63)",
+                 shown, out->opt1);
+        rc = S3LECT_EINVAL;
+        goto done;
+    }
+    size_t base = q ? (size_t)(q - url) : strlen(url);
+    out->bucket =
+        rest ? u_asprintf("%.*s?%s", (int)base, url, rest) : u_asprintf("%.*s", (int)base, url);
+    if (!out->bucket) {
+        snprintf(err, errlen, "out of memory");
+        rc = S3LECT_ENOMEM;
+        goto done;
+    }
+    out->kind = ST_LOC_POSTGRES;
+done:
+    free(rest);
+    free(shown);
+    return rc;
+}
+
+#define R53_USAGE "route53://HOSTED_ZONE_ID/RECORD.NAME.IN.THE.ZONE"
+
+static int parse_route53(const char *url, const char *b, st_location *out, char *err, size_t errlen)
+{
+    if (strpbrk(b, "?#")) {
+        snprintf(err, errlen, "lock URL '%.200s' has a query or fragment; write %s", url,
+                 R53_USAGE);
+        return S3LECT_EINVAL;
+    }
+    const char *slash = strchr(b, '/');
+    if (!slash || slash == b || !slash[1] || strchr(slash + 1, '/')) {
+        snprintf(err, errlen, "lock URL '%.200s' needs a hosted zone id and a record name: %s", url,
+                 R53_USAGE);
+        return S3LECT_EINVAL;
+    }
+    size_t zl = (size_t)(slash - b);
+    out->bucket = u_asprintf("%.*s", (int)zl, b);
+    const char *name = slash + 1;
+    size_t nl = strlen(name);
+    if (nl && name[nl - 1] == '.')
+        nl--;
+    out->key = u_asprintf("%.*s.", (int)nl, name);
+    if (!out->bucket || !out->key) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    if (zl > 32 || !only_chars(out->bucket, "")) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': '%.60s' is not a hosted zone id (letters and digits, e.g. "
+                 "Z0123456789ABCDEFGHIJ; without /hostedzone/)",
+                 url, out->bucket);
+        return S3LECT_EINVAL;
+    }
+    for (char *c = out->key; *c; c++)
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c - 'A' + 'a');
+    /* Labels of letters, digits, '-' and '_', 1 to 63 each, 253 in all. */
+    int ok = nl >= 1 && nl <= 253 && only_chars(out->key, "-_.");
+    for (const char *p = out->key; ok && *p;) {
+        size_t ll = strcspn(p, ".");
+        ok = ll >= 1 && ll <= 63;
+        p += ll + 1;
+    }
+    if (!ok) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': '%.200s' is not a DNS record name (labels of 1 to 63 "
+                 "letters, digits, '-' or '_', 253 in all); write %s",
+                 url, name, R53_USAGE);
+        return S3LECT_EINVAL;
+    }
+    out->kind = ST_LOC_ROUTE53;
+    return 0;
+}
+
+char *st_lock_display(const char *url)
+{
+    if (!url)
+        return u_strdup("");
+    char *out = u_strdup(url);
+    if (!out)
+        return NULL;
+    const char *sep = strstr(url, "://");
+    if (!sep)
+        return out;
+    /* user:password@ in the authority */
+    const char *auth = sep + 3;
+    size_t al = strcspn(auth, "/?#");
+    const char *at = NULL;
+    for (const char *p = auth; p < auth + al; p++)
+        if (*p == '@')
+            at = p;
+    if (at) {
+        const char *colon = memchr(auth, ':', (size_t)(at - auth));
+        if (colon) {
+            char *r = u_asprintf("%.*s***%s", (int)(colon + 1 - url), url, at);
+            free(out);
+            if (!r)
+                return NULL;
+            out = r;
+        }
+    }
+    /* password=... in the query */
+    char *q = strchr(out, '?');
+    while (q) {
+        char *p = q + 1;
+        if (strncmp(p, "password=", 9) == 0) {
+            size_t vl = strcspn(p + 9, "&#");
+            char *r = u_asprintf("%.*s***%s", (int)(p + 9 - out), out, p + 9 + vl);
+            if (!r) {
+                free(out);
+                return NULL;
+            }
+            size_t off = (size_t)(p - out);
+            free(out);
+            out = r;
+            p = out + off;
+        }
+        q = strchr(p, '&');
+    }
+    return out;
+}
+
 int st_location_parse(const char *url, st_location *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -370,8 +754,24 @@ int st_location_parse(const char *url, st_location *out, char *err, size_t errle
     int is_s3 = sl == 2 && strncasecmp(url, "s3", 2) == 0;
     int is_file = sl == 4 && strncasecmp(url, "file", 4) == 0;
     int slashes = strncmp(url + sl, "://", 3) == 0;
+    int rc = 0, matched = 1;
     if (is_s3 && slashes)
         return parse_s3(url, url + sl + 3, out, err, errlen);
+    if (sl == 8 && strncasecmp(url, "dynamodb", 8) == 0 && slashes)
+        rc = parse_dynamodb(url, url + sl + 3, out, err, errlen);
+    else if (((sl == 8 && strncasecmp(url, "postgres", 8) == 0) ||
+              (sl == 10 && strncasecmp(url, "postgresql", 10) == 0)) &&
+             slashes)
+        rc = parse_postgres(url, out, err, errlen);
+    else if (sl == 7 && strncasecmp(url, "route53", 7) == 0 && slashes)
+        rc = parse_route53(url, url + sl + 3, out, err, errlen);
+    else
+        matched = 0;
+    if (matched) {
+        if (rc)
+            st_location_clear(out);
+        return rc;
+    }
     if (is_file && slashes)
         return parse_file_url(url, url + sl + 3, out, err, errlen);
     if (is_s3) {
@@ -388,13 +788,15 @@ int st_location_parse(const char *url, st_location *out, char *err, size_t errle
     }
     if (strncmp(url + sl, "://", 3) == 0)
         snprintf(err, errlen,
-                 "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key or a "
-                 "path",
+                 "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
+                 "path, dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME or "
+                 "route53://ZONE_ID/NAME",
                  (int)(sl < 20 ? sl : 20), url);
     else
         snprintf(err, errlen,
-                 "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key or a "
-                 "path (for a file whose name has ':', write ./%.100s)",
+                 "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
+                 "path (for a file whose name has ':', write ./%.100s), dynamodb://, "
+                 "postgres:// or route53://",
                  (int)(sl < 20 ? sl : 20), url, url);
     return S3LECT_EINVAL;
 }
@@ -444,10 +846,23 @@ int st_open(const s3lect_config *cfg, st_store **out, char **key_out, char *err,
             return rc;
         }
     }
-    if (loc.kind == ST_LOC_S3)
+    switch (loc.kind) {
+    case ST_LOC_S3:
         rc = st_s3_open(cfg, loc.bucket, out, err, errlen);
-    else
+        break;
+    case ST_LOC_DYNAMODB:
+        rc = st_dynamodb_open(cfg, &loc, out, err, errlen);
+        break;
+    case ST_LOC_POSTGRES:
+        rc = st_postgres_open(cfg, &loc, out, err, errlen);
+        break;
+    case ST_LOC_ROUTE53:
+        rc = st_route53_open(cfg, &loc, out, err, errlen);
+        break;
+    default:
         rc = st_file_open(loc.bucket, out, err, errlen);
+        break;
+    }
     if (rc == 0) {
         *key_out = loc.key;
         loc.key = NULL;

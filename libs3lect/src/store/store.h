@@ -71,6 +71,13 @@ typedef struct st_vtable {
     /* The connection pool the requests use ("https://host:port"): requests
      * to one pool share its bounded set of keep-alive connections. */
     const char *(*pool)(const st_store *s);
+    /* Optional: creates what the lock needs (a table) for `s3lect
+     * init-store`; never called by an elector. OK with out->message saying
+     * what was done ("created table ...", "table ... exists"). */
+    void (*init)(st_store *s, const char *key, int64_t timeout_ms, st_result *out);
+    /* Optional: the name of check-store's scratch lock next to key, made
+     * with tag (".s3lect-check-<random>"); NULL: key followed by tag. */
+    char *(*scratch_key)(const char *key, const char *tag);
 } st_vtable;
 
 struct st_store {
@@ -94,16 +101,33 @@ static inline void st_destroy(st_store *s)
 
 /* A parsed lock location. */
 typedef struct st_location {
-    int kind;     /* ST_LOC_S3, ST_LOC_FILE */
-    char *bucket; /* s3: bucket; file: directory */
-    char *key;    /* s3: object key; file: file name inside the directory */
+    int kind; /* ST_LOC_* */
+    /* s3: bucket; file: directory; dynamodb: table; route53: hosted zone id;
+     * postgres: the libpq connection URI without s3lect's parameters */
+    char *bucket;
+    /* s3: object key; file: file name inside the directory; dynamodb: the
+     * partition key's value; route53: the record name (lower case, with the
+     * final dot); postgres: the lock's row name */
+    char *key;
+    /* dynamodb: partition key attribute name; postgres: table name */
+    char *opt1;
+    /* dynamodb: sort key attribute name and value (NULL when none) */
+    char *opt2, *opt3;
 } st_location;
-enum { ST_LOC_S3 = 1, ST_LOC_FILE = 2 };
+enum { ST_LOC_S3 = 1, ST_LOC_FILE, ST_LOC_DYNAMODB, ST_LOC_POSTGRES, ST_LOC_ROUTE53 };
 
-/* Parses "s3://bucket/key", "file:///dir/key" or a plain path. On error
- * writes a one-line message that says what to fix into err. */
+/* Parses "s3://bucket/key", "file:///dir/key", a plain path,
+ * "dynamodb://TABLE/KEY[?partition_key=A&sort_key=B&sort_value=V]",
+ * "postgres://[user@host:port]/DB?key=K[&table=T][&libpq parameters]" and
+ * "route53://ZONE_ID/NAME". On error writes a one-line message that says
+ * what to fix into err (never a password). */
 int st_location_parse(const char *url, st_location *out, char *err, size_t errlen);
 void st_location_clear(st_location *loc);
+
+/* The lock URL as it may be shown (logs, metrics, status): a password in
+ * the user-info part or a password= parameter is replaced by "***".
+ * Allocated; NULL on out of memory. */
+char *st_lock_display(const char *url);
 
 struct s3lect_config;
 /* Opens the store a config names (custom store if set, else by location).
@@ -112,6 +136,12 @@ int st_open(const struct s3lect_config *cfg, st_store **out, char **key_out, cha
             size_t errlen);
 
 /* Backends. */
+int st_dynamodb_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
+                     char *err, size_t errlen);
+int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
+                     char *err, size_t errlen);
+int st_route53_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
+                    char *err, size_t errlen);
 int st_file_open(const char *dir, st_store **out, char *err, size_t errlen);
 int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **out, char *err,
                size_t errlen);

@@ -363,7 +363,13 @@ static void s3_destroy(st_store *st)
     free(s);
 }
 
-static const st_vtable s3_vtable = {"s3", s3_get, s3_put, s3_destroy, s3_begin, s3_finish, s3_pool};
+static const st_vtable s3_vtable = {.name = "s3",
+                                    .get = s3_get,
+                                    .put = s3_put,
+                                    .destroy = s3_destroy,
+                                    .begin = s3_begin,
+                                    .finish = s3_finish,
+                                    .pool = s3_pool};
 
 /* Works out origin, Host and path prefix from the endpoint and addressing. */
 static int setup_addressing(s3_store *s, const char *endpoint_url, int path_style, char *err,

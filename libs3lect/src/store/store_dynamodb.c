@@ -1,0 +1,692 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* store_dynamodb.c - the DynamoDB store (docs/stores.md): one item per lock,
+ * the record in attribute s3lectRecord, a random version token in
+ * s3lectVersion as the etag.
+ *
+ *   read    GetItem, ConsistentRead (strongly consistent)
+ *   create  PutItem if attribute_not_exists(partition key)
+ *   write   PutItem if s3lectVersion = the version read
+ *
+ * Requests are SigV4-signed JSON POSTs (X-Amz-Target DynamoDB_20120810.*),
+ * blocking on the store's own handle (the CLI) or prepared on a handle of the
+ * runtime's shared libcurl multi (begin/finish), like the S3 store. The
+ * version is a fresh random token on every write, so a row deleted and made
+ * again never brings an old version back (no ABA).
+ */
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "aws_http.h"
+#include "store.h"
+#include "util.h"
+
+#define DDB_DEFAULT_TIMEOUT_MS 10000
+#define DDB_RECORD_ATTR "s3lectRecord"
+#define DDB_VERSION_ATTR "s3lectVersion"
+#define DDB_TABLE_WAIT_MS 120000
+
+typedef struct ddb_store {
+    st_store base;
+    CURL *curl; /* created by the first blocking request (the CLI); the runtime brings its own */
+    char *table, *pk, *sk, *sv;
+    char *endpoint_desc; /* for messages */
+    char *origin;        /* "scheme://host[:port]" */
+    char *host;          /* Host header */
+    char *path;          /* "/" or the endpoint's base path */
+    char *region, *ca_file;
+    int64_t default_timeout_ms;
+    ah_signer signer;
+} ddb_store;
+
+enum { OP_GET, OP_PUT, OP_OTHER };
+
+struct st_xfer {
+    int op;
+    const char *action; /* "GetItem" ... */
+    char *key;
+    char *if_match;   /* PUT: the version written over, NULL to create */
+    char version[33]; /* PUT: the new version */
+    int64_t timeout_ms;
+    ah_call call;
+};
+
+static void xfer_free(st_xfer *x)
+{
+    if (!x)
+        return;
+    ah_call_release(&x->call);
+    free(x->key);
+    free(x->if_match);
+    free(x);
+}
+
+/* ---- request bodies ---- */
+
+static cJSON *str_value(const char *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o && !cJSON_AddStringToObject(o, "S", s)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* {"pk":{"S":key}[, "sk":{"S":sv}]} added to parent as name. */
+static int add_key(const ddb_store *s, cJSON *parent, const char *name, const char *key)
+{
+    cJSON *k = cJSON_AddObjectToObject(parent, name);
+    if (!k)
+        return -1;
+    cJSON *v = str_value(key);
+    if (!v || !cJSON_AddItemToObject(k, s->pk, v)) {
+        cJSON_Delete(v);
+        return -1;
+    }
+    if (s->sk) {
+        v = str_value(s->sv);
+        if (!v || !cJSON_AddItemToObject(k, s->sk, v)) {
+            cJSON_Delete(v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static char *get_body(const ddb_store *s, const char *key)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *names = o ? cJSON_AddObjectToObject(o, "ExpressionAttributeNames") : NULL;
+    char *out = NULL;
+    if (names && cJSON_AddStringToObject(o, "TableName", s->table) &&
+        add_key(s, o, "Key", key) == 0 && cJSON_AddTrueToObject(o, "ConsistentRead") &&
+        cJSON_AddStringToObject(o, "ProjectionExpression", "#r, #v") &&
+        cJSON_AddStringToObject(names, "#r", DDB_RECORD_ATTR) &&
+        cJSON_AddStringToObject(names, "#v", DDB_VERSION_ATTR))
+        out = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return out;
+}
+
+static char *put_body(const ddb_store *s, const char *key, const char *data, const char *if_match,
+                      const char *version)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *item = o ? cJSON_AddObjectToObject(o, "Item") : NULL;
+    cJSON *names = o ? cJSON_AddObjectToObject(o, "ExpressionAttributeNames") : NULL;
+    char *out = NULL;
+    int ok = item && names && cJSON_AddStringToObject(o, "TableName", s->table);
+    if (ok) {
+        cJSON *k = str_value(key), *r = str_value(data), *v = str_value(version);
+        ok = k && r && v;
+        if (ok) {
+            cJSON_AddItemToObject(item, s->pk, k);
+            cJSON_AddItemToObject(item, DDB_RECORD_ATTR, r);
+            cJSON_AddItemToObject(item, DDB_VERSION_ATTR, v);
+        } else {
+            cJSON_Delete(k);
+            cJSON_Delete(r);
+            cJSON_Delete(v);
+        }
+    }
+    if (ok && s->sk) {
+        cJSON *sv = str_value(s->sv);
+        ok = sv != NULL;
+        if (ok)
+            cJSON_AddItemToObject(item, s->sk, sv);
+    }
+    if (ok && !if_match) {
+        ok = cJSON_AddStringToObject(o, "ConditionExpression", "attribute_not_exists(#k)") &&
+             cJSON_AddStringToObject(names, "#k", s->pk);
+    } else if (ok) {
+        cJSON *vals = cJSON_AddObjectToObject(o, "ExpressionAttributeValues");
+        cJSON *old = str_value(if_match);
+        ok = vals && old && cJSON_AddStringToObject(o, "ConditionExpression", "#v = :v") &&
+             cJSON_AddStringToObject(names, "#v", DDB_VERSION_ATTR);
+        if (ok)
+            cJSON_AddItemToObject(vals, ":v", old);
+        else
+            cJSON_Delete(old);
+    }
+    if (ok)
+        out = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return out;
+}
+
+/* ---- requests ---- */
+
+static st_xfer *ddb_start(ddb_store *s, void *easy, int op, const char *action, const char *key,
+                          char *json, const char *if_match, int64_t timeout_ms, st_result *out)
+{
+    st_xfer *x = calloc(1, sizeof *x);
+    if (!x || !json || !(x->key = u_strdup(key)) ||
+        (if_match && !(x->if_match = u_strdup(if_match)))) {
+        xfer_free(x);
+        free(json);
+        st_result_setf(out, ST_TRANSIENT, "out of memory");
+        return NULL;
+    }
+    x->op = op;
+    x->action = action;
+    x->timeout_ms = timeout_ms > 0 ? timeout_ms : s->default_timeout_ms;
+    if (ah_signer_creds(&s->signer, out) != 0) {
+        free(json);
+        xfer_free(x);
+        return NULL;
+    }
+    char target[64];
+    snprintf(target, sizeof target, "DynamoDB_20120810.%s", action);
+    sigv4_header h[] = {{"Content-Type", "application/x-amz-json-1.0"}, {"X-Amz-Target", target}};
+    ah_request rq = {.method = "POST",
+                     .origin = s->origin,
+                     .host = s->host,
+                     .path = s->path,
+                     .service = "dynamodb",
+                     .region = s->region,
+                     .headers = h,
+                     .nheaders = 2,
+                     .body = json,
+                     .body_len = strlen(json),
+                     .timeout_ms = x->timeout_ms,
+                     .ca_file = s->ca_file};
+    int rc = ah_call_prepare(&x->call, easy, &s->signer, &rq, out);
+    memset(json, 0, strlen(json));
+    free(json);
+    if (rc != 0) {
+        xfer_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+static st_xfer *ddb_begin(st_store *st, void *easy, const char *key, int put, const void *body,
+                          size_t len, const char *if_match, int64_t timeout_ms, st_result *out)
+{
+    ddb_store *s = (ddb_store *)st;
+    memset(out, 0, sizeof *out);
+    if (!key || !*key) {
+        st_result_setf(out, ST_FATAL, "empty DynamoDB key: use dynamodb://%s/KEY", s->table);
+        return NULL;
+    }
+    if (!put)
+        return ddb_start(s, easy, OP_GET, "GetItem", key, get_body(s, key), NULL, timeout_ms, out);
+    char version[33];
+    char *data = malloc(len + 1);
+    if (!data || ah_random_token(version) != 0) {
+        free(data);
+        st_result_setf(out, ST_TRANSIENT, "out of memory or no randomness");
+        return NULL;
+    }
+    memcpy(data, body ? body : "", len);
+    data[len] = '\0';
+    char *json = put_body(s, key, data, if_match, version);
+    free(data);
+    st_xfer *x = ddb_start(s, easy, OP_PUT, "PutItem", key, json, if_match, timeout_ms, out);
+    if (x)
+        memcpy(x->version, version, sizeof version);
+    return x;
+}
+
+/* The error's short name ("ConditionalCheckFailedException") and message. */
+static void error_fields(const cJSON *j, const char **type, const char **msg)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "__type");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
+    if (!cJSON_IsString(m))
+        m = cJSON_GetObjectItemCaseSensitive(j, "Message");
+    *type = "";
+    *msg = "";
+    if (cJSON_IsString(t) && t->valuestring) {
+        const char *hash = strrchr(t->valuestring, '#');
+        *type = hash ? hash + 1 : t->valuestring;
+    }
+    if (cJSON_IsString(m) && m->valuestring)
+        *msg = m->valuestring;
+}
+
+static int classify(long status, const char *type)
+{
+    static const char *const transient[] = {"ProvisionedThroughputExceededException",
+                                            "ThrottlingException",
+                                            "RequestLimitExceeded",
+                                            "TransactionConflictException",
+                                            "LimitExceededException",
+                                            "InternalServerError",
+                                            "ServiceUnavailable",
+                                            "ItemCollectionSizeLimitExceededException"};
+    static const char *const auth[] = {
+        "AccessDeniedException",     "UnrecognizedClientException",
+        "InvalidSignatureException", "MissingAuthenticationToken",
+        "ExpiredTokenException",     "IncompleteSignature",
+        "InvalidClientTokenId",      "MissingAuthenticationTokenException"};
+    if (status >= 200 && status < 300)
+        return ST_OK;
+    if (strcmp(type, "ConditionalCheckFailedException") == 0)
+        return ST_PRECONDITION;
+    for (size_t i = 0; i < sizeof transient / sizeof *transient; i++)
+        if (strcmp(type, transient[i]) == 0)
+            return ST_TRANSIENT;
+    for (size_t i = 0; i < sizeof auth / sizeof *auth; i++)
+        if (strcmp(type, auth[i]) == 0)
+            return ST_AUTH;
+    if (status == 401 || status == 403)
+        return ST_AUTH;
+    if (status >= 500 || status == 408 || status == 429 || status == 0)
+        return ST_TRANSIENT;
+    return ST_FATAL;
+}
+
+static void set_failure(ddb_store *s, const st_xfer *x, long status, const char *type,
+                        const char *msg, int outcome, st_result *out)
+{
+    char detail[600];
+    snprintf(detail, sizeof detail, "HTTP %ld%s%.100s%s%.300s", status, type[0] ? " " : "", type,
+             msg[0] ? ": " : "", msg);
+    const char *key = x->key;
+    switch (outcome) {
+    case ST_PRECONDITION:
+        if (x->if_match)
+            st_result_setf(out, outcome,
+                           "dynamodb://%s/%s changed since version %s: another writer won (%s)",
+                           s->table, key, x->if_match, detail);
+        else
+            st_result_setf(out, outcome, "dynamodb://%s/%s already exists: another writer won (%s)",
+                           s->table, key, detail);
+        break;
+    case ST_AUTH:
+        st_result_setf(out, outcome,
+                       "DynamoDB refused dynamodb:%s on table '%s' for the credentials from %s "
+                       "(access key id %s) (%s): grant dynamodb:GetItem and dynamodb:PutItem on "
+                       "the table (docs/stores.md), or fix the credentials",
+                       x->action, s->table, s->signer.creds.source,
+                       s->signer.creds.access_key_id ? s->signer.creds.access_key_id : "?", detail);
+        break;
+    case ST_FATAL:
+        if (strcmp(type, "ResourceNotFoundException") == 0)
+            st_result_setf(out, outcome,
+                           "DynamoDB table '%s' does not exist at %s (%s): create it with "
+                           "'s3lect init-store dynamodb://%s/%s' or fix the lock URL (and the "
+                           "region, now %s)",
+                           s->table, s->endpoint_desc, detail, s->table, key, s->region);
+        else if (strcmp(type, "ValidationException") == 0)
+            st_result_setf(out, outcome,
+                           "DynamoDB refused %s on table '%s' (%s): the table's key must be "
+                           "partition key '%s'%s%s%s of type String; set ?partition_key= (and "
+                           "?sort_key=&sort_value= when the table has a sort key)",
+                           x->action, s->table, detail, s->pk, s->sk ? " and sort key '" : "",
+                           s->sk ? s->sk : "", s->sk ? "'" : "");
+        else
+            st_result_setf(out, outcome, "DynamoDB %s on dynamodb://%s/%s failed at %s (%s)",
+                           x->action, s->table, key, s->endpoint_desc, detail);
+        break;
+    default:
+        st_result_setf(out, outcome,
+                       "DynamoDB %s on dynamodb://%s/%s: temporary failure at %s (%s); will "
+                       "retry",
+                       x->action, s->table, key, s->endpoint_desc, detail);
+        break;
+    }
+}
+
+/* The attribute's string value in item, or NULL. */
+static const char *item_string(const cJSON *item, const char *name)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(item, name);
+    const cJSON *v = a ? cJSON_GetObjectItemCaseSensitive(a, "S") : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Parses a finished request's answer; returns the parsed JSON (caller
+ * deletes) when the call worked, else NULL with out set. */
+static cJSON *ddb_answer(ddb_store *s, st_xfer *x, int curl_code, st_result *out)
+{
+    long status = ah_call_status(&x->call);
+    out->http_status = (int)status;
+    if (ah_call_transport_failed(&x->call, curl_code)) {
+        char what[400];
+        snprintf(what, sizeof what, "DynamoDB %s on dynamodb://%s/%.200s", x->action, s->table,
+                 x->key);
+        ah_transport_failure(curl_code, x->call.errbuf, what, s->endpoint_desc, x->timeout_ms, out);
+        return NULL;
+    }
+    const ah_response *r = &x->call.resp;
+    cJSON *j = r->body && !r->truncated ? cJSON_ParseWithLength(r->body, r->len) : NULL;
+    if (status >= 200 && status < 300 && j)
+        return j;
+    const char *type = "", *msg = "";
+    if (j)
+        error_fields(j, &type, &msg);
+    int outcome = status >= 200 && status < 300 ? ST_TRANSIENT : classify(status, type);
+    if (status >= 200 && status < 300)
+        st_result_setf(out, outcome, "DynamoDB %s at %s: the answer is not JSON; will retry",
+                       x->action, s->endpoint_desc);
+    else
+        set_failure(s, x, status, type, msg, outcome, out);
+    if (outcome == ST_AUTH)
+        ah_signer_refused(&s->signer);
+    cJSON_Delete(j);
+    return NULL;
+}
+
+static void ddb_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
+{
+    ddb_store *s = (ddb_store *)st;
+    char *warning = out->warning; /* set by begin (a failed credential refresh): kept */
+    memset(out, 0, sizeof *out);
+    out->warning = warning;
+    cJSON *j = ddb_answer(s, x, curl_code, out);
+    if (!j) {
+        xfer_free(x);
+        return;
+    }
+    if (x->op == OP_PUT) {
+        if (st_result_set_etag(out, x->version) != 0)
+            st_result_setf(out, ST_TRANSIENT, "out of memory");
+        else
+            out->outcome = ST_OK;
+    } else if (x->op == OP_GET) {
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(j, "Item");
+        const char *rec = item ? item_string(item, DDB_RECORD_ATTR) : NULL;
+        const char *ver = item ? item_string(item, DDB_VERSION_ATTR) : NULL;
+        if (!item) {
+            st_result_setf(out, ST_NOT_FOUND, "dynamodb://%s/%s does not exist", s->table, x->key);
+        } else if (!rec || !ver || !*ver) {
+            st_result_setf(out, ST_FATAL,
+                           "dynamodb://%s/%s: the item exists but has no string attributes "
+                           "%s and %s: it was not written by s3lect; use another key or "
+                           "delete the item",
+                           s->table, x->key, DDB_RECORD_ATTR, DDB_VERSION_ATTR);
+        } else if (st_result_set_etag(out, ver) != 0 ||
+                   st_result_set_body(out, rec, strlen(rec)) != 0) {
+            st_result_setf(out, ST_TRANSIENT, "out of memory");
+        } else {
+            out->outcome = ST_OK;
+        }
+    } else {
+        out->outcome = ST_OK;
+        char *txt = cJSON_PrintUnformatted(j);
+        if (txt)
+            st_result_set_body(out, txt, strlen(txt));
+        free(txt);
+    }
+    cJSON_Delete(j);
+    xfer_free(x);
+}
+
+static void ddb_perform(ddb_store *s, st_xfer *x, st_result *out)
+{
+    if (x)
+        ddb_finish(&s->base, x, curl_easy_perform(s->curl), out);
+}
+
+static int own_handle(ddb_store *s, st_result *out)
+{
+    if (!s->curl && !(s->curl = curl_easy_init())) {
+        memset(out, 0, sizeof *out);
+        st_result_setf(out, ST_TRANSIENT, "libcurl could not create a handle");
+        return -1;
+    }
+    return 0;
+}
+
+static void ddb_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
+{
+    ddb_store *s = (ddb_store *)st;
+    if (own_handle(s, out) == 0)
+        ddb_perform(s, ddb_begin(st, s->curl, key, 0, NULL, 0, NULL, timeout_ms, out), out);
+}
+
+static void ddb_put(st_store *st, const char *key, const void *data, size_t len,
+                    const char *if_match, int64_t timeout_ms, st_result *out)
+{
+    ddb_store *s = (ddb_store *)st;
+    if (own_handle(s, out) == 0)
+        ddb_perform(s, ddb_begin(st, s->curl, key, 1, data, len, if_match, timeout_ms, out), out);
+}
+
+/* A table-level call (CreateTable, DescribeTable); out->body holds the answer. */
+static void ddb_table_call(ddb_store *s, const char *action, char *json, int64_t timeout_ms,
+                           st_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (own_handle(s, out) == 0)
+        ddb_perform(s, ddb_start(s, s->curl, OP_OTHER, action, "", json, NULL, timeout_ms, out),
+                    out);
+    else
+        free(json);
+}
+
+static char *table_only(const ddb_store *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    char *out =
+        o && cJSON_AddStringToObject(o, "TableName", s->table) ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return out;
+}
+
+static char *create_body(const ddb_store *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *defs = o ? cJSON_AddArrayToObject(o, "AttributeDefinitions") : NULL;
+    cJSON *schema = o ? cJSON_AddArrayToObject(o, "KeySchema") : NULL;
+    char *out = NULL;
+    int ok = defs && schema && cJSON_AddStringToObject(o, "TableName", s->table) &&
+             cJSON_AddStringToObject(o, "BillingMode", "PAY_PER_REQUEST");
+    for (int i = 0; ok && i < (s->sk ? 2 : 1); i++) {
+        cJSON *d = cJSON_CreateObject(), *k = cJSON_CreateObject();
+        const char *name = i ? s->sk : s->pk;
+        ok = d && k && cJSON_AddStringToObject(d, "AttributeName", name) &&
+             cJSON_AddStringToObject(d, "AttributeType", "S") &&
+             cJSON_AddStringToObject(k, "AttributeName", name) &&
+             cJSON_AddStringToObject(k, "KeyType", i ? "RANGE" : "HASH");
+        if (ok) {
+            cJSON_AddItemToArray(defs, d);
+            cJSON_AddItemToArray(schema, k);
+        } else {
+            cJSON_Delete(d);
+            cJSON_Delete(k);
+        }
+    }
+    if (ok)
+        out = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return out;
+}
+
+/* Does the described table have our key schema? Writes what differs. */
+static int schema_matches(const ddb_store *s, const cJSON *table, char *why, size_t len)
+{
+    const cJSON *ks = cJSON_GetObjectItemCaseSensitive(table, "KeySchema");
+    const char *hash = NULL, *range = NULL;
+    const cJSON *k;
+    cJSON_ArrayForEach(k, ks)
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(k, "AttributeName");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(k, "KeyType");
+        if (cJSON_IsString(n) && cJSON_IsString(t)) {
+            if (strcmp(t->valuestring, "HASH") == 0)
+                hash = n->valuestring;
+            else if (strcmp(t->valuestring, "RANGE") == 0)
+                range = n->valuestring;
+        }
+    }
+    if (!hash || strcmp(hash, s->pk) != 0 || !range != !s->sk ||
+        (range && strcmp(range, s->sk) != 0)) {
+        snprintf(
+            why, len,
+            "its key is partition key '%.100s'%s%.100s%s, the lock URL says '%.100s'%s%.100s%s "
+            "(set ?partition_key=, ?sort_key=&sort_value=)",
+            hash ? hash : "?", range ? " + sort key '" : "", range ? range : "", range ? "'" : "",
+            s->pk, s->sk ? " + sort key '" : "", s->sk ? s->sk : "", s->sk ? "'" : "");
+        return 0;
+    }
+    return 1;
+}
+
+static void ddb_init(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
+{
+    ddb_store *s = (ddb_store *)st;
+    (void)key;
+    st_result r;
+    ddb_table_call(s, "CreateTable", create_body(s), timeout_ms, &r);
+    int created = r.outcome == ST_OK;
+    if (!created &&
+        !(r.outcome == ST_FATAL && r.message && strstr(r.message, "ResourceInUseException"))) {
+        *out = r;
+        return;
+    }
+    st_result_clear(&r);
+    /* Wait (bounded) until the table is ACTIVE, and check its key. */
+    int64_t deadline = u_mono_ms() + DDB_TABLE_WAIT_MS;
+    for (;;) {
+        ddb_table_call(s, "DescribeTable", table_only(s), timeout_ms, &r);
+        if (r.outcome != ST_OK) {
+            *out = r;
+            return;
+        }
+        cJSON *j = cJSON_Parse(r.body ? r.body : "");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "Table");
+        const cJSON *status = cJSON_GetObjectItemCaseSensitive(t, "TableStatus");
+        char why[600] = "";
+        int match = t && schema_matches(s, t, why, sizeof why);
+        int active = cJSON_IsString(status) && strcmp(status->valuestring, "ACTIVE") == 0;
+        cJSON_Delete(j);
+        st_result_clear(&r);
+        memset(out, 0, sizeof *out);
+        if (!match) {
+            st_result_setf(out, ST_FATAL, "DynamoDB table '%s' exists at %s but %s", s->table,
+                           s->endpoint_desc, why);
+            return;
+        }
+        if (active) {
+            out->outcome = ST_OK;
+            out->message = u_asprintf(
+                "%s DynamoDB table '%s' at %s (on-demand capacity, partition key '%s'%s%s%s)",
+                created ? "created" : "already there:", s->table, s->endpoint_desc, s->pk,
+                s->sk ? ", sort key '" : "", s->sk ? s->sk : "", s->sk ? "'" : "");
+            return;
+        }
+        if (u_mono_ms() > deadline) {
+            st_result_setf(out, ST_TRANSIENT,
+                           "DynamoDB table '%s' is not ACTIVE after %d s; run init-store again "
+                           "later",
+                           s->table, DDB_TABLE_WAIT_MS / 1000);
+            return;
+        }
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static const char *ddb_pool(const st_store *st)
+{
+    return ((const ddb_store *)st)->origin;
+}
+
+static void ddb_destroy(st_store *st)
+{
+    ddb_store *s = (ddb_store *)st;
+    if (!s)
+        return;
+    if (s->curl)
+        curl_easy_cleanup(s->curl);
+    free(s->table);
+    free(s->pk);
+    free(s->sk);
+    free(s->sv);
+    free(s->endpoint_desc);
+    free(s->origin);
+    free(s->host);
+    free(s->path);
+    free(s->region);
+    free(s->ca_file);
+    ah_signer_clear(&s->signer);
+    free(s);
+}
+
+static const st_vtable ddb_vtable = {.name = "dynamodb",
+                                     .get = ddb_get,
+                                     .put = ddb_put,
+                                     .destroy = ddb_destroy,
+                                     .begin = ddb_begin,
+                                     .finish = ddb_finish,
+                                     .pool = ddb_pool,
+                                     .init = ddb_init};
+
+int st_dynamodb_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
+                     char *err, size_t errlen)
+{
+    *out = NULL;
+    int rc = ah_curl_global(err, errlen);
+    if (rc)
+        return rc;
+    ddb_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    s->base.vt = &ddb_vtable;
+    s->default_timeout_ms =
+        cfg->request_timeout > 0 ? cfg->request_timeout : DDB_DEFAULT_TIMEOUT_MS;
+    s->table = u_strdup(loc->bucket);
+    s->pk = u_strdup(loc->opt1 ? loc->opt1 : "LockID");
+    s->sk = loc->opt2 ? u_strdup(loc->opt2) : NULL;
+    s->sv = loc->opt3 ? u_strdup(loc->opt3) : NULL;
+    s->region = aws_region_resolve(cfg);
+    s->ca_file = u_strdup(aws_ca_bundle_resolve(cfg));
+    int oom = 0;
+    char *endpoint_url = aws_service_endpoint_resolve(cfg, "DYNAMODB", "dynamodb", &oom);
+    if (!s->table || !s->pk || (loc->opt2 && !s->sk) || (loc->opt3 && !s->sv) || !s->region ||
+        oom || (aws_ca_bundle_resolve(cfg) && !s->ca_file)) {
+        snprintf(err, errlen, "out of memory");
+        rc = S3LECT_ENOMEM;
+    } else if (!cfg_region_valid(s->region)) {
+        snprintf(err, errlen,
+                 "region '%.80s' is not a region name (letters, digits, '-' and '_', at most 64): "
+                 "fix --region, AWS_REGION, AWS_DEFAULT_REGION or the profile's region",
+                 s->region);
+        rc = S3LECT_EINVAL;
+    }
+    if (rc == 0) {
+        char *aws_url = NULL;
+        if (!endpoint_url)
+            aws_url = u_asprintf("https://dynamodb.%s.%s", s->region,
+                                 strncmp(s->region, "cn-", 3) == 0 ? "amazonaws.com.cn"
+                                                                   : "amazonaws.com");
+        ah_endpoint ep;
+        rc = ah_endpoint_parse(endpoint_url ? endpoint_url
+                               : aws_url    ? aws_url
+                                            : "",
+                               "DynamoDB endpoint", &ep, err, errlen);
+        if (rc == 0) {
+            const char *scheme = ep.https ? "https" : "http";
+            s->host = u_strdup(ep.authority);
+            s->path = u_strdup(ep.base_path[0] ? ep.base_path : "/");
+            s->origin = u_asprintf("%s://%s", scheme, ep.authority);
+            s->endpoint_desc = endpoint_url
+                                   ? u_asprintf("%s://%s%s", scheme, ep.authority, ep.base_path)
+                                   : u_asprintf("AWS DynamoDB (%s)", s->region);
+            ah_endpoint_clear(&ep);
+            if (!s->host || !s->path || !s->origin || !s->endpoint_desc) {
+                snprintf(err, errlen, "out of memory");
+                rc = S3LECT_ENOMEM;
+            }
+        }
+        free(aws_url);
+    }
+    if (rc == 0)
+        rc = ah_signer_open(&s->signer, cfg, err, errlen);
+    free(endpoint_url);
+    if (rc) {
+        ddb_destroy(&s->base);
+        return rc;
+    }
+    *out = &s->base;
+    return 0;
+}
