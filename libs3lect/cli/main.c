@@ -872,8 +872,11 @@ static int cmd_status(int argc, char **argv)
     } else {
         if (o.json)
             print_json(&sn, NULL, stdout);
-        else
-            print_human(o.lock, &sn, stdout);
+        else {
+            char *shown = st_lock_display(o.lock);
+            print_human(shown ? shown : "", &sn, stdout);
+            free(shown);
+        }
         rc = sn.live ? CLI_EXIT_OK : CLI_EXIT_NO_LEADER;
     }
     snapshot_clear(&sn);

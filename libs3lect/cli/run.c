@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "store.h"
 #include "supervise.h"
 #include "util.h"
 
@@ -494,7 +495,9 @@ int cli_run(int argc, char **argv)
         s3lect_free_elector(r.el);
         return CLI_EXIT_ERROR;
     }
-    say("following %s as %s", o.lock, id);
+    char *shown = st_lock_display(o.lock);
+    say("following %s as %s", shown ? shown : "the lock", id);
+    free(shown);
     if (metrics)
         say("metrics at http://%s/metrics port=%d", o.metrics_listen, cli_metrics_port(metrics));
     for (;;) {

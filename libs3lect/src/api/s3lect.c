@@ -508,7 +508,7 @@ static s3lect_status *snapshot(const s3lect_elector *e)
     st->leader_addr = u_strdup(lid[0] ? (st->is_leader ? g->addr : g->cur.leader_addr) : "");
     st->etag = u_strdup(g->etag ? g->etag : "");
     st->error_msg = u_strdup(g->last_error_msg ? g->last_error_msg : "");
-    st->lock = u_strdup(e->cfg->lock);
+    st->lock = st_lock_display(e->cfg->lock);
     memcpy(st->peer_fails, e->peer_fails.count, sizeof st->peer_fails);
     st->peer_last_fail = u_strdup(e->peer_last_fail);
     pthread_mutex_unlock(&m->mu);

@@ -1,14 +1,667 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* store_postgres.c - the PostgreSQL store (docs/stores.md): one row per lock
+ * in a table made by `s3lect init-store`,
+ *
+ *   name text PRIMARY KEY, record text NOT NULL, version text NOT NULL,
+ *   updated_at timestamptz NOT NULL DEFAULT now()
+ *
+ *   read    SELECT record, version WHERE name = $1
+ *   create  INSERT ... ON CONFLICT (name) DO NOTHING    (1 row: created)
+ *   write   UPDATE ... WHERE name = $1 AND version = $4  (1 row: written)
+ *
+ * The version is a fresh random token on every write (a row deleted and
+ * made again never brings an old version back). libpq is loaded at run time
+ * (libpq.so.5), so the library and its self-contained builds need it only
+ * where a postgres:// lock is used. Connections come from a small pool per
+ * connection string shared by every store object of the process; each call
+ * is bounded on the client side (poll with the call's deadline; the
+ * connection is dropped when it passes) and on the server side
+ * (statement_timeout). A failed connection is dropped and made again by the
+ * next call.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "aws_http.h"
 #include "store.h"
+#include "util.h"
+
+#define PG_DEFAULT_TIMEOUT_MS 10000
+#define PG_POOL_MAX 4
+
+/* ---- libpq, loaded at run time ---- */
+
+typedef struct pg_conn PGconn;
+typedef struct pg_result PGresult;
+enum { CONNECTION_OK = 0 };
+enum { POLL_FAILED = 0, POLL_READING = 1, POLL_WRITING = 2, POLL_OK = 3 };
+enum { PGRES_COMMAND_OK = 1, PGRES_TUPLES_OK = 2 };
+#define PG_DIAG_SQLSTATE 'C'
+#define PG_DIAG_MESSAGE_PRIMARY 'M'
+
+typedef struct conninfo_option {
+    char *keyword, *envvar, *compiled, *val, *label, *dispchar;
+    int dispsize;
+} conninfo_option;
+
+static struct libpq {
+    PGconn *(*connectStart)(const char *);
+    int (*connectPoll)(PGconn *);
+    int (*status)(const PGconn *);
+    int (*socket)(const PGconn *);
+    char *(*errorMessage)(const PGconn *);
+    int (*setnonblocking)(PGconn *, int);
+    int (*sendQueryParams)(PGconn *, const char *, int, const void *, const char *const *,
+                           const int *, const int *, int);
+    int (*flush)(PGconn *);
+    int (*consumeInput)(PGconn *);
+    int (*isBusy)(PGconn *);
+    PGresult *(*getResult)(PGconn *);
+    int (*resultStatus)(const PGresult *);
+    char *(*resultErrorField)(const PGresult *, int);
+    int (*ntuples)(const PGresult *);
+    char *(*getvalue)(const PGresult *, int, int);
+    int (*getlength)(const PGresult *, int, int);
+    char *(*cmdTuples)(PGresult *);
+    void (*clear)(PGresult *);
+    void (*finish)(PGconn *);
+    conninfo_option *(*conninfoParse)(const char *, char **);
+    void (*conninfoFree)(conninfo_option *);
+    void (*freemem)(void *);
+    void *(*setNoticeProcessor)(PGconn *, void (*)(void *, const char *), void *);
+} pq;
+static pthread_once_t pq_once = PTHREAD_ONCE_INIT;
+static char pq_error[300];
+
+static void pq_load(void)
+{
+    void *h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(pq_error, sizeof pq_error,
+                 "postgres:// locks need libpq (libpq.so.5), which is not installed: install it "
+                 "(Debian/Ubuntu: apt install libpq5; RHEL: dnf install libpq) (%s)",
+                 dlerror());
+        return;
+    }
+    struct {
+        const char *name;
+        void **slot;
+    } syms[] = {
+        {"PQconnectStart", (void **)&pq.connectStart},
+        {"PQconnectPoll", (void **)&pq.connectPoll},
+        {"PQstatus", (void **)&pq.status},
+        {"PQsocket", (void **)&pq.socket},
+        {"PQerrorMessage", (void **)&pq.errorMessage},
+        {"PQsetnonblocking", (void **)&pq.setnonblocking},
+        {"PQsendQueryParams", (void **)&pq.sendQueryParams},
+        {"PQflush", (void **)&pq.flush},
+        {"PQconsumeInput", (void **)&pq.consumeInput},
+        {"PQisBusy", (void **)&pq.isBusy},
+        {"PQgetResult", (void **)&pq.getResult},
+        {"PQresultStatus", (void **)&pq.resultStatus},
+        {"PQresultErrorField", (void **)&pq.resultErrorField},
+        {"PQntuples", (void **)&pq.ntuples},
+        {"PQgetvalue", (void **)&pq.getvalue},
+        {"PQgetlength", (void **)&pq.getlength},
+        {"PQcmdTuples", (void **)&pq.cmdTuples},
+        {"PQclear", (void **)&pq.clear},
+        {"PQfinish", (void **)&pq.finish},
+        {"PQconninfoParse", (void **)&pq.conninfoParse},
+        {"PQconninfoFree", (void **)&pq.conninfoFree},
+        {"PQfreemem", (void **)&pq.freemem},
+        {"PQsetNoticeProcessor", (void **)&pq.setNoticeProcessor},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
+        void *f = dlsym(h, syms[i].name);
+        if (!f) {
+            snprintf(pq_error, sizeof pq_error, "libpq.so.5 lacks %s: install a newer libpq",
+                     syms[i].name);
+            memset(&pq, 0, sizeof pq);
+            return;
+        }
+        memcpy(syms[i].slot, &f, sizeof f);
+    }
+}
+
+/* ---- the connection pool ---- */
+
+typedef struct pg_pool {
+    struct pg_pool *next;
+    char *conninfo;
+    int refs;
+    PGconn *idle[PG_POOL_MAX];
+    int nidle, open; /* open: connections in use or idle */
+} pg_pool;
+
+static pthread_mutex_t pools_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pools_cv = PTHREAD_COND_INITIALIZER;
+static pg_pool *pools;
+
+static pg_pool *pool_get(const char *conninfo)
+{
+    pthread_mutex_lock(&pools_mu);
+    pg_pool *p = pools;
+    while (p && strcmp(p->conninfo, conninfo) != 0)
+        p = p->next;
+    if (!p && (p = calloc(1, sizeof *p)) != NULL) {
+        if (!(p->conninfo = u_strdup(conninfo))) {
+            free(p);
+            p = NULL;
+        } else {
+            p->next = pools;
+            pools = p;
+        }
+    }
+    if (p)
+        p->refs++;
+    pthread_mutex_unlock(&pools_mu);
+    return p;
+}
+
+static void pool_put(pg_pool *p)
+{
+    pthread_mutex_lock(&pools_mu);
+    if (--p->refs > 0) {
+        pthread_mutex_unlock(&pools_mu);
+        return;
+    }
+    for (pg_pool **pp = &pools; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    pthread_mutex_unlock(&pools_mu);
+    for (int i = 0; i < p->nidle; i++)
+        pq.finish(p->idle[i]);
+    memset(p->conninfo, 0, strlen(p->conninfo));
+    free(p->conninfo);
+    free(p);
+}
+
+typedef struct pg_store {
+    st_store base;
+    pg_pool *pool;
+    char *table;    /* quoted: "name" or "schema"."name" */
+    char *table_in; /* as written, for messages */
+    char *where;    /* for messages: "database d on h:p" */
+    int64_t default_timeout_ms;
+} pg_store;
+
+/* Waits until the connection's socket is ready for events or the deadline. */
+static int wait_socket(PGconn *c, short events, int64_t deadline)
+{
+    int fd = pq.socket(c);
+    if (fd < 0)
+        return -1;
+    for (;;) {
+        int64_t left = deadline - u_mono_ms();
+        if (left <= 0)
+            return 0;
+        struct pollfd pfd = {fd, events, 0};
+        int n = poll(&pfd, 1, (int)(left > 1000 ? 1000 : left));
+        if (n > 0)
+            return 1;
+        if (n < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/* One line of a libpq message (they end with newlines and may have more). */
+static void first_line(const char *in, char *out, size_t len)
+{
+    snprintf(out, len, "%s", in ? in : "");
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/* Classifies a failure to connect from libpq's message. */
+static int connect_outcome(const char *msg)
+{
+    if (strstr(msg, "password authentication failed") || strstr(msg, "no pg_hba.conf entry") ||
+        strstr(msg, "authentication failed") || strstr(msg, "password is required") ||
+        strstr(msg, "permission denied"))
+        return ST_AUTH;
+    if (strstr(msg, "does not exist") || strstr(msg, "invalid connection option") ||
+        strstr(msg, "invalid sslmode") || strstr(msg, "certificate"))
+        return ST_FATAL;
+    return ST_TRANSIENT;
+}
+
+static void run_sql(PGconn *c, const char *sql, int n, const char *const *vals, int64_t deadline,
+                    PGresult **res, char *err, size_t errlen);
+
+/* Server notices ("relation ... already exists, skipping") are not for the
+ * user of an elector: libpq would print them on stderr. */
+static void ignore_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    (void)msg;
+}
+
+/* Takes a connection from the pool or makes one. NULL with out set. */
+static PGconn *conn_take(pg_store *s, int64_t deadline, st_result *out)
+{
+    pg_pool *p = s->pool;
+    pthread_mutex_lock(&pools_mu);
+    while (p->nidle == 0 && p->open >= PG_POOL_MAX) {
+        struct timespec ts = u_cond_deadline(deadline, 1000);
+        pthread_cond_timedwait(&pools_cv, &pools_mu, &ts);
+        if (u_mono_ms() >= deadline) {
+            pthread_mutex_unlock(&pools_mu);
+            st_result_setf(out, ST_TRANSIENT,
+                           "no free connection to %s within the request timeout (%d in use by "
+                           "this process); will retry",
+                           s->where, PG_POOL_MAX);
+            return NULL;
+        }
+    }
+    if (p->nidle > 0) {
+        PGconn *c = p->idle[--p->nidle];
+        pthread_mutex_unlock(&pools_mu);
+        return c;
+    }
+    p->open++;
+    pthread_mutex_unlock(&pools_mu);
+
+    char why[300] = "timed out";
+    int outcome = ST_TRANSIENT;
+    PGconn *c = pq.connectStart(p->conninfo);
+    if (c)
+        pq.setNoticeProcessor(c, ignore_notice, NULL);
+    if (c && pq.status(c) != 1 /* CONNECTION_BAD */) {
+        int st = POLL_WRITING;
+        while (st != POLL_OK && st != POLL_FAILED) {
+            int w = wait_socket(c, st == POLL_READING ? POLLIN : POLLOUT, deadline);
+            if (w <= 0)
+                break;
+            st = pq.connectPoll(c);
+        }
+        if (st == POLL_OK && pq.status(c) == CONNECTION_OK) {
+            char timeout_sql[80], err[300];
+            PGresult *r = NULL;
+            snprintf(timeout_sql, sizeof timeout_sql, "SET statement_timeout = %lld",
+                     (long long)s->default_timeout_ms);
+            pq.setnonblocking(c, 1);
+            run_sql(c, timeout_sql, 0, NULL, deadline, &r, err, sizeof err);
+            if (r && pq.resultStatus(r) == PGRES_COMMAND_OK) {
+                pq.clear(r);
+                return c;
+            }
+            if (r)
+                pq.clear(r);
+            snprintf(why, sizeof why, "%s", err[0] ? err : "setting statement_timeout failed");
+        } else if (st == POLL_FAILED) {
+            first_line(pq.errorMessage(c), why, sizeof why);
+            outcome = connect_outcome(why);
+        }
+    } else if (c) {
+        first_line(pq.errorMessage(c), why, sizeof why);
+        outcome = connect_outcome(why);
+    }
+    if (c)
+        pq.finish(c);
+    pthread_mutex_lock(&pools_mu);
+    p->open--;
+    pthread_cond_broadcast(&pools_cv);
+    pthread_mutex_unlock(&pools_mu);
+    if (outcome == ST_AUTH)
+        st_result_setf(out, outcome,
+                       "PostgreSQL refused the connection to %s (%s): fix the user or password "
+                       "(PGPASSWORD, ~/.pgpass, pg_hba.conf)",
+                       s->where, why);
+    else if (outcome == ST_FATAL)
+        st_result_setf(out, outcome, "cannot use PostgreSQL %s (%s): fix the lock URL", s->where,
+                       why);
+    else
+        st_result_setf(out, outcome, "cannot connect to PostgreSQL %s (%s); will retry", s->where,
+                       why);
+    return NULL;
+}
+
+/* Returns a connection: to the pool when it is still good, else closed. */
+static void conn_give(pg_store *s, PGconn *c, int good)
+{
+    pg_pool *p = s->pool;
+    if (good && pq.status(c) != CONNECTION_OK)
+        good = 0;
+    pthread_mutex_lock(&pools_mu);
+    if (good) {
+        p->idle[p->nidle++] = c;
+    } else {
+        p->open--;
+    }
+    pthread_cond_broadcast(&pools_cv);
+    pthread_mutex_unlock(&pools_mu);
+    if (!good)
+        pq.finish(c);
+}
+
+/* Sends one statement and waits (bounded) for its result, draining the
+ * rest. *res is NULL when the connection failed or the deadline passed
+ * (err says which); the connection must then be dropped. */
+static void run_sql(PGconn *c, const char *sql, int n, const char *const *vals, int64_t deadline,
+                    PGresult **res, char *err, size_t errlen)
+{
+    *res = NULL;
+    err[0] = '\0';
+    if (!pq.sendQueryParams(c, sql, n, NULL, vals, NULL, NULL, 0)) {
+        first_line(pq.errorMessage(c), err, errlen);
+        return;
+    }
+    int f;
+    while ((f = pq.flush(c)) == 1) {
+        if (wait_socket(c, POLLOUT, deadline) <= 0) {
+            snprintf(err, errlen, "timed out sending");
+            return;
+        }
+    }
+    if (f < 0) {
+        first_line(pq.errorMessage(c), err, errlen);
+        return;
+    }
+    PGresult *first = NULL;
+    for (;;) {
+        while (pq.isBusy(c)) {
+            int w = wait_socket(c, POLLIN, deadline);
+            if (w <= 0) {
+                snprintf(err, errlen,
+                         w == 0 ? "timed out waiting for the answer" : "the connection failed");
+                if (first)
+                    pq.clear(first);
+                return;
+            }
+            if (!pq.consumeInput(c)) {
+                first_line(pq.errorMessage(c), err, errlen);
+                if (first)
+                    pq.clear(first);
+                return;
+            }
+        }
+        PGresult *r = pq.getResult(c);
+        if (!r)
+            break;
+        if (!first)
+            first = r;
+        else
+            pq.clear(r);
+    }
+    if (!first)
+        first_line(pq.errorMessage(c), err, errlen);
+    *res = first;
+}
+
+static int sqlstate_outcome(const char *code)
+{
+    if (!code || strlen(code) != 5)
+        return ST_TRANSIENT;
+    if (strncmp(code, "08", 2) == 0 || strncmp(code, "53", 2) == 0 || strncmp(code, "40", 2) == 0 ||
+        strncmp(code, "57", 2) == 0 || strcmp(code, "55P03") == 0 || strncmp(code, "58", 2) == 0 ||
+        strcmp(code, "XX000") == 0)
+        return ST_TRANSIENT;
+    if (strncmp(code, "28", 2) == 0 || strcmp(code, "42501") == 0)
+        return ST_AUTH;
+    return ST_FATAL;
+}
+
+/* Runs one statement with a pooled connection; fills out on failure and
+ * returns the result (caller clears) on success. */
+static PGresult *query(pg_store *s, const char *what, const char *sql, int n,
+                       const char *const *vals, int64_t timeout_ms, st_result *out)
+{
+    int64_t t = timeout_ms > 0 ? timeout_ms : s->default_timeout_ms;
+    int64_t deadline = u_mono_ms() + t;
+    PGconn *c = conn_take(s, deadline, out);
+    if (!c)
+        return NULL;
+    PGresult *r;
+    char err[300];
+    run_sql(c, sql, n, vals, deadline, &r, err, sizeof err);
+    if (!r) {
+        conn_give(s, c, 0);
+        st_result_setf(out, ST_TRANSIENT,
+                       "%s on PostgreSQL %s failed (%s): the connection is dropped; whether a "
+                       "write landed is unknown: will read back",
+                       what, s->where, err);
+        return NULL;
+    }
+    int rs = pq.resultStatus(r);
+    if (rs == PGRES_COMMAND_OK || rs == PGRES_TUPLES_OK) {
+        conn_give(s, c, 1);
+        return r;
+    }
+    const char *code = pq.resultErrorField(r, PG_DIAG_SQLSTATE);
+    char msg[300];
+    first_line(pq.resultErrorField(r, PG_DIAG_MESSAGE_PRIMARY), msg, sizeof msg);
+    int outcome = sqlstate_outcome(code);
+    /* The connection is kept after a plain SQL error, dropped otherwise. */
+    conn_give(s, c, outcome != ST_TRANSIENT || (code && strncmp(code, "40", 2) == 0));
+    if (code && strcmp(code, "42P01") == 0)
+        st_result_setf(out, ST_FATAL,
+                       "table %s does not exist in PostgreSQL %s (SQLSTATE %s: %s): create it "
+                       "with 's3lect init-store' and the same lock URL",
+                       s->table_in, s->where, code, msg);
+    else if (code && strcmp(code, "42703") == 0)
+        st_result_setf(out, ST_FATAL,
+                       "table %s in PostgreSQL %s lacks s3lect's columns (SQLSTATE %s: %s): use "
+                       "a table made by 's3lect init-store' (name, record, version, updated_at)",
+                       s->table_in, s->where, code, msg);
+    else if (outcome == ST_AUTH)
+        st_result_setf(out, outcome,
+                       "PostgreSQL %s refused %s on table %s (SQLSTATE %s: %s): GRANT SELECT, "
+                       "INSERT, UPDATE ON %s to the lock's user (docs/stores.md)",
+                       s->where, what, s->table_in, code ? code : "?", msg, s->table_in);
+    else
+        st_result_setf(out, outcome, "%s on PostgreSQL %s failed (SQLSTATE %s: %s)%s", what,
+                       s->where, code ? code : "?", msg,
+                       outcome == ST_TRANSIENT ? "; will retry" : "");
+    pq.clear(r);
+    return NULL;
+}
+
+static void pg_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
+{
+    pg_store *s = (pg_store *)st;
+    memset(out, 0, sizeof *out);
+    char *sql = u_asprintf("SELECT record, version FROM %s WHERE name = $1", s->table);
+    const char *vals[] = {key};
+    PGresult *r = sql ? query(s, "SELECT", sql, 1, vals, timeout_ms, out) : NULL;
+    free(sql);
+    if (!r) {
+        if (!out->message)
+            st_result_setf(out, ST_TRANSIENT, "out of memory");
+        return;
+    }
+    if (pq.ntuples(r) == 0) {
+        st_result_setf(out, ST_NOT_FOUND, "no row '%s' in table %s", key, s->table_in);
+    } else if (st_result_set_body(out, pq.getvalue(r, 0, 0), (size_t)pq.getlength(r, 0, 0)) != 0 ||
+               st_result_set_etag(out, pq.getvalue(r, 0, 1)) != 0) {
+        st_result_setf(out, ST_TRANSIENT, "out of memory");
+    } else {
+        out->outcome = ST_OK;
+    }
+    pq.clear(r);
+}
+
+static void pg_put(st_store *st, const char *key, const void *data, size_t len,
+                   const char *if_match, int64_t timeout_ms, st_result *out)
+{
+    pg_store *s = (pg_store *)st;
+    memset(out, 0, sizeof *out);
+    char version[33];
+    char *rec = malloc(len + 1);
+    if (!rec || ah_random_token(version) != 0) {
+        free(rec);
+        st_result_setf(out, ST_TRANSIENT, "out of memory or no randomness");
+        return;
+    }
+    memcpy(rec, data ? data : "", len);
+    rec[len] = '\0';
+    if (strlen(rec) != len) {
+        free(rec);
+        st_result_setf(out, ST_FATAL, "a record with a NUL byte cannot be stored in PostgreSQL");
+        return;
+    }
+    char *sql = if_match ? u_asprintf("UPDATE %s SET record = $2, version = $3, updated_at = now() "
+                                      "WHERE name = $1 AND version = $4",
+                                      s->table)
+                         : u_asprintf("INSERT INTO %s (name, record, version) VALUES ($1, $2, $3) "
+                                      "ON CONFLICT (name) DO NOTHING",
+                                      s->table);
+    const char *vals[] = {key, rec, version, if_match};
+    PGresult *r =
+        sql ? query(s, if_match ? "UPDATE" : "INSERT", sql, if_match ? 4 : 3, vals, timeout_ms, out)
+            : NULL;
+    free(sql);
+    free(rec);
+    if (!r) {
+        if (!out->message)
+            st_result_setf(out, ST_TRANSIENT, "out of memory");
+        return;
+    }
+    const char *rows = pq.cmdTuples(r);
+    if (rows && strcmp(rows, "1") == 0) {
+        if (st_result_set_etag(out, version) != 0)
+            st_result_setf(out, ST_TRANSIENT, "out of memory");
+        else
+            out->outcome = ST_OK;
+    } else if (if_match) {
+        st_result_setf(out, ST_PRECONDITION,
+                       "row '%s' in %s changed since version %s (or is gone): another writer won",
+                       key, s->table_in, if_match);
+    } else {
+        st_result_setf(out, ST_PRECONDITION, "row '%s' in %s already exists: another writer won",
+                       key, s->table_in);
+    }
+    pq.clear(r);
+}
+
+static void pg_init(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
+{
+    pg_store *s = (pg_store *)st;
+    (void)key;
+    memset(out, 0, sizeof *out);
+    char *sql = u_asprintf("CREATE TABLE IF NOT EXISTS %s (name text PRIMARY KEY, record text NOT "
+                           "NULL, version text NOT NULL, updated_at timestamptz NOT NULL "
+                           "DEFAULT now())",
+                           s->table);
+    PGresult *r = sql ? query(s, "CREATE TABLE", sql, 0, NULL, timeout_ms, out) : NULL;
+    free(sql);
+    if (r) {
+        pq.clear(r);
+        /* Check the columns by reading a row that need not exist. */
+        st_result g;
+        pg_get(st, "s3lect-init-store-check", timeout_ms, &g);
+        if (g.outcome == ST_OK || g.outcome == ST_NOT_FOUND) {
+            out->outcome = ST_OK;
+            out->message = u_asprintf("table %s is ready in PostgreSQL %s (created unless it "
+                                      "was there)",
+                                      s->table_in, s->where);
+            st_result_clear(&g);
+        } else {
+            *out = g;
+        }
+    } else if (!out->message) {
+        st_result_setf(out, ST_TRANSIENT, "out of memory");
+    }
+}
+
+static void pg_destroy(st_store *st)
+{
+    pg_store *s = (pg_store *)st;
+    if (!s)
+        return;
+    if (s->pool)
+        pool_put(s->pool);
+    free(s->table);
+    free(s->table_in);
+    free(s->where);
+    free(s);
+}
+
+static const st_vtable pg_vtable = {
+    .name = "postgres", .get = pg_get, .put = pg_put, .destroy = pg_destroy, .init = pg_init};
+
+/* "database D on H:P as U" from the parsed connection string and PG*
+ * variables (never the password). */
+static char *describe(const char *conninfo)
+{
+    char *err = NULL;
+    conninfo_option *opts = pq.conninfoParse(conninfo, &err);
+    if (!opts) {
+        if (err)
+            pq.freemem(err);
+        return NULL;
+    }
+    const char *db = NULL, *host = NULL, *port = NULL, *user = NULL, *hostaddr = NULL;
+    for (conninfo_option *o = opts; o->keyword; o++) {
+        const char *v = o->val ? o->val : o->envvar ? getenv(o->envvar) : NULL;
+        if (!v || !*v)
+            continue;
+        if (strcmp(o->keyword, "dbname") == 0)
+            db = v;
+        else if (strcmp(o->keyword, "host") == 0)
+            host = v;
+        else if (strcmp(o->keyword, "hostaddr") == 0)
+            hostaddr = v;
+        else if (strcmp(o->keyword, "port") == 0)
+            port = v;
+        else if (strcmp(o->keyword, "user") == 0)
+            user = v;
+    }
+    char *d = u_asprintf("database '%.100s' on %.100s%s%.20s%s%.100s",
+                         db     ? db
+                         : user ? user
+                                : "?",
+                         host       ? host
+                         : hostaddr ? hostaddr
+                                    : "the local socket",
+                         port ? ":" : "", port ? port : "", user ? " as " : "", user ? user : "");
+    pq.conninfoFree(opts);
+    return d;
+}
 
 int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
                      char *err, size_t errlen)
 {
-    (void)cfg;
-    (void)loc;
     *out = NULL;
-    snprintf(err, errlen, "not yet");
-    return S3LECT_EINVAL;
+    pthread_once(&pq_once, pq_load);
+    if (!pq.connectStart) {
+        snprintf(err, errlen, "%s", pq_error);
+        return S3LECT_EINVAL;
+    }
+    char *perr = NULL;
+    conninfo_option *opts = pq.conninfoParse(loc->bucket, &perr);
+    if (!opts) {
+        char line[300];
+        first_line(perr, line, sizeof line);
+        if (perr)
+            pq.freemem(perr);
+        snprintf(err, errlen, "lock URL: libpq cannot use the connection string (%s)", line);
+        return S3LECT_EINVAL;
+    }
+    pq.conninfoFree(opts);
+    pg_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    s->base.vt = &pg_vtable;
+    s->default_timeout_ms = cfg->request_timeout > 0 ? cfg->request_timeout : PG_DEFAULT_TIMEOUT_MS;
+    s->table_in = u_strdup(loc->opt1);
+    const char *dot = loc->opt1 ? strchr(loc->opt1, '.') : NULL;
+    s->table = dot ? u_asprintf("\"%.*s\".\"%s\"", (int)(dot - loc->opt1), loc->opt1, dot + 1)
+                   : u_asprintf("\"%s\"", loc->opt1 ? loc->opt1 : "s3lect_locks");
+    s->where = describe(loc->bucket);
+    s->pool = pool_get(loc->bucket);
+    if (!s->table_in || !s->table || !s->where || !s->pool) {
+        pg_destroy(&s->base);
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    *out = &s->base;
+    return 0;
 }
