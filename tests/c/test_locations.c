@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_locations.c - lock URLs of the DynamoDB, PostgreSQL and Route 53
+ * stores (st_location_parse), and lock URLs as they may be shown
+ * (st_lock_display: never a password). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "testutil.h"
+
+static int s_eq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static void ok(const char *url, int kind, const char *bucket, const char *key, const char *o1,
+               const char *o2, const char *o3)
+{
+    st_location loc;
+    char err[600] = "";
+    int rc = st_location_parse(url, &loc, err, sizeof err);
+    CHECK(rc == 0, "%s: refused: %s", url, err);
+    if (rc)
+        return;
+    CHECK(loc.kind == kind, "%s: kind %d", url, loc.kind);
+    CHECK(s_eq(loc.bucket, bucket), "%s: bucket '%s' want '%s'", url, loc.bucket, bucket);
+    CHECK(s_eq(loc.key, key), "%s: key '%s' want '%s'", url, loc.key, key);
+    CHECK(s_eq(loc.opt1, o1), "%s: opt1 '%s' want '%s'", url, loc.opt1, o1 ? o1 : "(null)");
+    CHECK(s_eq(loc.opt2, o2), "%s: opt2 '%s'", url, loc.opt2 ? loc.opt2 : "(null)");
+    CHECK(s_eq(loc.opt3, o3), "%s: opt3 '%s'", url, loc.opt3 ? loc.opt3 : "(null)");
+    st_location_clear(&loc);
+}
+
+/* Refused with one line that contains want (and never the secret). */
+static void bad(const char *url, const char *want, const char *secret)
+{
+    st_location loc;
+    char err[600] = "";
+    int rc = st_location_parse(url, &loc, err, sizeof err);
+    CHECK(rc == S3LECT_EINVAL, "%s: accepted (rc %d)", url, rc);
+    if (rc == 0)
+        st_location_clear(&loc);
+    CHECK(strstr(err, want) != NULL, "%s: message '%s' lacks '%s'", url, err, want);
+    CHECK(strchr(err, '\n') == NULL, "%s: message has a newline", url);
+    CHECK(!secret || strstr(err, secret) == NULL, "%s: message shows the secret: %s", url, err);
+}
+
+static void shown(const char *url, const char *want)
+{
+    char *s = st_lock_display(url);
+    CHECK(s && strcmp(s, want) == 0, "display(%s) = '%s', want '%s'", url, s ? s : "(null)", want);
+    free(s);
+}
+
+int main(void)
+{
+    /* DynamoDB */
+    ok("dynamodb://locks/leader", ST_LOC_DYNAMODB, "locks", "leader", "LockID", NULL, NULL);
+    ok("DynamoDB://my_table.v2/a/b", ST_LOC_DYNAMODB, "my_table.v2", "a/b", "LockID", NULL, NULL);
+    ok("dynamodb://locks/k%20x?partition_key=pk", ST_LOC_DYNAMODB, "locks", "k x", "pk", NULL,
+       NULL);
+    ok("dynamodb://locks/k?partition_key=pk&sort_key=sk&sort_value=lock%2Fv", ST_LOC_DYNAMODB,
+       "locks", "k", "pk", "sk", "lock/v");
+    bad("dynamodb://locks", "needs a table and a key", NULL);
+    bad("dynamodb://locks/", "needs a table and a key", NULL);
+    bad("dynamodb://ab/k", "not a DynamoDB table name", NULL);
+    bad("dynamodb://bad*name/k", "not a DynamoDB table name", NULL);
+    bad("dynamodb://locks/k?sort_key=sk", "sort_key and sort_value go together", NULL);
+    bad("dynamodb://locks/k?partition=x", "unknown parameter 'partition'", NULL);
+    bad("dynamodb://locks/k?partition_key=", "needs a value", NULL);
+    bad("dynamodb://locks/k?partition_key=a&partition_key=b", "given twice", NULL);
+    bad("dynamodb://locks/k?partition_key=a%2", "malformed %-escape", NULL);
+    bad("dynamodb://locks/k%00", "malformed %-escape", NULL);
+    bad("dynamodb://locks/k%0a", "control character", NULL);
+    bad("dynamodb://locks/k?partition_key=a&sort_key=a&sort_value=v", "the same attribute", NULL);
+    bad("dynamodb://locks/k#frag", "fragment", NULL);
+
+    /* PostgreSQL: s3lect's parameters are taken out, libpq's stay. */
+    ok("postgres://u@127.0.0.1:5432/db?key=leader", ST_LOC_POSTGRES,
+       "postgres://u@127.0.0.1:5432/db", "leader", "s3lect_locks", NULL, NULL);
+    ok("postgresql:///db?sslmode=require&key=a%20b&table=ops.locks&connect_timeout=5",
+       ST_LOC_POSTGRES, "postgresql:///db?sslmode=require&connect_timeout=5", "a b", "ops.locks",
+       NULL, NULL);
+    bad("postgres://u@h/db", "add ?key=NAME", NULL);
+    bad("postgres://u:hunter2@h/db?table=x", "add ?key=NAME", "hunter2");
+    bad("postgres://u:hunter2@h/db?key=k&table=1abc", "must be NAME or SCHEMA.NAME", "hunter2");
+    bad("postgres://h/db?key=k&table=a;drop", "must be NAME or SCHEMA.NAME", NULL);
+    bad("postgres://h/db?key=k&table=a.b.c", "must be NAME or SCHEMA.NAME", NULL);
+    bad("postgres://h/db?key=k&key=j", "given twice", NULL);
+    bad("postgres://u:hunter2@h/db?key=k#x", "fragment", "hunter2");
+    bad("postgres://h/db?password=hunter2&key=k&key=x", "given twice", "hunter2");
+
+    /* Route 53: names lower case, with the final dot. */
+    ok("route53://Z0123456789ABC/Lock.Example.com", ST_LOC_ROUTE53, "Z0123456789ABC",
+       "lock.example.com.", NULL, NULL, NULL);
+    ok("route53://Z1/_leader.example.com.", ST_LOC_ROUTE53, "Z1", "_leader.example.com.", NULL,
+       NULL, NULL);
+    bad("route53://Z1", "needs a hosted zone id and a record name", NULL);
+    bad("route53://hostedzone/Z1/x.example.com", "needs a hosted zone id and a record name", NULL);
+    bad("route53://Z-1/x.example.com", "not a hosted zone id", NULL);
+    bad("route53://Z1/bad..name.com", "not a DNS record name", NULL);
+    bad("route53://Z1/bad name.com", "not a DNS record name", NULL);
+    bad("route53://Z1/x.com?ttl=5", "query or fragment", NULL);
+
+    /* Unknown schemes name the new ones. */
+    bad("mysql://h/db", "dynamodb://", NULL);
+
+    /* Display: passwords hidden, the rest kept. */
+    shown("postgres://u:hunter2@h:5432/db?key=k", "postgres://u:***@h:5432/db?key=k");
+    shown("postgres://u@h/db?key=k", "postgres://u@h/db?key=k");
+    shown("postgres://h/db?key=k&password=hunter2&sslmode=require",
+          "postgres://h/db?key=k&password=***&sslmode=require");
+    shown("postgres://u:p%40ss@h/db?password=a&password=b",
+          "postgres://u:***@h/db?password=***&password=***");
+    shown("s3://bucket/key", "s3://bucket/key");
+    shown("/tmp/a:b@c", "/tmp/a:b@c");
+    return t_done("locations");
+}
