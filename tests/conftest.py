@@ -10,6 +10,11 @@
   S3LECT_TEST_ENDPOINT is set (e.g. under scripts/with-minio), that server is
   used instead. ``moto``: the same with moto's server.
 - ``s3server``: parametrised over both, for tests every S3 server must pass.
+- ``dynamodb_local``: DynamoDB Local (harness/dynamodb_local.py; fetched once
+  into ~/.cache/s3lect) on a free 127.0.0.1 port, file database, restartable.
+- ``postgres``: a throwaway PostgreSQL (harness/pgserver.py) on a free
+  127.0.0.1 port, user and database ``s3lect``, trust authentication.
+  Both are session-scoped and started only when a test asks for them.
 
 A server that cannot start fails the tests that need it, with its log.
 """
@@ -28,6 +33,8 @@ REPO = TESTS.parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
+from harness.dynamodb_local import DynamoDBLocal  # noqa: E402
+from harness.pgserver import PostgresServer  # noqa: E402
 from harness.servers import (  # noqa: E402
     ExternalServer,
     MinioServer,
@@ -64,7 +71,7 @@ def s3_probe_bin(build_dir: Path) -> Path:
     return _built(build_dir / "tests" / "c" / "s3_probe", "tests/c/s3_probe")
 
 
-def _start(server: Server) -> Iterator[Server]:
+def _start(server: Server | PostgresServer) -> Iterator[Server | PostgresServer]:
     try:
         server.start()
     except ServerStartError as e:
@@ -103,6 +110,24 @@ def minio() -> Iterator[Server | ExternalServer]:
 @pytest.fixture(scope="session")
 def moto() -> Iterator[Server]:
     yield from _start(MotoServer())
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local() -> Iterator[DynamoDBLocal]:
+    try:
+        server = DynamoDBLocal()  # fetches it on first use
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield from _start(server)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    try:
+        server = PostgresServer()
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield from _start(server)
 
 
 @pytest.fixture(params=["minio", "moto"])

@@ -12,6 +12,15 @@ Also a command line used by scripts/with-minio and scripts/with-moto:
 starts the server, exports S3LECT_TEST_ENDPOINT, S3LECT_TEST_BUCKET,
 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION=us-east-1, runs CMD,
 stops the server (even on failure or a signal) and exits with CMD's status.
+The same with the other stores' servers (the "with-" is optional):
+
+    python3 tests/harness/servers.py with-dynamodb -- CMD   # DynamoDB Local (dynamodb_local.py):
+        AWS_ENDPOINT_URL_DYNAMODB, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION
+    python3 tests/harness/servers.py with-postgres -- CMD   # PostgreSQL (pgserver.py):
+        PGHOST, PGPORT, PGUSER, PGDATABASE, S3LECT_PG_DSN
+
+Every server can also be restart()ed on the same port and data, and paused
+(SIGSTOP) and resume()d, for tests of an unavailable or restarting backend.
 """
 
 from __future__ import annotations
@@ -56,12 +65,14 @@ def free_port() -> int:
 
 def stop_process_group(p: subprocess.Popen | None) -> None:
     """Stops a process started with start_new_session=True, with its whole
-    group: SIGTERM, then SIGKILL when it has not exited within 10 s."""
+    group: SIGTERM (and SIGCONT, should the group be stopped), then SIGKILL
+    when it has not exited within 10 s."""
     if p is not None and p.poll() is None:
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        for sig in (signal.SIGTERM, signal.SIGCONT):  # SIGCONT: a paused group gets its SIGTERM
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
         try:
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -146,45 +157,104 @@ class Server(S3Access):
     def ready(self) -> bool:
         raise NotImplementedError
 
+    def on_ready(self) -> None:
+        """Called once ready() is true: the S3 servers create the test bucket.
+        OSError or RuntimeError here fails the start."""
+        try:
+            self.client().create_bucket(self.bucket)
+        except (OSError, RuntimeError) as e:
+            raise RuntimeError(f"creating bucket {self.bucket}: {e}") from e
+
+    def _spawn(self) -> None:
+        """Starts command() on self.port in its own process group, logging to log_path."""
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self.process_env(),
+            start_new_session=True,
+        )
+
+    def _await_ready(self, timeout: float = START_TIMEOUT_S) -> str | None:
+        """Waits (bounded) until the process answers and on_ready() passed:
+        None, or why not."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if self.ready():
+                try:
+                    self.on_ready()
+                    return None
+                except (OSError, RuntimeError) as e:
+                    return str(e)
+            time.sleep(0.1)
+        if self.proc.poll() is None:
+            return f"{self.name} did not answer within {timeout:.0f}s"
+        return f"{self.name} exited with status {self.proc.returncode}"
+
+    def _halt(self, sig: int | None = None) -> None:
+        """Ends the process group but keeps workdir (data and log): with
+        stop_process_group, or with sig (e.g. SIGKILL) sent to the whole group."""
+        p, self.proc = self.proc, None
+        if p is not None and sig is not None and p.poll() is None:
+            try:
+                os.killpg(p.pid, sig)
+                os.killpg(p.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        stop_process_group(p)
+        if self._log:
+            self._log.close()
+            self._log = None
+
     def start(self) -> "Server":
         errors = []
         for _attempt in range(3):  # a free port can be taken between probe and bind
             self.port = free_port()
-            self._log = open(self.log_path, "ab")
-            self.proc = subprocess.Popen(
-                self.command(),
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=self.process_env(),
-                start_new_session=True,
-            )
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                if self.ready():
-                    try:
-                        self.client().create_bucket(self.bucket)
-                        return self
-                    except (OSError, RuntimeError) as e:
-                        errors.append(f"creating bucket {self.bucket}: {e}")
-                        break
-                time.sleep(0.1)
-            if self.proc.poll() is None and not errors:
-                errors.append(f"{self.name} did not answer within {START_TIMEOUT_S:.0f}s")
-            elif self.proc.poll() is not None:
-                errors.append(f"{self.name} exited with status {self.proc.returncode}")
+            self._spawn()
+            why = self._await_ready()
+            if why is None:
+                return self
+            errors.append(why)
             self.stop(keep_log=True)
         raise ServerStartError(
             f"{self.name} could not be started on 127.0.0.1 ({'; '.join(errors)}).\n"
             f"command: {' '.join(self.command())}\n--- {self.name} log ---\n{self.log_text()}"
         )
 
+    def restart(self, hard: bool = False) -> float:
+        """Stops the server (SIGTERM, or SIGKILL with hard=True) and starts it
+        again on the same port and data; returns the seconds taken until it
+        answers again. Raises ServerStartError if it does not come back."""
+        t0 = time.monotonic()
+        self._halt(signal.SIGKILL if hard else None)
+        self._spawn()
+        why = self._await_ready()
+        if why is not None:
+            raise ServerStartError(
+                f"{self.name} did not come back on port {self.port} after a restart ({why}).\n"
+                f"--- {self.name} log ---\n{self.log_text()}"
+            )
+        return time.monotonic() - t0
+
+    def pause(self) -> None:
+        """SIGSTOP to the server's whole process group: it stops answering
+        (connections are accepted by the kernel but never served)."""
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def stop(self, keep_log: bool = False) -> None:
-        p, self.proc = self.proc, None
-        stop_process_group(p)
-        if self._log:
-            self._log.close()
-            self._log = None
+        self._halt()
         if not keep_log:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -287,9 +357,44 @@ def ensure_moto() -> None:
         raise ServerStartError(f"pip install 'moto[server]' failed:\n{r.stdout[-4000:]}")
 
 
+KINDS = ("minio", "moto", "dynamodb", "postgres")
+
+
+def make_server(kind: str):
+    """A not yet started server of kind (one of KINDS)."""
+    if kind == "minio":
+        return MinioServer()
+    if kind == "moto":
+        return MotoServer()
+    if kind == "dynamodb":
+        if __package__ in (None, ""):
+            from harness.dynamodb_local import DynamoDBLocal
+        else:
+            from .dynamodb_local import DynamoDBLocal
+        return DynamoDBLocal()
+    if kind == "postgres":
+        if __package__ in (None, ""):
+            from harness.pgserver import PostgresServer
+        else:
+            from .pgserver import PostgresServer
+        return PostgresServer()
+    raise ValueError(f"unknown server kind {kind!r}")
+
+
+def server_env(kind: str, server) -> tuple[dict[str, str], str]:
+    """What with_server exports for kind, and a line describing the server."""
+    env = dict(server.env())
+    if kind == "postgres":
+        env["S3LECT_PG_DSN"] = server.dsn
+        return env, f"{server.name} at {server.dsn}"
+    if kind == "dynamodb":
+        return env, f"{server.name} at {server.endpoint}"
+    return env, f"{server.name} at {server.endpoint}, bucket {server.bucket}"
+
+
 def with_server(kind: str, cmd: list[str]) -> int:
-    server: Server = MinioServer() if kind == "minio" else MotoServer()
     try:
+        server = make_server(kind)
         server.start()
     except ServerStartError as e:
         print(f"with-{kind}: {e}", file=sys.stderr)
@@ -303,8 +408,9 @@ def with_server(kind: str, cmd: list[str]) -> int:
     old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         env = dict(os.environ)
-        env.update(server.env())
-        print(f"with-{kind}: {server.name} at {server.endpoint}, bucket {server.bucket}", file=sys.stderr)
+        exported, what = server_env(kind, server)
+        env.update(exported)
+        print(f"with-{kind}: {what}", file=sys.stderr)
         try:
             child = subprocess.Popen(cmd, env=env)
         except OSError as e:
@@ -322,10 +428,11 @@ def with_server(kind: str, cmd: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[0] not in ("with-minio", "with-moto") or argv[1] != "--":
-        print("usage: servers.py with-minio|with-moto -- CMD [ARGS...]", file=sys.stderr)
+    kind = argv[0].removeprefix("with-") if argv else ""
+    if len(argv) < 3 or kind not in KINDS or argv[1] != "--":
+        print("usage: servers.py [with-]minio|moto|dynamodb|postgres -- CMD [ARGS...]", file=sys.stderr)
         return 2
-    return with_server(argv[0][5:], argv[2:])
+    return with_server(kind, argv[2:])
 
 
 if __name__ == "__main__":
