@@ -19,7 +19,20 @@
  *   --break-suspend  the lease clock stops during a suspend (CLOCK_MONOTONIC
  *                    semantics instead of CLOCK_BOOTTIME).
  *
+ * --store picks the error classes of one backend (docs/stores.md):
+ *   s3        (default) a conditional write on a missing object: not found;
+ *   dynamodb  it is a precondition failure (ConditionalCheckFailed), and
+ *             throttling (transient, not applied) comes in bursts;
+ *   postgres  a precondition failure too (UPDATE of 0 rows); connections
+ *             drop after the commit (applied, the answer lost) more often;
+ *   route53   a precondition failure (the DELETE does not match), and reads
+ *             are eventually consistent: a GET may answer with the state of
+ *             up to --stale-ms earlier (default 10 s), not monotonically;
+ *             writes are checked against the current state (the batch is
+ *             atomic).
+ *
  *   test_sim [--seeds N] [--seconds S] [--seed X] [--shard K] [--nodes K]
+ *            [--store s3|dynamodb|postgres|route53] [--stale-ms MS]
  *            [--break-skew | --break-suspend] [-v]
  */
 #include <math.h>
@@ -33,6 +46,18 @@
 #include "testutil.h"
 
 #define MAXN 16
+#define MAXHIST 512
+
+enum { STORE_S3, STORE_DYNAMODB, STORE_POSTGRES, STORE_ROUTE53 };
+
+/* A past state of the store (route53: stale reads). */
+typedef struct past_state {
+    int64_t t; /* true µs at which it became the state */
+    int exists;
+    char *body;
+    size_t body_len;
+    char etag[32];
+} past_state;
 
 enum {
     EV_WAKE = 1,
@@ -117,6 +142,12 @@ typedef struct sim {
     int64_t store_term;
     char store_holder[64];
     int64_t max_term_written;
+    /* Backend profile. */
+    int store_kind;
+    int64_t stale_us;
+    past_state hist[MAXHIST];
+    size_t nhist, hist_next;
+    uint64_t stale_reads;
     /* Fault phases. */
     int chaos;
     int64_t phase_end, heal_at;
@@ -273,6 +304,26 @@ static void store_apply(sim *s, int kind, const char *body, size_t body_len, con
                         st_result *r)
 {
     if (kind == EL_OP_GET) {
+        if (s->store_kind == STORE_ROUTE53 && s->nhist && urand(s) < 0.5) {
+            /* An eventually consistent read: the state as of some earlier
+             * moment within stale_us (each read its own moment). */
+            int64_t at = s->t - (int64_t)(urand(s) * (double)s->stale_us);
+            const past_state *best = NULL;
+            for (size_t k = 0; k < s->nhist; k++)
+                if (s->hist[k].t <= at && (!best || s->hist[k].t > best->t))
+                    best = &s->hist[k];
+            if (best) {
+                s->stale_reads++;
+                if (!best->exists) {
+                    r->outcome = ST_NOT_FOUND;
+                    return;
+                }
+                r->outcome = ST_OK;
+                st_result_set_body(r, best->body, best->body_len);
+                st_result_set_etag(r, best->etag);
+                return;
+            }
+        }
         if (!s->exists) {
             r->outcome = ST_NOT_FOUND;
             return;
@@ -284,7 +335,8 @@ static void store_apply(sim *s, int kind, const char *body, size_t body_len, con
     }
     int ok = if_match ? (s->exists && strcmp(if_match, s->etag) == 0) : !s->exists;
     if (!ok) {
-        r->outcome = if_match && !s->exists ? ST_NOT_FOUND : ST_PRECONDITION;
+        r->outcome =
+            if_match && !s->exists && s->store_kind == STORE_S3 ? ST_NOT_FOUND : ST_PRECONDITION;
         return;
     }
     rec newr;
@@ -316,6 +368,19 @@ static void store_apply(sim *s, int kind, const char *body, size_t body_len, con
     snprintf(s->etag, sizeof s->etag, "\"e%llu\"", (unsigned long long)++s->etag_ctr);
     r->outcome = ST_OK;
     st_result_set_etag(r, s->etag);
+    if (s->store_kind == STORE_ROUTE53) {
+        past_state *h = &s->hist[s->hist_next];
+        free(h->body);
+        h->t = s->t;
+        h->exists = 1;
+        h->body = malloc(body_len + 1);
+        memcpy(h->body, body, body_len);
+        h->body_len = body_len;
+        snprintf(h->etag, sizeof h->etag, "%s", s->etag);
+        s->hist_next = (s->hist_next + 1) % MAXHIST;
+        if (s->nhist < MAXHIST)
+            s->nhist++;
+    }
 }
 
 /* ---- nodes ---- */
@@ -514,8 +579,12 @@ static int64_t liveness_bound(sim *s)
      * max(infrequent, frequent) and max(L, frequent). All with jitter. */
     int64_t base = lmax > imax ? lmax : imax;
     int64_t wcap = lmax > fmax ? lmax : fmax;
+    /* Stale reads (route53) show the dead leader's last write up to
+     * stale_us late, and a takeover may first meet a stale etag (refused,
+     * read again): twice the staleness more. */
     return ms_to_us(imax * 11 / 10 + base * 11 / 10 + wcap * 12 / 10 + imax * 11 / 10 + 2 * fmax +
-                    3000);
+                    3000) +
+           2 * s->stale_us;
 }
 
 static void begin_phase(sim *s)
@@ -530,6 +599,10 @@ static void begin_phase(sim *s)
         s->p_late = urand(s) * 0.05;
         s->p_spike = urand(s) * 0.05;
         s->p_resend = urand(s) * 0.05;
+        if (s->store_kind == STORE_DYNAMODB && urand(s) < 0.5)
+            s->p_5xx = 0.5 + urand(s) * 0.4; /* a throttling burst */
+        if (s->store_kind == STORE_POSTGRES)
+            s->p_drop_reply += urand(s) * 0.2; /* connections drop after commits */
         s->heal_at = s->phase_end;
         /* Partitions and pauses, all healed by the end of the phase. */
         for (int i = 0; i < s->n; i++) {
@@ -581,9 +654,16 @@ static void check_liveness(sim *s)
 
 /* ---- setup and main loop ---- */
 
-static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspend)
+static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspend, int store_kind,
+                  int64_t stale_ms)
 {
     memset(s, 0, sizeof *s);
+    s->store_kind = store_kind;
+    s->stale_us = store_kind == STORE_ROUTE53 ? ms_to_us(stale_ms) : 0;
+    if (store_kind == STORE_ROUTE53) { /* the record does not exist at first */
+        s->nhist = 1;
+        s->hist_next = 1;
+    }
     u_rng_seed(&s->g, seed * 0x9E3779B97F4A7C15ULL + 1);
     s->n = n;
     s->break_skew = break_skew;
@@ -640,6 +720,8 @@ static void teardown(sim *s)
         }
     free(s->heap);
     free(s->body);
+    for (size_t k = 0; k < MAXHIST; k++)
+        free(s->hist[k].body);
 }
 
 static void run(sim *s, int64_t seconds)
@@ -726,6 +808,9 @@ static void run(sim *s, int64_t seconds)
 int main(int argc, char **argv)
 {
     int seeds = 10, nodes = 7, break_skew = 0, break_suspend = 0, verbose = 0;
+    int store_kind = STORE_S3;
+    int64_t stale_ms = 10000;
+    static const char *const store_names[] = {"s3", "dynamodb", "postgres", "route53"};
     int64_t seconds = 1000000;
     uint64_t first_seed = 0;
     int one_seed = 0, shard = 0;
@@ -741,6 +826,18 @@ int main(int argc, char **argv)
             nodes = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--shard") && i + 1 < argc)
             shard = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--store") && i + 1 < argc) {
+            const char *v = argv[++i];
+            store_kind = -1;
+            for (int k = 0; k < 4; k++)
+                if (!strcmp(v, store_names[k]))
+                    store_kind = k;
+            if (store_kind < 0) {
+                fprintf(stderr, "--store: s3, dynamodb, postgres or route53\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--stale-ms") && i + 1 < argc)
+            stale_ms = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--break-skew"))
             break_skew = 1;
         else if (!strcmp(argv[i], "--break-suspend"))
@@ -749,6 +846,7 @@ int main(int argc, char **argv)
             verbose = 1;
         else {
             fprintf(stderr, "usage: test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] "
+                            "[--store s3|dynamodb|postgres|route53] [--stale-ms MS] "
                             "[--break-skew | --break-suspend] [-v]\n");
             return 2;
         }
@@ -764,13 +862,14 @@ int main(int argc, char **argv)
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     uint64_t steps = 0, faults = 0, changes = 0, peer_answers = 0, csteps = 0, suspends = 0;
+    uint64_t stale = 0;
     int broken = break_skew || break_suspend;
     int64_t checks = 0;
     int caught = 0;
     sim *s = malloc(sizeof *s);
     for (int k = 0; k < seeds; k++) {
         uint64_t seed = first_seed + (uint64_t)k;
-        setup(s, seed, nodes, break_skew, break_suspend);
+        setup(s, seed, nodes, break_skew, break_suspend, store_kind, stale_ms);
         s->verbose = verbose;
         run(s, seconds);
         steps += s->steps;
@@ -780,15 +879,16 @@ int main(int argc, char **argv)
         csteps += s->clock_steps;
         suspends += s->suspends;
         checks += s->liveness_checks;
+        stale += s->stale_reads;
         if (s->violations) {
             if (broken) {
                 caught++;
             } else {
                 fprintf(stderr,
                         "seed %llu: %d violations (reproduce: test_sim --seed %llu "
-                        "--seconds %lld --nodes %d)\n",
+                        "--seconds %lld --nodes %d --store %s)\n",
                         (unsigned long long)seed, s->violations, (unsigned long long)seed,
-                        (long long)seconds, nodes);
+                        (long long)seconds, nodes, store_names[store_kind]);
             }
         }
         if (!broken)
@@ -799,6 +899,11 @@ int main(int argc, char **argv)
     free(s);
     clock_gettime(CLOCK_MONOTONIC, &b);
     double wall = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
+    printf("simulation (store model %s%s): %llu stale reads\n", store_names[store_kind],
+           store_kind == STORE_ROUTE53 ? ", reads up to --stale-ms old" : "",
+           (unsigned long long)stale);
+    if (store_kind == STORE_ROUTE53)
+        CHECK(stale > 0, "the route53 model served no stale read");
     printf("simulation: seeds %llu..%llu, %d nodes, %lld simulated s/seed (%.3g total), %llu "
            "engine steps, %.0f steps/s, %llu faults, %llu acquisitions, %llu peer answers, "
            "%lld liveness checks, %llu wall-clock steps, %llu suspends, %.1f s\n",
