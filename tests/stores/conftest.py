@@ -1,0 +1,112 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fixtures of the native-store tests: one Backend per store, on the real
+servers the harness starts (DynamoDB Local, PostgreSQL, moto's Route 53)."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent.parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+
+from harness.cli import Node, run  # noqa: E402
+from storeutil import ddb_env as _ddb_env, pg_env as _pg_env  # noqa: E402
+
+
+@dataclass
+class Backend:
+    """A store under test: its kind, the environment its nodes need, how to
+    make a fresh lock URL, and the server behind it (for restart/pause)."""
+
+    kind: str
+    env: dict[str, str]
+    new_lock: Callable[[str], str]
+    server: object
+    # Whether the server really enforces compare-and-set (moto's Route 53 does not).
+    enforces_cas: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def _r53_zone(moto) -> str:
+    import boto3
+    c = boto3.client("route53", endpoint_url=moto.endpoint, region_name="us-east-1",
+                     aws_access_key_id=moto.access_key, aws_secret_access_key=moto.secret_key)
+    z = c.create_hosted_zone(Name="stores.example.com.", CallerReference=secrets.token_hex(8))
+    return z["HostedZone"]["Id"].split("/")[-1]
+
+
+@pytest.fixture(scope="module")
+def ddb_table(dynamodb_local, s3lect_bin) -> str:
+    table = f"s3lect-{secrets.token_hex(4)}"
+    env = _ddb_env(dynamodb_local)
+    r = run([str(s3lect_bin), "init-store", f"dynamodb://{table}/x"], env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return table
+
+
+@pytest.fixture(scope="module")
+def pg_ready(postgres, s3lect_bin) -> str:
+    r = run([str(s3lect_bin), "init-store", f"{postgres.dsn}?key=x"], _pg_env(postgres), timeout=60)
+    assert r.returncode == 0, r.stderr
+    return postgres.dsn
+
+
+@pytest.fixture(scope="module")
+def r53_zone(moto) -> str:
+    return _r53_zone(moto)
+
+
+def make_backend(kind: str, request: pytest.FixtureRequest) -> Backend:
+    if kind == "dynamodb":
+        ddb = request.getfixturevalue("dynamodb_local")
+        table = request.getfixturevalue("ddb_table")
+        return Backend(kind, _ddb_env(ddb),
+                       lambda name: f"dynamodb://{table}/{name}-{secrets.token_hex(4)}", ddb)
+    if kind == "postgres":
+        pg = request.getfixturevalue("postgres")
+        dsn = request.getfixturevalue("pg_ready")
+        return Backend(kind, _pg_env(pg),
+                       lambda name: f"{dsn}?key={name}-{secrets.token_hex(4)}", pg)
+    moto = request.getfixturevalue("moto")
+    zone = request.getfixturevalue("r53_zone")
+    env = _ddb_env(moto) if hasattr(moto, "env") else {}
+    env = {k: v for k, v in env.items() if k != "AWS_ENDPOINT_URL_DYNAMODB"}
+    env["AWS_ENDPOINT_URL_ROUTE_53"] = moto.endpoint
+    return Backend(kind, env,
+                   lambda name: f"route53://{zone}/{name}-{secrets.token_hex(4)}.stores.example.com",
+                   moto, enforces_cas=False,
+                   notes=["moto accepts a DELETE of a value the record no longer holds"])
+
+
+@pytest.fixture(params=["dynamodb", "postgres", "route53"])
+def backend(request) -> Backend:
+    return make_backend(request.param, request)
+
+
+@pytest.fixture(params=["dynamodb", "postgres"])
+def cas_backend(request) -> Backend:
+    """The stores whose test server enforces compare-and-set."""
+    return make_backend(request.param, request)
+
+
+@pytest.fixture
+def cluster(s3lect_bin, tmp_path):
+    nodes: list[Node] = []
+
+    def start(lock: str, env: dict[str, str], n: int = 3, extra=None) -> list[Node]:
+        for _ in range(n):
+            nodes.append(Node(s3lect_bin, tmp_path, lock, f"n{len(nodes)}", env, extra))
+        return nodes
+
+    yield start
+    for node in nodes:
+        node.stop()

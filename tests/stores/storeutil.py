@@ -1,0 +1,23 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Environments for the store tests' nodes: the parent's, without any AWS_,
+S3LECT_ or PG variable of the machine, plus the server's own."""
+
+from __future__ import annotations
+
+import os
+
+
+def _base() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_", "PG"))}
+
+
+def ddb_env(server) -> dict[str, str]:
+    """For an AWS server (DynamoDB Local, moto): its credentials and endpoint."""
+    env = _base()
+    env.update(server.env())
+    return env
+
+
+def pg_env(server) -> dict[str, str]:
+    """For PostgreSQL: nothing but the URL (no PG* variable)."""
+    return _base()

@@ -1,0 +1,288 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The DynamoDB, PostgreSQL and Route 53 stores through the s3lect CLI, on
+real servers started by the harness: DynamoDB Local, PostgreSQL (Debian's
+server in a temporary data directory) and moto's Route 53.
+
+Timings are scaled down (lease 3 s, harness.cli.FAST). moto's Route 53 does
+not enforce the change batch's DELETE-must-match rule (it checks a DELETE
+against every value the name ever had; tests/harness/test_harness_servers.py
+pins this), so the compare-and-set tests run on DynamoDB and PostgreSQL only,
+and on Route 53 check-store must report the store as unsafe.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+
+from harness.cli import FAST, probe, run, started_lines, wait_for
+
+LEASE_S = 3.0
+FAILOVER_BOUND_S = LEASE_S + 1.0 + 8.0
+
+
+def only_leader(nodes):
+    leading = [n for n in nodes if n.leading()]
+    return leading[0] if len(leading) == 1 else None
+
+
+def status_json(bin_, lock, env):
+    r = run([str(bin_), "status", lock, "--json"], env)
+    assert r.returncode in (0, 3), f"status failed ({r.returncode}): {r.stderr}"
+    return r.returncode, json.loads(r.stdout)
+
+
+# ---- election, failover, handover ----
+
+def test_three_processes_elect_exactly_one(backend, cluster, tmp_path, s3lect_bin):
+    lock = backend.new_lock("elect")
+    nodes = cluster(lock, backend.env)
+    leader = wait_for(lambda: only_leader(nodes), 30, f"one leader on {backend.kind}")
+    wait_for(leader.cmd_wrote_start, 10, "the leader's CMD to start")
+    time.sleep(LEASE_S + 1)
+    starts = started_lines(tmp_path / "cmd.log")
+    assert [s[0] for s in starts] == [leader.id], f"exactly one CMD ran: {starts}"
+    assert sum(n.leading() for n in nodes) == 1
+    rc, st = status_json(s3lect_bin, lock, backend.env)
+    assert rc == 0 and st["live"] and st["leaderID"] == leader.id, st
+    assert st["term"] == leader.terms()[-1]
+
+
+def test_kill9_of_the_leader_fails_over(backend, cluster, tmp_path):
+    nodes = cluster(backend.new_lock("kill9"), backend.env)
+    old = wait_for(lambda: only_leader(nodes), 30, "a leader")
+    wait_for(old.cmd_wrote_start, 10, "the leader's CMD to start")
+    term = old.terms()[-1]
+    t0 = time.monotonic()
+    old.kill9()
+    new = wait_for(lambda: only_leader([n for n in nodes if n is not old]), FAILOVER_BOUND_S + 5,
+                   "a new leader after kill -9")
+    took = time.monotonic() - t0
+    assert took <= FAILOVER_BOUND_S, f"failover took {took:.1f} s on {backend.kind}"
+    assert took >= LEASE_S * 0.8, f"took over after {took:.1f} s, before the lease could expire"
+    assert new.terms()[-1] > term
+    wait_for(new.cmd_wrote_start, 10, "the new leader's CMD to start")
+    assert started_lines(tmp_path / "cmd.log") == [(old.id, term), (new.id, new.terms()[-1])]
+
+
+def test_sigterm_hands_over(backend, cluster):
+    nodes = cluster(backend.new_lock("term"), backend.env)
+    old = wait_for(lambda: only_leader(nodes), 30, "a leader")
+    term = old.terms()[-1]
+    t0 = time.monotonic()
+    old.terminate()
+    assert old.proc.wait(timeout=20) == 0, old.text()
+    assert "releasing leadership" in old.text()
+    new = wait_for(lambda: only_leader([n for n in nodes if n is not old]), 15, "a new leader")
+    took = time.monotonic() - t0
+    assert took <= 1.0 + 0.5 + 4.0, f"handover took {took:.1f} s on {backend.kind}"
+    assert new.terms()[-1] == term + 1
+
+
+# ---- compare-and-set ----
+
+def test_stale_write_is_refused(cas_backend, s3_probe_bin):
+    lock, env = cas_backend.new_lock("stale"), cas_backend.env
+    a = probe(s3_probe_bin, env, "put", lock, "--body", '{"v":1}')
+    assert a["outcome"] == "OK" and a["etag"], a
+    again = probe(s3_probe_bin, env, "put", lock, "--body", '{"v":1}')
+    assert again["outcome"] == "PRECONDITION", f"a second create must be refused: {again}"
+    b = probe(s3_probe_bin, env, "put", lock, "--body", '{"v":2}', "--if-match", a["etag"])
+    assert b["outcome"] == "OK" and b["etag"] != a["etag"], b
+    stale = probe(s3_probe_bin, env, "put", lock, "--body", '{"v":3}', "--if-match", a["etag"])
+    assert stale["outcome"] == "PRECONDITION", f"a write with a stale version must fail: {stale}"
+    got = probe(s3_probe_bin, env, "get", lock)
+    assert got["outcome"] == "OK" and got["etag"] == b["etag"] and json.loads(got["body"]) == {"v": 2}
+    missing = probe(s3_probe_bin, env, "put", cas_backend.new_lock("absent"), "--body", "{}",
+                    "--if-match", a["etag"])
+    assert missing["outcome"] in ("PRECONDITION", "NOT_FOUND"), missing
+    assert probe(s3_probe_bin, env, "get", cas_backend.new_lock("absent2"))["outcome"] == "NOT_FOUND"
+
+
+def test_check_store_passes_where_cas_holds(backend, s3lect_bin):
+    r = run([str(s3lect_bin), "check-store", backend.new_lock("check"), "--racers", "6",
+             "--rounds", "3"], backend.env, timeout=180)
+    if backend.enforces_cas:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "all 7 checks passed" in r.stdout
+    else:
+        # moto's Route 53 lets a second CREATE and racing batches through:
+        # the probe must catch that and call the store unsafe.
+        assert r.returncode == 1, r.stdout
+        assert "FAIL  a second create-if-absent is refused" in r.stdout, r.stdout
+        assert "do not use it for s3lect" in r.stdout
+
+
+# ---- the backend misbehaves ----
+
+def test_backend_restart_mid_run(cas_backend, cluster, tmp_path):
+    nodes = cluster(cas_backend.new_lock("restart"), cas_backend.env)
+    leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
+    wait_for(leader.cmd_wrote_start, 10, "the leader's CMD to start")
+    took = cas_backend.server.restart()
+    assert took < 60
+    # After the restart exactly one leader again, and never two CMDs at once.
+    time.sleep(LEASE_S)
+    after = wait_for(lambda: only_leader(nodes), FAILOVER_BOUND_S + 10, "a leader after the restart")
+    wait_for(after.cmd_wrote_start, 10, "its CMD to start")
+    time.sleep(1.0)
+    assert sum(n.leading() for n in nodes) == 1
+    starts = started_lines(tmp_path / "cmd.log")
+    terms = [t for _, t in starts]
+    assert terms == sorted(set(terms)), f"terms strictly increase, none twice: {starts}"
+
+
+def test_unavailable_backend_stops_the_leader_then_recovers(cas_backend, cluster):
+    nodes = cluster(cas_backend.new_lock("pause"), cas_backend.env)
+    leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
+    wait_for(leader.cmd_wrote_start, 10, "the leader's CMD to start")
+    cas_backend.server.pause()
+    try:
+        # The leader cannot renew: it must stop its CMD by its renew deadline
+        # (2 s) plus the supervisor's bounds, well before the lease (3 s)
+        # could let another node in.
+        t0 = time.monotonic()
+        wait_for(lambda: not leader.leading(), LEASE_S + 3, "the leader to stop its command")
+        assert time.monotonic() - t0 <= LEASE_S + 3
+        assert not any(n.leading() for n in nodes)
+    finally:
+        cas_backend.server.resume()
+    wait_for(lambda: only_leader(nodes), FAILOVER_BOUND_S + 15, "a leader after the backend came back")
+
+
+def test_dynamodb_throttling_is_ridden_out(dynamodb_local, ddb_table, cluster, s3lect_bin):
+    from throttle_proxy import ThrottleProxy
+    proxy = ThrottleProxy(dynamodb_local.port)
+    try:
+        env = dict(dynamodb_local.env(), AWS_ENDPOINT_URL_DYNAMODB=proxy.endpoint)
+        import os
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))},
+               **env}
+        nodes = cluster(f"dynamodb://{ddb_table}/throttle", env, n=2)
+        leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
+        term = leader.terms()[-1]
+        # Throttled for less than the renew deadline: transient, retried with
+        # back-off, leadership kept.
+        proxy.throttle_for(1.2)
+        time.sleep(LEASE_S + 1)
+        assert proxy.throttled > 0, "the proxy throttled nothing"
+        assert leader.leading() and leader.terms()[-1] == term, leader.text()
+        assert sum(n.leading() for n in nodes) == 1
+        texts = "".join(n.text() for n in nodes)
+        assert "ProvisionedThroughputExceededException" in texts and "will retry" in texts, texts
+        # Throttled for longer than the lease: the leader steps down (no
+        # renewal), nobody can take over meanwhile, one leader afterwards.
+        proxy.throttle_for(LEASE_S + 2)
+        wait_for(lambda: not leader.leading(), LEASE_S + 3, "the leader to step down")
+        assert not any(n.leading() for n in nodes)
+        wait_for(lambda: only_leader(nodes), FAILOVER_BOUND_S + 10, "a leader after throttling")
+    finally:
+        proxy.close()
+
+
+# ---- configuration errors: one clear line each ----
+
+@pytest.mark.parametrize("url,want", [
+    ("dynamodb://locks", "needs a table and a key"),
+    ("dynamodb://x/k", "not a DynamoDB table name"),
+    ("dynamodb://locks/k?sort_key=sk", "sort_key and sort_value go together"),
+    ("dynamodb://locks/k?pk=a", "unknown parameter 'pk'"),
+    ("postgres://127.0.0.1/db", "add ?key=NAME"),
+    ("postgres://127.0.0.1/db?key=a&table=drop;table", "must be NAME or SCHEMA.NAME"),
+    ("route53://Z1", "needs a hosted zone id and a record name"),
+    ("route53://Z1/bad..name", "not a DNS record name"),
+    ("mysql://h/db", "unsupported lock URL scheme"),
+])
+def test_bad_urls_are_one_clear_line(s3lect_bin, clean_env, url, want):
+    for cmd in (["status", url], ["run", "--lock", url, "--", "true"], ["init-store", url]):
+        r = run([str(s3lect_bin), *cmd], clean_env)
+        assert r.returncode == 2, (cmd, r.returncode, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and want in lines[0], (cmd, r.stderr)
+
+
+def test_missing_table_says_run_init_store(dynamodb_local, postgres, s3lect_bin):
+    from storeutil import ddb_env as _ddb_env, pg_env as _pg_env
+    r = run([str(s3lect_bin), "status", "dynamodb://s3lect-no-such-table/k"], _ddb_env(dynamodb_local))
+    assert r.returncode == 1 and "does not exist" in r.stderr and "init-store" in r.stderr, r.stderr
+    r = run([str(s3lect_bin), "status", f"{postgres.dsn}?key=k&table=no_such_table"], _pg_env(postgres))
+    assert r.returncode == 1 and "does not exist" in r.stderr and "init-store" in r.stderr, r.stderr
+    r = run([str(s3lect_bin), "status", "postgres://s3lect@127.0.0.1:%d/no_such_db?key=k" % postgres.port],
+            _pg_env(postgres))
+    assert r.returncode == 1 and 'database "no_such_db" does not exist' in r.stderr, r.stderr
+
+
+def test_init_store(dynamodb_local, postgres, s3lect_bin):
+    from storeutil import ddb_env as _ddb_env, pg_env as _pg_env
+    env = _ddb_env(dynamodb_local)
+    table = "s3lect-init-" + str(int(time.time() * 1000))
+    r = run([str(s3lect_bin), "init-store", f"dynamodb://{table}/k?partition_key=pk&sort_key=sk&sort_value=v"],
+            env, timeout=120)
+    assert r.returncode == 0 and "created DynamoDB table" in r.stdout, r.stderr
+    r = run([str(s3lect_bin), "init-store", f"dynamodb://{table}/k?partition_key=pk&sort_key=sk&sort_value=v"],
+            env, timeout=120)
+    assert r.returncode == 0 and "already there" in r.stdout, r.stderr
+    # The same table named with another key schema: refused, saying what differs.
+    r = run([str(s3lect_bin), "init-store", f"dynamodb://{table}/k"], env, timeout=120)
+    assert r.returncode == 1 and "partition key 'pk'" in r.stderr and "'LockID'" in r.stderr, r.stderr
+    # A lock on the sort-key table works.
+    r = run([str(s3lect_bin), "check-store", f"dynamodb://{table}/k?partition_key=pk&sort_key=sk&sort_value=v",
+             "--racers", "4", "--rounds", "2"], env, timeout=120)
+    assert r.returncode == 0, r.stdout
+    # PostgreSQL: twice is fine; electors never create the table themselves.
+    pg = _pg_env(postgres)
+    url = f"{postgres.dsn}?key=k&table=init_{int(time.time())}"
+    r = run([str(s3lect_bin), "status", url], pg)
+    assert r.returncode == 1 and "init-store" in r.stderr
+    for _ in range(2):
+        r = run([str(s3lect_bin), "init-store", url], pg)
+        assert r.returncode == 0 and "is ready" in r.stdout, r.stderr
+    # Route 53 and S3: nothing to create, said so.
+    r = run([str(s3lect_bin), "init-store", "route53://Z1/a.example.com"],
+            dict(pg, AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="x"))
+    assert r.returncode == 1 and "hosted zone" in r.stderr, r.stderr
+
+
+def test_password_never_shown(postgres, cluster, s3lect_bin, tmp_path):
+    """A password in the lock URL stays out of logs, status and metrics
+    (the test server trusts every connection, so any password works)."""
+    from storeutil import pg_env as _pg_env
+    secret = "pw-" + str(time.time_ns())
+    url = f"postgres://s3lect:{secret}@127.0.0.1:{postgres.port}/s3lect?key=pw&password={secret}"
+    env = _pg_env(postgres)
+    r = run([str(s3lect_bin), "init-store", url], env)
+    assert r.returncode == 0 and secret not in r.stdout + r.stderr
+    nodes = cluster(url, env, n=1, extra=FAST + ["--metrics-listen", "127.0.0.1:0"])
+    wait_for(lambda: only_leader(nodes), 30, "a leader")
+    text = nodes[0].text()
+    assert secret not in text and "***" in text, text
+    import re
+    import urllib.request
+    port = int(re.search(r"metrics at http://\S+ port=(\d+)", text).group(1))
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert "s3lect_leader" in metrics and secret not in metrics
+    for cmd in (["status", url], ["status", url, "--json"], ["check-store", url, "--rounds", "1"]):
+        r = run([str(s3lect_bin), *cmd], env, timeout=120)
+        assert r.returncode in (0, 3) and secret not in r.stdout + r.stderr, (cmd, r.stdout, r.stderr)
+    nodes[0].proc.send_signal(signal.SIGTERM)
+    nodes[0].proc.wait(timeout=20)
+    assert secret not in nodes[0].text()
+
+
+def test_postgres_connection_loss_is_retried(postgres, pg_ready, cluster):
+    """The server kills every backend connection (pg_terminate_backend): the
+    leader's next statement fails, the connection is made again, leadership
+    is kept."""
+    from storeutil import pg_env as _pg_env
+    nodes = cluster(f"{pg_ready}?key=term-conn", _pg_env(postgres), n=1)
+    leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
+    term = leader.terms()[-1]
+    for _ in range(3):
+        postgres.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                      "WHERE datname = 's3lect' AND pid <> pg_backend_pid()")
+        time.sleep(1.2)
+    time.sleep(LEASE_S)
+    assert leader.leading() and leader.terms()[-1] == term, leader.text()

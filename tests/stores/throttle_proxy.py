@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""An HTTP/1.1 proxy on 127.0.0.1 in front of DynamoDB Local that can answer
+every request with DynamoDB's throttling error for a while, as DynamoDB does
+when a table's capacity is exceeded. Each request is forwarded on a fresh
+upstream connection and its answer relayed (Content-Length bodies)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+THROTTLE_BODY = (b'{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",'
+                 b'"message":"The level of configured provisioned throughput for the table was exceeded."}')
+
+
+def _read_message(sock: socket.socket, deadline: float) -> bytes | None:
+    """One HTTP message (head + Content-Length body), or None on EOF/timeout."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        if time.monotonic() > deadline:
+            return None
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            continue
+        if not data:
+            return None
+        buf += data
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"content-length":
+            length = int(v.strip() or 0)
+    while len(rest) < length:
+        if time.monotonic() > deadline:
+            return None
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            continue
+        if not data:
+            return None
+        rest += data
+    return head + b"\r\n\r\n" + rest[:length]
+
+
+class ThrottleProxy:
+    def __init__(self, upstream_port: int):
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.throttle_until = 0.0
+        self.throttled = 0
+        self.forwarded = 0
+        self._lock = threading.Lock()
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self._sock.settimeout(0.2)
+        self.port = self._sock.getsockname()[1]
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def throttle_for(self, seconds: float) -> None:
+        self.throttle_until = time.monotonic() + seconds
+
+    def close(self) -> None:
+        self._stop.set()
+        self._sock.close()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                c, _ = self._sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            c.settimeout(0.2)
+            t = threading.Thread(target=self._serve, args=(c,), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _serve(self, c: socket.socket) -> None:
+        try:
+            while not self._stop.is_set():
+                req = _read_message(c, time.monotonic() + 60)
+                if req is None:
+                    return
+                if time.monotonic() < self.throttle_until:
+                    with self._lock:
+                        self.throttled += 1
+                    c.sendall(b"HTTP/1.1 400 Bad Request\r\n"
+                              b"Content-Type: application/x-amz-json-1.0\r\n"
+                              b"Content-Length: " + str(len(THROTTLE_BODY)).encode() +
+                              b"\r\n\r\n" + THROTTLE_BODY)
+                    continue
+                with socket.create_connection(self.upstream, timeout=10) as u:
+                    u.sendall(req)
+                    resp = _read_message(u, time.monotonic() + 30)
+                if resp is None:
+                    return
+                with self._lock:
+                    self.forwarded += 1
+                c.sendall(resp)
+        except OSError:
+            pass
+        finally:
+            c.close()
