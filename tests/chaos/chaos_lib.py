@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Machinery of the chaos tests: a fault-injecting TCP proxy, a MinIO that can
-be restarted on the same port and data, and `s3lect run` nodes that can be
-killed, paused and partitioned.
+be restarted on the same port and data, the lock stores the five-node run
+covers (Backend: MinIO, DynamoDB Local, PostgreSQL), and `s3lect run` nodes
+that can be killed, paused and partitioned.
 
 Everything here binds to 127.0.0.1 only, and every loop is bounded.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import select
 import selectors
 import signal
@@ -27,6 +29,8 @@ TESTS = Path(__file__).resolve().parent.parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
+from harness.dynamodb_local import DynamoDBLocal  # noqa: E402
+from harness.pgserver import PostgresServer  # noqa: E402
 from harness.servers import MinioServer, ServerStartError  # noqa: E402
 
 LEADER_CMD = Path(__file__).resolve().parent / "leader_cmd.py"
@@ -49,6 +53,15 @@ _SLOWDOWN_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDow
 SLOWDOWN_RESPONSE = (b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
                      b"Content-Length: " + str(len(_SLOWDOWN_BODY)).encode() +
                      b"\r\nConnection: close\r\n\r\n" + _SLOWDOWN_BODY)
+
+
+_THROTTLE_BODY = (b'{"__type":"com.amazonaws.dynamodb.v20120810#'
+                  b'ProvisionedThroughputExceededException","message":"Rate exceeded"}')
+# DynamoDB's throttling answer (its "slow down"), in place of S3's 503 SlowDown.
+THROTTLE_RESPONSE = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/x-amz-json-1.0\r\n"
+                     b"x-amzn-RequestId: chaos-proxy\r\n"
+                     b"Content-Length: " + str(len(_THROTTLE_BODY)).encode() +
+                     b"\r\nConnection: close\r\n\r\n" + _THROTTLE_BODY)
 
 
 _CONFLICT_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error>'
@@ -89,15 +102,21 @@ class Proxy:
     flaky:   probability that a request chunk from the client meets a fault:
              reset (RST at once), lost_response (forwarded, so the write may
              land, but the client gets an RST instead of the answer), stall
-             (swallowed, no answer) or slowdown (S3's "503 SlowDown" answer,
-             the request is not forwarded)
+             (swallowed, no answer) or the store's "slow down" answer
+             (`answer`, default S3's "503 SlowDown", counted as "slowdown";
+             the request is not forwarded). answer=None (for a binary
+             protocol such as PostgreSQL's) leaves the three connection faults.
     """
 
     MAX_CONNS = 64
 
     def __init__(self, name: str, upstream_port: int, seed: int,
-                 http: "HttpFaults | None" = None):
+                 http: "HttpFaults | None" = None,
+                 answer: tuple[str, bytes] | None = ("slowdown", SLOWDOWN_RESPONSE)):
         self.name = name
+        # (stats name, bytes) of the flaky "slow down" answer, or None
+        self.answer = answer
+        self._flaky_kinds = ["reset", "lost_response", "stall"] + ([answer[0]] if answer else [])
         # With `http`, connections are relayed one HTTP request at a time and
         # the request faults of `http` apply (see HttpFaults); latency and
         # flaky are ignored then, mode "blackhole" swallows each request.
@@ -239,13 +258,12 @@ class Proxy:
                             self.stats["bytes_swallowed"] += len(data)
                             continue
                         if flaky and self.rng.random() < flaky:
-                            kind = self.rng.choice(["reset", "lost_response", "stall",
-                                                    "slowdown"])
+                            kind = self.rng.choice(self._flaky_kinds)
                             self.stats[kind] += 1
                             if kind == "reset":
                                 return
-                            if kind == "slowdown":
-                                client.sendall(SLOWDOWN_RESPONSE)
+                            if self.answer is not None and kind == self.answer[0]:
+                                client.sendall(self.answer[1])
                                 client.shutdown(socket.SHUT_WR)
                                 graceful = True
                                 return
@@ -526,6 +544,181 @@ class RestartableMinio(MinioServer):
 
 
 # ---------------------------------------------------------------------------
+# The lock stores of the five-node run
+
+
+class Backend:
+    """A lock store for the five-node chaos run: its server (started and
+    destroyed by the test, restartable for the store-restart fault), how a
+    node reaches it through its own proxy, and the proxy's "slow down" answer.
+
+    name:         "minio", "dynamodb" or "postgres" (the test's parameter)
+    restart_kind: the fault kind of a store restart
+    answer:       (stats name, bytes) the proxies answer a flaky request with
+                  instead of forwarding it, or None (binary protocol)
+    port:         the server's port, which the proxies forward to
+    """
+
+    name = ""
+    restart_kind = ""
+    answer: tuple[str, bytes] | None = None
+    server: "MinioServer | DynamoDBLocal | PostgresServer"
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def start(self) -> None:
+        """Raises ServerStartError saying why it cannot."""
+        self.server.start()
+
+    def destroy(self, save_log_to: Path | None = None) -> None:
+        """Stops the server and removes its data; its log goes to save_log_to."""
+        if save_log_to is not None:
+            try:
+                shutil.copyfile(self.server.log_path, save_log_to / f"{self.name}-server.log")
+            except OSError:
+                pass
+        self.server.stop()
+
+    def env(self) -> dict[str, str]:
+        """What every s3lect of this test needs in its environment (credentials)."""
+        return {}
+
+    def node_lock(self, key: str, proxy_port: int) -> str:
+        """The lock URL of a node whose proxy listens on proxy_port."""
+        raise NotImplementedError
+
+    def node_args(self, proxy_port: int) -> list[str]:
+        """s3lect options that send a node's requests to proxy_port."""
+        return ["--endpoint", f"http://127.0.0.1:{proxy_port}"]
+
+    def status_args(self, key: str) -> list[str]:
+        """`s3lect status` arguments that read the lock directly (no proxy)."""
+        raise NotImplementedError
+
+    def init(self, bin_: Path, key: str, env: dict[str, str]) -> None:
+        """Creates what the lock needs (directly, not through a proxy)."""
+
+    def restart(self, rng: random.Random, sleep) -> str:
+        """The store-restart fault: the server goes down and comes back with
+        its data (same port). sleep(s) waits while the test keeps watching
+        the nodes. Returns a word on how (for the summary). Raises
+        ServerStartError if it does not come back."""
+        raise NotImplementedError
+
+    def _init_store(self, bin_: Path, lock: str, env: dict[str, str], args: list[str]) -> None:
+        r = subprocess.run([str(bin_), "init-store", lock, *args], env=env, capture_output=True,
+                           text=True, timeout=60)
+        if r.returncode != 0:
+            raise ServerStartError(f"s3lect init-store {lock} failed (status {r.returncode}): "
+                                   f"{r.stderr.strip()}")
+
+
+class MinioBackend(Backend):
+    """MinIO, stopped for 0.5-3 s and started again on the same port and data."""
+
+    name = "minio"
+    restart_kind = "minio_restart"
+    answer = ("slowdown", SLOWDOWN_RESPONSE)
+
+    def __init__(self) -> None:
+        self.server = RestartableMinio()
+
+    def destroy(self, save_log_to: Path | None = None) -> None:
+        if save_log_to is not None:
+            try:
+                shutil.copyfile(self.server.log_path, save_log_to / "minio-server.log")
+            except OSError:
+                pass
+        self.server.destroy()
+
+    def env(self) -> dict[str, str]:
+        m = self.server
+        return dict(AWS_ACCESS_KEY_ID=m.access_key, AWS_SECRET_ACCESS_KEY=m.secret_key,
+                    AWS_REGION=m.region)
+
+    def node_lock(self, key: str, proxy_port: int) -> str:  # noqa: ARG002
+        return f"s3://{self.server.bucket}/chaos/{key}.json"
+
+    def status_args(self, key: str) -> list[str]:
+        return [self.node_lock(key, 0), "--endpoint", self.server.endpoint]
+
+    def restart(self, rng: random.Random, sleep) -> str:
+        self.server.stop_process()
+        sleep(rng.uniform(0.5, 3.0))
+        self.server.restart()
+        return "stop+start"
+
+
+class DynamoDBBackend(Backend):
+    """DynamoDB Local (file database: a restart keeps the table and items);
+    the proxies answer a flaky request with DynamoDB's throttling error
+    (400 ProvisionedThroughputExceededException)."""
+
+    name = "dynamodb"
+    restart_kind = "dynamodb_restart"
+    answer = ("throttle", THROTTLE_RESPONSE)
+    TABLE = "s3lect-chaos"
+
+    def __init__(self) -> None:
+        self.server = DynamoDBLocal()  # fetches it on first use (ServerStartError)
+
+    def env(self) -> dict[str, str]:
+        # No AWS_ENDPOINT_URL_DYNAMODB: each node gets its proxy's (node_args).
+        return {k: v for k, v in self.server.env().items() if k != "AWS_ENDPOINT_URL_DYNAMODB"}
+
+    def node_lock(self, key: str, proxy_port: int) -> str:  # noqa: ARG002
+        return f"dynamodb://{self.TABLE}/{key}"
+
+    def status_args(self, key: str) -> list[str]:
+        return [self.node_lock(key, 0), "--endpoint", self.server.endpoint]
+
+    def init(self, bin_: Path, key: str, env: dict[str, str]) -> None:
+        self._init_store(bin_, self.node_lock(key, 0), env, ["--endpoint", self.server.endpoint])
+
+    def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
+        # SIGTERM, then the JVM again on the same port and -dbPath (down for
+        # as long as the JVM takes to start, ~1.5-5 s).
+        self.server.restart(hard=False)
+        return "restart"
+
+
+class PostgresBackend(Backend):
+    """A throwaway PostgreSQL; a restart is a crash (immediate shutdown, or
+    SIGKILL of every server process) and recovery on the same port and data:
+    every commit survives (synchronous_commit stays on). Each node's lock URL
+    names its own proxy's port; no "slow down" answer (binary protocol)."""
+
+    name = "postgres"
+    restart_kind = "postgres_restart"
+    answer = None
+
+    def __init__(self) -> None:
+        self.server = PostgresServer()
+
+    def node_lock(self, key: str, proxy_port: int) -> str:
+        return f"postgres://s3lect@127.0.0.1:{proxy_port}/s3lect?key={key}"
+
+    def node_args(self, proxy_port: int) -> list[str]:  # noqa: ARG002
+        return []
+
+    def status_args(self, key: str) -> list[str]:
+        return [self.node_lock(key, self.server.port)]
+
+    def init(self, bin_: Path, key: str, env: dict[str, str]) -> None:
+        self._init_store(bin_, self.node_lock(key, self.server.port), env, [])
+
+    def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
+        hard = rng.random() < 0.5
+        self.server.restart(hard=hard)
+        return "SIGKILL" if hard else "immediate"
+
+
+BACKENDS = {b.name: b for b in (MinioBackend, DynamoDBBackend, PostgresBackend)}
+
+
+# ---------------------------------------------------------------------------
 # s3lect run nodes
 
 
@@ -571,10 +764,16 @@ class Node:
 
     def __init__(self, node_id: str, bin_: Path, lock: str, proxy: Proxy, env: dict[str, str],
                  timing: list[str], offset_s: float, cmd_log: Path, log_dir: Path,
-                 cmd: list[str] | None = None, clock_file: Path | None = None):
+                 cmd: list[str] | None = None, clock_file: Path | None = None,
+                 store_args: list[str] | None = None):
         """cmd: the CMD (default leader_cmd.py CMD_LOG). clock_file: a wall
-        clock that the test can step while the node runs (see step_clock)."""
+        clock that the test can step while the node runs (see step_clock).
+        store_args: how s3lect reaches the store through the proxy (default
+        --endpoint http://127.0.0.1:<proxy port>; [] when the lock URL itself
+        names the proxy, as for postgres://)."""
         self.id = node_id
+        self.store_args = (["--endpoint", f"http://127.0.0.1:{proxy.port}"]
+                           if store_args is None else store_args)
         self.cmd = cmd or [sys.executable, str(LEADER_CMD), str(cmd_log)]
         self.clock_file = clock_file
         if clock_file is not None and not clock_file.exists():
@@ -633,7 +832,7 @@ class Node:
             self._out.close()
         self._out = open(log, "w")
         cmd = [str(self.bin), "run", "--lock", self.lock, "--id", self.id,
-               "--endpoint", f"http://127.0.0.1:{self.proxy.port}", *self.timing,
+               *self.store_args, *self.timing,
                "--", "env", "-u", "LD_PRELOAD", "-u", "FAKETIME", "-u", "FAKETIME_TIMESTAMP_FILE",
                "-u", "FAKETIME_CACHE_DURATION", *self.cmd]
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT,

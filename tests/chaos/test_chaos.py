@@ -6,6 +6,22 @@ leader, SIGSTOP/SIGCONT of whole nodes for longer than the lease, one-node
 partitions (blackhole and reset), a slow leader, MinIO restarts and
 background faults (resets, lost responses, stalls, 503 SlowDown, latency).
 
+The same run is parametrised over the lock store (chaos_lib.Backend):
+`[minio]` as above; `[dynamodb]` on DynamoDB Local (table made once with
+`s3lect init-store`; each node's --endpoint is its proxy; the proxies'
+"slow down" answer is DynamoDB's throttling error, HTTP 400
+ProvisionedThroughputExceededException, counted as `throttle`; the store
+restart is `dynamodb_restart`: the JVM stopped and started again on the same
+port and -dbPath); `[postgres]` on a throwaway PostgreSQL (table made with
+`s3lect init-store`; each node's postgres:// URL names its own proxy's port;
+only connection faults — resets, lost responses, stalls, latency, partitions
+— since an HTTP answer means nothing in PostgreSQL's protocol; the store
+restart is `postgres_restart`: a crash, immediate shutdown or SIGKILL of every
+server process, then recovery on the same port and data). The checks are the
+same for every store. The two new runs default to 45 s of faults (one round
+of every kind runs anyway); S3LECT_CHAOS_SECONDS sets all three;
+`-k 'five_nodes and postgres'` picks one.
+
 Every leader's CMD (leader_cmd.py) logs its leadership with CLOCK_MONOTONIC
 times; chaos_checker.py then asserts that no two leaders overlapped (beyond
 the documented stop latency of a resumed node), that terms strictly
@@ -15,7 +31,9 @@ after every fault.
 Timings are scaled (lease 3 s, renew 1 s, deadline 2 s, frequent 0.5 s,
 infrequent 1-2 s, kill-timeout 500 ms, max-clock-skew 2 s, offsets within
 ±0.9 s). The run injects faults for S3LECT_CHAOS_SECONDS (default 60; at
-least one round of every fault kind); S3LECT_CHAOS_SEED replays a schedule.
+least one round of every fault kind); S3LECT_CHAOS_SEED replays a schedule
+(of one store: the store-restart fault and the proxies' fault choices
+differ between stores).
 """
 
 from __future__ import annotations
@@ -34,7 +52,7 @@ from pathlib import Path
 import pytest
 
 import chaos_checker as ck
-from chaos_lib import (FAKETIME_ENV, FAKETIME_LIB, DeathWatch, Node, Proxy, RestartableMinio,
+from chaos_lib import (BACKENDS, FAKETIME_ENV, FAKETIME_LIB, Backend, DeathWatch, Node, Proxy,
                        pid_gone)
 from harness.servers import ServerStartError
 
@@ -52,12 +70,23 @@ TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline",
 STOP_BOUND_S = 1.0
 # Failover is about L + frequent (infrequent <= L); generous slack.
 LIVENESS_BOUND_S = LEASE_S + 2 * FREQUENT_S + 8.0
-DEFAULT_SECONDS = 60  # at least one round of every kind runs anyway (~45-60 s)
+# At least one round of every kind runs anyway (~45-60 s). The new stores'
+# runs are shorter so that the whole suite stays within a few minutes.
+DEFAULT_SECONDS = {"minio": 60, "dynamodb": 45, "postgres": 45}
 
-CONN_FAULTS = ("reset", "lost_response", "stall", "slowdown", "conn_reset")
-FAULT_KINDS = ["kill_leader", "pause_leader", "partition_leader_blackhole",
-               "partition_leader_reset", "minio_restart", "pause_follower",
-               "partition_follower", "slow_leader"]
+
+def conn_faults(backend: Backend) -> tuple[str, ...]:
+    """The proxies' connection-fault counters (the "slow down" answer if any)."""
+    return (("reset", "lost_response", "stall")
+            + ((backend.answer[0],) if backend.answer else ()) + ("conn_reset",))
+
+
+def fault_kinds(backend: Backend) -> list[str]:
+    """The fault kinds of a round; the store restart is the backend's (MinIO's
+    list and order are those of before, so old seeds replay the same)."""
+    return ["kill_leader", "pause_leader", "partition_leader_blackhole",
+            "partition_leader_reset", backend.restart_kind, "pause_follower",
+            "partition_follower", "slow_leader"]
 
 
 class CmdLog:
@@ -92,11 +121,13 @@ class CmdLog:
 
 
 class Chaos:
-    def __init__(self, nodes: list[Node], proxies: list[Proxy], minio: RestartableMinio,
+    def __init__(self, nodes: list[Node], proxies: list[Proxy], backend: Backend,
                  rng: random.Random, cmd_log: Path):
         self.nodes = nodes
         self.proxies = proxies
-        self.minio = minio
+        self.backend = backend
+        self.kinds = fault_kinds(backend)
+        self.restarts: Counter[str] = Counter()
         self.rng = rng
         self.log = CmdLog(cmd_log)
         self.pauses: list[ck.Pause] = []
@@ -210,16 +241,16 @@ class Chaos:
         node.proxy.heal()
         self.record("slow_leader", node, t, time.monotonic())
 
-    def minio_restart(self, node: Node) -> None:
+    def store_restart(self, node: Node) -> None:
+        """The store's server goes down and comes back with its data."""
         t = time.monotonic()
-        self.minio.stop_process()
-        self.sleep(self.rng.uniform(0.5, 3.0))
         try:
-            self.minio.restart()
+            how = self.backend.restart(self.rng, self.sleep)
         except ServerStartError as e:
             self.problems.append(str(e))
             raise
-        self.record("minio_restart", node, t, time.monotonic())
+        self.restarts[how] += 1
+        self.record(self.backend.restart_kind, node, t, time.monotonic())
 
     def step(self, kind: str) -> None:
         self.noise()
@@ -240,8 +271,8 @@ class Chaos:
                            self.rng.choice(["blackhole", "reset"]), self.rng.uniform(2, 4))
         elif kind == "slow_leader":
             self.slow(leader, self.rng.uniform(3, 5))
-        elif kind == "minio_restart":
-            self.minio_restart(leader)
+        elif kind == self.backend.restart_kind:
+            self.store_restart(leader)
         for p in self.proxies:
             p.calm()
         self.wait_leader(LIVENESS_BOUND_S + 5, f"after {kind}")
@@ -251,7 +282,7 @@ class Chaos:
         end = time.monotonic() + seconds
         rounds = 0
         while not self.problems:
-            kinds = FAULT_KINDS[:]
+            kinds = self.kinds[:]
             self.rng.shuffle(kinds)
             for kind in kinds:
                 if self.problems or (rounds > 0 and time.monotonic() >= end):
@@ -281,40 +312,44 @@ class Chaos:
         return took
 
 
-def chaos_seconds() -> float:
+def chaos_seconds(backend: str) -> float:
     v = os.environ.get("S3LECT_CHAOS_SECONDS", "")
     try:
-        return float(v) if v else DEFAULT_SECONDS
+        return float(v) if v else DEFAULT_SECONDS[backend]
     except ValueError:
         pytest.fail(f"S3LECT_CHAOS_SECONDS must be a number of seconds, not {v!r}")
 
 
 def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items()
-            if not k.startswith(("AWS_", "S3LECT_TEST_", "LD_PRELOAD", "FAKETIME"))}
+            if not k.startswith(("AWS_", "S3LECT_TEST_", "LD_PRELOAD", "FAKETIME", "PG"))}
 
 
-def check_faketime(bin_: Path, lock: str, env: dict[str, str], endpoint: str) -> None:
+def check_faketime(bin_: Path, status_args: list[str], env: dict[str, str]) -> None:
     """libfaketime must really move s3lect's wall clock (and only that): read the
-    record with `s3lect status` 100 s in the future; its age must show it."""
+    record with `s3lect status` 100 s in the future; its age must show it.
+    status_args: the lock URL and options that reach the store directly."""
     fenv = dict(env, LD_PRELOAD=str(FAKETIME_LIB), FAKETIME="+100", **FAKETIME_ENV)
     fenv["ASAN_OPTIONS"] = (fenv.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
-    r = subprocess.run([str(bin_), "status", lock, "--json", "--endpoint", endpoint], env=fenv,
+    r = subprocess.run([str(bin_), "status", *status_args, "--json"], env=fenv,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode in (0, 3), f"s3lect status failed: {r.stderr}"
     age = json.loads(r.stdout)["ageMs"]
     assert 95_000 <= age <= 110_000, f"libfaketime did not shift s3lect's wall clock: ageMs={age}"
 
 
-def test_chaos_five_nodes(tmp_path: Path, s3lect_bin: Path, chaos_summary: list[str]) -> None:
+@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres"])
+def test_chaos_five_nodes(store: str, tmp_path: Path, s3lect_bin: Path,
+                          chaos_summary: list[str]) -> None:
     if not FAKETIME_LIB.exists():
         pytest.fail(f"libfaketime not found at {FAKETIME_LIB}: apt-get install faketime "
                     "(scripts/deps installs it)")
     seed = int(os.environ.get("S3LECT_CHAOS_SEED") or secrets.randbits(32))
-    seconds = chaos_seconds()
+    seconds = chaos_seconds(store)
     rng = random.Random(seed)
-    chaos_summary.append(f"seed {seed} (replay the schedule: S3LECT_CHAOS_SEED={seed}), "
-                         f"{seconds:.0f}s of faults, logs in {tmp_path}")
+    lines: list[str] = []  # this run's summary (chaos_summary gathers every store's)
+    lines.append(f"seed {seed} (replay the schedule: S3LECT_CHAOS_SEED={seed}), "
+                 f"{seconds:.0f}s of faults, logs in {tmp_path}")
     t_run = time.monotonic()
     cmd_log = tmp_path / "cmd.log"
     offsets = OFFSETS_S[:]
@@ -326,33 +361,40 @@ def test_chaos_five_nodes(tmp_path: Path, s3lect_bin: Path, chaos_summary: list[
     watch = DeathWatch(cmd_log)
     with ExitStack() as stack:
         stack.callback(watch.stop)
-        minio = RestartableMinio()
         try:
-            minio.start()
+            backend = BACKENDS[store]()
         except ServerStartError as e:
             pytest.fail(str(e), pytrace=False)
-        stack.callback(minio.destroy)
+        stack.callback(backend.destroy, tmp_path)  # (its log lands next to the nodes')
+        try:
+            backend.start()
+        except ServerStartError as e:
+            pytest.fail(str(e), pytrace=False)
         proxies = []
         for i in range(N_NODES):
-            p = Proxy(f"n{i}", minio.port, rng.randrange(2**32))
+            p = Proxy(f"n{i}", backend.port, rng.randrange(2**32), answer=backend.answer)
             stack.callback(p.close)
             proxies.append(p)
         env = clean_env()
-        env.update(AWS_ACCESS_KEY_ID=minio.access_key, AWS_SECRET_ACCESS_KEY=minio.secret_key,
-                   AWS_REGION=minio.region, HOME=str(tmp_path))
-        lock = f"s3://{minio.bucket}/chaos/{secrets.token_hex(4)}.json"
+        env.update(backend.env(), HOME=str(tmp_path))
+        key = f"chaos-{secrets.token_hex(4)}" if store != "minio" else secrets.token_hex(4)
+        try:
+            backend.init(s3lect_bin, key, env)
+        except ServerStartError as e:
+            pytest.fail(str(e), pytrace=False)
         nodes = []
         for i in range(N_NODES):
             timing = TIMING + ["--infrequent-interval", INFREQUENT[i]]
-            n = Node(f"n{i}", s3lect_bin, lock, proxies[i], env, timing, offsets[i], cmd_log,
-                     tmp_path)
+            n = Node(f"n{i}", s3lect_bin, backend.node_lock(key, proxies[i].port), proxies[i],
+                     env, timing, offsets[i], cmd_log, tmp_path,
+                     store_args=backend.node_args(proxies[i].port))
             stack.callback(n.stop)
             nodes.append(n)
         for n in nodes:
             n.start()
-        chaos = Chaos(nodes, proxies, minio, rng, cmd_log)
+        chaos = Chaos(nodes, proxies, backend, rng, cmd_log)
         if chaos.wait_leader(30, "at start") is not None:
-            check_faketime(s3lect_bin, lock, env, minio.endpoint)
+            check_faketime(s3lect_bin, backend.status_args(key), env)
             try:
                 chaos.run(seconds)
             finally:
@@ -370,17 +412,19 @@ def test_chaos_five_nodes(tmp_path: Path, s3lect_bin: Path, chaos_summary: list[
     conn = Counter()
     for p in proxies:
         conn.update(p.stats)
-    conn_faults = sum(conn[k] for k in CONN_FAULTS)
+    kinds = conn_faults(backend)
+    n_conn_faults = sum(conn[k] for k in kinds)
     big = sum(v for k, v in chaos.counts.items() if k != "noise_phase")
     regain = [d for _, d in rep.regain_s]
-    chaos_summary.append(
+    lines.append(
         f"{big} faults injected: " + ", ".join(f"{k}={v}" for k, v in sorted(chaos.counts.items())
-                                               if k != "noise_phase"))
-    chaos_summary.append(
-        f"background: {chaos.counts['noise_phase']} noisy-node phases, {conn_faults} connection "
-        f"faults (" + ", ".join(f"{k}={conn[k]}" for k in
-                                CONN_FAULTS) + ")")
-    chaos_summary.append(
+                                               if k != "noise_phase")
+        + (" (restarts: " + ", ".join(f"{k} {v}" for k, v in sorted(chaos.restarts.items())) + ")"
+           if store != "minio" and chaos.restarts else ""))
+    lines.append(
+        f"background: {chaos.counts['noise_phase']} noisy-node phases, {n_conn_faults} connection "
+        f"faults (" + ", ".join(f"{k}={conn[k]}" for k in kinds) + ")")
+    lines.append(
         f"{len(rep.instances)} leaderships, terms {rep.instances[0].term if rep.instances else '-'}"
         f"..{rep.instances[-1].term if rep.instances else '-'}; leadership regained after a "
         f"fault in max {max(regain, default=0):.2f}s (bound {LIVENESS_BOUND_S:.0f}s), longest "
@@ -388,16 +432,21 @@ def test_chaos_five_nodes(tmp_path: Path, s3lect_bin: Path, chaos_summary: list[
         f"leader's CMD stopped within {rep.max_post_resume_s:.3f}s (bound {STOP_BOUND_S}s); "
         f"SIGTERM exit max {max((v for v in took.values() if v is not None), default=0):.2f}s; "
         f"run took {run_end - t_run:.0f}s")
-    for line in chaos_summary:
+    lines = [f"[{store}] {line}" for line in lines]
+    chaos_summary.extend(lines)
+    for line in lines:
         print(line)
     exits = ", ".join(f"{k} {'hung' if v is None else f'{v:.2f}s'}" for k, v in took.items())
     (tmp_path / "summary.txt").write_text(
-        "\n".join(chaos_summary + [f"SIGTERM to exit: {exits}"] + rep.violations) + "\n")
+        "\n".join(lines + [f"SIGTERM to exit: {exits}"] + rep.violations) + "\n")
 
     sanitizer = [f"{name}: {m.group(0)}" for name, text in node_logs.items()
                  for m in re.finditer(r"ERROR: \w+Sanitizer.*|runtime error:.*", text)]
-    errors = chaos.problems + rep.violations + sanitizer
-    assert not errors, ("chaos run failed (seed %d, logs in %s):\n" % (seed, tmp_path)
+    # Every node must really have gone through its proxy (else no fault reached it).
+    bypass = [f"{p.name}'s proxy saw no connection: the node did not go through it"
+              for p in proxies if not p.stats["connections"]]
+    errors = chaos.problems + rep.violations + sanitizer + bypass
+    assert not errors, ("chaos run on %s failed (seed %d, logs in %s):\n" % (store, seed, tmp_path)
                         + "\n".join(errors))
-    assert big >= len(FAULT_KINDS), f"only {big} faults were injected"
+    assert big >= len(chaos.kinds), f"only {big} faults were injected"
     assert len(rep.instances) >= 2, "leadership never changed hands"
