@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The servers of the table and DNS stores for the bindings' suites.
+
+    python3 tests/harness/store_servers.py [--cli PATH] -- CMD [ARGS...]
+
+starts DynamoDB Local (dynamodb_local.py), PostgreSQL (pgserver.py) and moto
+(servers.MotoServer, for Route 53), creates a hosted zone in moto, runs CMD
+with the variables below added to its environment, stops every server (even
+on failure or a signal) and exits with CMD's status. If a server cannot
+start, it exits with status 1 and the server's log, before running CMD.
+
+Why not nest servers.py with-dynamodb / with-postgres / with-moto around
+scripts/with-minio: with-dynamodb and with-moto export AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY (and with-moto S3LECT_TEST_ENDPOINT too), so whichever
+wrapper is innermost overrides the others' credentials: MinIO rejects
+DynamoDB Local's keys, and DynamoDB Local rejects MinIO's (it accepts access
+key ids of letters and digits only). This wrapper exports only names that
+nothing else uses, so it nests with scripts/with-minio in either order:
+
+    AWS_ENDPOINT_URL_DYNAMODB              DynamoDB Local's endpoint
+    S3LECT_TEST_DYNAMODB_ACCESS_KEY_ID     credentials DynamoDB Local accepts
+    S3LECT_TEST_DYNAMODB_SECRET_ACCESS_KEY (pass them to the elector explicitly)
+    S3LECT_PG_DSN                          postgres://s3lect@127.0.0.1:PORT/s3lect
+    AWS_ENDPOINT_URL_ROUTE_53              moto's endpoint
+    S3LECT_TEST_ROUTE53_ZONE               the hosted zone's id (letters and digits)
+    S3LECT_TEST_ROUTE53_DOMAIN             its name, without the final dot
+    S3LECT_CLI                             the s3lect CLI (--cli), to run init-store
+
+No table is created: the tests run `$S3LECT_CLI init-store URL` for theirs.
+create_hosted_zone() is also used by the Python suite, whose moto comes
+from the `moto` fixture.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from harness.servers import ServerStartError, make_server  # noqa: E402
+else:
+    from .servers import ServerStartError, make_server
+
+R53_NS = "{https://route53.amazonaws.com/doc/2013-04-01/}"
+
+
+def create_hosted_zone(endpoint: str, name: str, timeout: float = 15.0) -> str:
+    """Creates hosted zone `name` in moto's Route 53 at endpoint and returns
+    its id (the last element of HostedZone.Id). Plain urllib, so that it
+    needs no boto3: moto checks no signature, but picks the service from
+    the credential scope of the Authorization header, hence the dummy one."""
+    if not name.endswith("."):
+        name += "."
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<CreateHostedZoneRequest xmlns="https://route53.amazonaws.com/doc/2013-04-01/">'
+        f"<Name>{name}</Name><CallerReference>s3lect-{secrets.token_hex(8)}</CallerReference>"
+        "</CreateHostedZoneRequest>"
+    ).encode()
+    req = urllib.request.Request(
+        endpoint.rstrip("/") + "/2013-04-01/hostedzone",
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/xml",
+            "Authorization": "AWS4-HMAC-SHA256 Credential=s3lecttest/20260101/us-east-1/route53/"
+            "aws4_request, SignedHeaders=host, Signature=00",
+        },
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            text = r.read()
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(
+            f"CreateHostedZone {name} at {endpoint}: HTTP {e.code}: {e.read()[:2000]!r}"
+        ) from e
+    zid = ET.fromstring(text).findtext(f"{R53_NS}HostedZone/{R53_NS}Id")
+    if not zid:
+        raise RuntimeError(f"CreateHostedZone {name} at {endpoint}: no HostedZone.Id in {text[:2000]!r}")
+    return zid.rsplit("/", 1)[-1]
+
+
+def main(argv: list[str]) -> int:
+    cli = None
+    if len(argv) >= 2 and argv[0] == "--cli":
+        cli, argv = argv[1], argv[2:]
+    if len(argv) < 2 or argv[0] != "--":
+        print("usage: store_servers.py [--cli PATH] -- CMD [ARGS...]", file=sys.stderr)
+        return 2
+    cmd = argv[1:]
+    if cli is not None and not os.access(cli, os.X_OK):
+        print(f"store_servers: --cli {cli}: not an executable file (build the CLI first: "
+              "scripts/build)", file=sys.stderr)
+        return 1
+    servers = []
+    child = None
+
+    def forward(signum, _frame):
+        if child and child.poll() is None:
+            child.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        env = dict(os.environ)
+        try:
+            for kind in ("dynamodb", "postgres", "moto"):
+                srv = make_server(kind)
+                servers.append(srv)
+                srv.start()
+            ddb, pg, moto = servers
+            domain = f"s3lect-{secrets.token_hex(4)}.example.com"
+            zone = create_hosted_zone(moto.endpoint, domain)
+        except (ServerStartError, RuntimeError, OSError) as e:
+            print(f"store_servers: {e}", file=sys.stderr)
+            return 1
+        env.update(
+            AWS_ENDPOINT_URL_DYNAMODB=ddb.endpoint,
+            S3LECT_TEST_DYNAMODB_ACCESS_KEY_ID=ddb.access_key,
+            S3LECT_TEST_DYNAMODB_SECRET_ACCESS_KEY=ddb.secret_key,
+            S3LECT_PG_DSN=pg.dsn,
+            AWS_ENDPOINT_URL_ROUTE_53=moto.endpoint,
+            S3LECT_TEST_ROUTE53_ZONE=zone,
+            S3LECT_TEST_ROUTE53_DOMAIN=domain,
+        )
+        if cli is not None:
+            env["S3LECT_CLI"] = str(Path(cli).resolve())
+        print(f"store_servers: DynamoDB Local at {ddb.endpoint}, PostgreSQL at {pg.dsn}, "
+              f"moto (Route 53 zone {zone} {domain}) at {moto.endpoint}", file=sys.stderr)
+        try:
+            child = subprocess.Popen(cmd, env=env)
+        except OSError as e:
+            print(f"store_servers: cannot run {cmd[0]}: {e}", file=sys.stderr)
+            return 127
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:
+                continue
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        for srv in reversed(servers):
+            try:
+                srv.stop()
+            except Exception as e:  # noqa: BLE001 - stop the others
+                print(f"store_servers: stopping {srv.name}: {e}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
