@@ -31,7 +31,11 @@ class Backend:
     env: dict[str, str]
     new_lock: Callable[[str], str]
     server: object
-    # Whether the server really enforces compare-and-set (moto's Route 53 does not).
+    # Whether the server really enforces compare-and-set. moto's Route 53 does
+    # not (it lets a second CREATE and every DELETE of a value the name ever
+    # had through), so on it nodes must never race: the cluster fixture
+    # starts one node, waits until it leads, then the others, and a takeover
+    # has a single candidate.
     enforces_cas: bool = True
     notes: list[str] = field(default_factory=list)
 
@@ -102,7 +106,14 @@ def cas_backend(request) -> Backend:
 def cluster(s3lect_bin, tmp_path):
     nodes: list[Node] = []
 
-    def start(lock: str, env: dict[str, str], n: int = 3, extra=None) -> list[Node]:
+    def start(lock: str, env: dict[str, str], n: int = 3, extra=None,
+              serial: bool = False) -> list[Node]:
+        if serial:  # no racing writers: one leader first, then one follower
+            from harness.cli import wait_for
+            first = Node(s3lect_bin, tmp_path, lock, f"n{len(nodes)}", env, extra)
+            nodes.append(first)
+            wait_for(first.leading, 30, "the first node to lead")
+            n = min(n, 2) - 1
         for _ in range(n):
             nodes.append(Node(s3lect_bin, tmp_path, lock, f"n{len(nodes)}", env, extra))
         return nodes
