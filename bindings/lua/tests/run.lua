@@ -19,5 +19,6 @@ local T = require "harness"
 dofile(here .. "/test_s3lect.lua")
 dofile(here .. "/test_options.lua")
 dofile(here .. "/test_coroutines.lua")
+dofile(here .. "/test_stores.lua")
 -- close=true closes the state, so __gc stops any elector a test left behind.
 os.exit(T.run(arg[1]), true)
