@@ -52,7 +52,7 @@ def main(build: Path) -> int:
             fail(f"groff -ww: {r.stderr}")
     else:
         fail("neither mandoc nor groff to lint the man page (scripts/deps installs mandoc)")
-    for cmd in ("run", "status", "watch", "check-store", "whoami"):
+    for cmd in ("run", "status", "watch", "check-store", "init-store", "whoami"):
         helptext = subprocess.run([str(exe), cmd, "--help"], capture_output=True, text=True,
                                   timeout=30).stdout
         for opt in set(re.findall(r"--[a-z][a-z0-9-]+", helptext)):

@@ -22,7 +22,8 @@
 static const char MAIN_HELP[] =
     "usage: s3lect <command> [options]\n"
     "\n"
-    "Leader election on an S3 object (or a local file), without a coordinator.\n"
+    "Leader election on an S3 object, a DynamoDB item, a PostgreSQL row or a\n"
+    "Route 53 record (or a local file), without a coordinator.\n"
     "\n"
     "commands:\n"
     "  run --lock URL [options] -- CMD [ARGS...]\n"
@@ -31,7 +32,7 @@ static const char MAIN_HELP[] =
     "  watch URL           print a line whenever the leader changes\n"
     "  check-store URL     check that the store enforces conditional writes\n"
     "  init-store URL      create the table a DynamoDB or PostgreSQL lock needs\n"
-    "  whoami URL          which source supplies the S3 credentials, and until when\n"
+    "  whoami URL          which source supplies the AWS credentials, and until when\n"
     "  help [command]      show help for a command\n"
     "\n"
     "lock URLs: s3://bucket/key, file:///dir/key, or a plain path (file store),\n"

@@ -118,10 +118,12 @@ int cli_whoami(int argc, char **argv)
         s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;
     }
-    int is_s3 = loc.kind == ST_LOC_S3;
+    int is_aws = loc.kind == ST_LOC_S3 || loc.kind == ST_LOC_DYNAMODB || loc.kind == ST_LOC_ROUTE53;
     st_location_clear(&loc);
-    if (!is_s3) {
-        cli_usage_error(CMD, "%s is not an s3:// lock; file locks use no credentials", o.lock);
+    if (!is_aws) {
+        cli_usage_error(CMD,
+                        "this lock is not on an AWS store (s3://, dynamodb://, route53://); file "
+                        "locks use no credentials and postgres:// ones libpq's");
         s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;
     }
