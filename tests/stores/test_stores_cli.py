@@ -189,6 +189,25 @@ def test_dynamodb_throttling_is_ridden_out(dynamodb_local, ddb_table, cluster, s
         proxy.close()
 
 
+def test_route53_throttling_is_ridden_out(moto, r53_zone, cluster):
+    from storeutil import ddb_env
+    from throttle_proxy import ROUTE53_THROTTLE, ThrottleProxy
+    proxy = ThrottleProxy(moto.port, ROUTE53_THROTTLE)
+    try:
+        env = dict(ddb_env(moto), AWS_ENDPOINT_URL_ROUTE_53=proxy.endpoint)
+        nodes = cluster(f"route53://{r53_zone}/throttle.stores.example.com", env, n=2, serial=True)
+        leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
+        term = leader.terms()[-1]
+        proxy.throttle_for(1.2)
+        time.sleep(LEASE_S + 1)
+        assert proxy.throttled > 0, "the proxy throttled nothing"
+        assert leader.leading() and leader.terms()[-1] == term, leader.text()
+        texts = "".join(n.text() for n in nodes)
+        assert "Throttling" in texts and "will retry" in texts, texts
+    finally:
+        proxy.close()
+
+
 # ---- configuration errors: one clear line each ----
 
 @pytest.mark.parametrize("url,want", [

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""An HTTP/1.1 proxy on 127.0.0.1 in front of DynamoDB Local that can answer
-every request with DynamoDB's throttling error for a while, as DynamoDB does
-when a table's capacity is exceeded. Each request is forwarded on a fresh
+"""An HTTP/1.1 proxy on 127.0.0.1 in front of DynamoDB Local or moto that can
+answer every request with the service's throttling error for a while, as
+DynamoDB does when a table's capacity is exceeded and Route 53 past its
+request rate. Each request is forwarded on a fresh
 upstream connection and its answer relayed (Content-Length bodies)."""
 
 from __future__ import annotations
@@ -12,6 +13,12 @@ import time
 
 THROTTLE_BODY = (b'{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",'
                  b'"message":"The level of configured provisioned throughput for the table was exceeded."}')
+DYNAMODB_THROTTLE = (b"application/x-amz-json-1.0", THROTTLE_BODY)
+# What Route 53 answers past its 5 requests per second per account.
+ROUTE53_THROTTLE = (b"text/xml",
+                    b'<?xml version="1.0"?>\n<ErrorResponse xmlns="https://route53.amazonaws.com/doc/'
+                    b'2013-04-01/"><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate '
+                    b"exceeded</Message></Error><RequestId>throttle-proxy</RequestId></ErrorResponse>")
 
 
 def _read_message(sock: socket.socket, deadline: float) -> bytes | None:
@@ -47,8 +54,9 @@ def _read_message(sock: socket.socket, deadline: float) -> bytes | None:
 
 
 class ThrottleProxy:
-    def __init__(self, upstream_port: int):
+    def __init__(self, upstream_port: int, answer: tuple[bytes, bytes] = DYNAMODB_THROTTLE):
         self.upstream = ("127.0.0.1", upstream_port)
+        self.content_type, self.body = answer
         self.throttle_until = 0.0
         self.throttled = 0
         self.forwarded = 0
@@ -96,10 +104,9 @@ class ThrottleProxy:
                 if time.monotonic() < self.throttle_until:
                     with self._lock:
                         self.throttled += 1
-                    c.sendall(b"HTTP/1.1 400 Bad Request\r\n"
-                              b"Content-Type: application/x-amz-json-1.0\r\n"
-                              b"Content-Length: " + str(len(THROTTLE_BODY)).encode() +
-                              b"\r\n\r\n" + THROTTLE_BODY)
+                    c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Type: " + self.content_type +
+                              b"\r\nContent-Length: " + str(len(self.body)).encode() +
+                              b"\r\n\r\n" + self.body)
                     continue
                 with socket.create_connection(self.upstream, timeout=10) as u:
                     u.sendall(req)
