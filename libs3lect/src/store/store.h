@@ -69,7 +69,9 @@ typedef struct st_vtable {
                       size_t len, const char *if_match, int64_t timeout_ms, st_result *out);
     void (*finish)(st_store *s, st_xfer *x, int curl_code, st_result *out);
     /* The connection pool the requests use ("https://host:port"): requests
-     * to one pool share its bounded set of keep-alive connections. */
+     * to one pool share its bounded set of keep-alive connections. Peer
+     * mode also takes its default address from the route to it, so a
+     * blocking store may name its server here too (PostgreSQL does). */
     const char *(*pool)(const st_store *s);
     /* Optional: creates what the lock needs (a table) for `s3lect
      * init-store`; never called by an elector. OK with out->message saying

@@ -189,6 +189,7 @@ typedef struct pg_store {
     char *table;    /* quoted: "name" or "schema"."name" */
     char *table_in; /* as written, for messages */
     char *where;    /* for messages: "database d on h:p" */
+    char *origin;   /* "postgres://host:port" (peer mode's route), or NULL */
     int64_t default_timeout_ms;
 } pg_store;
 
@@ -579,16 +580,31 @@ static void pg_destroy(st_store *st)
     free(s->table);
     free(s->table_in);
     free(s->where);
+    free(s->origin);
     free(s);
 }
 
-static const st_vtable pg_vtable = {
-    .name = "postgres", .get = pg_get, .put = pg_put, .destroy = pg_destroy, .init = pg_init};
+/* Only for peer mode's default address: the store has no begin(), so the
+ * runtime pools nothing by it. */
+static const char *pg_route(const st_store *st)
+{
+    return ((const pg_store *)st)->origin;
+}
+
+static const st_vtable pg_vtable = {.name = "postgres",
+                                    .get = pg_get,
+                                    .put = pg_put,
+                                    .destroy = pg_destroy,
+                                    .pool = pg_route,
+                                    .init = pg_init};
 
 /* "database D on H:P as U" from the parsed connection string and PG*
- * variables (never the password). */
-static char *describe(const char *conninfo)
+ * variables (never the password); *origin gets "postgres://H:P" when the
+ * server is one TCP host (peer mode advertises the address on the route to
+ * it), else NULL. */
+static char *describe(const char *conninfo, char **origin)
 {
+    *origin = NULL;
     char *err = NULL;
     conninfo_option *opts = pq.conninfoParse(conninfo, &err);
     if (!opts) {
@@ -655,7 +671,7 @@ int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st
     const char *dot = loc->opt1 ? strchr(loc->opt1, '.') : NULL;
     s->table = dot ? u_asprintf("\"%.*s\".\"%s\"", (int)(dot - loc->opt1), loc->opt1, dot + 1)
                    : u_asprintf("\"%s\"", loc->opt1 ? loc->opt1 : "s3lect_locks");
-    s->where = describe(loc->bucket);
+    s->where = describe(loc->bucket, &s->origin);
     s->pool = pool_get(loc->bucket);
     if (!s->table_in || !s->table || !s->where || !s->pool) {
         pg_destroy(&s->base);
