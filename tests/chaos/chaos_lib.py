@@ -685,10 +685,12 @@ class DynamoDBBackend(Backend):
 
 
 class PostgresBackend(Backend):
-    """A throwaway PostgreSQL; a restart is a crash (immediate shutdown, or
-    SIGKILL of every server process) and recovery on the same port and data:
-    every commit survives (synchronous_commit stays on). Each node's lock URL
-    names its own proxy's port; no "slow down" answer (binary protocol)."""
+    """A throwaway PostgreSQL. A restart is, at random, a crash (SIGKILL of
+    every server process, or an immediate shutdown) followed at once by
+    recovery, or a fast shutdown with the server down for 0.5-3 s; always
+    the same port and data, and every commit survives (synchronous_commit
+    stays on). Each node's lock URL names its own proxy's port; no "slow
+    down" answer (binary protocol)."""
 
     name = "postgres"
     restart_kind = "postgres_restart"
@@ -709,10 +711,13 @@ class PostgresBackend(Backend):
     def init(self, bin_: Path, key: str, env: dict[str, str]) -> None:
         self._init_store(bin_, self.node_lock(key, self.server.port), env, [])
 
-    def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
-        hard = rng.random() < 0.5
-        self.server.restart(hard=hard)
-        return "SIGKILL" if hard else "immediate"
+    def restart(self, rng: random.Random, sleep) -> str:
+        how = rng.choice(["SIGKILL", "immediate", "down"])
+        if how == "down":
+            self.server.stop(keep_dir=True)
+            sleep(rng.uniform(0.5, 3.0))
+        self.server.restart(hard=how == "SIGKILL")  # (after a stop: just starts it)
+        return how
 
 
 BACKENDS = {b.name: b for b in (MinioBackend, DynamoDBBackend, PostgresBackend)}

@@ -16,11 +16,11 @@ port and -dbPath); `[postgres]` on a throwaway PostgreSQL (table made with
 `s3lect init-store`; each node's postgres:// URL names its own proxy's port;
 only connection faults — resets, lost responses, stalls, latency, partitions
 — since an HTTP answer means nothing in PostgreSQL's protocol; the store
-restart is `postgres_restart`: a crash, immediate shutdown or SIGKILL of every
-server process, then recovery on the same port and data). The checks are the
-same for every store. The two new runs default to 45 s of faults (one round
-of every kind runs anyway); S3LECT_CHAOS_SECONDS sets all three;
-`-k 'five_nodes and postgres'` picks one.
+restart is `postgres_restart`: a crash — SIGKILL of every server process or
+an immediate shutdown — then recovery, or a fast shutdown and 0.5-3 s down;
+same port and data). The checks are the same for every store; each store's
+summary lines are prefixed with its name. `-k 'five_nodes and postgres'`
+picks one store.
 
 Every leader's CMD (leader_cmd.py) logs its leadership with CLOCK_MONOTONIC
 times; chaos_checker.py then asserts that no two leaders overlapped (beyond
@@ -30,10 +30,10 @@ after every fault.
 
 Timings are scaled (lease 3 s, renew 1 s, deadline 2 s, frequent 0.5 s,
 infrequent 1-2 s, kill-timeout 500 ms, max-clock-skew 2 s, offsets within
-±0.9 s). The run injects faults for S3LECT_CHAOS_SECONDS (default 60; at
-least one round of every fault kind); S3LECT_CHAOS_SEED replays a schedule
-(of one store: the store-restart fault and the proxies' fault choices
-differ between stores).
+±0.9 s). The run injects faults for S3LECT_CHAOS_SECONDS (default 60 on
+MinIO, 45 on DynamoDB and PostgreSQL; at least one round of every fault kind
+always runs); S3LECT_CHAOS_SEED replays a schedule (per store: the store
+restart and the proxies' fault choices differ between stores).
 """
 
 from __future__ import annotations
