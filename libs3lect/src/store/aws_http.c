@@ -471,6 +471,81 @@ void ah_transport_failure(int curl_code, const char *errbuf, const char *what, c
     }
 }
 
+/* ---- one AWS service ---- */
+
+int ah_service_init(ah_service *v, const struct s3lect_config *cfg, const char *fixed_region,
+                    int64_t default_ms, char *err, size_t errlen)
+{
+    memset(v, 0, sizeof *v);
+    int rc = ah_curl_global(err, errlen);
+    if (rc)
+        return rc;
+    v->default_timeout_ms = cfg->request_timeout > 0 ? cfg->request_timeout : default_ms;
+    v->region = fixed_region ? u_strdup(fixed_region) : aws_region_resolve(cfg);
+    v->ca_file = u_strdup(aws_ca_bundle_resolve(cfg));
+    if (!v->region || (aws_ca_bundle_resolve(cfg) && !v->ca_file)) {
+        snprintf(err, errlen, "out of memory");
+        rc = S3LECT_ENOMEM;
+    } else if (!cfg_region_valid(v->region)) {
+        snprintf(err, errlen,
+                 "region '%.80s' is not a region name (letters, digits, '-' and '_', at most 64): "
+                 "fix --region, AWS_REGION, AWS_DEFAULT_REGION or the profile's region",
+                 v->region);
+        rc = S3LECT_EINVAL;
+    }
+    if (rc)
+        ah_service_clear(v);
+    return rc;
+}
+
+int ah_service_endpoint(ah_service *v, const char *url, const char *aws_url, const char *what,
+                        const char *aws_desc, char *err, size_t errlen)
+{
+    ah_endpoint ep;
+    int rc = ah_endpoint_parse(url ? url : aws_url, what, &ep, err, errlen);
+    if (rc)
+        return rc;
+    const char *scheme = ep.https ? "https" : "http";
+    v->host = u_strdup(ep.authority);
+    v->base_path = u_strdup(ep.base_path);
+    v->origin = u_asprintf("%s://%s", scheme, ep.authority);
+    v->endpoint_desc =
+        url ? u_asprintf("%s://%s%s", scheme, ep.authority, ep.base_path) : u_strdup(aws_desc);
+    ah_endpoint_clear(&ep);
+    if (!v->host || !v->base_path || !v->origin || !v->endpoint_desc) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    return 0;
+}
+
+void ah_service_clear(ah_service *v)
+{
+    if (v->curl)
+        curl_easy_cleanup(v->curl);
+    free(v->endpoint_desc);
+    free(v->origin);
+    free(v->host);
+    free(v->base_path);
+    free(v->region);
+    free(v->ca_file);
+    ah_signer_clear(&v->signer);
+    memset(v, 0, sizeof *v);
+}
+
+void ah_service_call(st_store *st, ah_service *v, const char *key, int put, const void *data,
+                     size_t len, const char *if_match, int64_t timeout_ms, st_result *out)
+{
+    if (!v->curl && !(v->curl = curl_easy_init())) {
+        memset(out, 0, sizeof *out);
+        st_result_setf(out, ST_TRANSIENT, "libcurl could not create a handle");
+        return;
+    }
+    st_xfer *x = st->vt->begin(st, v->curl, key, put, data, len, if_match, timeout_ms, out);
+    if (x)
+        st->vt->finish(st, x, curl_easy_perform(v->curl), out);
+}
+
 int ah_random_token(char out[33])
 {
     uint8_t b[16];

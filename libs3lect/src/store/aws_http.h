@@ -118,6 +118,36 @@ int ah_call_transport_failed(const ah_call *c, int curl_code);
 void ah_transport_failure(int curl_code, const char *errbuf, const char *what, const char *where,
                           int64_t timeout_ms, st_result *out);
 
+/* ---- one AWS service as a store talks to it ---- */
+
+typedef struct ah_service {
+    CURL *curl;          /* blocking calls' own handle (the CLI); the runtime brings its own */
+    char *endpoint_desc; /* for messages: "http://127.0.0.1:9000" or "AWS S3 (us-east-1)" */
+    char *origin;        /* "scheme://host[:port]" the requests go to */
+    char *host;          /* Host header */
+    char *base_path;     /* the endpoint's path ("" or "/prefix"; S3 adds "/bucket") */
+    char *region;        /* the region requests are signed for */
+    char *ca_file;
+    int64_t default_timeout_ms;
+    ah_signer signer;
+} ah_service;
+
+/* libcurl, the default timeout (the request timeout setting, else
+ * default_ms), the region (fixed_region, else the configured one, checked)
+ * and the CA bundle. On failure v holds nothing to free. */
+int ah_service_init(ah_service *v, const struct s3lect_config *cfg, const char *fixed_region,
+                    int64_t default_ms, char *err, size_t errlen);
+/* origin, host, base_path and endpoint_desc from the configured endpoint
+ * (url; what names it in messages) or, without one, aws_url described as
+ * aws_desc. */
+int ah_service_endpoint(ah_service *v, const char *url, const char *aws_url, const char *what,
+                        const char *aws_desc, char *err, size_t errlen);
+void ah_service_clear(ah_service *v);
+/* A blocking call on the service's own handle: st's begin, the transfer,
+ * st's finish. */
+void ah_service_call(st_store *st, ah_service *v, const char *key, int put, const void *data,
+                     size_t len, const char *if_match, int64_t timeout_ms, st_result *out);
+
 /* A random token (32 lower-case hex characters) for version attributes. */
 int ah_random_token(char out[33]);
 

@@ -31,15 +31,9 @@
 
 typedef struct ddb_store {
     st_store base;
-    CURL *curl; /* created by the first blocking request (the CLI); the runtime brings its own */
+    ah_service v; /* endpoint, region, credentials, the blocking calls' handle */
     char *table, *pk, *sk, *sv;
-    char *endpoint_desc; /* for messages */
-    char *origin;        /* "scheme://host[:port]" */
-    char *host;          /* Host header */
-    char *path;          /* "/" or the endpoint's base path */
-    char *region, *ca_file;
-    int64_t default_timeout_ms;
-    ah_signer signer;
+    char *path; /* "/" or the endpoint's base path */
 } ddb_store;
 
 enum { OP_GET, OP_PUT, OP_OTHER };
@@ -173,8 +167,8 @@ static st_xfer *ddb_start(ddb_store *s, void *easy, int op, const char *action, 
     }
     x->op = op;
     x->action = action;
-    x->timeout_ms = timeout_ms > 0 ? timeout_ms : s->default_timeout_ms;
-    if (ah_signer_creds(&s->signer, out) != 0) {
+    x->timeout_ms = timeout_ms > 0 ? timeout_ms : s->v.default_timeout_ms;
+    if (ah_signer_creds(&s->v.signer, out) != 0) {
         free(json);
         xfer_free(x);
         return NULL;
@@ -183,18 +177,18 @@ static st_xfer *ddb_start(ddb_store *s, void *easy, int op, const char *action, 
     snprintf(target, sizeof target, "DynamoDB_20120810.%s", action);
     sigv4_header h[] = {{"Content-Type", "application/x-amz-json-1.0"}, {"X-Amz-Target", target}};
     ah_request rq = {.method = "POST",
-                     .origin = s->origin,
-                     .host = s->host,
+                     .origin = s->v.origin,
+                     .host = s->v.host,
                      .path = s->path,
                      .service = "dynamodb",
-                     .region = s->region,
+                     .region = s->v.region,
                      .headers = h,
                      .nheaders = 2,
                      .body = json,
                      .body_len = strlen(json),
                      .timeout_ms = x->timeout_ms,
-                     .ca_file = s->ca_file};
-    int rc = ah_call_prepare(&x->call, easy, &s->signer, &rq, out);
+                     .ca_file = s->v.ca_file};
+    int rc = ah_call_prepare(&x->call, easy, &s->v.signer, &rq, out);
     memset(json, 0, strlen(json));
     free(json);
     if (rc != 0) {
@@ -303,8 +297,9 @@ static void set_failure(ddb_store *s, const st_xfer *x, long status, const char 
                        "DynamoDB refused dynamodb:%s on table '%s' for the credentials from %s "
                        "(access key id %s) (%s): grant dynamodb:GetItem and dynamodb:PutItem on "
                        "the table (docs/stores.md), or fix the credentials",
-                       x->action, s->table, s->signer.creds.source,
-                       s->signer.creds.access_key_id ? s->signer.creds.access_key_id : "?", detail);
+                       x->action, s->table, s->v.signer.creds.source,
+                       s->v.signer.creds.access_key_id ? s->v.signer.creds.access_key_id : "?",
+                       detail);
         break;
     case ST_FATAL:
         if (strcmp(type, "ResourceNotFoundException") == 0)
@@ -312,7 +307,7 @@ static void set_failure(ddb_store *s, const st_xfer *x, long status, const char 
                            "DynamoDB table '%s' does not exist at %s (%s): create it with "
                            "'s3lect init-store dynamodb://%s/%s' or fix the lock URL (and the "
                            "region, now %s)",
-                           s->table, s->endpoint_desc, detail, s->table, key, s->region);
+                           s->table, s->v.endpoint_desc, detail, s->table, key, s->v.region);
         else if (strcmp(type, "ValidationException") == 0)
             st_result_setf(out, outcome,
                            "DynamoDB refused %s on table '%s' (%s): the table's key must be "
@@ -322,13 +317,13 @@ static void set_failure(ddb_store *s, const st_xfer *x, long status, const char 
                            s->sk ? s->sk : "", s->sk ? "'" : "");
         else
             st_result_setf(out, outcome, "DynamoDB %s on dynamodb://%s/%s failed at %s (%s)",
-                           x->action, s->table, key, s->endpoint_desc, detail);
+                           x->action, s->table, key, s->v.endpoint_desc, detail);
         break;
     default:
         st_result_setf(out, outcome,
                        "DynamoDB %s on dynamodb://%s/%s: temporary failure at %s (%s); will "
                        "retry",
-                       x->action, s->table, key, s->endpoint_desc, detail);
+                       x->action, s->table, key, s->v.endpoint_desc, detail);
         break;
     }
 }
@@ -351,7 +346,8 @@ static cJSON *ddb_answer(ddb_store *s, st_xfer *x, int curl_code, st_result *out
         char what[400];
         snprintf(what, sizeof what, "DynamoDB %s on dynamodb://%s/%.200s", x->action, s->table,
                  x->key);
-        ah_transport_failure(curl_code, x->call.errbuf, what, s->endpoint_desc, x->timeout_ms, out);
+        ah_transport_failure(curl_code, x->call.errbuf, what, s->v.endpoint_desc, x->timeout_ms,
+                             out);
         return NULL;
     }
     const ah_response *r = &x->call.resp;
@@ -364,11 +360,11 @@ static cJSON *ddb_answer(ddb_store *s, st_xfer *x, int curl_code, st_result *out
     int outcome = status >= 200 && status < 300 ? ST_TRANSIENT : classify(status, type);
     if (status >= 200 && status < 300)
         st_result_setf(out, outcome, "DynamoDB %s at %s: the answer is not JSON; will retry",
-                       x->action, s->endpoint_desc);
+                       x->action, s->v.endpoint_desc);
     else
         set_failure(s, x, status, type, msg, outcome, out);
     if (outcome == ST_AUTH)
-        ah_signer_refused(&s->signer);
+        ah_signer_refused(&s->v.signer);
     cJSON_Delete(j);
     return NULL;
 }
@@ -418,35 +414,15 @@ static void ddb_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     xfer_free(x);
 }
 
-static void ddb_perform(ddb_store *s, st_xfer *x, st_result *out)
-{
-    if (x)
-        ddb_finish(&s->base, x, curl_easy_perform(s->curl), out);
-}
-
-static int own_handle(ddb_store *s, st_result *out)
-{
-    if (!s->curl && !(s->curl = curl_easy_init())) {
-        memset(out, 0, sizeof *out);
-        st_result_setf(out, ST_TRANSIENT, "libcurl could not create a handle");
-        return -1;
-    }
-    return 0;
-}
-
 static void ddb_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
 {
-    ddb_store *s = (ddb_store *)st;
-    if (own_handle(s, out) == 0)
-        ddb_perform(s, ddb_begin(st, s->curl, key, 0, NULL, 0, NULL, timeout_ms, out), out);
+    ah_service_call(st, &((ddb_store *)st)->v, key, 0, NULL, 0, NULL, timeout_ms, out);
 }
 
 static void ddb_put(st_store *st, const char *key, const void *data, size_t len,
                     const char *if_match, int64_t timeout_ms, st_result *out)
 {
-    ddb_store *s = (ddb_store *)st;
-    if (own_handle(s, out) == 0)
-        ddb_perform(s, ddb_begin(st, s->curl, key, 1, data, len, if_match, timeout_ms, out), out);
+    ah_service_call(st, &((ddb_store *)st)->v, key, 1, data, len, if_match, timeout_ms, out);
 }
 
 /* A table-level call (CreateTable, DescribeTable); out->body holds the answer. */
@@ -454,11 +430,14 @@ static void ddb_table_call(ddb_store *s, const char *action, char *json, int64_t
                            st_result *out)
 {
     memset(out, 0, sizeof *out);
-    if (own_handle(s, out) == 0)
-        ddb_perform(s, ddb_start(s, s->curl, OP_OTHER, action, "", json, NULL, timeout_ms, out),
-                    out);
-    else
+    if (!s->v.curl && !(s->v.curl = curl_easy_init())) {
         free(json);
+        st_result_setf(out, ST_TRANSIENT, "libcurl could not create a handle");
+        return;
+    }
+    st_xfer *x = ddb_start(s, s->v.curl, OP_OTHER, action, "", json, NULL, timeout_ms, out);
+    if (x)
+        ddb_finish(&s->base, x, curl_easy_perform(s->v.curl), out);
 }
 
 static char *table_only(const ddb_store *s)
@@ -561,14 +540,14 @@ static void ddb_init(st_store *st, const char *key, int64_t timeout_ms, st_resul
         memset(out, 0, sizeof *out);
         if (!match) {
             st_result_setf(out, ST_FATAL, "DynamoDB table '%s' exists at %s but %s", s->table,
-                           s->endpoint_desc, why);
+                           s->v.endpoint_desc, why);
             return;
         }
         if (active) {
             out->outcome = ST_OK;
             out->message = u_asprintf(
                 "%s DynamoDB table '%s' at %s (on-demand capacity, partition key '%s'%s%s%s)",
-                created ? "created" : "already there:", s->table, s->endpoint_desc, s->pk,
+                created ? "created" : "already there:", s->table, s->v.endpoint_desc, s->pk,
                 s->sk ? ", sort key '" : "", s->sk ? s->sk : "", s->sk ? "'" : "");
             return;
         }
@@ -586,7 +565,7 @@ static void ddb_init(st_store *st, const char *key, int64_t timeout_ms, st_resul
 
 static const char *ddb_pool(const st_store *st)
 {
-    return ((const ddb_store *)st)->origin;
+    return ((const ddb_store *)st)->v.origin;
 }
 
 static void ddb_destroy(st_store *st)
@@ -594,19 +573,12 @@ static void ddb_destroy(st_store *st)
     ddb_store *s = (ddb_store *)st;
     if (!s)
         return;
-    if (s->curl)
-        curl_easy_cleanup(s->curl);
+    ah_service_clear(&s->v);
     free(s->table);
     free(s->pk);
     free(s->sk);
     free(s->sv);
-    free(s->endpoint_desc);
-    free(s->origin);
-    free(s->host);
     free(s->path);
-    free(s->region);
-    free(s->ca_file);
-    ah_signer_clear(&s->signer);
     free(s);
 }
 
@@ -623,66 +595,42 @@ int st_dynamodb_open(const struct s3lect_config *cfg, const st_location *loc, st
                      char *err, size_t errlen)
 {
     *out = NULL;
-    int rc = ah_curl_global(err, errlen);
-    if (rc)
-        return rc;
     ddb_store *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
     s->base.vt = &ddb_vtable;
-    s->default_timeout_ms =
-        cfg->request_timeout > 0 ? cfg->request_timeout : DDB_DEFAULT_TIMEOUT_MS;
+    int rc = ah_service_init(&s->v, cfg, NULL, DDB_DEFAULT_TIMEOUT_MS, err, errlen);
+    if (rc) {
+        free(s);
+        return rc;
+    }
     s->table = u_strdup(loc->bucket);
     s->pk = u_strdup(loc->opt1 ? loc->opt1 : "LockID");
     s->sk = loc->opt2 ? u_strdup(loc->opt2) : NULL;
     s->sv = loc->opt3 ? u_strdup(loc->opt3) : NULL;
-    s->region = aws_region_resolve(cfg);
-    s->ca_file = u_strdup(aws_ca_bundle_resolve(cfg));
     int oom = 0;
-    char *endpoint_url = aws_service_endpoint_resolve(cfg, "DYNAMODB", "dynamodb", &oom);
-    if (!s->table || !s->pk || (loc->opt2 && !s->sk) || (loc->opt3 && !s->sv) || !s->region ||
-        oom || (aws_ca_bundle_resolve(cfg) && !s->ca_file)) {
+    char *url = aws_service_endpoint_resolve(cfg, "DYNAMODB", "dynamodb", &oom);
+    const char *china = strncmp(s->v.region, "cn-", 3) == 0 ? ".cn" : "";
+    char *aws_url = u_asprintf("https://dynamodb.%s.amazonaws.com%s", s->v.region, china);
+    char *aws_desc = u_asprintf("AWS DynamoDB (%s)", s->v.region);
+    if (!s->table || !s->pk || (loc->opt2 && !s->sk) || (loc->opt3 && !s->sv) || oom || !aws_url ||
+        !aws_desc) {
         snprintf(err, errlen, "out of memory");
         rc = S3LECT_ENOMEM;
-    } else if (!cfg_region_valid(s->region)) {
-        snprintf(err, errlen,
-                 "region '%.80s' is not a region name (letters, digits, '-' and '_', at most 64): "
-                 "fix --region, AWS_REGION, AWS_DEFAULT_REGION or the profile's region",
-                 s->region);
-        rc = S3LECT_EINVAL;
-    }
-    if (rc == 0) {
-        char *aws_url = NULL;
-        if (!endpoint_url)
-            aws_url = u_asprintf("https://dynamodb.%s.%s", s->region,
-                                 strncmp(s->region, "cn-", 3) == 0 ? "amazonaws.com.cn"
-                                                                   : "amazonaws.com");
-        ah_endpoint ep;
-        rc = ah_endpoint_parse(endpoint_url ? endpoint_url
-                               : aws_url    ? aws_url
-                                            : "",
-                               "DynamoDB endpoint", &ep, err, errlen);
-        if (rc == 0) {
-            const char *scheme = ep.https ? "https" : "http";
-            s->host = u_strdup(ep.authority);
-            s->path = u_strdup(ep.base_path[0] ? ep.base_path : "/");
-            s->origin = u_asprintf("%s://%s", scheme, ep.authority);
-            s->endpoint_desc = endpoint_url
-                                   ? u_asprintf("%s://%s%s", scheme, ep.authority, ep.base_path)
-                                   : u_asprintf("AWS DynamoDB (%s)", s->region);
-            ah_endpoint_clear(&ep);
-            if (!s->host || !s->path || !s->origin || !s->endpoint_desc) {
-                snprintf(err, errlen, "out of memory");
-                rc = S3LECT_ENOMEM;
-            }
-        }
-        free(aws_url);
     }
     if (rc == 0)
-        rc = ah_signer_open(&s->signer, cfg, err, errlen);
-    free(endpoint_url);
+        rc = ah_service_endpoint(&s->v, url, aws_url, "DynamoDB endpoint", aws_desc, err, errlen);
+    if (rc == 0 && !(s->path = u_strdup(s->v.base_path[0] ? s->v.base_path : "/"))) {
+        snprintf(err, errlen, "out of memory");
+        rc = S3LECT_ENOMEM;
+    }
+    if (rc == 0)
+        rc = ah_signer_open(&s->v.signer, cfg, err, errlen);
+    free(url);
+    free(aws_url);
+    free(aws_desc);
     if (rc) {
         ddb_destroy(&s->base);
         return rc;

@@ -33,12 +33,8 @@
 
 typedef struct r53_store {
     st_store base;
-    CURL *curl;
+    ah_service v; /* endpoint, region, credentials, the blocking calls' handle */
     char *zone;
-    char *endpoint_desc, *origin, *host, *base_path;
-    char *region, *ca_file;
-    int64_t default_timeout_ms;
-    ah_signer signer;
 } r53_store;
 
 struct st_xfer {
@@ -252,14 +248,14 @@ static st_xfer *r53_start(r53_store *s, void *easy, int put, const char *key, ch
         return NULL;
     }
     x->put = put;
-    x->timeout_ms = timeout_ms > 0 ? timeout_ms : s->default_timeout_ms;
-    if (ah_signer_creds(&s->signer, out) != 0) {
+    x->timeout_ms = timeout_ms > 0 ? timeout_ms : s->v.default_timeout_ms;
+    if (ah_signer_creds(&s->v.signer, out) != 0) {
         free(body);
         xfer_free(x);
         return NULL;
     }
     char *path =
-        u_asprintf("%s" R53_API "/hostedzone/%s/rrset%s", s->base_path, s->zone, put ? "/" : "");
+        u_asprintf("%s" R53_API "/hostedzone/%s/rrset%s", s->v.base_path, s->zone, put ? "/" : "");
     char *ename = put ? NULL : sigv4_uri_encode(key, strlen(key), 0);
     char *query = put ? NULL : ename ? u_asprintf("maxitems=1&name=%s&type=TXT", ename) : NULL;
     free(ename);
@@ -273,19 +269,19 @@ static st_xfer *r53_start(r53_store *s, void *easy, int put, const char *key, ch
     }
     sigv4_header h[] = {{"Content-Type", "text/xml"}};
     ah_request rq = {.method = put ? "POST" : "GET",
-                     .origin = s->origin,
-                     .host = s->host,
+                     .origin = s->v.origin,
+                     .host = s->v.host,
                      .path = path,
                      .query = query,
                      .service = "route53",
-                     .region = s->region,
+                     .region = s->v.region,
                      .headers = h,
                      .nheaders = put ? 1 : 0,
                      .body = body,
                      .body_len = body ? strlen(body) : 0,
                      .timeout_ms = x->timeout_ms,
-                     .ca_file = s->ca_file};
-    int rc = ah_call_prepare(&x->call, easy, &s->signer, &rq, out);
+                     .ca_file = s->v.ca_file};
+    int rc = ah_call_prepare(&x->call, easy, &s->v.signer, &rq, out);
     free(path);
     free(query);
     free(body);
@@ -426,24 +422,24 @@ static void set_failure(r53_store *s, const st_xfer *x, long status, const char 
                        "Route 53 refused %s on hosted zone %s for the credentials from %s (%s): "
                        "grant route53:ListResourceRecordSets and route53:ChangeResourceRecordSets "
                        "on the zone (docs/stores.md), or fix the credentials",
-                       what, s->zone, s->signer.creds.source, detail);
+                       what, s->zone, s->v.signer.creds.source, detail);
         break;
     case ST_FATAL:
         if (strcmp(code, "NoSuchHostedZone") == 0)
             st_result_setf(out, outcome,
                            "hosted zone %s does not exist at %s (%s): fix the lock URL "
                            "(route53://ZONE_ID/NAME, the id without /hostedzone/)",
-                           s->zone, s->endpoint_desc, detail);
+                           s->zone, s->v.endpoint_desc, detail);
         else
             st_result_setf(out, outcome,
                            "%s on route53://%s/%s failed at %s (%s): is the name inside the "
                            "zone?",
-                           what, s->zone, x->key, s->endpoint_desc, detail);
+                           what, s->zone, x->key, s->v.endpoint_desc, detail);
         break;
     default:
         st_result_setf(out, outcome,
                        "%s on route53://%s/%s: temporary failure at %s (%s); will retry", what,
-                       s->zone, x->key, s->endpoint_desc, detail);
+                       s->zone, x->key, s->v.endpoint_desc, detail);
         break;
     }
 }
@@ -511,14 +507,15 @@ static void r53_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         char what[400];
         snprintf(what, sizeof what, "%s route53://%s/%.200s", x->put ? "change" : "read", s->zone,
                  x->key);
-        ah_transport_failure(curl_code, x->call.errbuf, what, s->endpoint_desc, x->timeout_ms, out);
+        ah_transport_failure(curl_code, x->call.errbuf, what, s->v.endpoint_desc, x->timeout_ms,
+                             out);
     } else if (status < 200 || status >= 300) {
         char code[80], msg[300];
         error_code(&x->call.resp, code, sizeof code, msg, sizeof msg);
         int outcome = classify(status, code, msg);
         set_failure(s, x, status, code, msg, outcome, out);
         if (outcome == ST_AUTH)
-            ah_signer_refused(&s->signer);
+            ah_signer_refused(&s->v.signer);
     } else if (x->put) {
         if (st_result_set_etag(out, x->new_etag) != 0)
             st_result_setf(out, ST_TRANSIENT, "out of memory");
@@ -530,35 +527,15 @@ static void r53_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     xfer_free(x);
 }
 
-static int own_handle(r53_store *s, st_result *out)
-{
-    if (!s->curl && !(s->curl = curl_easy_init())) {
-        memset(out, 0, sizeof *out);
-        st_result_setf(out, ST_TRANSIENT, "libcurl could not create a handle");
-        return -1;
-    }
-    return 0;
-}
-
 static void r53_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
 {
-    r53_store *s = (r53_store *)st;
-    if (own_handle(s, out) != 0)
-        return;
-    st_xfer *x = r53_begin(st, s->curl, key, 0, NULL, 0, NULL, timeout_ms, out);
-    if (x)
-        r53_finish(st, x, curl_easy_perform(s->curl), out);
+    ah_service_call(st, &((r53_store *)st)->v, key, 0, NULL, 0, NULL, timeout_ms, out);
 }
 
 static void r53_put(st_store *st, const char *key, const void *data, size_t len,
                     const char *if_match, int64_t timeout_ms, st_result *out)
 {
-    r53_store *s = (r53_store *)st;
-    if (own_handle(s, out) != 0)
-        return;
-    st_xfer *x = r53_begin(st, s->curl, key, 1, data, len, if_match, timeout_ms, out);
-    if (x)
-        r53_finish(st, x, curl_easy_perform(s->curl), out);
+    ah_service_call(st, &((r53_store *)st)->v, key, 1, data, len, if_match, timeout_ms, out);
 }
 
 /* check-store's scratch record: a label in front of the name, so that it
@@ -570,7 +547,7 @@ static char *r53_scratch(const char *key, const char *tag)
 
 static const char *r53_pool(const st_store *st)
 {
-    return ((const r53_store *)st)->origin;
+    return ((const r53_store *)st)->v.origin;
 }
 
 static void r53_destroy(st_store *st)
@@ -578,16 +555,8 @@ static void r53_destroy(st_store *st)
     r53_store *s = (r53_store *)st;
     if (!s)
         return;
-    if (s->curl)
-        curl_easy_cleanup(s->curl);
+    ah_service_clear(&s->v);
     free(s->zone);
-    free(s->endpoint_desc);
-    free(s->origin);
-    free(s->host);
-    free(s->base_path);
-    free(s->region);
-    free(s->ca_file);
-    ah_signer_clear(&s->signer);
     free(s);
 }
 
@@ -604,55 +573,37 @@ int st_route53_open(const struct s3lect_config *cfg, const st_location *loc, st_
                     char *err, size_t errlen)
 {
     *out = NULL;
-    int rc = ah_curl_global(err, errlen);
-    if (rc)
-        return rc;
     r53_store *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
     s->base.vt = &r53_vtable;
-    s->default_timeout_ms =
-        cfg->request_timeout > 0 ? cfg->request_timeout : R53_DEFAULT_TIMEOUT_MS;
-    s->zone = u_strdup(loc->bucket);
     /* Route 53 is global: requests are signed for us-east-1 (cn-northwest-1
      * in China) whatever region the rest of the configuration names. */
     char *conf_region = aws_region_resolve(cfg);
     int china = conf_region && strncmp(conf_region, "cn-", 3) == 0;
     free(conf_region);
-    s->region = u_strdup(china ? "cn-northwest-1" : "us-east-1");
-    s->ca_file = u_strdup(aws_ca_bundle_resolve(cfg));
+    int rc = ah_service_init(&s->v, cfg, china ? "cn-northwest-1" : "us-east-1",
+                             R53_DEFAULT_TIMEOUT_MS, err, errlen);
+    if (rc) {
+        free(s);
+        return rc;
+    }
     int oom = 0;
-    char *endpoint_url = aws_service_endpoint_resolve(cfg, "ROUTE_53", "route_53", &oom);
-    if (!s->zone || !s->region || oom || (aws_ca_bundle_resolve(cfg) && !s->ca_file)) {
+    char *url = aws_service_endpoint_resolve(cfg, "ROUTE_53", "route_53", &oom);
+    if (!(s->zone = u_strdup(loc->bucket)) || oom) {
         snprintf(err, errlen, "out of memory");
         rc = S3LECT_ENOMEM;
     }
-    if (rc == 0) {
-        const char *aws_url =
-            china ? "https://route53.amazonaws.com.cn" : "https://route53.amazonaws.com";
-        ah_endpoint ep;
-        rc = ah_endpoint_parse(endpoint_url ? endpoint_url : aws_url, "Route 53 endpoint", &ep, err,
-                               errlen);
-        if (rc == 0) {
-            const char *scheme = ep.https ? "https" : "http";
-            s->host = u_strdup(ep.authority);
-            s->base_path = u_strdup(ep.base_path);
-            s->origin = u_asprintf("%s://%s", scheme, ep.authority);
-            s->endpoint_desc = endpoint_url
-                                   ? u_asprintf("%s://%s%s", scheme, ep.authority, ep.base_path)
-                                   : u_strdup("AWS Route 53");
-            ah_endpoint_clear(&ep);
-            if (!s->host || !s->base_path || !s->origin || !s->endpoint_desc) {
-                snprintf(err, errlen, "out of memory");
-                rc = S3LECT_ENOMEM;
-            }
-        }
-    }
     if (rc == 0)
-        rc = ah_signer_open(&s->signer, cfg, err, errlen);
-    free(endpoint_url);
+        rc = ah_service_endpoint(&s->v, url,
+                                 china ? "https://route53.amazonaws.com.cn"
+                                       : "https://route53.amazonaws.com",
+                                 "Route 53 endpoint", "AWS Route 53", err, errlen);
+    if (rc == 0)
+        rc = ah_signer_open(&s->v.signer, cfg, err, errlen);
+    free(url);
     if (rc) {
         r53_destroy(&s->base);
         return rc;

@@ -28,16 +28,11 @@
 
 typedef struct s3_store {
     st_store base;
-    CURL *curl; /* created by the first blocking request (the CLI); the runtime brings its own */
+    /* Endpoint, region, credentials, the blocking calls' handle. v.host has
+     * "bucket." in front when virtual-hosted; v.base_path is the endpoint's
+     * path plus "/bucket" when path-style. */
+    ah_service v;
     char *bucket;
-    char *endpoint_desc; /* for messages: "http://127.0.0.1:9000" or "AWS S3 (us-east-1)" */
-    char *origin;        /* "scheme://host[:port]" the requests go to */
-    char *host;          /* Host header: host[:port], with "bucket." when virtual-hosted */
-    char *path_prefix;   /* endpoint base path, plus "/bucket" when path-style */
-    char *region;
-    char *ca_file;
-    int64_t default_timeout_ms;
-    ah_signer signer; /* credentials (aws_http.h) */
 } s3_store;
 
 static int ends_with(const char *s, const char *suffix)
@@ -110,20 +105,20 @@ static void set_http_failure(const req_ctx *c, long status, const ah_response *r
                            "S3 rejected the signature of %s on bucket '%s' (%s): the secret "
                            "access key from %s does not belong to access key id %s; fix the "
                            "secret",
-                           c->action, s->bucket, detail, s->signer.creds.source,
-                           s->signer.creds.access_key_id ? s->signer.creds.access_key_id : "?");
+                           c->action, s->bucket, detail, s->v.signer.creds.source,
+                           s->v.signer.creds.access_key_id ? s->v.signer.creds.access_key_id : "?");
         else if (strcmp(code, "InvalidAccessKeyId") == 0)
             st_result_setf(out, outcome,
                            "S3 does not know access key id %s from %s (%s): use credentials of "
                            "an account that owns bucket '%s'",
-                           s->signer.creds.access_key_id ? s->signer.creds.access_key_id : "?",
-                           s->signer.creds.source, detail, s->bucket);
+                           s->v.signer.creds.access_key_id ? s->v.signer.creds.access_key_id : "?",
+                           s->v.signer.creds.source, detail, s->bucket);
         else if (strcmp(code, "ExpiredToken") == 0 || strcmp(code, "InvalidToken") == 0 ||
                  strcmp(code, "TokenRefreshRequired") == 0)
             st_result_setf(out, outcome,
                            "the session token from %s was refused for %s on bucket '%s' (%s): "
                            "refresh the credentials",
-                           s->signer.creds.source, c->action, s->bucket, detail);
+                           s->v.signer.creds.source, c->action, s->bucket, detail);
         else if (strcmp(code, "RequestTimeTooSkewed") == 0)
             st_result_setf(out, outcome,
                            "S3 refused %s on bucket '%s' because this machine's clock is off by "
@@ -136,49 +131,51 @@ static void set_http_failure(const req_ctx *c, long status, const ah_response *r
                            "arn:aws:s3:::%s/%s (%s); grant s3:GetObject and s3:PutObject on the "
                            "lock key (if the lock does not exist yet, S3 also answers 403 unless "
                            "s3:ListBucket is granted on arn:aws:s3:::%s; see docs/s3.md)",
-                           s->signer.creds.source, c->action, s->bucket, c->key, detail, s->bucket);
+                           s->v.signer.creds.source, c->action, s->bucket, c->key, detail,
+                           s->bucket);
         else
             st_result_setf(out, outcome,
                            "access denied: the credentials from %s lack %s on "
                            "arn:aws:s3:::%s/%s (%s); grant s3:GetObject and s3:PutObject on the "
                            "lock key",
-                           s->signer.creds.source, c->action, s->bucket, c->key, detail);
+                           s->v.signer.creds.source, c->action, s->bucket, c->key, detail);
         break;
     case ST_FATAL:
         if (strcmp(code, "NoSuchBucket") == 0)
             st_result_setf(out, outcome,
                            "bucket '%s' does not exist at %s (%s): create it or fix the lock URL",
-                           s->bucket, s->endpoint_desc, detail);
-        else if (resp->bucket_region[0] && strcmp(resp->bucket_region, s->region) != 0)
+                           s->bucket, s->v.endpoint_desc, detail);
+        else if (resp->bucket_region[0] && strcmp(resp->bucket_region, s->v.region) != 0)
             st_result_setf(out, outcome,
                            "bucket '%s' is in region %s, not %s (%s): set the region "
                            "(--region %s or AWS_REGION)",
-                           s->bucket, resp->bucket_region, s->region, detail, resp->bucket_region);
+                           s->bucket, resp->bucket_region, s->v.region, detail,
+                           resp->bucket_region);
         else if (strcmp(code, "AuthorizationHeaderMalformed") == 0 ||
                  (status >= 300 && status < 400))
             st_result_setf(out, outcome,
                            "%s s3://%s/%s was refused at %s (%s): check the region (now %s) and "
                            "the endpoint",
-                           c->method, s->bucket, c->key, s->endpoint_desc, detail, s->region);
+                           c->method, s->bucket, c->key, s->v.endpoint_desc, detail, s->v.region);
         else if (status == 501)
             st_result_setf(out, outcome,
                            "the server at %s does not implement %s s3://%s/%s (%s): s3lect needs "
                            "conditional writes (If-Match/If-None-Match); run 's3lect "
                            "check-store' to test a store",
-                           s->endpoint_desc, c->method, s->bucket, c->key, detail);
+                           s->v.endpoint_desc, c->method, s->bucket, c->key, detail);
         else
             st_result_setf(out, outcome, "%s s3://%s/%s failed at %s (%s)", c->method, s->bucket,
-                           c->key, s->endpoint_desc, detail);
+                           c->key, s->v.endpoint_desc, detail);
         break;
     default:
         if (status == 409)
             st_result_setf(out, outcome,
                            "%s s3://%s/%s raced another conditional write at %s (%s); whether "
                            "it landed is unknown: will read back",
-                           c->method, s->bucket, c->key, s->endpoint_desc, detail);
+                           c->method, s->bucket, c->key, s->v.endpoint_desc, detail);
         else
             st_result_setf(out, outcome, "%s s3://%s/%s: temporary failure at %s (%s); will retry",
-                           c->method, s->bucket, c->key, s->endpoint_desc, detail);
+                           c->method, s->bucket, c->key, s->v.endpoint_desc, detail);
         break;
     }
 }
@@ -187,7 +184,7 @@ static void set_transport_failure(const req_ctx *c, CURLcode cc, const char *err
 {
     char what[1200];
     snprintf(what, sizeof what, "%s s3://%s/%s", c->method, c->s->bucket, c->key);
-    ah_transport_failure(cc, errbuf, what, c->s->endpoint_desc, c->timeout_ms, out);
+    ah_transport_failure(cc, errbuf, what, c->s->v.endpoint_desc, c->timeout_ms, out);
 }
 
 /* ---- requests ---- */
@@ -229,14 +226,14 @@ static st_xfer *s3_begin(st_store *st, void *easy, const char *key, int put, con
     }
     x->c = (req_ctx){
         s,      put ? "PUT" : "GET",   put ? "s3:PutObject" : "s3:GetObject",
-        x->key, put ? if_match : NULL, timeout_ms > 0 ? timeout_ms : s->default_timeout_ms};
+        x->key, put ? if_match : NULL, timeout_ms > 0 ? timeout_ms : s->v.default_timeout_ms};
     req_ctx *c = &x->c;
-    if (ah_signer_creds(&s->signer, out) != 0) {
+    if (ah_signer_creds(&s->v.signer, out) != 0) {
         xfer_free(x);
         return NULL;
     }
     char *ekey = sigv4_uri_encode(c->key, strlen(c->key), 1);
-    char *path = ekey ? u_asprintf("%s/%s", s->path_prefix, ekey) : NULL;
+    char *path = ekey ? u_asprintf("%s/%s", s->v.base_path, ekey) : NULL;
     free(ekey);
     if (!path) {
         xfer_free(x);
@@ -253,19 +250,19 @@ static st_xfer *s3_begin(st_store *st, void *easy, const char *key, int put, con
             h[nh++] = (sigv4_header){"If-None-Match", "*"};
     }
     ah_request rq = {.method = c->method,
-                     .origin = s->origin,
-                     .host = s->host,
+                     .origin = s->v.origin,
+                     .host = s->v.host,
                      .path = path,
                      .service = "s3",
-                     .region = s->region,
+                     .region = s->v.region,
                      .headers = h,
                      .nheaders = nh,
                      .body = put ? body : NULL,
                      .body_len = put ? len : 0,
                      .s3 = 1,
                      .timeout_ms = c->timeout_ms,
-                     .ca_file = s->ca_file};
-    int rc = ah_call_prepare(&x->call, easy, &s->signer, &rq, out);
+                     .ca_file = s->v.ca_file};
+    int rc = ah_call_prepare(&x->call, easy, &s->v.signer, &rq, out);
     free(path);
     if (rc != 0) {
         xfer_free(x);
@@ -298,12 +295,12 @@ static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         if (outcome != ST_OK) {
             set_http_failure(c, status, resp, &xe, outcome, out);
             if (outcome == ST_AUTH)
-                ah_signer_refused(&s->signer);
+                ah_signer_refused(&s->v.signer);
         } else if (!resp->etag[0]) {
             st_result_setf(out, ST_FATAL,
                            "%s s3://%s/%s: the server at %s sent no ETag; s3lect needs ETags "
                            "for conditional writes",
-                           c->method, s->bucket, c->key, s->endpoint_desc);
+                           c->method, s->bucket, c->key, s->v.endpoint_desc);
         } else if (st_result_set_etag(out, resp->etag) != 0 ||
                    (!put &&
                     st_result_set_body(out, resp->body ? resp->body : "", resp->len) != 0)) {
@@ -315,34 +312,20 @@ static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     xfer_free(x);
 }
 
-/* Performs one request on the store's own handle (blocking: the CLI). */
-static void s3_request(s3_store *s, const char *key, int put, const void *body, size_t len,
-                       const char *if_match, int64_t timeout_ms, st_result *out)
-{
-    if (!s->curl && !(s->curl = curl_easy_init())) {
-        memset(out, 0, sizeof *out);
-        st_result_setf(out, ST_TRANSIENT, "libcurl could not create a handle");
-        return;
-    }
-    st_xfer *x = s3_begin(&s->base, s->curl, key, put, body, len, if_match, timeout_ms, out);
-    if (x)
-        s3_finish(&s->base, x, curl_easy_perform(s->curl), out);
-}
-
 static void s3_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
 {
-    s3_request((s3_store *)st, key, 0, NULL, 0, NULL, timeout_ms, out);
+    ah_service_call(st, &((s3_store *)st)->v, key, 0, NULL, 0, NULL, timeout_ms, out);
 }
 
 static void s3_put(st_store *st, const char *key, const void *data, size_t len,
                    const char *if_match, int64_t timeout_ms, st_result *out)
 {
-    s3_request((s3_store *)st, key, 1, data, len, if_match, timeout_ms, out);
+    ah_service_call(st, &((s3_store *)st)->v, key, 1, data, len, if_match, timeout_ms, out);
 }
 
 static const char *s3_pool(const st_store *st)
 {
-    return ((const s3_store *)st)->origin;
+    return ((const s3_store *)st)->v.origin;
 }
 
 static void s3_destroy(st_store *st)
@@ -350,16 +333,8 @@ static void s3_destroy(st_store *st)
     s3_store *s = (s3_store *)st;
     if (!s)
         return;
-    if (s->curl)
-        curl_easy_cleanup(s->curl);
+    ah_service_clear(&s->v);
     free(s->bucket);
-    free(s->endpoint_desc);
-    free(s->origin);
-    free(s->host);
-    free(s->path_prefix);
-    free(s->region);
-    free(s->ca_file);
-    ah_signer_clear(&s->signer);
     free(s);
 }
 
@@ -379,8 +354,8 @@ static int setup_addressing(s3_store *s, const char *endpoint_url, int path_styl
     char *aws_url = NULL;
     if (!endpoint_url) {
         const char *suffix =
-            strncmp(s->region, "cn-", 3) == 0 ? "amazonaws.com.cn" : "amazonaws.com";
-        aws_url = u_asprintf("https://s3.%s.%s", s->region, suffix);
+            strncmp(s->v.region, "cn-", 3) == 0 ? "amazonaws.com.cn" : "amazonaws.com";
+        aws_url = u_asprintf("https://s3.%s.%s", s->v.region, suffix);
         if (!aws_url) {
             snprintf(err, errlen, "out of memory");
             return S3LECT_ENOMEM;
@@ -415,18 +390,18 @@ static int setup_addressing(s3_store *s, const char *endpoint_url, int path_styl
     }
     const char *scheme = ep.https ? "https" : "http";
     if (use_path) {
-        s->host = u_strdup(ep.authority);
-        s->path_prefix = u_asprintf("%s/%s", ep.base_path, s->bucket);
+        s->v.host = u_strdup(ep.authority);
+        s->v.base_path = u_asprintf("%s/%s", ep.base_path, s->bucket);
     } else {
-        s->host = u_asprintf("%s.%s", s->bucket, ep.authority);
-        s->path_prefix = u_strdup(ep.base_path);
+        s->v.host = u_asprintf("%s.%s", s->bucket, ep.authority);
+        s->v.base_path = u_strdup(ep.base_path);
     }
-    s->origin = s->host ? u_asprintf("%s://%s", scheme, s->host) : NULL;
-    s->endpoint_desc = endpoint_url ? u_asprintf("%s://%s%s", scheme, ep.authority, ep.base_path)
-                                    : u_asprintf("AWS S3 (%s)", s->region);
+    s->v.origin = s->v.host ? u_asprintf("%s://%s", scheme, s->v.host) : NULL;
+    s->v.endpoint_desc = endpoint_url ? u_asprintf("%s://%s%s", scheme, ep.authority, ep.base_path)
+                                      : u_asprintf("AWS S3 (%s)", s->v.region);
     ah_endpoint_clear(&ep);
     free(aws_url);
-    if (!s->host || !s->path_prefix || !s->origin || !s->endpoint_desc) {
+    if (!s->v.host || !s->v.base_path || !s->v.origin || !s->v.endpoint_desc) {
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
@@ -442,30 +417,22 @@ int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **o
                  bucket ? bucket : "");
         return S3LECT_EINVAL;
     }
-    int rc = ah_curl_global(err, errlen);
-    if (rc)
-        return rc;
     s3_store *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
     s->base.vt = &s3_vtable;
-    s->default_timeout_ms = cfg->request_timeout > 0 ? cfg->request_timeout : S3_DEFAULT_TIMEOUT_MS;
-    s->bucket = u_strdup(bucket);
-    s->region = aws_region_resolve(cfg);
-    s->ca_file = u_strdup(aws_ca_bundle_resolve(cfg));
+    int rc = ah_service_init(&s->v, cfg, NULL, S3_DEFAULT_TIMEOUT_MS, err, errlen);
+    if (rc) {
+        free(s);
+        return rc;
+    }
     int oom = 0;
     char *endpoint_url = aws_endpoint_resolve(cfg, &oom);
-    if (!s->bucket || !s->region || oom || (aws_ca_bundle_resolve(cfg) && !s->ca_file)) {
+    if (!(s->bucket = u_strdup(bucket)) || oom) {
         snprintf(err, errlen, "out of memory");
         rc = S3LECT_ENOMEM;
-    } else if (!cfg_region_valid(s->region)) {
-        snprintf(err, errlen,
-                 "region '%.80s' is not a region name (letters, digits, '-' and '_', at most 64): "
-                 "fix --region, AWS_REGION, AWS_DEFAULT_REGION or the profile's region",
-                 s->region);
-        rc = S3LECT_EINVAL;
     }
     if (rc == 0)
         rc = setup_addressing(s, endpoint_url, cfg->path_style, err, errlen);
@@ -473,7 +440,7 @@ int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **o
      * credentials (a source that does not answer yet is retried by the
      * refresher: requests fail as transient meanwhile). */
     if (rc == 0)
-        rc = ah_signer_open(&s->signer, cfg, err, errlen);
+        rc = ah_signer_open(&s->v.signer, cfg, err, errlen);
     free(endpoint_url);
     if (rc) {
         s3_destroy(&s->base);
