@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from harness.cli import FAST, Node, run, started_lines, wait_for
+from harness.cli import FAST, Node, only_leader, run, status_json, started_lines, wait_for
 
 LEASE_S = 3.0
 FREQUENT_S = 0.5
@@ -55,15 +55,8 @@ def object_of(minio, lock: str):
     return minio.client().get(minio.bucket, k)
 
 
-def status_json(s3lect_bin, lock, env):
-    r = run([str(s3lect_bin), "status", lock, "--json"], env)
-    assert r.returncode in (0, 3), f"status failed ({r.returncode}): {r.stderr}"
-    return r.returncode, json.loads(r.stdout)
 
 
-def only_leader(nodes: list[Node]) -> Node | None:
-    leading = [n for n in nodes if n.leading()]
-    return leading[0] if len(leading) == 1 else None
 
 
 def test_three_processes_elect_exactly_one(cluster, lock, tmp_path, s3lect_bin, s3env, minio):

@@ -109,6 +109,19 @@ class Node:
             self._out.close()
 
 
+def only_leader(nodes: list["Node"]) -> "Node | None":
+    """The one node that leads, or None (none, or more than one)."""
+    leading = [n for n in nodes if n.leading()]
+    return leading[0] if len(leading) == 1 else None
+
+
+def status_json(bin_: Path, lock: str, env: dict[str, str]) -> tuple[int, dict]:
+    """`s3lect status LOCK --json`: (exit code 0 or 3, the parsed answer)."""
+    r = run([str(bin_), "status", lock, "--json"], env)
+    assert r.returncode in (0, 3), f"status failed ({r.returncode}): {r.stderr}"
+    return r.returncode, json.loads(r.stdout)
+
+
 def started_lines(marker: Path) -> list[tuple[str, int]]:
     """(leader id, term) of every CMD start, in order."""
     if not marker.exists():

@@ -18,21 +18,14 @@ import time
 
 import pytest
 
-from harness.cli import FAST, probe, run, started_lines, wait_for
+from harness.cli import FAST, only_leader, probe, run, status_json, started_lines, wait_for
 
 LEASE_S = 3.0
 FAILOVER_BOUND_S = LEASE_S + 1.0 + 8.0
 
 
-def only_leader(nodes):
-    leading = [n for n in nodes if n.leading()]
-    return leading[0] if len(leading) == 1 else None
 
 
-def status_json(bin_, lock, env):
-    r = run([str(bin_), "status", lock, "--json"], env)
-    assert r.returncode in (0, 3), f"status failed ({r.returncode}): {r.stderr}"
-    return r.returncode, json.loads(r.stdout)
 
 
 # ---- election, failover, handover ----
