@@ -393,42 +393,54 @@ static int count_opt(int argc, char **argv, int *i, const char *flag, int lo, in
     return parse_count(flag, argv[++*i], lo, hi, out) ? -1 : 1;
 }
 
-int cli_check_store(int argc, char **argv)
+/* The arguments of check-store (nracers and rounds given) and init-store
+ * (NULL): the lock URL, the store options and --help. Returns -1 to go on,
+ * else the exit code. */
+static int parse_args(const char *cmd, const char *help, const char *example, int argc, char **argv,
+                      cli_opts *o, int *nracers, int *rounds)
 {
-    cli_opts o;
-    int nracers = 8, rounds = 5;
-    memset(&o, 0, sizeof o);
-    o.path_style = -1;
-    o.lease = o.renew = o.deadline = o.frequent = o.infrequent = o.skew = -1;
+    memset(o, 0, sizeof *o);
+    o->path_style = -1;
+    o->lease = o->renew = o->deadline = o->frequent = o->infrequent = o->skew = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(HELP, stdout);
+            fputs(help, stdout);
             return CLI_EXIT_OK;
         }
-        int r = count_opt(argc, argv, &i, "--racers", 2, MAX_RACERS, &nracers);
-        if (r == 0)
-            r = count_opt(argc, argv, &i, "--rounds", 1, MAX_ROUNDS, &rounds);
+        int r = nracers ? count_opt(argc, argv, &i, "--racers", 2, MAX_RACERS, nracers) : 0;
+        if (r == 0 && rounds)
+            r = count_opt(argc, argv, &i, "--rounds", 1, MAX_ROUNDS, rounds);
         if (r == 0 && is_s3_option(a))
-            r = cli_common_opt(CMD, argc, argv, &i, &o);
+            r = cli_common_opt(cmd, argc, argv, &i, o);
         if (r < 0)
             return CLI_EXIT_USAGE;
         if (r > 0)
             continue;
         if (a[0] == '-') {
-            cli_usage_error(CMD, "unknown option '%s'", a);
+            cli_usage_error(cmd, "unknown option '%s'", a);
             return CLI_EXIT_USAGE;
         }
-        if (o.lock) {
-            cli_usage_error(CMD, "more than one lock URL ('%s' and '%s')", o.lock, a);
+        if (o->lock) {
+            cli_usage_error(cmd, "more than one lock URL");
             return CLI_EXIT_USAGE;
         }
-        o.lock = a;
+        o->lock = a;
     }
-    if (!o.lock) {
-        cli_usage_error(CMD, "missing lock URL, e.g. s3lect check-store s3://bucket/leader.json");
+    if (!o->lock) {
+        cli_usage_error(cmd, "missing lock URL, e.g. s3lect %s %s", cmd, example);
         return CLI_EXIT_USAGE;
     }
+    return -1;
+}
+
+int cli_check_store(int argc, char **argv)
+{
+    cli_opts o;
+    int nracers = 8, rounds = 5;
+    int pr = parse_args(CMD, HELP, "s3://bucket/leader.json", argc, argv, &o, &nracers, &rounds);
+    if (pr >= 0)
+        return pr;
 
     checker c = {0};
     c.cfg = cli_config(CMD, &o);
@@ -509,34 +521,9 @@ int cli_init_store(int argc, char **argv)
 {
     static const char *const ICMD = "init-store";
     cli_opts o;
-    memset(&o, 0, sizeof o);
-    o.path_style = -1;
-    o.lease = o.renew = o.deadline = o.frequent = o.infrequent = o.skew = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(INIT_HELP, stdout);
-            return CLI_EXIT_OK;
-        }
-        int r = is_s3_option(a) ? cli_common_opt(ICMD, argc, argv, &i, &o) : 0;
-        if (r < 0)
-            return CLI_EXIT_USAGE;
-        if (r > 0)
-            continue;
-        if (a[0] == '-') {
-            cli_usage_error(ICMD, "unknown option '%s'", a);
-            return CLI_EXIT_USAGE;
-        }
-        if (o.lock) {
-            cli_usage_error(ICMD, "more than one lock URL");
-            return CLI_EXIT_USAGE;
-        }
-        o.lock = a;
-    }
-    if (!o.lock) {
-        cli_usage_error(ICMD, "missing lock URL, e.g. s3lect init-store dynamodb://locks/leader");
-        return CLI_EXIT_USAGE;
-    }
+    int pr = parse_args(ICMD, INIT_HELP, "dynamodb://locks/leader", argc, argv, &o, NULL, NULL);
+    if (pr >= 0)
+        return pr;
     s3lect_config *cfg = cli_config(ICMD, &o);
     if (!cfg)
         return CLI_EXIT_USAGE;
