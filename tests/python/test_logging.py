@@ -83,3 +83,14 @@ def test_store_errors_are_logged_without_secrets(electors, minio, s3_settings, c
     el.stop()
     assert secret not in caplog.text and minio.secret_key not in caplog.text
     assert token not in caplog.text
+
+
+def test_lock_urls_are_shown_without_passwords(electors):
+    from s3lect._elector import lock_display
+    assert lock_display("postgres://app:hunter2@db/ops?key=k") == "postgres://db/ops?key=k"
+    assert (lock_display("postgres://db/ops?key=k&password=hunter2&sslmode=require")
+            == "postgres://db/ops?key=k&password=***&sslmode=require")
+    assert lock_display("s3://bucket/key") == "s3://bucket/key"
+    el = electors("postgres://app:hunter2@127.0.0.1:1/ops?key=k&password=hunter2",
+                  server_id="node-a")
+    assert "hunter2" not in repr(el) and "postgres://127.0.0.1:1/ops" in repr(el), repr(el)

@@ -134,6 +134,13 @@ def _in_callback(d: Optional["_Dispatch"] = None) -> bool:
     return d is None or any(a is d for a in active)
 
 
+def lock_display(lock: str) -> str:
+    """The lock URL as logged and shown by repr(): without a user-info part,
+    should one hold a secret, and with a password= parameter (postgres://)
+    hidden."""
+    shown = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", lock)
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", shown)
+
 class _InCallback:
     """Marks the current thread as inside one of d's callbacks."""
 
@@ -171,9 +178,7 @@ class _Dispatch:
     ) -> None:
         self.logger = logger
         self.server_id = server_id
-        # The lock URL as logged: without a user-info part, should one hold
-        # a secret.
-        self.lock_shown = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", lock)
+        self.lock_shown = lock_display(lock)
         self.on_acquire = on_acquire
         self.on_lose = on_lose
         self.on_leader_change = on_leader_change
@@ -1298,5 +1303,5 @@ class Elector:
                 state = "new"
             else:
                 state = "leader" if self.is_leader else "follower"
-        return (f"<s3lect.Elector lock={self._lock_url!r} server_id={self._server_id!r} "
+        return (f"<s3lect.Elector lock={lock_display(self._lock_url)!r} server_id={self._server_id!r} "
                 f"{state}>")
