@@ -220,6 +220,9 @@ through the proxies.
 After one node leads and the others report following it, the bench waits
 renew + frequent + 2 s, then counts for the window. A window in which
 leadership changed is rejected, not reported.
+
+The other lock stores (DynamoDB, PostgreSQL, Route 53) beside S3 at the
+default timings: [cost-stores.md](cost-stores.md) (`bench/run cost --store all`).
 """
     summary = md_table(["impl", "timing", "mode", "cluster GET/h", "cluster PUT/h", "USD/month"],
                        summary_rows)

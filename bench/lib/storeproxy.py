@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Counting proxies for the stores other than S3 (bench/lib/cost_stores.py).
+
+Both forward one node's connections to the store server untouched and count
+what the node asked for, keyed by a short type name:
+
+- HttpTypeProxy: HTTP/1.1 (DynamoDB, Route 53, S3). Like
+  tests/harness/countproxy.py (whose connection handling it reuses), but each
+  request is counted under classify(method, path, headers): DynamoDB's
+  X-Amz-Target action (GetItem, PutItem), Route 53's method and path.
+- PgProxy: PostgreSQL's wire protocol (v3). Every statement the client sends
+  is counted by its first keyword: a Query message ('Q', the simple protocol:
+  s3lect's `SET statement_timeout` on each new connection) or a Parse message
+  ('P', the extended protocol libpq's PQsendQueryParams uses: SELECT, INSERT,
+  UPDATE). Connections are counted as they are accepted.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+from harness.countproxy import CountingProxy  # noqa: E402
+
+Classifier = Callable[[str, str, dict[str, str]], str]
+
+
+def _shutdown(*socks: socket.socket) -> None:
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class HttpTypeProxy(CountingProxy):
+    """Counts HTTP requests under classify(method, path, headers) (header
+    names lower-case)."""
+
+    def __init__(self, upstream_host: str, upstream_port: int, classify: Classifier):
+        self.classify = classify
+        super().__init__(upstream_host, upstream_port)
+
+    def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
+        buf = b""
+        need_body = 0
+        try:
+            while not self._stop.is_set():
+                data = client.recv(65536)
+                if not data:
+                    break
+                upstream.sendall(data)
+                buf += data
+                while True:
+                    if need_body:
+                        take = min(need_body, len(buf))
+                        buf, need_body = buf[take:], need_body - take
+                        if need_body:
+                            break
+                    end = buf.find(b"\r\n\r\n")
+                    if end < 0:
+                        break
+                    head, buf = buf[:end].decode("latin-1"), buf[end + 4:]
+                    lines = head.split("\r\n")
+                    parts = lines[0].split(" ")
+                    method, path = parts[0], (parts[1] if len(parts) > 1 else "")
+                    headers = {}
+                    for line in lines[1:]:
+                        k, _, v = line.partition(":")
+                        headers[k.strip().lower()] = v.strip()
+                    with self._lock:
+                        self.counts[self.classify(method, path, headers)] += 1
+                    need_body = int(headers.get("content-length") or 0)
+        except OSError:
+            pass
+        finally:
+            _shutdown(client, upstream)
+
+
+SSL_REQUEST = 80877103
+GSSENC_REQUEST = 80877104
+CANCEL_REQUEST = 80877102
+
+
+class PgProxy(CountingProxy):
+    """Counts PostgreSQL statements by first keyword ("SELECT", "SET", ...) and
+    connections ("connections"). TLS is not looked into: the bench's server
+    has none, so libpq's SSLRequest is refused and the session is plain."""
+
+    def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
+        with self._lock:
+            self.counts["connections"] += 1
+        buf = b""
+        started = False  # after the startup message, messages carry a type byte
+        try:
+            while not self._stop.is_set():
+                data = client.recv(65536)
+                if not data:
+                    break
+                upstream.sendall(data)
+                buf += data
+                while True:
+                    if not started:
+                        if len(buf) < 8:
+                            break
+                        (n,) = struct.unpack("!I", buf[:4])
+                        if len(buf) < n:
+                            break
+                        (code,) = struct.unpack("!I", buf[4:8])
+                        buf = buf[n:]
+                        if code not in (SSL_REQUEST, GSSENC_REQUEST):
+                            started = code != CANCEL_REQUEST
+                        continue
+                    if len(buf) < 5:
+                        break
+                    kind = buf[:1]
+                    (n,) = struct.unpack("!I", buf[1:5])
+                    if len(buf) < 1 + n:
+                        break
+                    body, buf = buf[5:1 + n], buf[1 + n:]
+                    sql = None
+                    if kind == b"Q":
+                        sql = body.split(b"\0", 1)[0]
+                    elif kind == b"P":  # statement name, then the query
+                        rest = body.split(b"\0", 1)
+                        sql = rest[1].split(b"\0", 1)[0] if len(rest) > 1 else b""
+                    if sql is not None:
+                        word = (sql.decode("utf-8", "replace").split() or ["(empty)"])[0].upper()
+                        with self._lock:
+                            self.counts[word] += 1
+        except OSError:
+            pass
+        finally:
+            _shutdown(client, upstream)
