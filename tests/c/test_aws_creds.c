@@ -167,7 +167,7 @@ static void test_credentials(void)
     expect_creds(&cfg, NULL, NULL, NULL, NULL, "has no aws_access_key_id", "profile without keys");
     cfg.profile = NULL;
     remove_files();
-    expect_creds(&cfg, NULL, NULL, NULL, NULL, "no S3 credentials found", "files removed");
+    expect_creds(&cfg, NULL, NULL, NULL, NULL, "no AWS credentials found", "files removed");
 }
 
 static void expect_region(const struct s3lect_config *cfg, const char *want, const char *what)

@@ -75,6 +75,23 @@ def test_sigterm_hands_over(backend, cluster):
     assert new.terms()[-1] == term + 1
 
 
+def test_zero_config_peer_mode(cas_backend, cluster):
+    """--peer on the new stores: a stable follower long-polls the leader over
+    pinned TLS, so a SIGTERM handover is noticed at once, not at the next
+    store read (infrequent 30 s here)."""
+    timing = FAST[:-4] + ["--infrequent-interval", "30s", "--max-clock-skew", "0", "--peer"]
+    nodes = cluster(cas_backend.new_lock("peer"), cas_backend.env, n=2, extra=timing)
+    old = wait_for(lambda: only_leader(nodes), 30, "a leader")
+    follower = next(n for n in nodes if n is not old)
+    time.sleep(1.5)  # the follower settles into its long poll
+    t0 = time.monotonic()
+    old.terminate()
+    assert old.proc.wait(timeout=20) == 0, old.text()
+    wait_for(follower.leading, 10, "the follower to take over")
+    took = time.monotonic() - t0
+    assert took < 2.5, f"peer-mode handover took {took:.2f} s on {cas_backend.kind}: {follower.text()}"
+
+
 # ---- compare-and-set ----
 
 def test_stale_write_is_refused(cas_backend, s3_probe_bin):

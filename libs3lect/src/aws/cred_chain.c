@@ -784,7 +784,7 @@ static int resolve(const struct s3lect_config *cfg, struct aws_chain **out, char
             rc = S3LECT_EAUTH;
         } else {
             snprintf(err, errlen,
-                     "no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                     "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
                      "or add a [default] profile to %s (or point "
                      "AWS_SHARED_CREDENTIALS_FILE/AWS_PROFILE at one); EC2 instance metadata "
                      "is disabled (AWS_EC2_METADATA_DISABLED)",
@@ -899,7 +899,7 @@ int aws_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, 
     if (!have && (rc != S3LECT_ETRANSIENT || e->kind == K_IMDS)) {
         if (e->kind == K_IMDS)
             snprintf(err, errlen,
-                     "no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                     "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
                      "or add a profile to ~/.aws/credentials (or point "
                      "AWS_SHARED_CREDENTIALS_FILE/AWS_PROFILE at one); the last resort failed: %s "
                      "(set AWS_EC2_METADATA_DISABLED=true off EC2)%s%s",
