@@ -4,9 +4,8 @@
 Both forward one node's connections to the store server untouched and count
 what the node asked for, keyed by a short type name:
 
-- HttpTypeProxy: HTTP/1.1 (DynamoDB, Route 53, S3). Like
-  tests/harness/countproxy.py (whose connection handling it reuses), but each
-  request is counted under classify(method, path, headers): DynamoDB's
+- HttpTypeProxy: HTTP/1.1 (DynamoDB, Route 53, S3): tests/harness/countproxy.py
+  with each request counted under classify(method, path, headers): DynamoDB's
   X-Amz-Target action (GetItem, PutItem), Route 53's method and path.
 - PgProxy: PostgreSQL's wire protocol (v3). Every statement the client sends
   is counted by its first keyword: a Query message ('Q', the simple protocol:
@@ -45,40 +44,8 @@ class HttpTypeProxy(CountingProxy):
         self.classify = classify
         super().__init__(upstream_host, upstream_port)
 
-    def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
-        buf = b""
-        need_body = 0
-        try:
-            while not self._stop.is_set():
-                data = client.recv(65536)
-                if not data:
-                    break
-                upstream.sendall(data)
-                buf += data
-                while True:
-                    if need_body:
-                        take = min(need_body, len(buf))
-                        buf, need_body = buf[take:], need_body - take
-                        if need_body:
-                            break
-                    end = buf.find(b"\r\n\r\n")
-                    if end < 0:
-                        break
-                    head, buf = buf[:end].decode("latin-1"), buf[end + 4:]
-                    lines = head.split("\r\n")
-                    parts = lines[0].split(" ")
-                    method, path = parts[0], (parts[1] if len(parts) > 1 else "")
-                    headers = {}
-                    for line in lines[1:]:
-                        k, _, v = line.partition(":")
-                        headers[k.strip().lower()] = v.strip()
-                    with self._lock:
-                        self.counts[self.classify(method, path, headers)] += 1
-                    need_body = int(headers.get("content-length") or 0)
-        except OSError:
-            pass
-        finally:
-            _shutdown(client, upstream)
+    def key(self, method: str, path: str, headers: dict[str, str]) -> str:
+        return self.classify(method, path, headers)
 
 
 SSL_REQUEST = 80877103

@@ -92,6 +92,11 @@ class CountingProxy:
                 except OSError:
                     pass
 
+    def key(self, method: str, path: str, headers: dict[str, str]) -> str:
+        """What a request is counted as (header names lower-case): its method;
+        subclasses count by other parts (bench/lib/storeproxy.py)."""
+        return method
+
     def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
         buf = b""
         need_body = 0
@@ -113,13 +118,15 @@ class CountingProxy:
                         break
                     head, buf = buf[:end].decode("latin-1"), buf[end + 4:]
                     lines = head.split("\r\n")
-                    method = lines[0].split(" ", 1)[0]
-                    with self._lock:
-                        self.counts[method] += 1
+                    parts = lines[0].split(" ")
+                    method, path = parts[0], (parts[1] if len(parts) > 1 else "")
+                    headers = {}
                     for line in lines[1:]:
                         k, _, v = line.partition(":")
-                        if k.strip().lower() == "content-length":
-                            need_body = int(v.strip() or 0)
+                        headers[k.strip().lower()] = v.strip()
+                    with self._lock:
+                        self.counts[self.key(method, path, headers)] += 1
+                    need_body = int(headers.get("content-length") or 0)
         except OSError:
             pass
         finally:
