@@ -392,13 +392,9 @@ def server_env(kind: str, server) -> tuple[dict[str, str], str]:
     return env, f"{server.name} at {server.endpoint}, bucket {server.bucket}"
 
 
-def with_server(kind: str, cmd: list[str]) -> int:
-    try:
-        server = make_server(kind)
-        server.start()
-    except ServerStartError as e:
-        print(f"with-{kind}: {e}", file=sys.stderr)
-        return 1
+def run_child(tag: str, cmd: list[str], env: dict[str, str]) -> int:
+    """Runs cmd with env, forwarding SIGTERM/SIGINT/SIGHUP to it, and returns
+    its exit status (127 if it cannot be run)."""
     child = None
 
     def forward(signum, _frame):
@@ -407,14 +403,10 @@ def with_server(kind: str, cmd: list[str]) -> int:
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
-        env = dict(os.environ)
-        exported, what = server_env(kind, server)
-        env.update(exported)
-        print(f"with-{kind}: {what}", file=sys.stderr)
         try:
             child = subprocess.Popen(cmd, env=env)
         except OSError as e:
-            print(f"with-{kind}: cannot run {cmd[0]}: {e}", file=sys.stderr)
+            print(f"{tag}: cannot run {cmd[0]}: {e}", file=sys.stderr)
             return 127
         while True:
             try:
@@ -424,6 +416,22 @@ def with_server(kind: str, cmd: list[str]) -> int:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def with_server(kind: str, cmd: list[str]) -> int:
+    try:
+        server = make_server(kind)
+        server.start()
+    except ServerStartError as e:
+        print(f"with-{kind}: {e}", file=sys.stderr)
+        return 1
+    try:
+        env = dict(os.environ)
+        exported, what = server_env(kind, server)
+        env.update(exported)
+        print(f"with-{kind}: {what}", file=sys.stderr)
+        return run_child(f"with-{kind}", cmd, env)
+    finally:
         server.stop()
 
 

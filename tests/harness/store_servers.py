@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -45,9 +43,9 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from harness.servers import ServerStartError, make_server  # noqa: E402
+    from harness.servers import ServerStartError, make_server, run_child  # noqa: E402
 else:
-    from .servers import ServerStartError, make_server
+    from .servers import ServerStartError, make_server, run_child
 
 R53_NS = "{https://route53.amazonaws.com/doc/2013-04-01/}"
 
@@ -101,13 +99,6 @@ def main(argv: list[str]) -> int:
               "scripts/build)", file=sys.stderr)
         return 1
     servers = []
-    child = None
-
-    def forward(signum, _frame):
-        if child and child.poll() is None:
-            child.send_signal(signum)
-
-    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         env = dict(os.environ)
         try:
@@ -134,19 +125,8 @@ def main(argv: list[str]) -> int:
             env["S3LECT_CLI"] = str(Path(cli).resolve())
         print(f"store_servers: DynamoDB Local at {ddb.endpoint}, PostgreSQL at {pg.dsn}, "
               f"moto (Route 53 zone {zone} {domain}) at {moto.endpoint}", file=sys.stderr)
-        try:
-            child = subprocess.Popen(cmd, env=env)
-        except OSError as e:
-            print(f"store_servers: cannot run {cmd[0]}: {e}", file=sys.stderr)
-            return 127
-        while True:
-            try:
-                return child.wait()
-            except KeyboardInterrupt:
-                continue
+        return run_child("store_servers", cmd, env)
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
         for srv in reversed(servers):
             try:
                 srv.stop()
