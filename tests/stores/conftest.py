@@ -91,6 +91,32 @@ def make_backend(kind: str, request: pytest.FixtureRequest) -> Backend:
                    notes=["moto accepts a DELETE of a value the record no longer holds"])
 
 
+@pytest.fixture(scope="module")
+def moto_ddb_table(moto, s3lect_bin) -> str:
+    table = f"s3lect-{secrets.token_hex(4)}"
+    env = dict(_ddb_env(moto), AWS_ENDPOINT_URL_DYNAMODB=moto.endpoint)
+    r = run([str(s3lect_bin), "init-store", f"dynamodb://{table}/x"], env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return table
+
+
+def moto_dynamodb_backend(request) -> Backend:
+    """moto's DynamoDB: a second implementation of the same API."""
+    moto = request.getfixturevalue("moto")
+    table = request.getfixturevalue("moto_ddb_table")
+    env = dict(_ddb_env(moto), AWS_ENDPOINT_URL_DYNAMODB=moto.endpoint)
+    return Backend("dynamodb-moto", env,
+                   lambda name: f"dynamodb://{table}/{name}-{secrets.token_hex(4)}", moto)
+
+
+@pytest.fixture(params=["dynamodb", "dynamodb-moto", "postgres"])
+def cas_impl(request) -> Backend:
+    """Every server that enforces compare-and-set, moto's DynamoDB included."""
+    if request.param == "dynamodb-moto":
+        return moto_dynamodb_backend(request)
+    return make_backend(request.param, request)
+
+
 @pytest.fixture(params=["dynamodb", "postgres", "route53"])
 def backend(request) -> Backend:
     return make_backend(request.param, request)

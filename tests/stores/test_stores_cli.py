@@ -94,7 +94,8 @@ def test_zero_config_peer_mode(cas_backend, cluster):
 
 # ---- compare-and-set ----
 
-def test_stale_write_is_refused(cas_backend, s3_probe_bin):
+def test_stale_write_is_refused(cas_impl, s3_probe_bin):
+    cas_backend = cas_impl
     lock, env = cas_backend.new_lock("stale"), cas_backend.env
     a = probe(s3_probe_bin, env, "put", lock, "--body", '{"v":1}')
     assert a["outcome"] == "OK" and a["etag"], a
@@ -110,6 +111,22 @@ def test_stale_write_is_refused(cas_backend, s3_probe_bin):
                     "--if-match", a["etag"])
     assert missing["outcome"] in ("PRECONDITION", "NOT_FOUND"), missing
     assert probe(s3_probe_bin, env, "get", cas_backend.new_lock("absent2"))["outcome"] == "NOT_FOUND"
+
+
+def test_check_store_on_moto_dynamodb(request, s3lect_bin):
+    b = __import__("conftest").moto_dynamodb_backend(request)
+    r = run([str(s3lect_bin), "check-store", b.new_lock("check"), "--racers", "6", "--rounds", "3"],
+            b.env, timeout=180)
+    assert r.returncode == 0 and "all 7 checks passed" in r.stdout, r.stdout + r.stderr
+
+
+def test_election_on_moto_dynamodb(request, cluster, tmp_path):
+    b = __import__("conftest").moto_dynamodb_backend(request)
+    nodes = cluster(b.new_lock("elect"), b.env)
+    old = wait_for(lambda: only_leader(nodes), 30, "one leader on moto's DynamoDB")
+    old.terminate()
+    assert old.proc.wait(timeout=20) == 0
+    wait_for(lambda: only_leader([n for n in nodes if n is not old]), 15, "a new leader")
 
 
 def test_check_store_passes_where_cas_holds(backend, s3lect_bin):
@@ -218,6 +235,21 @@ def test_route53_throttling_is_ridden_out(moto, r53_zone, cluster):
         proxy.close()
 
 
+def test_route53_unavailable_then_back(backend, cluster):
+    """moto paused longer than the lease: the leader steps down, and leads
+    again once moto answers (one node: on moto, nodes must not race)."""
+    if backend.kind != "route53":
+        pytest.skip("the other stores run test_unavailable_backend_stops_the_leader_then_recovers")
+    nodes = cluster(backend.new_lock("pause"), backend.env, n=1)
+    leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
+    backend.server.pause()
+    try:
+        wait_for(lambda: not leader.leading(), LEASE_S + 3, "the leader to stop its command")
+    finally:
+        backend.server.resume()
+    wait_for(leader.leading, FAILOVER_BOUND_S + 15, "leadership back after moto answers again")
+
+
 # ---- configuration errors: one clear line each ----
 
 @pytest.mark.parametrize("url,want", [
@@ -237,6 +269,23 @@ def test_bad_urls_are_one_clear_line(s3lect_bin, clean_env, url, want):
         assert r.returncode == 2, (cmd, r.returncode, r.stderr)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and want in lines[0], (cmd, r.stderr)
+
+
+@pytest.mark.parametrize("lock", ["dynamodb://locks/k", "route53://Z1/a.example.com"])
+@pytest.mark.parametrize("opts,want", [
+    (["--endpoint", "ftp://127.0.0.1:1"], "must start with http:// or https://"),
+    (["--endpoint", "http://user@127.0.0.1:1"], "may not contain user info"),
+    (["--region", "no such region"], "is not a region name"),
+])
+def test_bad_store_options_are_one_clear_line(s3lect_bin, clean_env, lock, opts, want):
+    env = dict(clean_env, AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="not-a-secret")
+    if "route53" in lock and opts[0] == "--region":
+        pytest.skip("Route 53 is signed for us-east-1 whatever the region")
+    r = run([str(s3lect_bin), "status", lock, *opts], env)
+    assert r.returncode in (1, 2), r
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and want in lines[0], r.stderr
+    assert "not-a-secret" not in r.stderr
 
 
 def test_missing_table_says_run_init_store(dynamodb_local, postgres, s3lect_bin):
