@@ -103,6 +103,12 @@ int main(void)
     bad("route53://Z1/bad name.com", "not a DNS record name", NULL);
     bad("route53://Z1/x.com?ttl=5", "query or fragment", NULL);
 
+    /* A password never shows in a message, whatever the scheme. */
+    bad("dynamodb://u:hunter2@locks/k", "lock URL", "hunter2");
+    bad("s3://u:hunter2@bucket", "lock URL", "hunter2");
+    bad("route53://Z1/x.com?password=hunter2", "query or fragment", "hunter2");
+    bad("mysql://u:hunter2@h/db", "unsupported lock URL scheme", "hunter2");
+
     /* Unknown schemes name the new ones. */
     bad("mysql://h/db", "dynamodb://", NULL);
 

@@ -740,7 +740,7 @@ char *st_lock_display(const char *url)
     return out;
 }
 
-int st_location_parse(const char *url, st_location *out, char *err, size_t errlen)
+static int location_parse(const char *url, st_location *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (!url || !url[0]) {
@@ -799,6 +799,26 @@ int st_location_parse(const char *url, st_location *out, char *err, size_t errle
                  "postgres:// or route53://",
                  (int)(sl < 20 ? sl : 20), url, url);
     return S3LECT_EINVAL;
+}
+
+int st_location_parse(const char *url, st_location *out, char *err, size_t errlen)
+{
+    int rc = location_parse(url, out, err, errlen);
+    if (rc == 0 || !url)
+        return rc;
+    /* The message quotes the URL: when it holds a password, say the same of
+     * the URL as shown (password replaced by ***) instead. */
+    char *shown = st_lock_display(url);
+    if (!shown || strcmp(shown, url) != 0) {
+        st_location tmp;
+        if (!shown || location_parse(shown, &tmp, err, errlen) == 0) {
+            if (shown)
+                st_location_clear(&tmp);
+            snprintf(err, errlen, "lock URL '%.200s' is not valid", shown ? shown : "");
+        }
+    }
+    free(shown);
+    return rc;
 }
 
 int st_open(const s3lect_config *cfg, st_store **out, char **key_out, char *err, size_t errlen)
