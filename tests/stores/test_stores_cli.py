@@ -370,3 +370,49 @@ def test_postgres_connection_loss_is_retried(postgres, pg_ready, cluster):
         time.sleep(1.2)
     time.sleep(LEASE_S)
     assert leader.leading() and leader.terms()[-1] == term, leader.text()
+
+
+# ---- Route 53's change-batch rules, on a strict fake (tests/stores/fake_route53.py) ----
+
+@pytest.fixture
+def strict_r53():
+    from fake_route53 import FakeRoute53
+    fake = FakeRoute53()
+    import os
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_", "PG"))}
+    env.update(AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="not-a-secret",
+               AWS_REGION="us-east-1", AWS_ENDPOINT_URL_ROUTE_53=fake.endpoint)
+    yield fake, env
+    fake.close()
+
+
+def test_route53_batch_rules_check_store_passes(strict_r53, s3lect_bin):
+    """Where the batch's rules hold, the store's requests make it a
+    compare-and-set: a second CREATE, a stale DELETE and all but one of N
+    racing writers are refused."""
+    fake, env = strict_r53
+    r = run([str(s3lect_bin), "check-store", f"route53://{fake.zone}/lock.{fake.domain}",
+             "--racers", "8", "--rounds", "5"], env, timeout=180)
+    assert r.returncode == 0 and "all 7 checks passed" in r.stdout, r.stdout + r.stderr
+    assert fake.refused >= 5 * 7 + 2, f"the fake refused only {fake.refused} batches"
+
+
+def test_route53_batch_rules_racing_nodes_elect_one(strict_r53, cluster, tmp_path):
+    """Three nodes started at once and two followers racing for a dead
+    leader's lock: exactly one wins each time."""
+    fake, env = strict_r53
+    nodes = cluster(f"route53://{fake.zone}/leader.{fake.domain}", env)
+    old = wait_for(lambda: only_leader(nodes), 30, "one leader among 3 racing nodes")
+    wait_for(old.cmd_wrote_start, 10, "its CMD to start")
+    time.sleep(LEASE_S + 1)
+    assert sum(n.leading() for n in nodes) == 1
+    term = old.terms()[-1]
+    old.kill9()
+    new = wait_for(lambda: only_leader([n for n in nodes if n is not old]), FAILOVER_BOUND_S + 5,
+                   "one new leader after kill -9")
+    wait_for(new.cmd_wrote_start, 10, "its CMD to start")
+    time.sleep(1.0)
+    assert sum(n.leading() for n in nodes if n is not old) == 1
+    assert new.terms()[-1] > term
+    starts = started_lines(tmp_path / "cmd.log")
+    assert starts == [(old.id, term), (new.id, new.terms()[-1])], starts
