@@ -195,3 +195,27 @@ def test_missing_table_is_a_clear_fatal_error(electors, kind, request):
     msg = str(info.value)
     assert table in msg and "init-store" in msg, msg
     assert not el.is_leader
+
+
+def test_postgres_pool_waits_without_spinning(electors, postgres, s3lect_bin):
+    """Twelve electors of one process on a PostgreSQL server that stops
+    answering: four calls hold the pool's four connections until their
+    deadline, the others wait for a free connection. Waiting must sleep (a
+    condition variable on the monotonic clock), not spin: the process uses
+    well under a second of CPU over four seconds."""
+    table = _unique("pool").replace("-", "_")
+    init_store(s3lect_bin, f"{postgres.dsn}?key=x&table={table}", dict(os.environ))
+    els = [electors(f"{postgres.dsn}?key=k{i}&table={table}", server_id=f"n{i}", **TIMINGS).start()
+           for i in range(12)]
+    wait_until(lambda: all(e.is_leader for e in els), 30, "each elector to lead its own lock")
+    postgres.pause()
+    try:
+        time.sleep(1.0)  # every elector is now inside a call or waiting for one
+        t0, c0 = time.monotonic(), time.process_time()
+        time.sleep(4.0)
+        cpu = time.process_time() - c0
+        wall = time.monotonic() - t0
+    finally:
+        postgres.resume()
+    assert cpu < 1.0, f"{cpu:.2f} s of CPU in {wall:.1f} s while waiting for connections"
+    wait_until(lambda: all(e.is_leader for e in els), 40, "every elector to lead again")

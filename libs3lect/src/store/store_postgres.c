@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "aws_http.h"
 #include "store.h"
@@ -139,11 +140,22 @@ typedef struct pg_pool {
 } pg_pool;
 
 static pthread_mutex_t pools_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pools_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t pools_cv; /* on CLOCK_MONOTONIC (u_cond_deadline's clock) */
+static pthread_once_t pools_cv_once = PTHREAD_ONCE_INIT;
 static pg_pool *pools;
+
+static void pools_cv_init(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&pools_cv, &a);
+    pthread_condattr_destroy(&a);
+}
 
 static pg_pool *pool_get(const char *conninfo)
 {
+    pthread_once(&pools_cv_once, pools_cv_init);
     pthread_mutex_lock(&pools_mu);
     pg_pool *p = pools;
     while (p && strcmp(p->conninfo, conninfo) != 0)
