@@ -23,7 +23,7 @@ import pytest
 WHEEL_DIR = Path(os.environ.get("S3LECT_WHEEL_DIR", "/nonexistent"))
 WHEELS = sorted(WHEEL_DIR.glob("s3lect-*-manylinux_*.whl"))
 LIBDIR = Path("/usr/lib/x86_64-linux-gnu")
-HIDDEN = ("libcurl", "libcjson", "libssl", "libcrypto")
+HIDDEN = ("libcurl", "libcjson", "libssl", "libcrypto", "libpq")
 
 pytestmark = pytest.mark.skipif(
     not WHEELS, reason="no wheel: run scripts/build-wheel and set S3LECT_WHEEL_DIR "
@@ -73,6 +73,21 @@ def test_wheel_runs_where_libcurl_and_dev_packages_are_absent(tmp_path, minio):
         a.close(); b.close()
         print("leaders", leaders, s3lect.__version__)
         assert len(leaders) == 1, leaders
+        # Without libpq the other stores work and a postgres:// lock says
+        # what to install (libpq is loaded at run time, not linked).
+        p = None
+        try:  # refused when the elector is made (the store is opened then)
+            p = s3lect.Elector(server_id="wheel-pg", lock="postgres://127.0.0.1:1/db?key=k")
+            p.start()
+            p.wait_for_leadership(timeout=10)
+            msg = "no error"
+        except s3lect.ConfigError as e:
+            msg = str(e)
+        finally:
+            if p is not None:
+                p.close()
+        print("postgres without libpq:", msg)
+        assert "libpq" in msg and "install" in msg, msg
     """))
     script = textwrap.dedent(f"""
         set -eu
@@ -83,7 +98,7 @@ def test_wheel_runs_where_libcurl_and_dev_packages_are_absent(tmp_path, minio):
         mount -t overlay overlay -o lowerdir={LIBDIR},upperdir={upper},workdir={work} {LIBDIR}
         mount -t tmpfs none {LIBDIR}/pkgconfig
         # Absent, as the test needs them absent:
-        if ls {LIBDIR} | grep -E '^(libcurl|libcjson|libssl|libcrypto)'; then exit 90; fi
+        if ls {LIBDIR} | grep -E '^(libcurl|libcjson|libssl|libcrypto|libpq)'; then exit 90; fi
         if [ -e /usr/include/curl/curl.h ] || [ -e /usr/include/cjson/cJSON.h ]; then exit 91; fi
         if pkg-config --exists libcurl 2>/dev/null; then exit 92; fi
         "{sys.executable}" -m venv --without-pip "{venv}"
@@ -99,5 +114,6 @@ def test_wheel_runs_where_libcurl_and_dev_packages_are_absent(tmp_path, minio):
                        timeout=300)
     assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     assert "leaders ['wheel-" in r.stdout, r.stdout
+    assert "postgres without libpq:" in r.stdout, r.stdout
     assert f"{venv}/" in r.stdout, f"s3lect was not loaded from the venv:\n{r.stdout}"
     print(r.stdout)
