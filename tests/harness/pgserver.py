@@ -95,8 +95,10 @@ class PostgresServer:
     name = "postgres"
     host = "127.0.0.1"
 
-    def __init__(self, bindir: Path | None = None):
+    def __init__(self, bindir: Path | None = None, settings: dict[str, str] | None = None):
+        """settings: more server settings (-c NAME=VALUE), e.g. ssl=on."""
         self.bindir = bindir or ensure_postgres()
+        self.settings = dict(settings or {})
         self.port = 0
         self.proc: subprocess.Popen | None = None
         self._log = None
@@ -165,6 +167,7 @@ class PostgresServer:
             # so a restart (a crash of the server processes) keeps every commit.
             "-c", "fsync=off",
             "-c", "shared_buffers=16MB", "-c", "max_connections=100",
+            *[a for k, v in self.settings.items() for a in ("-c", f"{k}={v}")],
         ])
 
     def _spawn(self) -> None:
@@ -286,6 +289,15 @@ class PostgresServer:
         self._halt(signal.SIGINT)
         if not keep_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def give_to_server_user(self, path: Path, mode: int = 0o600) -> None:
+        """Makes a file (a TLS key) the server's own, as PostgreSQL requires."""
+        if self.root:
+            import grp
+            import pwd
+
+            os.chown(path, pwd.getpwnam(RUN_AS[0]).pw_uid, grp.getgrnam(RUN_AS[1]).gr_gid)
+        os.chmod(path, mode)
 
     def restart(self, hard: bool = False) -> float:
         """Stops the server like a crash (immediate shutdown, SIGQUIT; with

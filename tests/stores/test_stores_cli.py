@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 
 import pytest
@@ -416,3 +417,61 @@ def test_route53_batch_rules_racing_nodes_elect_one(strict_r53, cluster, tmp_pat
     assert new.terms()[-1] > term
     starts = started_lines(tmp_path / "cmd.log")
     assert starts == [(old.id, term), (new.id, new.terms()[-1])], starts
+
+
+# ---- PostgreSQL over TLS, as libpq does it ----
+
+def _openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def pg_tls(tmp_path_factory):
+    """A PostgreSQL server with ssl=on and a certificate for 127.0.0.1 from a
+    CA made here; a second CA that signed nothing."""
+    from harness.pgserver import PostgresServer
+    d = tmp_path_factory.mktemp("pgtls")
+    for ca in ("ca", "other-ca"):
+        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                 "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2", "-subj", f"/CN={ca}",
+                 cwd=d)
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1", cwd=d)
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.ext", cwd=d)
+    srv = PostgresServer(settings={"ssl": "on", "log_connections": "on"})
+    for f in ("server.pem", "server.key"):
+        (srv.workdir / f).write_bytes((d / f).read_bytes())
+        srv.give_to_server_user(srv.workdir / f, 0o600)
+    srv.settings.update(ssl_cert_file=str(srv.workdir / "server.pem"),
+                        ssl_key_file=str(srv.workdir / "server.key"))
+    srv.start()
+    yield srv, d
+    srv.stop()
+
+
+def test_postgres_tls_per_libpq(pg_tls, s3lect_bin):
+    srv, d = pg_tls
+    from storeutil import pg_env
+    env = pg_env(srv)
+    base = f"postgres://s3lect@127.0.0.1:{srv.port}/s3lect?key=tls&sslmode=verify-full"
+    good = f"{base}&sslrootcert={d / 'ca.pem'}"
+    r = run([str(s3lect_bin), "init-store", good], env)
+    assert r.returncode == 0, r.stderr
+    r = run([str(s3lect_bin), "check-store", good, "--racers", "4", "--rounds", "2"], env, timeout=120)
+    assert r.returncode == 0 and "all 7 checks passed" in r.stdout, r.stdout + r.stderr
+    # The connections really were TLS: the server logs each one's protocol.
+    import re
+    authorized = re.findall(r"connection authorized: user=s3lect database=s3lect.*", srv.log_text())
+    assert authorized and all("SSL enabled" in a for a in authorized), authorized[-3:]
+    # A certificate from another CA: refused as a configuration error, one line.
+    r = run([str(s3lect_bin), "status", f"{base}&sslrootcert={d / 'other-ca.pem'}"], env)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "certificate" in lines[0] and "fix the lock URL" in lines[0], r.stderr
+    # libpq's own parameters decide: sslmode=disable talks plain TCP.
+    r = run([str(s3lect_bin), "status", base.replace("verify-full", "disable")], env)
+    assert r.returncode in (0, 3), r.stderr
+    last = re.findall(r"connection authorized: user=s3lect database=s3lect.*", srv.log_text())[-1]
+    assert "SSL enabled" not in last, last
