@@ -475,3 +475,20 @@ def test_postgres_tls_per_libpq(pg_tls, s3lect_bin):
     assert r.returncode in (0, 3), r.stderr
     last = re.findall(r"connection authorized: user=s3lect database=s3lect.*", srv.log_text())[-1]
     assert "SSL enabled" not in last, last
+
+
+def test_postgres_row_not_written_by_s3lect_is_named(postgres, pg_ready, s3lect_bin):
+    """A row without a version (made by hand) could never be written over:
+    reported as a configuration error that says what to do, not retried
+    for ever as a lost race."""
+    from storeutil import pg_env
+    key = f"hand-{time.time_ns()}"
+    postgres.psql("ALTER TABLE s3lect_locks ALTER COLUMN version DROP NOT NULL")
+    try:
+        postgres.psql(f"INSERT INTO s3lect_locks (name, record, version) VALUES ('{key}', '{{}}', NULL)")
+        r = run([str(s3lect_bin), "status", f"{pg_ready}?key={key}"], pg_env(postgres))
+        assert r.returncode == 1 and "not written by s3lect" in r.stderr, r.stderr
+        assert "delete the row" in r.stderr
+    finally:
+        postgres.psql(f"DELETE FROM s3lect_locks WHERE name = '{key}'")
+        postgres.psql("ALTER TABLE s3lect_locks ALTER COLUMN version SET NOT NULL")

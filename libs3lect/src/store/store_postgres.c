@@ -68,6 +68,7 @@ static struct libpq {
     int (*ntuples)(const PGresult *);
     char *(*getvalue)(const PGresult *, int, int);
     int (*getlength)(const PGresult *, int, int);
+    int (*getisnull)(const PGresult *, int, int);
     char *(*cmdTuples)(PGresult *);
     void (*clear)(PGresult *);
     void (*finish)(PGconn *);
@@ -109,6 +110,7 @@ static void pq_load(void)
         {"PQntuples", (void **)&pq.ntuples},
         {"PQgetvalue", (void **)&pq.getvalue},
         {"PQgetlength", (void **)&pq.getlength},
+        {"PQgetisnull", (void **)&pq.getisnull},
         {"PQcmdTuples", (void **)&pq.cmdTuples},
         {"PQclear", (void **)&pq.clear},
         {"PQfinish", (void **)&pq.finish},
@@ -490,6 +492,12 @@ static void pg_get(st_store *st, const char *key, int64_t timeout_ms, st_result 
     }
     if (pq.ntuples(r) == 0) {
         st_result_setf(out, ST_NOT_FOUND, "no row '%s' in table %s", key, s->table_in);
+    } else if (pq.getisnull(r, 0, 0) || pq.getisnull(r, 0, 1) || !*pq.getvalue(r, 0, 1)) {
+        /* No version to write over: no write could ever replace the row. */
+        st_result_setf(out, ST_FATAL,
+                       "row '%s' in %s has no record or version: it was not written by s3lect; "
+                       "delete the row (DELETE FROM %s WHERE name = '...') or use another key",
+                       key, s->table_in, s->table_in);
     } else if (st_result_set_body(out, pq.getvalue(r, 0, 0), (size_t)pq.getlength(r, 0, 0)) != 0 ||
                st_result_set_etag(out, pq.getvalue(r, 0, 1)) != 0) {
         st_result_setf(out, ST_TRANSIENT, "out of memory");
