@@ -224,12 +224,9 @@ int aws_parse_sso_role_credentials(const char *buf, size_t len, aws_fetched *out
     return finish(out, what, err, errlen);
 }
 
-/* ---- STS XML ---- */
+/* ---- XML ---- */
 
-/* The decoded text of the first element named tag (within [s, end)), or
- * NULL when there is none. Decodes the five named XML entities and ASCII
- * character references; anything else is kept as is (tokens are base64). */
-static char *xml_text(const char *s, const char *end, const char *tag, int *oom)
+char *aws_xml_text(const char *s, const char *end, const char *tag, const char **after, int *oom)
 {
     size_t tlen = strlen(tag);
     while (s < end) {
@@ -243,14 +240,16 @@ static char *xml_text(const char *s, const char *end, const char *tag, int *oom)
         s = gt + 1;
         if ((size_t)(gt - name) < tlen || memcmp(name, tag, tlen) != 0)
             continue;
-        char after = name[tlen];
-        if (after != '>' && after != ' ' && after != '\t' && after != '\r' && after != '\n')
+        char next = name[tlen];
+        if (next != '>' && next != ' ' && next != '\t' && next != '\r' && next != '\n')
             continue;
         if (gt[-1] == '/') /* <Tag/> */
             return NULL;
         const char *tend = memchr(s, '<', (size_t)(end - s));
         if (!tend)
             tend = end;
+        if (after)
+            *after = tend;
         char *out = malloc((size_t)(tend - s) + 1);
         if (!out) {
             *oom = 1;
@@ -341,14 +340,14 @@ int aws_parse_sts_response(const char *buf, size_t len, aws_fetched *out, char *
         }
     }
     int oom = 0;
-    out->access_key_id = xml_text(cs, ce, "AccessKeyId", &oom);
-    out->secret_access_key = xml_text(cs, ce, "SecretAccessKey", &oom);
-    out->session_token = xml_text(cs, ce, "SessionToken", &oom);
-    char *exp = xml_text(cs, ce, "Expiration", &oom);
+    out->access_key_id = aws_xml_text(cs, ce, "AccessKeyId", NULL, &oom);
+    out->secret_access_key = aws_xml_text(cs, ce, "SecretAccessKey", NULL, &oom);
+    out->session_token = aws_xml_text(cs, ce, "SessionToken", NULL, &oom);
+    char *exp = aws_xml_text(cs, ce, "Expiration", NULL, &oom);
     char *arn = NULL;
     for (const char *p = buf; p + 17 <= end; p++) {
         if (*p == '<' && memcmp(p, "<AssumedRoleUser>", 17) == 0) {
-            arn = xml_text(p + 17, end, "Arn", &oom);
+            arn = aws_xml_text(p + 17, end, "Arn", NULL, &oom);
             break;
         }
     }

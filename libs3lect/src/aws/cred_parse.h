@@ -41,6 +41,13 @@ int aws_parse_sso_role_credentials(const char *buf, size_t len, aws_fetched *out
  * principal). Returns 0 or S3LECT_EAUTH. */
 int aws_parse_sts_response(const char *buf, size_t len, aws_fetched *out, char *err, size_t errlen);
 
+/* The decoded text of the first element named tag within [s, end), trimmed
+ * of surrounding whitespace, or NULL when there is none or it is empty
+ * (*oom set when out of memory). Decodes the five named XML entities and
+ * ASCII character references; anything else is kept as is. *after (if not
+ * NULL) receives where the element's text ends. STS answers, Route 53. */
+char *aws_xml_text(const char *s, const char *end, const char *tag, const char **after, int *oom);
+
 /* Wipes (explicit, not optimised away) n bytes. */
 void aws_wipe(void *p, size_t n);
 /* Wipes a NUL-terminated string and frees it; NULL is fine. */

@@ -87,6 +87,39 @@ size_t u_base64(const uint8_t *in, size_t len, char *out)
     return o;
 }
 
+static int b64val(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+long u_unbase64(const char *in, size_t len, uint8_t *out)
+{
+    if (len % 4 != 0)
+        return -1;
+    long o = 0;
+    for (size_t i = 0; i < len; i += 4) {
+        int last = i + 4 == len;
+        int pad3 = last && in[i + 3] == '=', pad2 = pad3 && in[i + 2] == '=';
+        int q0 = b64val(in[i]), q1 = b64val(in[i + 1]);
+        int q2 = pad2 ? 0 : b64val(in[i + 2]), q3 = pad3 ? 0 : b64val(in[i + 3]);
+        if (q0 < 0 || q1 < 0 || q2 < 0 || q3 < 0)
+            return -1;
+        uint32_t v = (uint32_t)q0 << 18 | (uint32_t)q1 << 12 | (uint32_t)q2 << 6 | (uint32_t)q3;
+        out[o++] = (uint8_t)(v >> 16);
+        if (!pad2)
+            out[o++] = (uint8_t)(v >> 8);
+        if (!pad3)
+            out[o++] = (uint8_t)v;
+    }
+    return o;
+}
+
 int u_hexval(unsigned char c)
 {
     if (c >= '0' && c <= '9')

@@ -25,6 +25,9 @@ int u_hexval(unsigned char c);
 /* Standard base64 (RFC 4648, with '=' padding) of len bytes into out, which
  * holds at least 4 * ((len + 2) / 3) + 1 bytes. Returns the text's length. */
 size_t u_base64(const uint8_t *in, size_t len, char *out);
+/* Decodes len characters of padded standard base64 into out (at least
+ * len / 4 * 3 bytes). Returns the length, or -1 if in is not base64. */
+long u_unbase64(const char *in, size_t len, uint8_t *out);
 
 /* Clocks in milliseconds. u_mono_ms is CLOCK_BOOTTIME (never stepped, and it
  * counts suspend): every lease and deadline uses it. u_wall_ms may step. */

@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "cred_parse.h"
 #include "crypto.h"
 #include "util.h"
 
@@ -32,14 +33,6 @@ int ah_curl_global(char *err, size_t errlen)
 }
 
 /* ---- credentials ---- */
-
-static void wipe_free(char *s)
-{
-    if (s) {
-        memset(s, 0, strlen(s));
-        free(s);
-    }
-}
 
 int ah_signer_open(ah_signer *g, const struct s3lect_config *cfg, char *err, size_t errlen)
 {
@@ -70,8 +63,8 @@ void ah_signer_clear(ah_signer *g)
 {
     struct s3lect_config *c = &g->credcfg;
     free(c->access_key_id);
-    wipe_free(c->secret_access_key);
-    wipe_free(c->session_token);
+    aws_wipe_free(c->secret_access_key);
+    aws_wipe_free(c->session_token);
     free(c->profile);
     free(c->region);
     free(c->ca_file);
@@ -297,7 +290,7 @@ static struct curl_slist *add_header(struct curl_slist *list, int *oom, const ch
         return list;
     char *line = u_asprintf("%s: %s", name, value);
     struct curl_slist *l = line ? curl_slist_append(list, line) : NULL;
-    wipe_free(line); /* may be the session token */
+    aws_wipe_free(line); /* may be the session token */
     if (!l) {
         *oom = 1;
         return list;

@@ -24,6 +24,7 @@
 #include <strings.h>
 
 #include "aws_http.h"
+#include "cred_parse.h"
 #include "store.h"
 #include "util.h"
 
@@ -85,17 +86,6 @@ static char *encode_value(const void *data, size_t len)
     return out;
 }
 
-static int b64val(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    return c == '+' ? 62 : c == '/' ? 63 : -1;
-}
-
 /* Decodes a value made by encode_value into out (allocated, NUL-ended).
  * Returns the length, or -1 when the value is not one of ours. */
 static long decode_value(const char *v, char **out)
@@ -106,8 +96,7 @@ static long decode_value(const char *v, char **out)
     if (!b64)
         return -1;
     /* Strings: "..." separated by spaces; no escapes in ours. */
-    const char *p = v;
-    while (*p) {
+    for (const char *p = v; *p;) {
         if (*p == ' ') {
             p++;
             continue;
@@ -121,29 +110,14 @@ static long decode_value(const char *v, char **out)
         b += close - p - 1;
         p = close + 1;
     }
-    *b = '\0';
     size_t bl = (size_t)(b - b64);
-    char *dec = bl % 4 == 0 ? malloc(bl / 4 * 3 + 1) : NULL;
-    long len = 0;
-    for (size_t i = 0; dec && i < bl; i += 4) {
-        int q[4];
-        for (int k = 0; k < 4; k++)
-            q[k] = b64[i + k] == '=' && i + 4 == bl && k >= 2 ? 0 : b64val(b64[i + k]);
-        if (q[0] < 0 || q[1] < 0 || q[2] < 0 || q[3] < 0) {
-            free(dec);
-            dec = NULL;
-            break;
-        }
-        unsigned v24 = (unsigned)(q[0] << 18 | q[1] << 12 | q[2] << 6 | q[3]);
-        dec[len++] = (char)(v24 >> 16);
-        if (b64[i + 2] != '=')
-            dec[len++] = (char)(v24 >> 8 & 0xff);
-        if (b64[i + 3] != '=')
-            dec[len++] = (char)(v24 & 0xff);
-    }
+    char *dec = malloc(bl / 4 * 3 + 1);
+    long len = dec ? u_unbase64(b64, bl, (uint8_t *)dec) : -1;
     free(b64);
-    if (!dec)
+    if (len < 0) {
+        free(dec);
         return -1;
+    }
     dec[len] = '\0';
     *out = dec;
     return len;
@@ -172,63 +146,6 @@ static char *xml_escape(const char *s)
         } else {
             *o++ = *p;
         }
-    }
-    *o = '\0';
-    return out;
-}
-
-/* The text of the first <tag>...</tag> in [s, end), entity-decoded
- * (the five named entities and numeric ones below 128), or NULL. */
-static char *xml_text(const char *s, const char *end, const char *tag, const char **after)
-{
-    char open[64], close[64];
-    snprintf(open, sizeof open, "<%s>", tag);
-    snprintf(close, sizeof close, "</%s>", tag);
-    size_t ol = strlen(open);
-    const char *a = s;
-    while (a && a + ol <= end && memcmp(a, open, ol) != 0)
-        a = memchr(a + 1, '<', (size_t)(end - a - 1));
-    if (!a || a + ol > end)
-        return NULL;
-    a += ol;
-    const char *b = a;
-    size_t cl = strlen(close);
-    while (b && b + cl <= end && memcmp(b, close, cl) != 0)
-        b = memchr(b + 1, '<', (size_t)(end - b - 1));
-    if (!b || b + cl > end)
-        return NULL;
-    if (after)
-        *after = b + cl;
-    char *out = malloc((size_t)(b - a) + 1), *o = out;
-    if (!out)
-        return NULL;
-    static const struct {
-        const char *ent;
-        char ch;
-    } ents[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
-    for (const char *p = a; p < b;) {
-        int done = 0;
-        if (*p == '&') {
-            for (size_t i = 0; i < sizeof ents / sizeof *ents && !done; i++) {
-                size_t el = strlen(ents[i].ent);
-                if ((size_t)(b - p) >= el && memcmp(p, ents[i].ent, el) == 0) {
-                    *o++ = ents[i].ch;
-                    p += el;
-                    done = 1;
-                }
-            }
-            if (!done && p + 3 < b && p[1] == '#') {
-                char *semi;
-                long v = p[2] == 'x' ? strtol(p + 3, &semi, 16) : strtol(p + 2, &semi, 10);
-                if (semi < b && *semi == ';' && v > 0 && v < 128) {
-                    *o++ = (char)v;
-                    p = semi + 1;
-                    done = 1;
-                }
-            }
-        }
-        if (!done)
-            *o++ = *p++;
     }
     *o = '\0';
     return out;
@@ -357,16 +274,18 @@ static st_xfer *r53_begin(st_store *st, void *easy, const char *key, int put, co
     return x;
 }
 
-/* The error code of a Route 53 answer: <Code>, or the root element
- * (InvalidChangeBatch is sent as <InvalidChangeBatch><Messages>...). */
+/* The error of a Route 53 answer: its <Code> and whole <Message> (the
+ * words classify() looks for may come after a 253-character name), and for
+ * InvalidChangeBatch, which is sent as <InvalidChangeBatch><Messages>
+ * <Message>... without a <Code>, the root element's name. Control
+ * characters of the message become spaces. */
 static void error_code(const ah_response *r, char *code, size_t cl, char *msg, size_t ml)
 {
     const char *b = r->body ? r->body : "", *end = b + r->len;
-    char *c = xml_text(b, end, "Code", NULL);
-    char *m = xml_text(b, end, "Message", NULL);
-    if (!c && strstr(b, "<InvalidChangeBatch"))
-        c = u_strdup("InvalidChangeBatch");
-    snprintf(code, cl, "%s", c ? c : "");
+    int oom = 0;
+    char *c = aws_xml_text(b, end, "Code", NULL, &oom);
+    char *m = aws_xml_text(b, end, "Message", NULL, &oom);
+    snprintf(code, cl, "%s", c ? c : strstr(b, "<InvalidChangeBatch") ? "InvalidChangeBatch" : "");
     snprintf(msg, ml, "%s", m ? m : "");
     for (char *p = msg; *p; p++)
         if ((unsigned char)*p < 0x20)
@@ -447,24 +366,26 @@ static void set_failure(r53_store *s, const st_xfer *x, long status, const char 
 /* Fills out from a ListResourceRecordSets answer for name. */
 static void parse_list(r53_store *s, const st_xfer *x, const ah_response *r, st_result *out)
 {
-    const char *b = r->body ? r->body : "", *end = b + r->len;
+    const char *b = r->body ? r->body : "";
     const char *set = strstr(b, "<ResourceRecordSet>");
     const char *set_end = set ? strstr(set, "</ResourceRecordSet>") : NULL;
     if (!set || !set_end) {
         st_result_setf(out, ST_NOT_FOUND, "route53://%s/%s does not exist", s->zone, x->key);
         return;
     }
-    (void)end;
-    char *name = xml_text(set, set_end, "Name", NULL);
-    char *type = xml_text(set, set_end, "Type", NULL);
-    char *ttl = xml_text(set, set_end, "TTL", NULL);
+    int oom = 0;
+    char *name = aws_xml_text(set, set_end, "Name", NULL, &oom);
+    char *type = aws_xml_text(set, set_end, "Type", NULL, &oom);
+    char *ttl = aws_xml_text(set, set_end, "TTL", NULL, &oom);
     const char *after = NULL;
-    char *value = xml_text(set, set_end, "Value", &after);
-    char *second = after ? xml_text(after, set_end, "Value", NULL) : NULL;
+    char *value = aws_xml_text(set, set_end, "Value", &after, &oom);
+    char *second = value ? aws_xml_text(after, set_end, "Value", NULL, &oom) : NULL;
     /* Names come back lower case with the final dot (\NNN escapes for
      * other characters, which our names do not have). */
     int ours = name && type && strcasecmp(name, x->key) == 0 && strcmp(type, "TXT") == 0;
-    if (!ours) {
+    if (oom) {
+        st_result_setf(out, ST_TRANSIENT, "out of memory");
+    } else if (!ours) {
         st_result_setf(out, ST_NOT_FOUND, "route53://%s/%s does not exist", s->zone, x->key);
     } else if (!value || second) {
         st_result_setf(out, ST_FATAL,
@@ -510,7 +431,7 @@ static void r53_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         ah_transport_failure(curl_code, x->call.errbuf, what, s->v.endpoint_desc, x->timeout_ms,
                              out);
     } else if (status < 200 || status >= 300) {
-        char code[80], msg[300];
+        char code[80], msg[1024];
         error_code(&x->call.resp, code, sizeof code, msg, sizeof msg);
         int outcome = classify(status, code, msg);
         set_failure(s, x, status, code, msg, outcome, out);
