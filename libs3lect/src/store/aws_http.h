@@ -143,6 +143,9 @@ int ah_service_init(ah_service *v, const struct s3lect_config *cfg, const char *
 int ah_service_endpoint(ah_service *v, const char *url, const char *aws_url, const char *what,
                         const char *aws_desc, char *err, size_t errlen);
 void ah_service_clear(ah_service *v);
+/* The service's own handle for blocking calls, made on first use; NULL
+ * with out set when libcurl cannot make one. */
+CURL *ah_service_handle(ah_service *v, st_result *out);
 /* A blocking call on the service's own handle: st's begin, the transfer,
  * st's finish. */
 void ah_service_call(st_store *st, ah_service *v, const char *key, int put, const void *data,

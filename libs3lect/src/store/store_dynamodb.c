@@ -36,7 +36,7 @@ typedef struct ddb_store {
     char *path; /* "/" or the endpoint's base path */
 } ddb_store;
 
-enum { OP_GET, OP_PUT, OP_OTHER };
+enum { OP_GET, OP_PUT, OP_TABLE };
 
 struct st_xfer {
     int op;
@@ -70,25 +70,23 @@ static cJSON *str_value(const char *s)
     return o;
 }
 
-/* {"pk":{"S":key}[, "sk":{"S":sv}]} added to parent as name. */
-static int add_key(const ddb_store *s, cJSON *parent, const char *name, const char *key)
+/* Adds "name": {"S": value} to obj. */
+static int add_str(cJSON *obj, const char *name, const char *value)
 {
-    cJSON *k = cJSON_AddObjectToObject(parent, name);
-    if (!k)
-        return -1;
-    cJSON *v = str_value(key);
-    if (!v || !cJSON_AddItemToObject(k, s->pk, v)) {
+    cJSON *v = str_value(value);
+    if (!v || !cJSON_AddItemToObject(obj, name, v)) {
         cJSON_Delete(v);
         return -1;
     }
-    if (s->sk) {
-        v = str_value(s->sv);
-        if (!v || !cJSON_AddItemToObject(k, s->sk, v)) {
-            cJSON_Delete(v);
-            return -1;
-        }
-    }
     return 0;
+}
+
+/* The lock's key attributes, "pk": {"S": key} [, "sk": {"S": sv}], into obj
+ * (a GetItem's Key, a PutItem's Item). */
+static int add_key_attrs(const ddb_store *s, cJSON *obj, const char *key)
+{
+    return obj && add_str(obj, s->pk, key) == 0 && (!s->sk || add_str(obj, s->sk, s->sv) == 0) ? 0
+                                                                                               : -1;
 }
 
 static char *get_body(const ddb_store *s, const char *key)
@@ -97,7 +95,8 @@ static char *get_body(const ddb_store *s, const char *key)
     cJSON *names = o ? cJSON_AddObjectToObject(o, "ExpressionAttributeNames") : NULL;
     char *out = NULL;
     if (names && cJSON_AddStringToObject(o, "TableName", s->table) &&
-        add_key(s, o, "Key", key) == 0 && cJSON_AddTrueToObject(o, "ConsistentRead") &&
+        add_key_attrs(s, cJSON_AddObjectToObject(o, "Key"), key) == 0 &&
+        cJSON_AddTrueToObject(o, "ConsistentRead") &&
         cJSON_AddStringToObject(o, "ProjectionExpression", "#r, #v") &&
         cJSON_AddStringToObject(names, "#r", DDB_RECORD_ATTR) &&
         cJSON_AddStringToObject(names, "#v", DDB_VERSION_ATTR))
@@ -113,38 +112,17 @@ static char *put_body(const ddb_store *s, const char *key, const char *data, con
     cJSON *item = o ? cJSON_AddObjectToObject(o, "Item") : NULL;
     cJSON *names = o ? cJSON_AddObjectToObject(o, "ExpressionAttributeNames") : NULL;
     char *out = NULL;
-    int ok = item && names && cJSON_AddStringToObject(o, "TableName", s->table);
-    if (ok) {
-        cJSON *k = str_value(key), *r = str_value(data), *v = str_value(version);
-        ok = k && r && v;
-        if (ok) {
-            cJSON_AddItemToObject(item, s->pk, k);
-            cJSON_AddItemToObject(item, DDB_RECORD_ATTR, r);
-            cJSON_AddItemToObject(item, DDB_VERSION_ATTR, v);
-        } else {
-            cJSON_Delete(k);
-            cJSON_Delete(r);
-            cJSON_Delete(v);
-        }
-    }
-    if (ok && s->sk) {
-        cJSON *sv = str_value(s->sv);
-        ok = sv != NULL;
-        if (ok)
-            cJSON_AddItemToObject(item, s->sk, sv);
-    }
+    int ok = item && names && cJSON_AddStringToObject(o, "TableName", s->table) &&
+             add_key_attrs(s, item, key) == 0 && add_str(item, DDB_RECORD_ATTR, data) == 0 &&
+             add_str(item, DDB_VERSION_ATTR, version) == 0;
     if (ok && !if_match) {
         ok = cJSON_AddStringToObject(o, "ConditionExpression", "attribute_not_exists(#k)") &&
              cJSON_AddStringToObject(names, "#k", s->pk);
     } else if (ok) {
         cJSON *vals = cJSON_AddObjectToObject(o, "ExpressionAttributeValues");
-        cJSON *old = str_value(if_match);
-        ok = vals && old && cJSON_AddStringToObject(o, "ConditionExpression", "#v = :v") &&
+        ok = vals && add_str(vals, ":v", if_match) == 0 &&
+             cJSON_AddStringToObject(o, "ConditionExpression", "#v = :v") &&
              cJSON_AddStringToObject(names, "#v", DDB_VERSION_ATTR);
-        if (ok)
-            cJSON_AddItemToObject(vals, ":v", old);
-        else
-            cJSON_Delete(old);
     }
     if (ok)
         out = cJSON_PrintUnformatted(o);
@@ -260,7 +238,10 @@ static int classify(long status, const char *type)
         "InvalidClientTokenId",      "MissingAuthenticationTokenException"};
     if (status >= 200 && status < 300)
         return ST_OK;
-    if (strcmp(type, "ConditionalCheckFailedException") == 0)
+    /* A conditional write, or a CreateTable (init-store), refused because
+     * what it would create exists. */
+    if (strcmp(type, "ConditionalCheckFailedException") == 0 ||
+        strcmp(type, "ResourceInUseException") == 0)
         return ST_PRECONDITION;
     for (size_t i = 0; i < sizeof transient / sizeof *transient; i++)
         if (strcmp(type, transient[i]) == 0)
@@ -352,17 +333,18 @@ static cJSON *ddb_answer(ddb_store *s, st_xfer *x, int curl_code, st_result *out
     }
     const ah_response *r = &x->call.resp;
     cJSON *j = r->body && !r->truncated ? cJSON_ParseWithLength(r->body, r->len) : NULL;
-    if (status >= 200 && status < 300 && j)
+    if (status >= 200 && status < 300) {
+        if (!j)
+            st_result_setf(out, ST_TRANSIENT,
+                           "DynamoDB %s at %s: the answer is not JSON; will retry", x->action,
+                           s->v.endpoint_desc);
         return j;
+    }
     const char *type = "", *msg = "";
     if (j)
         error_fields(j, &type, &msg);
-    int outcome = status >= 200 && status < 300 ? ST_TRANSIENT : classify(status, type);
-    if (status >= 200 && status < 300)
-        st_result_setf(out, outcome, "DynamoDB %s at %s: the answer is not JSON; will retry",
-                       x->action, s->v.endpoint_desc);
-    else
-        set_failure(s, x, status, type, msg, outcome, out);
+    int outcome = classify(status, type);
+    set_failure(s, x, status, type, msg, outcome, out);
     if (outcome == ST_AUTH)
         ah_signer_refused(&s->v.signer);
     cJSON_Delete(j);
@@ -385,7 +367,7 @@ static void ddb_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
             st_result_setf(out, ST_TRANSIENT, "out of memory");
         else
             out->outcome = ST_OK;
-    } else if (x->op == OP_GET) {
+    } else {
         const cJSON *item = cJSON_GetObjectItemCaseSensitive(j, "Item");
         const char *rec = item ? item_string(item, DDB_RECORD_ATTR) : NULL;
         const char *ver = item ? item_string(item, DDB_VERSION_ATTR) : NULL;
@@ -403,12 +385,6 @@ static void ddb_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         } else {
             out->outcome = ST_OK;
         }
-    } else {
-        out->outcome = ST_OK;
-        char *txt = cJSON_PrintUnformatted(j);
-        if (txt)
-            st_result_set_body(out, txt, strlen(txt));
-        free(txt);
     }
     cJSON_Delete(j);
     xfer_free(x);
@@ -425,19 +401,23 @@ static void ddb_put(st_store *st, const char *key, const void *data, size_t len,
     ah_service_call(st, &((ddb_store *)st)->v, key, 1, data, len, if_match, timeout_ms, out);
 }
 
-/* A table-level call (CreateTable, DescribeTable); out->body holds the answer. */
-static void ddb_table_call(ddb_store *s, const char *action, char *json, int64_t timeout_ms,
-                           st_result *out)
+/* A table-level call (CreateTable, DescribeTable): the parsed answer, or
+ * NULL with out set. */
+static cJSON *ddb_table_call(ddb_store *s, const char *action, char *json, int64_t timeout_ms,
+                             st_result *out)
 {
     memset(out, 0, sizeof *out);
-    if (!s->v.curl && !(s->v.curl = curl_easy_init())) {
+    CURL *h = ah_service_handle(&s->v, out);
+    st_xfer *x = h ? ddb_start(s, h, OP_TABLE, action, "", json, NULL, timeout_ms, out) : NULL;
+    if (!h)
         free(json);
-        st_result_setf(out, ST_TRANSIENT, "libcurl could not create a handle");
-        return;
-    }
-    st_xfer *x = ddb_start(s, s->v.curl, OP_OTHER, action, "", json, NULL, timeout_ms, out);
-    if (x)
-        ddb_finish(&s->base, x, curl_easy_perform(s->v.curl), out);
+    if (!x)
+        return NULL;
+    cJSON *j = ddb_answer(s, x, curl_easy_perform(h), out);
+    xfer_free(x);
+    if (j)
+        out->outcome = ST_OK;
+    return j;
 }
 
 static char *table_only(const ddb_store *s)
@@ -513,10 +493,9 @@ static void ddb_init(st_store *st, const char *key, int64_t timeout_ms, st_resul
     ddb_store *s = (ddb_store *)st;
     (void)key;
     st_result r;
-    ddb_table_call(s, "CreateTable", create_body(s), timeout_ms, &r);
+    cJSON_Delete(ddb_table_call(s, "CreateTable", create_body(s), timeout_ms, &r));
     int created = r.outcome == ST_OK;
-    if (!created &&
-        !(r.outcome == ST_FATAL && r.message && strstr(r.message, "ResourceInUseException"))) {
+    if (!created && r.outcome != ST_PRECONDITION) { /* PRECONDITION: the table exists */
         *out = r;
         return;
     }
@@ -524,12 +503,11 @@ static void ddb_init(st_store *st, const char *key, int64_t timeout_ms, st_resul
     /* Wait (bounded) until the table is ACTIVE, and check its key. */
     int64_t deadline = u_mono_ms() + DDB_TABLE_WAIT_MS;
     for (;;) {
-        ddb_table_call(s, "DescribeTable", table_only(s), timeout_ms, &r);
-        if (r.outcome != ST_OK) {
+        cJSON *j = ddb_table_call(s, "DescribeTable", table_only(s), timeout_ms, &r);
+        if (!j) {
             *out = r;
             return;
         }
-        cJSON *j = cJSON_Parse(r.body ? r.body : "");
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "Table");
         const cJSON *status = cJSON_GetObjectItemCaseSensitive(t, "TableStatus");
         char why[600] = "";
@@ -607,7 +585,7 @@ int st_dynamodb_open(const struct s3lect_config *cfg, const st_location *loc, st
         return rc;
     }
     s->table = u_strdup(loc->bucket);
-    s->pk = u_strdup(loc->opt1 ? loc->opt1 : "LockID");
+    s->pk = u_strdup(loc->opt1); /* st_location_parse's default: LockID */
     s->sk = loc->opt2 ? u_strdup(loc->opt2) : NULL;
     s->sv = loc->opt3 ? u_strdup(loc->opt3) : NULL;
     int oom = 0;
