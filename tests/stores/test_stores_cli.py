@@ -492,3 +492,23 @@ def test_postgres_row_not_written_by_s3lect_is_named(postgres, pg_ready, s3lect_
     finally:
         postgres.psql(f"DELETE FROM s3lect_locks WHERE name = '{key}'")
         postgres.psql("ALTER TABLE s3lect_locks ALTER COLUMN version SET NOT NULL")
+
+
+def test_postgres_peer_mode_advertises_the_route_to_the_server(s3lect_bin, cluster):
+    """Zero-config peer mode advertises this host's address on the route to
+    the store: for a PostgreSQL server reached at ::1 that is [::1], not the
+    127.0.0.1 a store without a server address falls back to."""
+    from harness.pgserver import PostgresServer
+    from storeutil import pg_env
+    srv = PostgresServer(settings={"listen_addresses": "127.0.0.1,::1"}).start()
+    try:
+        url = f"postgres://s3lect@[::1]:{srv.port}/s3lect?key=route"
+        env = pg_env(srv)
+        r = run([str(s3lect_bin), "init-store", url], env)
+        assert r.returncode == 0, r.stderr
+        nodes = cluster(url, env, n=1, extra=FAST + ["--peer"])
+        wait_for(lambda: only_leader(nodes), 30, "a leader")
+        rc, st = status_json(s3lect_bin, url, env)
+        assert rc == 0 and st["leaderAddr"].startswith("[::1]:"), st
+    finally:
+        srv.stop()

@@ -204,6 +204,7 @@ typedef struct pg_store {
     char *table_in; /* as written, for messages */
     char *where;    /* for messages: "database d on h:p" */
     char *origin;   /* "postgres://host:port" (peer mode's route), or NULL */
+    char *sql_get, *sql_insert, *sql_update; /* the three statements, made once */
     int64_t default_timeout_ms;
 } pg_store;
 
@@ -481,15 +482,10 @@ static void pg_get(st_store *st, const char *key, int64_t timeout_ms, st_result 
 {
     pg_store *s = (pg_store *)st;
     memset(out, 0, sizeof *out);
-    char *sql = u_asprintf("SELECT record, version FROM %s WHERE name = $1", s->table);
     const char *vals[] = {key};
-    PGresult *r = sql ? query(s, "SELECT", sql, 1, vals, timeout_ms, out) : NULL;
-    free(sql);
-    if (!r) {
-        if (!out->message)
-            st_result_setf(out, ST_TRANSIENT, "out of memory");
+    PGresult *r = query(s, "SELECT", s->sql_get, 1, vals, timeout_ms, out);
+    if (!r)
         return;
-    }
     if (pq.ntuples(r) == 0) {
         st_result_setf(out, ST_NOT_FOUND, "no row '%s' in table %s", key, s->table_in);
     } else if (pq.getisnull(r, 0, 0) || pq.getisnull(r, 0, 1) || !*pq.getvalue(r, 0, 1)) {
@@ -526,23 +522,12 @@ static void pg_put(st_store *st, const char *key, const void *data, size_t len,
         st_result_setf(out, ST_FATAL, "a record with a NUL byte cannot be stored in PostgreSQL");
         return;
     }
-    char *sql = if_match ? u_asprintf("UPDATE %s SET record = $2, version = $3, updated_at = now() "
-                                      "WHERE name = $1 AND version = $4",
-                                      s->table)
-                         : u_asprintf("INSERT INTO %s (name, record, version) VALUES ($1, $2, $3) "
-                                      "ON CONFLICT (name) DO NOTHING",
-                                      s->table);
     const char *vals[] = {key, rec, version, if_match};
-    PGresult *r =
-        sql ? query(s, if_match ? "UPDATE" : "INSERT", sql, if_match ? 4 : 3, vals, timeout_ms, out)
-            : NULL;
-    free(sql);
+    PGresult *r = if_match ? query(s, "UPDATE", s->sql_update, 4, vals, timeout_ms, out)
+                           : query(s, "INSERT", s->sql_insert, 3, vals, timeout_ms, out);
     free(rec);
-    if (!r) {
-        if (!out->message)
-            st_result_setf(out, ST_TRANSIENT, "out of memory");
+    if (!r)
         return;
-    }
     const char *rows = pq.cmdTuples(r);
     if (rows && strcmp(rows, "1") == 0) {
         if (st_result_set_etag(out, version) != 0)
@@ -601,6 +586,9 @@ static void pg_destroy(st_store *st)
     free(s->table_in);
     free(s->where);
     free(s->origin);
+    free(s->sql_get);
+    free(s->sql_insert);
+    free(s->sql_update);
     free(s);
 }
 
@@ -618,19 +606,23 @@ static const st_vtable pg_vtable = {.name = "postgres",
                                     .pool = pg_route,
                                     .init = pg_init};
 
-/* "database D on H:P as U" from the parsed connection string and PG*
- * variables (never the password); *origin gets "postgres://H:P" when the
- * server is one TCP host (peer mode advertises the address on the route to
- * it), else NULL. */
-static char *describe(const char *conninfo, char **origin)
+/* Checks the connection string with libpq and describes it: *where gets
+ * "database D on H:P as U" from it and the PG* variables (never the
+ * password); *origin gets "postgres://H:P" when the server is one TCP host
+ * (peer mode advertises the address on the route to it), else NULL.
+ * Returns 0, S3LECT_EINVAL with err set, or S3LECT_ENOMEM. */
+static int describe(const char *conninfo, char **where, char **origin, char *err, size_t errlen)
 {
-    *origin = NULL;
-    char *err = NULL;
-    conninfo_option *opts = pq.conninfoParse(conninfo, &err);
+    *where = *origin = NULL;
+    char *perr = NULL;
+    conninfo_option *opts = pq.conninfoParse(conninfo, &perr);
     if (!opts) {
-        if (err)
-            pq.freemem(err);
-        return NULL;
+        char line[300];
+        first_line(perr, line, sizeof line);
+        if (perr)
+            pq.freemem(perr);
+        snprintf(err, errlen, "lock URL: libpq cannot use the connection string (%s)", line);
+        return S3LECT_EINVAL;
     }
     const char *db = NULL, *host = NULL, *port = NULL, *user = NULL, *hostaddr = NULL;
     for (conninfo_option *o = opts; o->keyword; o++) {
@@ -648,16 +640,26 @@ static char *describe(const char *conninfo, char **origin)
         else if (strcmp(o->keyword, "user") == 0)
             user = v;
     }
-    char *d = u_asprintf("database '%.100s' on %.100s%s%.20s%s%.100s",
-                         db     ? db
-                         : user ? user
-                                : "?",
-                         host       ? host
-                         : hostaddr ? hostaddr
-                                    : "the local socket",
-                         port ? ":" : "", port ? port : "", user ? " as " : "", user ? user : "");
+    *where = u_asprintf("database '%.100s' on %.100s%s%.20s%s%.100s",
+                        db     ? db
+                        : user ? user
+                               : "?",
+                        host       ? host
+                        : hostaddr ? hostaddr
+                                   : "the local socket",
+                        port ? ":" : "", port ? port : "", user ? " as " : "", user ? user : "");
+    /* One TCP host (not a socket directory, not a list of hosts). */
+    const char *h = hostaddr ? hostaddr : host;
+    int tcp = h && h[0] != '/' && h[0] != '@' && !strchr(h, ',') && (!port || !strchr(port, ','));
+    if (tcp)
+        *origin = u_asprintf(strchr(h, ':') ? "postgres://[%s]:%s" : "postgres://%s:%s", h,
+                             port ? port : "5432");
     pq.conninfoFree(opts);
-    return d;
+    if (!*where || (tcp && !*origin)) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    return 0;
 }
 
 int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
@@ -669,17 +671,6 @@ int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st
         snprintf(err, errlen, "%s", pq_error);
         return S3LECT_EINVAL;
     }
-    char *perr = NULL;
-    conninfo_option *opts = pq.conninfoParse(loc->bucket, &perr);
-    if (!opts) {
-        char line[300];
-        first_line(perr, line, sizeof line);
-        if (perr)
-            pq.freemem(perr);
-        snprintf(err, errlen, "lock URL: libpq cannot use the connection string (%s)", line);
-        return S3LECT_EINVAL;
-    }
-    pq.conninfoFree(opts);
     pg_store *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
@@ -687,13 +678,28 @@ int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st
     }
     s->base.vt = &pg_vtable;
     s->default_timeout_ms = cfg->request_timeout > 0 ? cfg->request_timeout : PG_DEFAULT_TIMEOUT_MS;
+    int rc = describe(loc->bucket, &s->where, &s->origin, err, errlen);
+    if (rc) {
+        pg_destroy(&s->base);
+        return rc;
+    }
+    /* The table as written (st_location_parse's default: s3lect_locks), and
+     * quoted for SQL: "name" or "schema"."name". */
     s->table_in = u_strdup(loc->opt1);
-    const char *dot = loc->opt1 ? strchr(loc->opt1, '.') : NULL;
-    s->table = dot ? u_asprintf("\"%.*s\".\"%s\"", (int)(dot - loc->opt1), loc->opt1, dot + 1)
-                   : u_asprintf("\"%s\"", loc->opt1 ? loc->opt1 : "s3lect_locks");
-    s->where = describe(loc->bucket, &s->origin);
+    const char *t = loc->opt1, *dot = strchr(t, '.');
+    s->table =
+        dot ? u_asprintf("\"%.*s\".\"%s\"", (int)(dot - t), t, dot + 1) : u_asprintf("\"%s\"", t);
+    if (s->table) {
+        s->sql_get = u_asprintf("SELECT record, version FROM %s WHERE name = $1", s->table);
+        s->sql_insert = u_asprintf("INSERT INTO %s (name, record, version) VALUES ($1, $2, $3) "
+                                   "ON CONFLICT (name) DO NOTHING",
+                                   s->table);
+        s->sql_update = u_asprintf("UPDATE %s SET record = $2, version = $3, updated_at = now() "
+                                   "WHERE name = $1 AND version = $4",
+                                   s->table);
+    }
     s->pool = pool_get(loc->bucket);
-    if (!s->table_in || !s->table || !s->where || !s->pool) {
+    if (!s->table_in || !s->table || !s->sql_get || !s->sql_insert || !s->sql_update || !s->pool) {
         pg_destroy(&s->base);
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
