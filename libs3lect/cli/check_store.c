@@ -121,7 +121,7 @@ static void print_credentials(const s3lect_config *cfg)
     char err[600];
     if (st_location_parse(cfg->lock, &loc, err, sizeof err) != 0)
         return;
-    int is_aws = loc.kind == ST_LOC_S3 || loc.kind == ST_LOC_DYNAMODB || loc.kind == ST_LOC_ROUTE53;
+    int is_aws = st_loc_is_aws(loc.kind);
     st_location_clear(&loc);
     aws_chain *ch;
     if (!is_aws || aws_chain_open(cfg, AWS_CHAIN_NOWAIT, &ch, err, sizeof err) != 0)

@@ -118,7 +118,7 @@ int cli_whoami(int argc, char **argv)
         s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;
     }
-    int is_aws = loc.kind == ST_LOC_S3 || loc.kind == ST_LOC_DYNAMODB || loc.kind == ST_LOC_ROUTE53;
+    int is_aws = st_loc_is_aws(loc.kind);
     st_location_clear(&loc);
     if (!is_aws) {
         cli_usage_error(CMD,

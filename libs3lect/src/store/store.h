@@ -118,6 +118,12 @@ typedef struct st_location {
 } st_location;
 enum { ST_LOC_S3 = 1, ST_LOC_FILE, ST_LOC_DYNAMODB, ST_LOC_POSTGRES, ST_LOC_ROUTE53 };
 
+/* Does a lock of this kind use AWS credentials (the credential chain)? */
+static inline int st_loc_is_aws(int kind)
+{
+    return kind == ST_LOC_S3 || kind == ST_LOC_DYNAMODB || kind == ST_LOC_ROUTE53;
+}
+
 /* Parses "s3://bucket/key", "file:///dir/key", a plain path,
  * "dynamodb://TABLE/KEY[?partition_key=A&sort_key=B&sort_value=V]",
  * "postgres://[user@host:port]/DB?key=K[&table=T][&libpq parameters]" and
