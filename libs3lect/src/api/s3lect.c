@@ -140,6 +140,7 @@ static void free_handle(s3lect_elector *e)
     free(e->peer_etag);
     st_destroy(e->store);
     free(e->key);
+    free(e->lock_shown);
     free(e->vetoes);
     if (e->evfd >= 0)
         close(e->evfd);
@@ -179,7 +180,7 @@ int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
         free(e);
         return cfg_fail(cfg, S3LECT_EIO, "cannot initialise mutexes");
     }
-    if (!(e->cfg = s3lect_config_dup(cfg))) {
+    if (!(e->cfg = s3lect_config_dup(cfg)) || !(e->lock_shown = st_lock_display(e->cfg->lock))) {
         free_handle(e);
         return S3LECT_ENOMEM;
     }
@@ -508,7 +509,7 @@ static s3lect_status *snapshot(const s3lect_elector *e)
     st->leader_addr = u_strdup(lid[0] ? (st->is_leader ? g->addr : g->cur.leader_addr) : "");
     st->etag = u_strdup(g->etag ? g->etag : "");
     st->error_msg = u_strdup(g->last_error_msg ? g->last_error_msg : "");
-    st->lock = st_lock_display(e->cfg->lock);
+    st->lock = u_strdup(e->lock_shown);
     memcpy(st->peer_fails, e->peer_fails.count, sizeof st->peer_fails);
     st->peer_last_fail = u_strdup(e->peer_last_fail);
     pthread_mutex_unlock(&m->mu);

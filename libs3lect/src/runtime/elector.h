@@ -50,6 +50,7 @@ struct s3lect_elector {
     s3lect_config *cfg; /* private copy */
     st_store *store;
     char *key;
+    char *lock_shown; /* cfg->lock as it may be shown: st_lock_display */
     char incarnation[33];
 
     pthread_mutex_t mu;      /* guards everything below unless said otherwise */
