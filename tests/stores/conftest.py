@@ -82,9 +82,7 @@ def make_backend(kind: str, request: pytest.FixtureRequest) -> Backend:
                        lambda name: f"{dsn}?key={name}-{secrets.token_hex(4)}", pg)
     moto = request.getfixturevalue("moto")
     zone = request.getfixturevalue("r53_zone")
-    env = _ddb_env(moto) if hasattr(moto, "env") else {}
-    env = {k: v for k, v in env.items() if k != "AWS_ENDPOINT_URL_DYNAMODB"}
-    env["AWS_ENDPOINT_URL_ROUTE_53"] = moto.endpoint
+    env = dict(_ddb_env(moto), AWS_ENDPOINT_URL_ROUTE_53=moto.endpoint)
     return Backend(kind, env,
                    lambda name: f"route53://{zone}/{name}-{secrets.token_hex(4)}.stores.example.com",
                    moto, enforces_cas=False,
