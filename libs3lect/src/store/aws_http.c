@@ -371,8 +371,7 @@ int ah_call_prepare(ah_call *c, void *easy, ah_signer *g, const ah_request *rq, 
     c->headers = hl;
     if (oom || !url) {
         free(url);
-        ah_call_release(c);
-        c->easy = easy;
+        ah_call_release(c); /* the caller's release is then a no-op */
         st_result_setf(out, ST_TRANSIENT, "out of memory");
         return -1;
     }
