@@ -16,6 +16,7 @@
 #include "config.h"
 #include "crypto.h"
 #include "store.h"
+#include "proc.h"
 #include "util.h"
 
 #define CMD "check-store"
@@ -201,7 +202,7 @@ static void check_races(checker *c, int nracers, int rounds)
             snprintf(rs[i].body, sizeof rs[i].body,
                      "{\"s3lectCheck\":\"race\",\"round\":%d,\"writer\":%d}", round, i + 1);
             memset(&rs[i].res, 0, sizeof rs[i].res);
-            if (pthread_create(&th[i], NULL, race, &rs[i]) != 0)
+            if (u_thread_create(&th[i], NULL, race, &rs[i]) != 0)
                 break;
             started++;
         }

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "logw.h"
+#include "proc.h"
 #include "util.h"
 
 #define METRICS_IO_MS 2000    /* reading a request + writing its answer */
@@ -108,8 +110,19 @@ static void serve(cli_metrics *m, int fd)
         answer(fd, 503, "Service Unavailable", text, "out of memory\n", hd, deadline);
         return;
     }
-    answer(fd, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, hd, deadline);
+    /* s3lect run's own: lines its log writer had to drop (logw.h). */
+    char *all = u_asprintf("%s# HELP s3lect_log_lines_dropped_total Log lines s3lect run dropped "
+                           "because its stderr was not being read.\n"
+                           "# TYPE s3lect_log_lines_dropped_total counter\n"
+                           "s3lect_log_lines_dropped_total %llu\n",
+                           body, (unsigned long long)logw_dropped());
     s3lect_free(body);
+    if (!all) {
+        answer(fd, 503, "Service Unavailable", text, "out of memory\n", hd, deadline);
+        return;
+    }
+    answer(fd, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", all, hd, deadline);
+    free(all);
 }
 
 static void *main_loop(void *arg)
@@ -199,7 +212,7 @@ int cli_metrics_start(const char *addr, s3lect_elector *el, cli_metrics **out, c
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    int perr = pthread_create(&m->th, NULL, main_loop, m);
+    int perr = u_thread_create(&m->th, NULL, main_loop, m);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (perr) {
         snprintf(err, errlen, "--metrics-listen: cannot start a thread: %s", strerror(perr));

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "logw.h"
 #include "store.h"
 #include "supervise.h"
 #include "util.h"
@@ -63,6 +64,7 @@ typedef struct runner {
     int done_why, done_code;
     int64_t hard; /* mono ms by which the tree must be dead; 0: never led */
     int orphans;  /* we kill our own descendants (the shim is gone) */
+    int sigchld;  /* SIGCHLD since the last reap */
     int64_t orphan_kill_at;
     int64_t shim_kill_at; /* SIGKILL the shim itself (it did not end at the deadline) */
     /* leadership */
@@ -134,39 +136,55 @@ static char *json_line(const char *msg)
     return s;
 }
 
+/* Formats one log line (text or JSON, with its '\n') into out; its length. */
+static size_t format_line(const char *msg, char *out, size_t outlen)
+{
+    char *js = g_log_json ? json_line(msg) : NULL;
+    int n;
+    if (js) {
+        n = snprintf(out, outlen, "%s\n", js);
+        cJSON_free(js);
+    } else if (g_log_time) {
+        char t[40];
+        now_rfc3339(t, sizeof t);
+        n = snprintf(out, outlen, "%s s3lect: %s\n", t, msg);
+    } else {
+        n = snprintf(out, outlen, "s3lect: %s\n", msg);
+    }
+    if (n < 0)
+        return 0;
+    if ((size_t)n >= outlen) { /* cut, but still one line */
+        out[outlen - 2] = '\n';
+        return outlen - 1;
+    }
+    return (size_t)n;
+}
+
+static size_t dropped_notice(char *out, size_t outlen, uint64_t dropped)
+{
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "warning: %llu log lines were dropped: stderr was not being read "
+             "(s3lect_log_lines_dropped_total counts them)",
+             (unsigned long long)dropped);
+    return format_line(msg, out, outlen);
+}
+
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
-    /* A closed or broken stderr must not stop supervision: SIGPIPE is ignored
-     * and write errors are dropped. */
-    char line[1024];
+    /* Never blocks: the line is queued for the log writer thread (logw.h),
+     * and dropped (and counted) if stderr is a pipe nobody reads. */
+    char msg[1024], line[3072];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (n < 0)
         return;
-    if ((size_t)n > sizeof line - 2)
-        n = (int)sizeof line - 2;
-    line[n] = '\0';
-    char *js = g_log_json ? json_line(line) : NULL;
-    if (js) {
-        fputs(js, stderr);
-        fputc('\n', stderr);
-        cJSON_free(js);
-    } else {
-        if (g_log_time) {
-            char t[40];
-            now_rfc3339(t, sizeof t);
-            fputs(t, stderr);
-            fputc(' ', stderr);
-        }
-        line[n++] = '\n';
-        fputs("s3lect: ", stderr);
-        fwrite(line, 1, (size_t)n, stderr);
-    }
-    fflush(stderr);
-    clearerr(stderr);
+    size_t len = format_line(msg, line, sizeof line);
+    if (len)
+        logw_line(line, len);
 }
 
 /* Samples the hard deadline if we lead now. Returns 1 if leading. */
@@ -289,7 +307,7 @@ static void start_orphan_kill(runner *r, int64_t now)
     r->orphan_kill_at = now + r->kill_timeout;
     if (r->hard < r->orphan_kill_at)
         r->orphan_kill_at = r->hard;
-    int n = sv_tree_signal(r->self, 0, SIGTERM);
+    int n = sv_own_tree_signal(r->self, 0, SIGTERM);
     say("stopping %d processes left behind by the command: SIGTERM", n);
 }
 
@@ -323,19 +341,22 @@ static void shim_ended(runner *r, int status)
     r->cmd_pid = 0;
     r->stop_sent = 0;
     /* Nothing should be left; if something is (the shim was killed), kill it. */
-    if (sv_tree_signal(r->self, 0, 0) > 0)
+    if (sv_own_tree_signal(r->self, 0, 0) > 0)
         start_orphan_kill(r, now);
 }
 
+/* Reaps the shim and the command's orphans re-parented to us, never the
+ * library's own children (a credential_process: its owner waits for it). */
 static void reap(runner *r)
 {
     int status;
-    pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        if (pid == r->shim)
-            shim_ended(r, status);
-        /* others: orphans re-parented to us, reaped so they leave no zombie */
-        sv_forget(pid);
+    if (r->shim && waitpid(r->shim, &status, WNOHANG) == r->shim) {
+        sv_forget(r->shim);
+        shim_ended(r, status);
+    }
+    if (r->sigchld) { /* only then can there be a zombie to collect */
+        r->sigchld = 0;
+        sv_reap_strays(r->self, r->shim);
     }
 }
 
@@ -474,6 +495,8 @@ int cli_run(int argc, char **argv)
             return CLI_EXIT_ERROR;
         }
     }
+    /* From here on every line goes through the log writer thread. */
+    logw_start(STDERR_FILENO, dropped_notice);
     /* Orphaned descendants of CMD come to us if the shim is killed. */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
         say("warning: cannot become a child subreaper: %s", strerror(errno));
@@ -513,14 +536,14 @@ int cli_run(int argc, char **argv)
             r.sent_hard = r.hard;
         /* The hard deadline holds even if the shim cannot act (stopped, hung). */
         if (r.shim && r.hard && now >= r.hard) {
-            sv_tree_signal(r.self, r.shim, SIGKILL);
+            sv_own_tree_signal(r.self, r.shim, SIGKILL);
             if (!r.shim_kill_at)
                 r.shim_kill_at = r.hard + 1000;
             else if (now >= r.shim_kill_at)
                 kill(r.shim, SIGKILL);
         }
         if (r.orphans) {
-            int n = sv_tree_signal(r.self, 0, now >= r.orphan_kill_at ? SIGKILL : 0);
+            int n = sv_own_tree_signal(r.self, 0, now >= r.orphan_kill_at ? SIGKILL : 0);
             if (n <= 0)
                 r.orphans = 0;
         }
@@ -528,7 +551,7 @@ int cli_run(int argc, char **argv)
          * the previous term's tree is gone. */
         if (lead && r.leading && !r.stopping && !r.child_done && !r.shim && !r.orphans &&
             r.hard > now) {
-            if (sv_tree_signal(r.self, 0, 0) > 0)
+            if (sv_own_tree_signal(r.self, 0, 0) > 0)
                 start_orphan_kill(&r, now);
             else
                 start_cmd(&r);
@@ -559,6 +582,7 @@ int cli_run(int argc, char **argv)
             while (read(sfd, &si, sizeof si) == sizeof si) {
                 int sig = (int)si.ssi_signo;
                 if (sig == SIGCHLD) {
+                    r.sigchld = 1;
                     continue;
                 } else if (sig == SIGHUP || sig == SIGUSR1 || sig == SIGUSR2) {
                     if (r.shim && !r.stop_sent && r.cmd_pid) {
@@ -584,6 +608,8 @@ int cli_run(int argc, char **argv)
     close(sfd);
     cli_metrics_stop(metrics);
     s3lect_free_elector(r.el);
+    /* The last lines out, unless nobody reads them. */
+    logw_flush(300);
     if (r.child_done)
         return r.child_status;
     return CLI_EXIT_OK;

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "util.h"
 
 #define SV_STOP_POLL_MS 50 /* re-walk the tree this often while it stops */
@@ -69,11 +70,11 @@ int sv_recv(int fd, sv_msg *m)
 /* ---- the /proc walk ---- */
 
 typedef struct pent {
-    pid_t pid, ppid;
+    pid_t pid, ppid, pgid;
     char state;
 } pent;
 
-static int read_stat(pid_t pid, pid_t *ppid, char *state)
+static int read_stat_pg(pid_t pid, pid_t *ppid, char *state, pid_t *pgid)
 {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
@@ -90,8 +91,16 @@ static int read_stat(pid_t pid, pid_t *ppid, char *state)
     if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
         return -1;
     *state = p[2];
-    *ppid = (pid_t)strtol(p + 4, NULL, 10);
+    char *end;
+    *ppid = (pid_t)strtol(p + 4, &end, 10);
+    if (pgid)
+        *pgid = (pid_t)strtol(end, NULL, 10);
     return 0;
+}
+
+static int read_stat(pid_t pid, pid_t *ppid, char *state)
+{
+    return read_stat_pg(pid, ppid, state, NULL);
 }
 
 static int pent_cmp(const void *a, const void *b)
@@ -102,7 +111,7 @@ static int pent_cmp(const void *a, const void *b)
 
 static const pent *pent_find(const pent *v, size_t n, pid_t pid)
 {
-    pent key = {pid, 0, 0};
+    pent key = {pid, 0, 0, 0};
     return bsearch(&key, v, n, sizeof *v, pent_cmp);
 }
 
@@ -158,7 +167,13 @@ static void signal_checked(const pent *p, int sig)
     kill(p->pid, sig);
 }
 
-static int walk(pid_t root, pid_t spare, int sig, int record)
+/* What a walk does with the processes it finds below root. */
+enum { W_COUNT = 0, W_RECORD = 1, W_REAP = 2 };
+
+/* The library's own children (a credential_process and what it starts) are
+ * left out when `own` is set: they are s3lect's, not the command's. The
+ * shim, a forked copy whose library threads are gone, never takes that lock. */
+static int walk_ex(pid_t root, pid_t spare, int sig, int mode, int own)
 {
     DIR *d = opendir("/proc");
     if (!d)
@@ -177,7 +192,7 @@ static int walk(pid_t root, pid_t spare, int sig, int record)
             continue;
         pent e;
         e.pid = (pid_t)pid;
-        if (read_stat(e.pid, &e.ppid, &e.state) != 0)
+        if (read_stat_pg(e.pid, &e.ppid, &e.state, &e.pgid) != 0)
             continue; /* exited meanwhile */
         if (n == cap) {
             size_t nc = cap ? cap * 2 : 256;
@@ -199,8 +214,21 @@ static int walk(pid_t root, pid_t spare, int sig, int record)
     if (n)
         qsort(v, n, sizeof *v, pent_cmp);
     int live = 0;
+    if (own)
+        u_own_lock(); /* after the listing: see base/proc.h */
     for (size_t i = 0; i < n; i++) {
         const pent *p = &v[i];
+        if (own && u_own_pgroup_has(p->pgid))
+            continue;
+        if (mode == W_REAP) {
+            /* A zombie child of root that is not the library's: reap it. */
+            if (p->ppid == root && p->state == 'Z' && p->pid != spare &&
+                waitpid(p->pid, NULL, WNOHANG) == p->pid) {
+                live++;
+                sv_forget(p->pid);
+            }
+            continue;
+        }
         if (p->pid == root || p->state == 'Z' || p->state == 'X' || !is_below(v, n, p, root))
             continue;
         if (p->pid == spare)
@@ -208,7 +236,7 @@ static int walk(pid_t root, pid_t spare, int sig, int record)
         live++;
         if (sig)
             signal_checked(p, sig);
-        if (record) {
+        if (mode == W_RECORD) {
             pid_t *ne = realloc(excluded, (n_excluded + 1) * sizeof *ne);
             if (ne) {
                 excluded = ne;
@@ -216,8 +244,15 @@ static int walk(pid_t root, pid_t spare, int sig, int record)
             }
         }
     }
+    if (own)
+        u_own_unlock();
     free(v);
     return live;
+}
+
+static int walk(pid_t root, pid_t spare, int sig, int record)
+{
+    return walk_ex(root, spare, sig, record ? W_RECORD : W_COUNT, 0);
 }
 
 int sv_tree_signal(pid_t root, pid_t spare, int sig)
@@ -225,9 +260,19 @@ int sv_tree_signal(pid_t root, pid_t spare, int sig)
     return walk(root, spare, sig, 0);
 }
 
+int sv_own_tree_signal(pid_t root, pid_t spare, int sig)
+{
+    return walk_ex(root, spare, sig, W_COUNT, 1);
+}
+
 int sv_exclude_present(pid_t root)
 {
-    return walk(root, 0, 0, 1);
+    return walk_ex(root, 0, 0, W_RECORD, 1);
+}
+
+int sv_reap_strays(pid_t root, pid_t spare)
+{
+    return walk_ex(root, spare, 0, W_REAP, 1);
 }
 
 void sv_forget(pid_t pid)

@@ -70,6 +70,13 @@ pid_t sv_spawn(const sv_spawn_args *a, int *to_fd, int *from_fd);
  * signalled). Returns how many live (not zombie) such processes it found, or
  * -1 if /proc cannot be read. */
 int sv_tree_signal(pid_t root, pid_t spare, int sig);
+/* The same in s3lect run itself: leaves out the library's own children (a
+ * credential_process and its descendants, base/proc.h), which are s3lect's
+ * and not the command's. Never call it in the shim. */
+int sv_own_tree_signal(pid_t root, pid_t spare, int sig);
+/* Reaps the zombie children of root except `spare` and the library's own
+ * (their owner waits for them). Returns how many were reaped. */
+int sv_reap_strays(pid_t root, pid_t spare);
 
 /* Records the processes below root now, to leave them and their descendants
  * out of every later sv_tree_signal(). Returns how many. */

@@ -39,6 +39,7 @@
 #include "cred_provider.h"
 #include "cred_sources.h"
 #include "s3lect.h"
+#include "proc.h"
 #include "util.h"
 
 #define MAX_PROFILE_DEPTH 8
@@ -617,7 +618,7 @@ static int ensure_refresher_locked(void)
     if (!r)
         return S3LECT_ENOMEM;
     atomic_init(&r->abort, 0);
-    if (pthread_create(&r->th, NULL, refresher_main, r) != 0) {
+    if (u_thread_create(&r->th, NULL, refresher_main, r) != 0) {
         free(r);
         return S3LECT_ENOMEM;
     }

@@ -8,8 +8,10 @@
  * (never logged, wiped after parsing). The process gets its own process
  * group; on timeout the whole group is killed with SIGKILL.
  *
- * A program that reaps every child (s3lect run does, with waitpid(-1)) may
- * collect the exit status first; then the output alone decides.
+ * The group is registered as the library's own (base/proc.h) while it runs,
+ * so s3lect run's supervisor neither kills nor reaps it. A host program that
+ * reaps every child with waitpid(-1) may still collect the exit status
+ * first; then the output alone decides.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +27,7 @@
 
 #include "cred_parse.h"
 #include "cred_sources.h"
+#include "proc.h"
 #include "s3lect.h"
 #include "util.h"
 
@@ -97,7 +100,13 @@ int aws_process_fetch(const char *command, const char *what, int64_t timeout_ms,
                                         POSIX_SPAWN_SETSIGDEF);
     char *argv[] = {"sh", "-c", (char *)command, NULL};
     pid_t pid;
+    /* Registered before any supervisor can see it (base/proc.h): s3lect run
+     * never counts, kills or reaps it as a leftover of its command. */
+    u_own_lock();
     int sp = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, environ);
+    if (sp == 0)
+        u_own_pgroup_add(pid);
+    u_own_unlock();
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     close(fds[1]);
@@ -148,6 +157,7 @@ int aws_process_fetch(const char *command, const char *what, int64_t timeout_ms,
     }
     if (waited != 1 && waited != -1)
         kill_group(pid);
+    u_own_pgroup_remove(pid);
     if (rc == S3LECT_ENOMEM) {
         snprintf(err, errlen, "out of memory");
     } else if (aborted) {

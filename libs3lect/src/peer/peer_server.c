@@ -48,6 +48,7 @@
 #include "crypto.h"
 #include "peer.h"
 #include "s3lect.h"
+#include "proc.h"
 #include "util.h"
 
 /* Handshake plus the complete first request head; for later requests on a
@@ -934,7 +935,7 @@ static void start_conn(peer_server *s, int fd)
     c->accepted_ms = u_mono_ms();
     /* Only the acceptor adds connections, so the count checked above holds. */
     pthread_mutex_lock(&s->mu);
-    if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
+    if (u_thread_create(&c->thread, NULL, conn_main, c) != 0) {
         pthread_mutex_unlock(&s->mu);
         SSL_free(ssl);
         close(fd);
@@ -1019,7 +1020,7 @@ int peer_server_start(const struct s3lect_config *cfg, const peer_identity *id,
     sigemptyset(&block);
     sigaddset(&block, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    int perr = pthread_create(&s->acceptor, NULL, acceptor_main, s);
+    int perr = u_thread_create(&s->acceptor, NULL, acceptor_main, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (perr != 0) {
         snprintf(err, errlen, "peer server: cannot start a thread: %s", strerror(perr));

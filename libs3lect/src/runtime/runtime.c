@@ -29,6 +29,7 @@
 
 #include "crypto.h"
 #include "elector.h"
+#include "proc.h"
 #include "util.h"
 
 enum { RT_IO_NONE = 0, RT_IO_QUEUED, RT_IO_CURL, RT_IO_JOB };
@@ -748,7 +749,7 @@ static int spawn_detached(void *(*fn)(void *), void *arg)
     if (pthread_attr_init(&a) != 0)
         return -1;
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &a, fn, arg);
+    int rc = u_thread_create(&t, &a, fn, arg);
     pthread_attr_destroy(&a);
     return rc;
 }
@@ -1073,7 +1074,7 @@ static rt_runtime *runtime_new(char *err, size_t errlen)
         memcpy(&seed, rnd, sizeof seed);
     u_rng_seed(&rt->rng, seed);
     rt->max_conns = 1;
-    int rc = pthread_create(&rt->loop_tid, NULL, loop_main, rt);
+    int rc = u_thread_create(&rt->loop_tid, NULL, loop_main, rt);
     if (rc != 0) {
         snprintf(err, errlen, "cannot create the runtime's thread: %s", strerror(rc));
         runtime_free(rt);

@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`s3lect run` whose stderr is a full pipe that nobody reads (issue 26, item 1).
+
+A log write must never stall the supervisor or the election: a node that
+holds the lock runs its command, and one that must let go does. Each node
+reaches MinIO through its own fault proxy (chaos_lib.Proxy), so one node's
+store can fail while the others' works. The node under test has stdout and
+stderr on one pipe, filled to the brim before it starts and never read: each
+of its log lines would block a plain write(2) for ever.
+
+The command of every node appends "start ID TERM PID" to a shared marker file
+(not through s3lect's stderr) and then sleeps, so starts and the pids of the
+commands are known whatever happens to the logs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import secrets
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from chaos_lib import Proxy
+from harness.wait import wait_for
+
+LEASE_S, FREQUENT_S = 3.0, 0.5
+TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
+          "--frequent-interval", "500ms", "--infrequent-interval", "1s"]
+# Followers that poll slowly: the full-stderr node is then the likely winner.
+SLOW = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
+        "--frequent-interval", "3s", "--infrequent-interval", "3s"]
+# A lease long enough that a handover by release is told from one by expiry.
+LONG = ["--lease-timeout", "8s", "--renew-interval", "1s", "--renew-deadline", "5s",
+        "--frequent-interval", "500ms", "--infrequent-interval", "1s"]
+# Scheduling slack for a loaded 2-core machine, on top of each bound.
+SLACK_S = 4.0
+
+
+def full_pipe() -> tuple[int, int]:
+    """A pipe whose buffer is full; the write end is blocking again."""
+    r, w = os.pipe()
+    fl = fcntl.fcntl(w, fcntl.F_GETFL)
+    fcntl.fcntl(w, fcntl.F_SETFL, fl | os.O_NONBLOCK)
+    chunk = b"x" * 65536
+    while True:
+        try:
+            os.write(w, chunk)
+        except BlockingIOError:
+            try:
+                os.write(w, b"x")
+            except BlockingIOError:
+                break
+    fcntl.fcntl(w, fcntl.F_SETFL, fl)
+    return r, w
+
+
+class LiveNode:
+    def __init__(self, bin_: Path, tmp: Path, lock: str, node_id: str, env: dict[str, str],
+                 minio_port: int, full: bool, timing: list[str]):
+        self.id = node_id
+        self.marker = tmp / "starts.log"
+        self.proxy = Proxy(node_id, minio_port, seed=len(node_id))
+        self.log = tmp / f"{node_id}.log"
+        self._pipe: tuple[int, int] | None = None
+        cmd = f'echo "start $S3LECT_LEADER_ID $S3LECT_TERM $$" >> {self.marker}; exec sleep 600'
+        argv = [str(bin_), "run", "--lock", lock, "--id", node_id, *timing,
+                "--endpoint", f"http://127.0.0.1:{self.proxy.port}",
+                "--kill-timeout", "500ms", "--", "sh", "-c", cmd]
+        if full:
+            self._pipe = full_pipe()
+            out = self._pipe[1]
+        else:
+            self._file = open(self.log, "w")
+            out = self._file
+        self.proc = subprocess.Popen(argv, stdout=out, stderr=out, env=env, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        if self._pipe:
+            os.close(self._pipe[1])  # the child holds it; the read end stays open, unread
+
+    def starts(self) -> list[tuple[str, int, int, float]]:
+        return [s for s in starts(self.marker) if s[0] == self.id]
+
+    def kill9(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(timeout=10)
+        self.proxy.close()
+        if self._pipe:
+            os.close(self._pipe[0])
+        else:
+            self._file.close()
+
+
+_seen: dict[tuple[str, int], float] = {}
+
+
+def starts(marker: Path) -> list[tuple[str, int, int, float]]:
+    """(id, term, pid, first time this test saw the line) of every command start."""
+    out = []
+    if marker.exists():
+        for line in marker.read_text().splitlines():
+            p = line.split()
+            if len(p) == 4 and p[0] == "start":
+                key = (p[1], int(p[2]))
+                t = _seen.setdefault(key, time.monotonic())
+                out.append((p[1], int(p[2]), int(p[3]), t))
+    return out
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def live(tmp_path: Path, s3lect_bin: Path, minio, clean_env):
+    env = dict(clean_env)
+    env.update(minio.env())
+    port = int(minio.endpoint.rsplit(":", 1)[1])
+    lock = f"s3://{minio.bucket}/live/{secrets.token_hex(4)}.json"
+    nodes: list[LiveNode] = []
+    _seen.clear()
+
+    def start(node_id: str, full: bool = False, timing: list[str] = TIMING) -> LiveNode:
+        n = LiveNode(s3lect_bin, tmp_path, lock, node_id, env, port, full, timing)
+        nodes.append(n)
+        return n
+
+    start.marker = tmp_path / "starts.log"  # type: ignore[attr-defined]
+    try:
+        yield start
+    finally:
+        for n in nodes:
+            n.close()
+
+
+def test_full_stderr_leader_steps_down_on_store_errors(live):
+    """(a) The leader's stderr is full and its store fails: it stops its
+    command and lets go; the next node's command starts within lease +
+    frequent interval."""
+    full = live("full", full=os.environ.get("DBG") is None)
+    wait_for(lambda: full.starts(), 30, "the full-stderr node to start its command")
+    pid = full.starts()[-1][2]
+    other = live("healthy")
+    time.sleep(1.5)  # the healthy node follows
+    t_fault = time.monotonic()
+    full.proxy.set(mode="reset")  # every request of the leader fails from now on
+    s = wait_for(lambda: other.starts(), LEASE_S + FREQUENT_S + SLACK_S,
+                 "the healthy node's command after the full-stderr leader's store failed")
+    took = s[-1][3] - t_fault
+    assert not pid_alive(pid), "the old leader's command must be dead once another node's runs"
+    assert full.proc.poll() is None, "the full-stderr node keeps running as a follower"
+    print(f"takeover {took:.2f} s after the leader's store failed")
+
+
+def test_full_stderr_follower_wins_and_runs(live):
+    """(b) Three nodes; the leader is killed with -9 and the follower whose
+    stderr is full wins: a command runs within lease + frequent + 1 s."""
+    leader = live("leader")
+    wait_for(lambda: leader.starts(), 30, "the first node's command")
+    full = live("full", full=True)
+    live("slow", timing=SLOW)
+    time.sleep(2.0)  # both follow
+    t_kill = time.monotonic()
+    leader.kill9()
+    bound = LEASE_S + FREQUENT_S + 1.0 + SLACK_S
+    wait_for(lambda: [s for s in starts(live.marker) if s[0] != "leader"], bound,
+             "a command after the leader's kill -9")
+    first = [s for s in starts(live.marker) if s[0] != "leader"][0]
+    print(f"{first[0]} started its command {first[3] - t_kill:.2f} s after the kill")
+    # Whoever holds the lock runs its command: watch for another lease that
+    # no node holds the lock without its command (the full node, if it won,
+    # must have started it; if it let go, another must run).
+    time.sleep(LEASE_S)
+    running = [s for s in starts(live.marker) if s[0] != "leader" and pid_alive(s[2])]
+    assert len(running) == 1, f"exactly one command runs: {starts(live.marker)}"
+
+
+def test_full_stderr_sigterm_stops_and_releases(live, s3lect_bin, minio, clean_env):
+    """(c) SIGTERM to a leader whose stderr is full still stops its command,
+    releases, and exits 0; the next node leads at once."""
+    full = live("full", full=True, timing=LONG)
+    wait_for(lambda: full.starts(), 30, "the full-stderr node's command")
+    pid = full.starts()[-1][2]
+    other = live("healthy", timing=LONG)
+    time.sleep(1.5)
+    t = time.monotonic()
+    full.proc.send_signal(signal.SIGTERM)
+    rc = full.proc.wait(timeout=10)
+    stopped = time.monotonic() - t
+    assert rc == 0, f"graceful stop exits 0, got {rc}"
+    assert not pid_alive(pid), "the command is dead when s3lect run exits"
+    # A release is seen at the follower's next read (infrequent interval 1 s).
+    wait_for(lambda: other.starts(), 8.0 + SLACK_S, "the next node's command")
+    took = other.starts()[-1][3] - t
+    # Without a release the lease (8 s, renewed at most 1 s before) runs out first.
+    assert took < 5.0, f"handover took {took:.2f} s: the lock was not released"
+    print(f"stopped in {stopped:.2f} s, next command {took:.2f} s after SIGTERM")
