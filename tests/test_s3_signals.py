@@ -27,6 +27,7 @@ import re
 import secrets
 import signal
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -34,7 +35,7 @@ import pytest
 
 from harness.cli import Node, wait_for
 from harness.container_creds import ContainerCredsServer
-from harness.credtest import container_answer, write_mint_profile
+from harness.credtest import STS_PY, container_answer, write_mint_profile
 from harness.imds import ImdsMock, ImdsMockMissing, find_imds_mock
 from harness.sso import FakePortal
 from harness.sts import assume_role
@@ -224,3 +225,76 @@ def test_every_library_thread_blocks_asynchronous_signals(minio, s3lect_bin, cen
         assert not bad, "\n".join(bad)
     finally:
         node.stop()
+
+
+# ---- the library's own children are not the command's (issue 26, item 3) ----
+
+
+def slow_process_profile(tmp_path: Path, minio, report_seconds: float) -> tuple[Path, Path]:
+    """Profile 'slow': a credential_process that takes 2 s (and hangs while
+    the file HANG exists), logs "start PID" and, if it gets SIGTERM (which
+    only s3lect run's leftover logic would send), "term PID"."""
+    log, hang = tmp_path / "credproc.log", tmp_path / "HANG"
+    script = tmp_path / "slow.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"echo \"start $$\" >> '{log}'\n"
+        f"trap 'echo \"term $$\" >> {log}; exit 1' TERM\n"
+        f"while [ -e '{hang}' ]; do sleep 0.2 & wait $!; done\n"
+        "sleep 2 & wait $!\n"
+        f"export STS_ACCESS_KEY='{minio.access_key}' STS_SECRET_KEY='{minio.secret_key}'\n"
+        f"exec '{sys.executable}' '{STS_PY}' process {minio.endpoint} "
+        f"--report-seconds {report_seconds}\n")
+    script.chmod(0o700)
+    (tmp_path / "config").write_text(f"[profile slow]\ncredential_process = {script}\n")
+    return log, hang
+
+
+def test_slow_and_hanging_credential_process_during_takeovers(minio, s3lect_bin, cenv, tmp_path):
+    need_own_minio(minio)
+    log, hang = slow_process_profile(tmp_path, minio, 8)
+    env = dict(cenv, AWS_PROFILE="slow", AWS_ENDPOINT_URL_S3=minio.endpoint,
+               S3LECT_CREDENTIAL_PROCESS_TIMEOUT="4")
+    lock = f"s3://{minio.bucket}/signals/credproc-{secrets.token_hex(4)}.json"
+    timing = ["--lease-timeout", "4s", "--renew-interval", "1s", "--renew-deadline", "2500ms",
+              "--frequent-interval", "500ms", "--infrequent-interval", "1s"]
+    nodes: list[Node] = []
+
+    def add() -> None:
+        nodes.append(Node(s3lect_bin, tmp_path, lock, f"n{len(nodes)}", env, timing))
+
+    def leader() -> Node | None:
+        return leader_with_cmd([n for n in nodes if n.alive()])
+
+    try:
+        add()
+        add()
+        # Refreshes (about every 5 s with an 8 s lifetime) run throughout:
+        # four takeovers by SIGTERM, each followed by a node started anew.
+        for i in range(4):
+            cur = wait_for(leader, 30, f"a leader running its command (round {i})")
+            time.sleep(1.5)
+            cur.proc.send_signal(signal.SIGTERM)
+            assert cur.proc.wait(timeout=15) == 0, cur.text()
+            wait_for(leader, 15, f"the next leader's command after round {i}")
+            add()
+        # Now the source hangs (the library kills it after 4 s and retries):
+        # the nodes' credentials run out and leadership is lost, but no
+        # refresh is ever killed by the supervisor.
+        hang.write_text("")
+        time.sleep(12)
+        hang.unlink()
+        t = time.monotonic()
+        # Healed within one refresh (2 s) + a lease + a poll, with slack.
+        wait_for(leader, 2 + 4 + 1 + 10, "a leader running its command after the source recovered")
+        print(f"led again {time.monotonic() - t:.2f} s after the source recovered")
+    finally:
+        for n in nodes:
+            n.stop()
+    lines = log.read_text().splitlines()
+    starts = [ln for ln in lines if ln.startswith("start")]
+    assert len(starts) >= 6, f"the credential_process ran repeatedly: {lines}"
+    killed = [ln for ln in lines if ln.startswith("term")]
+    assert not killed, f"s3lect run's supervisor sent SIGTERM to credential_process runs: {killed}"
+    for n in nodes:
+        assert "left behind by the command" not in n.text(), n.text()
