@@ -110,6 +110,9 @@ static const char RUN_HELP[] =
     "  --kill-timeout D        SIGTERM→SIGKILL grace for CMD's tree; default and largest\n"
     "                          allowed: lease-timeout - renew-deadline - margin, where\n"
     "                          margin = 2 x lease-timeout/1000 + 250ms (4.72s by default)\n"
+    "  --startup-timeout D     exit 1 if the store was never reached and only permanent\n"
+    "                          errors (no such bucket/table/zone, access denied, bad\n"
+    "                          credentials) were seen for D (default 60s; 0: retry for ever)\n"
     "\n"
     "peer mode (followers long-poll the leader over HTTPS instead of reading S3):\n"
     "  --peer                  turn peer mode on; alone it is zero-config: the node makes a\n"
@@ -429,6 +432,7 @@ static size_t opt_defs(cli_opts *o, opt_def *out)
         {"--infrequent-interval", K_DUR, C_RUN, NULL, &o->infrequent, NULL},
         {"--max-clock-skew", K_DUR, C_RUN, NULL, &o->skew, NULL},
         {"--kill-timeout", K_DUR, C_RUN, NULL, &o->kill_timeout, NULL},
+        {"--startup-timeout", K_DUR, C_RUN, NULL, &o->startup_timeout, NULL},
         {"--interval", K_DUR, C_WATCH, NULL, &o->interval, NULL},
         {"--json", K_FLAG, C_READ, NULL, NULL, &o->json},
         {"--log-format", K_STR, C_RUN, &o->log_format, NULL, NULL},
@@ -494,7 +498,8 @@ int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o)
                             v, CLI_MIN_INTERVAL_MS);
             return -1;
         }
-        if (opts[k].dur != &o->kill_timeout && opts[k].dur != &o->interval)
+        if (opts[k].dur != &o->kill_timeout && opts[k].dur != &o->interval &&
+            opts[k].dur != &o->startup_timeout)
             o->has_timing = 1;
         return 1;
     }

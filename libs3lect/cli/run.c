@@ -73,6 +73,11 @@ typedef struct runner {
     int stopping;     /* SIGTERM/SIGINT received */
     int child_done;   /* CMD exited on its own while we led */
     int child_status; /* its exit status for our exit code */
+    /* --startup-timeout: until the store is first reached */
+    int reached;         /* the store answered once (a read or a write) */
+    int saw_transient;   /* an error that may heal (network, 5xx, throttling) */
+    int saw_permanent;   /* an error that will not (EAUTH, EFATAL) */
+    char permanent[512]; /* the last permanent error's message */
 } runner;
 
 /* --log-format json / --log-time (set once, before the first line). */
@@ -268,8 +273,30 @@ static void on_changed(s3lect_elector *e, const s3lect_event *ev, void *ud)
 static void on_error(s3lect_elector *e, const s3lect_event *ev, void *ud)
 {
     (void)e;
-    (void)ud;
+    runner *r = ud;
+    int code = s3lect_event_code(ev);
+    if (code == S3LECT_EAUTH || code == S3LECT_EFATAL || code == S3LECT_EINVAL) {
+        r->saw_permanent = 1;
+        snprintf(r->permanent, sizeof r->permanent, "%s", s3lect_event_message(ev));
+    } else {
+        r->saw_transient = 1;
+    }
     say("error: %s", s3lect_event_message(ev));
+}
+
+/* 1 when the node must give up: it never reached its store, saw only errors
+ * that will not heal by themselves, and --startup-timeout passed. */
+static int startup_failed(runner *r, int64_t now, int64_t started, int64_t timeout)
+{
+    if (r->reached || timeout <= 0)
+        return 0;
+    s3lect_status *st = NULL;
+    if (s3lect_get_status(r->el, &st) == 0 && st) {
+        if (s3lect_status_last_seen_ms(st) > 0 || s3lect_status_is_leader(st))
+            r->reached = 1;
+        s3lect_status_free(st);
+    }
+    return !r->reached && r->saw_permanent && !r->saw_transient && now - started >= timeout;
 }
 
 static void read_reports(runner *r)
@@ -366,6 +393,7 @@ static int parse_run(int argc, char **argv, cli_opts *o, char ***cmd)
     o->path_style = -1;
     o->lease = o->renew = o->deadline = o->frequent = o->infrequent = o->skew = -1;
     o->kill_timeout = -1; /* default: the largest safe value */
+    o->startup_timeout = -1;
     *cmd = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) {
@@ -523,8 +551,19 @@ int cli_run(int argc, char **argv)
     free(shown);
     if (metrics)
         say("metrics at http://%s/metrics port=%d", o.metrics_listen, cli_metrics_port(metrics));
+    int64_t started = u_mono_ms(), startup = o.startup_timeout < 0 ? 60000 : o.startup_timeout;
+    int gave_up = 0;
     for (;;) {
         int64_t now = u_mono_ms();
+        if (!gave_up && !r.shim && startup_failed(&r, now, started, startup)) {
+            char d[32];
+            fmt_ms(startup, d, sizeof d);
+            say("error: the store was never reached in %s (--startup-timeout) and the errors "
+                "will not heal by themselves: %s; exiting",
+                d, r.permanent);
+            gave_up = 1;
+            r.stopping = 1;
+        }
         /* Leadership is computed at call time: never trust a stale "yes". */
         int lead = sample(&r, now);
         if (r.leading && !lead) {
@@ -612,5 +651,5 @@ int cli_run(int argc, char **argv)
     logw_flush(300);
     if (r.child_done)
         return r.child_status;
-    return CLI_EXIT_OK;
+    return gave_up ? CLI_EXIT_ERROR : CLI_EXIT_OK;
 }

@@ -215,3 +215,74 @@ def test_full_stderr_sigterm_stops_and_releases(live, s3lect_bin, minio, clean_e
     # Without a release the lease (8 s, renewed at most 1 s before) runs out first.
     assert took < 5.0, f"handover took {took:.2f} s: the lock was not released"
     print(f"stopped in {stopped:.2f} s, next command {took:.2f} s after SIGTERM")
+
+
+# ---- --startup-timeout (item 8): fail fast where nothing can work ----
+
+
+def run_until_exit(bin_: Path, lock: str, env: dict, extra: list[str], limit: float):
+    """Runs `s3lect run` until it exits (or `limit` s): (exit code or None, seconds, output)."""
+    t = time.monotonic()
+    p = subprocess.Popen([str(bin_), "run", "--lock", lock, "--id", "st", *TIMING, *extra, "--",
+                          "sleep", "600"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=limit)
+        return p.returncode, time.monotonic() - t, out
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate(timeout=10)
+        return None, time.monotonic() - t, out
+
+
+@pytest.mark.parametrize("fault", ["missing bucket", "wrong secret", "unknown key id",
+                                   "missing table"])
+def test_permanent_errors_exit_after_the_startup_timeout(fault, s3lect_bin, minio, clean_env,
+                                                         request):
+    env = dict(clean_env)
+    if fault == "missing table":
+        ddb = request.getfixturevalue("dynamodb_local")
+        env.update(ddb.env())
+        lock = f"dynamodb://no-such-table-{secrets.token_hex(3)}/k"
+    else:
+        env.update(minio.env())
+        bucket = minio.bucket
+        if fault == "missing bucket":
+            bucket = f"no-such-bucket-{secrets.token_hex(3)}"
+        elif fault == "wrong secret":
+            env["AWS_SECRET_ACCESS_KEY"] = "wrong" + secrets.token_hex(8)
+        else:
+            env["AWS_ACCESS_KEY_ID"] = "AKIDUNKNOWN" + secrets.token_hex(4).upper()
+        lock = f"s3://{bucket}/live/startup-{secrets.token_hex(3)}.json"
+    rc, took, out = run_until_exit(s3lect_bin, lock, env, ["--startup-timeout", "3s"], 40)
+    assert rc == 1, f"{fault}: exit {rc} after {took:.1f} s, want 1:\n{out}"
+    assert 3.0 <= took < 3.0 + 15, f"{fault}: exited after {took:.1f} s"
+    assert "--startup-timeout" in out and "never reached" in out, out
+    assert "started command" not in out, out
+    print(f"{fault}: exit 1 after {took:.1f} s")
+
+
+def test_a_store_that_comes_up_late_does_not_make_it_exit(s3lect_bin, minio, clean_env, tmp_path):
+    """Connections refused for 10 s (a store still starting): the node
+    waits past --startup-timeout and leads once the store is there."""
+    env = dict(clean_env)
+    env.update(minio.env())
+    proxy = Proxy("late", int(minio.endpoint.rsplit(":", 1)[1]), seed=7)
+    proxy.set(mode="reset")
+    lock = f"s3://{minio.bucket}/live/late-{secrets.token_hex(3)}.json"
+    marker = tmp_path / "late.log"
+    p = subprocess.Popen([str(s3lect_bin), "run", "--lock", lock, "--id", "late", *TIMING,
+                          "--endpoint", f"http://127.0.0.1:{proxy.port}", "--startup-timeout", "3s",
+                          "--", "sh", "-c", f"echo started >> {marker}; exec sleep 600"],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    try:
+        time.sleep(10)
+        assert p.poll() is None, f"exited with {p.returncode} while the store was coming up"
+        proxy.heal()
+        wait_for(lambda: marker.exists(), 20, "the command once the store is up")
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        proxy.close()
