@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "s3lect.h"
+#include "store.h"
 #include "testutil.h"
 #include "util.h"
 
@@ -32,13 +34,57 @@ static int count_lines(const char *text, const char *needle)
     return k;
 }
 
+/* One lock, one label: every spelling of a lock gives the same string, and
+ * none shows a password (issue 26 item 11). */
+static void test_canonical_lock(void)
+{
+    char cwd[4096];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
+    char want_rel[4200];
+    snprintf(want_rel, sizeof want_rel, "file://%s/locks/l.json", cwd);
+    const char *same[][4] = {
+        {"s3://my-bucket/a/leader.json", "S3://my-bucket/a/leader.json",
+         "s3://my-bucket/a/leader.json", "s3://my-bucket/a/leader.json"},
+        {"/var/lib/x/l.json", "file:///var/lib/x/l.json", "FILE:///var/lib/x/l.json",
+         "file:///var/lib/x/l.json"},
+        {"locks/l.json", "./locks/l.json", "locks/../locks//l.json", want_rel},
+        {"dynamodb://Tab/k1?sort_value=v&sort_key=S", "DynamoDB://Tab/k1?sort_key=S&sort_value=v",
+         "dynamodb://Tab/k1?partition_key=LockID&sort_key=S&sort_value=v",
+         "dynamodb://Tab/k1?partition_key=LockID&sort_key=S&sort_value=v"},
+        {"route53://Z123/Leader.Example.com", "ROUTE53://Z123/leader.example.com.",
+         "route53://Z123/leader.example.com", "route53://Z123/leader.example.com."},
+        {"postgres://u:secret@db:5432/app?table=t&key=k1",
+         "postgres://u:other@db:5432/app?key=k1&table=t",
+         "POSTGRES://u:x@db:5432/app?key=k1&table=t",
+         "postgres://u:***@db:5432/app?key=k1&table=t"},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        for (int j = 0; j < 3; j++) {
+            char *c = st_lock_canonical(same[i][j]);
+            CHECK(c && strcmp(c, same[i][3]) == 0, "canonical '%s' = '%s', want '%s'", same[i][j],
+                  c ? c : "(null)", same[i][3]);
+            CHECK(c && !strstr(c, "secret") && !strstr(c, "other"), "no password in '%s'",
+                  c ? c : "");
+            free(c);
+        }
+    char *c = st_lock_canonical("postgres:///app?key=k&password=hunter2");
+    CHECK(c && !strstr(c, "hunter2"), "password= parameter hidden: %s", c ? c : "");
+    free(c);
+    c = st_lock_canonical("s3://b/k?x"); /* does not parse: shown as typed */
+    CHECK(c && strcmp(c, "s3://b/k?x") == 0, "unparsable lock as shown: %s", c ? c : "");
+    free(c);
+}
+
 int main(void)
 {
+    test_canonical_lock();
     char *dir = t_tmpdir("metrics");
-    char lock[600];
+    char lock[600], other_spelling[700];
     snprintf(lock, sizeof lock, "file://%s/lock.json", dir);
+    /* The same lock spelled as a plain path: one label for both. */
+    snprintf(other_spelling, sizeof other_spelling, "%s/.//lock.json", dir);
     /* An id with a quote and a backslash: both must be escaped in labels. */
-    s3lect_elector *a = t_fast_elector(lock, "a\"\\1"), *b = t_fast_elector(lock, "b");
+    s3lect_elector *a = t_fast_elector(lock, "a\"\\1"), *b = t_fast_elector(other_spelling, "b");
     char *text = NULL;
     CHECK(s3lect_metrics_text(NULL, 0, &text) == 0 && text, "no electors: process families");
     CHECK(text && strstr(text, "s3lect_credential_fetches_total{result=\"ok\"}") &&

@@ -41,7 +41,7 @@
 
 static char *dir;
 static char ca_pem[512], other_ca_pem[512], good_cert[512], good_key[512], wrong_cert[512],
-    wrong_key[512], client_bundle[512];
+    wrong_key[512], client_bundle[512], impostor_cert[512], impostor_key[512];
 
 static void pathf(char *out, const char *name)
 {
@@ -77,8 +77,13 @@ static int make_certs(const char *openssl)
              "printf 'subjectAltName=DNS:wrong.example\\nextendedKeyUsage=serverAuth\\n' > "
              "wrong.ext\n"
              "printf 'extendedKeyUsage=clientAuth\\n' > client.ext\n"
-             "for who in good wrong client; do\n"
-             "  $O req -new $EC -keyout $who.key -out $who.csr -subj /CN=s3lect-test-$who\n"
+             "cp good.ext impostor.ext\n"
+             /* good names the leader's id (leader-a); impostor: the same CA and
+              * address, another node's id */
+             "for who in good wrong client impostor; do\n"
+             "  cn=s3lect-test-$who; [ $who = good ] && cn=leader-a\n"
+             "  [ $who = impostor ] && cn=follower-c\n"
+             "  $O req -new $EC -keyout $who.key -out $who.csr -subj /CN=$cn\n"
              "  $O x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
              "-out $who.pem -days 2 -extfile $who.ext\n"
              "done\n"
@@ -102,6 +107,8 @@ static int make_certs(const char *openssl)
     pathf(wrong_cert, "wrong.pem");
     pathf(wrong_key, "wrong.key");
     pathf(client_bundle, "client-bundle.pem");
+    pathf(impostor_cert, "impostor.pem");
+    pathf(impostor_key, "impostor.key");
     return 0;
 }
 
@@ -117,7 +124,8 @@ enum {
     FAKE_PLAIN,          /* plain HTTP, no TLS */
     FAKE_RESET,          /* read the ClientHello, then reset the connection */
     FAKE_OTHER_LEADER,   /* 200 with a valid body for another leader id */
-    FAKE_GO              /* 200 as Go s3lect answers: leader-a's record, no etag, no term */
+    FAKE_GO,             /* 200 as Go s3lect answers: leader-a's record, no etag, no term */
+    FAKE_IMPERSONATE     /* 200 with leader-a's record and a new etag each time */
 };
 
 typedef struct fake_ep {
@@ -187,6 +195,14 @@ static void serve_tls(fake_ep *f, int fd)
                     "{\"leaderID\":\"someone-else\",\"leaderAddr\":\"127.0.0.1:1\","
                     "\"lastUpdated\":\"2025-01-01T00:00:00.000Z\",\"term\":1,"
                     "\"etag\":\"\\\"e1\\\"\"}");
+    } else if (f->mode == FAKE_IMPERSONATE) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"leaderID\":\"leader-a\",\"leaderAddr\":\"127.0.0.1:1\","
+                 "\"lastUpdated\":\"2025-01-01T00:00:00.000Z\",\"term\":1,"
+                 "\"etag\":\"\\\"imp-%d\\\"\"}",
+                 __atomic_load_n(&f->conns, __ATOMIC_ACQUIRE));
+        send_answer(ssl, "200 OK", "application/json", body);
     } else if (f->mode == FAKE_GO) {
         send_answer(ssl, "200 OK", "application/json",
                     "{\"leaderID\":\"leader-a\",\"leaderAddr\":\"127.0.0.1:1\","
@@ -889,6 +905,9 @@ int main(int argc, char **argv)
          .words = {"not a JSON object", "peer_health_path"}},
         {.name = "another leader id", .mode = FAKE_OTHER_LEADER, .cls = "malformed",
          .words = {"is leader 'someone-else', not 'leader-a'", "--addr"}},
+        {.name = "certificate of another node", .mode = FAKE_IMPERSONATE,
+         .cert = impostor_cert, .key = impostor_key, .cls = "tlsId",
+         .words = {"presents CN=follower-c", "not the server id 'leader-a'", "--peer-cert"}},
         {.name = "10 MB body", .mode = FAKE_HUGE, .cls = "tooLarge", .words = {"larger than"}},
         {.name = "slowloris", .mode = FAKE_SLOW, .cls = "timeout",
          .words = {"did not finish", "slow"}},

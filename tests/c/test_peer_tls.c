@@ -70,7 +70,9 @@ static int make_certs(const char *openssl)
              "extendedKeyUsage=serverAuth\\n' > server.ext\n"
              "printf 'extendedKeyUsage=clientAuth\\n' > client.ext\n"
              "for who in server client; do\n"
-             "  $O req -new $EC -keyout $who.key -out $who.csr -subj /CN=s3lect-test-$who\n"
+             /* the server certificate names the leader id the checks expect */
+             "  cn=s3lect-test-$who; [ $who = server ] && cn=node-1\n"
+             "  $O req -new $EC -keyout $who.key -out $who.csr -subj /CN=$cn\n"
              "  $O x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
              "-out $who.pem -days 2 -extfile $who.ext\n"
              "done\n"

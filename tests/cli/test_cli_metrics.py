@@ -215,3 +215,25 @@ def test_descriptors_given_to_s3lect_still_reach_the_command(tmp_path):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait(timeout=10)
+
+
+def test_one_lock_one_series_whatever_the_spelling(tmp_path):
+    """Issue 26 item 11: `FILE:///X` and the plain path `X/./` (as two nodes
+    of one cluster may spell it) give one `lock` label, so that
+    `sum by (lock) (s3lect_leader)` is 1 while a leader exists."""
+    spellings = [f"FILE://{tmp_path}/lock.json", f"{tmp_path}/.//lock.json"]
+    made = [Node(tmp_path, lock, nid) for lock, nid in zip(spellings, ("a", "b"))]
+    try:
+        canonical = f"file://{tmp_path}/lock.json"
+        for n in made:
+            n.lock = canonical  # the label every node must use
+        wait_for(lambda: sum(n.value(n.scrape(), "s3lect_leader") or 0 for n in made) == 1, 15,
+                 "one leader, counted under one lock label")
+        wait_for(lambda: all(n.value(n.scrape(), "s3lect_leader") is not None for n in made),
+                 15, "both nodes' series under the canonical label")
+        locks = {dict(labels).get("lock") for n in made for (name, labels) in n.scrape()
+                 if name == "s3lect_leader"}
+        assert locks == {canonical}, locks
+    finally:
+        for n in made:
+            n.stop()

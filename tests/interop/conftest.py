@@ -50,7 +50,10 @@ def pki(tmp_path_factory) -> dict[str, Path]:
     """A throwaway CA and a server certificate for 127.0.0.1 (both
     implementations serve their peer endpoint with it)."""
     d = tmp_path_factory.mktemp("interop-pki")
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+    # One certificate for every node, so it names every server id that a
+    # follower checks in CA mode (docs/peer.md "Whose answer counts").
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:c1,DNS:c2,"
+                               "DNS:c3,DNS:go1,DNS:go2\n"
                                "extendedKeyUsage=serverAuth,clientAuth\n")
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
             "ca.pem", "-days", "2", "-subj", "/CN=s3lect interop test ca", cwd=d)

@@ -42,20 +42,29 @@ def openssl(*args, cwd):
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory) -> dict[str, Path]:
-    """A throwaway CA and a server certificate for 127.0.0.1, plus an unrelated CA."""
+def pki(tmp_path_factory) -> dict:
+    """A throwaway CA, an unrelated CA, and `issue(name)`: a server certificate
+    for 127.0.0.1 from the first CA that names `name` (CN), as every node's
+    certificate must name its own --id (docs/peer.md "Whose answer counts")."""
     d = tmp_path_factory.mktemp("pki")
     ext = d / "san.ext"
     ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
                    "extendedKeyUsage=serverAuth,clientAuth\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     for ca in ("ca", "other-ca"):
-        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}.key",
-                "-out", f"{ca}.pem", "-days", "2", "-subj", f"/CN=s3lect test {ca}", cwd=d)
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out", "node.csr",
-            "-subj", "/CN=127.0.0.1", cwd=d)
-    openssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "node.pem", "-days", "2", "-extfile", str(ext), cwd=d)
-    return {k: d / f"{k}.pem" for k in ("ca", "other-ca", "node")} | {"key": d / "node.key"}
+        openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2",
+                "-subj", f"/CN=s3lect test {ca}", "-addext", "basicConstraints=critical,CA:TRUE",
+                "-addext", "keyUsage=critical,keyCertSign", cwd=d)
+
+    def issue(name: str) -> tuple[Path, Path]:
+        if not (d / f"{name}.pem").exists():
+            openssl("req", "-new", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                    "-subj", f"/CN={name}", cwd=d)
+            openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                    "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", str(ext),
+                    cwd=d)
+        return d / f"{name}.pem", d / f"{name}.key"
+    return {"ca": d / "ca.pem", "other-ca": d / "other-ca.pem", "issue": issue}
 
 
 class PeerNode:
@@ -72,9 +81,10 @@ class PeerNode:
         env = dict(os.environ, **minio.env())
         env.pop("AWS_ENDPOINT_URL_S3", None)
         env.pop("AWS_ENDPOINT_URL", None)
+        cert, key = (None, None) if zero_config else pki["issue"](node_id)
         tls = [] if zero_config else [
-            "--addr", f"127.0.0.1:{self.port}", "--peer-cert", str(pki["node"]),
-            "--peer-key", str(pki["key"]), "--peer-ca", str(ca or pki["ca"])]
+            "--addr", f"127.0.0.1:{self.port}", "--peer-cert", str(cert),
+            "--peer-key", str(key), "--peer-ca", str(ca or pki["ca"])]
         self.proc = subprocess.Popen(
             [str(bin_), "run", "--lock", lock, "--id", node_id, "--endpoint", self.proxy.endpoint,
              "--peer", *tls, *extra, *TIMING, "--", "sleep", "600"],
@@ -304,3 +314,87 @@ def test_zero_config_stale_fingerprint_after_leader_change(s3lect_bin, minio, tm
     finally:
         for n in nodes:
             n.stop()
+
+
+class Impostor:
+    """A TLS server with a certificate from the cluster's CA for another name,
+    answering every check as the leader `victim` would, with a new etag each
+    time (after half a second, like a long poll that sees a renewal)."""
+
+    def __init__(self, port: int, cert_key: tuple[Path, Path], victim: str):
+        import http.server
+        import threading
+        imp = self
+        self.requests = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                imp.requests += 1
+                time.sleep(0.5)
+                body = json.dumps({
+                    "leaderID": victim, "leaderAddr": f"127.0.0.1:{port}",
+                    "lastUpdated": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
+                    "term": 1, "leaseMs": 3000, "etag": f'"forged-{imp.requests}"'}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(*map(str, cert_key))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_answers_count_only_from_the_holder_the_record_names(s3lect_bin, minio, tmp_path, pki):
+    """Issue 26 item 5. In CA mode another process at the leader's advertised
+    address, with a certificate from the same CA (for another name), answers
+    every check as the leader with a new etag. Its answers must not count:
+    each check fails as tlsId (reported once, naming what the certificate
+    presents and the id the record names), the follower follows through S3,
+    and when the real leader is killed it takes over within lease + frequent
+    interval. (The leader listens elsewhere, so the follower meets the
+    impostor at every check, not only in a race after the kill.)"""
+    lock = f"s3://{minio.bucket}/peer/impostor.json"
+    nodes, imp = [], None
+    try:
+        leader = PeerNode(s3lect_bin, tmp_path, minio, lock, "v0", pki,
+                          extra=["--peer-listen", f"127.0.0.1:{free_port()}"])
+        nodes.append(leader)
+        imp = Impostor(leader.port, pki["issue"]("intruder"), "v0")  # at v0's --addr
+        wait_for(leader.leading, 20, "v0 leads")
+        follower = PeerNode(s3lect_bin, tmp_path, minio, lock, "v1", pki)
+        nodes.append(follower)
+        wait_for(lambda: imp.requests >= 2, 20, "the follower to ask the impostor")
+        time.sleep(2)
+        assert leader.leading() and not follower.leading()
+        t0 = time.monotonic()
+        os.killpg(leader.proc.pid, signal.SIGKILL)
+        leader.proc.wait(timeout=10)
+        wait_for(follower.leading, 20, "the follower to take over despite the impostor")
+        took = time.monotonic() - t0
+        assert took < 3 + 0.5 + 2, f"takeover took {took:.2f}s (bound: lease + frequent + slack)"
+        lines = [ln for ln in follower.text().splitlines() if "peer mode (tlsId)" in ln]
+        assert len(lines) == 1, f"one tlsId line, not one per check:\n{follower.text()}"
+        line = lines[0]
+        assert "presents CN=intruder" in line and "'v0'" in line, line
+        assert f"127.0.0.1:{leader.port}" in line and "--peer-cert" in line, line
+        print(f"takeover past an impostor: {took:.2f}s; impostor asked {imp.requests} times")
+    finally:
+        for n in nodes:
+            n.stop()
+        if imp:
+            imp.stop()

@@ -57,7 +57,10 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
                 "-subj", f"/CN=s3lect python test {ca}",
                 "-addext", "basicConstraints=critical,CA:TRUE",
                 "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-    (d / "node.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+    # One certificate for every node here, so it names every server id that
+    # followers check in CA mode (docs/peer.md "Whose answer counts").
+    (d / "node.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,"
+                                "DNS:peer-0,DNS:peer-1,DNS:peer-2\n"
                                 "extendedKeyUsage=serverAuth,clientAuth\n")
     openssl("req", "-new", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj",
             "/CN=127.0.0.1", cwd=d)

@@ -118,7 +118,7 @@ int s3lect_metrics_text(s3lect_elector *const *electors, size_t n, char **out)
         ss[i].term = s3lect_status_term(st);
         s3lect_status_free(st);
         pthread_mutex_lock(&e->mu);
-        ss[i].lock = u_strdup(e->lock_shown);
+        ss[i].lock = u_strdup(e->lock_label);
         ss[i].id = u_strdup(e->cfg->server_id ? e->cfg->server_id : "");
         ss[i].peer = e->cfg->peer_mode;
         ss[i].m = e->metrics;

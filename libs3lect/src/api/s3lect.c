@@ -141,6 +141,7 @@ static void free_handle(s3lect_elector *e)
     st_destroy(e->store);
     free(e->key);
     free(e->lock_shown);
+    free(e->lock_label);
     free(e->vetoes);
     if (e->evfd >= 0)
         close(e->evfd);
@@ -180,7 +181,8 @@ int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
         free(e);
         return cfg_fail(cfg, S3LECT_EIO, "cannot initialise mutexes");
     }
-    if (!(e->cfg = s3lect_config_dup(cfg)) || !(e->lock_shown = st_lock_display(e->cfg->lock))) {
+    if (!(e->cfg = s3lect_config_dup(cfg)) || !(e->lock_shown = st_lock_display(e->cfg->lock)) ||
+        !(e->lock_label = st_lock_canonical(e->cfg->lock))) {
         free_handle(e);
         return S3LECT_ENOMEM;
     }

@@ -135,11 +135,12 @@ void peer_client_set_pin(peer_client *c, const char *pin);
 
 /* GET https://{addr}{path}?wait=<wait_ms>&etag=<etag> and expect the leader
  * `expect_id`. On success out->outcome = ST_OK, out->body = the record JSON as
- * served, out->etag = its "etag" field; an answer from the expected leader
- * without an etag (a Go s3lect endpoint: no long poll) is ST_OK without an
- * etag, and no failure. Anything else — refused, reset,
- * timeout, TLS failure, non-200, another leader id, unparsable body — is
- * ST_TRANSIENT with a message. Total time is bounded by wait_ms + timeout_ms.
+ * served, out->etag = its "etag" field. In CA mode (no pin) the server's
+ * certificate must name expect_id (its CN or a DNS/URI subjectAltName; NULL:
+ * no check): otherwise the body is not read and the check fails as tlsId; an answer from the
+ * expected leader without an etag (a Go s3lect endpoint: no long poll) is ST_OK without an etag,
+ * and no failure. Anything else — refused, reset, timeout, TLS failure, non-200, another leader id,
+ * unparsable body — is ST_TRANSIENT with a message. Total time is bounded by wait_ms + timeout_ms.
  * *abort_flag (may be NULL) is polled; when it becomes non-zero the call
  * returns ST_TRANSIENT promptly (stop). */
 void peer_client_check(peer_client *c, const char *addr, const char *path, const char *etag,
@@ -172,6 +173,8 @@ enum {
     PEER_FAIL_MALFORMED,   /* "malformed": not JSON, fields missing, another leader id */
     PEER_FAIL_OTHER,       /* "other": out of memory, internal libcurl failure */
     PEER_FAIL_TLS_PIN,     /* "tlsPin": the leader's key is not the one its record names */
+    PEER_FAIL_TLS_ID,      /* "tlsId": CA mode: the certificate does not name the record's
+                              leader id (another node's certificate: its answer never counts) */
     PEER_FAIL_NCLASSES
 };
 

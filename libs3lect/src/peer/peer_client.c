@@ -15,6 +15,10 @@
  */
 #include <curl/curl.h>
 #include <cjson/cJSON.h>
+#include <openssl/bio.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -55,7 +59,22 @@ struct peer_client {
     response resp;
     char *where, *addr, *path, *expect_id;
     int64_t wait_ms, timeout_ms;
+    /* CA mode: the leader's certificate must name the server id the record
+     * names (docs/peer.md "Whose answer counts"). libcurl reports a
+     * certificate only for a connection made in this transfer, so the leaf
+     * of the connection this client last made is kept, with what identifies
+     * that connection, for the checks that reuse it. */
+    X509 *conn_cert;   /* leaf certificate of that connection (NULL: none) */
+    long conn_sock;    /* its socket */
+    long conn_lport;   /* its local port */
+    char *conn_addr;   /* the leader address it was made for */
+    int id_done;       /* the identity of this check's server was judged */
+    int id_result;     /* ID_* */
+    char id_seen[200]; /* the names the certificate presents (sanitised) */
+    int fresh_next;    /* make a new connection for the next check */
 };
+
+enum { ID_OK = 0, ID_MISMATCH, ID_UNREADABLE, ID_UNKNOWN_CONN };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
@@ -154,6 +173,8 @@ void peer_client_free(peer_client *c)
         curl_multi_cleanup(c->multi);
     pp_clear(&c->ca);
     pp_clear(&c->client_cert);
+    X509_free(c->conn_cert);
+    free(c->conn_addr);
     free(c);
 }
 
@@ -162,6 +183,7 @@ int peer_client_set_ca(peer_client *c, const void *pem, size_t len)
     if (!c)
         return S3LECT_EINVAL;
     curl_easy_reset(c->curl); /* drop the handle's pointer to the old bytes */
+    c->fresh_next = 1;        /* nothing verified under the old CA is reused */
     return pp_set(&c->ca, pem, len);
 }
 
@@ -253,6 +275,134 @@ static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *
     return 0;
 }
 
+/* ---- whose answer counts (CA mode) ---- */
+
+/* Appends "tag:value" (printable ASCII, shortened) to the list of names a
+ * certificate presents, for the message. */
+static void seen_add(char *seen, size_t cap, const char *tag, const unsigned char *v, int n)
+{
+    size_t o = strlen(seen);
+    if (o + 8 >= cap)
+        return;
+    o += (size_t)snprintf(seen + o, cap - o, "%s%s", o ? ", " : "", tag);
+    for (int i = 0; i < n && i < 64 && o + 5 < cap; i++)
+        seen[o++] = (v[i] >= 0x20 && v[i] < 0x7f && v[i] != '\'') ? (char)v[i] : '?';
+    if (n > 64 && o + 4 < cap) {
+        memcpy(seen + o, "...", 3);
+        o += 3;
+    }
+    seen[o] = '\0';
+}
+
+static int names_id(const ASN1_STRING *s, const char *id)
+{
+    size_t n = strlen(id);
+    return s && (size_t)ASN1_STRING_length(s) == n && memcmp(ASN1_STRING_get0_data(s), id, n) == 0;
+}
+
+/* 1 when the certificate names server id `id`: a subject common name, or a
+ * DNS or URI subjectAltName, equal to it byte for byte. Fills seen with the
+ * names it presents. */
+static int cert_names_id(X509 *x, const char *id, char *seen, size_t cap)
+{
+    seen[0] = '\0';
+    int found = 0;
+    const X509_NAME *subj = X509_get_subject_name(x);
+    for (int i = -1; subj && (i = X509_NAME_get_index_by_NID(subj, NID_commonName, i)) >= 0;) {
+        const ASN1_STRING *d = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subj, i));
+        if (names_id(d, id))
+            found = 1;
+        if (d)
+            seen_add(seen, cap, "CN=", ASN1_STRING_get0_data(d), ASN1_STRING_length(d));
+    }
+    GENERAL_NAMES *alt = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    for (int i = 0; alt && i < sk_GENERAL_NAME_num(alt); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(alt, i);
+        const ASN1_STRING *d = g->type == GEN_DNS   ? g->d.dNSName
+                               : g->type == GEN_URI ? g->d.uniformResourceIdentifier
+                                                    : NULL;
+        if (!d)
+            continue;
+        if (names_id(d, id))
+            found = 1;
+        seen_add(seen, cap, g->type == GEN_DNS ? "DNS:" : "URI:", ASN1_STRING_get0_data(d),
+                 ASN1_STRING_length(d));
+    }
+    GENERAL_NAMES_free(alt);
+    if (!seen[0])
+        snprintf(seen, cap, "no common name and no DNS or URI name");
+    return found;
+}
+
+/* The leaf certificate of the connection made in this transfer, from
+ * libcurl's certificate information (PEM: independent of the TLS library
+ * libcurl uses). NULL when there is none. */
+static X509 *leaf_of_transfer(CURL *h)
+{
+    struct curl_certinfo *ci = NULL;
+    if (curl_easy_getinfo(h, CURLINFO_CERTINFO, &ci) != CURLE_OK || !ci || ci->num_of_certs < 1)
+        return NULL;
+    for (const struct curl_slist *l = ci->certinfo[0]; l; l = l->next) {
+        if (strncmp(l->data, "Cert:", 5) != 0)
+            continue;
+        BIO *b = BIO_new_mem_buf(l->data + 5, -1);
+        X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+        BIO_free(b);
+        return x;
+    }
+    return NULL;
+}
+
+/* Judges the server of this transfer once, when its answer begins: in CA
+ * mode (no pinned key) its certificate must name the leader id the record
+ * names. Returns 1 to go on, 0 to abort the transfer (c->id_result says
+ * why). With a pinned key the key alone decides (libcurl checked it). */
+static int judge_server(peer_client *c)
+{
+    c->id_done = 1;
+    c->id_result = ID_OK;
+    if (c->used_pin[0] || !c->expect_id)
+        return 1;
+    long nconn = 0, lport = 0;
+    curl_socket_t sock = CURL_SOCKET_BAD;
+    curl_easy_getinfo(c->curl, CURLINFO_NUM_CONNECTS, &nconn);
+    curl_easy_getinfo(c->curl, CURLINFO_ACTIVESOCKET, &sock);
+    curl_easy_getinfo(c->curl, CURLINFO_LOCAL_PORT, &lport);
+    if (nconn > 0) { /* a new connection: its certificate is known now */
+        X509_free(c->conn_cert);
+        free(c->conn_addr);
+        c->conn_cert = leaf_of_transfer(c->curl);
+        c->conn_addr = u_strdup(c->addr);
+        c->conn_sock = (long)sock;
+        c->conn_lport = lport;
+        if (!c->conn_cert || !c->conn_addr) {
+            snprintf(c->id_seen, sizeof c->id_seen, "a certificate this node cannot read");
+            c->id_result = ID_UNREADABLE;
+            return 0;
+        }
+    } else if (!c->conn_cert || !c->conn_addr || c->conn_sock != (long)sock ||
+               c->conn_lport != lport || strcmp(c->conn_addr, c->addr) != 0) {
+        /* A reused connection this client did not make (electors of one
+         * process share libcurl's pool): nothing says whose it is. */
+        c->id_result = ID_UNKNOWN_CONN;
+        c->fresh_next = 1;
+        return 0;
+    }
+    if (cert_names_id(c->conn_cert, c->expect_id, c->id_seen, sizeof c->id_seen))
+        return 1;
+    c->id_result = ID_MISMATCH;
+    return 0;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
+{
+    (void)data;
+    peer_client *c = ud;
+    if (!c->id_done && !judge_server(c))
+        return 0; /* aborts the transfer: the body is never read */
+    return size * nmemb;
+}
+
 static void setup(peer_client *c, const char *url, int64_t total_ms, int64_t connect_ms,
                   response *resp)
 {
@@ -292,10 +442,18 @@ static void setup(peer_client *c, const char *url, int64_t total_ms, int64_t con
     }
     /* A connection authenticated under one pin (or the CA) is never reused
      * under another: libcurl's reuse check does not compare pins. */
-    if (strcmp(c->pin, c->used_pin) != 0) {
+    if (strcmp(c->pin, c->used_pin) != 0 || c->fresh_next) {
         curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
         memcpy(c->used_pin, c->pin, sizeof c->pin);
+        c->fresh_next = 0;
     }
+    /* The certificate of each new connection, to check whose it is. */
+    c->id_done = 0;
+    c->id_result = ID_OK;
+    c->id_seen[0] = '\0';
+    curl_easy_setopt(e, CURLOPT_CERTINFO, c->pin[0] ? 0L : 1L);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
     if (c->client_cert.data) {
         /* One PEM holds the certificate and its key. */
         curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
@@ -345,8 +503,8 @@ static CURLcode perform(peer_client *c, const volatile int *abort_flag)
 /* ---- failures ---- */
 
 static const char *const fail_names[PEER_FAIL_NCLASSES] = {
-    "",    "connect",    "timeout",  "tlsName",   "tlsCa", "tlsClientCert",
-    "tls", "httpStatus", "tooLarge", "malformed", "other", "tlsPin",
+    "",           "connect",  "timeout",   "tlsName", "tlsCa",  "tlsClientCert", "tls",
+    "httpStatus", "tooLarge", "malformed", "other",   "tlsPin", "tlsId",
 };
 
 const char *peer_fail_name(int cls)
@@ -363,6 +521,7 @@ int peer_fail_code(int cls)
     case PEER_FAIL_HTTP_STATUS:
     case PEER_FAIL_TOO_LARGE:
     case PEER_FAIL_MALFORMED:
+    case PEER_FAIL_TLS_ID:
         return S3LECT_EINVAL; /* configuration: the wrong CA, name, address or path */
     case PEER_FAIL_TLS_CLIENT:
         return S3LECT_EAUTH; /* the leader refused our client certificate */
@@ -728,7 +887,23 @@ static int finish(peer_client *c, CURLcode cc, int aborted, st_result *out)
     if (cc != CURLE_OK && aborted)
         /* A stop interrupted the check: not a failure of the leader. */
         st_result_setf(out, ST_TRANSIENT, "peer check of %s: stopped", c->where);
-    else if (cc == CURLE_WRITE_ERROR && resp->too_large)
+    else if (cc == CURLE_WRITE_ERROR && c->id_result == ID_UNKNOWN_CONN)
+        /* Not this leader's fault: the next check makes its own connection;
+         * the store is read meanwhile. Not a failure. */
+        st_result_setf(out, ST_TRANSIENT,
+                       "peer check of %s: a reused connection of unknown origin (not used)",
+                       c->where);
+    else if (cc == CURLE_WRITE_ERROR && c->id_result != ID_OK) {
+        char want[80];
+        sanitize(c->expect_id, want, sizeof want);
+        cls = fail(out, PEER_FAIL_TLS_ID,
+                   "the TLS certificate at leader %s presents %s, not the server id '%s' the lock "
+                   "record names: its answer does not count (another process answers at that "
+                   "address, or the leader's certificate does not name its id); check that each "
+                   "node's peer_cert (--peer-cert) names its own --id (CN or a DNS/URI "
+                   "subjectAltName) and that every node advertises an address of its own",
+                   addr, c->id_seen, want);
+    } else if (cc == CURLE_WRITE_ERROR && resp->too_large)
         cls = fail(out, PEER_FAIL_TOO_LARGE,
                    "the answer of leader %s is larger than %d bytes: not an s3lect peer "
                    "endpoint; check its --addr and peer_health_path",

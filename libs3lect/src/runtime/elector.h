@@ -51,6 +51,7 @@ struct s3lect_elector {
     st_store *store;
     char *key;
     char *lock_shown; /* cfg->lock as it may be shown: st_lock_display */
+    char *lock_label; /* the canonical lock (metrics label): st_lock_canonical */
     char incarnation[33];
 
     pthread_mutex_t mu;      /* guards everything below unless said otherwise */

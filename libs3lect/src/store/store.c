@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "util.h"
@@ -736,6 +737,116 @@ char *st_lock_display(const char *url)
             p = out + off;
         }
         q = strchr(p, '&');
+    }
+    return out;
+}
+
+/* Appends v to *out, percent-encoding what would make a query ambiguous. */
+static int canon_add(char **out, const char *prefix, const char *v, int encode)
+{
+    size_t n = strlen(*out), pl = strlen(prefix), vl = strlen(v);
+    char *r = realloc(*out, n + pl + 3 * vl + 1);
+    if (!r)
+        return -1;
+    memcpy(r + n, prefix, pl);
+    n += pl;
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if (encode && (*p <= 0x20 || *p >= 0x7f || strchr("&#%=?+", *p)))
+            n += (size_t)sprintf(r + n, "%%%02X", *p);
+        else
+            r[n++] = (char)*p;
+    }
+    r[n] = '\0';
+    *out = r;
+    return 0;
+}
+
+/* path made absolute against the working directory, with "", "." and ".."
+ * components resolved lexically. */
+static char *abs_lexical(const char *path)
+{
+    char cwd[4096] = "/";
+    if (path[0] != '/' && !getcwd(cwd, sizeof cwd))
+        snprintf(cwd, sizeof cwd, "/");
+    char *joined = path[0] == '/' ? u_strdup(path) : u_asprintf("%s/%s", cwd, path);
+    char *out = joined ? malloc(strlen(joined) + 2) : NULL;
+    if (!out) {
+        free(joined);
+        return NULL;
+    }
+    size_t o = 0;
+    for (char *tok = joined; *tok;) {
+        size_t l = strcspn(tok, "/");
+        if (l == 0 || (l == 1 && tok[0] == '.')) {
+            /* nothing */
+        } else if (l == 2 && tok[0] == '.' && tok[1] == '.') {
+            while (o > 0 && out[o - 1] != '/')
+                o--;
+            if (o > 0)
+                o--; /* the slash before the dropped component */
+        } else {
+            out[o++] = '/';
+            memcpy(out + o, tok, l);
+            o += l;
+        }
+        tok += l;
+        if (*tok == '/')
+            tok++;
+    }
+    if (o == 0)
+        out[o++] = '/';
+    out[o] = '\0';
+    free(joined);
+    return out;
+}
+
+char *st_lock_canonical(const char *url)
+{
+    st_location loc;
+    char err[512];
+    if (!url || st_location_parse(url, &loc, err, sizeof err) != 0)
+        return st_lock_display(url);
+    char *out = u_strdup(""), *shown = NULL;
+    int rc = out ? 0 : -1;
+    switch (loc.kind) {
+    case ST_LOC_S3:
+        rc = rc || canon_add(&out, "s3://", loc.bucket, 0) || canon_add(&out, "/", loc.key, 0);
+        break;
+    case ST_LOC_FILE: {
+        char *dir = abs_lexical(loc.bucket);
+        rc = rc || !dir || canon_add(&out, "file://", dir, 0) ||
+             canon_add(&out, strcmp(dir, "/") ? "/" : "", loc.key, 0);
+        free(dir);
+        break;
+    }
+    case ST_LOC_DYNAMODB:
+        rc = rc || canon_add(&out, "dynamodb://", loc.bucket, 0) ||
+             canon_add(&out, "/", loc.key, 1) || canon_add(&out, "?partition_key=", loc.opt1, 1);
+        if (loc.opt2 && loc.opt3)
+            rc = rc || canon_add(&out, "&sort_key=", loc.opt2, 1) ||
+                 canon_add(&out, "&sort_value=", loc.opt3, 1);
+        break;
+    case ST_LOC_ROUTE53:
+        rc = rc || canon_add(&out, "route53://", loc.bucket, 0) || canon_add(&out, "/", loc.key, 0);
+        break;
+    case ST_LOC_POSTGRES: {
+        /* The connection part (libpq's) as shown, scheme in lower case. */
+        shown = st_lock_display(loc.bucket);
+        const char *sep = shown ? strstr(shown, "://") : NULL;
+        const char *q = shown ? strchr(shown, '?') : NULL;
+        rc = rc || !sep || canon_add(&out, "postgres", sep, 0) ||
+             canon_add(&out, q ? "&key=" : "?key=", loc.key, 1) ||
+             canon_add(&out, "&table=", loc.opt1, 1);
+        break;
+    }
+    default:
+        rc = -1;
+    }
+    free(shown);
+    st_location_clear(&loc);
+    if (rc) {
+        free(out);
+        return NULL;
     }
     return out;
 }

@@ -136,6 +136,17 @@ void st_location_clear(st_location *loc);
  * the user-info part or a password= parameter is replaced by "***".
  * Allocated; NULL on out of memory. */
 char *st_lock_display(const char *url);
+/* The lock as one string for every spelling of it, for the metrics' lock
+ * label (docs/metrics.md "The lock label"): s3://BUCKET/KEY, file:///ABS/PATH
+ * (a plain or relative path made absolute against the working directory,
+ * "." "..", "//" resolved lexically, symlinks not followed),
+ * dynamodb://TABLE/KEY?partition_key=A[&sort_key=B&sort_value=V],
+ * route53://ZONE/name. (lower case), postgres://CONNINFO?key=K&table=T with
+ * the connection part as st_lock_display shows it (no password). Schemes in
+ * lower case; query values percent-encoded where they carry & # % = ? or
+ * bytes outside printable ASCII. A location that does not parse is shown as
+ * st_lock_display shows it. Allocated; NULL on out of memory. */
+char *st_lock_canonical(const char *url);
 
 struct s3lect_config;
 /* Opens the store a config names (custom store if set, else by location).
