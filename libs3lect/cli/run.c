@@ -540,6 +540,9 @@ int cli_run(int argc, char **argv)
     sigemptyset(&ign.sa_mask);
     sigaction(SIGPIPE, &ign, &r.orig_sigpipe);
 
+    /* Defence in depth: the library renews and acquires only while this
+     * loop confirms it is alive, so a stuck supervisor costs one lease. */
+    s3lect_require_heartbeat(r.el, r.deadline);
     int sfd = sv_signalfd();
     if (sfd < 0 || s3lect_start(r.el) != 0) {
         fprintf(stderr, "s3lect run: cannot start: %s\n", strerror(errno));
@@ -555,6 +558,8 @@ int cli_run(int argc, char **argv)
     int gave_up = 0;
     for (;;) {
         int64_t now = u_mono_ms();
+        /* Alive: the command runs, or is being started or stopped, below. */
+        s3lect_heartbeat(r.el);
         if (!gave_up && !r.shim && startup_failed(&r, now, started, startup)) {
             char d[32];
             fmt_ms(startup, d, sizeof d);

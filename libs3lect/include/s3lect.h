@@ -464,6 +464,25 @@ S3LECT_API int s3lect_set_acquire_hook(s3lect_elector *e, s3lect_acquire_fn fn, 
                                        s3lect_free_fn userdata_free);
 
 /**
+ * Makes leadership depend on the host confirming that it is alive: once
+ * called with timeout_ms > 0, the elector renews and acquires only while the
+ * last s3lect_heartbeat() (or this call) is at most timeout_ms old. A leader
+ * whose host stops confirming steps down (LOST, reason LEASE_EXPIRED, and an
+ * ERROR event) *without* writing a released record: whatever the host runs
+ * may still be running, so the lease is left to run out. `s3lect run` calls
+ * it with the renew deadline and confirms from its supervision loop, so a
+ * stuck supervisor costs at most one lease. 0 turns it off (the default).
+ * EINVAL for a negative timeout.
+ * Contract: any thread, any time; never blocks on the store.
+ */
+S3LECT_API int s3lect_require_heartbeat(s3lect_elector *e, int64_t timeout_ms);
+/**
+ * Confirms that the host is alive (see s3lect_require_heartbeat).
+ * Contract: any thread, any time, also from callbacks; never blocks on the store.
+ */
+S3LECT_API int s3lect_heartbeat(s3lect_elector *e);
+
+/**
  * Starts the election: hands the elector to the process's shared runtime
  * (created with the first started elector). ESTATE if started. Electors
  * started together spread their first store requests over up to one

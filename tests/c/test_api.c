@@ -626,6 +626,66 @@ static void t_suspend(void)
     s3lect_free_elector(e);
 }
 
+/* s3lect_require_heartbeat: no heartbeat, no acquisition; a leader whose
+ * host stops confirming steps down without a release, and takes the lock
+ * again (its own record) once the host confirms again. */
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char *buf = calloc(1, 4096);
+    if (buf)
+        fread(buf, 1, 4095, f);
+    fclose(f);
+    return buf;
+}
+
+static void t_heartbeat(void)
+{
+    char lock[512], path[600];
+    snprintf(lock, sizeof lock, "file://%s/heartbeat.json", g_dir);
+    snprintf(path, sizeof path, "%s/heartbeat.json", g_dir);
+    s3lect_elector *e = t_fast_elector(lock, "hb");
+    CHECK(s3lect_require_heartbeat(e, -1) == S3LECT_EINVAL, "negative timeout refused");
+    CHECK(s3lect_require_heartbeat(e, 400) == 0, "require a heartbeat every 400 ms");
+    t_sleep_ms(600); /* stale before the start */
+    CHECK(s3lect_start(e) == 0, "start");
+    t_sleep_ms(1200);
+    CHECK(!s3lect_is_leader(e), "no acquisition without a fresh heartbeat");
+    int64_t end = u_mono_ms() + 5000;
+    while (!s3lect_is_leader(e) && u_mono_ms() < end) {
+        s3lect_heartbeat(e);
+        t_sleep_ms(50);
+    }
+    CHECK(s3lect_is_leader(e), "leads while the host confirms");
+    for (int i = 0; i < 20; i++) { /* 1 s of heartbeats: still leader */
+        s3lect_heartbeat(e);
+        t_sleep_ms(50);
+    }
+    CHECK(s3lect_is_leader(e), "still leads while the host confirms");
+    int64_t stopped = u_mono_ms();
+    while (s3lect_is_leader(e) && u_mono_ms() < stopped + 3000)
+        t_sleep_ms(10);
+    int64_t took = u_mono_ms() - stopped;
+    CHECK(!s3lect_is_leader(e), "stepped down once the heartbeats stopped");
+    CHECK(took >= 350 && took < 1500, "stepped down %lld ms after the last heartbeat (400 ms)",
+          (long long)took);
+    t_sleep_ms(700);
+    char *body = read_all(path);
+    CHECK(body && strstr(body, "\"leaderID\":\"hb\"") != NULL,
+          "no released record was written (the lease runs out): %s", body ? body : "(none)");
+    free(body);
+    CHECK(!s3lect_is_leader(e), "no re-acquisition without heartbeats");
+    end = u_mono_ms() + 5000;
+    while (!s3lect_is_leader(e) && u_mono_ms() < end) {
+        s3lect_heartbeat(e);
+        t_sleep_ms(50);
+    }
+    CHECK(s3lect_is_leader(e), "leads again once the host confirms again");
+    s3lect_free_elector(e);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -641,5 +701,6 @@ int main(int argc, char **argv)
     t_suspend();
     t_dispatch_twice();
     t_stop_from_store_callback();
+    t_heartbeat();
     return t_done("api");
 }

@@ -258,6 +258,27 @@ int s3lect_set_acquire_hook(s3lect_elector *e, s3lect_acquire_fn fn, void *userd
     return set_cb(e, 0, NULL, fn, userdata, userdata_free);
 }
 
+int s3lect_require_heartbeat(s3lect_elector *e, int64_t timeout_ms)
+{
+    if (!e || timeout_ms < 0)
+        return S3LECT_EINVAL;
+    pthread_mutex_lock(&e->mu);
+    e->hb_timeout = timeout_ms;
+    e->hb_at = u_mono_ms();
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+int s3lect_heartbeat(s3lect_elector *e)
+{
+    if (!e)
+        return S3LECT_EINVAL;
+    pthread_mutex_lock(&e->mu);
+    e->hb_at = u_mono_ms();
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
 int s3lect_start(s3lect_elector *e)
 {
     return e ? rt_start(e) : S3LECT_EINVAL;

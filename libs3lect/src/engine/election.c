@@ -945,6 +945,21 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
         e->renew_tried = 0;
         end_cycle(e);
     }
+    /* The host's supervisor has stopped confirming (s3lect_require_heartbeat):
+     * stop renewing, without a release -- what it runs may still be running,
+     * and is stopped by the host's own deadline before the lease ends. */
+    int hb_stale = e->hb_timeout > 0 && now.mono - e->hb_at > e->hb_timeout;
+    if (hb_stale && e->role == EL_LEADER && !e->stop_requested) {
+        step_down(e, S3LECT_LOST_LEASE_EXPIRED, now.mono);
+        char msg[300];
+        snprintf(msg, sizeof msg,
+                 "the host did not confirm it is alive within %lld ms "
+                 "(s3lect_heartbeat): stopped renewing; the lease runs out without a release",
+                 (long long)e->hb_timeout);
+        report(e, now.mono, EL_REP_LATENCY, S3LECT_ETRANSIENT, msg);
+        e->renew_tried = 0;
+        end_cycle(e);
+    }
     if (e->stop_requested) {
         e->stop_was_leader = e->role == EL_LEADER;
         e->role = EL_STOPPING; /* not leader from this instant */
@@ -970,10 +985,17 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
         *wake = e->next_at;
         if (e->role == EL_LEADER && e->renewed_at + e->p.renew_deadline < *wake)
             *wake = e->renewed_at + e->p.renew_deadline;
+        if (e->role == EL_LEADER && e->hb_timeout > 0 && e->hb_at + e->hb_timeout + 1 < *wake)
+            *wake = e->hb_at + e->hb_timeout + 1;
         return EL_OP_NONE;
     }
     switch (e->next_kind) {
     case EL_K_ACQUIRE: {
+        if (hb_stale) { /* no leadership for a host that cannot act on it */
+            schedule(e, EL_K_GET, now.mono + e->p.frequent);
+            *wake = e->next_at;
+            return EL_OP_NONE;
+        }
         int64_t base = e->exists == 1 && !e->corrupt ? e->cur.term : 0;
         int64_t term = (base > e->max_term ? base : e->max_term) + 1;
         if (own_record(e))

@@ -149,6 +149,11 @@ typedef struct el_engine {
     int rep_sent[4];
     int64_t rep_suppressed[4];
 
+    /* Host heartbeat (s3lect_require_heartbeat): with hb_timeout > 0 a node
+     * whose host last confirmed at hb_at (mono ms) more than hb_timeout ago
+     * neither renews nor acquires. Set by the driver before each el_next. */
+    int64_t hb_timeout, hb_at;
+
     el_event *events;
     size_t nevents, capevents;
 } el_engine;

@@ -58,6 +58,7 @@ struct s3lect_elector {
     pthread_cond_t state_cv; /* waiters: leadership, cycle, done, stopped */
     pthread_cond_t q_cv;     /* s3lect_dispatch and stop: events queued or delivered */
     el_engine eng;
+    int64_t hb_timeout, hb_at; /* s3lect_require_heartbeat / s3lect_heartbeat (mono ms) */
     int started, stop_req, stop_release, joining, stopped;
     int joined;      /* started and counted by the runtime (rt_release undoes it) */
     int done;        /* the loop is finished with this elector (engine stopped, no I/O) */

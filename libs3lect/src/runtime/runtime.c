@@ -614,6 +614,8 @@ static void run(rt_runtime *rt, s3lect_elector *e, st_result *first)
         el_time now = now_time();
         el_op op;
         int64_t wake;
+        e->eng.hb_timeout = e->hb_timeout;
+        e->eng.hb_at = e->hb_at;
         int kind = el_next(&e->eng, now, &op, &wake);
         flush_events(rt, e, now);
         if (kind == EL_OP_DONE) {
