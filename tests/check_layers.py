@@ -74,6 +74,12 @@ def main():
             dl = defined.get(name)
             if dl is not None and rank[dl] > rank[layer]:
                 errors.append(f"{f.relative_to(ROOT)} ({layer}) calls {name} ({dl})")
+    # Every thread of the library and the CLI is made by u_thread_create
+    # (base/proc.c), which blocks asynchronous signals in it (docs/threading.md).
+    for f in sorted(list(files) + list((ROOT / "libs3lect" / "cli").glob("*.c"))):
+        if f.name != "proc.c" and re.search(r"\bpthread_create\s*\(", strip(f.read_text())):
+            errors.append(f"{f.relative_to(ROOT)} calls pthread_create: use u_thread_create "
+                          "(base/proc.h), which blocks asynchronous signals in the new thread")
     for e in sorted(set(errors)):
         print("check_layers: " + e)
     if errors:
