@@ -15,15 +15,17 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // Tests of the Go s3lect (c45cfbd) API that this package adds for drop-in
 // use: MockStorage, LeaderRecord, NewLeadershipHandler(elector, logger),
-// NewHealthServer, and WaitForLeadership on a permanent store error.
+// NewHealthServer, and WaitForLeadership(FailFast) on a permanent store error.
 
 // Both kinds of MockStorage have S3's conditional-write semantics.
 func TestMockStorageSemantics(t *testing.T) {
@@ -309,8 +311,10 @@ func TestHealthServer(t *testing.T) {
 	}
 }
 
-// WaitForLeadership returns at once, not at the context's deadline, while
-// the store fails permanently, and waits again once the store recovers.
+// While the store fails permanently, WaitForLeadership waits for its
+// context as Go s3lect's does (and returns ctx.Err() itself), whereas
+// WaitForLeadershipFailFast returns at once; both lead once the store
+// recovers.
 func TestWaitForLeadershipPermanentError(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -330,26 +334,41 @@ func TestWaitForLeadershipPermanentError(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			begin := time.Now()
-			err := el.WaitForLeadership(ctx)
+			err := el.WaitForLeadershipFailFast(ctx)
 			took := time.Since(begin)
 			var e *Error
 			if !errors.As(err, &e) || e.Code != tc.code || !errors.Is(err, tc.sentinel) {
-				t.Fatalf("WaitForLeadership: %v (%T), want an *Error with code %v matching %v", err, err, tc.code, tc.sentinel)
+				t.Fatalf("WaitForLeadershipFailFast: %v (%T), want an *Error with code %v matching %v", err, err, tc.code, tc.sentinel)
 			}
 			if took > 15*time.Second {
-				t.Fatalf("WaitForLeadership took %v; it must not wait for the context", took)
+				t.Fatalf("WaitForLeadershipFailFast took %v; it must not wait for the context", took)
 			}
 			// A second waiter, arriving after the error, returns too.
-			if err := el.WaitForLeadership(ctx); !errors.Is(err, tc.sentinel) {
-				t.Fatalf("second WaitForLeadership: %v", err)
+			if err := el.WaitForLeadershipFailFast(ctx); !errors.Is(err, tc.sentinel) {
+				t.Fatalf("second WaitForLeadershipFailFast: %v", err)
 			}
-			// The store recovers: the elector was retrying all along.
+			// WaitForLeadership waits for its context whatever the store says.
+			short, cancelShort := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancelShort()
+			begin = time.Now()
+			err = el.WaitForLeadership(short)
+			if took := time.Since(begin); err != context.DeadlineExceeded || took < 1400*time.Millisecond {
+				t.Fatalf("WaitForLeadership on a failing store: %v after %v, want context.DeadlineExceeded itself after 1.5s", err, took)
+			}
+			if msg := el.GetLeadershipStatus().LastError; !strings.Contains(msg, tc.err.Error()) {
+				t.Fatalf("LastError %q does not carry the store's error %q", msg, tc.err)
+			}
+			// The store recovers: the elector was retrying all along, and a
+			// WaitForLeadership begun while it failed returns leading.
+			waited := make(chan error, 1)
+			go func() { waited <- el.WaitForLeadership(ctx) }()
+			time.Sleep(200 * time.Millisecond)
 			st.fail.Store(nil)
-			waitUntil(t, 30*time.Second, "a store request succeeds again", func() bool {
-				return el.GetLeadershipStatus().LastError == ""
-			})
-			if err := el.WaitForLeadership(ctx); err != nil {
-				t.Fatalf("WaitForLeadership after the store recovered: %v", err)
+			if err := <-waited; err != nil || !el.IsLeader() {
+				t.Fatalf("WaitForLeadership across the store's recovery: %v (leader: %v)", err, el.IsLeader())
+			}
+			if err := el.WaitForLeadershipFailFast(ctx); err != nil {
+				t.Fatalf("WaitForLeadershipFailFast after the store recovered: %v", err)
 			}
 		})
 	}
@@ -373,12 +392,12 @@ func TestWaitForLeadershipFileStoreFatal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	begin := time.Now()
-	err := el.WaitForLeadership(ctx)
+	err := el.WaitForLeadershipFailFast(ctx)
 	if !errors.Is(err, ErrStorageFatal) || time.Since(begin) > 15*time.Second {
-		t.Fatalf("WaitForLeadership on a lock in a missing directory: %v after %v, want ErrStorageFatal at once",
+		t.Fatalf("WaitForLeadershipFailFast on a lock in a missing directory: %v after %v, want ErrStorageFatal at once",
 			err, time.Since(begin))
 	}
-	t.Logf("WaitForLeadership: %v", err)
+	t.Logf("WaitForLeadershipFailFast: %v", err)
 }
 
 // switchStore is a memStore that fails every call with *fail while set.
@@ -402,7 +421,7 @@ func (s *switchStore) PutIfMatch(ctx context.Context, key string, data []byte, e
 }
 
 // Against MinIO: a missing bucket and refused credentials make
-// WaitForLeadership return at once with the matching sentinel.
+// WaitForLeadershipFailFast return at once with the matching sentinel.
 func TestWaitForLeadershipPermanentErrorS3(t *testing.T) {
 	s := needS3(t)
 	for _, tc := range []struct {
@@ -425,10 +444,59 @@ func TestWaitForLeadershipPermanentErrorS3(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			begin := time.Now()
-			err := el.WaitForLeadership(ctx)
+			err := el.WaitForLeadershipFailFast(ctx)
 			if !errors.Is(err, tc.sentinel) || time.Since(begin) > 15*time.Second {
-				t.Fatalf("WaitForLeadership: %v after %v, want %v at once", err, time.Since(begin), tc.sentinel)
+				t.Fatalf("WaitForLeadershipFailFast: %v after %v, want %v at once", err, time.Since(begin), tc.sentinel)
 			}
 		})
 	}
+}
+
+// A Go s3lect program's retry loop around WaitForLeadership, ported
+// unchanged, with a missing bucket on MinIO: WaitForLeadership waits for
+// its context as Go s3lect's does, so the loop sleeps instead of spinning a
+// core (it once returned at once, millions of times in 3s).
+func TestWaitForLeadershipRetryLoopMissingBucketCPU(t *testing.T) {
+	s := needS3(t)
+	log := testLogger(t)
+	cfg := s3Config(s, uniqueKey(t), "n")
+	cfg.Bucket = "s3lect-missing-" + randomSuffix()
+	el := newElector(t, log, cfg, nil)
+	start(t, el)
+	waitUntil(t, 30*time.Second, "the missing bucket to be reported", func() bool {
+		return el.GetLeadershipStatus().LastError != ""
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	cpu0, wall0 := processCPU(t), time.Now()
+	errs := 0
+	for ctx.Err() == nil { // the loop of a Go s3lect program
+		if err := el.WaitForLeadership(ctx); err != nil {
+			errs++
+			continue
+		}
+		break
+	}
+	cpu, wall := processCPU(t)-cpu0, time.Since(wall0)
+	share := float64(cpu) / float64(wall)
+	t.Logf("retry loop: %d errors, %v CPU in %v (%.1f%% of a core), last error %q",
+		errs, cpu, wall, 100*share, el.GetLeadershipStatus().LastError)
+	if el.IsLeader() {
+		t.Fatal("leader on a missing bucket")
+	}
+	if errs > 1 || share >= 0.05 {
+		t.Fatalf("the retry loop made %d errors and used %.1f%% of a core in %v; want at most 1 and under 5%%",
+			errs, 100*share, wall)
+	}
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

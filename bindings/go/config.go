@@ -46,7 +46,12 @@ type ElectorConfig struct {
 	FrequentInterval time.Duration
 
 	// InfrequentInterval is the follower poll period while leadership is
-	// stable (default 30s, at least FrequentInterval).
+	// stable (at least FrequentInterval). Default: FrequentInterval, which
+	// is how often Go s3lect's followers poll (its own default of 30s is
+	// never used). libs3lect's default, and the CLI's, is 30s: set it (to
+	// 30s, say) to make stable followers read the store less often, at the
+	// price of noticing a release or a crash up to that much later (peer
+	// mode avoids both the reads and the delay).
 	InfrequentInterval time.Duration
 
 	// LeaderTimeout is the lease: how long the lock must stay unchanged
@@ -243,8 +248,13 @@ func (c *ElectorConfig) fillDefaults() error {
 	if c.FrequentInterval == 0 {
 		c.FrequentInterval = durationDefault("frequent_interval")
 	}
+	// Go s3lect's followers poll every FrequentInterval whatever leadership
+	// looks like (its InfrequentInterval is never used): unset, ours does the
+	// same, so a ported program notices a release or a crash as soon as it
+	// did. Setting it (30s is libs3lect's own default) makes stable
+	// followers read the store less often.
 	if c.InfrequentInterval == 0 {
-		c.InfrequentInterval = max(durationDefault("infrequent_interval"), c.FrequentInterval)
+		c.InfrequentInterval = c.FrequentInterval
 	}
 	// Every other duration: libs3lect's default (MaxClockSkew 0: off;
 	// MaxLeaseTimeout 0: 4 × LeaderTimeout, computed by libs3lect). Every

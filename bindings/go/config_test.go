@@ -73,7 +73,8 @@ func TestConfigDefaults(t *testing.T) {
 	want := ElectorConfig{
 		LockfilePath: lock, ServerID: "n", PeerHealthPath: "/health",
 		LeaderTimeout: 15 * time.Second, RenewDeadline: 10 * time.Second, RenewInterval: 5 * time.Second,
-		FrequentInterval: 5 * time.Second, InfrequentInterval: 30 * time.Second,
+		// InfrequentInterval: FrequentInterval, Go s3lect's effective poll.
+		FrequentInterval: 5 * time.Second, InfrequentInterval: 5 * time.Second,
 		// MaxClockSkew 0: the wall-clock takeover rule is off unless asked for;
 		// MaxLeaseTimeout 0: libs3lect uses 4 × LeaderTimeout.
 		MaxClockSkew: 0, MaxLeaseTimeout: 0, PeerTimeout: 3 * time.Second, RequestTimeout: 10 * time.Second,
@@ -82,6 +83,16 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
+	}
+
+	// Go s3lect's followers poll every FrequentInterval: unset, ours do too.
+	fast := ElectorConfig{LockfilePath: lock, ServerID: "n", FrequentInterval: 100 * time.Millisecond}
+	if err := fast.Validate(); err != nil || fast.InfrequentInterval != 100*time.Millisecond {
+		t.Fatalf("FrequentInterval 100ms alone: InfrequentInterval %v (%v), want 100ms", fast.InfrequentInterval, err)
+	}
+	stable := ElectorConfig{LockfilePath: lock, ServerID: "n", InfrequentInterval: 30 * time.Second}
+	if err := stable.Validate(); err != nil || stable.InfrequentInterval != 30*time.Second || stable.FrequentInterval != 5*time.Second {
+		t.Fatalf("InfrequentInterval 30s: %v/%v (%v), want 5s/30s", stable.FrequentInterval, stable.InfrequentInterval, err)
 	}
 
 	short := ElectorConfig{LockfilePath: lock, ServerID: "n", LeaderTimeout: 3 * time.Second}

@@ -298,28 +298,47 @@ func (e *S3Elector) LeaderID() string {
 }
 
 // WaitForLeadership blocks until this node is leader (its
-// OnAcquireLeadership hook, if any, has accepted) or ctx is done. It
-// returns ctx.Err() on cancellation and ErrStopped if the elector is or
-// gets stopped. Any number of goroutines may wait at once.
+// OnAcquireLeadership hook, if any, has accepted) or ctx is done, as the Go
+// s3lect package's does: it returns ctx.Err() itself on cancellation, and
+// ErrStopped if the elector is or gets stopped. Any number of goroutines
+// may wait at once.
 //
-// It also returns at once, without waiting for ctx, while the store's last
-// answer is a permanent error, one that retrying will not fix: a missing
-// bucket or another misconfiguration (errors.Is(err, ErrStorageFatal), code
+// Like Go s3lect's, it keeps waiting whatever the store answers: a missing
+// bucket or refused credentials do not end the wait (the elector keeps
+// retrying, logs the error as a "Leader election error" warning and shows it
+// in GetLeadershipStatus().LastError), so that a Go s3lect program's retry
+// loop around it does not spin. WaitForLeadershipFailFast returns on such an
+// error instead.
+func (e *S3Elector) WaitForLeadership(ctx context.Context) error {
+	return e.waitForLeadership(ctx, "WaitForLeadership", false)
+}
+
+// WaitForLeadershipFailFast is WaitForLeadership, except that it also
+// returns at once, without waiting for ctx, while the store's last answer
+// is a permanent error, one that retrying will not fix: a missing bucket or
+// another misconfiguration (errors.Is(err, ErrStorageFatal), code
 // CodeFatal) or refused credentials or permissions (errors.Is(err,
 // ErrStorageAuth), code CodeAuth). The message is libs3lect's. The elector
 // itself keeps running and retrying: once the problem is fixed (the bucket
-// created, say) and a request succeeds, WaitForLeadership waits again.
-func (e *S3Elector) WaitForLeadership(ctx context.Context) error {
+// created, say) and a request succeeds, it waits again. A loop that calls it
+// again on such an error must pause between calls, or it spins.
+func (e *S3Elector) WaitForLeadershipFailFast(ctx context.Context) error {
+	return e.waitForLeadership(ctx, "WaitForLeadershipFailFast", true)
+}
+
+func (e *S3Elector) waitForLeadership(ctx context.Context, op string, failFast bool) error {
 	for {
 		s := e.ev.snapshot()
 		if s.acquired && e.IsLeader() {
 			return nil
 		}
 		if s.stopped {
-			return &Error{Code: CodeStopped, Op: "WaitForLeadership", Msg: "elector stopped while waiting for leadership"}
+			return &Error{Code: CodeStopped, Op: op, Msg: "elector stopped while waiting for leadership"}
 		}
-		if err := e.permanentError(); err != nil {
-			return err
+		if failFast {
+			if err := e.permanentError(op); err != nil {
+				return err
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -331,7 +350,7 @@ func (e *S3Elector) WaitForLeadership(ctx context.Context) error {
 
 // permanentError returns the store's last error if it is one that retrying
 // will not fix (AUTH or FATAL), else nil.
-func (e *S3Elector) permanentError() error {
+func (e *S3Elector) permanentError(op string) error {
 	e.hmu.RLock()
 	defer e.hmu.RUnlock()
 	var s *C.s3lect_status
@@ -343,7 +362,7 @@ func (e *S3Elector) permanentError() error {
 	if code != C.S3LECT_EAUTH && code != C.S3LECT_EFATAL {
 		return nil
 	}
-	return &Error{Code: Code(code), Op: "WaitForLeadership",
+	return &Error{Code: Code(code), Op: op,
 		Msg: C.GoString(C.s3lect_status_last_error_message(s))}
 }
 

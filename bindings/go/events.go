@@ -224,7 +224,7 @@ func (ev *events) handle(d eventData) {
 		ev.mu.Unlock()
 	case C.S3LECT_EVENT_ERROR:
 		ev.logger.Warn("Leader election error", "code", Code(d.code).String(), "error", d.message)
-		// Wake WaitForLeadership, which returns on a permanent error.
+		// Wake WaitForLeadershipFailFast, which returns on a permanent error.
 		ev.mu.Lock()
 		ev.broadcast()
 		ev.mu.Unlock()

@@ -284,23 +284,13 @@ func TestAPICheckBuildsAndRuns(t *testing.T) {
 }
 
 // With a Go s3lect checkout (GOS3LECT_SRC: the path of a checkout of
-// github.com/nadrama-com/s3lect), the same program texts with the Go s3lect
+// github.com/nadrama-com/s3lect; by default ../shared/gos3lect beside the
+// repository, where it exists), the same program texts with the Go s3lect
 // import build against Go s3lect itself: the migration example is a Go
 // s3lect program, not one written for this package, and apicheck's names
 // and types are Go s3lect's.
 func TestExamplesBuildAgainstGoS3lect(t *testing.T) {
-	srcDir := os.Getenv("GOS3LECT_SRC")
-	if srcDir == "" {
-		t.Skip("GOS3LECT_SRC is not set: no Go s3lect checkout to build the examples against " +
-			"(the Go module proxy does not serve github.com/nadrama-com/s3lect)")
-	}
-	abs, err := filepath.Abs(srcDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(abs, "go.mod")); err != nil {
-		t.Fatalf("GOS3LECT_SRC=%s is not a Go s3lect checkout: %v", srcDir, err)
-	}
+	abs := gos3lectSource(t)
 	for _, prog := range []string{migrateProgram, "examples/apicheck/main.go"} {
 		t.Run(filepath.Base(filepath.Dir(prog)), func(t *testing.T) {
 			src, err := os.ReadFile(prog)

@@ -242,7 +242,7 @@ func testStoreElection(t *testing.T, st storeTarget) {
 	}
 }
 
-// A DynamoDB lock on a table nobody made: WaitForLeadership returns at once
+// A DynamoDB lock on a table nobody made: WaitForLeadershipFailFast returns at once
 // with ErrStorageFatal naming the table and init-store; once the table is
 // made, the same elector leads without a restart.
 func TestStoreDynamoDBMissingTable(t *testing.T) {
@@ -254,9 +254,9 @@ func TestStoreDynamoDBMissingTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	err := el.WaitForLeadership(ctx)
+	err := el.WaitForLeadershipFailFast(ctx)
 	if !errors.Is(err, ErrStorageFatal) {
-		t.Fatalf("WaitForLeadership on a missing table: %v, want ErrStorageFatal", err)
+		t.Fatalf("WaitForLeadershipFailFast on a missing table: %v, want ErrStorageFatal", err)
 	}
 	if took := time.Since(t0); took > 15*time.Second {
 		t.Fatalf("the missing table was reported after %v", took)
