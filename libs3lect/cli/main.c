@@ -747,6 +747,8 @@ typedef struct snapshot {
     int64_t rec_lease_ms; /* the record's leaseMs, clamped to max_lease (0: none) */
     int clamped;          /* the record's leaseMs was above max_lease */
     int live;
+    int store_clock;      /* age_ms is by the store's clock (else this machine's) */
+    int64_t local_age_ms; /* this machine's clock minus the record's lastUpdated */
 } snapshot;
 
 static void read_snapshot(st_store *s, const char *key, int64_t lease_default, int64_t max_lease,
@@ -765,7 +767,13 @@ static void read_snapshot(st_store *s, const char *key, int64_t lease_default, i
             sn->clamped = sn->r.lease_ms > max_lease;
             sn->rec_lease_ms = sn->clamped ? max_lease : sn->r.lease_ms;
             sn->lease_ms = sn->rec_lease_ms > 0 ? sn->rec_lease_ms : lease_default;
-            sn->age_ms = u_wall_ms() - sn->r.last_updated_ms;
+            /* The age by the store's own clock where it tells it (S3: Date
+             * against Last-Modified, whole seconds), so that neither this
+             * machine's clock nor the leader's decides; else by ours. */
+            sn->store_clock = res.server_now_ms > 0 && res.server_modified_ms > 0;
+            sn->local_age_ms = u_wall_ms() - sn->r.last_updated_ms;
+            sn->age_ms =
+                sn->store_clock ? res.server_now_ms - res.server_modified_ms : sn->local_age_ms;
             sn->live = !rec_released(&sn->r) && sn->age_ms < sn->lease_ms;
         }
     } else if (res.outcome != ST_NOT_FOUND) {
@@ -809,6 +817,8 @@ static void print_json(const snapshot *sn, const char *time, FILE *f)
         cJSON_AddStringToObject(o, "incarnation", sn->r.incarnation);
         cJSON_AddBoolToObject(o, "released", rec_released(&sn->r));
         cJSON_AddNumberToObject(o, "ageMs", sn->r.zero_time ? 0 : (double)sn->age_ms);
+        cJSON_AddStringToObject(o, "ageClock", sn->store_clock ? "store" : "local");
+        cJSON_AddNumberToObject(o, "localAgeMs", sn->r.zero_time ? 0 : (double)sn->local_age_ms);
     } else if (sn->corrupt) {
         cJSON_AddStringToObject(o, "error", sn->err);
     }
@@ -846,10 +856,12 @@ static void print_human(const char *lock, const snapshot *sn, FILE *f)
     }
     char age[64];
     fmt_age(sn->age_ms, age, sizeof age);
-    fprintf(f, "%s: %s leader %s%s%s%s term=%lld updated %s (lease %.1fs)\n", lock,
+    fprintf(f, "%s: %s leader %s%s%s%s term=%lld updated %s (lease %.1fs; %s)\n", lock,
             sn->live ? "live" : "expired", sn->r.leader_id, sn->r.leader_addr[0] ? " (" : "",
             sn->r.leader_addr, sn->r.leader_addr[0] ? ")" : "", (long long)sn->r.term, age,
-            sn->lease_ms / 1000.0);
+            sn->lease_ms / 1000.0,
+            sn->store_clock ? "age by the store's clock"
+                            : "age by this machine's clock against the leader's");
 }
 
 static int open_store(const char *cmd, const cli_opts *o, st_store **s, char **key)

@@ -273,6 +273,11 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
         /* A new response (after 100 Continue): forget the previous headers. */
         r->etag[0] = '\0';
         r->bucket_region[0] = '\0';
+        r->date[0] = r->last_modified[0] = '\0';
+    } else if (n > 5 && strncasecmp(line, "Date:", 5) == 0) {
+        header_value(line, n, 5, r->date, sizeof r->date);
+    } else if (n > 14 && strncasecmp(line, "Last-Modified:", 14) == 0) {
+        header_value(line, n, 14, r->last_modified, sizeof r->last_modified);
     } else if (n > 5 && strncasecmp(line, "ETag:", 5) == 0) {
         header_value(line, n, 5, r->etag, sizeof r->etag);
     } else if (n > 20 && strncasecmp(line, "x-amz-bucket-region:", 20) == 0) {
