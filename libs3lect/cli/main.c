@@ -757,6 +757,8 @@ static void read_snapshot(st_store *s, const char *key, int64_t lease_default, i
     memset(sn, 0, sizeof *sn);
     st_result res = {0};
     st_get(s, key, 10000, &res);
+    if (res.warning) /* e.g. a malformed AWS config file; the store limits how often */
+        fprintf(stderr, "s3lect: warning: %s\n", res.warning);
     sn->outcome = res.outcome;
     if (res.outcome == ST_OK) {
         sn->etag = res.etag;

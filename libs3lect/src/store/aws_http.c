@@ -131,6 +131,9 @@ int ah_signer_creds(ah_signer *g, st_result *out)
     aws_creds_clear(&g->creds);
     g->creds = fresh;
     note_refresh_failure(g, out);
+    char problem[700];
+    if (!out->warning && aws_file_problem_take(problem, sizeof problem))
+        out->warning = u_asprintf("%s", problem);
     return 0;
 }
 
