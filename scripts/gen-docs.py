@@ -74,8 +74,8 @@ def man_page(binary: str, version: str, top: str, cmds: list[tuple[str, str]]) -
     date = time.strftime("%Y-%m-%d", time.gmtime(stamp))
     out = [f'.TH S3LECT 1 "{date}" "s3lect {version}" "User Commands"',
            ".SH NAME",
-           "s3lect \\- leader election on an S3 object (or a local file),",
-           "without a coordinator",
+           "s3lect \\- leader election on an S3 object, a DynamoDB item, a PostgreSQL row",
+           "or a Route 53 record (or a local file), without a coordinator",
            ".SH SYNOPSIS"]
     for i, (name, _) in enumerate(cmds):
         usage = help_text(binary, name).splitlines()[0].removeprefix("usage: ")

@@ -58,8 +58,10 @@ static const char MAIN_HELP[] =
     "  --ca-file FILE          PEM CA bundle for HTTPS\n"                                          \
     "lock URLs: s3://bucket/key (bucket: 3-63 of a-z 0-9 . -, legacy ones also A-Z _; key:\n"      \
     "at most 1024 bytes of UTF-8, no empty, '.' or '..' segments), file:///dir/key or a\n"         \
-    "plain path; no '?' or '#' in URLs, the scheme may be upper case. Options are given\n"         \
-    "once each; --opt=VALUE for a value that starts with '-'.\n"                                   \
+    "plain path (no '?' or '#' in s3:// and file:// URLs), dynamodb://TABLE/KEY,\n"                \
+    "postgres://HOST/DB?key=NAME, route53://ZONE_ID/NAME (docs/stores.md); the scheme may\n"       \
+    "be upper case. Options are given once each; --opt=VALUE for a value that starts\n"            \
+    "with '-'.\n"                                                                                  \
     "credentials: the AWS SDKs' chain (environment, web identity, ~/.aws profiles with\n"          \
     "roles, SSO and credential_process, container and EC2 instance metadata; docs/s3.md),\n"       \
     "never flags; 's3lect whoami URL' shows which source is used.\n"
@@ -74,7 +76,8 @@ static const char RUN_COMMON_HELP[] =
     "                          level, msg, and its key=value words as fields)\n"
     "  --log-time              put an RFC 3339 UTC time before each text line\n"
     "  --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"
-    "                          (plain HTTP: bind it to loopback or a private interface)\n"
+    "                          (plain HTTP: bind it to loopback or a private interface;\n"
+    "                          :PORT is every address)\n"
     "environment: every option can be set as S3LECT_<NAME> (--lease-timeout 20s:\n"
     "S3LECT_LEASE_TIMEOUT=20s; flags take 1 or 0: S3LECT_PEER=1; --id and --addr also as\n"
     "S3LECT_SERVER_ID and S3LECT_SERVER_ADDR); a command-line option wins over its variable.\n"
@@ -121,7 +124,8 @@ static const char RUN_HELP[] =
     "                          --addr defaults to this host's address on the route to the\n"
     "                          S3 endpoint (127.0.0.1 for file locks) and the port of\n"
     "                          --peer-listen, else an ephemeral one\n"
-    "  --peer-listen HOST:PORT listen address of the leadership endpoint (default: --addr)\n"
+    "  --peer-listen HOST:PORT listen address of the leadership endpoint (default: --addr;\n"
+    "                          :PORT is every address)\n"
     "  --peer-cert FILE        server certificate chain (PEM); with --peer-key and --peer-ca\n"
     "                          instead of zero-config\n"
     "  --peer-key FILE         server private key (PEM)\n"
@@ -278,14 +282,15 @@ static int has_control(const char *s)
     return 0;
 }
 
-/* HOST:PORT, with [v6] allowed; port 1..65535. */
-static int host_port(const char *v)
+/* HOST:PORT, with [v6] allowed; port 1..65535. any_host: ":PORT" (every
+ * address) is allowed too, for the addresses s3lect listens on. */
+static int host_port(const char *v, int any_host)
 {
     const char *colon = strrchr(v, ':');
-    if (!colon || colon == v || strpbrk(v, " \t/?#@"))
+    if (!colon || (colon == v && !any_host) || strpbrk(v, " \t/?#@"))
         return 0;
-    if (v[0] == '[' ? colon[-1] != ']' || colon - v < 3
-                    : memchr(v, ':', (size_t)(colon - v)) != NULL)
+    if (colon != v && (v[0] == '[' ? colon[-1] != ']' || colon - v < 3
+                                   : memchr(v, ':', (size_t)(colon - v)) != NULL))
         return 0;
     char *end;
     long port = strtol(colon + 1, &end, 10);
@@ -321,11 +326,12 @@ static int check_str(const char *cmd, const char *name, const char *v)
         }
     } else if (strcmp(name, "--addr") == 0 || strcmp(name, "--peer-listen") == 0 ||
                strcmp(name, "--metrics-listen") == 0) {
-        if (!host_port(v) || !clean_utf8(v)) {
+        int listen = strcmp(name, "--addr") != 0;
+        if (!host_port(v, listen) || !clean_utf8(v)) {
             cli_usage_error(cmd,
-                            "%s '%.100s' is not HOST:PORT; e.g. 10.0.0.5:8443 or [::1]:8443 "
+                            "%s '%.100s' is not HOST:PORT; e.g. 10.0.0.5:8443 or [::1]:8443%s "
                             "(port 1-65535)",
-                            name, v);
+                            name, v, listen ? ", or :8443 for every address" : "");
             return -1;
         }
     } else if (strcmp(name, "--endpoint") == 0) {
@@ -565,25 +571,37 @@ int cli_env_opts(const char *cmd, cli_opts *o)
  * Python and Go bindings do: renew_deadline = 2/3 lease, renew_interval =
  * min(lease/3, deadline/2); infrequent at least frequent, frequent at most
  * infrequent. Explicit values are kept (the library refuses bad mixes). */
-static void derive_timings(const s3lect_config *defaults, cli_opts *o)
+enum { D_RENEW = 1, D_DEADLINE = 2, D_FREQ = 4, D_INFREQ = 8 };
+static unsigned derive_timings(const s3lect_config *defaults, cli_opts *o)
 {
+    unsigned derived = 0;
     int64_t def_lease = 15000, def_deadline = 10000, def_freq = 5000, def_infreq = 30000;
     s3lect_config_get_int(defaults, S3LECT_OPT_LEASE_TIMEOUT, &def_lease);
     s3lect_config_get_int(defaults, S3LECT_OPT_RENEW_DEADLINE, &def_deadline);
     s3lect_config_get_int(defaults, S3LECT_OPT_FREQUENT_INTERVAL, &def_freq);
     s3lect_config_get_int(defaults, S3LECT_OPT_INFREQUENT_INTERVAL, &def_infreq);
     int64_t lease = o->lease >= 0 ? o->lease : def_lease;
-    if (o->deadline < 0 && o->lease >= 0)
+    if (o->deadline < 0 && o->lease >= 0) {
         o->deadline = lease * 2 / 3;
+        derived |= D_DEADLINE;
+    }
     if (o->renew < 0 && (o->lease >= 0 || o->deadline >= 0)) {
         int64_t d = o->deadline >= 0 ? o->deadline : def_deadline;
         o->renew = lease / 3 < d / 2 ? lease / 3 : d / 2;
+        derived |= D_RENEW;
     }
-    if (o->infrequent < 0 && o->frequent >= 0)
+    if (o->infrequent < 0 && o->frequent >= 0) {
         o->infrequent = o->frequent > def_infreq ? o->frequent : def_infreq;
-    if (o->frequent < 0 && o->infrequent >= 0)
+        derived |= D_INFREQ;
+    }
+    if (o->frequent < 0 && o->infrequent >= 0) {
         o->frequent = o->infrequent < def_freq ? o->infrequent : def_freq;
+        derived |= D_FREQ;
+    }
+    return derived;
 }
+
+static void fmt_dur(int64_t ms, char *out, size_t n);
 
 /* The largest leaseMs trusted in a record: --max-lease-timeout, else 4 L. */
 static int64_t max_lease_of(const cli_opts *o)
@@ -599,7 +617,7 @@ s3lect_config *cli_config(const char *cmd, const cli_opts *given)
         return NULL;
     }
     cli_opts oo = *given, *o = &oo;
-    derive_timings(c, o);
+    unsigned derived = derive_timings(c, o);
     char idbuf[300];
     if (!o->id) {
         char host[256] = "host";
@@ -623,19 +641,42 @@ s3lect_config *cli_config(const char *cmd, const cli_opts *given)
     rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_KEY, o->peer_key);
     rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_CA, o->peer_ca);
     rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_CLIENT_CERT, o->peer_client_cert);
+    /* The values given first, so that a bad one is named rather than a
+     * value derived from it; a derived value out of range says where it
+     * came from. */
     struct {
         int64_t v;
         s3lect_option opt;
-    } ints[] = {{o->lease, S3LECT_OPT_LEASE_TIMEOUT},
-                {o->renew, S3LECT_OPT_RENEW_INTERVAL},
-                {o->deadline, S3LECT_OPT_RENEW_DEADLINE},
-                {o->frequent, S3LECT_OPT_FREQUENT_INTERVAL},
-                {o->infrequent, S3LECT_OPT_INFREQUENT_INTERVAL},
-                {o->skew, S3LECT_OPT_MAX_CLOCK_SKEW},
-                {o->max_lease > 0 ? o->max_lease : -1, S3LECT_OPT_MAX_LEASE_TIMEOUT}};
-    for (size_t k = 0; !rc && k < sizeof ints / sizeof ints[0]; k++)
-        if (ints[k].v >= 0)
+        unsigned derived;
+        const char *name, *from;
+    } ints[] = {{o->lease, S3LECT_OPT_LEASE_TIMEOUT, 0, "", ""},
+                {o->deadline, S3LECT_OPT_RENEW_DEADLINE, D_DEADLINE, "--renew-deadline",
+                 "2/3 of --lease-timeout"},
+                {o->renew, S3LECT_OPT_RENEW_INTERVAL, D_RENEW, "--renew-interval",
+                 "min(--lease-timeout/3, --renew-deadline/2)"},
+                {o->frequent, S3LECT_OPT_FREQUENT_INTERVAL, D_FREQ, "--frequent-interval",
+                 "--infrequent-interval"},
+                {o->infrequent, S3LECT_OPT_INFREQUENT_INTERVAL, D_INFREQ, "--infrequent-interval",
+                 "--frequent-interval"},
+                {o->skew, S3LECT_OPT_MAX_CLOCK_SKEW, 0, "", ""},
+                {o->max_lease > 0 ? o->max_lease : -1, S3LECT_OPT_MAX_LEASE_TIMEOUT, 0, "", ""}};
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t k = 0; !rc && k < sizeof ints / sizeof ints[0]; k++) {
+            if (ints[k].v < 0 || (pass == 0) != !(derived & ints[k].derived))
+                continue;
             rc = s3lect_config_set_int(c, ints[k].opt, ints[k].v);
+            if (rc && (derived & ints[k].derived)) {
+                char msg[512], v[32];
+                s3lect_config_errmsg(c, msg, sizeof msg);
+                fmt_dur(ints[k].v, v, sizeof v);
+                cli_usage_error(cmd,
+                                "%s was not given and its value derived from %s, %s, is out of "
+                                "range (%s); give %s too or change the value it is derived from",
+                                ints[k].name, ints[k].from, v, msg, ints[k].name);
+                s3lect_config_free(c);
+                return NULL;
+            }
+        }
     if (!rc)
         rc = s3lect_config_validate(c);
     if (rc) {
@@ -711,6 +752,8 @@ typedef struct snapshot {
     int64_t rec_lease_ms; /* the record's leaseMs, clamped to max_lease (0: none) */
     int clamped;          /* the record's leaseMs was above max_lease */
     int live;
+    int store_clock;      /* age_ms is by the store's clock (else this machine's) */
+    int64_t local_age_ms; /* this machine's clock minus the record's lastUpdated */
 } snapshot;
 
 static void read_snapshot(st_store *s, const char *key, int64_t lease_default, int64_t max_lease,
@@ -719,6 +762,8 @@ static void read_snapshot(st_store *s, const char *key, int64_t lease_default, i
     memset(sn, 0, sizeof *sn);
     st_result res = {0};
     st_get(s, key, 10000, &res);
+    if (res.warning) /* e.g. a malformed AWS config file; the store limits how often */
+        fprintf(stderr, "s3lect: warning: %s\n", res.warning);
     sn->outcome = res.outcome;
     if (res.outcome == ST_OK) {
         sn->etag = res.etag;
@@ -729,7 +774,13 @@ static void read_snapshot(st_store *s, const char *key, int64_t lease_default, i
             sn->clamped = sn->r.lease_ms > max_lease;
             sn->rec_lease_ms = sn->clamped ? max_lease : sn->r.lease_ms;
             sn->lease_ms = sn->rec_lease_ms > 0 ? sn->rec_lease_ms : lease_default;
-            sn->age_ms = u_wall_ms() - sn->r.last_updated_ms;
+            /* The age by the store's own clock where it tells it (S3: Date
+             * against Last-Modified, whole seconds), so that neither this
+             * machine's clock nor the leader's decides; else by ours. */
+            sn->store_clock = res.server_now_ms > 0 && res.server_modified_ms > 0;
+            sn->local_age_ms = u_wall_ms() - sn->r.last_updated_ms;
+            sn->age_ms =
+                sn->store_clock ? res.server_now_ms - res.server_modified_ms : sn->local_age_ms;
             sn->live = !rec_released(&sn->r) && sn->age_ms < sn->lease_ms;
         }
     } else if (res.outcome != ST_NOT_FOUND) {
@@ -773,6 +824,8 @@ static void print_json(const snapshot *sn, const char *time, FILE *f)
         cJSON_AddStringToObject(o, "incarnation", sn->r.incarnation);
         cJSON_AddBoolToObject(o, "released", rec_released(&sn->r));
         cJSON_AddNumberToObject(o, "ageMs", sn->r.zero_time ? 0 : (double)sn->age_ms);
+        cJSON_AddStringToObject(o, "ageClock", sn->store_clock ? "store" : "local");
+        cJSON_AddNumberToObject(o, "localAgeMs", sn->r.zero_time ? 0 : (double)sn->local_age_ms);
     } else if (sn->corrupt) {
         cJSON_AddStringToObject(o, "error", sn->err);
     }
@@ -810,10 +863,12 @@ static void print_human(const char *lock, const snapshot *sn, FILE *f)
     }
     char age[64];
     fmt_age(sn->age_ms, age, sizeof age);
-    fprintf(f, "%s: %s leader %s%s%s%s term=%lld updated %s (lease %.1fs)\n", lock,
+    fprintf(f, "%s: %s leader %s%s%s%s term=%lld updated %s (lease %.1fs; %s)\n", lock,
             sn->live ? "live" : "expired", sn->r.leader_id, sn->r.leader_addr[0] ? " (" : "",
             sn->r.leader_addr, sn->r.leader_addr[0] ? ")" : "", (long long)sn->r.term, age,
-            sn->lease_ms / 1000.0);
+            sn->lease_ms / 1000.0,
+            sn->store_clock ? "age by the store's clock"
+                            : "age by this machine's clock against the leader's");
 }
 
 static int open_store(const char *cmd, const cli_opts *o, st_store **s, char **key)
@@ -953,6 +1008,62 @@ static int cmd_watch(int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
+static const char *const COMMANDS[] = {"run",        "status", "watch", "check-store",
+                                       "init-store", "whoami", "help"};
+
+/* Edit distance (insertions, deletions, substitutions, swaps of two
+ * neighbours) between a and b, counted up to 9. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 32 || lb > 32)
+        return 9;
+    size_t d[33][33];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = d[i - 1][j - 1] +
+                         (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            size_t v = sub < del ? sub : del;
+            v = v < ins ? v : ins;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb] > 9 ? 9 : d[la][lb];
+}
+
+/* "unknown command 'stats'; did you mean status?" (or the list of commands). */
+static int unknown_command(const char *cmd)
+{
+    const char *best = NULL;
+    size_t best_d = 9, n = strlen(cmd);
+    for (size_t k = 0; k < sizeof COMMANDS / sizeof COMMANDS[0]; k++) {
+        size_t d = edit_distance(cmd, COMMANDS[k]);
+        /* a typo (at most 2 edits, fewer than the word is long), or the start
+         * of a longer name ("check" for check-store) */
+        if (n >= 3 && strncasecmp(COMMANDS[k], cmd, n) == 0)
+            d = 1;
+        if (d <= 2 && d < n && d < best_d) {
+            best = COMMANDS[k];
+            best_d = d;
+        }
+    }
+    if (best)
+        cli_usage_error(NULL, "unknown command '%.100s'; did you mean %s?", cmd, best);
+    else
+        cli_usage_error(NULL,
+                        "unknown command '%.100s'; commands: run, status, watch, check-store, "
+                        "init-store, whoami, help",
+                        cmd);
+    return CLI_EXIT_USAGE;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -989,8 +1100,7 @@ int main(int argc, char **argv)
             char *av[] = {"whoami", "--help", NULL};
             return cli_whoami(2, av);
         } else {
-            cli_usage_error(NULL, "unknown command '%s'", sub);
-            return CLI_EXIT_USAGE;
+            return unknown_command(sub);
         }
         return CLI_EXIT_OK;
     }
@@ -1006,10 +1116,7 @@ int main(int argc, char **argv)
         return cli_init_store(argc - 1, argv + 1);
     if (strcmp(cmd, "whoami") == 0)
         return cli_whoami(argc - 1, argv + 1);
-    cli_usage_error(
-        NULL, "unknown command '%s'; commands: run, status, watch, check-store, init-store, whoami",
-        cmd);
-    return CLI_EXIT_USAGE;
+    return unknown_command(cmd);
 }
 
 const char *cli_run_help(void)

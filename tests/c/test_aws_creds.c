@@ -244,6 +244,74 @@ static void test_endpoint(void)
     remove_files();
 }
 
+/* A malformed or unreadable shared file is named, with what is wrong, and
+ * counted; never a value from it (issue 26 item 9). */
+static void test_bad_files(void)
+{
+    struct s3lect_config cfg = {0};
+    char msg[800];
+    uint64_t c0, k0, c1, k1;
+    clean_env();
+    remove_files();
+    while (aws_file_problem_take(msg, sizeof msg)) /* whatever earlier tests left */
+        ;
+    aws_file_error_totals(&c0, &k0);
+
+    /* Keys before any header: no [default] profile, and the error says why. */
+    write_file(".aws/credentials", "aws_access_key_id = BADKEYVALUE\n"
+                                   "aws_secret_access_key = SECRETVALUE\n");
+    expect_creds(&cfg, NULL, NULL, NULL, NULL, "line 1: 'key = value' before any [section]",
+                 "keys without a header");
+    expect_creds(&cfg, NULL, NULL, NULL, NULL, path_in_tmp(".aws/credentials"),
+                 "the message names the file");
+    aws_file_error_totals(&c1, &k1);
+    CHECK(c1 > c0 && k1 == k0, "credentials errors %llu -> %llu, config %llu -> %llu",
+          (unsigned long long)c0, (unsigned long long)c1, (unsigned long long)k0,
+          (unsigned long long)k1);
+    CHECK(aws_file_problem_take(msg, sizeof msg) == 1 && strstr(msg, "line 1") &&
+              !strstr(msg, "VALUE"),
+          "problem to report: [%s]", msg);
+    expect_creds(&cfg, NULL, NULL, NULL, NULL, "line 1", "again");
+    CHECK(aws_file_problem_take(msg, sizeof msg) == 0, "the same problem reported twice a minute");
+
+    /* A stray line inside the profile: the keys are still used, the problem
+     * is named with its line, the error message never quotes the line. */
+    write_file(".aws/credentials", "[default]\naws_access_key_id = FILEKEY\n"
+                                   "this line has SECRETVALUE but no equals sign\n"
+                                   "aws_secret_access_key = filesecret\n");
+    expect_creds(&cfg, "FILEKEY", "filesecret", NULL, "credentials", NULL, "a stray line");
+    CHECK(aws_file_problem_take(msg, sizeof msg) == 1 &&
+              strstr(msg, "line 3: expected 'key = value'") &&
+              strstr(msg, path_in_tmp(".aws/credentials")) && !strstr(msg, "SECRETVALUE"),
+          "stray line: [%s]", msg);
+    write_file(".aws/credentials", "[default\naws_access_key_id = A\n");
+    expect_creds(&cfg, NULL, NULL, NULL, NULL, "line 1: a [section] header without ']'",
+                 "unclosed header");
+    write_file(".aws/credentials", "[default]\n= SECRETVALUE\n");
+    expect_creds(&cfg, NULL, NULL, NULL, NULL, "line 2: '=' without a key", "no key");
+
+    /* Unreadable (a directory: root reads any file), named with the reason. */
+    unlink(path_in_tmp(".aws/credentials"));
+    setenv("AWS_SHARED_CREDENTIALS_FILE", path_in_tmp(".aws"), 1);
+    expect_creds(&cfg, NULL, NULL, NULL, NULL, "cannot be read: Is a directory", "a directory");
+    unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+
+    /* The config file counts as config; a missing file is no problem. */
+    aws_file_error_totals(&c0, &k0);
+    write_file(".aws/config", "[profile dev]\nregion eu-west-1\n");
+    setenv("AWS_PROFILE", "dev", 1);
+    expect_creds(&cfg, NULL, NULL, NULL, NULL, "config file", "config file");
+    unsetenv("AWS_PROFILE");
+    aws_file_error_totals(&c1, &k1);
+    CHECK(k1 > k0 && c1 == c0, "config errors %llu -> %llu", (unsigned long long)k0,
+          (unsigned long long)k1);
+    remove_files();
+    while (aws_file_problem_take(msg, sizeof msg))
+        ;
+    expect_creds(&cfg, NULL, NULL, NULL, NULL, "no AWS credentials found", "no files");
+    CHECK(aws_file_problem_take(msg, sizeof msg) == 0, "a missing file is a problem: [%s]", msg);
+}
+
 int main(void)
 {
     char *dir0 = t_tmpdir("creds");
@@ -252,6 +320,7 @@ int main(void)
     test_credentials();
     test_region();
     test_endpoint();
+    test_bad_files();
     remove_files();
     char dir[512];
     snprintf(dir, sizeof dir, "%s/.aws", tmpdir);

@@ -280,6 +280,16 @@ static void test_parser(void)
              &f);
     CHECK(f.session_token == NULL && f.expires_ms == 0, "long-term keys: token or expiry");
     aws_fetched_clear(&f);
+    /* An empty Token is no token (aws-sdk-go-v2 signs without one), not a
+     * malformed answer; from IMDS it stays an error. */
+    parse_ok("{\"AccessKeyId\":\"AKIAX\",\"SecretAccessKey\":\"SECRETVALUE\",\"Token\":\"\"}",
+             AWS_MD_CONTAINER, &f);
+    CHECK(f.session_token == NULL, "empty Token: a session token was kept");
+    aws_fetched_clear(&f);
+    parse_bad(
+        "{\"Code\":\"Success\",\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\",\"Token\":\"\","
+        "\"Expiration\":\"2031-01-02T03:04:05Z\"}",
+        AWS_MD_IMDS, "invalid Token");
     /* An offset, fractions. */
     parse_ok("{\"Code\":\"Success\",\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\",\"Token\":"
              "\"T\",\"Expiration\":\"2031-01-02T05:04:05.250+02:00\"}",

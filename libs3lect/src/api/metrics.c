@@ -235,6 +235,15 @@ int s3lect_metrics_text(s3lect_elector *const *electors, size_t n, char **out)
         put(&b, "s3lect_credential_fetches_total{result=\"ok\"} %llu\n", (unsigned long long)fok);
         put(&b, "s3lect_credential_fetches_total{result=\"failed\"} %llu\n",
             (unsigned long long)ffail);
+        uint64_t fcred = 0, fconf = 0;
+        aws_file_error_totals(&fcred, &fconf);
+        family(&b, "s3lect_credential_file_errors_total", "counter",
+               "Reads of the AWS shared credentials or config file that found it unreadable "
+               "or malformed, by file.");
+        put(&b, "s3lect_credential_file_errors_total{file=\"credentials\"} %llu\n",
+            (unsigned long long)fcred);
+        put(&b, "s3lect_credential_file_errors_total{file=\"config\"} %llu\n",
+            (unsigned long long)fconf);
         if (b.oom)
             rc = S3LECT_ENOMEM;
     }

@@ -4,7 +4,11 @@
  * credential chain uses (cred_sources.h). The chain itself: cred_chain.c. */
 #include "aws_creds.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <pwd.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +19,7 @@
 #include "cred_provider.h"
 #include "cred_sources.h"
 #include "s3lect.h"
+#include "util.h"
 
 static const char *nonempty(const char *s)
 {
@@ -160,30 +165,103 @@ void aws_section_clear(aws_section *s)
     memset(s, 0, sizeof *s);
 }
 
+/* ---- problems with the shared files ---- */
+
+#define FILE_PROBLEM_EVERY_MS 60000
+static pthread_mutex_t fp_mu = PTHREAD_MUTEX_INITIALIZER;
+static char fp_pending[700], fp_reported[700];
+static int64_t fp_reported_at;
+static _Atomic uint64_t fp_errors[2]; /* credentials, config */
+
+/* Counts a problem with the file at path and keeps its message (which names
+ * the file and what is wrong, never a value from it) for
+ * aws_file_problem_take and, if it is the first, for s->problem. */
+static void file_problem(aws_section *s, int is_config, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void file_problem(aws_section *s, int is_config, const char *path, const char *fmt, ...)
+{
+    char what[300], msg[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(msg, sizeof msg, "the AWS %s file %.300s %s", is_config ? "config" : "credentials",
+             path, what);
+    atomic_fetch_add(&fp_errors[is_config ? 1 : 0], 1);
+    if (s && !s->problem[0])
+        snprintf(s->problem, sizeof s->problem, "%s", msg);
+    pthread_mutex_lock(&fp_mu);
+    snprintf(fp_pending, sizeof fp_pending, "%s", msg);
+    pthread_mutex_unlock(&fp_mu);
+}
+
+void aws_file_error_totals(uint64_t *credentials, uint64_t *config)
+{
+    *credentials = atomic_load(&fp_errors[0]);
+    *config = atomic_load(&fp_errors[1]);
+}
+
+int aws_file_problem_take(char *buf, size_t n)
+{
+    int64_t now = u_mono_ms();
+    int got = 0;
+    pthread_mutex_lock(&fp_mu);
+    if (fp_pending[0] && (strcmp(fp_pending, fp_reported) != 0 || !fp_reported_at ||
+                          now - fp_reported_at >= FILE_PROBLEM_EVERY_MS)) {
+        snprintf(buf, n, "%s", fp_pending);
+        snprintf(fp_reported, sizeof fp_reported, "%s", fp_pending);
+        fp_reported_at = now;
+        got = 1;
+    }
+    fp_pending[0] = '\0';
+    pthread_mutex_unlock(&fp_mu);
+    return got;
+}
+
 /* Reads one section of an INI file into s (keys already there are kept).
  * Indented lines after "sub =" are stored as "sub.key". Returns 1 if the
- * section exists, 0 if not or the file cannot be read, -1 on out of memory. */
+ * section exists, 0 if not or the file cannot be read, -1 on out of memory.
+ * A file that exists but cannot be read, and the first line anywhere in it
+ * that is not a comment, a [section] header or key = value, are problems
+ * (file_problem); the rest of the file is still used, as before. */
 static int read_section(const char *path, const char *kind, const char *name, aws_section *s)
 {
+    int is_config = kind[0] != '\0';
     FILE *f = path ? fopen(path, "r") : NULL;
-    if (!f)
+    if (!f) {
+        if (path && errno != ENOENT && errno != ENOTDIR)
+            file_problem(s, is_config, path, "cannot be read: %s", strerror(errno));
         return 0;
+    }
     char line[4096], sub[64] = "";
-    int in_section = 0, found = 0, oom = 0;
+    int in_section = 0, found = 0, oom = 0, any_header = 0, bad = 0;
+    long lineno = 0;
     while (fgets(line, sizeof line, f)) {
+        lineno++;
         int indented = line[0] == ' ' || line[0] == '\t';
         char *t = trim(line);
         if (*t == '\0' || *t == '#' || *t == ';')
             continue;
         if (*t == '[') {
+            if (!strchr(t, ']') && !bad++)
+                file_problem(s, is_config, path, "line %ld: a [section] header without ']'",
+                             lineno);
             in_section = section_matches(t, kind, name);
             found |= in_section;
+            any_header = 1;
             sub[0] = '\0';
             continue;
         }
+        char *eq = strchr(t, '=');
+        if (!bad && (!eq ? !indented : eq == t || !any_header)) {
+            bad = 1;
+            file_problem(s, is_config, path, "line %ld: %s", lineno,
+                         !eq       ? "expected 'key = value', a [section] header or a comment"
+                         : eq == t ? "'=' without a key before it"
+                                   : "'key = value' before any [section] header");
+        }
         if (!in_section)
             continue;
-        char *eq = strchr(t, '=');
         if (!eq)
             continue;
         *eq = '\0';
@@ -206,6 +284,8 @@ static int read_section(const char *path, const char *kind, const char *name, aw
         if (section_add(s, key, val) != 0)
             oom = 1;
     }
+    if (ferror(f))
+        file_problem(s, is_config, path, "cannot be read: %s", strerror(errno));
     volatile char *v = line; /* may have held a secret */
     for (size_t i = 0; i < sizeof line; i++)
         v[i] = 0;

@@ -112,6 +112,14 @@ uint64_t aws_chain_failures(aws_chain *c);
 /* Successful and failed credential fetches of every chain of the process
  * since it started (static keys count one fetch each). */
 void aws_fetch_totals(uint64_t *ok, uint64_t *failed);
+/* Reads of the shared credentials file and of the shared config file that
+ * found it unreadable or malformed, since the process started. */
+void aws_file_error_totals(uint64_t *credentials, uint64_t *config);
+/* The latest such problem ("/home/u/.aws/config line 3: expected 'key =
+ * value'..." or "cannot read /x: Permission denied"; never a value from the
+ * file), once: 1 with buf filled when there is one not yet handed out and
+ * not the same as one handed out less than a minute ago, else 0. */
+int aws_file_problem_take(char *buf, size_t n);
 
 /* Test seam: 0 restores the default refresh schedule. Otherwise refreshes
  * happen at this fraction (in 1/1000) of the lifetime, without jitter. */

@@ -757,16 +757,24 @@ static int resolve(const struct s3lect_config *cfg, struct aws_chain **out, char
                    aws_section_get(&s, "aws_secret_access_key")) {
             rc = half_static_keys(&s, profile, err, errlen);
         } else {
-            snprintf(note, sizeof note,
-                     "profile '%s' in %s has no aws_access_key_id/aws_secret_access_key, "
-                     "role_arn, sso_session, credential_process or web_identity_token_file",
-                     profile, s.where);
+            if (s.problem[0]) /* what is wrong with the file says more */
+                snprintf(note, sizeof note, "profile '%.60s' has no credentials: %.320s", profile,
+                         s.problem);
+            else
+                snprintf(note, sizeof note,
+                         "profile '%s' in %s has no aws_access_key_id/aws_secret_access_key, "
+                         "role_arn, sso_session, credential_process or web_identity_token_file",
+                         profile, s.where);
         }
     } else if (explicit_profile || strcmp(profile, "default") != 0) {
-        snprintf(err, errlen, "AWS profile '%s' not found in %s or %s", profile,
+        snprintf(err, errlen, "AWS profile '%s' not found in %s or %s%s%.400s%s", profile,
                  cred_path ? cred_path : "~/.aws/credentials",
-                 conf_path ? conf_path : "~/.aws/config");
+                 conf_path ? conf_path : "~/.aws/config", s.problem[0] ? " (" : "", s.problem,
+                 s.problem[0] ? ")" : "");
         rc = S3LECT_EAUTH;
+    } else if (s.problem[0]) {
+        /* No [default] profile to be had: say why, not "no credentials". */
+        snprintf(note, sizeof note, "%.390s", s.problem);
     }
     if (!e && rc == 0) {
         if (aws_container_configured()) {
@@ -781,7 +789,8 @@ static int resolve(const struct s3lect_config *cfg, struct aws_chain **out, char
             if (e)
                 snprintf(e->desc, sizeof e->desc, "EC2 instance metadata");
         } else if (note[0]) {
-            snprintf(err, errlen, "%s (and EC2 instance metadata is disabled)", note);
+            snprintf(err, errlen, "no AWS credentials: %s (and EC2 instance metadata is disabled)",
+                     note);
             rc = S3LECT_EAUTH;
         } else {
             snprintf(err, errlen,

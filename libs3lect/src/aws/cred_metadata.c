@@ -198,8 +198,9 @@ int aws_md_parse_creds(const char *body, size_t len, int flavour, aws_fetched *o
         goto done;
     }
     int rt = member_str(j, "Token", &token);
-    if (rt == -1 && flavour != AWS_MD_IMDS)
-        token = NULL; /* long-term keys from a local credentials server */
+    if ((rt == -1 || (rt == 0 && !*token)) && flavour != AWS_MD_IMDS)
+        token = NULL; /* long-term keys from a local credentials server; an empty
+                       * Token is no token, as aws-sdk-go-v2 takes it */
     else if (rt != 0 || !credential_chars_ok(token, AWS_MD_MAX_TOKEN)) {
         snprintf(err, errlen, "%s credentials answer has %s Token", who,
                  rt == -1 ? "no" : "an invalid");

@@ -37,8 +37,9 @@ typedef struct aws_kv {
 typedef struct aws_section {
     aws_kv *kv;
     size_t n, cap;
-    int found;       /* the section exists in either file */
-    char where[600]; /* "/home/u/.aws/config" or "... and ..." for messages */
+    int found;         /* the section exists in either file */
+    char where[600];   /* "/home/u/.aws/config" or "... and ..." for messages */
+    char problem[700]; /* the first file found unreadable or malformed ("" if none) */
 } aws_section;
 
 /* Reads profile NAME from the credentials file ("[NAME]") and the config

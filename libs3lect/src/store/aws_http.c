@@ -131,6 +131,9 @@ int ah_signer_creds(ah_signer *g, st_result *out)
     aws_creds_clear(&g->creds);
     g->creds = fresh;
     note_refresh_failure(g, out);
+    char problem[700];
+    if (!out->warning && aws_file_problem_take(problem, sizeof problem))
+        out->warning = u_asprintf("%s", problem);
     return 0;
 }
 
@@ -273,6 +276,11 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
         /* A new response (after 100 Continue): forget the previous headers. */
         r->etag[0] = '\0';
         r->bucket_region[0] = '\0';
+        r->date[0] = r->last_modified[0] = '\0';
+    } else if (n > 5 && strncasecmp(line, "Date:", 5) == 0) {
+        header_value(line, n, 5, r->date, sizeof r->date);
+    } else if (n > 14 && strncasecmp(line, "Last-Modified:", 14) == 0) {
+        header_value(line, n, 14, r->last_modified, sizeof r->last_modified);
     } else if (n > 5 && strncasecmp(line, "ETag:", 5) == 0) {
         header_value(line, n, 5, r->etag, sizeof r->etag);
     } else if (n > 20 && strncasecmp(line, "x-amz-bucket-region:", 20) == 0) {

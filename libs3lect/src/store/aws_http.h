@@ -74,6 +74,7 @@ typedef struct ah_response {
     int truncated;
     char etag[512];
     char bucket_region[64];
+    char date[64], last_modified[64]; /* the Date and Last-Modified headers */
 } ah_response;
 
 typedef struct ah_request {

@@ -38,6 +38,10 @@ typedef struct st_result {
     int http_status; /* 0 when not HTTP */
     char *warning;   /* a problem to report although the call worked (e.g. a failed
                       * credential refresh while the current ones are still valid) */
+    /* GET, where the store says (S3): the server's clock when it answered
+     * (Date) and when the object was last written (Last-Modified), wall ms
+     * on the store's clock, whole seconds; 0 when unknown. */
+    int64_t server_now_ms, server_modified_ms;
 } st_result;
 
 void st_result_clear(st_result *r);
