@@ -236,11 +236,21 @@ def run_until_exit(bin_: Path, lock: str, env: dict, extra: list[str], limit: fl
 
 
 @pytest.mark.parametrize("fault", ["missing bucket", "wrong secret", "unknown key id",
-                                   "missing table"])
+                                   "missing table", "bad credentials file"])
 def test_permanent_errors_exit_after_the_startup_timeout(fault, s3lect_bin, minio, clean_env,
-                                                         request):
+                                                         request, tmp_path):
     env = dict(clean_env)
-    if fault == "missing table":
+    if fault == "bad credentials file":
+        env.update(minio.env())
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+            env.pop(k, None)
+        creds = tmp_path / "credentials"
+        creds.write_text("[default\naws_access_key_id AKIDBROKEN\n")
+        (tmp_path / "config").write_text("")
+        env.update(AWS_SHARED_CREDENTIALS_FILE=str(creds), AWS_CONFIG_FILE=str(tmp_path / "config"),
+                   AWS_EC2_METADATA_DISABLED="true")
+        lock = f"s3://{minio.bucket}/live/startup-{secrets.token_hex(3)}.json"
+    elif fault == "missing table":
         ddb = request.getfixturevalue("dynamodb_local")
         env.update(ddb.env())
         lock = f"dynamodb://no-such-table-{secrets.token_hex(3)}/k"
@@ -256,8 +266,12 @@ def test_permanent_errors_exit_after_the_startup_timeout(fault, s3lect_bin, mini
         lock = f"s3://{bucket}/live/startup-{secrets.token_hex(3)}.json"
     rc, took, out = run_until_exit(s3lect_bin, lock, env, ["--startup-timeout", "3s"], 40)
     assert rc == 1, f"{fault}: exit {rc} after {took:.1f} s, want 1:\n{out}"
-    assert 3.0 <= took < 3.0 + 15, f"{fault}: exited after {took:.1f} s"
-    assert "--startup-timeout" in out and "never reached" in out, out
+    if fault == "bad credentials file":
+        # Refused at once, before the election starts: nothing to wait for.
+        assert took < 15 and "credentials" in out and "line" in out, out
+    else:
+        assert 3.0 <= took < 3.0 + 15, f"{fault}: exited after {took:.1f} s"
+        assert "--startup-timeout" in out and "never reached" in out, out
     assert "started command" not in out, out
     print(f"{fault}: exit 1 after {took:.1f} s")
 
