@@ -46,6 +46,8 @@ enum { RT_IO_NONE = 0, RT_IO_QUEUED, RT_IO_CURL, RT_IO_JOB };
 #define RT_PROBE_MAX_MS 2000       /* probes at least this often while it fails */
 #define RT_LEADER_PROBE_GAP_MS 100 /* a leader's request may probe this soon after the last */
 #define RT_RATE_WINDOW_MS 10000    /* the steady send rate is measured over windows this long */
+#define RT_RATE_WINDOWS 3          /* averaged over this many (not the first: it has the start) */
+#define RT_RAMP_FACTOR 1.5         /* after a recovery: reads capped at this x the steady rate */
 #define RT_RAMP_MIN_RATE 20.0      /* sends/s allowed after a recovery, at least */
 #define RT_RAMP_MIN_MS 5000        /* the cap after a recovery lasts at least this long */
 #define RT_RAMP_MAX_MS 120000      /* and at most this long */
@@ -73,10 +75,12 @@ typedef struct rt_pool {
 
     /* Send rate: the steady rate, and the cap for a while after a recovery,
      * so the electors that failed together do not all read at once. */
-    int64_t win_at;      /* start of the current rate window (0: none yet) */
-    uint64_t win_n;      /* sends in it */
-    int win_dirty;       /* it saw an outage or a cap: not a steady window */
-    double steady;       /* sends/s of the last steady window (0: none yet) */
+    int64_t win_at; /* start of the current rate window (0: none yet) */
+    uint64_t win_n; /* sends in it */
+    int win_dirty;  /* it saw an outage or a cap: not a steady window */
+    double steady;  /* sends/s over the last RT_RATE_WINDOWS steady windows (0: none) */
+    double wins[RT_RATE_WINDOWS];
+    int nwins;
     int64_t ramp_until;  /* boot ms: until then non-leaders' sends are capped */
     double rate, tokens; /* the cap (sends/s) and its token bucket */
     int64_t tok_at;
@@ -470,9 +474,17 @@ static void pool_count(rt_pool *p, int64_t now)
     if (p->win_at == 0) {
         p->win_at = now;
         p->win_n = 0;
+        p->win_dirty = 1; /* the electors' first reads */
     } else if (now - p->win_at >= RT_RATE_WINDOW_MS) {
-        if (!p->win_dirty)
-            p->steady = (double)p->win_n * 1000.0 / (double)(now - p->win_at);
+        if (!p->win_dirty) {
+            p->wins[p->nwins++ % RT_RATE_WINDOWS] =
+                (double)p->win_n * 1000.0 / (double)(now - p->win_at);
+            int k = p->nwins < RT_RATE_WINDOWS ? p->nwins : RT_RATE_WINDOWS;
+            double sum = 0;
+            for (int i = 0; i < k; i++)
+                sum += p->wins[i];
+            p->steady = sum / k;
+        }
         p->win_at = now;
         p->win_n = 0;
         p->win_dirty = p->down || now < p->ramp_until;
@@ -498,7 +510,8 @@ static void pool_note(rt_runtime *rt, rt_pool *p, s3lect_elector *e, CURLcode cc
             ramp = ramp < RT_RAMP_MIN_MS ? RT_RAMP_MIN_MS
                                          : (ramp > RT_RAMP_MAX_MS ? RT_RAMP_MAX_MS : ramp);
             p->ramp_until = now + ramp;
-            p->rate = 2 * p->steady > RT_RAMP_MIN_RATE ? 2 * p->steady : RT_RAMP_MIN_RATE;
+            p->rate = RT_RAMP_FACTOR * p->steady > RT_RAMP_MIN_RATE ? RT_RAMP_FACTOR * p->steady
+                                                                    : RT_RAMP_MIN_RATE;
             p->tokens = 1;
             p->tok_at = now;
             p->win_dirty = 1;
@@ -544,7 +557,7 @@ static int may_send(rt_runtime *rt, rt_pool *p, s3lect_elector *e, int64_t now)
         p->ramp_until = now + 1000; /* the cap ends with its queue, not all at once */
     if (e->prio || now >= p->ramp_until)
         return 1;
-    double burst = p->rate / 4 > 1 ? p->rate / 4 : 1;
+    double burst = p->rate / 10 > 1 ? p->rate / 10 : 1;
     p->tokens += (double)(now - p->tok_at) * p->rate / 1000.0;
     if (p->tokens > burst)
         p->tokens = burst;
@@ -892,9 +905,11 @@ static void run(rt_runtime *rt, s3lect_elector *e, st_result *first)
         heap_remove(rt, e);
         e->op = op;
         e->op_sent_at = now.mono;
-        /* A leader's requests (renewals, their read-backs, the release) go
-         * before the followers' in its endpoint's queue and past its caps. */
-        e->prio = el_is_leader(&e->eng, now.mono) || el_releasing(&e->eng);
+        /* A leader's requests (renewals, their read-backs) and every write
+         * (a renewal, takeover, reclaim or release: one per election, and
+         * what makes a lock led again) go before the other reads in the
+         * endpoint's queue and past the cap after a recovery. */
+        e->prio = el_is_leader(&e->eng, now.mono) || op.kind == EL_OP_PUT;
         pthread_mutex_unlock(&e->mu);
         if (submit(rt, e, &res))
             return;
@@ -954,6 +969,29 @@ static void on_kick(rt_runtime *rt, s3lect_elector *e)
             return;
         }
         run(rt, e, NULL);
+        return;
+    }
+    if (stop && e->io == RT_IO_QUEUED) {
+        /* A stop does not wait for the queue (after a recovery it can be
+         * long): the request was not sent, and the release goes first. */
+        rt_pool *p = e->pool;
+        s3lect_elector **pp = &p->qhead, *prev = NULL;
+        while (*pp && *pp != e) {
+            prev = *pp;
+            pp = &(*pp)->pool_next;
+        }
+        if (*pp) {
+            *pp = e->pool_next;
+            if (p->qtail == e)
+                p->qtail = prev;
+            if (p->qprio == e)
+                p->qprio = prev;
+            e->pool_next = NULL;
+            st_result res = {0};
+            st_result_setf(&res, ST_TRANSIENT, "%s %s was not sent: the elector is stopping",
+                           e->op.kind == EL_OP_PUT ? "PUT" : "GET", e->key);
+            run(rt, e, &res);
+        }
         return;
     }
     if (stop && e->io == RT_IO_CURL && e->op.kind == EL_OP_PEER) {
