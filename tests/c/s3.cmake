@@ -38,3 +38,9 @@ set_tests_properties(cred_chain PROPERTIES TIMEOUT 120)
 add_executable(runtime_scale runtime_scale.c testutil.c)
 target_compile_definitions(runtime_scale PRIVATE _GNU_SOURCE)
 target_link_libraries(runtime_scale PRIVATE s3lect_static Threads::Threads)
+
+# Not a test by itself: tests/test_herd.py and bench/run herd run it through
+# an outage of MinIO.
+add_executable(herd herd.c)
+target_compile_definitions(herd PRIVATE _GNU_SOURCE)
+target_link_libraries(herd PRIVATE s3lect_static Threads::Threads)

@@ -97,6 +97,7 @@ struct s3lect_elector {
     st_xfer *xfer;
     struct rt_pool *pool;             /* S3: the connection pool it waits for */
     struct s3lect_elector *pool_next; /* S3: waiting in the pool's queue */
+    int prio;                         /* the op is a leader's: it goes first */
     st_result begin_res;              /* S3: a warning from begin, kept for completion */
 
     /* Peer mode. */

@@ -41,13 +41,51 @@ enum { RT_IO_NONE = 0, RT_IO_QUEUED, RT_IO_CURL, RT_IO_JOB };
 #define RT_MAX_POLL_MS 1000      /* the loop re-reads the boot clock at least this often */
 #define RT_SPREAD_MS_PER_START 2 /* first steps of electors started together: spread */
 #define RT_PEER_LINGER_MS 200    /* a stopped peer-mode leader answers 404 this long */
+/* An endpoint that fails at the connection level is probed, not stormed
+ * (docs/threading.md "Outages"). */
+#define RT_PROBE_FIRST_MS 100      /* the first probe after the failure, about */
+#define RT_PROBE_MAX_MS 2000       /* probes at least this often while it fails */
+#define RT_LEADER_PROBE_GAP_MS 100 /* a leader's request may probe this soon after the last */
+#define RT_RATE_WINDOW_MS 10000    /* the steady send rate is measured over windows this long */
+#define RT_RATE_WINDOWS 3          /* averaged over this many (not the first: it has the start) */
+#define RT_RAMP_FACTOR 1.5         /* after a recovery: reads capped at this x the steady rate */
+#define RT_RAMP_MIN_RATE 20.0      /* sends/s allowed after a recovery, at least */
+#define RT_RAMP_MIN_MS 5000        /* the cap after a recovery lasts at least this long */
+#define RT_RAMP_MAX_MS 120000      /* and at most this long */
 
-/* One store endpoint's connections: at most max_conns requests at a time. */
+/* One store endpoint's connections: at most max_conns requests at a time.
+ * Loop thread only. */
 typedef struct rt_pool {
     struct rt_pool *next;
     char *name;
     int inflight;
     s3lect_elector *qhead, *qtail;
+    s3lect_elector *qprio; /* the last leader in the queue: leaders wait first */
+
+    /* Health. After a connection-level failure (refused, reset, timed out)
+     * the endpoint is down: one request at a time (the probe) is sent, the
+     * others fail at once without touching the network, until a probe is
+     * answered. */
+    int down;
+    int fails;             /* failed probes in a row (1: the failure that began it) */
+    int64_t probe_at;      /* boot ms from which the next probe may go */
+    int64_t probe_sent;    /* boot ms the last probe went */
+    s3lect_elector *probe; /* the probe in flight, or NULL */
+    char why[128];         /* the last connection-level failure (libcurl's words) */
+    uint64_t not_sent;     /* requests failed without a send while down */
+
+    /* Send rate: the steady rate, and the cap for a while after a recovery,
+     * so the electors that failed together do not all read at once. */
+    int64_t win_at; /* start of the current rate window (0: none yet) */
+    uint64_t win_n; /* sends in it */
+    int win_dirty;  /* it saw an outage or a cap: not a steady window */
+    double steady;  /* sends/s over the last RT_RATE_WINDOWS steady windows (0: none) */
+    double wins[RT_RATE_WINDOWS];
+    int nwins;
+    int64_t ramp_until;  /* boot ms: until then non-leaders' sends are capped */
+    double rate, tokens; /* the cap (sends/s) and its token bucket */
+    int64_t tok_at;
+    int64_t max_poll; /* the longest poll interval of its electors (ms) */
 } rt_pool;
 
 typedef struct rt_runtime {
@@ -71,7 +109,8 @@ typedef struct rt_runtime {
     int ndisp, idle_disp;
     int64_t disp_progress; /* boot ms a callback thread last started or ended a delivery */
 
-    u_rng rng;
+    u_rng rng;  /* under mu */
+    u_rng lrng; /* loop thread only */
     int64_t win_at;
     int win_starts;
 
@@ -396,12 +435,211 @@ static rt_pool *pool_of(rt_runtime *rt, const char *name)
     return p;
 }
 
+/* ---- per-endpoint health and send rate (loop thread) ---- */
+
+/* libcurl's failures that say the endpoint did not answer at all: nothing
+ * listening, the connection reset or dropped, no answer in time. */
+static int conn_failure(CURLcode cc)
+{
+    switch (cc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The wait before the n-th probe: RT_PROBE_FIRST_MS doubling up to
+ * RT_PROBE_MAX_MS, a uniform draw from its upper half (so processes that
+ * lost the endpoint together do not probe together). */
+static int64_t probe_delay(rt_runtime *rt, int n)
+{
+    int64_t d = RT_PROBE_FIRST_MS;
+    for (int i = 1; i < n && d < RT_PROBE_MAX_MS; i++)
+        d *= 2;
+    if (d > RT_PROBE_MAX_MS)
+        d = RT_PROBE_MAX_MS;
+    return d / 2 + (int64_t)(u_rng_next(&rt->lrng) % (uint64_t)(d / 2 + 1));
+}
+
+/* Counts a send, and closes the rate window when it is over: a window with
+ * neither an outage nor a cap in it gives the steady rate. */
+static void pool_count(rt_pool *p, int64_t now)
+{
+    if (p->win_at == 0) {
+        p->win_at = now;
+        p->win_n = 0;
+        p->win_dirty = 1; /* the electors' first reads */
+    } else if (now - p->win_at >= RT_RATE_WINDOW_MS) {
+        if (!p->win_dirty) {
+            p->wins[p->nwins++ % RT_RATE_WINDOWS] =
+                (double)p->win_n * 1000.0 / (double)(now - p->win_at);
+            int k = p->nwins < RT_RATE_WINDOWS ? p->nwins : RT_RATE_WINDOWS;
+            double sum = 0;
+            for (int i = 0; i < k; i++)
+                sum += p->wins[i];
+            p->steady = sum / k;
+        }
+        p->win_at = now;
+        p->win_n = 0;
+        p->win_dirty = p->down || now < p->ramp_until;
+    }
+    p->win_n++;
+}
+
+/* A request of p's ended with cc (e: its elector). A connection-level
+ * failure takes the endpoint down (or, from a probe, puts the next probe
+ * further off); an answer brings it back up and caps the send rate for a
+ * while: the electors whose requests failed together would otherwise all
+ * read again at once. */
+static void pool_note(rt_runtime *rt, rt_pool *p, s3lect_elector *e, CURLcode cc, int64_t now)
+{
+    int probe = p->probe == e;
+    if (probe)
+        p->probe = NULL;
+    if (cc == CURLE_OK) {
+        if (p->down) {
+            p->down = 0;
+            p->fails = 0;
+            int64_t ramp = 2 * p->max_poll;
+            ramp = ramp < RT_RAMP_MIN_MS ? RT_RAMP_MIN_MS
+                                         : (ramp > RT_RAMP_MAX_MS ? RT_RAMP_MAX_MS : ramp);
+            p->ramp_until = now + ramp;
+            p->rate = RT_RAMP_FACTOR * p->steady > RT_RAMP_MIN_RATE ? RT_RAMP_FACTOR * p->steady
+                                                                    : RT_RAMP_MIN_RATE;
+            p->tokens = 1;
+            p->tok_at = now;
+            p->win_dirty = 1;
+        }
+        return;
+    }
+    if (!p->down) {
+        if (!conn_failure(cc))
+            return; /* TLS, protocol, ...: the endpoint answered something */
+        p->down = 1;
+        p->fails = 1;
+        p->win_dirty = 1;
+        p->probe_at = now + probe_delay(rt, 1);
+    } else if (probe) {
+        p->fails++;
+        p->probe_at = now + probe_delay(rt, p->fails);
+    } else {
+        return; /* sent before it went down: says nothing new */
+    }
+    snprintf(p->why, sizeof p->why, "%s", curl_easy_strerror(cc));
+}
+
+/* While p is down: may e's request go as the probe? One at a time, from
+ * probe_at on; a leader's request (its renewal) may go as soon as
+ * RT_LEADER_PROBE_GAP_MS after the last probe, so that a leader is never
+ * held past its deadline by the followers' back-off once the store is
+ * back. */
+static int may_probe(rt_runtime *rt, rt_pool *p, s3lect_elector *e, int64_t now)
+{
+    if (p->probe || p->inflight >= rt->max_conns)
+        return 0;
+    return now >= p->probe_at || (e->prio && now - p->probe_sent >= RT_LEADER_PROBE_GAP_MS);
+}
+
+/* While p is up: may e's request be sent now? A free connection, and after
+ * a recovery a token (leaders need none). */
+static int may_send(rt_runtime *rt, rt_pool *p, s3lect_elector *e, int64_t now)
+{
+    if (p->inflight >= rt->max_conns)
+        return 0;
+    int others = p->qhead && (p->qhead != e || p->qhead->pool_next);
+    if (now >= p->ramp_until && p->ramp_until && others)
+        p->ramp_until = now + 1000; /* the cap ends with its queue, not all at once */
+    if (e->prio || now >= p->ramp_until)
+        return 1;
+    double burst = p->rate / 10 > 1 ? p->rate / 10 : 1;
+    p->tokens += (double)(now - p->tok_at) * p->rate / 1000.0;
+    if (p->tokens > burst)
+        p->tokens = burst;
+    p->tok_at = now;
+    if (p->tokens < 1)
+        return 0;
+    p->tokens -= 1;
+    return 1;
+}
+
+/* Boot ms at which p's queue can move again (INT64_MAX: when a request
+ * ends). */
+static int64_t pool_wake(rt_runtime *rt, rt_pool *p)
+{
+    if (!p->qhead || p->down || p->inflight >= rt->max_conns || p->tok_at == 0)
+        return INT64_MAX;
+    int64_t now = u_mono_ms();
+    if (now >= p->ramp_until)
+        return now;
+    double missing = 1 - p->tokens - (double)(now - p->tok_at) * p->rate / 1000.0;
+    return missing <= 0 ? now : now + (int64_t)(missing * 1000.0 / p->rate) + 1;
+}
+
+/* The answer of a request not sent because its endpoint is down. */
+static void not_sent(rt_runtime *rt, rt_pool *p, s3lect_elector *e, st_result *res, int64_t now)
+{
+    memset(res, 0, sizeof *res);
+    p->not_sent++;
+    int64_t next = p->probe ? -1 : (p->probe_at > now ? p->probe_at - now : 0);
+    char when[64];
+    if (next < 0)
+        snprintf(when, sizeof when, "a probe is in flight");
+    else
+        snprintf(when, sizeof when, "next probe in %lld ms", (long long)next);
+    st_result_setf(res, ST_TRANSIENT,
+                   "%s %s was not sent: %s is not answering (%s; %d failure%s in a row); one "
+                   "request at a time probes it (%s) rather than every elector connecting",
+                   e->op.kind == EL_OP_PUT ? "PUT" : "GET", e->key, p->name, p->why, p->fails,
+                   p->fails == 1 ? "" : "s", when);
+    (void)rt;
+}
+
+static void pool_enqueue(rt_pool *p, s3lect_elector *e)
+{
+    if (e->prio) { /* after the leaders already waiting, before everyone else */
+        s3lect_elector **at = p->qprio ? &p->qprio->pool_next : &p->qhead;
+        e->pool_next = *at;
+        *at = e;
+        if (!e->pool_next)
+            p->qtail = e;
+        p->qprio = e;
+    } else {
+        e->pool_next = NULL;
+        if (p->qtail)
+            p->qtail->pool_next = e;
+        else
+            p->qhead = e;
+        p->qtail = e;
+    }
+    e->io = RT_IO_QUEUED;
+}
+
+static s3lect_elector *pool_pop(rt_pool *p)
+{
+    s3lect_elector *e = p->qhead;
+    p->qhead = e->pool_next;
+    if (!p->qhead)
+        p->qtail = NULL;
+    if (p->qprio == e)
+        p->qprio = NULL;
+    e->pool_next = NULL;
+    return e;
+}
+
 /* Signs and sends e's S3 request on a connection of its pool. Returns 1 when
  * it is on its way, 0 when it ended at once (res filled). */
 static int pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
 {
     memset(res, 0, sizeof *res);
-    int64_t left = e->op_sent_at + e->op.timeout_ms - u_mono_ms();
+    int64_t now = u_mono_ms();
+    int64_t left = e->op_sent_at + e->op.timeout_ms - now;
     if (left <= 0) {
         st_result_setf(res, ST_TRANSIENT,
                        "%s %s was not sent: it waited its whole timeout (%lld ms) for one of the "
@@ -434,7 +672,13 @@ static int pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
         easy_put(rt, h);
         return 0;
     }
-    e->pool->inflight++;
+    rt_pool *p = e->pool;
+    p->inflight++;
+    if (p->down) {
+        p->probe = e;
+        p->probe_sent = now;
+    }
+    pool_count(p, now);
     e->xfer = x;
     e->easy = h;
     e->io = RT_IO_CURL;
@@ -445,16 +689,28 @@ static void run(rt_runtime *rt, s3lect_elector *e, st_result *first);
 static void *worker_main(void *arg);
 static int spawn_detached(void *(*fn)(void *), void *arg);
 
-/* Sends what waits for the pool's free connections. */
+/* Sends what waits for the pool, as far as its connections, its health and
+ * its rate cap allow. While the endpoint is down what waits fails at once
+ * (one request may go as the probe). */
 static void pool_pump(rt_runtime *rt, rt_pool *p)
 {
-    while (p->qhead && p->inflight < rt->max_conns) {
+    while (p->qhead) {
         s3lect_elector *e = p->qhead;
-        p->qhead = e->pool_next;
-        if (!p->qhead)
-            p->qtail = NULL;
-        e->pool_next = NULL;
+        int64_t now = u_mono_ms();
         st_result res;
+        if (p->down) {
+            pool_pop(p);
+            if (!may_probe(rt, p, e, now)) {
+                not_sent(rt, p, e, &res, now);
+                e->io = RT_IO_NONE;
+                run(rt, e, &res);
+                continue;
+            }
+        } else if (may_send(rt, p, e, now)) {
+            pool_pop(p);
+        } else {
+            break;
+        }
         if (!pool_send(rt, e, &res)) {
             e->io = RT_IO_NONE;
             run(rt, e, &res);
@@ -497,15 +753,22 @@ static int submit(rt_runtime *rt, s3lect_elector *e, st_result *res)
             return 0;
         }
         rt_pool *p = e->pool;
-        if (p->inflight < rt->max_conns && !p->qhead)
+        int64_t poll = e->cfg->infrequent_interval > e->cfg->frequent_interval
+                           ? e->cfg->infrequent_interval
+                           : e->cfg->frequent_interval;
+        if (poll > p->max_poll)
+            p->max_poll = poll;
+        int64_t now = u_mono_ms();
+        if (p->down) {
+            if (may_probe(rt, p, e, now))
+                return pool_send(rt, e, res);
+            not_sent(rt, p, e, res, now);
+            return 0;
+        }
+        /* In order, except that leaders go first (their renewals). */
+        if ((!p->qhead || e->prio) && may_send(rt, p, e, now))
             return pool_send(rt, e, res);
-        e->pool_next = NULL;
-        if (p->qtail)
-            p->qtail->pool_next = e;
-        else
-            p->qhead = e;
-        p->qtail = e;
-        e->io = RT_IO_QUEUED;
+        pool_enqueue(p, e);
         return 1;
     }
     /* A blocking store: a worker runs it. */
@@ -645,6 +908,11 @@ static void run(rt_runtime *rt, s3lect_elector *e, st_result *first)
         heap_remove(rt, e);
         e->op = op;
         e->op_sent_at = now.mono;
+        /* A leader's requests (renewals, their read-backs) and every write
+         * (a renewal, takeover, reclaim or release: one per election, and
+         * what makes a lock led again) go before the other reads in the
+         * endpoint's queue and past the cap after a recovery. */
+        e->prio = el_is_leader(&e->eng, now.mono) || op.kind == EL_OP_PUT;
         pthread_mutex_unlock(&e->mu);
         if (submit(rt, e, &res))
             return;
@@ -675,6 +943,7 @@ static void transfer_done(rt_runtime *rt, CURL *h, CURLcode cc)
     easy_put(rt, h);
     rt_pool *p = e->pool;
     p->inflight--;
+    pool_note(rt, p, e, cc, u_mono_ms());
     run(rt, e, &res);
     pool_pump(rt, p);
 }
@@ -703,6 +972,29 @@ static void on_kick(rt_runtime *rt, s3lect_elector *e)
             return;
         }
         run(rt, e, NULL);
+        return;
+    }
+    if (stop && e->io == RT_IO_QUEUED) {
+        /* A stop does not wait for the queue (after a recovery it can be
+         * long): the request was not sent, and the release goes first. */
+        rt_pool *p = e->pool;
+        s3lect_elector **pp = &p->qhead, *prev = NULL;
+        while (*pp && *pp != e) {
+            prev = *pp;
+            pp = &(*pp)->pool_next;
+        }
+        if (*pp) {
+            *pp = e->pool_next;
+            if (p->qtail == e)
+                p->qtail = prev;
+            if (p->qprio == e)
+                p->qprio = prev;
+            e->pool_next = NULL;
+            st_result res = {0};
+            st_result_setf(&res, ST_TRANSIENT, "%s %s was not sent: the elector is stopping",
+                           e->op.kind == EL_OP_PUT ? "PUT" : "GET", e->key);
+            run(rt, e, &res);
+        }
         return;
     }
     if (stop && e->io == RT_IO_CURL && e->op.kind == EL_OP_PEER) {
@@ -837,6 +1129,17 @@ static void *loop_main(void *arg)
         }
         retire(rt);
 
+        /* Queues held back by the cap after a recovery move on its tokens. */
+        int64_t pool_at = INT64_MAX;
+        for (rt_pool *p = rt->pools; p; p = p->next) {
+            if (pool_wake(rt, p) <= u_mono_ms())
+                pool_pump(rt, p);
+            int64_t w = pool_wake(rt, p);
+            if (w < pool_at)
+                pool_at = w;
+        }
+        retire(rt);
+
         long timeout = RT_MAX_POLL_MS;
         long ct = -1;
         curl_multi_timeout(rt->multi, &ct);
@@ -844,6 +1147,11 @@ static void *loop_main(void *arg)
             timeout = ct;
         if (rt->nheap) {
             int64_t d = rt->heap[0]->wake_at - u_mono_ms();
+            if (d < timeout)
+                timeout = d < 0 ? 0 : (long)d;
+        }
+        if (pool_at != INT64_MAX) {
+            int64_t d = pool_at - u_mono_ms();
             if (d < timeout)
                 timeout = d < 0 ? 0 : (long)d;
         }
@@ -1075,6 +1383,7 @@ static rt_runtime *runtime_new(char *err, size_t errlen)
     if (cr_random(rnd, sizeof rnd) == 0)
         memcpy(&seed, rnd, sizeof seed);
     u_rng_seed(&rt->rng, seed);
+    u_rng_seed(&rt->lrng, seed ^ 0x9e3779b97f4a7c15ULL);
     rt->max_conns = 1;
     int rc = u_thread_create(&rt->loop_tid, NULL, loop_main, rt);
     if (rc != 0) {
