@@ -342,7 +342,7 @@ static void note_refused(el_engine *e, int64_t now)
              "every write of this node for %lld s (%lld writes) was refused with 412 "
              "Precondition Failed though no live leader was seen: another process writes the "
              "lock object, or the store does not honour conditional writes; run 's3lect "
-             "check-store LOCK'",
+             "check-store <lock URL>'",
              (long long)((now - e->refused_since) / 1000), (long long)e->refused_n);
     set_error(e, S3LECT_EPRECONDITION, msg);
     e->error_is_write = 1;
@@ -521,13 +521,14 @@ static void term_stuck_msg(const el_engine *e, char *msg, size_t n)
         snprintf(msg, n,
                  "corrupt lock record: its term is 2^53 or more, past what a record holds "
                  "exactly: no node takes this lock over; start terms again on purpose with "
-                 "'s3lect reset-term LOCK' (docs/cli.md)");
+                 "'s3lect reset-term <lock URL>' (docs/cli.md)");
     else
-        snprintf(msg, n,
-                 "the lock's term %lld is the largest a record holds exactly (2^53 - 1): no "
-                 "node takes this lock over with a higher one; stop its leader if one runs, "
-                 "then start terms again on purpose with 's3lect reset-term LOCK' (docs/cli.md)",
-                 (long long)(e->max_term > e->cur.term ? e->max_term : e->cur.term));
+        snprintf(
+            msg, n,
+            "the lock's term %lld is the largest a record holds exactly (2^53 - 1): no "
+            "node takes this lock over with a higher one; stop its leader if one runs, "
+            "then start terms again on purpose with 's3lect reset-term <lock URL>' (docs/cli.md)",
+            (long long)(e->max_term > e->cur.term ? e->max_term : e->cur.term));
 }
 
 /* The lock is free or its holder dead, but its term cannot grow: report it
