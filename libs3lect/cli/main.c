@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* main.c - the s3lect command: run, status, watch, check-store. */
+/* main.c - the s3lect command: run, status, watch, check-store, reset-term. */
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
@@ -32,6 +32,7 @@ static const char MAIN_HELP[] =
     "  watch URL           print a line whenever the leader changes\n"
     "  check-store URL     check that the store enforces conditional writes\n"
     "  init-store URL      create the table a DynamoDB or PostgreSQL lock needs\n"
+    "  reset-term URL      start the lock's terms again when they cannot grow (2^53 - 1)\n"
     "  whoami URL          which source supplies the AWS credentials, and until when\n"
     "  help [command]      show help for a command\n"
     "\n"
@@ -146,6 +147,22 @@ static const char STATUS_HELP[] =
     "expired or missing; 1: error; 2: usage error.\n"
     "\n";
 
+static const char RESET_HELP[] =
+    "usage: s3lect reset-term URL [--lease-timeout D] [--max-lease-timeout D]\n"
+    "\n"
+    "Starts the lock's terms again, on purpose, when they cannot grow: the record's\n"
+    "term is 2^53 - 1 (the largest a record holds exactly) or more, so no node takes\n"
+    "the lock over ('s3lect status' says so). Writes a released record with term 0\n"
+    "over the record it read, conditionally (nothing may have written since); the\n"
+    "next leader takes term 1. A record that names a holder is reset only after it\n"
+    "stood unchanged for its lease (the record's leaseMs, at most --max-lease-timeout,\n"
+    "else --lease-timeout, default 15s), as a node taking it over would wait; if it\n"
+    "changes meanwhile a live leader holds it: stop that leader (it releases the\n"
+    "lock) and run reset-term again. A term that can still grow is never reset.\n"
+    "Whatever fences with the term (S3LECT_TERM) must accept the restart.\n"
+    "Exit 0: reset, or no record; 1: refused or error; 2: usage error.\n"
+    "\n";
+
 static const char WATCH_HELP[] =
     "usage: s3lect watch URL [--interval D] [--json] [--lease-timeout D] "
     "[--max-lease-timeout D]\n"
@@ -218,7 +235,14 @@ void cli_usage_error(const char *cmd, const char *fmt, ...)
 }
 
 /* Which subcommands take an option. */
-enum { C_RUN = 1, C_STATUS = 2, C_WATCH = 4, C_CHECK = 8, C_READ = C_STATUS | C_WATCH };
+enum {
+    C_RUN = 1,
+    C_STATUS = 2,
+    C_WATCH = 4,
+    C_CHECK = 8,
+    C_RESET = 16,
+    C_READ = C_STATUS | C_WATCH
+};
 
 static unsigned cmd_bit(const char *cmd)
 {
@@ -228,6 +252,8 @@ static unsigned cmd_bit(const char *cmd)
         return C_STATUS;
     if (strcmp(cmd, "watch") == 0)
         return C_WATCH;
+    if (strcmp(cmd, "reset-term") == 0)
+        return C_RESET;
     return C_CHECK;
 }
 
@@ -242,8 +268,10 @@ static const char *cmd_names(unsigned mask)
         return "status and watch";
     case C_RUN | C_READ:
         return "run, status and watch";
+    case C_RUN | C_READ | C_RESET:
+        return "run, status, watch and reset-term";
     default:
-        return "run, status, watch and check-store";
+        return "run, status, watch, check-store and reset-term";
     }
 }
 
@@ -417,11 +445,11 @@ typedef struct opt_def {
 static size_t opt_defs(cli_opts *o, opt_def *out)
 {
     const opt_def opts[] = {
-        {"--lock", K_STR, C_RUN | C_READ | C_CHECK, &o->lock, NULL, NULL},
-        {"--endpoint", K_STR, C_RUN | C_READ | C_CHECK, &o->endpoint, NULL, NULL},
-        {"--region", K_STR, C_RUN | C_READ | C_CHECK, &o->region, NULL, NULL},
-        {"--ca-file", K_STR, C_RUN | C_READ | C_CHECK, &o->ca_file, NULL, NULL},
-        {"--path-style", K_FLAG, C_RUN | C_READ | C_CHECK, NULL, NULL, &o->path_style},
+        {"--lock", K_STR, C_RUN | C_READ | C_CHECK | C_RESET, &o->lock, NULL, NULL},
+        {"--endpoint", K_STR, C_RUN | C_READ | C_CHECK | C_RESET, &o->endpoint, NULL, NULL},
+        {"--region", K_STR, C_RUN | C_READ | C_CHECK | C_RESET, &o->region, NULL, NULL},
+        {"--ca-file", K_STR, C_RUN | C_READ | C_CHECK | C_RESET, &o->ca_file, NULL, NULL},
+        {"--path-style", K_FLAG, C_RUN | C_READ | C_CHECK | C_RESET, NULL, NULL, &o->path_style},
         {"--id", K_STR, C_RUN, &o->id, NULL, NULL},
         {"--addr", K_STR, C_RUN, &o->addr, NULL, NULL},
         {"--peer", K_FLAG, C_RUN, NULL, NULL, &o->peer},
@@ -430,8 +458,8 @@ static size_t opt_defs(cli_opts *o, opt_def *out)
         {"--peer-key", K_STR, C_RUN, &o->peer_key, NULL, NULL},
         {"--peer-ca", K_STR, C_RUN, &o->peer_ca, NULL, NULL},
         {"--peer-client-cert", K_STR, C_RUN, &o->peer_client_cert, NULL, NULL},
-        {"--lease-timeout", K_DUR, C_RUN | C_READ, NULL, &o->lease, NULL},
-        {"--max-lease-timeout", K_DUR, C_RUN | C_READ, NULL, &o->max_lease, NULL},
+        {"--lease-timeout", K_DUR, C_RUN | C_READ | C_RESET, NULL, &o->lease, NULL},
+        {"--max-lease-timeout", K_DUR, C_RUN | C_READ | C_RESET, NULL, &o->max_lease, NULL},
         {"--renew-interval", K_DUR, C_RUN, NULL, &o->renew, NULL},
         {"--renew-deadline", K_DUR, C_RUN, NULL, &o->deadline, NULL},
         {"--frequent-interval", K_DUR, C_RUN, NULL, &o->frequent, NULL},
@@ -806,6 +834,9 @@ static void print_json(const snapshot *sn, const char *time, FILE *f)
     cJSON_AddBoolToObject(o, "exists", sn->outcome == ST_OK);
     if (sn->outcome == ST_OK) {
         cJSON_AddBoolToObject(o, "corrupt", sn->corrupt);
+        /* The term cannot grow: no node takes the lock over (s3lect reset-term). */
+        cJSON_AddBoolToObject(o, "termExhausted",
+                              sn->corrupt ? sn->r.term_too_large : sn->r.term >= REC_TERM_MAX);
         cJSON_AddStringToObject(o, "etag", sn->etag ? sn->etag : "");
     }
     if (sn->outcome == ST_OK && !sn->corrupt) {
@@ -815,7 +846,9 @@ static void print_json(const snapshot *sn, const char *time, FILE *f)
         cJSON_AddStringToObject(o, "leaderID", sn->r.leader_id);
         cJSON_AddStringToObject(o, "leaderAddr", sn->r.leader_addr);
         cJSON_AddStringToObject(o, "lastUpdated", lu);
-        cJSON_AddNumberToObject(o, "term", (double)sn->r.term);
+        char term[32]; /* exact: a double prints 2^53 - 1 as 9.00719925474099e+15 */
+        snprintf(term, sizeof term, "%lld", (long long)sn->r.term);
+        cJSON_AddRawToObject(o, "term", term);
         cJSON_AddNumberToObject(o, "leaseMs", (double)sn->rec_lease_ms);
         char raw[32]; /* exact, not a double's "1e+15" */
         snprintf(raw, sizeof raw, "%lld", (long long)sn->r.lease_ms);
@@ -853,22 +886,38 @@ static void print_human(const char *lock, const snapshot *sn, FILE *f)
         fprintf(f, "%s: no lock record yet (no leader has ever been elected)\n", lock);
         return;
     }
+    if (sn->corrupt && sn->r.term_too_large) {
+        fprintf(f,
+                "%s: %s (etag %s); no node takes it over: a new term would not be exact. "
+                "Stop any node that still renews it, then run 's3lect reset-term %s' to start "
+                "terms again at 1\n",
+                lock, sn->err, sn->etag, lock);
+        return;
+    }
     if (sn->corrupt) {
         fprintf(f, "%s: %s (etag %s); it is taken over once it expires\n", lock, sn->err, sn->etag);
         return;
     }
+    char stuck[700] = ""; /* the term cannot grow: say so and name the repair */
+    if (sn->r.term >= REC_TERM_MAX)
+        snprintf(stuck, sizeof stuck,
+                 "; the term is 2^53 - 1, the largest a record holds exactly: no other node "
+                 "takes this lock over. Stop its leader if one runs, then run 's3lect "
+                 "reset-term %s' to start terms again at 1",
+                 lock);
     if (rec_released(&sn->r)) {
-        fprintf(f, "%s: free (released; last term %lld)\n", lock, (long long)sn->r.term);
+        fprintf(f, "%s: free (released; last term %lld)%s\n", lock, (long long)sn->r.term, stuck);
         return;
     }
     char age[64];
     fmt_age(sn->age_ms, age, sizeof age);
-    fprintf(f, "%s: %s leader %s%s%s%s term=%lld updated %s (lease %.1fs; %s)\n", lock,
+    fprintf(f, "%s: %s leader %s%s%s%s term=%lld updated %s (lease %.1fs; %s)%s\n", lock,
             sn->live ? "live" : "expired", sn->r.leader_id, sn->r.leader_addr[0] ? " (" : "",
             sn->r.leader_addr, sn->r.leader_addr[0] ? ")" : "", (long long)sn->r.term, age,
             sn->lease_ms / 1000.0,
             sn->store_clock ? "age by the store's clock"
-                            : "age by this machine's clock against the leader's");
+                            : "age by this machine's clock against the leader's",
+            stuck);
 }
 
 static int open_store(const char *cmd, const cli_opts *o, st_store **s, char **key)
@@ -946,6 +995,119 @@ static int cmd_status(int argc, char **argv)
     return rc;
 }
 
+static int cmd_reset_term(int argc, char **argv)
+{
+    cli_opts o;
+    if (parse_read_cmd("reset-term", argc, argv, &o, RESET_HELP))
+        return CLI_EXIT_USAGE;
+    st_store *s;
+    char *key;
+    int rc = open_store("reset-term", &o, &s, &key);
+    if (rc)
+        return rc;
+    char *shown = st_lock_display(o.lock);
+    const char *lock = shown ? shown : "the lock";
+    rc = CLI_EXIT_ERROR;
+    st_result res = {0}, again = {0};
+    rec r = {0};
+    char err[512], *body = NULL;
+    st_get(s, key, 10000, &res);
+    int64_t first_seen = u_mono_ms(); /* after the read's answer, as a follower counts */
+    int64_t wait_ms = 0;              /* how long the record must stand unchanged */
+    if (res.outcome == ST_NOT_FOUND) {
+        printf("%s: no lock record: nothing to reset\n", lock);
+        rc = CLI_EXIT_OK;
+        goto out;
+    }
+    if (res.outcome != ST_OK) {
+        fprintf(stderr, "s3lect reset-term: %s\n", res.message ? res.message : "store error");
+        goto out;
+    }
+    int corrupt = rec_parse(res.body, res.body_len, &r, err, sizeof err) != 0;
+    int stuck = corrupt ? r.term_too_large : r.term >= REC_TERM_MAX;
+    if (!stuck) {
+        if (corrupt)
+            fprintf(stderr,
+                    "s3lect reset-term: %s: its term is not what is wrong, nothing reset (a "
+                    "corrupt record is taken over once it stands unchanged for a lease)\n",
+                    err);
+        else
+            fprintf(stderr,
+                    "s3lect reset-term: the term %lld can still grow: nothing reset (terms "
+                    "start again only when they reach 2^53 - 1)\n",
+                    (long long)r.term);
+        goto out;
+    }
+    if (corrupt || !rec_released(&r)) {
+        /* Someone may still renew it: wait as a node taking it over would,
+         * watching for a change (a live leader renews well within a lease). */
+        /* The holder's lease as status reads it: the record's leaseMs (at
+         * most --max-lease-timeout), else --lease-timeout (default 15 s). */
+        int64_t lease = o.lease > 0 ? o.lease : 15000, maxl = max_lease_of(&o);
+        if (!corrupt && r.lease_ms > 0)
+            lease = r.lease_ms < maxl ? r.lease_ms : maxl;
+        fprintf(stderr,
+                "s3lect reset-term: the record names a holder (%.200s, term %s): waiting %.1fs "
+                "for it to stand unchanged for its lease\n",
+                corrupt ? "unreadable" : r.leader_id, corrupt ? "2^53 or more" : "2^53 - 1",
+                lease / 1000.0);
+        int64_t until = first_seen + lease;
+        wait_ms = lease;
+        for (int guard = 0; guard < 100000 && u_mono_ms() < until; guard++) {
+            int64_t left = until - u_mono_ms(), step = left < 500 ? left : 500;
+            struct timespec ts = {0, (long)(step > 0 ? step : 0) * 1000000L};
+            nanosleep(&ts, NULL);
+            st_result_clear(&again);
+            st_get(s, key, 10000, &again);
+            if (again.outcome != ST_OK || !u_streq(again.etag, res.etag)) {
+                fprintf(stderr,
+                        "s3lect reset-term: the record changed meanwhile: a live leader holds "
+                        "the lock; stop it (it releases the lock), then run 's3lect "
+                        "reset-term %s' again; nothing written\n",
+                        lock);
+                goto out;
+            }
+        }
+    }
+    if (u_mono_ms() < first_seen + wait_ms) { /* the loop's guard ran out first */
+        fprintf(stderr, "s3lect reset-term: could not wait out the lease; nothing written\n");
+        goto out;
+    }
+    rec z = {.leader_id = "", .leader_addr = "", .zero_time = 1, .incarnation = "", .peer_key = ""};
+    body = rec_encode(&z);
+    if (!body) {
+        fprintf(stderr, "s3lect reset-term: out of memory\n");
+        goto out;
+    }
+    st_result_clear(&again);
+    st_put(s, key, body, strlen(body), res.etag, 10000, &again);
+    if (again.outcome == ST_OK) {
+        printf("%s: term reset to 0 (released); the next leader takes term 1: whatever fences "
+               "with the term must accept the restart\n",
+               lock);
+        rc = CLI_EXIT_OK;
+    } else if (again.outcome == ST_PRECONDITION || again.outcome == ST_NOT_FOUND) {
+        fprintf(stderr,
+                "s3lect reset-term: the record changed meanwhile; nothing written; run "
+                "'s3lect reset-term %s' again\n",
+                lock);
+    } else {
+        fprintf(stderr,
+                "s3lect reset-term: %s (the reset may or may not have landed: see "
+                "'s3lect status')\n",
+                again.message ? again.message : "store error");
+    }
+out:
+    free(body);
+    rec_clear(&r);
+    st_result_clear(&res);
+    st_result_clear(&again);
+    free(shown);
+    st_destroy(s);
+    free(key);
+    return rc;
+}
+
 static volatile sig_atomic_t watch_stop;
 static void on_watch_signal(int sig)
 {
@@ -1008,8 +1170,8 @@ static int cmd_watch(int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static const char *const COMMANDS[] = {"run",        "status", "watch", "check-store",
-                                       "init-store", "whoami", "help"};
+static const char *const COMMANDS[] = {"run",        "status", "watch",      "check-store",
+                                       "init-store", "whoami", "reset-term", "help"};
 
 /* Edit distance (insertions, deletions, substitutions, swaps of two
  * neighbours) between a and b, counted up to 9. */
@@ -1059,7 +1221,7 @@ static int unknown_command(const char *cmd)
     else
         cli_usage_error(NULL,
                         "unknown command '%.100s'; commands: run, status, watch, check-store, "
-                        "init-store, whoami, help",
+                        "init-store, whoami, reset-term, help",
                         cmd);
     return CLI_EXIT_USAGE;
 }
@@ -1067,8 +1229,8 @@ static int unknown_command(const char *cmd)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        cli_usage_error(
-            NULL, "missing command; commands: run, status, watch, check-store, init-store, whoami");
+        cli_usage_error(NULL, "missing command; commands: run, status, watch, check-store, "
+                              "init-store, whoami, reset-term");
         return CLI_EXIT_USAGE;
     }
     const char *cmd = argv[1];
@@ -1090,6 +1252,8 @@ int main(int argc, char **argv)
             printf("%s%s", STATUS_HELP, COMMON_HELP);
         else if (strcmp(sub, "watch") == 0)
             printf("%s%s", WATCH_HELP, COMMON_HELP);
+        else if (strcmp(sub, "reset-term") == 0)
+            printf("%s%s", RESET_HELP, COMMON_HELP);
         else if (strcmp(sub, "check-store") == 0) {
             char *av[] = {"check-store", "--help", NULL};
             return cli_check_store(2, av);
@@ -1110,6 +1274,8 @@ int main(int argc, char **argv)
         return cmd_status(argc - 1, argv + 1);
     if (strcmp(cmd, "watch") == 0)
         return cmd_watch(argc - 1, argv + 1);
+    if (strcmp(cmd, "reset-term") == 0)
+        return cmd_reset_term(argc - 1, argv + 1);
     if (strcmp(cmd, "check-store") == 0)
         return cli_check_store(argc - 1, argv + 1);
     if (strcmp(cmd, "init-store") == 0)

@@ -96,6 +96,7 @@ static void mem_set(mem *m, const char *json)
 
 typedef struct counts {
     int acquired, lost, changed, errors, cycles;
+    int deadline_msgs, check_store_msgs, reset_msgs; /* ERRORs naming these */
     int64_t last_term;
     int last_reason;
 } counts;
@@ -119,6 +120,10 @@ static void drain(el_engine *e, counts *c)
             break;
         case S3LECT_EVENT_ERROR:
             c->errors++;
+            c->deadline_msgs += ev[i].message && strstr(ev[i].message, "renew_deadline") != NULL;
+            c->check_store_msgs +=
+                ev[i].message && strstr(ev[i].message, "s3lect check-store") != NULL;
+            c->reset_msgs += ev[i].message && strstr(ev[i].message, "s3lect reset-term") != NULL;
             break;
         case S3LECT_EVENT_CYCLE:
             c->cycles++;
@@ -983,6 +988,137 @@ static void t_auth_on_missing_key_creates(void)
     el_free(&e);
 }
 
+/* Terms near the limit of what a record holds exactly (2^53 - 1). */
+static void t_term_limit(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    char buf[300], ts[40];
+    u_format_rfc3339(1700000000000 + now, ts, sizeof ts);
+    snprintf(buf, sizeof buf, "{\"leaderID\":\"b\",\"lastUpdated\":\"%s\",\"term\":%lld}", ts,
+             REC_TERM_MAX - 1);
+    mem_set(&m, buf);
+    init(&e, "a");
+    run_until(&e, &m, &now, 100 + 60000, &c); /* it looks fresh: one stable poll, then L */
+    CHECK(c.acquired == 1 && c.last_term == REC_TERM_MAX, "takes over with 2^53 - 1 (%lld)",
+          (long long)c.last_term);
+    el_stop(&e, 1);
+    run_until(&e, &m, &now, now + 1000, &c);
+    el_free(&e);
+    CHECK(strstr(m.body, "\"term\":9007199254740991") && strstr(m.body, "\"leaderID\":\"\""),
+          "released at 2^53 - 1: %s", m.body);
+
+    /* The next node cannot grow the term: it writes nothing, says why and
+     * names the repair, and polls at the stable period. */
+    memset(&c, 0, sizeof c);
+    el_init(&e, &P, "c", "127.0.0.1:1", "inc-c", 9);
+    int puts = m.puts, gets = m.gets;
+    run_until(&e, &m, &now, now + 300000, &c);
+    CHECK(m.puts == puts && c.acquired == 0, "no takeover past 2^53 - 1 (%d PUTs, %d acquired)",
+          m.puts - puts, c.acquired);
+    CHECK(c.reset_msgs >= 1 && c.reset_msgs <= 11, "error names s3lect reset-term (%d)",
+          c.reset_msgs);
+    CHECK(e.last_error == S3LECT_ECORRUPT && e.last_error_msg &&
+              strstr(e.last_error_msg, "s3lect reset-term"),
+          "status says it: %s", e.last_error_msg ? e.last_error_msg : "(none)");
+    CHECK(m.gets - gets <= 12, "polls at the stable period (%d GETs in 300 s)", m.gets - gets);
+    /* s3lect reset-term writes a released record with term 0: the node
+     * follows it (saying so) and starts again at 1, not at 2^53. */
+    mem_set(&m, "{\"leaderID\":\"\",\"lastUpdated\":\"0001-01-01T00:00:00Z\",\"term\":0}");
+    int errs = c.errors;
+    run_until(&e, &m, &now, now + 40000, &c);
+    CHECK(c.acquired == 1 && c.last_term == 1, "after a reset: term 1 (%d, %lld)", c.acquired,
+          (long long)c.last_term);
+    CHECK(c.errors > errs, "the reset is reported");
+    el_free(&e);
+
+    /* A record an older version wrote with term 2^53: never taken over,
+     * never restarted at 1. */
+    restart(&e, &m, &c, &now);
+    snprintf(buf, sizeof buf,
+             "{\"leaderID\":\"b\",\"lastUpdated\":\"%s\",\"term\":9007199254740992}", ts);
+    mem_set(&m, buf);
+    run_until(&e, &m, &now, now + 120000, &c);
+    CHECK(m.puts == 0 && c.acquired == 0, "a record with term 2^53 is not taken over (%d PUTs)",
+          m.puts);
+    CHECK(c.reset_msgs >= 1 && e.last_error_msg && strstr(e.last_error_msg, "s3lect reset-term"),
+          "and the error names the repair (%d)", c.reset_msgs);
+    el_free(&e);
+}
+
+/* A store that applies writes at once but answers them 2.5 s later, with
+ * renew_deadline 2 s: the node steps down, then holds off, growing to a
+ * lease, instead of leading again every second or two; it says once which
+ * setting to raise. */
+static void t_slow_answers_hold_off(void)
+{
+    el_params p = P;
+    p.lease = 10000;
+    p.renew_interval = 1000;
+    p.renew_deadline = 2000;
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    el_init(&e, &p, "a", "127.0.0.1:1", "inc-a", 5);
+    int64_t now = 100;
+    for (int guard = 0; guard < 100000 && now < 100 + 30000; guard++) {
+        el_op op;
+        int64_t wake;
+        int k = el_next(&e, (el_time){now, 1700000000000 + now}, &op, &wake);
+        drain(&e, &c);
+        if (k == EL_OP_NONE) {
+            now = wake;
+            continue;
+        }
+        st_result r;
+        mem_do(&m, &op, &r);
+        if (op.kind == EL_OP_PUT && op.timeout_ms < 2500) {
+            st_result_clear(&r); /* applied, but the answer comes too late */
+            r.outcome = ST_TRANSIENT;
+            now += op.timeout_ms;
+        } else {
+            now += op.kind == EL_OP_PUT ? 2500 : 5;
+        }
+        el_complete(&e, (el_time){now, 1700000000000 + now}, &r);
+        st_result_clear(&r);
+        drain(&e, &c);
+    }
+    CHECK(c.acquired >= 1 && c.acquired <= 5, "at most 5 leaderships in 30 s (%d)", c.acquired);
+    CHECK(c.deadline_msgs == 1, "one message names renew_deadline (%d)", c.deadline_msgs);
+    el_free(&e);
+}
+
+/* A store that answers 412 to every write: after 30 s one line naming
+ * s3lect check-store (not every time), kept in the status; el_refused_since
+ * (the metric) says since when; a live holder ends it. */
+static void t_refused_writes(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    init(&e, "a");
+    m.fail_puts = ST_PRECONDITION;
+    run_until(&e, &m, &now, 100 + 25000, &c);
+    CHECK(m.puts >= 3 && c.check_store_msgs == 0 && el_refused_since(&e) > 0,
+          "refused for 25 s: not yet said (%d PUTs, %d msgs)", m.puts, c.check_store_msgs);
+    run_until(&e, &m, &now, 100 + 120000, &c);
+    CHECK(c.check_store_msgs == 1, "said once in 2 minutes (%d)", c.check_store_msgs);
+    CHECK(e.last_error == S3LECT_EPRECONDITION && strstr(e.last_error_msg, "check-store"),
+          "in the status");
+    CHECK(el_refused_since(&e) > 0 && el_refused_since(&e) <= 100 + 1000, "since the first (%lld)",
+          (long long)el_refused_since(&e));
+    char ts[40], buf[200];
+    u_format_rfc3339(1700000000000 + now, ts, sizeof ts);
+    snprintf(buf, sizeof buf, "{\"leaderID\":\"b\",\"lastUpdated\":\"%s\",\"term\":3}", ts);
+    mem_set(&m, buf);
+    run_until(&e, &m, &now, now + 10000, &c);
+    CHECK(el_refused_since(&e) == 0, "a live leader explains the refusals");
+    el_free(&e);
+}
+
 int main(void)
 {
     t_auth_on_missing_key_creates();
@@ -1009,5 +1145,8 @@ int main(void)
     t_failing_puts_back_off();
     t_reclaim_own_record();
     t_no_reclaim_livelock();
+    t_term_limit();
+    t_slow_answers_hold_off();
+    t_refused_writes();
     return t_done("engine");
 }

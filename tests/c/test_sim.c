@@ -6,7 +6,14 @@
  *   - no two nodes report is_leader at the same true instant;
  *   - a node with a valid lease holds the highest term ever written;
  *   - terms in the store never decrease and grow on every change of holder;
+ *   - every record written reads back (no term past 2^53 - 1);
  * and, after each fault phase heals, that a leader exists within a bound.
+ * One seed in four starts next to a record whose term is at or near the
+ * largest a record holds exactly (2^53 - 1, or past it as an older version
+ * wrote): once the term cannot grow, nobody may take the lock over (no
+ * liveness is expected) until an operator's reset (s3lect reset-term: a
+ * released record with term 0, written once the record stood unchanged for
+ * two leases), after which terms start again and a leader must follow.
  * Wall clocks are arbitrary (hours apart) and step by arbitrary amounts at
  * any time; machines suspend for up to two minutes (the lease clock,
  * CLOCK_BOOTTIME, counts the suspend). With default settings none of this may
@@ -67,7 +74,8 @@ enum {
     EV_LATE,
     EV_PEER_ARRIVE,
     EV_PEER_DEADLINE,
-    EV_CLOCK_STEP
+    EV_CLOCK_STEP,
+    EV_RESET /* the operator resets an exhausted term (gen: the write it follows) */
 };
 
 /* A write that lands after its sender gave up on it. */
@@ -159,6 +167,10 @@ typedef struct sim {
     int violations;
     uint64_t steps, ops, faults, leader_changes, clock_steps, suspends;
     int64_t liveness_checks;
+    /* Terms near the limit. */
+    int near_limit;
+    int64_t resets, exhausted_skips, acq_after_reset;
+    int64_t last_exhausted; /* true µs of the last write at the limit, or reset */
 } sim;
 
 static double urand(sim *s)
@@ -172,6 +184,9 @@ static int64_t ms_to_us(int64_t ms)
 }
 
 /* ---- heap ---- */
+
+struct sim;
+static int64_t max_lease(const struct sim *s);
 
 static int ev_less(const sim_ev *a, const sim_ev *b)
 {
@@ -289,6 +304,8 @@ static void on_events(sim *s, node *nd, int idx)
                         (long long)evs[i].term, (long long)nd->acquired_term);
             }
             nd->acquired_term = evs[i].term;
+            if (s->resets)
+                s->acq_after_reset++;
             if (s->verbose)
                 printf("  t=%.3fs node %d acquired term %lld\n", s->t / 1e6, idx,
                        (long long)evs[i].term);
@@ -358,7 +375,19 @@ static void store_apply(sim *s, int kind, const char *body, size_t body_len, con
             s->max_term_written = newr.term;
         if (!rec_released(&newr))
             snprintf(s->store_holder, sizeof s->store_holder, "%s", newr.leader_id);
+        if (newr.term == REC_TERM_MAX) {
+            /* Nobody can take over from this one: the operator resets the
+             * term once the record stood unchanged for two leases (as
+             * s3lect reset-term does), up to 10 minutes later. */
+            s->last_exhausted = s->t;
+            push(s, s->t + ms_to_us(2 * max_lease(s)) + (int64_t)(urand(s) * 600e6), EV_RESET, -1,
+                 s->etag_ctr + 1);
+        }
         rec_clear(&newr);
+    } else {
+        s->violations++;
+        fprintf(stderr, "  t=%.3fs: a node wrote a record that does not read back: %s\n",
+                s->t / 1e6, err);
     }
     free(s->body);
     s->body = malloc(body_len + 1);
@@ -381,6 +410,48 @@ static void store_apply(sim *s, int kind, const char *body, size_t body_len, con
         if (s->nhist < MAXHIST)
             s->nhist++;
     }
+}
+
+/* The operator's reset of an exhausted term: a released record with term 0
+ * over the record it read, if nobody wrote since. */
+static void store_set(sim *s, const char *body)
+{
+    free(s->body);
+    s->body_len = strlen(body);
+    s->body = malloc(s->body_len + 1);
+    memcpy(s->body, body, s->body_len + 1);
+    s->exists = 1;
+    snprintf(s->etag, sizeof s->etag, "\"e%llu\"", (unsigned long long)++s->etag_ctr);
+    if (s->store_kind == STORE_ROUTE53) {
+        past_state *h = &s->hist[s->hist_next];
+        free(h->body);
+        h->t = s->t;
+        h->exists = 1;
+        h->body = malloc(s->body_len + 1);
+        memcpy(h->body, body, s->body_len + 1);
+        h->body_len = s->body_len;
+        snprintf(h->etag, sizeof h->etag, "%s", s->etag);
+        s->hist_next = (s->hist_next + 1) % MAXHIST;
+        if (s->nhist < MAXHIST)
+            s->nhist++;
+    }
+}
+
+static void operator_reset(sim *s, uint64_t gen)
+{
+    if (s->etag_ctr != gen)
+        return; /* written since: a later write scheduled its own */
+    store_set(s, "{\"leaderID\":\"\",\"leaderAddr\":\"\",\"lastUpdated\":\"0001-01-01T00:00:00Z\","
+                 "\"term\":0,\"leaseMs\":0,\"incarnation\":\"\"}");
+    s->store_term = 0;
+    s->max_term_written = 0;
+    s->store_holder[0] = '\0';
+    for (int i = 0; i < s->n; i++)
+        s->nodes[i].acquired_term = 0; /* terms start again, on purpose */
+    s->resets++;
+    s->last_exhausted = s->t;
+    if (s->verbose)
+        printf("  t=%.3fs operator reset the term\n", s->t / 1e6);
 }
 
 /* ---- nodes ---- */
@@ -563,6 +634,14 @@ static void step(sim *s, int i)
 
 /* ---- fault phases ---- */
 
+static int64_t max_lease(const sim *s)
+{
+    int64_t l = 0;
+    for (int i = 0; i < s->n; i++)
+        l = s->nodes[i].p.lease > l ? s->nodes[i].p.lease : l;
+    return l;
+}
+
 static int64_t liveness_bound(sim *s)
 {
     int64_t lmax = 0, fmax = 0, imax = 0;
@@ -645,6 +724,12 @@ static void check_liveness(sim *s)
     for (int i = 0; i < s->n; i++)
         if (el_is_leader(&s->nodes[i].eng, node_now(&s->nodes[i], s->t).mono))
             return;
+    if (s->near_limit &&
+        (s->store_term >= REC_TERM_MAX ||
+         s->t - s->last_exhausted < liveness_bound(s) + ms_to_us(2 * max_lease(s)))) {
+        s->exhausted_skips++; /* the term cannot grow (or was just reset): nobody may lead */
+        return;
+    }
     if (!s->break_skew && !s->break_suspend) {
         s->violations++;
         fprintf(stderr, "  t=%.3fs: no leader %.1fs after the faults healed\n", s->t / 1e6,
@@ -699,6 +784,33 @@ static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspen
         el_init(&nd->eng, &nd->p, nd->id, nd->id, inc, u_rng_next(&s->g));
         push(s, (int64_t)(urand(s) * 2e6), EV_WAKE, i, 0);
     }
+    if (seed % 4 == 0) {
+        /* Next to a record whose term is at or near the limit: 2^53 - 1 - k,
+         * or 2^53 (k = -1) as an older version wrote it. */
+        s->near_limit = 1;
+        int64_t k = (int64_t)(u_rng_next(&s->g) % 41) - 1;
+        char body[300];
+        snprintf(body, sizeof body,
+                 "{\"leaderID\":\"old\",\"lastUpdated\":\"2023-11-14T22:13:20Z\",\"term\":%s%lld,"
+                 "\"leaseMs\":15000}",
+                 k >= 0 ? "" : "1", /* 1 followed by 2^53 - 1's digits: far past it */
+                 (long long)(k >= 0 ? REC_TERM_MAX - k : REC_TERM_MAX));
+        store_set(s, body);
+        s->store_term = k >= 0 ? REC_TERM_MAX - k : REC_TERM_MAX + 1;
+        s->max_term_written = s->store_term;
+        snprintf(s->store_holder, sizeof s->store_holder, "old");
+        s->last_exhausted = 0;
+        if (k <= 0)
+            push(s, ms_to_us(2 * max_lease(s)) + (int64_t)(urand(s) * 600e6), EV_RESET, -1,
+                 s->etag_ctr);
+        if (store_kind == STORE_ROUTE53) { /* it existed from the start */
+            s->hist[0] = s->hist[(s->hist_next + MAXHIST - 1) % MAXHIST];
+            s->hist[(s->hist_next + MAXHIST - 1) % MAXHIST] = (past_state){0};
+            s->hist[0].t = 0;
+            s->nhist = 1;
+            s->hist_next = 1;
+        }
+    }
     s->chaos = 1; /* begin_phase flips it: start calm */
     begin_phase(s);
     s->heal_at = 0;
@@ -734,6 +846,10 @@ static void run(sim *s, int64_t seconds)
             begin_phase(s);
         if (ev.type == EV_CHECK) {
             check_liveness(s);
+            continue;
+        }
+        if (ev.type == EV_RESET) {
+            operator_reset(s, ev.gen);
             continue;
         }
         if (ev.type == EV_PEER_ARRIVE || ev.type == EV_PEER_DEADLINE) {
@@ -863,6 +979,7 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &a);
     uint64_t steps = 0, faults = 0, changes = 0, peer_answers = 0, csteps = 0, suspends = 0;
     uint64_t stale = 0;
+    int64_t near = 0, resets = 0, skips = 0;
     int broken = break_skew || break_suspend;
     int64_t checks = 0;
     int caught = 0;
@@ -880,6 +997,16 @@ int main(int argc, char **argv)
         suspends += s->suspends;
         checks += s->liveness_checks;
         stale += s->stale_reads;
+        if (s->near_limit && !broken) {
+            near++;
+            resets += s->resets;
+            skips += s->exhausted_skips;
+            /* Terms near the limit ran out, the operator reset them, and
+             * leaders followed (their terms checked as any others). */
+            CHECK(s->resets > 0 && s->acq_after_reset > 0,
+                  "seed %llu (term near 2^53): %lld resets, %lld acquisitions after one",
+                  (unsigned long long)seed, (long long)s->resets, (long long)s->acq_after_reset);
+        }
         if (s->violations) {
             if (broken) {
                 caught++;
@@ -902,6 +1029,9 @@ int main(int argc, char **argv)
     printf("simulation (store model %s%s): %llu stale reads\n", store_names[store_kind],
            store_kind == STORE_ROUTE53 ? ", reads up to --stale-ms old" : "",
            (unsigned long long)stale);
+    printf("simulation: %lld seeds started next to a term near 2^53 - 1: %lld operator resets, "
+           "%lld liveness checks skipped while the term could not grow\n",
+           (long long)near, (long long)resets, (long long)skips);
     if (store_kind == STORE_ROUTE53)
         CHECK(stale > 0, "the route53 model served no stale read");
     printf("simulation: seeds %llu..%llu, %d nodes, %lld simulated s/seed (%.3g total), %llu "

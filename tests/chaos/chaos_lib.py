@@ -64,6 +64,15 @@ THROTTLE_RESPONSE = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/x-a
                      b"\r\nConnection: close\r\n\r\n" + _THROTTLE_BODY)
 
 
+_PRECONDITION_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error>'
+                      b"<Code>PreconditionFailed</Code><Message>At least one of the pre-conditions "
+                      b"you specified did not hold</Message><RequestId>chaos-proxy</RequestId>"
+                      b"</Error>")
+PRECONDITION_RESPONSE = (b"HTTP/1.1 412 Precondition Failed\r\nContent-Type: application/xml\r\n"
+                         b"Content-Length: " + str(len(_PRECONDITION_BODY)).encode() +
+                         b"\r\nConnection: close\r\n\r\n" + _PRECONDITION_BODY)
+
+
 _CONFLICT_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error>'
                   b"<Code>ConditionalRequestConflict</Code>"
                   b"<Message>A conflicting conditional operation is currently in progress against "
@@ -354,6 +363,11 @@ class Proxy:
                         put_status, conflict = f.put_slowdown, f.conflict
                         delay, drop = f.put_delay, f.drop_answer
                         r1, r2 = self.rng.random(), self.rng.random()
+                    if f.put_412:
+                        self._note(method, "precondition412")
+                        client.sendall(PRECONDITION_RESPONSE)
+                        graceful = True
+                        return
                     if put_status:
                         self._note(method, "slowdown")
                         client.sendall(SLOWDOWN_RESPONSE)
@@ -389,6 +403,10 @@ class Proxy:
                     self._note(method, "upstream_failed")
                     return
                 status = resp[0].split(b" ", 2)[1].decode("ascii", "replace")
+                if method == "PUT" and f.answer_delay:
+                    # Applied at once, answered late (a slow store).
+                    if self._closed.wait(f.answer_delay):
+                        return
                 if drop:
                     self._note(method, f"answer_dropped_{status}")
                     return  # RST: the sender never learns that its write landed
@@ -431,11 +449,17 @@ class HttpFaults:
                   that late, whether its sender is still waiting or gave up
     drop_answer:  probability that the answer to a (delayed) PUT is dropped:
                   the write landed but the sender gets an RST instead
+    answer_delay: seconds every PUT's answer is held: it lands at once but is
+                  answered that late (a store slower than the renew deadline)
+    put_412:      every PUT is answered "412 Precondition Failed" and not
+                  forwarded (another writer, or a store that breaks conditions)
     """
     put_slowdown: bool = False
     conflict: float = 0.0
     put_delay: float = 0.0
     drop_answer: float = 0.0
+    answer_delay: float = 0.0
+    put_412: bool = False
 
 
 class _Reader:

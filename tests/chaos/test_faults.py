@@ -11,6 +11,8 @@ term acquired twice) plus the liveness or cost property that fits the fault:
   wall-clock steps (default)      no overlap, no takeover of a healthy leader
   wall-clock steps (opt-in rule)  the checker must find the overlap
   descendants ignoring SIGTERM    no overlap of command trees; `run` exits last
+  PUT answers slower than the renew deadline   few command starts, one message
+  every PUT answered 412          one line naming check-store, and a metric
 
 docs/fuzzing-and-chaos.md explains each one and the numbers measured.
 """
@@ -18,7 +20,9 @@ docs/fuzzing-and-chaos.md explains each one and the numbers measured.
 from __future__ import annotations
 
 import re
+import socket
 import time
+import urllib.request
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -293,3 +297,64 @@ def test_descendants_ignoring_sigterm(make_cluster, chaos_summary):
     assert took is not None, f"{second.id} did not exit within 30s of SIGTERM"
     assert not left, f"{second.id}'s s3lect exited while its descendants {left} still ran"
     assert third is not None, f"no leader after {second.id} stopped"
+
+
+# A store slower than the renew deadline: lease 10 s, deadline 2 s, PUT answers 2.5 s.
+TSLOW = ["--lease-timeout", "10s", "--renew-interval", "1s", "--renew-deadline", "2s",
+         "--frequent-interval", "1s", "--infrequent-interval", "2s"]
+RENEW_DEADLINE = re.compile(r"^s3lect: .*renew[_-]deadline.*$", re.M)
+
+
+def test_slow_answers_hold_off(make_cluster, chaos_summary):
+    """Every PUT lands at once but is answered 2.5 s later, with a 2 s renew
+    deadline: the leader rightly steps down, but must then hold off (growing
+    to a lease) instead of leading again and restarting its command every
+    second or two (before: a start every ~1.5 s), and name the setting once."""
+    window_s = 30.0
+    c = make_cluster(1, TSLOW, faults=HttpFaults(answer_delay=2.5))
+    c.start()
+    c.sleep(window_s)
+    starts = len(c.cmd_starts())
+    text = c.nodes[0].text()
+    named = RENEW_DEADLINE.findall(text)
+    c.faults.answer_delay = 0.0
+    escaped = c.close()
+    chaos_summary.append(f"slow PUT answers (2.5 s, deadline 2 s): {starts} command starts in "
+                         f"{window_s:.0f}s, {len(named)} line(s) naming the renew deadline")
+    problems = c.exits + c.sanitizer()
+    assert not problems and not escaped, (problems, escaped, c.tmp)
+    assert 1 <= starts <= 5, f"{starts} command starts in {window_s:.0f}s (logs in {c.tmp})"
+    assert len(named) == 1, f"want one line naming the renew deadline, got {named}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_every_put_refused_is_reported(make_cluster, chaos_summary):
+    """Every PUT answered 412 (another writer, or a store that does not honour
+    conditional writes): after 30 s one line naming `s3lect check-store`, and
+    the gauge s3lect_writes_refused_seconds says for how long."""
+    port = _free_port()
+    c = make_cluster(1, T3 + ["--metrics-listen", f"127.0.0.1:{port}"],
+                     faults=HttpFaults(put_412=True))
+    c.start()
+    c.sleep(25.0)
+    early = [ln for ln in ERROR.findall(c.nodes[0].text()) if "check-store" in ln]
+    c.sleep(12.0)
+    lines = [ln for ln in ERROR.findall(c.nodes[0].text()) if "check-store" in ln]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        body = r.read().decode()
+    m = re.search(r"^s3lect_writes_refused_seconds\{[^}]*\} ([0-9.]+)$", body, re.M)
+    refused = c.proxies[0].stats["precondition412"]
+    escaped = c.close()
+    chaos_summary.append(f"every PUT 412: {refused} PUTs in 37 s, {len(lines)} line(s) naming "
+                         f"check-store, gauge {m.group(1) if m else None}")
+    problems = c.exits + c.sanitizer()
+    assert not problems and not escaped, (problems, escaped, c.tmp)
+    assert early == [], f"reported before 30 s: {early}"
+    assert len(lines) == 1 and "412" in lines[0], lines
+    assert m and float(m.group(1)) >= 30.0, body
+    assert refused <= 37 * 2 / duration_s(T3, "--frequent-interval"), f"{refused} PUTs"

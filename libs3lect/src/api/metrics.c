@@ -72,6 +72,7 @@ typedef struct snap {
     char *lock, *id;
     int leader, peer;
     int64_t term;
+    int64_t refused_since; /* el_refused_since: boot ms, 0 if the last write was not refused */
     rt_metrics m;
     uint64_t peer_fails[PEER_FAIL_NCLASSES];
 } snap;
@@ -122,6 +123,7 @@ int s3lect_metrics_text(s3lect_elector *const *electors, size_t n, char **out)
         ss[i].id = u_strdup(e->cfg->server_id ? e->cfg->server_id : "");
         ss[i].peer = e->cfg->peer_mode;
         ss[i].m = e->metrics;
+        ss[i].refused_since = el_refused_since(&e->eng);
         memcpy(ss[i].peer_fails, e->peer_fails.count, sizeof ss[i].peer_fails);
         pthread_mutex_unlock(&e->mu);
         if (!ss[i].lock || !ss[i].id)
@@ -201,6 +203,17 @@ int s3lect_metrics_text(s3lect_elector *const *electors, size_t n, char **out)
             put(&b, "s3lect_seconds_since_last_renewal{");
             labels(&b, &ss[i]);
             put(&b, "} %.3f\n", (double)(now - ss[i].m.written_at) / 1000.0);
+        }
+        family(&b, "s3lect_writes_refused_seconds", "gauge",
+               "Seconds since the first of an unbroken run of this elector's writes answered 412 "
+               "(precondition failed) with no live leader seen in between; 0 when its last "
+               "write was not refused. Above 30: another writer, or a store that does not honour "
+               "conditional writes (s3lect check-store).");
+        for (size_t i = 0; i < n; i++) {
+            put(&b, "s3lect_writes_refused_seconds{");
+            labels(&b, &ss[i]);
+            put(&b, "} %.3f\n",
+                ss[i].refused_since ? (double)(now - ss[i].refused_since) / 1000.0 : 0.0);
         }
         family(&b, "s3lect_peer_checks_total", "counter",
                "Peer mode: checks of the leader's endpoint answered by the leader (answer), "

@@ -65,15 +65,26 @@ void el_report_error(el_engine *e, int code, const char *msg)
 }
 
 /* Classes of rate-limited reports. */
-enum { EL_REP_READ = 0, EL_REP_WRITE = 1, EL_REP_RECORD = 2, EL_REP_LATENCY = 3 };
+enum {
+    EL_REP_READ = 0,
+    EL_REP_WRITE = 1,
+    EL_REP_RECORD = 2,
+    EL_REP_LATENCY = 3,
+    EL_REP_REFUSED = 4
+};
 #define EL_REP_EVERY_MS 30000
 #define EL_REP_LATENCY_EVERY_MS 600000
+#define EL_REP_REFUSED_EVERY_MS 300000
+/* Every write refused (412) for this long, no live holder seen: say so. */
+#define EL_REFUSED_MS 30000
 
 /* An ERROR event, at most one per class every EL_REP_EVERY_MS (a new error
  * code in a class goes out at once); the next one says how many were held. */
 static void report(el_engine *e, int64_t now, int cls, int code, const char *msg)
 {
-    int64_t every = cls == EL_REP_LATENCY ? EL_REP_LATENCY_EVERY_MS : EL_REP_EVERY_MS;
+    int64_t every = cls == EL_REP_LATENCY   ? EL_REP_LATENCY_EVERY_MS
+                    : cls == EL_REP_REFUSED ? EL_REP_REFUSED_EVERY_MS
+                                            : EL_REP_EVERY_MS;
     if (e->rep_sent[cls] && e->rep_code[cls] == code && now - e->rep_at[cls] < every) {
         e->rep_suppressed[cls]++;
         return;
@@ -190,7 +201,7 @@ int el_state(const el_engine *e, int64_t now)
         return S3LECT_STATE_STOPPED;
     if (el_is_leader(e, now))
         return S3LECT_STATE_LEADER;
-    if (e->backoff_until > now)
+    if (e->backoff_until > now || (e->role == EL_FOLLOWER && e->slow_until > now))
         return S3LECT_STATE_BACKOFF;
     return e->stable ? S3LECT_STATE_FOLLOWER_STABLE : S3LECT_STATE_FOLLOWER_TRANSITION;
 }
@@ -301,17 +312,49 @@ static void write_failed(el_engine *e, int64_t now)
     e->write_backoff_until = now + u_jitter(&e->rng, d, 0.2);
 }
 
+/* A write answered in time: the store keeps up and accepts our writes. */
 static void write_succeeded(el_engine *e)
 {
     e->write_fails = 0;
     e->write_backoff_until = 0;
     e->renew_tried = 0;
+    e->slow_losses = 0;
+    e->refused_n = 0;
+    e->refused_since = 0;
+}
+
+int64_t el_refused_since(const el_engine *e)
+{
+    return e->refused_n > 0 ? e->refused_since : 0;
+}
+
+/* A write answered 412. One is a lost race; when every write is refused for
+ * EL_REFUSED_MS and no live holder was seen in between, something else is
+ * wrong: say so (rate-limited), and keep it in the status. */
+static void note_refused(el_engine *e, int64_t now)
+{
+    if (e->refused_n++ == 0)
+        e->refused_since = now;
+    if (e->refused_n < 2 || now - e->refused_since < EL_REFUSED_MS)
+        return;
+    char msg[500];
+    snprintf(msg, sizeof msg,
+             "every write of this node for %lld s (%lld writes) was refused with 412 "
+             "Precondition Failed though no live leader was seen: another process writes the "
+             "lock object, or the store does not honour conditional writes; run 's3lect "
+             "check-store <lock URL>'",
+             (long long)((now - e->refused_since) / 1000), (long long)e->refused_n);
+    set_error(e, S3LECT_EPRECONDITION, msg);
+    e->error_is_write = 1;
+    report(e, now, EL_REP_REFUSED, S3LECT_EPRECONDITION, msg);
 }
 
 /* Earliest time the next acquisition write may go out. */
 static int64_t write_gate(const el_engine *e)
 {
-    return e->backoff_until > e->write_backoff_until ? e->backoff_until : e->write_backoff_until;
+    int64_t g =
+        e->backoff_until > e->write_backoff_until ? e->backoff_until : e->write_backoff_until;
+    return g > e->slow_until ? g : e->slow_until;
 }
 
 static void announce(el_engine *e, const char *id, const char *addr, int64_t term)
@@ -456,6 +499,50 @@ static int own_record(const el_engine *e)
            e->cur.term >= e->max_term && e->cur.term > 0;
 }
 
+/* The term our next acquisition write carries: the record's (a reclaim), or
+ * one more than the highest we know. 0 when that cannot be written and read
+ * back exactly (past REC_TERM_MAX, or a record whose term is already past
+ * it): then no node takes the lock over, rather than repeat a term or start
+ * again at 1 (docs/algorithm.md, "Terms"). */
+static int64_t acquire_term(const el_engine *e)
+{
+    if (own_record(e))
+        return e->cur.term;
+    if (e->exists == 1 && e->corrupt && e->cur.term_too_large)
+        return 0;
+    int64_t base = e->exists == 1 && !e->corrupt ? e->cur.term : 0;
+    int64_t t = base > e->max_term ? base : e->max_term;
+    return t >= REC_TERM_MAX ? 0 : t + 1;
+}
+
+static void term_stuck_msg(const el_engine *e, char *msg, size_t n)
+{
+    if (e->exists == 1 && e->corrupt && e->cur.term_too_large)
+        snprintf(msg, n,
+                 "corrupt lock record: its term is 2^53 or more, past what a record holds "
+                 "exactly: no node takes this lock over; start terms again on purpose with "
+                 "'s3lect reset-term <lock URL>' (docs/cli.md)");
+    else
+        snprintf(
+            msg, n,
+            "the lock's term %lld is the largest a record holds exactly (2^53 - 1): no "
+            "node takes this lock over with a higher one; stop its leader if one runs, "
+            "then start terms again on purpose with 's3lect reset-term <lock URL>' (docs/cli.md)",
+            (long long)(e->max_term > e->cur.term ? e->max_term : e->cur.term));
+}
+
+/* The lock is free or its holder dead, but its term cannot grow: report it
+ * (rate-limited; kept in the status) and look again at the stable period. */
+static void term_stuck(el_engine *e, int64_t now)
+{
+    char msg[400];
+    term_stuck_msg(e, msg, sizeof msg);
+    set_error(e, S3LECT_ECORRUPT, msg);
+    report(e, now, EL_REP_RECORD, S3LECT_ECORRUPT, msg);
+    e->stable = 0;
+    schedule(e, EL_K_GET, now + u_jitter(&e->rng, e->p.infrequent, 0.1));
+}
+
 /* The takeover rule. Rule 1 (monotonic): the etag has not changed for L
  * since we first saw it. Rule 2 (wall clock, bounded skew): lastUpdated is
  * older than L + max_clock_skew. L is the larger of ours and the holder's
@@ -513,6 +600,13 @@ static void observe(el_engine *e, el_time now, const st_result *r)
         rec_clear(&e->cur);
         e->corrupt = 0;
         e->stable = 0;
+        if (e->max_term >= REC_TERM_MAX) {
+            /* Deleted after its term ran out: a reset by hand. Say so. */
+            emit_error(e, S3LECT_ECORRUPT,
+                       "the lock object was deleted after its term reached 2^53 - 1: terms "
+                       "start again at 1");
+            e->max_term = 0;
+        }
         if (now.mono < write_gate(e))
             schedule(e, EL_K_GET, write_gate(e));
         else
@@ -525,9 +619,11 @@ static void observe(el_engine *e, el_time now, const st_result *r)
         e->exists = 1;
         e->first_seen = now.mono;
         rec_clear(&e->cur);
-        char err[160];
+        char err[400];
         e->corrupt = rec_parse(r->body, r->body_len, &e->cur, err, sizeof err) != 0;
         if (e->corrupt) {
+            if (e->cur.term_too_large)
+                term_stuck_msg(e, err, sizeof err);
             set_error(e, S3LECT_ECORRUPT, err);
             report(e, now.mono, EL_REP_RECORD, S3LECT_ECORRUPT, err);
         } else {
@@ -541,6 +637,18 @@ static void observe(el_engine *e, el_time now, const st_result *r)
                          (long long)e->cur.lease_ms, (long long)maxl, (long long)maxl);
                 report(e, now.mono, EL_REP_RECORD, S3LECT_ECORRUPT, msg);
                 e->cur.lease_ms = maxl;
+            }
+            if (e->cur.term < e->max_term && e->max_term >= REC_TERM_MAX) {
+                /* Our highest term could not grow: only a reset (s3lect
+                 * reset-term, or a writer that knows no terms) lowers the
+                 * record's. Follow it, and say so: terms start again. */
+                char msg[300];
+                snprintf(msg, sizeof msg,
+                         "the lock's term went back from %lld to %lld (s3lect reset-term): "
+                         "terms start again from there",
+                         (long long)e->max_term, (long long)e->cur.term);
+                emit_error(e, S3LECT_ECORRUPT, msg);
+                e->max_term = e->cur.term;
             }
             if (e->cur.term > e->max_term)
                 e->max_term = e->cur.term;
@@ -560,8 +668,17 @@ static void observe(el_engine *e, el_time now, const st_result *r)
             }
         }
     }
+    if (e->corrupt && e->cur.term_too_large) {
+        char msg[400]; /* kept in the status for as long as the record is there */
+        term_stuck_msg(e, msg, sizeof msg);
+        set_error(e, S3LECT_ECORRUPT, msg);
+    }
     int free_now = !e->corrupt && rec_released(&e->cur);
     if (free_now || own_record(e) || holder_presumed_dead(e, now)) {
+        if (!acquire_term(e)) {
+            term_stuck(e, now.mono);
+            return;
+        }
         e->stable = 0;
         if (now.mono < write_gate(e))
             schedule(e, EL_K_GET, write_gate(e));
@@ -571,6 +688,7 @@ static void observe(el_engine *e, el_time now, const st_result *r)
     }
     int fresh = looks_fresh(e, now);
     e->lost_races = 0; /* someone holds it: the races are over */
+    e->refused_n = 0;  /* and our refused writes are explained */
     if (changed && fresh) {
         e->stable = 1;
         if (peer_usable(e))
@@ -607,7 +725,11 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
         e->auth_create_tried = 0;
         if (r->outcome == ST_OK && attempt_landed(e, r) && !e->att.release) {
             el_attempt a = e->att;
-            if (now.mono < a.sent_at + e->p.renew_deadline) {
+            if (e->role == EL_FOLLOWER && now.mono < e->slow_until) {
+                /* Holding off after repeated slow losses: not leading on
+                 * it is always safe; the record is then anyone's. */
+                attempt_clear(&e->att);
+            } else if (now.mono < a.sent_at + e->p.renew_deadline) {
                 /* Our unresolved write landed and its lease is still good. */
                 e->att.active = 0;
                 become_leader(e, r->etag, a.sent_at, a.term, a.body, now);
@@ -737,6 +859,8 @@ static void on_acquire(el_engine *e, el_time now, const st_result *r)
     }
     if (r->outcome == ST_PRECONDITION || r->outcome == ST_NOT_FOUND) {
         clear_error(e);
+        if (r->outcome == ST_PRECONDITION)
+            note_refused(e, now.mono);
         /* Keep the attempt: a 412 may answer a resent copy of this write
          * whose first copy landed (see on_renew); the read tells. */
         if (r->outcome == ST_NOT_FOUND)
@@ -813,6 +937,7 @@ static void on_renew(el_engine *e, el_time now, const st_result *r)
          * apart (our exact bytes = it landed). Leading during the read is as
          * safe as leading until renewed_at + renew_deadline ever is. */
         clear_error(e);
+        note_refused(e, now.mono);
         e->att.refused = 1;
         schedule(e, EL_K_VERIFY, now.mono);
         return;
@@ -897,6 +1022,28 @@ void el_veto(el_engine *e, int64_t term)
         e->veto_pending = 1;
 }
 
+/* A LOST(renew_timeout). From the second in a row (no write answered in time
+ * in between, the last one within ten leases) the node holds off: no write
+ * and no leading on a landed one for renew_deadline, doubling with each
+ * further loss, at most lease_timeout. One loss costs nothing (a blip is
+ * recovered at once); a store slower than renew_deadline makes the node
+ * lead at most about once per lease instead of every second or two. */
+static void slow_loss(el_engine *e, int64_t now)
+{
+    if (e->slow_losses > 0 && now - e->slow_until > 10 * e->p.lease)
+        e->slow_losses = 0; /* long ago: start counting again */
+    if (e->slow_losses < 30)
+        e->slow_losses++;
+    if (e->slow_losses < 2) {
+        e->slow_until = now; /* marks the time of this loss */
+        return;
+    }
+    int64_t cap = e->p.lease, d = e->p.renew_deadline;
+    for (int i = 2; i < e->slow_losses && d < cap; i++)
+        d *= 2;
+    e->slow_until = now + (d < cap ? d : cap);
+}
+
 static int issue(el_engine *e, int kind, el_op *op, int64_t timeout)
 {
     e->pending = kind + 1;
@@ -934,11 +1081,14 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
         int tried = e->renew_tried;
         step_down(e, tried ? S3LECT_LOST_RENEW_TIMEOUT : S3LECT_LOST_LEASE_EXPIRED, now.mono);
         if (tried) {
-            char msg[300];
+            slow_loss(e, now.mono);
+            char msg[400];
             snprintf(msg, sizeof msg,
                      "no renewal succeeded within renew_deadline (%lld ms): stepped down; "
                      "if the store is slow rather than down, raise renew_deadline and "
-                     "lease_timeout",
+                     "lease_timeout (s3lect run: --renew-deadline, --lease-timeout); while "
+                     "this repeats, the node waits longer (up to lease_timeout) before it "
+                     "competes again",
                      (long long)e->p.renew_deadline);
             report(e, now.mono, EL_REP_LATENCY, S3LECT_ETRANSIENT, msg);
         }
@@ -996,10 +1146,14 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
             *wake = e->next_at;
             return EL_OP_NONE;
         }
-        int64_t base = e->exists == 1 && !e->corrupt ? e->cur.term : 0;
-        int64_t term = (base > e->max_term ? base : e->max_term) + 1;
-        if (own_record(e))
-            term = e->cur.term; /* reclaim: a renewal of our own record */
+        /* One more than any term we know, or the record's own (a reclaim:
+         * a renewal of our own record); never one past REC_TERM_MAX. */
+        int64_t term = acquire_term(e);
+        if (!term) {
+            term_stuck(e, now.mono);
+            *wake = e->next_at;
+            return EL_OP_NONE;
+        }
         if (prepare_attempt(e, now, 0, term) != 0) {
             schedule(e, EL_K_GET, now.mono + e->p.frequent);
             *wake = e->next_at;

@@ -143,11 +143,26 @@ typedef struct el_engine {
     int renew_tried; /* a renewal was sent since the last successful write */
     char *led_etag;  /* etag of our last successful write when we stepped down */
 
+    /* Hold-off after repeated LOST(renew_timeout): a store slower than
+     * renew_deadline would otherwise make the node lead and step down (and
+     * s3lect run restart its command) every second or two. slow_losses
+     * counts such losses with no write answered in time in between; from
+     * the second one the node neither writes nor leads on a landed write
+     * until slow_until (renew_deadline, doubling, at most lease_timeout). */
+    int slow_losses;
+    int64_t slow_until;
+
+    /* Writes answered 412 in a row while no live holder was seen in between
+     * (another writer, or a store that does not honour conditional writes):
+     * refused_n of them since mono time refused_since (0: none). */
+    int64_t refused_n;
+    int64_t refused_since;
+
     /* Rate-limited ERROR events, per class (EL_REP_*). */
-    int64_t rep_at[4];
-    int rep_code[4];
-    int rep_sent[4];
-    int64_t rep_suppressed[4];
+    int64_t rep_at[5];
+    int rep_code[5];
+    int rep_sent[5];
+    int64_t rep_suppressed[5];
 
     /* Host heartbeat (s3lect_require_heartbeat): with hb_timeout > 0 a node
      * whose host last confirmed at hb_at (mono ms) more than hb_timeout ago
@@ -185,6 +200,10 @@ int el_state(const el_engine *e, int64_t now);
 /* Queues an ERROR event for a failure the driver saw itself (peer mode). The
  * caller rate-limits. */
 void el_report_error(el_engine *e, int code, const char *msg);
+
+/* Since when (mono ms) every write of this node was answered 412 with no live
+ * holder seen in between; 0 when the last write was not refused. */
+int64_t el_refused_since(const el_engine *e);
 
 /* Delay before retry number `n` (1-based) of a failed store operation. */
 int64_t el_retry_delay(el_engine *e, int n);

@@ -142,14 +142,20 @@ int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
-    if (why)
-        return corrupt(out, err, errlen, why);
+    if (why) {
+        int big = strstr(why, "term is 2^53") == why;
+        corrupt(out, err, errlen, why);
+        out->term_too_large = big;
+        return S3LECT_ECORRUPT;
+    }
     return 0;
 }
 
 char *rec_encode(const rec *r)
 {
     char lu[40];
+    if (r->term < 0 || r->term > REC_TERM_MAX)
+        return NULL;
     if (r->zero_time)
         snprintf(lu, sizeof lu, "%s", ZERO_TIME);
     else

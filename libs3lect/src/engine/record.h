@@ -19,17 +19,24 @@ typedef struct rec {
     char *peer_key;          /* "peerKeySha256": base64 SHA-256 of the peer endpoint's
                                 public key (zero-config peer mode); "" when absent or
                                 not 44 base64 characters (then ignored, never corrupt) */
+    int term_too_large;      /* set by a failed rec_parse: the term was 2^53 or more */
 } rec;
+
+/* The largest term a record holds exactly (2^53 - 1: JSON readers in most
+ * languages read numbers as doubles). No leader ever takes a higher one. */
+#define REC_TERM_MAX 9007199254740991LL
 
 #define REC_PEER_KEY_LEN 44 /* base64 of 32 bytes */
 /* 1 if s is REC_PEER_KEY_LEN characters of standard base64 ending in '='. */
 int rec_peer_key_valid(const char *s);
 
-/* Parses body. Returns 0, or S3LECT_ECORRUPT with a one-line reason in err.
- * Unknown fields are accepted and ignored. */
+/* Parses body. Returns 0, or S3LECT_ECORRUPT with a one-line reason in err
+ * (then out is cleared, but out->term_too_large says whether the reason was a
+ * term of 2^53 or more). Unknown fields are accepted and ignored. */
 int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen);
 /* Serialises r; allocated, NUL-terminated. zero_time writes 0001-01-01T00:00:00Z;
- * peerKeySha256 only when peer_key is set. NULL on OOM. */
+ * peerKeySha256 only when peer_key is set. NULL on OOM, and for a term outside
+ * [0, REC_TERM_MAX] (a record nobody could read back exactly). */
 char *rec_encode(const rec *r);
 /* 1 if the record is released (no holder). */
 int rec_released(const rec *r);
