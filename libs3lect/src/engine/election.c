@@ -349,6 +349,18 @@ static void note_refused(el_engine *e, int64_t now)
     report(e, now, EL_REP_REFUSED, S3LECT_EPRECONDITION, msg);
 }
 
+void el_store_back(el_engine *e, int64_t now, int64_t at)
+{
+    if (e->role != EL_FOLLOWER || e->pending || e->retry == 0)
+        return; /* a leader's schedule is its own; a follower whose reads work needs nothing */
+    if (at < now)
+        at = now;
+    if (e->write_backoff_until > at) /* backed off because of the outage, not a rival */
+        e->write_backoff_until = at;
+    if (e->next_kind == EL_K_GET && e->next_at > at)
+        e->next_at = at;
+}
+
 /* Earliest time the next acquisition write may go out. */
 static int64_t write_gate(const el_engine *e)
 {

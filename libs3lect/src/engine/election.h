@@ -205,6 +205,11 @@ void el_report_error(el_engine *e, int code, const char *msg);
  * holder seen in between; 0 when the last write was not refused. */
 int64_t el_refused_since(const el_engine *e);
 
+/* The store answers again after an outage: a follower waiting out a read
+ * back-off (or a write back-off) after failed requests reads no later than
+ * mono `at` and may write from then on. Only brings steps forward: safe. */
+void el_store_back(el_engine *e, int64_t now, int64_t at);
+
 /* Delay before retry number `n` (1-based) of a failed store operation. */
 int64_t el_retry_delay(el_engine *e, int n);
 

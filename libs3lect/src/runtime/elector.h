@@ -89,6 +89,7 @@ struct s3lect_elector {
     /* Owned by the loop thread (no lock). */
     int begun, finished;
     size_t heap_idx;    /* position in the timer heap, or (size_t)-1 */
+    int store_back;     /* its pool answered again after an outage: el_store_back (loop) */
     int64_t wake_at;    /* boot-clock ms of the next step when idle */
     int io;             /* RT_IO_* : what the current operation waits on */
     el_op op;           /* the operation in flight (points into engine memory) */

@@ -516,6 +516,20 @@ static void pool_note(rt_runtime *rt, rt_pool *p, s3lect_elector *e, CURLcode cc
             p->tokens = 1;
             p->tok_at = now;
             p->win_dirty = 1;
+            /* Followers that backed off during the outage read again within
+             * their frequent interval, spread (el_store_back at their next
+             * step), not up to infrequent_interval later; the cap above
+             * keeps the rate down. */
+            size_t n = 0;
+            s3lect_elector **w = malloc(rt->nheap * sizeof *w + 1);
+            for (size_t i = 0; w && i < rt->nheap; i++)
+                if (rt->heap[i]->pool == p)
+                    w[n++] = rt->heap[i];
+            for (size_t i = 0; i < n; i++) {
+                w[i]->store_back = 1;
+                heap_schedule(rt, w[i], now);
+            }
+            free(w);
         }
         return;
     }
@@ -873,6 +887,12 @@ static void run(rt_runtime *rt, s3lect_elector *e, st_result *first)
         }
         e->io = RT_IO_NONE;
         e->begun = 1;
+        if (e->store_back) {
+            e->store_back = 0;
+            int64_t spread = e->eng.p.frequent > 0 ? e->eng.p.frequent : 1;
+            int64_t t = u_mono_ms();
+            el_store_back(&e->eng, t, t + (int64_t)(u_rng_next(&rt->lrng) % (uint64_t)spread));
+        }
         apply_requests(e);
         el_time now = now_time();
         el_op op;
