@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "logw.h"
+#include "net.h"
 #include "proc.h"
 #include "util.h"
 
@@ -173,36 +174,9 @@ int cli_metrics_start(const char *addr, s3lect_elector *el, cli_metrics **out, c
         return -1;
     }
     cli_metrics *m = calloc(1, sizeof *m);
-    int fd = -1, last = 0;
-    /* ":PORT" (no host): every address, IPv6 and IPv4 on one dual-stack
-     * socket where the system has IPv6, else every IPv4 address. */
-    int any = !host[0];
-    for (int pass = any ? 0 : 1; m && fd < 0 && pass < 2; pass++) {
-        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-            if (any && (ai->ai_family == AF_INET6) != (pass == 0))
-                continue;
-            fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-            if (fd < 0) {
-                last = errno;
-                continue;
-            }
-            int one = 1, zero = 0;
-            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-            if (any && ai->ai_family == AF_INET6)
-                setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-            if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 16) == 0) {
-                struct sockaddr_storage ss;
-                socklen_t sl = sizeof ss;
-                getsockname(fd, (struct sockaddr *)&ss, &sl);
-                m->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                                   : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-                break;
-            }
-            last = errno;
-            close(fd);
-            fd = -1;
-        }
-    }
+    int last = 0;
+    /* ":PORT" (no host): every address (u_listen). */
+    int fd = m ? u_listen(res, !host[0], 0, 16, &m->port, &last) : -1;
     freeaddrinfo(res);
     if (!m || fd < 0) {
         snprintf(err, errlen, "--metrics-listen %.100s: cannot listen: %s", addr,

@@ -48,6 +48,7 @@
 #include "crypto.h"
 #include "peer.h"
 #include "s3lect.h"
+#include "net.h"
 #include "proc.h"
 #include "util.h"
 
@@ -557,32 +558,10 @@ static int listen_on(const char *addr, int *fd_out, int *port_out, char *err, si
         snprintf(err, errlen, "peer listen address '%.200s': %s", addr, gai_strerror(gai));
         return -1;
     }
-    int fd = -1, last_errno = 0;
-    /* ":PORT" (no host): every address, IPv6 and IPv4 on one dual-stack
-     * socket where the system has IPv6 (the advertised address, the route to
-     * the store, may be either), else every IPv4 address. */
-    int any = !host[0];
-    for (int pass = any ? 0 : 1; fd < 0 && pass < 2; pass++) {
-        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-            if (any && (ai->ai_family == AF_INET6) != (pass == 0))
-                continue;
-            fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                        ai->ai_protocol);
-            if (fd < 0) {
-                last_errno = errno;
-                continue;
-            }
-            int one = 1, zero = 0;
-            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-            if (any && ai->ai_family == AF_INET6)
-                setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-            if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 64) == 0)
-                break;
-            last_errno = errno;
-            close(fd);
-            fd = -1;
-        }
-    }
+    int last_errno = 0;
+    /* ":PORT" (no host): every address, IPv6 and IPv4 where the system has
+     * IPv6 (the advertised address, the route to the store, may be either). */
+    int fd = u_listen(res, !host[0], SOCK_NONBLOCK, 64, NULL, &last_errno);
     freeaddrinfo(res);
     if (fd < 0) {
         snprintf(err, errlen,
