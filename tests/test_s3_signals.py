@@ -175,6 +175,7 @@ def test_sighup_and_sigterm_on_refreshed_credentials(kind, minio, moto, s3lect_b
             assert took < HANDOVER_BOUND_S + 1.5, (
                 f"{kind}: the next node led {took:.2f} s after {sig.name}: no release?")
             assert nxt is not leader
+            print(f"{kind}: {sig.name} -> exit {rc}, next leader's command {took:.2f} s later")
     finally:
         for n in nodes:
             n.stop()
