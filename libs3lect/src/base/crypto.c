@@ -3,6 +3,7 @@
  * that BoringSSL shares (one-shot SHA256(), HMAC(), RAND_bytes()). */
 #include "crypto.h"
 
+#include <openssl/crypto.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
@@ -22,6 +23,13 @@ void cr_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len
 int cr_random(void *buf, size_t len)
 {
     return RAND_bytes((unsigned char *)buf, (int)len) == 1 ? 0 : -1;
+}
+
+void cr_thread_end(void)
+{
+#if !defined(OPENSSL_IS_BORINGSSL)
+    OPENSSL_thread_stop();
+#endif
 }
 
 void cr_hex(const uint8_t *in, size_t len, char *out)

@@ -93,6 +93,7 @@ typedef struct rt_runtime {
     pthread_cond_t work_cv; /* workers: a job was queued, or exit */
     pthread_cond_t disp_cv; /* callback threads: an elector is ready, or exit */
     pthread_cond_t exit_cv; /* a worker or callback thread exited */
+    int nending;            /* workers and callback threads freeing their TLS state */
     int refs;               /* started electors not yet freed */
     int exiting;
     int max_conns, want_workers, want_disp;
@@ -1225,6 +1226,11 @@ static void *worker_main(void *arg)
         rt->work_progress = u_mono_ms();
     }
     rt->nworkers--;
+    rt->nending++;
+    pthread_mutex_unlock(&rt->mu);
+    cr_thread_end(); /* store calls made random tokens: OpenSSL's thread state */
+    pthread_mutex_lock(&rt->mu);
+    rt->nending--;
     pthread_cond_broadcast(&rt->exit_cv);
     pthread_mutex_unlock(&rt->mu);
     return NULL;
@@ -1317,6 +1323,11 @@ static void *callback_main(void *arg)
         pthread_mutex_unlock(&e->mu);
     }
     rt->ndisp--;
+    rt->nending++;
+    pthread_mutex_unlock(&rt->mu);
+    cr_thread_end(); /* callbacks may have used OpenSSL through the library */
+    pthread_mutex_lock(&rt->mu);
+    rt->nending--;
     pthread_cond_broadcast(&rt->exit_cv);
     pthread_mutex_unlock(&rt->mu);
     return NULL;
@@ -1375,7 +1386,7 @@ static void runtime_shutdown(rt_runtime *rt)
     curl_multi_wakeup(rt->multi);
     pthread_join(rt->loop_tid, NULL);
     pthread_mutex_lock(&rt->mu);
-    while (rt->nworkers > 0 || rt->ndisp > 0)
+    while (rt->nworkers > 0 || rt->ndisp > 0 || rt->nending > 0)
         pthread_cond_wait(&rt->exit_cv, &rt->mu);
     pthread_mutex_unlock(&rt->mu);
     runtime_free(rt);
