@@ -14,11 +14,9 @@
 
 #include "aws_creds.h"
 #include "config.h"
+#include "http.h"
 #include "sigv4.h"
 #include "store.h"
-
-/* Initialises libcurl once per process. Returns 0 or writes why not. */
-int ah_curl_global(char *err, size_t errlen);
 
 /* ---- credentials ---- */
 
@@ -69,9 +67,7 @@ void ah_endpoint_clear(ah_endpoint *e);
 #define AH_MAX_BODY (1024 * 1024)
 
 typedef struct ah_response {
-    char *body;
-    size_t len, cap;
-    int truncated;
+    http_body data; /* at most AH_MAX_BODY: a longer one is cut (data.too_large) */
     char etag[512];
     char bucket_region[64];
     char date[64], last_modified[64]; /* the Date and Last-Modified headers */

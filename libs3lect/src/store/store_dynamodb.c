@@ -332,7 +332,8 @@ static cJSON *ddb_answer(ddb_store *s, st_xfer *x, int curl_code, st_result *out
         return NULL;
     }
     const ah_response *r = &x->call.resp;
-    cJSON *j = r->body && !r->truncated ? cJSON_ParseWithLength(r->body, r->len) : NULL;
+    cJSON *j = r->data.body && !r->data.too_large ? cJSON_ParseWithLength(r->data.body, r->data.len)
+                                                  : NULL;
     if (status >= 200 && status < 300) {
         if (!j)
             st_result_setf(out, ST_TRANSIENT,

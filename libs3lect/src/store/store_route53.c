@@ -281,7 +281,7 @@ static st_xfer *r53_begin(st_store *st, void *easy, const char *key, int put, co
  * characters of the message become spaces. */
 static void error_code(const ah_response *r, char *code, size_t cl, char *msg, size_t ml)
 {
-    const char *b = r->body ? r->body : "", *end = b + r->len;
+    const char *b = r->data.body ? r->data.body : "", *end = b + r->data.len;
     int oom = 0;
     char *c = aws_xml_text(b, end, "Code", NULL, &oom);
     char *m = aws_xml_text(b, end, "Message", NULL, &oom);
@@ -366,7 +366,7 @@ static void set_failure(r53_store *s, const st_xfer *x, long status, const char 
 /* Fills out from a ListResourceRecordSets answer for name. */
 static void parse_list(r53_store *s, const st_xfer *x, const ah_response *r, st_result *out)
 {
-    const char *b = r->body ? r->body : "";
+    const char *b = r->data.body ? r->data.body : "";
     const char *set = strstr(b, "<ResourceRecordSet>");
     const char *set_end = set ? strstr(set, "</ResourceRecordSet>") : NULL;
     if (!set || !set_end) {

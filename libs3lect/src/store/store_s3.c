@@ -317,7 +317,7 @@ static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         s3_error_body xe = {0};
         int outcome = s3_classify(status, NULL);
         if (outcome != ST_OK) {
-            s3_xml_parse_error(resp->body, resp->len, &xe);
+            s3_xml_parse_error(resp->data.body, resp->data.len, &xe);
             outcome = s3_classify(status, xe.code);
         }
         if (outcome != ST_OK) {
@@ -330,8 +330,8 @@ static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
                            "for conditional writes",
                            c->method, s->bucket, c->key, s->v.endpoint_desc);
         } else if (st_result_set_etag(out, resp->etag) != 0 ||
-                   (!put &&
-                    st_result_set_body(out, resp->body ? resp->body : "", resp->len) != 0)) {
+                   (!put && st_result_set_body(out, resp->data.body ? resp->data.body : "",
+                                               resp->data.len) != 0)) {
             st_result_setf(out, ST_TRANSIENT, "out of memory");
         } else {
             out->outcome = ST_OK;
