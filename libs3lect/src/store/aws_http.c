@@ -472,8 +472,6 @@ int ah_service_endpoint(ah_service *v, const char *url, const char *aws_url, con
 
 void ah_service_clear(ah_service *v)
 {
-    if (v->curl)
-        curl_easy_cleanup(v->curl);
     free(v->endpoint_desc);
     free(v->origin);
     free(v->host);
@@ -482,24 +480,6 @@ void ah_service_clear(ah_service *v)
     free(v->ca_file);
     ah_signer_clear(&v->signer);
     memset(v, 0, sizeof *v);
-}
-
-CURL *ah_service_handle(ah_service *v, st_result *out)
-{
-    if (!v->curl && !(v->curl = curl_easy_init())) {
-        memset(out, 0, sizeof *out);
-        st_result_setf(out, ST_TRANSIENT, "libcurl could not create a handle");
-    }
-    return v->curl;
-}
-
-void ah_service_call(st_store *st, ah_service *v, const char *key, int put, const void *data,
-                     size_t len, const char *if_match, int64_t timeout_ms, st_result *out)
-{
-    CURL *h = ah_service_handle(v, out);
-    st_xfer *x = h ? st->vt->begin(st, h, key, put, data, len, if_match, timeout_ms, out) : NULL;
-    if (x)
-        st->vt->finish(st, x, curl_easy_perform(h), out);
 }
 
 int ah_random_token(char out[33])

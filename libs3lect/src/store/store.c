@@ -2,12 +2,12 @@
 /* store.c - results, lock locations, and opening the store a config names. */
 #include "store.h"
 
+#include <curl/curl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -65,7 +65,7 @@ void st_location_clear(st_location *loc)
 
 /* Length of one UTF-8 sequence at p (1..4), or 0 if it is not valid UTF-8
  * (overlong forms, surrogates and code points above U+10FFFF included). */
-static size_t utf8_len(const unsigned char *p)
+size_t st_utf8_len(const unsigned char *p)
 {
     unsigned c = p[0];
     if (c < 0x80)
@@ -92,24 +92,24 @@ static size_t utf8_len(const unsigned char *p)
 }
 
 /* Control characters: C0, DEL, and (in UTF-8) C1. */
-static int is_control(const unsigned char *p)
+int st_is_control(const unsigned char *p)
 {
     return p[0] < 0x20 || p[0] == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f);
 }
 
 /* The first control character in s, or NULL. */
-static const char *find_control(const char *s)
+const char *st_find_control(const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (is_control(p))
+        if (st_is_control(p))
             return (const char *)p;
     return NULL;
 }
 
 /* Checks '/'-separated segments of path[0..n): none empty, none "." or "..".
  * Returns 0, or writes a message naming what (a "key", a "path") and fails. */
-static int check_segments(const char *url, const char *what, const char *path, size_t n, char *err,
-                          size_t errlen)
+int st_check_segments(const char *url, const char *what, const char *path, size_t n, char *err,
+                      size_t errlen)
 {
     const char *p = path, *end = path + n;
     while (p <= end) {
@@ -145,7 +145,7 @@ static int check_segments(const char *url, const char *what, const char *path, s
 static int split_path(const char *url, const char *path, st_location *out, char *err, size_t errlen)
 {
     size_t n = strlen(path);
-    const char *ctl = find_control(path);
+    const char *ctl = st_find_control(path);
     if (ctl) {
         snprintf(err, errlen,
                  "lock path has a control character (byte 0x%02x at offset %zu): "
@@ -178,7 +178,6 @@ static int split_path(const char *url, const char *path, st_location *out, char 
                  strlen(name), FILE_NAME_MAX);
         return S3LECT_EINVAL;
     }
-    out->kind = ST_LOC_FILE;
     if (!slash) {
         out->bucket = u_strdup(".");
         out->key = u_strdup(path);
@@ -267,14 +266,14 @@ static int check_s3_key(const char *url, const char *key, char *err, size_t errl
         return S3LECT_EINVAL;
     }
     for (const unsigned char *p = (const unsigned char *)key; *p;) {
-        if (is_control(p)) {
+        if (st_is_control(p)) {
             snprintf(err, errlen,
                      "lock URL: the S3 key has a control character (byte 0x%02x at offset %zu); "
                      "remove it",
                      *p, (size_t)(p - (const unsigned char *)key));
             return S3LECT_EINVAL;
         }
-        size_t l = utf8_len(p);
+        size_t l = st_utf8_len(p);
         if (!l) {
             snprintf(err, errlen,
                      "lock URL: the S3 key is not valid UTF-8 (at offset %zu); S3 keys are UTF-8",
@@ -283,7 +282,7 @@ static int check_s3_key(const char *url, const char *key, char *err, size_t errl
         }
         p += l;
     }
-    return check_segments(url, "key", key, n, err, errlen);
+    return st_check_segments(url, "key", key, n, err, errlen);
 }
 
 /* "s3" in "s3://...": the length of a leading URI scheme (RFC 3986: a letter,
@@ -299,7 +298,7 @@ static size_t scheme_len(const char *url)
     return *p == ':' ? (size_t)(p - url) : 0;
 }
 
-static int parse_s3(const char *url, const char *b, st_location *out, char *err, size_t errlen)
+int st_s3_parse(const char *url, const char *b, st_location *out, char *err, size_t errlen)
 {
     const char *slash = strchr(b, '/');
     if (!slash || slash == b || !slash[1]) {
@@ -321,7 +320,6 @@ static int parse_s3(const char *url, const char *b, st_location *out, char *err,
         rc = check_s3_key(url, slash + 1, err, errlen);
     if (rc)
         return rc;
-    out->kind = ST_LOC_S3;
     out->bucket = malloc(bl + 1);
     out->key = u_strdup(slash + 1);
     if (!out->bucket || !out->key) {
@@ -334,9 +332,10 @@ static int parse_s3(const char *url, const char *b, st_location *out, char *err,
     return 0;
 }
 
-static int parse_file_url(const char *url, const char *p, st_location *out, char *err,
-                          size_t errlen)
+int st_file_parse(const char *url, const char *p, st_location *out, char *err, size_t errlen)
 {
+    if (!p)
+        return split_path(url, url, out, err, errlen);
     if (strncmp(p, "localhost/", 10) == 0)
         p += 9;
     if (p[0] != '/') {
@@ -352,8 +351,8 @@ static int parse_file_url(const char *url, const char *p, st_location *out, char
                  url);
         return S3LECT_EINVAL;
     }
-    if (!find_control(p) && p[1] != '\0' && p[strlen(p) - 1] != '/') {
-        int rc = check_segments(url, "path", p + 1, strlen(p + 1), err, errlen);
+    if (!st_find_control(p) && p[1] != '\0' && p[strlen(p) - 1] != '/') {
+        int rc = st_check_segments(url, "path", p + 1, strlen(p + 1), err, errlen);
         if (rc)
             return rc;
     }
@@ -365,7 +364,7 @@ static int parse_file_url(const char *url, const char *p, st_location *out, char
 /* Decodes the %XX escapes of in[0..n) into an allocated string. NULL with
  * *bad = 1 on a malformed escape or an escaped NUL; NULL with *bad = 0 when
  * out of memory. */
-static char *pct_decode(const char *in, size_t n, int *bad)
+char *st_pct_decode(const char *in, size_t n, int *bad)
 {
     char *out = malloc(n + 1), *o = out;
     *bad = 0;
@@ -392,8 +391,8 @@ static char *pct_decode(const char *in, size_t n, int *bad)
 
 /* Checks a name or value: non-empty, at most max bytes of valid UTF-8
  * without control characters. what names it in the message. */
-static int check_text(const char *url, const char *what, const char *v, size_t max, char *err,
-                      size_t errlen)
+int st_check_text(const char *url, const char *what, const char *v, size_t max, char *err,
+                  size_t errlen)
 {
     size_t n = strlen(v);
     if (n == 0 || n > max) {
@@ -402,7 +401,7 @@ static int check_text(const char *url, const char *what, const char *v, size_t m
         return S3LECT_EINVAL;
     }
     for (const unsigned char *p = (const unsigned char *)v; *p;) {
-        size_t l = is_control(p) ? 0 : utf8_len(p);
+        size_t l = st_is_control(p) ? 0 : st_utf8_len(p);
         if (!l) {
             snprintf(err, errlen,
                      "lock URL '%.200s': the %s has a control character or is not UTF-8 (at "
@@ -416,7 +415,7 @@ static int check_text(const char *url, const char *what, const char *v, size_t m
 }
 
 /* Is every byte of s in the set: letters, digits and extra? */
-static int only_chars(const char *s, const char *extra)
+int st_only_chars(const char *s, const char *extra)
 {
     for (; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
@@ -425,23 +424,17 @@ static int only_chars(const char *s, const char *extra)
     return 1;
 }
 
-/* One parameter a scheme takes from the query. */
-typedef struct qparam {
-    const char *name;
-    char **dst; /* receives the decoded value */
-} qparam;
-
 /* Splits query q ("a=b&c=d") into params (decoded). A parameter not in
  * params is appended, as written, to *rest ("&"-joined) when rest is not
  * NULL, and refused otherwise. Duplicates and empty values are refused. */
-static int parse_query(const char *url, const char *usage, const char *q, const qparam *params,
-                       size_t np, char **rest, char *err, size_t errlen)
+int st_parse_query(const char *url, const char *usage, const char *q, const st_qparam *params,
+                   size_t np, char **rest, char *err, size_t errlen)
 {
     while (q && *q) {
         size_t len = strcspn(q, "&");
         const char *eq = memchr(q, '=', len);
         size_t nl = eq ? (size_t)(eq - q) : len;
-        const qparam *hit = NULL;
+        const st_qparam *hit = NULL;
         for (size_t i = 0; i < np; i++)
             if (strlen(params[i].name) == nl && strncmp(q, params[i].name, nl) == 0)
                 hit = &params[i];
@@ -457,7 +450,7 @@ static int parse_query(const char *url, const char *usage, const char *q, const 
                 return S3LECT_EINVAL;
             }
             int bad;
-            *hit->dst = pct_decode(eq + 1, (size_t)(q + len - eq - 1), &bad);
+            *hit->dst = st_pct_decode(eq + 1, (size_t)(q + len - eq - 1), &bad);
             if (!*hit->dst) {
                 if (bad)
                     snprintf(err, errlen,
@@ -492,8 +485,7 @@ static int parse_query(const char *url, const char *usage, const char *q, const 
     "dynamodb://TABLE/KEY, optionally ?partition_key=ATTR (default LockID) and "                   \
     "&sort_key=ATTR&sort_value=VALUE"
 
-static int parse_dynamodb(const char *url, const char *b, st_location *out, char *err,
-                          size_t errlen)
+int st_dynamodb_parse(const char *url, const char *b, st_location *out, char *err, size_t errlen)
 {
     if (strchr(b, '#')) {
         snprintf(err, errlen, "lock URL '%.200s' has a fragment ('#'); write %s", url, DDB_USAGE);
@@ -507,9 +499,8 @@ static int parse_dynamodb(const char *url, const char *b, st_location *out, char
         return S3LECT_EINVAL;
     }
     int bad = 0, rc;
-    out->kind = ST_LOC_DYNAMODB;
     out->bucket = u_asprintf("%.*s", (int)(slash - b), b);
-    out->key = pct_decode(slash + 1, (size_t)(b + pl - slash - 1), &bad);
+    out->key = st_pct_decode(slash + 1, (size_t)(b + pl - slash - 1), &bad);
     if (bad) {
         snprintf(err, errlen, "lock URL '%.200s': the key has a malformed %%-escape", url);
         return S3LECT_EINVAL;
@@ -519,18 +510,18 @@ static int parse_dynamodb(const char *url, const char *b, st_location *out, char
         return S3LECT_ENOMEM;
     }
     size_t tl = strlen(out->bucket);
-    if (tl < 3 || tl > 255 || !only_chars(out->bucket, "_.-")) {
+    if (tl < 3 || tl > 255 || !st_only_chars(out->bucket, "_.-")) {
         snprintf(err, errlen,
                  "lock URL '%.200s': '%.100s' is not a DynamoDB table name (3 to 255 of a-z, "
                  "A-Z, 0-9, '_', '-', '.')",
                  url, out->bucket);
         return S3LECT_EINVAL;
     }
-    if ((rc = check_text(url, "key", out->key, 2048, err, errlen)) != 0)
+    if ((rc = st_check_text(url, "key", out->key, 2048, err, errlen)) != 0)
         return rc;
-    qparam ps[] = {
+    st_qparam ps[] = {
         {"partition_key", &out->opt1}, {"sort_key", &out->opt2}, {"sort_value", &out->opt3}};
-    if ((rc = parse_query(url, DDB_USAGE, q ? q + 1 : NULL, ps, 3, NULL, err, errlen)) != 0)
+    if ((rc = st_parse_query(url, DDB_USAGE, q ? q + 1 : NULL, ps, 3, NULL, err, errlen)) != 0)
         return rc;
     if (!out->opt1 && !(out->opt1 = u_strdup("LockID"))) {
         snprintf(err, errlen, "out of memory");
@@ -545,7 +536,7 @@ static int parse_dynamodb(const char *url, const char *b, st_location *out, char
     }
     const char *names[] = {out->opt1, out->opt2};
     for (int i = 0; i < 2; i++) {
-        if (names[i] && (strlen(names[i]) > 255 || !only_chars(names[i], "_.-"))) {
+        if (names[i] && (strlen(names[i]) > 255 || !st_only_chars(names[i], "_.-"))) {
             snprintf(err, errlen,
                      "lock URL '%.200s': attribute name '%.100s' must have 1 to 255 of a-z, A-Z, "
                      "0-9, '_', '-', '.'",
@@ -558,7 +549,7 @@ static int parse_dynamodb(const char *url, const char *b, st_location *out, char
                  "lock URL '%.200s': partition_key and sort_key are the same attribute", url);
         return S3LECT_EINVAL;
     }
-    if (out->opt3 && (rc = check_text(url, "sort_value", out->opt3, 1024, err, errlen)) != 0)
+    if (out->opt3 && (rc = st_check_text(url, "sort_value", out->opt3, 1024, err, errlen)) != 0)
         return rc;
     return 0;
 }
@@ -583,8 +574,10 @@ static int pg_table_ok(const char *t)
     return 1;
 }
 
-static int parse_postgres(const char *url, st_location *out, char *err, size_t errlen)
+int st_postgres_parse(const char *url, const char *after, st_location *out, char *err,
+                      size_t errlen)
 {
+    (void)after; /* libpq parses the connection part: the whole URL */
     char *shown = st_lock_display(url);
     if (!shown) {
         snprintf(err, errlen, "out of memory");
@@ -598,8 +591,8 @@ static int parse_postgres(const char *url, st_location *out, char *err, size_t e
         rc = S3LECT_EINVAL;
         goto done;
     }
-    qparam ps[] = {{"key", &out->key}, {"table", &out->opt1}};
-    if ((rc = parse_query(shown, PG_USAGE, q ? q + 1 : NULL, ps, 2, &rest, err, errlen)) != 0)
+    st_qparam ps[] = {{"key", &out->key}, {"table", &out->opt1}};
+    if ((rc = st_parse_query(shown, PG_USAGE, q ? q + 1 : NULL, ps, 2, &rest, err, errlen)) != 0)
         goto done;
     if (!out->key) {
         snprintf(err, errlen,
@@ -609,7 +602,7 @@ static int parse_postgres(const char *url, st_location *out, char *err, size_t e
         rc = S3LECT_EINVAL;
         goto done;
     }
-    if ((rc = check_text(shown, "key", out->key, 1024, err, errlen)) != 0)
+    if ((rc = st_check_text(shown, "key", out->key, 1024, err, errlen)) != 0)
         goto done;
     if (!out->opt1 && !(out->opt1 = u_strdup("s3lect_locks"))) {
         snprintf(err, errlen, "out of memory");
@@ -632,7 +625,6 @@ static int parse_postgres(const char *url, st_location *out, char *err, size_t e
         rc = S3LECT_ENOMEM;
         goto done;
     }
-    out->kind = ST_LOC_POSTGRES;
 done:
     free(rest);
     free(shown);
@@ -641,7 +633,7 @@ done:
 
 #define R53_USAGE "route53://HOSTED_ZONE_ID/RECORD.NAME.IN.THE.ZONE"
 
-static int parse_route53(const char *url, const char *b, st_location *out, char *err, size_t errlen)
+int st_route53_parse(const char *url, const char *b, st_location *out, char *err, size_t errlen)
 {
     if (strpbrk(b, "?#")) {
         snprintf(err, errlen, "lock URL '%.200s' has a query or fragment; write %s", url,
@@ -665,7 +657,7 @@ static int parse_route53(const char *url, const char *b, st_location *out, char 
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
-    if (zl > 32 || !only_chars(out->bucket, "")) {
+    if (zl > 32 || !st_only_chars(out->bucket, "")) {
         snprintf(err, errlen,
                  "lock URL '%.200s': '%.60s' is not a hosted zone id (letters and digits, e.g. "
                  "Z0123456789ABCDEFGHIJ; without /hostedzone/)",
@@ -676,7 +668,7 @@ static int parse_route53(const char *url, const char *b, st_location *out, char 
         if (*c >= 'A' && *c <= 'Z')
             *c = (char)(*c - 'A' + 'a');
     /* Labels of letters, digits, '-' and '_', 1 to 63 each, 253 in all. */
-    int ok = nl >= 1 && nl <= 253 && only_chars(out->key, "-_.");
+    int ok = nl >= 1 && nl <= 253 && st_only_chars(out->key, "-_.");
     for (const char *p = out->key; ok && *p;) {
         size_t ll = strcspn(p, ".");
         ok = ll >= 1 && ll <= 63;
@@ -689,7 +681,6 @@ static int parse_route53(const char *url, const char *b, st_location *out, char 
                  url, name, R53_USAGE);
         return S3LECT_EINVAL;
     }
-    out->kind = ST_LOC_ROUTE53;
     return 0;
 }
 
@@ -742,7 +733,7 @@ char *st_lock_display(const char *url)
 }
 
 /* Appends v to *out, percent-encoding what would make a query ambiguous. */
-static int canon_add(char **out, const char *prefix, const char *v, int encode)
+int st_canon_add(char **out, const char *prefix, const char *v, int encode)
 {
     size_t n = strlen(*out), pl = strlen(prefix), vl = strlen(v);
     char *r = realloc(*out, n + pl + 3 * vl + 1);
@@ -800,54 +791,95 @@ static char *abs_lexical(const char *path)
     return out;
 }
 
+int st_s3_canonical(const st_location *loc, char **out)
+{
+    return st_canon_add(out, "s3://", loc->bucket, 0) || st_canon_add(out, "/", loc->key, 0);
+}
+
+int st_file_canonical(const st_location *loc, char **out)
+{
+    char *dir = abs_lexical(loc->bucket);
+    int rc = !dir || st_canon_add(out, "file://", dir, 0) ||
+             st_canon_add(out, strcmp(dir, "/") ? "/" : "", loc->key, 0);
+    free(dir);
+    return rc;
+}
+
+int st_dynamodb_canonical(const st_location *loc, char **out)
+{
+    int rc = st_canon_add(out, "dynamodb://", loc->bucket, 0) ||
+             st_canon_add(out, "/", loc->key, 1) ||
+             st_canon_add(out, "?partition_key=", loc->opt1, 1);
+    if (loc->opt2 && loc->opt3)
+        rc = rc || st_canon_add(out, "&sort_key=", loc->opt2, 1) ||
+             st_canon_add(out, "&sort_value=", loc->opt3, 1);
+    return rc;
+}
+
+int st_route53_canonical(const st_location *loc, char **out)
+{
+    return st_canon_add(out, "route53://", loc->bucket, 0) || st_canon_add(out, "/", loc->key, 0);
+}
+
+int st_postgres_canonical(const st_location *loc, char **out)
+{
+    /* The connection part (libpq's) as shown, scheme in lower case. */
+    char *shown = st_lock_display(loc->bucket);
+    const char *sep = shown ? strstr(shown, "://") : NULL;
+    const char *q = shown ? strchr(shown, '?') : NULL;
+    int rc = !sep || st_canon_add(out, "postgres", sep, 0) ||
+             st_canon_add(out, q ? "&key=" : "?key=", loc->key, 1) ||
+             st_canon_add(out, "&table=", loc->opt1, 1);
+    free(shown);
+    return rc;
+}
+
+/* ---- the scheme table ---- */
+
+static const st_scheme schemes[] = {
+    {"s3", NULL, st_s3_parse, st_s3_open, st_s3_canonical, "s3://bucket/key (two slashes)",
+     ST_SCHEME_AWS},
+    {"file", NULL, st_file_parse, st_file_open, st_file_canonical,
+     "file:///dir/key (three slashes) or a plain path", ST_SCHEME_PATHS},
+    {"dynamodb", NULL, st_dynamodb_parse, st_dynamodb_open, st_dynamodb_canonical, NULL,
+     ST_SCHEME_AWS},
+    {"postgres", "postgresql", st_postgres_parse, st_postgres_open, st_postgres_canonical, NULL, 0},
+    {"route53", NULL, st_route53_parse, st_route53_open, st_route53_canonical, NULL, ST_SCHEME_AWS},
+};
+#define NSCHEMES (sizeof schemes / sizeof schemes[0])
+
+/* The row whose name or alias is url[0..sl) (case-insensitive), or NULL. */
+static const st_scheme *scheme_find(const char *url, size_t sl)
+{
+    for (size_t i = 0; i < NSCHEMES; i++) {
+        const char *names[] = {schemes[i].name, schemes[i].alias};
+        for (int k = 0; k < 2; k++)
+            if (names[k] && strlen(names[k]) == sl && strncasecmp(url, names[k], sl) == 0)
+                return &schemes[i];
+    }
+    return NULL;
+}
+
+char *st_location_canonical(const st_location *loc, const char *url)
+{
+    if (!loc->scheme || !loc->scheme->canonical)
+        return st_lock_canonical(url);
+    char *out = u_strdup("");
+    if (out && loc->scheme->canonical(loc, &out)) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 char *st_lock_canonical(const char *url)
 {
     st_location loc;
     char err[512];
     if (!url || st_location_parse(url, &loc, err, sizeof err) != 0)
         return st_lock_display(url);
-    char *out = u_strdup(""), *shown = NULL;
-    int rc = out ? 0 : -1;
-    switch (loc.kind) {
-    case ST_LOC_S3:
-        rc = rc || canon_add(&out, "s3://", loc.bucket, 0) || canon_add(&out, "/", loc.key, 0);
-        break;
-    case ST_LOC_FILE: {
-        char *dir = abs_lexical(loc.bucket);
-        rc = rc || !dir || canon_add(&out, "file://", dir, 0) ||
-             canon_add(&out, strcmp(dir, "/") ? "/" : "", loc.key, 0);
-        free(dir);
-        break;
-    }
-    case ST_LOC_DYNAMODB:
-        rc = rc || canon_add(&out, "dynamodb://", loc.bucket, 0) ||
-             canon_add(&out, "/", loc.key, 1) || canon_add(&out, "?partition_key=", loc.opt1, 1);
-        if (loc.opt2 && loc.opt3)
-            rc = rc || canon_add(&out, "&sort_key=", loc.opt2, 1) ||
-                 canon_add(&out, "&sort_value=", loc.opt3, 1);
-        break;
-    case ST_LOC_ROUTE53:
-        rc = rc || canon_add(&out, "route53://", loc.bucket, 0) || canon_add(&out, "/", loc.key, 0);
-        break;
-    case ST_LOC_POSTGRES: {
-        /* The connection part (libpq's) as shown, scheme in lower case. */
-        shown = st_lock_display(loc.bucket);
-        const char *sep = shown ? strstr(shown, "://") : NULL;
-        const char *q = shown ? strchr(shown, '?') : NULL;
-        rc = rc || !sep || canon_add(&out, "postgres", sep, 0) ||
-             canon_add(&out, q ? "&key=" : "?key=", loc.key, 1) ||
-             canon_add(&out, "&table=", loc.opt1, 1);
-        break;
-    }
-    default:
-        rc = -1;
-    }
-    free(shown);
+    char *out = st_location_canonical(&loc, url);
     st_location_clear(&loc);
-    if (rc) {
-        free(out);
-        return NULL;
-    }
     return out;
 }
 
@@ -859,43 +891,30 @@ static int location_parse(const char *url, st_location *out, char *err, size_t e
         return S3LECT_EINVAL;
     }
     size_t sl = scheme_len(url);
-    if (sl == 0)
-        return split_path(url, url, out, err, errlen);
-    /* Schemes are case-insensitive (RFC 3986 3.1): S3:// is s3://. */
-    int is_s3 = sl == 2 && strncasecmp(url, "s3", 2) == 0;
-    int is_file = sl == 4 && strncasecmp(url, "file", 4) == 0;
-    int slashes = strncmp(url + sl, "://", 3) == 0;
-    int rc = 0, matched = 1;
-    if (is_s3 && slashes)
-        return parse_s3(url, url + sl + 3, out, err, errlen);
-    if (sl == 8 && strncasecmp(url, "dynamodb", 8) == 0 && slashes)
-        rc = parse_dynamodb(url, url + sl + 3, out, err, errlen);
-    else if (((sl == 8 && strncasecmp(url, "postgres", 8) == 0) ||
-              (sl == 10 && strncasecmp(url, "postgresql", 10) == 0)) &&
-             slashes)
-        rc = parse_postgres(url, out, err, errlen);
-    else if (sl == 7 && strncasecmp(url, "route53", 7) == 0 && slashes)
-        rc = parse_route53(url, url + sl + 3, out, err, errlen);
-    else
-        matched = 0;
-    if (matched) {
+    const st_scheme *sc = NULL;
+    const char *rest = NULL;
+    if (sl == 0) {
+        for (size_t i = 0; i < NSCHEMES && !sc; i++)
+            if (schemes[i].flags & ST_SCHEME_PATHS)
+                sc = &schemes[i];
+    } else if ((sc = scheme_find(url, sl)) != NULL) {
+        /* Schemes are case-insensitive (RFC 3986 3.1): S3:// is s3://. */
+        if (strncmp(url + sl, "://", 3) == 0) {
+            rest = url + sl + 3;
+        } else if (sc->form) {
+            snprintf(err, errlen, "lock URL '%.200s' is malformed: write %s", url, sc->form);
+            return S3LECT_EINVAL;
+        } else {
+            sc = NULL;
+        }
+    }
+    if (sc) {
+        int rc = sc->parse(url, rest, out, err, errlen);
         if (rc)
             st_location_clear(out);
+        else
+            out->scheme = sc;
         return rc;
-    }
-    if (is_file && slashes)
-        return parse_file_url(url, url + sl + 3, out, err, errlen);
-    if (is_s3) {
-        snprintf(err, errlen, "lock URL '%.200s' is malformed: write s3://bucket/key (two slashes)",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    if (is_file) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s' is malformed: write file:///dir/key (three slashes) or a "
-                 "plain path",
-                 url);
-        return S3LECT_EINVAL;
     }
     if (strncmp(url + sl, "://", 3) == 0)
         snprintf(err, errlen,
@@ -932,72 +951,97 @@ int st_location_parse(const char *url, st_location *out, char *err, size_t errle
     return rc;
 }
 
-int st_open(const s3lect_config *cfg, st_store **out, char **key_out, char *err, size_t errlen)
+int st_lock_location(const s3lect_config *cfg, st_location *out, char *err, size_t errlen)
+{
+    if (!cfg->custom)
+        return st_location_parse(cfg->lock, out, err, errlen);
+    /* The key is the lock string's key part, or the whole string without a scheme. */
+    char *key = NULL;
+    if (strstr(cfg->lock, "://") && st_location_parse(cfg->lock, out, err, errlen) == 0) {
+        key = out->key;
+        out->key = NULL;
+        st_location_clear(out);
+    } else {
+        memset(out, 0, sizeof *out);
+        key = u_strdup(cfg->lock);
+    }
+    if (!key) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    out->scheme = &st_custom_scheme;
+    out->key = key;
+    return 0;
+}
+
+int st_open(const s3lect_config *cfg, const st_location *loc, st_store **out, char *err,
+            size_t errlen)
+{
+    *out = NULL;
+    return loc->scheme->open(cfg, loc, out, err, errlen);
+}
+
+int st_open_config(const s3lect_config *cfg, st_store **out, char **key_out, char *err,
+                   size_t errlen)
 {
     *out = NULL;
     *key_out = NULL;
-    if (cfg->custom) {
-        /* The key is the lock string's key part, or the whole string without a scheme. */
-        st_location loc;
-        char *key = NULL;
-        if (strstr(cfg->lock, "://") && st_location_parse(cfg->lock, &loc, err, errlen) == 0) {
-            key = loc.key;
-            loc.key = NULL;
-            st_location_clear(&loc);
-        } else {
-            key = u_strdup(cfg->lock);
-        }
-        int rc = key ? st_custom_open(cfg->custom, out) : S3LECT_ENOMEM;
-        if (rc) {
-            free(key);
-            snprintf(err, errlen, "out of memory");
-            return rc;
-        }
-        *key_out = key;
-        return 0;
-    }
     st_location loc;
-    int rc = st_location_parse(cfg->lock, &loc, err, errlen);
+    int rc = st_lock_location(cfg, &loc, err, errlen);
     if (rc)
         return rc;
-    if (loc.kind == ST_LOC_FILE) {
-        /* "/tmp" as a lock: the directory would be read as the record. */
-        char *path = u_asprintf("%s/%s", loc.bucket, loc.key);
-        struct stat sb;
-        if (path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-            snprintf(err, errlen,
-                     "lock path '%.200s' is a directory: the lock must be a file path inside a "
-                     "directory, e.g. %.200s/leader.json",
-                     cfg->lock, cfg->lock);
-            rc = S3LECT_EINVAL;
-        }
-        free(path);
-        if (rc) {
-            st_location_clear(&loc);
-            return rc;
-        }
-    }
-    switch (loc.kind) {
-    case ST_LOC_S3:
-        rc = st_s3_open(cfg, loc.bucket, out, err, errlen);
-        break;
-    case ST_LOC_DYNAMODB:
-        rc = st_dynamodb_open(cfg, &loc, out, err, errlen);
-        break;
-    case ST_LOC_POSTGRES:
-        rc = st_postgres_open(cfg, &loc, out, err, errlen);
-        break;
-    case ST_LOC_ROUTE53:
-        rc = st_route53_open(cfg, &loc, out, err, errlen);
-        break;
-    default:
-        rc = st_file_open(loc.bucket, out, err, errlen);
-        break;
-    }
+    rc = st_open(cfg, &loc, out, err, errlen);
     if (rc == 0) {
         *key_out = loc.key;
         loc.key = NULL;
     }
     st_location_clear(&loc);
     return rc;
+}
+
+/* ---- calls ---- */
+
+void *st_easy(st_store *s, st_result *out)
+{
+    if (!s->easy && !(s->easy = curl_easy_init())) {
+        memset(out, 0, sizeof *out);
+        st_result_setf(out, ST_TRANSIENT, "libcurl could not create a handle");
+    }
+    return s->easy;
+}
+
+void st_transfer(st_store *s, const char *key, int put, const void *data, size_t len,
+                 const char *if_match, int64_t timeout_ms, st_result *out)
+{
+    CURL *h = st_easy(s, out);
+    st_xfer *x = h ? s->vt->begin(s, h, key, put, data, len, if_match, timeout_ms, out) : NULL;
+    if (x)
+        s->vt->finish(s, x, curl_easy_perform(h), out);
+}
+
+void st_get(st_store *s, const char *key, int64_t timeout_ms, st_result *out)
+{
+    if (s->vt->get)
+        s->vt->get(s, key, timeout_ms, out);
+    else
+        st_transfer(s, key, 0, NULL, 0, NULL, timeout_ms, out);
+}
+
+void st_put(st_store *s, const char *key, const void *data, size_t len, const char *if_match,
+            int64_t timeout_ms, st_result *out)
+{
+    if (s->vt->put)
+        s->vt->put(s, key, data, len, if_match, timeout_ms, out);
+    else
+        st_transfer(s, key, 1, data, len, if_match, timeout_ms, out);
+}
+
+void st_destroy(st_store *s)
+{
+    if (!s)
+        return;
+    if (s->easy)
+        curl_easy_cleanup(s->easy);
+    s->easy = NULL;
+    s->vt->destroy(s);
 }

@@ -391,24 +391,13 @@ static void ddb_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     xfer_free(x);
 }
 
-static void ddb_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
-{
-    ah_service_call(st, &((ddb_store *)st)->v, key, 0, NULL, 0, NULL, timeout_ms, out);
-}
-
-static void ddb_put(st_store *st, const char *key, const void *data, size_t len,
-                    const char *if_match, int64_t timeout_ms, st_result *out)
-{
-    ah_service_call(st, &((ddb_store *)st)->v, key, 1, data, len, if_match, timeout_ms, out);
-}
-
 /* A table-level call (CreateTable, DescribeTable): the parsed answer, or
  * NULL with out set. */
 static cJSON *ddb_table_call(ddb_store *s, const char *action, char *json, int64_t timeout_ms,
                              st_result *out)
 {
     memset(out, 0, sizeof *out);
-    CURL *h = ah_service_handle(&s->v, out);
+    CURL *h = st_easy(&s->base, out);
     st_xfer *x = h ? ddb_start(s, h, OP_TABLE, action, "", json, NULL, timeout_ms, out) : NULL;
     if (!h)
         free(json);
@@ -562,8 +551,6 @@ static void ddb_destroy(st_store *st)
 }
 
 static const st_vtable ddb_vtable = {.name = "dynamodb",
-                                     .get = ddb_get,
-                                     .put = ddb_put,
                                      .destroy = ddb_destroy,
                                      .begin = ddb_begin,
                                      .finish = ddb_finish,

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "crypto.h"
 #include "store.h"
 #include "util.h"
@@ -233,9 +234,23 @@ static void file_destroy(st_store *s)
 static const st_vtable file_vt = {
     .name = "file", .get = file_get, .put = file_put, .destroy = file_destroy};
 
-int st_file_open(const char *dir, st_store **out, char *err, size_t errlen)
+int st_file_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out, char *err,
+                 size_t errlen)
 {
+    const char *dir = loc->bucket;
     struct stat sb;
+    /* "/tmp" as a lock: the directory would be read as the record. */
+    char *path = u_asprintf("%s/%s", loc->bucket, loc->key);
+    if (path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        const char *lock = cfg && cfg->lock ? cfg->lock : path;
+        snprintf(err, errlen,
+                 "lock path '%.200s' is a directory: the lock must be a file path inside a "
+                 "directory, e.g. %.200s/leader.json",
+                 lock, lock);
+        free(path);
+        return S3LECT_EINVAL;
+    }
+    free(path);
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
         snprintf(err, errlen, "lock directory '%s' does not exist: create it first (mkdir -p %s)",
                  dir, dir);

@@ -448,17 +448,6 @@ static void r53_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     xfer_free(x);
 }
 
-static void r53_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
-{
-    ah_service_call(st, &((r53_store *)st)->v, key, 0, NULL, 0, NULL, timeout_ms, out);
-}
-
-static void r53_put(st_store *st, const char *key, const void *data, size_t len,
-                    const char *if_match, int64_t timeout_ms, st_result *out)
-{
-    ah_service_call(st, &((r53_store *)st)->v, key, 1, data, len, if_match, timeout_ms, out);
-}
-
 /* check-store's scratch record: a label in front of the name, so that it
  * stays inside the zone. */
 static char *r53_scratch(const char *key, const char *tag)
@@ -482,8 +471,6 @@ static void r53_destroy(st_store *st)
 }
 
 static const st_vtable r53_vtable = {.name = "route53",
-                                     .get = r53_get,
-                                     .put = r53_put,
                                      .destroy = r53_destroy,
                                      .begin = r53_begin,
                                      .finish = r53_finish,

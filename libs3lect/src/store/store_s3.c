@@ -343,17 +343,6 @@ static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     xfer_free(x);
 }
 
-static void s3_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
-{
-    ah_service_call(st, &((s3_store *)st)->v, key, 0, NULL, 0, NULL, timeout_ms, out);
-}
-
-static void s3_put(st_store *st, const char *key, const void *data, size_t len,
-                   const char *if_match, int64_t timeout_ms, st_result *out)
-{
-    ah_service_call(st, &((s3_store *)st)->v, key, 1, data, len, if_match, timeout_ms, out);
-}
-
 static const char *s3_pool(const st_store *st)
 {
     return ((const s3_store *)st)->v.origin;
@@ -369,13 +358,8 @@ static void s3_destroy(st_store *st)
     free(s);
 }
 
-static const st_vtable s3_vtable = {.name = "s3",
-                                    .get = s3_get,
-                                    .put = s3_put,
-                                    .destroy = s3_destroy,
-                                    .begin = s3_begin,
-                                    .finish = s3_finish,
-                                    .pool = s3_pool};
+static const st_vtable s3_vtable = {
+    .name = "s3", .destroy = s3_destroy, .begin = s3_begin, .finish = s3_finish, .pool = s3_pool};
 
 /* Works out origin, Host and path prefix from the endpoint and addressing. */
 static int setup_addressing(s3_store *s, const char *endpoint_url, int path_style, char *err,
@@ -439,9 +423,10 @@ static int setup_addressing(s3_store *s, const char *endpoint_url, int path_styl
     return 0;
 }
 
-int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **out, char *err,
+int st_s3_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out, char *err,
                size_t errlen)
 {
+    const char *bucket = loc->bucket;
     *out = NULL;
     if (!bucket || !*bucket || strchr(bucket, '/')) {
         snprintf(err, errlen, "invalid S3 bucket name '%s': use s3://bucket/key",
