@@ -519,3 +519,61 @@ int st_route53_open(const struct s3lect_config *cfg, const st_location *loc, st_
     *out = &s->base;
     return 0;
 }
+
+#define R53_USAGE "route53://HOSTED_ZONE_ID/RECORD.NAME.IN.THE.ZONE"
+
+int st_route53_parse(const char *url, const char *b, st_location *out, char *err, size_t errlen)
+{
+    if (strpbrk(b, "?#")) {
+        snprintf(err, errlen, "lock URL '%.200s' has a query or fragment; write %s", url,
+                 R53_USAGE);
+        return S3LECT_EINVAL;
+    }
+    const char *slash = strchr(b, '/');
+    if (!slash || slash == b || !slash[1] || strchr(slash + 1, '/')) {
+        snprintf(err, errlen, "lock URL '%.200s' needs a hosted zone id and a record name: %s", url,
+                 R53_USAGE);
+        return S3LECT_EINVAL;
+    }
+    size_t zl = (size_t)(slash - b);
+    out->bucket = u_asprintf("%.*s", (int)zl, b);
+    const char *name = slash + 1;
+    size_t nl = strlen(name);
+    if (nl && name[nl - 1] == '.')
+        nl--;
+    out->key = u_asprintf("%.*s.", (int)nl, name);
+    if (!out->bucket || !out->key) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    if (zl > 32 || !st_only_chars(out->bucket, "")) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': '%.60s' is not a hosted zone id (letters and digits, e.g. "
+                 "Z0123456789ABCDEFGHIJ; without /hostedzone/)",
+                 url, out->bucket);
+        return S3LECT_EINVAL;
+    }
+    for (char *c = out->key; *c; c++)
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c - 'A' + 'a');
+    /* Labels of letters, digits, '-' and '_', 1 to 63 each, 253 in all. */
+    int ok = nl >= 1 && nl <= 253 && st_only_chars(out->key, "-_.");
+    for (const char *p = out->key; ok && *p;) {
+        size_t ll = strcspn(p, ".");
+        ok = ll >= 1 && ll <= 63;
+        p += ll + 1;
+    }
+    if (!ok) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': '%.200s' is not a DNS record name (labels of 1 to 63 "
+                 "letters, digits, '-' or '_', 253 in all); write %s",
+                 url, name, R53_USAGE);
+        return S3LECT_EINVAL;
+    }
+    return 0;
+}
+
+int st_route53_canonical(const st_location *loc, char **out)
+{
+    return st_canon_add(out, "route53://", loc->bucket, 0) || st_canon_add(out, "/", loc->key, 0);
+}
