@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* store.c - results, lock locations, and opening the store a config names. */
+/* store.c - what every store shares: results, the helpers of the lock URL
+ * parsers, the lock as it may be shown, and the calls (st_get, st_put,
+ * st_destroy, and the one transfer driver of the begin/finish stores). No
+ * store is named here: the scheme table (schemes.c) names them. */
 #include "store.h"
 
 #include <curl/curl.h>
@@ -137,7 +140,7 @@ int st_check_segments(const char *url, const char *what, const char *path, size_
     return 0;
 }
 
-/* ---- dynamodb://, postgres://, route53:// ---- */
+/* ---- helpers of the stores' URL parsers ---- */
 
 /* Decodes the %XX escapes of in[0..n) into an allocated string. NULL with
  * *bad = 1 on a malformed escape or an escaped NUL; NULL with *bad = 0 when
