@@ -122,7 +122,7 @@ static void print_credentials(const s3lect_config *cfg)
     char err[600];
     if (st_location_parse(cfg->lock, &loc, err, sizeof err) != 0)
         return;
-    int is_aws = st_loc_is_aws(loc.kind);
+    int is_aws = st_location_is_aws(&loc);
     st_location_clear(&loc);
     aws_chain *ch;
     if (!is_aws || aws_chain_open(cfg, AWS_CHAIN_NOWAIT, &ch, err, sizeof err) != 0)
@@ -174,7 +174,7 @@ static void check_races(checker *c, int nracers, int rounds)
     for (int i = 0; i < nracers; i++) {
         char *key = NULL;
         char err[512];
-        if (st_open(c->cfg, &rs[i].store, &key, err, sizeof err) != 0) {
+        if (st_open_config(c->cfg, &rs[i].store, &key, err, sizeof err) != 0) {
             snprintf(detail, sizeof detail, "cannot open store for writer %d: %s", i + 1, err);
             ok = 0;
             nracers = i;
@@ -448,7 +448,7 @@ int cli_check_store(int argc, char **argv)
     if (!c.cfg)
         return CLI_EXIT_USAGE;
     char err[512];
-    int rc = st_open(c.cfg, &c.store, &c.key, err, sizeof err);
+    int rc = st_open_config(c.cfg, &c.store, &c.key, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "s3lect %s: %s\n", CMD, err);
         s3lect_config_free(c.cfg);
@@ -531,7 +531,7 @@ int cli_init_store(int argc, char **argv)
     st_store *store;
     char *key;
     char err[512];
-    int rc = st_open(cfg, &store, &key, err, sizeof err);
+    int rc = st_open_config(cfg, &store, &key, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "s3lect %s: %s\n", ICMD, err);
         s3lect_config_free(cfg);

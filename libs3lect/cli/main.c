@@ -929,7 +929,7 @@ static int open_store(const char *cmd, const cli_opts *o, st_store **s, char **k
     if (!c)
         return CLI_EXIT_USAGE;
     char err[512];
-    int rc = st_open(c, s, key, err, sizeof err);
+    int rc = st_open_config(c, s, key, err, sizeof err);
     s3lect_config_free(c);
     if (rc) {
         /* A bad location or setting (EINVAL) is the user's to fix: a usage error. */

@@ -118,7 +118,7 @@ int cli_whoami(int argc, char **argv)
         s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;
     }
-    int is_aws = st_loc_is_aws(loc.kind);
+    int is_aws = st_location_is_aws(&loc);
     st_location_clear(&loc);
     if (!is_aws) {
         cli_usage_error(CMD,

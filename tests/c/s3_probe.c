@@ -81,7 +81,7 @@ int main(int argc, char **argv)
     char *key = NULL;
     char err[512] = "";
     cJSON *out = cJSON_CreateObject();
-    int rc = st_open(cfg, &st, &key, err, sizeof err);
+    int rc = st_open_config(cfg, &st, &key, err, sizeof err);
     if (rc != 0) {
         cJSON_AddNumberToObject(out, "open_error", rc);
         cJSON_AddStringToObject(out, "message", err);

@@ -12,11 +12,18 @@
 #define PROCS 8
 #define ROUNDS 60
 
+/* st_file_open on a location naming a lock in dir. */
+static int file_open_dir(const char *dir, st_store **out, char *err, size_t errlen)
+{
+    st_location loc = {.bucket = (char *)dir, .key = (char *)"leader.json"};
+    return st_file_open(NULL, &loc, out, err, errlen);
+}
+
 static st_store *open_dir(const char *dir)
 {
     st_store *s;
     char err[256];
-    if (st_file_open(dir, &s, err, sizeof err) != 0) {
+    if (file_open_dir(dir, &s, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         exit(2);
     }
@@ -137,7 +144,7 @@ int main(void)
 
     char err[256];
     st_store *bad;
-    CHECK(st_file_open("/nonexistent/dir", &bad, err, sizeof err) == S3LECT_EFATAL &&
+    CHECK(file_open_dir("/nonexistent/dir", &bad, err, sizeof err) == S3LECT_EFATAL &&
               strstr(err, "does not exist"),
           "missing directory: %s", err);
     st_destroy(s);

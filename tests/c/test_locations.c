@@ -14,8 +14,8 @@ static int s_eq(const char *a, const char *b)
     return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-static void ok(const char *url, int kind, const char *bucket, const char *key, const char *o1,
-               const char *o2, const char *o3)
+static void ok(const char *url, const char *kind, const char *bucket, const char *key,
+               const char *o1, const char *o2, const char *o3)
 {
     st_location loc;
     char err[600] = "";
@@ -23,7 +23,8 @@ static void ok(const char *url, int kind, const char *bucket, const char *key, c
     CHECK(rc == 0, "%s: refused: %s", url, err);
     if (rc)
         return;
-    CHECK(loc.kind == kind, "%s: kind %d", url, loc.kind);
+    CHECK(loc.scheme && strcmp(loc.scheme->name, kind) == 0, "%s: scheme %s", url,
+          loc.scheme ? loc.scheme->name : "(none)");
     CHECK(s_eq(loc.bucket, bucket), "%s: bucket '%s' want '%s'", url, loc.bucket, bucket);
     CHECK(s_eq(loc.key, key), "%s: key '%s' want '%s'", url, loc.key, key);
     CHECK(s_eq(loc.opt1, o1), "%s: opt1 '%s' want '%s'", url, loc.opt1, o1 ? o1 : "(null)");
@@ -56,12 +57,11 @@ static void shown(const char *url, const char *want)
 int main(void)
 {
     /* DynamoDB */
-    ok("dynamodb://locks/leader", ST_LOC_DYNAMODB, "locks", "leader", "LockID", NULL, NULL);
-    ok("DynamoDB://my_table.v2/a/b", ST_LOC_DYNAMODB, "my_table.v2", "a/b", "LockID", NULL, NULL);
-    ok("dynamodb://locks/k%20x?partition_key=pk", ST_LOC_DYNAMODB, "locks", "k x", "pk", NULL,
-       NULL);
-    ok("dynamodb://locks/k?partition_key=pk&sort_key=sk&sort_value=lock%2Fv", ST_LOC_DYNAMODB,
-       "locks", "k", "pk", "sk", "lock/v");
+    ok("dynamodb://locks/leader", "dynamodb", "locks", "leader", "LockID", NULL, NULL);
+    ok("DynamoDB://my_table.v2/a/b", "dynamodb", "my_table.v2", "a/b", "LockID", NULL, NULL);
+    ok("dynamodb://locks/k%20x?partition_key=pk", "dynamodb", "locks", "k x", "pk", NULL, NULL);
+    ok("dynamodb://locks/k?partition_key=pk&sort_key=sk&sort_value=lock%2Fv", "dynamodb", "locks",
+       "k", "pk", "sk", "lock/v");
     bad("dynamodb://locks", "needs a table and a key", NULL);
     bad("dynamodb://locks/", "needs a table and a key", NULL);
     bad("dynamodb://ab/k", "not a DynamoDB table name", NULL);
@@ -77,11 +77,10 @@ int main(void)
     bad("dynamodb://locks/k#frag", "fragment", NULL);
 
     /* PostgreSQL: s3lect's parameters are taken out, libpq's stay. */
-    ok("postgres://u@127.0.0.1:5432/db?key=leader", ST_LOC_POSTGRES,
-       "postgres://u@127.0.0.1:5432/db", "leader", "s3lect_locks", NULL, NULL);
-    ok("postgresql:///db?sslmode=require&key=a%20b&table=ops.locks&connect_timeout=5",
-       ST_LOC_POSTGRES, "postgresql:///db?sslmode=require&connect_timeout=5", "a b", "ops.locks",
-       NULL, NULL);
+    ok("postgres://u@127.0.0.1:5432/db?key=leader", "postgres", "postgres://u@127.0.0.1:5432/db",
+       "leader", "s3lect_locks", NULL, NULL);
+    ok("postgresql:///db?sslmode=require&key=a%20b&table=ops.locks&connect_timeout=5", "postgres",
+       "postgresql:///db?sslmode=require&connect_timeout=5", "a b", "ops.locks", NULL, NULL);
     bad("postgres://u@h/db", "add ?key=NAME", NULL);
     bad("postgres://u:hunter2@h/db?table=x", "add ?key=NAME", "hunter2");
     bad("postgres://u:hunter2@h/db?key=k&table=1abc", "must be NAME or SCHEMA.NAME", "hunter2");
@@ -92,10 +91,10 @@ int main(void)
     bad("postgres://h/db?password=hunter2&key=k&key=x", "given twice", "hunter2");
 
     /* Route 53: names lower case, with the final dot. */
-    ok("route53://Z0123456789ABC/Lock.Example.com", ST_LOC_ROUTE53, "Z0123456789ABC",
+    ok("route53://Z0123456789ABC/Lock.Example.com", "route53", "Z0123456789ABC",
        "lock.example.com.", NULL, NULL, NULL);
-    ok("route53://Z1/_leader.example.com.", ST_LOC_ROUTE53, "Z1", "_leader.example.com.", NULL,
-       NULL, NULL);
+    ok("route53://Z1/_leader.example.com.", "route53", "Z1", "_leader.example.com.", NULL, NULL,
+       NULL);
     bad("route53://Z1", "needs a hosted zone id and a record name", NULL);
     bad("route53://hostedzone/Z1/x.example.com", "needs a hosted zone id and a record name", NULL);
     bad("route53://Z-1/x.example.com", "not a hosted zone id", NULL);

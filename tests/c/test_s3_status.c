@@ -336,11 +336,19 @@ static s3lect_config *make_cfg(int port, const char *token)
     return cfg;
 }
 
+/* st_s3_open on a location naming bucket. */
+static int s3_open_bucket(const s3lect_config *cfg, const char *bucket, st_store **out, char *err,
+                          size_t errlen)
+{
+    st_location loc = {.bucket = (char *)bucket, .key = (char *)"k"};
+    return st_s3_open(cfg, &loc, out, err, errlen);
+}
+
 static st_store *open_store(const s3lect_config *cfg, const char *bucket)
 {
     st_store *st = NULL;
     char err[512] = "";
-    int rc = st_s3_open(cfg, bucket, &st, err, sizeof err);
+    int rc = s3_open_bucket(cfg, bucket, &st, err, sizeof err);
     CHECK(rc == 0 && st, "st_s3_open: %d %s", rc, err);
     return st;
 }
@@ -642,7 +650,7 @@ static void test_session_token_and_virtual_host(server *srv)
     s3lect_config_set_str(cfg, S3LECT_OPT_ENDPOINT, ep);
     st_store *bad = NULL;
     char err[512] = "";
-    CHECK(st_s3_open(cfg, "lock-bucket", &bad, err, sizeof err) == S3LECT_EINVAL && !bad,
+    CHECK(s3_open_bucket(cfg, "lock-bucket", &bad, err, sizeof err) == S3LECT_EINVAL && !bad,
           "virtual-hosted on an IP endpoint is refused");
     CHECK(strstr(err, "path-style") != NULL, "the message names the fix: %s", err);
     /* Auto addressing with an endpoint path prefix. */
@@ -716,7 +724,7 @@ static void test_open_errors(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         s3lect_config_set_str(cfg, S3LECT_OPT_ENDPOINT, bad[i].endpoint);
         err[0] = '\0';
-        int rc = st_s3_open(cfg, "b", &st, err, sizeof err);
+        int rc = s3_open_bucket(cfg, "b", &st, err, sizeof err);
         CHECK(rc == S3LECT_EINVAL && !st && strstr(err, bad[i].needle),
               "endpoint %s: rc %d, message [%s] should mention [%s]", bad[i].endpoint, rc, err,
               bad[i].needle);
@@ -732,12 +740,12 @@ static void test_open_errors(void)
     setenv("HOME", home, 1);
     cfg = s3lect_config_new();
     s3lect_config_set_str(cfg, S3LECT_OPT_ENDPOINT, "http://127.0.0.1:9");
-    int rc = st_s3_open(cfg, "b", &st, err, sizeof err);
+    int rc = s3_open_bucket(cfg, "b", &st, err, sizeof err);
     CHECK(rc == S3LECT_EAUTH && !st && strstr(err, "AWS_ACCESS_KEY_ID"),
           "no credentials: rc %d [%s]", rc, err);
     setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
     setenv("AWS_SECRET_ACCESS_KEY", SECRET, 1);
-    rc = st_s3_open(cfg, "b", &st, err, sizeof err);
+    rc = s3_open_bucket(cfg, "b", &st, err, sizeof err);
     CHECK(rc == 0 && st, "credentials from the environment: rc %d [%s]", rc, err);
     st_destroy(st);
     s3lect_config_free(cfg);

@@ -126,6 +126,9 @@ const char *s3lect_event_message(const s3lect_event *ev)
 
 /* ---- life cycle ---- */
 
+static int validate(s3lect_config *c, st_location *loc);
+static int validate_rest(s3lect_config *c);
+
 static void free_handle(s3lect_elector *e)
 {
     rt_release(e); /* the runtime's last elector stops its threads */
@@ -170,28 +173,39 @@ int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
     *out = NULL;
     if (!cfg)
         return S3LECT_EINVAL;
-    int rc = s3lect_config_validate(cfg);
+    st_location loc; /* the lock, parsed once: validation hands it to the store */
+    int rc = validate(cfg, &loc);
     if (rc)
         return rc;
     s3lect_elector *e = calloc(1, sizeof *e);
-    if (!e)
+    if (!e) {
+        st_location_clear(&loc);
         return S3LECT_ENOMEM;
+    }
     e->evfd = -1;
     if (init_sync(e) != 0) {
         free(e);
+        st_location_clear(&loc);
         return cfg_fail(cfg, S3LECT_EIO, "cannot initialise mutexes");
     }
     if (!(e->cfg = s3lect_config_dup(cfg)) || !(e->lock_shown = st_lock_display(e->cfg->lock)) ||
-        !(e->lock_label = st_lock_canonical(e->cfg->lock))) {
+        !(e->lock_label = st_location_canonical(&loc, e->cfg->lock))) {
         free_handle(e);
+        st_location_clear(&loc);
         return S3LECT_ENOMEM;
     }
     if (e->cfg->poll_mode && (e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
         free_handle(e);
+        st_location_clear(&loc);
         return cfg_fail(cfg, S3LECT_EIO, "eventfd: %s", strerror(errno));
     }
     char err[512] = "";
-    rc = st_open(e->cfg, &e->store, &e->key, err, sizeof err);
+    rc = st_open(e->cfg, &loc, &e->store, err, sizeof err);
+    if (rc == 0) {
+        e->key = loc.key;
+        loc.key = NULL;
+    }
+    st_location_clear(&loc);
     if (rc) {
         free_handle(e);
         return cfg_fail(cfg, rc, "%s", err[0] ? err : s3lect_strerror(rc));
@@ -744,20 +758,36 @@ int s3lect_peer_port(const s3lect_elector *e)
 
 /* ---- configuration validation (here: it parses the lock with the store layer) ---- */
 
-int s3lect_config_validate(s3lect_config *c)
+/* s3lect_config_validate that hands the parsed lock on in *loc (cleared on
+ * failure): the lock is parsed once between the config and the store. */
+static int validate(s3lect_config *c, st_location *loc)
 {
+    memset(loc, 0, sizeof *loc);
     if (!c)
         return S3LECT_EINVAL;
     if (!c->lock || !c->lock[0])
         return cfg_fail(c, S3LECT_EINVAL,
                         "no lock location: set lock to s3://bucket/key or file:///dir/key");
-    if (!c->custom) {
-        st_location loc;
-        char err[256];
-        if (st_location_parse(c->lock, &loc, err, sizeof err) != 0)
-            return cfg_fail(c, S3LECT_EINVAL, "%s", err);
-        st_location_clear(&loc);
-    }
+    char err[256];
+    int rc = st_lock_location(c, loc, err, sizeof err);
+    if (rc)
+        return cfg_fail(c, rc == S3LECT_ENOMEM ? rc : S3LECT_EINVAL, "%s", err);
+    rc = validate_rest(c);
+    if (rc)
+        st_location_clear(loc);
+    return rc;
+}
+
+int s3lect_config_validate(s3lect_config *c)
+{
+    st_location loc;
+    int rc = validate(c, &loc);
+    st_location_clear(&loc);
+    return rc;
+}
+
+static int validate_rest(s3lect_config *c)
+{
     if (!c->server_id || !c->server_id[0])
         return cfg_fail(c, S3LECT_EINVAL,
                         "server_id is empty: give each process a unique id, e.g. hostname-pid");

@@ -3,7 +3,6 @@
  * credential sources (STS, SSO). Bodies are capped, wiped when freed, and
  * header lines (which may hold tokens) are wiped before they are freed. */
 #include <curl/curl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,74 +16,13 @@
 
 /* ---- libcurl pieces shared with cred_metadata.c (cred_curl.h) ---- */
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static CURLcode init_rc = CURLE_FAILED_INIT;
-
-static void init(void)
-{
-    init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-int aws_curl_global_init(void)
-{
-    pthread_once(&once, init);
-    return init_rc == CURLE_OK ? 0 : -1;
-}
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
-{
-    aws_body_sink *s = ud;
-    size_t n = size * nmemb;
-    if (n > s->max - s->len) {
-        s->too_large = 1;
-        return 0; /* aborts the transfer */
-    }
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 1024;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        /* Grow by copy so that no unwiped old buffer is left behind. */
-        char *p = malloc(cap);
-        if (!p) {
-            s->oom = 1;
-            return 0;
-        }
-        if (s->buf) {
-            memcpy(p, s->buf, s->len);
-            aws_wipe(s->buf, s->cap);
-            free(s->buf);
-        }
-        s->buf = p;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, data, n);
-    s->len += n;
-    s->buf[s->len] = '\0';
-    return n;
-}
-
-void aws_body_sink_clear(aws_body_sink *s)
-{
-    if (s->buf) {
-        aws_wipe(s->buf, s->cap);
-        free(s->buf);
-    }
-    memset(s, 0, sizeof *s);
-}
-
 void aws_curl_setup(CURL *e, const char *url, long timeout_ms, struct curl_slist *hl,
-                    aws_body_sink *sink)
+                    http_body *sink)
 {
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    http_easy_common(e, url, timeout_ms, timeout_ms, NULL, sink);
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "s3lect/" S3LECT_VERSION_STRING);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, sink);
 }
 
 void aws_curl_slist_wipe_free(struct curl_slist *hl)
@@ -130,10 +68,8 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
              aws_http_resp *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (aws_curl_global_init() != 0) {
-        snprintf(err, errlen, "libcurl failed to initialise");
+    if (http_global_init(err, errlen) != 0)
         return S3LECT_ETRANSIENT;
-    }
     CURL *e = curl_easy_init();
     if (!e) {
         snprintf(err, errlen, "libcurl could not create a handle");
@@ -162,7 +98,7 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
         return S3LECT_ENOMEM;
     }
     char ebuf[CURL_ERROR_SIZE] = "";
-    aws_body_sink s = {.max = MAX_BODY};
+    http_body s = {.max = MAX_BODY};
     if (timeout_ms <= 0)
         timeout_ms = 10000;
     aws_curl_setup(e, url, (long)timeout_ms, hl, &s);
@@ -184,7 +120,7 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
     curl_easy_cleanup(e);
     if (cc != CURLE_OK) {
         int too_large = s.too_large;
-        aws_body_sink_clear(&s);
+        http_body_clear(&s);
         if (too_large)
             snprintf(err, errlen, "the answer is larger than %d bytes", MAX_BODY);
         else if (cc == CURLE_ABORTED_BY_CALLBACK)
@@ -196,7 +132,7 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
         return S3LECT_ETRANSIENT;
     }
     out->status = status;
-    out->body = s.buf;
+    out->body = s.body;
     out->len = s.len;
     if (!out->body) {
         out->body = calloc(1, 1);

@@ -274,7 +274,7 @@ int aws_md_parse_role(const char *body, size_t len, char *role, size_t rolelen)
 
 void *aws_md_curl_new(void)
 {
-    if (aws_curl_global_init() != 0)
+    if (http_global_init(NULL, 0) != 0)
         return NULL;
     return curl_easy_init();
 }
@@ -336,7 +336,7 @@ int aws_md_http(void *curl, const aws_md_req *req, aws_md_resp *resp)
         aws_curl_slist_wipe_free(hl);
         return S3LECT_ENOMEM;
     }
-    aws_body_sink sink = {.max = req->max_body};
+    http_body sink = {.max = req->max_body};
 
     curl_easy_reset(e);
     aws_curl_setup(e, req->url, (long)left, hl, &sink);
@@ -356,16 +356,16 @@ int aws_md_http(void *curl, const aws_md_req *req, aws_md_resp *resp)
     CURLcode cc = aws_curl_perform(e, hl, &status);
 
     if (sink.oom) {
-        aws_body_sink_clear(&sink);
+        http_body_clear(&sink);
         return S3LECT_ENOMEM;
     }
-    if (!sink.buf) {
-        sink.buf = calloc(1, 1);
-        if (!sink.buf)
+    if (!sink.body) {
+        sink.body = calloc(1, 1);
+        if (!sink.body)
             return S3LECT_ENOMEM;
         sink.cap = 1;
     }
-    resp->body = sink.buf;
+    resp->body = sink.body;
     resp->len = sink.len;
     resp->too_large = sink.too_large;
     if (cc == CURLE_OK) {

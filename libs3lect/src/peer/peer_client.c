@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "http.h"
 #include "peer.h"
 #include "util.h"
 
@@ -39,11 +40,8 @@ typedef struct pem_or_path {
     int pem; /* 1: PEM bytes, 0: a file path */
 } pem_or_path;
 
-typedef struct response {
-    char *body;
-    size_t len, cap;
-    int too_large;
-} response;
+/* The answer's body, at most PEER_MAX_RESPONSE bytes (http.h). */
+typedef http_body response;
 
 struct peer_client {
     CURLM *multi;
@@ -75,14 +73,6 @@ struct peer_client {
 };
 
 enum { ID_OK = 0, ID_MISMATCH, ID_UNREADABLE, ID_UNKNOWN_CONN };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init(void)
-{
-    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 static int looks_pem(const char *d, size_t n)
 {
@@ -118,12 +108,9 @@ static int pp_set(pem_or_path *p, const void *data, size_t len)
 int peer_client_new(const struct s3lect_config *cfg, peer_client **out, char *err, size_t errlen)
 {
     *out = NULL;
-    pthread_once(&curl_once, curl_init);
-    if (curl_init_rc != CURLE_OK) {
-        snprintf(err, errlen, "libcurl initialisation failed: %s",
-                 curl_easy_strerror(curl_init_rc));
-        return S3LECT_EIO;
-    }
+    int rc = http_global_init(err, errlen);
+    if (rc)
+        return rc;
     peer_client *c = calloc(1, sizeof *c);
     if (!c || !(c->curl = curl_easy_init()) ||
         (cfg && pp_set(&c->ca, cfg->peer_ca.data, cfg->peer_ca.len) != 0) ||
@@ -153,8 +140,7 @@ int peer_client_new(const struct s3lect_config *cfg, peer_client **out, char *er
 
 static void inflight_clear(peer_client *c)
 {
-    free(c->resp.body);
-    memset(&c->resp, 0, sizeof c->resp);
+    http_body_clear(&c->resp);
     free(c->where);
     free(c->addr);
     free(c->path);
@@ -191,30 +177,6 @@ void peer_client_set_pin(peer_client *c, const char *pin)
 {
     if (c)
         snprintf(c->pin, sizeof c->pin, "%s", pin && strlen(pin) == PEER_PIN_LEN ? pin : "");
-}
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
-{
-    response *r = ud;
-    size_t n = size * nmemb;
-    if (r->len + n > PEER_MAX_RESPONSE) {
-        r->too_large = 1;
-        return 0; /* aborts the transfer */
-    }
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap : 4096;
-        while (cap < r->len + n + 1)
-            cap *= 2;
-        char *p = realloc(r->body, cap);
-        if (!p)
-            return 0;
-        r->body = p;
-        r->cap = cap;
-    }
-    memcpy(r->body + r->len, data, n);
-    r->len += n;
-    r->body[r->len] = '\0';
-    return n;
 }
 
 /* leaderAddr comes from the lock record: only host:port characters may go
@@ -410,14 +372,13 @@ static void setup(peer_client *c, const char *url, int64_t total_ms, int64_t con
 {
     CURL *e = c->curl;
     curl_easy_reset(e);
-    c->errbuf[0] = '\0';
+    resp->max = PEER_MAX_RESPONSE;
+    http_easy_common(e, url, (long)total_ms, (long)connect_ms, c->errbuf, resp);
     c->alert[0] = '\0';
     c->cert_requested = 0;
     curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, on_debug);
     curl_easy_setopt(e, CURLOPT_DEBUGDATA, c);
     curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 #if LIBCURL_VERSION_NUM >= 0x075500
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "https");
 #else
@@ -425,8 +386,6 @@ static void setup(peer_client *c, const char *url, int64_t total_ms, int64_t con
 #endif
     curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)total_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)connect_ms);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
     if (c->pin[0]) {
@@ -463,10 +422,6 @@ static void setup(peer_client *c, const char *url, int64_t total_ms, int64_t con
         set_blob_opt(e, CURLOPT_SSLCERT_BLOB, CURLOPT_SSLCERT, &c->client_cert);
         set_blob_opt(e, CURLOPT_SSLKEY_BLOB, CURLOPT_SSLKEY, &c->client_cert);
     }
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "s3lect/" S3LECT_VERSION_STRING);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, resp);
 }
 
 /* Runs the transfer, checking *abort_flag between polls. Returns the

@@ -29,6 +29,7 @@
 
 #include "crypto.h"
 #include "elector.h"
+#include "http.h"
 #include "proc.h"
 #include "util.h"
 
@@ -1336,7 +1337,6 @@ static void *callback_main(void *arg)
 /* ---- the runtime's life ---- */
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static CURLcode g_curl_rc;
 
 static void forget_in_child(void)
 {
@@ -1348,7 +1348,6 @@ static void forget_in_child(void)
 
 static void init_once(void)
 {
-    g_curl_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
     pthread_atfork(NULL, NULL, forget_in_child);
 }
 
@@ -1458,10 +1457,8 @@ static int runtime_fit(rt_runtime *rt, const s3lect_config *c, char *err, size_t
 static int runtime_join(s3lect_elector *e, int64_t *delay, char *err, size_t errlen)
 {
     pthread_once(&g_once, init_once);
-    if (g_curl_rc != CURLE_OK) {
-        snprintf(err, errlen, "libcurl failed to initialise: %s", curl_easy_strerror(g_curl_rc));
+    if (http_global_init(err, errlen) != 0)
         return S3LECT_EIO;
-    }
     pthread_mutex_lock(&g_mu);
     int created = 0;
     if (!g_rt) {

@@ -3,7 +3,6 @@
  * AWS stores (aws_http.h). */
 #include "aws_http.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,24 +12,6 @@
 #include "cred_parse.h"
 #include "crypto.h"
 #include "util.h"
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init(void)
-{
-    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-int ah_curl_global(char *err, size_t errlen)
-{
-    pthread_once(&curl_once, curl_init);
-    if (curl_init_rc != CURLE_OK) {
-        snprintf(err, errlen, "libcurl failed to initialise: %s", curl_easy_strerror(curl_init_rc));
-        return S3LECT_EIO;
-    }
-    return 0;
-}
 
 /* ---- credentials ---- */
 
@@ -228,30 +209,6 @@ int ah_endpoint_parse(const char *url, const char *what, ah_endpoint *e, char *e
 
 /* ---- responses ---- */
 
-static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
-{
-    ah_response *r = ud;
-    size_t n = size * nmemb;
-    if (r->len + n > AH_MAX_BODY) {
-        r->truncated = 1;
-        n = AH_MAX_BODY - r->len;
-    }
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap : 4096;
-        while (cap < r->len + n + 1)
-            cap *= 2;
-        char *p = realloc(r->body, cap);
-        if (!p)
-            return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
-        r->body = p;
-        r->cap = cap;
-    }
-    memcpy(r->body + r->len, data, n);
-    r->len += n;
-    r->body[r->len] = '\0';
-    return r->truncated ? 0 : size * nmemb;
-}
-
 /* Copies a header's value (after "Name:") without surrounding whitespace. */
 static void header_value(const char *line, size_t n, size_t name_len, char *dst, size_t cap)
 {
@@ -388,18 +345,12 @@ int ah_call_prepare(ah_call *c, void *easy, ah_signer *g, const ah_request *rq, 
     /* reset keeps the handle's connection; the connections themselves live
      * in the multi handle's pool (keep-alive) when the runtime runs it. */
     curl_easy_reset(e);
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)rq->timeout_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)rq->timeout_ms);
+    c->resp.data.max = AH_MAX_BODY;
+    http_easy_common(e, url, (long)rq->timeout_ms, (long)rq->timeout_ms, c->errbuf, &c->resp.data);
     curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L); /* the path is signed exactly as sent */
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "s3lect/" S3LECT_VERSION_STRING);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &c->resp);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, &c->resp);
     if (rq->ca_file)
@@ -423,7 +374,7 @@ void ah_call_release(ah_call *c)
         curl_easy_setopt(c->easy, CURLOPT_ERRORBUFFER, NULL);
     }
     free_headers(c->headers);
-    free(c->resp.body);
+    http_body_clear(&c->resp.data);
     memset(c, 0, sizeof *c);
 }
 
@@ -436,7 +387,7 @@ long ah_call_status(const ah_call *c)
 
 int ah_call_transport_failed(const ah_call *c, int curl_code)
 {
-    return curl_code != CURLE_OK && !(curl_code == CURLE_WRITE_ERROR && c->resp.truncated);
+    return curl_code != CURLE_OK && !(curl_code == CURLE_WRITE_ERROR && c->resp.data.too_large);
 }
 
 void ah_transport_failure(int curl_code, const char *errbuf, const char *what, const char *where,
@@ -477,7 +428,7 @@ int ah_service_init(ah_service *v, const struct s3lect_config *cfg, const char *
                     int64_t default_ms, char *err, size_t errlen)
 {
     memset(v, 0, sizeof *v);
-    int rc = ah_curl_global(err, errlen);
+    int rc = http_global_init(err, errlen);
     if (rc)
         return rc;
     v->default_timeout_ms = cfg->request_timeout > 0 ? cfg->request_timeout : default_ms;
@@ -521,8 +472,6 @@ int ah_service_endpoint(ah_service *v, const char *url, const char *aws_url, con
 
 void ah_service_clear(ah_service *v)
 {
-    if (v->curl)
-        curl_easy_cleanup(v->curl);
     free(v->endpoint_desc);
     free(v->origin);
     free(v->host);
@@ -531,24 +480,6 @@ void ah_service_clear(ah_service *v)
     free(v->ca_file);
     ah_signer_clear(&v->signer);
     memset(v, 0, sizeof *v);
-}
-
-CURL *ah_service_handle(ah_service *v, st_result *out)
-{
-    if (!v->curl && !(v->curl = curl_easy_init())) {
-        memset(out, 0, sizeof *out);
-        st_result_setf(out, ST_TRANSIENT, "libcurl could not create a handle");
-    }
-    return v->curl;
-}
-
-void ah_service_call(st_store *st, ah_service *v, const char *key, int put, const void *data,
-                     size_t len, const char *if_match, int64_t timeout_ms, st_result *out)
-{
-    CURL *h = ah_service_handle(v, out);
-    st_xfer *x = h ? st->vt->begin(st, h, key, put, data, len, if_match, timeout_ms, out) : NULL;
-    if (x)
-        st->vt->finish(st, x, curl_easy_perform(h), out);
 }
 
 int ah_random_token(char out[33])

@@ -14,11 +14,9 @@
 
 #include "aws_creds.h"
 #include "config.h"
+#include "http.h"
 #include "sigv4.h"
 #include "store.h"
-
-/* Initialises libcurl once per process. Returns 0 or writes why not. */
-int ah_curl_global(char *err, size_t errlen);
 
 /* ---- credentials ---- */
 
@@ -69,9 +67,7 @@ void ah_endpoint_clear(ah_endpoint *e);
 #define AH_MAX_BODY (1024 * 1024)
 
 typedef struct ah_response {
-    char *body;
-    size_t len, cap;
-    int truncated;
+    http_body data; /* at most AH_MAX_BODY: a longer one is cut (data.too_large) */
     char etag[512];
     char bucket_region[64];
     char date[64], last_modified[64]; /* the Date and Last-Modified headers */
@@ -122,7 +118,6 @@ void ah_transport_failure(int curl_code, const char *errbuf, const char *what, c
 /* ---- one AWS service as a store talks to it ---- */
 
 typedef struct ah_service {
-    CURL *curl;          /* blocking calls' own handle (the CLI); the runtime brings its own */
     char *endpoint_desc; /* for messages: "http://127.0.0.1:9000" or "AWS S3 (us-east-1)" */
     char *origin;        /* "scheme://host[:port]" the requests go to */
     char *host;          /* Host header */
@@ -144,14 +139,6 @@ int ah_service_init(ah_service *v, const struct s3lect_config *cfg, const char *
 int ah_service_endpoint(ah_service *v, const char *url, const char *aws_url, const char *what,
                         const char *aws_desc, char *err, size_t errlen);
 void ah_service_clear(ah_service *v);
-/* The service's own handle for blocking calls, made on first use; NULL
- * with out set when libcurl cannot make one. */
-CURL *ah_service_handle(ah_service *v, st_result *out);
-/* A blocking call on the service's own handle: st's begin, the transfer,
- * st's finish. */
-void ah_service_call(st_store *st, ah_service *v, const char *key, int put, const void *data,
-                     size_t len, const char *if_match, int64_t timeout_ms, st_result *out);
-
 /* A random token (32 lower-case hex characters) for version attributes. */
 int ah_random_token(char out[33]);
 

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* store.c - results, lock locations, and opening the store a config names. */
+/* store.c - what every store shares: results, the helpers of the lock URL
+ * parsers, the lock as it may be shown, and the calls (st_get, st_put,
+ * st_destroy, and the one transfer driver of the begin/finish stores). No
+ * store is named here: the scheme table (schemes.c) names them. */
 #include "store.h"
 
+#include <curl/curl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -65,7 +68,7 @@ void st_location_clear(st_location *loc)
 
 /* Length of one UTF-8 sequence at p (1..4), or 0 if it is not valid UTF-8
  * (overlong forms, surrogates and code points above U+10FFFF included). */
-static size_t utf8_len(const unsigned char *p)
+size_t st_utf8_len(const unsigned char *p)
 {
     unsigned c = p[0];
     if (c < 0x80)
@@ -92,24 +95,24 @@ static size_t utf8_len(const unsigned char *p)
 }
 
 /* Control characters: C0, DEL, and (in UTF-8) C1. */
-static int is_control(const unsigned char *p)
+int st_is_control(const unsigned char *p)
 {
     return p[0] < 0x20 || p[0] == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f);
 }
 
 /* The first control character in s, or NULL. */
-static const char *find_control(const char *s)
+const char *st_find_control(const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (is_control(p))
+        if (st_is_control(p))
             return (const char *)p;
     return NULL;
 }
 
 /* Checks '/'-separated segments of path[0..n): none empty, none "." or "..".
  * Returns 0, or writes a message naming what (a "key", a "path") and fails. */
-static int check_segments(const char *url, const char *what, const char *path, size_t n, char *err,
-                          size_t errlen)
+int st_check_segments(const char *url, const char *what, const char *path, size_t n, char *err,
+                      size_t errlen)
 {
     const char *p = path, *end = path + n;
     while (p <= end) {
@@ -137,235 +140,12 @@ static int check_segments(const char *url, const char *what, const char *path, s
     return 0;
 }
 
-/* A lock's file name must leave room for the store's ".lock" and temporary
- * names ("." KEY "." pid "." random ".tmp") within NAME_MAX (255). */
-#define FILE_NAME_MAX 200
-#define FILE_PATH_MAX 4000
-
-static int split_path(const char *url, const char *path, st_location *out, char *err, size_t errlen)
-{
-    size_t n = strlen(path);
-    const char *ctl = find_control(path);
-    if (ctl) {
-        snprintf(err, errlen,
-                 "lock path has a control character (byte 0x%02x at offset %zu): "
-                 "remove it",
-                 (unsigned char)*ctl, (size_t)(ctl - path));
-        return S3LECT_EINVAL;
-    }
-    if (n > FILE_PATH_MAX) {
-        snprintf(err, errlen, "lock path is %zu bytes long; the limit is %d", n, FILE_PATH_MAX);
-        return S3LECT_EINVAL;
-    }
-    if (n == 0 || path[n - 1] == '/') {
-        snprintf(err, errlen,
-                 "lock path '%.200s' names a directory: add a file name, e.g. %.200sleader.json",
-                 url, n ? url : "./");
-        return S3LECT_EINVAL;
-    }
-    const char *slash = strrchr(path, '/');
-    const char *name = slash ? slash + 1 : path;
-    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
-        snprintf(err, errlen,
-                 "lock path '%.200s' names a directory: the lock must be a file inside one, e.g. "
-                 "%.200s/leader.json",
-                 url, url);
-        return S3LECT_EINVAL;
-    }
-    if (strlen(name) > FILE_NAME_MAX) {
-        snprintf(err, errlen,
-                 "lock file name is %zu bytes long; the limit is %d (the store adds suffixes)",
-                 strlen(name), FILE_NAME_MAX);
-        return S3LECT_EINVAL;
-    }
-    out->kind = ST_LOC_FILE;
-    if (!slash) {
-        out->bucket = u_strdup(".");
-        out->key = u_strdup(path);
-    } else {
-        size_t dl = slash == path ? 1 : (size_t)(slash - path);
-        out->bucket = malloc(dl + 1);
-        if (out->bucket) {
-            memcpy(out->bucket, path, dl);
-            out->bucket[dl] = '\0';
-        }
-        out->key = u_strdup(slash + 1);
-    }
-    if (!out->bucket || !out->key) {
-        st_location_clear(out);
-        snprintf(err, errlen, "out of memory");
-        return S3LECT_ENOMEM;
-    }
-    return 0;
-}
-
-/* S3 bucket naming rules: 3-63 characters of a-z, 0-9, '.' and '-', starting
- * and ending with a letter or digit, no "..", not an IPv4 address. Legacy
- * us-east-1 buckets (created before March 2018) may also have capitals and
- * '_' and up to 255 characters: accepted too (the S3 store then uses
- * path-style addressing, as AWS requires for them). */
-static int check_bucket(const char *url, const char *b, size_t bl, char *err, size_t errlen)
-{
-    int legacy = 0;
-    for (size_t i = 0; i < bl; i++) {
-        char c = b[i];
-        if ((c >= 'A' && c <= 'Z') || c == '_') {
-            legacy = 1;
-        } else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) {
-            snprintf(err, errlen,
-                     "lock URL '%.200s': the bucket name has an invalid character; S3 bucket "
-                     "names use only a-z, 0-9, '.' and '-' (legacy ones also A-Z and '_')",
-                     url);
-            return S3LECT_EINVAL;
-        }
-    }
-    if (bl < 3 || bl > (legacy ? 255u : 63u)) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s': the bucket name is %zu characters long; S3 bucket names "
-                 "have 3 to 63 (legacy names with capitals or '_' up to 255)",
-                 url, bl);
-        return S3LECT_EINVAL;
-    }
-    int alnum_ends = b[0] != '.' && b[0] != '-' && b[bl - 1] != '.' && b[bl - 1] != '-';
-    int dotdot = 0, dots = 0, digits_dots = 1;
-    for (size_t i = 0; i < bl; i++) {
-        if (b[i] == '.') {
-            dots++;
-            if (i + 1 < bl && b[i + 1] == '.')
-                dotdot = 1;
-        } else if (!(b[i] >= '0' && b[i] <= '9')) {
-            digits_dots = 0;
-        }
-    }
-    if (!alnum_ends || dotdot) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s': S3 bucket names start and end with a letter or digit and "
-                 "have no '..'",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    if (digits_dots && dots == 3) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s': an IP address is not a bucket name; give the server with "
-                 "--endpoint (endpoint setting) and the bucket here",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    return 0;
-}
-
-/* S3 object keys: at most 1024 bytes of valid UTF-8, no control characters,
- * and (for a lock) no empty, "." or ".." segments. */
-#define S3_KEY_MAX 1024
-
-static int check_s3_key(const char *url, const char *key, char *err, size_t errlen)
-{
-    size_t n = strlen(key);
-    if (n > S3_KEY_MAX) {
-        snprintf(err, errlen, "lock URL: the S3 key is %zu bytes long; S3's limit is %d", n,
-                 S3_KEY_MAX);
-        return S3LECT_EINVAL;
-    }
-    for (const unsigned char *p = (const unsigned char *)key; *p;) {
-        if (is_control(p)) {
-            snprintf(err, errlen,
-                     "lock URL: the S3 key has a control character (byte 0x%02x at offset %zu); "
-                     "remove it",
-                     *p, (size_t)(p - (const unsigned char *)key));
-            return S3LECT_EINVAL;
-        }
-        size_t l = utf8_len(p);
-        if (!l) {
-            snprintf(err, errlen,
-                     "lock URL: the S3 key is not valid UTF-8 (at offset %zu); S3 keys are UTF-8",
-                     (size_t)(p - (const unsigned char *)key));
-            return S3LECT_EINVAL;
-        }
-        p += l;
-    }
-    return check_segments(url, "key", key, n, err, errlen);
-}
-
-/* "s3" in "s3://...": the length of a leading URI scheme (RFC 3986: a letter,
- * then letters, digits, '+', '-', '.') followed by ':', else 0. */
-static size_t scheme_len(const char *url)
-{
-    const char *p = url;
-    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
-        return 0;
-    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-           *p == '+' || *p == '-' || *p == '.')
-        p++;
-    return *p == ':' ? (size_t)(p - url) : 0;
-}
-
-static int parse_s3(const char *url, const char *b, st_location *out, char *err, size_t errlen)
-{
-    const char *slash = strchr(b, '/');
-    if (!slash || slash == b || !slash[1]) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s' needs a bucket and a key: s3://bucket/path/to/leader.json",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    if (strpbrk(url, "?#")) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s' has a query or fragment ('?' or '#'); lock URLs take neither: "
-                 "s3://bucket/key",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    size_t bl = (size_t)(slash - b);
-    int rc = check_bucket(url, b, bl, err, errlen);
-    if (!rc)
-        rc = check_s3_key(url, slash + 1, err, errlen);
-    if (rc)
-        return rc;
-    out->kind = ST_LOC_S3;
-    out->bucket = malloc(bl + 1);
-    out->key = u_strdup(slash + 1);
-    if (!out->bucket || !out->key) {
-        st_location_clear(out);
-        snprintf(err, errlen, "out of memory");
-        return S3LECT_ENOMEM;
-    }
-    memcpy(out->bucket, b, bl);
-    out->bucket[bl] = '\0';
-    return 0;
-}
-
-static int parse_file_url(const char *url, const char *p, st_location *out, char *err,
-                          size_t errlen)
-{
-    if (strncmp(p, "localhost/", 10) == 0)
-        p += 9;
-    if (p[0] != '/') {
-        snprintf(err, errlen,
-                 "file URL '%.200s' must be absolute: file:///dir/leader.json (three slashes)",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    if (strpbrk(p, "?#")) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s' has a query or fragment ('?' or '#'); file URLs take neither "
-                 "(give a plain path if the name really has them)",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    if (!find_control(p) && p[1] != '\0' && p[strlen(p) - 1] != '/') {
-        int rc = check_segments(url, "path", p + 1, strlen(p + 1), err, errlen);
-        if (rc)
-            return rc;
-    }
-    return split_path(url, p, out, err, errlen);
-}
-
-/* ---- dynamodb://, postgres://, route53:// ---- */
+/* ---- helpers of the stores' URL parsers ---- */
 
 /* Decodes the %XX escapes of in[0..n) into an allocated string. NULL with
  * *bad = 1 on a malformed escape or an escaped NUL; NULL with *bad = 0 when
  * out of memory. */
-static char *pct_decode(const char *in, size_t n, int *bad)
+char *st_pct_decode(const char *in, size_t n, int *bad)
 {
     char *out = malloc(n + 1), *o = out;
     *bad = 0;
@@ -392,8 +172,8 @@ static char *pct_decode(const char *in, size_t n, int *bad)
 
 /* Checks a name or value: non-empty, at most max bytes of valid UTF-8
  * without control characters. what names it in the message. */
-static int check_text(const char *url, const char *what, const char *v, size_t max, char *err,
-                      size_t errlen)
+int st_check_text(const char *url, const char *what, const char *v, size_t max, char *err,
+                  size_t errlen)
 {
     size_t n = strlen(v);
     if (n == 0 || n > max) {
@@ -402,7 +182,7 @@ static int check_text(const char *url, const char *what, const char *v, size_t m
         return S3LECT_EINVAL;
     }
     for (const unsigned char *p = (const unsigned char *)v; *p;) {
-        size_t l = is_control(p) ? 0 : utf8_len(p);
+        size_t l = st_is_control(p) ? 0 : st_utf8_len(p);
         if (!l) {
             snprintf(err, errlen,
                      "lock URL '%.200s': the %s has a control character or is not UTF-8 (at "
@@ -416,7 +196,7 @@ static int check_text(const char *url, const char *what, const char *v, size_t m
 }
 
 /* Is every byte of s in the set: letters, digits and extra? */
-static int only_chars(const char *s, const char *extra)
+int st_only_chars(const char *s, const char *extra)
 {
     for (; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
@@ -425,23 +205,17 @@ static int only_chars(const char *s, const char *extra)
     return 1;
 }
 
-/* One parameter a scheme takes from the query. */
-typedef struct qparam {
-    const char *name;
-    char **dst; /* receives the decoded value */
-} qparam;
-
 /* Splits query q ("a=b&c=d") into params (decoded). A parameter not in
  * params is appended, as written, to *rest ("&"-joined) when rest is not
  * NULL, and refused otherwise. Duplicates and empty values are refused. */
-static int parse_query(const char *url, const char *usage, const char *q, const qparam *params,
-                       size_t np, char **rest, char *err, size_t errlen)
+int st_parse_query(const char *url, const char *usage, const char *q, const st_qparam *params,
+                   size_t np, char **rest, char *err, size_t errlen)
 {
     while (q && *q) {
         size_t len = strcspn(q, "&");
         const char *eq = memchr(q, '=', len);
         size_t nl = eq ? (size_t)(eq - q) : len;
-        const qparam *hit = NULL;
+        const st_qparam *hit = NULL;
         for (size_t i = 0; i < np; i++)
             if (strlen(params[i].name) == nl && strncmp(q, params[i].name, nl) == 0)
                 hit = &params[i];
@@ -457,7 +231,7 @@ static int parse_query(const char *url, const char *usage, const char *q, const 
                 return S3LECT_EINVAL;
             }
             int bad;
-            *hit->dst = pct_decode(eq + 1, (size_t)(q + len - eq - 1), &bad);
+            *hit->dst = st_pct_decode(eq + 1, (size_t)(q + len - eq - 1), &bad);
             if (!*hit->dst) {
                 if (bad)
                     snprintf(err, errlen,
@@ -485,211 +259,6 @@ static int parse_query(const char *url, const char *usage, const char *q, const 
         if (*q == '&')
             q++;
     }
-    return 0;
-}
-
-#define DDB_USAGE                                                                                  \
-    "dynamodb://TABLE/KEY, optionally ?partition_key=ATTR (default LockID) and "                   \
-    "&sort_key=ATTR&sort_value=VALUE"
-
-static int parse_dynamodb(const char *url, const char *b, st_location *out, char *err,
-                          size_t errlen)
-{
-    if (strchr(b, '#')) {
-        snprintf(err, errlen, "lock URL '%.200s' has a fragment ('#'); write %s", url, DDB_USAGE);
-        return S3LECT_EINVAL;
-    }
-    const char *q = strchr(b, '?');
-    size_t pl = q ? (size_t)(q - b) : strlen(b);
-    const char *slash = memchr(b, '/', pl);
-    if (!slash || slash == b || slash + 1 == b + pl) {
-        snprintf(err, errlen, "lock URL '%.200s' needs a table and a key: %s", url, DDB_USAGE);
-        return S3LECT_EINVAL;
-    }
-    int bad = 0, rc;
-    out->kind = ST_LOC_DYNAMODB;
-    out->bucket = u_asprintf("%.*s", (int)(slash - b), b);
-    out->key = pct_decode(slash + 1, (size_t)(b + pl - slash - 1), &bad);
-    if (bad) {
-        snprintf(err, errlen, "lock URL '%.200s': the key has a malformed %%-escape", url);
-        return S3LECT_EINVAL;
-    }
-    if (!out->bucket || !out->key) {
-        snprintf(err, errlen, "out of memory");
-        return S3LECT_ENOMEM;
-    }
-    size_t tl = strlen(out->bucket);
-    if (tl < 3 || tl > 255 || !only_chars(out->bucket, "_.-")) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s': '%.100s' is not a DynamoDB table name (3 to 255 of a-z, "
-                 "A-Z, 0-9, '_', '-', '.')",
-                 url, out->bucket);
-        return S3LECT_EINVAL;
-    }
-    if ((rc = check_text(url, "key", out->key, 2048, err, errlen)) != 0)
-        return rc;
-    qparam ps[] = {
-        {"partition_key", &out->opt1}, {"sort_key", &out->opt2}, {"sort_value", &out->opt3}};
-    if ((rc = parse_query(url, DDB_USAGE, q ? q + 1 : NULL, ps, 3, NULL, err, errlen)) != 0)
-        return rc;
-    if (!out->opt1 && !(out->opt1 = u_strdup("LockID"))) {
-        snprintf(err, errlen, "out of memory");
-        return S3LECT_ENOMEM;
-    }
-    if (!out->opt2 != !out->opt3) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s': sort_key and sort_value go together (the table's sort key "
-                 "attribute and the value the lock's item has in it)",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    const char *names[] = {out->opt1, out->opt2};
-    for (int i = 0; i < 2; i++) {
-        if (names[i] && (strlen(names[i]) > 255 || !only_chars(names[i], "_.-"))) {
-            snprintf(err, errlen,
-                     "lock URL '%.200s': attribute name '%.100s' must have 1 to 255 of a-z, A-Z, "
-                     "0-9, '_', '-', '.'",
-                     url, names[i]);
-            return S3LECT_EINVAL;
-        }
-    }
-    if (out->opt2 && strcmp(out->opt1, out->opt2) == 0) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s': partition_key and sort_key are the same attribute", url);
-        return S3LECT_EINVAL;
-    }
-    if (out->opt3 && (rc = check_text(url, "sort_value", out->opt3, 1024, err, errlen)) != 0)
-        return rc;
-    return 0;
-}
-
-#define PG_USAGE "postgres://[USER@HOST[:PORT]]/DB?key=NAME[&table=TABLE][&libpq parameters]"
-
-/* A table name: identifier or schema.identifier, each [A-Za-z_][A-Za-z0-9_]*
- * of at most 63 bytes (it is quoted in SQL: case is kept). */
-static int pg_table_ok(const char *t)
-{
-    const char *dot = strchr(t, '.');
-    for (int part = 0; part < (dot ? 2 : 1); part++) {
-        const char *p = part ? dot + 1 : t;
-        size_t n = part || !dot ? strlen(p) : (size_t)(dot - t);
-        if (n == 0 || n > 63 || (p[0] >= '0' && p[0] <= '9'))
-            return 0;
-        for (size_t i = 0; i < n; i++)
-            if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
-                  (p[i] >= '0' && p[i] <= '9') || p[i] == '_'))
-                return 0;
-    }
-    return 1;
-}
-
-static int parse_postgres(const char *url, st_location *out, char *err, size_t errlen)
-{
-    char *shown = st_lock_display(url);
-    if (!shown) {
-        snprintf(err, errlen, "out of memory");
-        return S3LECT_ENOMEM;
-    }
-    int rc = 0;
-    char *rest = NULL;
-    const char *q = strchr(url, '?');
-    if (strchr(url, '#')) {
-        snprintf(err, errlen, "lock URL '%.200s' has a fragment ('#'); write %s", shown, PG_USAGE);
-        rc = S3LECT_EINVAL;
-        goto done;
-    }
-    qparam ps[] = {{"key", &out->key}, {"table", &out->opt1}};
-    if ((rc = parse_query(shown, PG_USAGE, q ? q + 1 : NULL, ps, 2, &rest, err, errlen)) != 0)
-        goto done;
-    if (!out->key) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s' names no lock: add ?key=NAME (the lock's row; one table holds "
-                 "many locks): %s",
-                 shown, PG_USAGE);
-        rc = S3LECT_EINVAL;
-        goto done;
-    }
-    if ((rc = check_text(shown, "key", out->key, 1024, err, errlen)) != 0)
-        goto done;
-    if (!out->opt1 && !(out->opt1 = u_strdup("s3lect_locks"))) {
-        snprintf(err, errlen, "out of memory");
-        rc = S3LECT_ENOMEM;
-        goto done;
-    }
-    if (!pg_table_ok(out->opt1)) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s': table '%.100s' must be NAME or SCHEMA.NAME, each a letter or "
-                 "'_' then letters, digits or '_' (at most 63)",
-                 shown, out->opt1);
-        rc = S3LECT_EINVAL;
-        goto done;
-    }
-    size_t base = q ? (size_t)(q - url) : strlen(url);
-    out->bucket =
-        rest ? u_asprintf("%.*s?%s", (int)base, url, rest) : u_asprintf("%.*s", (int)base, url);
-    if (!out->bucket) {
-        snprintf(err, errlen, "out of memory");
-        rc = S3LECT_ENOMEM;
-        goto done;
-    }
-    out->kind = ST_LOC_POSTGRES;
-done:
-    free(rest);
-    free(shown);
-    return rc;
-}
-
-#define R53_USAGE "route53://HOSTED_ZONE_ID/RECORD.NAME.IN.THE.ZONE"
-
-static int parse_route53(const char *url, const char *b, st_location *out, char *err, size_t errlen)
-{
-    if (strpbrk(b, "?#")) {
-        snprintf(err, errlen, "lock URL '%.200s' has a query or fragment; write %s", url,
-                 R53_USAGE);
-        return S3LECT_EINVAL;
-    }
-    const char *slash = strchr(b, '/');
-    if (!slash || slash == b || !slash[1] || strchr(slash + 1, '/')) {
-        snprintf(err, errlen, "lock URL '%.200s' needs a hosted zone id and a record name: %s", url,
-                 R53_USAGE);
-        return S3LECT_EINVAL;
-    }
-    size_t zl = (size_t)(slash - b);
-    out->bucket = u_asprintf("%.*s", (int)zl, b);
-    const char *name = slash + 1;
-    size_t nl = strlen(name);
-    if (nl && name[nl - 1] == '.')
-        nl--;
-    out->key = u_asprintf("%.*s.", (int)nl, name);
-    if (!out->bucket || !out->key) {
-        snprintf(err, errlen, "out of memory");
-        return S3LECT_ENOMEM;
-    }
-    if (zl > 32 || !only_chars(out->bucket, "")) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s': '%.60s' is not a hosted zone id (letters and digits, e.g. "
-                 "Z0123456789ABCDEFGHIJ; without /hostedzone/)",
-                 url, out->bucket);
-        return S3LECT_EINVAL;
-    }
-    for (char *c = out->key; *c; c++)
-        if (*c >= 'A' && *c <= 'Z')
-            *c = (char)(*c - 'A' + 'a');
-    /* Labels of letters, digits, '-' and '_', 1 to 63 each, 253 in all. */
-    int ok = nl >= 1 && nl <= 253 && only_chars(out->key, "-_.");
-    for (const char *p = out->key; ok && *p;) {
-        size_t ll = strcspn(p, ".");
-        ok = ll >= 1 && ll <= 63;
-        p += ll + 1;
-    }
-    if (!ok) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s': '%.200s' is not a DNS record name (labels of 1 to 63 "
-                 "letters, digits, '-' or '_', 253 in all); write %s",
-                 url, name, R53_USAGE);
-        return S3LECT_EINVAL;
-    }
-    out->kind = ST_LOC_ROUTE53;
     return 0;
 }
 
@@ -742,7 +311,7 @@ char *st_lock_display(const char *url)
 }
 
 /* Appends v to *out, percent-encoding what would make a query ambiguous. */
-static int canon_add(char **out, const char *prefix, const char *v, int encode)
+int st_canon_add(char **out, const char *prefix, const char *v, int encode)
 {
     size_t n = strlen(*out), pl = strlen(prefix), vl = strlen(v);
     char *r = realloc(*out, n + pl + 3 * vl + 1);
@@ -761,243 +330,49 @@ static int canon_add(char **out, const char *prefix, const char *v, int encode)
     return 0;
 }
 
-/* path made absolute against the working directory, with "", "." and ".."
- * components resolved lexically. */
-static char *abs_lexical(const char *path)
+/* ---- calls ---- */
+
+void *st_easy(st_store *s, st_result *out)
 {
-    char cwd[4096] = "/";
-    if (path[0] != '/' && !getcwd(cwd, sizeof cwd))
-        snprintf(cwd, sizeof cwd, "/");
-    char *joined = path[0] == '/' ? u_strdup(path) : u_asprintf("%s/%s", cwd, path);
-    char *out = joined ? malloc(strlen(joined) + 2) : NULL;
-    if (!out) {
-        free(joined);
-        return NULL;
+    if (!s->easy && !(s->easy = curl_easy_init())) {
+        memset(out, 0, sizeof *out);
+        st_result_setf(out, ST_TRANSIENT, "libcurl could not create a handle");
     }
-    size_t o = 0;
-    for (char *tok = joined; *tok;) {
-        size_t l = strcspn(tok, "/");
-        if (l == 0 || (l == 1 && tok[0] == '.')) {
-            /* nothing */
-        } else if (l == 2 && tok[0] == '.' && tok[1] == '.') {
-            while (o > 0 && out[o - 1] != '/')
-                o--;
-            if (o > 0)
-                o--; /* the slash before the dropped component */
-        } else {
-            out[o++] = '/';
-            memcpy(out + o, tok, l);
-            o += l;
-        }
-        tok += l;
-        if (*tok == '/')
-            tok++;
-    }
-    if (o == 0)
-        out[o++] = '/';
-    out[o] = '\0';
-    free(joined);
-    return out;
+    return s->easy;
 }
 
-char *st_lock_canonical(const char *url)
+void st_transfer(st_store *s, const char *key, int put, const void *data, size_t len,
+                 const char *if_match, int64_t timeout_ms, st_result *out)
 {
-    st_location loc;
-    char err[512];
-    if (!url || st_location_parse(url, &loc, err, sizeof err) != 0)
-        return st_lock_display(url);
-    char *out = u_strdup(""), *shown = NULL;
-    int rc = out ? 0 : -1;
-    switch (loc.kind) {
-    case ST_LOC_S3:
-        rc = rc || canon_add(&out, "s3://", loc.bucket, 0) || canon_add(&out, "/", loc.key, 0);
-        break;
-    case ST_LOC_FILE: {
-        char *dir = abs_lexical(loc.bucket);
-        rc = rc || !dir || canon_add(&out, "file://", dir, 0) ||
-             canon_add(&out, strcmp(dir, "/") ? "/" : "", loc.key, 0);
-        free(dir);
-        break;
-    }
-    case ST_LOC_DYNAMODB:
-        rc = rc || canon_add(&out, "dynamodb://", loc.bucket, 0) ||
-             canon_add(&out, "/", loc.key, 1) || canon_add(&out, "?partition_key=", loc.opt1, 1);
-        if (loc.opt2 && loc.opt3)
-            rc = rc || canon_add(&out, "&sort_key=", loc.opt2, 1) ||
-                 canon_add(&out, "&sort_value=", loc.opt3, 1);
-        break;
-    case ST_LOC_ROUTE53:
-        rc = rc || canon_add(&out, "route53://", loc.bucket, 0) || canon_add(&out, "/", loc.key, 0);
-        break;
-    case ST_LOC_POSTGRES: {
-        /* The connection part (libpq's) as shown, scheme in lower case. */
-        shown = st_lock_display(loc.bucket);
-        const char *sep = shown ? strstr(shown, "://") : NULL;
-        const char *q = shown ? strchr(shown, '?') : NULL;
-        rc = rc || !sep || canon_add(&out, "postgres", sep, 0) ||
-             canon_add(&out, q ? "&key=" : "?key=", loc.key, 1) ||
-             canon_add(&out, "&table=", loc.opt1, 1);
-        break;
-    }
-    default:
-        rc = -1;
-    }
-    free(shown);
-    st_location_clear(&loc);
-    if (rc) {
-        free(out);
-        return NULL;
-    }
-    return out;
+    CURL *h = st_easy(s, out);
+    st_xfer *x = h ? s->vt->begin(s, h, key, put, data, len, if_match, timeout_ms, out) : NULL;
+    if (x)
+        s->vt->finish(s, x, curl_easy_perform(h), out);
 }
 
-static int location_parse(const char *url, st_location *out, char *err, size_t errlen)
+void st_get(st_store *s, const char *key, int64_t timeout_ms, st_result *out)
 {
-    memset(out, 0, sizeof *out);
-    if (!url || !url[0]) {
-        snprintf(err, errlen, "empty lock location: use s3://bucket/key or file:///dir/key");
-        return S3LECT_EINVAL;
-    }
-    size_t sl = scheme_len(url);
-    if (sl == 0)
-        return split_path(url, url, out, err, errlen);
-    /* Schemes are case-insensitive (RFC 3986 3.1): S3:// is s3://. */
-    int is_s3 = sl == 2 && strncasecmp(url, "s3", 2) == 0;
-    int is_file = sl == 4 && strncasecmp(url, "file", 4) == 0;
-    int slashes = strncmp(url + sl, "://", 3) == 0;
-    int rc = 0, matched = 1;
-    if (is_s3 && slashes)
-        return parse_s3(url, url + sl + 3, out, err, errlen);
-    if (sl == 8 && strncasecmp(url, "dynamodb", 8) == 0 && slashes)
-        rc = parse_dynamodb(url, url + sl + 3, out, err, errlen);
-    else if (((sl == 8 && strncasecmp(url, "postgres", 8) == 0) ||
-              (sl == 10 && strncasecmp(url, "postgresql", 10) == 0)) &&
-             slashes)
-        rc = parse_postgres(url, out, err, errlen);
-    else if (sl == 7 && strncasecmp(url, "route53", 7) == 0 && slashes)
-        rc = parse_route53(url, url + sl + 3, out, err, errlen);
+    if (s->vt->get)
+        s->vt->get(s, key, timeout_ms, out);
     else
-        matched = 0;
-    if (matched) {
-        if (rc)
-            st_location_clear(out);
-        return rc;
-    }
-    if (is_file && slashes)
-        return parse_file_url(url, url + sl + 3, out, err, errlen);
-    if (is_s3) {
-        snprintf(err, errlen, "lock URL '%.200s' is malformed: write s3://bucket/key (two slashes)",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    if (is_file) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s' is malformed: write file:///dir/key (three slashes) or a "
-                 "plain path",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    if (strncmp(url + sl, "://", 3) == 0)
-        snprintf(err, errlen,
-                 "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
-                 "path, dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME or "
-                 "route53://ZONE_ID/NAME",
-                 (int)(sl < 20 ? sl : 20), url);
+        st_transfer(s, key, 0, NULL, 0, NULL, timeout_ms, out);
+}
+
+void st_put(st_store *s, const char *key, const void *data, size_t len, const char *if_match,
+            int64_t timeout_ms, st_result *out)
+{
+    if (s->vt->put)
+        s->vt->put(s, key, data, len, if_match, timeout_ms, out);
     else
-        snprintf(err, errlen,
-                 "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
-                 "path (for a file whose name has ':', write ./%.100s), dynamodb://, "
-                 "postgres:// or route53://",
-                 (int)(sl < 20 ? sl : 20), url, url);
-    return S3LECT_EINVAL;
+        st_transfer(s, key, 1, data, len, if_match, timeout_ms, out);
 }
 
-int st_location_parse(const char *url, st_location *out, char *err, size_t errlen)
+void st_destroy(st_store *s)
 {
-    int rc = location_parse(url, out, err, errlen);
-    if (rc == 0 || !url)
-        return rc;
-    /* The message quotes the URL: when it holds a password, say the same of
-     * the URL as shown (password replaced by ***) instead. */
-    char *shown = st_lock_display(url);
-    if (!shown || strcmp(shown, url) != 0) {
-        st_location tmp;
-        if (!shown || location_parse(shown, &tmp, err, errlen) == 0) {
-            if (shown)
-                st_location_clear(&tmp);
-            snprintf(err, errlen, "lock URL '%.200s' is not valid", shown ? shown : "");
-        }
-    }
-    free(shown);
-    return rc;
-}
-
-int st_open(const s3lect_config *cfg, st_store **out, char **key_out, char *err, size_t errlen)
-{
-    *out = NULL;
-    *key_out = NULL;
-    if (cfg->custom) {
-        /* The key is the lock string's key part, or the whole string without a scheme. */
-        st_location loc;
-        char *key = NULL;
-        if (strstr(cfg->lock, "://") && st_location_parse(cfg->lock, &loc, err, errlen) == 0) {
-            key = loc.key;
-            loc.key = NULL;
-            st_location_clear(&loc);
-        } else {
-            key = u_strdup(cfg->lock);
-        }
-        int rc = key ? st_custom_open(cfg->custom, out) : S3LECT_ENOMEM;
-        if (rc) {
-            free(key);
-            snprintf(err, errlen, "out of memory");
-            return rc;
-        }
-        *key_out = key;
-        return 0;
-    }
-    st_location loc;
-    int rc = st_location_parse(cfg->lock, &loc, err, errlen);
-    if (rc)
-        return rc;
-    if (loc.kind == ST_LOC_FILE) {
-        /* "/tmp" as a lock: the directory would be read as the record. */
-        char *path = u_asprintf("%s/%s", loc.bucket, loc.key);
-        struct stat sb;
-        if (path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-            snprintf(err, errlen,
-                     "lock path '%.200s' is a directory: the lock must be a file path inside a "
-                     "directory, e.g. %.200s/leader.json",
-                     cfg->lock, cfg->lock);
-            rc = S3LECT_EINVAL;
-        }
-        free(path);
-        if (rc) {
-            st_location_clear(&loc);
-            return rc;
-        }
-    }
-    switch (loc.kind) {
-    case ST_LOC_S3:
-        rc = st_s3_open(cfg, loc.bucket, out, err, errlen);
-        break;
-    case ST_LOC_DYNAMODB:
-        rc = st_dynamodb_open(cfg, &loc, out, err, errlen);
-        break;
-    case ST_LOC_POSTGRES:
-        rc = st_postgres_open(cfg, &loc, out, err, errlen);
-        break;
-    case ST_LOC_ROUTE53:
-        rc = st_route53_open(cfg, &loc, out, err, errlen);
-        break;
-    default:
-        rc = st_file_open(loc.bucket, out, err, errlen);
-        break;
-    }
-    if (rc == 0) {
-        *key_out = loc.key;
-        loc.key = NULL;
-    }
-    st_location_clear(&loc);
-    return rc;
+    if (!s)
+        return;
+    if (s->easy)
+        curl_easy_cleanup(s->easy);
+    s->easy = NULL;
+    s->vt->destroy(s);
 }

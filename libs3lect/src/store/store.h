@@ -57,9 +57,11 @@ typedef struct st_xfer st_xfer;
 
 typedef struct st_vtable {
     const char *name; /* "s3", "file", "custom" */
-    /* Reads key. OK: body + etag. */
+    /* Reads key. OK: body + etag. NULL in a store with begin/finish: the
+     * one transfer driver (st_transfer) runs its blocking calls. */
     void (*get)(st_store *s, const char *key, int64_t timeout_ms, st_result *out);
-    /* Writes key if its etag equals if_match, or if it does not exist when if_match == NULL. */
+    /* Writes key if its etag equals if_match, or if it does not exist when
+     * if_match == NULL. NULL in a store with begin/finish (as get). */
     void (*put)(st_store *s, const char *key, const void *data, size_t len, const char *if_match,
                 int64_t timeout_ms, st_result *out);
     void (*destroy)(st_store *s);
@@ -88,44 +90,74 @@ typedef struct st_vtable {
 
 struct st_store {
     const st_vtable *vt;
+    void *easy; /* the libcurl handle of blocking calls to a begin/finish store
+                 * (st_easy), made on first use, freed by st_destroy */
 };
 
-static inline void st_get(st_store *s, const char *key, int64_t timeout_ms, st_result *out)
-{
-    s->vt->get(s, key, timeout_ms, out);
-}
-static inline void st_put(st_store *s, const char *key, const void *data, size_t len,
-                          const char *if_match, int64_t timeout_ms, st_result *out)
-{
-    s->vt->put(s, key, data, len, if_match, timeout_ms, out);
-}
-static inline void st_destroy(st_store *s)
-{
-    if (s)
-        s->vt->destroy(s);
-}
+/* A store with begin/finish leaves get and put NULL: the one transfer
+ * driver (st_transfer) runs its requests for blocking callers. */
+void st_get(st_store *s, const char *key, int64_t timeout_ms, st_result *out);
+void st_put(st_store *s, const char *key, const void *data, size_t len, const char *if_match,
+            int64_t timeout_ms, st_result *out);
+/* Frees the store and its blocking handle (NULL is fine). */
+void st_destroy(st_store *s);
+/* The blocking transfer driver: begin on the store's own handle, the
+ * transfer (curl_easy_perform), finish. */
+void st_transfer(st_store *s, const char *key, int put, const void *data, size_t len,
+                 const char *if_match, int64_t timeout_ms, st_result *out);
+/* The store's own handle for blocking calls (a CURL *), made on first use;
+ * NULL with out set (TRANSIENT) when libcurl cannot make one. */
+void *st_easy(st_store *s, st_result *out);
+
+/* A lock store's row in the scheme table (store/schemes.c). */
+typedef struct st_scheme st_scheme;
 
 /* A parsed lock location. */
 typedef struct st_location {
-    int kind; /* ST_LOC_* */
+    const st_scheme *scheme; /* the store it names */
     /* s3: bucket; file: directory; dynamodb: table; route53: hosted zone id;
      * postgres: the libpq connection URI without s3lect's parameters */
     char *bucket;
     /* s3: object key; file: file name inside the directory; dynamodb: the
      * partition key's value; route53: the record name (lower case, with the
-     * final dot); postgres: the lock's row name */
+     * final dot); postgres: the lock's row name; custom: the key */
     char *key;
     /* dynamodb: partition key attribute name; postgres: table name */
     char *opt1;
     /* dynamodb: sort key attribute name and value (NULL when none) */
     char *opt2, *opt3;
 } st_location;
-enum { ST_LOC_S3 = 1, ST_LOC_FILE, ST_LOC_DYNAMODB, ST_LOC_POSTGRES, ST_LOC_ROUTE53 };
 
-/* Does a lock of this kind use AWS credentials (the credential chain)? */
-static inline int st_loc_is_aws(int kind)
+enum {
+    ST_SCHEME_AWS = 1,   /* the store signs with AWS credentials (the credential chain) */
+    ST_SCHEME_PATHS = 2, /* a plain path (no scheme) names a lock of this store */
+};
+
+struct s3lect_config;
+/* One store: a file (store_NAME.c) and one row in the table. */
+struct st_scheme {
+    const char *name;  /* the URL scheme, lower case: "s3" */
+    const char *alias; /* another spelling of it ("postgresql"), or NULL */
+    /* Parses url; rest is what follows "NAME://" (NULL: url is a plain
+     * path). Fills out's fields (not out->scheme); on error writes a
+     * one-line message that says what to fix (never a password). */
+    int (*parse)(const char *url, const char *rest, st_location *out, char *err, size_t errlen);
+    /* Opens the store the location names with cfg's settings. */
+    int (*open)(const struct s3lect_config *cfg, const st_location *loc, st_store **out, char *err,
+                size_t errlen);
+    /* Appends the canonical form of loc (st_lock_canonical) to *out;
+     * nonzero when out of memory. */
+    int (*canonical)(const st_location *loc, char **out);
+    /* The right spelling, for a URL with the scheme but not "://" ("s3://
+     * bucket/key (two slashes)"), or NULL. */
+    const char *form;
+    int flags; /* ST_SCHEME_* */
+};
+
+/* Does a lock of this location use AWS credentials (the credential chain)? */
+static inline int st_location_is_aws(const st_location *loc)
 {
-    return kind == ST_LOC_S3 || kind == ST_LOC_DYNAMODB || kind == ST_LOC_ROUTE53;
+    return loc->scheme && (loc->scheme->flags & ST_SCHEME_AWS);
 }
 
 /* Parses "s3://bucket/key", "file:///dir/key", a plain path,
@@ -152,24 +184,71 @@ char *st_lock_display(const char *url);
  * st_lock_display shows it. Allocated; NULL on out of memory. */
 char *st_lock_canonical(const char *url);
 
-struct s3lect_config;
-/* Opens the store a config names (custom store if set, else by location).
- * err receives a one-line message on failure. */
-int st_open(const struct s3lect_config *cfg, st_store **out, char **key_out, char *err,
+/* The lock a config names: parsed by its scheme, or, with a custom store,
+ * the custom store's location (key: the lock's key part when it parses as
+ * a URL, else the whole string). */
+int st_lock_location(const struct s3lect_config *cfg, st_location *out, char *err, size_t errlen);
+/* st_lock_canonical of a parsed location; url is the lock as written (for a
+ * location whose scheme has no canonical form: the custom store). */
+char *st_location_canonical(const st_location *loc, const char *url);
+/* Opens the store a parsed location names: every store through its row's
+ * open. err receives a one-line message on failure. */
+int st_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out, char *err,
             size_t errlen);
+/* For callers that hold only a config (the CLI): st_lock_location, then
+ * st_open; *key_out receives the key (allocated). */
+int st_open_config(const struct s3lect_config *cfg, st_store **out, char **key_out, char *err,
+                   size_t errlen);
 
-/* Backends. */
-int st_dynamodb_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
-                     char *err, size_t errlen);
-int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
-                     char *err, size_t errlen);
-int st_route53_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
-                    char *err, size_t errlen);
-int st_file_open(const char *dir, st_store **out, char *err, size_t errlen);
-int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **out, char *err,
-               size_t errlen);
-/* A store calling the user's functions (cfg_custom, reference taken). */
-struct cfg_custom;
-int st_custom_open(struct cfg_custom *callbacks, st_store **out);
+/* The stores (their rows in store/schemes.c). Every store opens through
+ * the one signature of st_scheme.open. */
+#define ST_STORE_FUNCS(name)                                                                       \
+    int st_##name##_parse(const char *url, const char *rest, st_location *out, char *err,          \
+                          size_t errlen);                                                          \
+    int st_##name##_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,  \
+                         char *err, size_t errlen);                                                \
+    int st_##name##_canonical(const st_location *loc, char **out);
+ST_STORE_FUNCS(s3)
+ST_STORE_FUNCS(file)
+ST_STORE_FUNCS(dynamodb)
+ST_STORE_FUNCS(postgres)
+ST_STORE_FUNCS(route53)
+/* The custom store (the user's functions, cfg->custom): no URL of its own. */
+extern const st_scheme st_custom_scheme;
+int st_custom_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
+                   char *err, size_t errlen);
+
+/* Helpers for the stores' parsers and canonical forms (store.c). */
+/* Is every byte of s in the set: letters, digits and extra? */
+int st_only_chars(const char *s, const char *extra);
+/* The first control character (C0, DEL, UTF-8 C1) in s, or NULL. */
+const char *st_find_control(const char *s);
+/* Is p a control character? */
+int st_is_control(const unsigned char *p);
+/* Length of one valid UTF-8 sequence at p (1..4), or 0. */
+size_t st_utf8_len(const unsigned char *p);
+/* Checks '/'-separated segments of path[0..n): none empty, none "." or "..";
+ * what names the part in the message ("key", "path"). */
+int st_check_segments(const char *url, const char *what, const char *path, size_t n, char *err,
+                      size_t errlen);
+/* Checks a name or value: 1 to max bytes of UTF-8 without control characters. */
+int st_check_text(const char *url, const char *what, const char *v, size_t max, char *err,
+                  size_t errlen);
+/* Decodes %XX escapes of in[0..n): NULL with *bad = 1 on a malformed escape
+ * or an escaped NUL, NULL with *bad = 0 when out of memory. */
+char *st_pct_decode(const char *in, size_t n, int *bad);
+/* One parameter a scheme takes from the query. */
+typedef struct st_qparam {
+    const char *name;
+    char **dst; /* receives the decoded value */
+} st_qparam;
+/* Splits query q ("a=b&c=d") into params (decoded). A parameter not in
+ * params is appended, as written, to *rest ("&"-joined) when rest is not
+ * NULL, and refused otherwise. Duplicates and empty values are refused. */
+int st_parse_query(const char *url, const char *usage, const char *q, const st_qparam *params,
+                   size_t np, char **rest, char *err, size_t errlen);
+/* Appends prefix and v to *out, percent-encoding (encode) what would make a
+ * query ambiguous. Nonzero when out of memory. */
+int st_canon_add(char **out, const char *prefix, const char *v, int encode);
 
 #endif

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* store_custom.c - a store backed by the application's get/put functions. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,14 +83,22 @@ static void custom_destroy(st_store *s)
 static const st_vtable custom_vt = {
     .name = "custom", .get = custom_get, .put = custom_put, .destroy = custom_destroy};
 
-int st_custom_open(cfg_custom *callbacks, st_store **out)
+int st_custom_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
+                   char *err, size_t errlen)
 {
+    (void)loc;
     custom_store *cs = calloc(1, sizeof *cs);
-    if (!cs)
+    if (!cs) {
+        snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
+    }
     cs->base.vt = &custom_vt;
-    cs->c = callbacks;
+    cs->c = cfg->custom;
     __atomic_add_fetch(&cs->c->refs, 1, __ATOMIC_ACQ_REL);
     *out = &cs->base;
     return 0;
 }
+
+/* Not in the URL table: a config with custom store functions names it
+ * (st_lock_location). */
+const st_scheme st_custom_scheme = {"custom", NULL, NULL, st_custom_open, NULL, NULL, 0};

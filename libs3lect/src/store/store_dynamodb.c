@@ -332,7 +332,8 @@ static cJSON *ddb_answer(ddb_store *s, st_xfer *x, int curl_code, st_result *out
         return NULL;
     }
     const ah_response *r = &x->call.resp;
-    cJSON *j = r->body && !r->truncated ? cJSON_ParseWithLength(r->body, r->len) : NULL;
+    cJSON *j = r->data.body && !r->data.too_large ? cJSON_ParseWithLength(r->data.body, r->data.len)
+                                                  : NULL;
     if (status >= 200 && status < 300) {
         if (!j)
             st_result_setf(out, ST_TRANSIENT,
@@ -390,24 +391,13 @@ static void ddb_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     xfer_free(x);
 }
 
-static void ddb_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
-{
-    ah_service_call(st, &((ddb_store *)st)->v, key, 0, NULL, 0, NULL, timeout_ms, out);
-}
-
-static void ddb_put(st_store *st, const char *key, const void *data, size_t len,
-                    const char *if_match, int64_t timeout_ms, st_result *out)
-{
-    ah_service_call(st, &((ddb_store *)st)->v, key, 1, data, len, if_match, timeout_ms, out);
-}
-
 /* A table-level call (CreateTable, DescribeTable): the parsed answer, or
  * NULL with out set. */
 static cJSON *ddb_table_call(ddb_store *s, const char *action, char *json, int64_t timeout_ms,
                              st_result *out)
 {
     memset(out, 0, sizeof *out);
-    CURL *h = ah_service_handle(&s->v, out);
+    CURL *h = st_easy(&s->base, out);
     st_xfer *x = h ? ddb_start(s, h, OP_TABLE, action, "", json, NULL, timeout_ms, out) : NULL;
     if (!h)
         free(json);
@@ -561,8 +551,6 @@ static void ddb_destroy(st_store *st)
 }
 
 static const st_vtable ddb_vtable = {.name = "dynamodb",
-                                     .get = ddb_get,
-                                     .put = ddb_put,
                                      .destroy = ddb_destroy,
                                      .begin = ddb_begin,
                                      .finish = ddb_finish,
@@ -615,4 +603,88 @@ int st_dynamodb_open(const struct s3lect_config *cfg, const st_location *loc, st
     }
     *out = &s->base;
     return 0;
+}
+
+#define DDB_USAGE                                                                                  \
+    "dynamodb://TABLE/KEY, optionally ?partition_key=ATTR (default LockID) and "                   \
+    "&sort_key=ATTR&sort_value=VALUE"
+
+int st_dynamodb_parse(const char *url, const char *b, st_location *out, char *err, size_t errlen)
+{
+    if (strchr(b, '#')) {
+        snprintf(err, errlen, "lock URL '%.200s' has a fragment ('#'); write %s", url, DDB_USAGE);
+        return S3LECT_EINVAL;
+    }
+    const char *q = strchr(b, '?');
+    size_t pl = q ? (size_t)(q - b) : strlen(b);
+    const char *slash = memchr(b, '/', pl);
+    if (!slash || slash == b || slash + 1 == b + pl) {
+        snprintf(err, errlen, "lock URL '%.200s' needs a table and a key: %s", url, DDB_USAGE);
+        return S3LECT_EINVAL;
+    }
+    int bad = 0, rc;
+    out->bucket = u_asprintf("%.*s", (int)(slash - b), b);
+    out->key = st_pct_decode(slash + 1, (size_t)(b + pl - slash - 1), &bad);
+    if (bad) {
+        snprintf(err, errlen, "lock URL '%.200s': the key has a malformed %%-escape", url);
+        return S3LECT_EINVAL;
+    }
+    if (!out->bucket || !out->key) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    size_t tl = strlen(out->bucket);
+    if (tl < 3 || tl > 255 || !st_only_chars(out->bucket, "_.-")) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': '%.100s' is not a DynamoDB table name (3 to 255 of a-z, "
+                 "A-Z, 0-9, '_', '-', '.')",
+                 url, out->bucket);
+        return S3LECT_EINVAL;
+    }
+    if ((rc = st_check_text(url, "key", out->key, 2048, err, errlen)) != 0)
+        return rc;
+    st_qparam ps[] = {
+        {"partition_key", &out->opt1}, {"sort_key", &out->opt2}, {"sort_value", &out->opt3}};
+    if ((rc = st_parse_query(url, DDB_USAGE, q ? q + 1 : NULL, ps, 3, NULL, err, errlen)) != 0)
+        return rc;
+    if (!out->opt1 && !(out->opt1 = u_strdup("LockID"))) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    if (!out->opt2 != !out->opt3) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': sort_key and sort_value go together (the table's sort key "
+                 "attribute and the value the lock's item has in it)",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    const char *names[] = {out->opt1, out->opt2};
+    for (int i = 0; i < 2; i++) {
+        if (names[i] && (strlen(names[i]) > 255 || !st_only_chars(names[i], "_.-"))) {
+            snprintf(err, errlen,
+                     "lock URL '%.200s': attribute name '%.100s' must have 1 to 255 of a-z, A-Z, "
+                     "0-9, '_', '-', '.'",
+                     url, names[i]);
+            return S3LECT_EINVAL;
+        }
+    }
+    if (out->opt2 && strcmp(out->opt1, out->opt2) == 0) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': partition_key and sort_key are the same attribute", url);
+        return S3LECT_EINVAL;
+    }
+    if (out->opt3 && (rc = st_check_text(url, "sort_value", out->opt3, 1024, err, errlen)) != 0)
+        return rc;
+    return 0;
+}
+
+int st_dynamodb_canonical(const st_location *loc, char **out)
+{
+    int rc = st_canon_add(out, "dynamodb://", loc->bucket, 0) ||
+             st_canon_add(out, "/", loc->key, 1) ||
+             st_canon_add(out, "?partition_key=", loc->opt1, 1);
+    if (loc->opt2 && loc->opt3)
+        rc = rc || st_canon_add(out, "&sort_key=", loc->opt2, 1) ||
+             st_canon_add(out, "&sort_value=", loc->opt3, 1);
+    return rc;
 }

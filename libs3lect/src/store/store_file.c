@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "crypto.h"
 #include "store.h"
 #include "util.h"
@@ -233,9 +234,23 @@ static void file_destroy(st_store *s)
 static const st_vtable file_vt = {
     .name = "file", .get = file_get, .put = file_put, .destroy = file_destroy};
 
-int st_file_open(const char *dir, st_store **out, char *err, size_t errlen)
+int st_file_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out, char *err,
+                 size_t errlen)
 {
+    const char *dir = loc->bucket;
     struct stat sb;
+    /* "/tmp" as a lock: the directory would be read as the record. */
+    char *path = u_asprintf("%s/%s", loc->bucket, loc->key);
+    if (path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        const char *lock = cfg && cfg->lock ? cfg->lock : path;
+        snprintf(err, errlen,
+                 "lock path '%.200s' is a directory: the lock must be a file path inside a "
+                 "directory, e.g. %.200s/leader.json",
+                 lock, lock);
+        free(path);
+        return S3LECT_EINVAL;
+    }
+    free(path);
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
         snprintf(err, errlen, "lock directory '%s' does not exist: create it first (mkdir -p %s)",
                  dir, dir);
@@ -250,4 +265,140 @@ int st_file_open(const char *dir, st_store **out, char *err, size_t errlen)
     fs->base.vt = &file_vt;
     *out = &fs->base;
     return 0;
+}
+
+/* A lock's file name must leave room for the store's ".lock" and temporary
+ * names ("." KEY "." pid "." random ".tmp") within NAME_MAX (255). */
+#define FILE_NAME_MAX 200
+#define FILE_PATH_MAX 4000
+
+static int split_path(const char *url, const char *path, st_location *out, char *err, size_t errlen)
+{
+    size_t n = strlen(path);
+    const char *ctl = st_find_control(path);
+    if (ctl) {
+        snprintf(err, errlen,
+                 "lock path has a control character (byte 0x%02x at offset %zu): "
+                 "remove it",
+                 (unsigned char)*ctl, (size_t)(ctl - path));
+        return S3LECT_EINVAL;
+    }
+    if (n > FILE_PATH_MAX) {
+        snprintf(err, errlen, "lock path is %zu bytes long; the limit is %d", n, FILE_PATH_MAX);
+        return S3LECT_EINVAL;
+    }
+    if (n == 0 || path[n - 1] == '/') {
+        snprintf(err, errlen,
+                 "lock path '%.200s' names a directory: add a file name, e.g. %.200sleader.json",
+                 url, n ? url : "./");
+        return S3LECT_EINVAL;
+    }
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+        snprintf(err, errlen,
+                 "lock path '%.200s' names a directory: the lock must be a file inside one, e.g. "
+                 "%.200s/leader.json",
+                 url, url);
+        return S3LECT_EINVAL;
+    }
+    if (strlen(name) > FILE_NAME_MAX) {
+        snprintf(err, errlen,
+                 "lock file name is %zu bytes long; the limit is %d (the store adds suffixes)",
+                 strlen(name), FILE_NAME_MAX);
+        return S3LECT_EINVAL;
+    }
+    if (!slash) {
+        out->bucket = u_strdup(".");
+        out->key = u_strdup(path);
+    } else {
+        size_t dl = slash == path ? 1 : (size_t)(slash - path);
+        out->bucket = malloc(dl + 1);
+        if (out->bucket) {
+            memcpy(out->bucket, path, dl);
+            out->bucket[dl] = '\0';
+        }
+        out->key = u_strdup(slash + 1);
+    }
+    if (!out->bucket || !out->key) {
+        st_location_clear(out);
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    return 0;
+}
+
+int st_file_parse(const char *url, const char *p, st_location *out, char *err, size_t errlen)
+{
+    if (!p)
+        return split_path(url, url, out, err, errlen);
+    if (strncmp(p, "localhost/", 10) == 0)
+        p += 9;
+    if (p[0] != '/') {
+        snprintf(err, errlen,
+                 "file URL '%.200s' must be absolute: file:///dir/leader.json (three slashes)",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    if (strpbrk(p, "?#")) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' has a query or fragment ('?' or '#'); file URLs take neither "
+                 "(give a plain path if the name really has them)",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    if (!st_find_control(p) && p[1] != '\0' && p[strlen(p) - 1] != '/') {
+        int rc = st_check_segments(url, "path", p + 1, strlen(p + 1), err, errlen);
+        if (rc)
+            return rc;
+    }
+    return split_path(url, p, out, err, errlen);
+}
+
+/* path made absolute against the working directory, with "", "." and ".."
+ * components resolved lexically. */
+static char *abs_lexical(const char *path)
+{
+    char cwd[4096] = "/";
+    if (path[0] != '/' && !getcwd(cwd, sizeof cwd))
+        snprintf(cwd, sizeof cwd, "/");
+    char *joined = path[0] == '/' ? u_strdup(path) : u_asprintf("%s/%s", cwd, path);
+    char *out = joined ? malloc(strlen(joined) + 2) : NULL;
+    if (!out) {
+        free(joined);
+        return NULL;
+    }
+    size_t o = 0;
+    for (char *tok = joined; *tok;) {
+        size_t l = strcspn(tok, "/");
+        if (l == 0 || (l == 1 && tok[0] == '.')) {
+            /* nothing */
+        } else if (l == 2 && tok[0] == '.' && tok[1] == '.') {
+            while (o > 0 && out[o - 1] != '/')
+                o--;
+            if (o > 0)
+                o--; /* the slash before the dropped component */
+        } else {
+            out[o++] = '/';
+            memcpy(out + o, tok, l);
+            o += l;
+        }
+        tok += l;
+        if (*tok == '/')
+            tok++;
+    }
+    if (o == 0)
+        out[o++] = '/';
+    out[o] = '\0';
+    free(joined);
+    return out;
+}
+
+int st_file_canonical(const st_location *loc, char **out)
+{
+    char *dir = abs_lexical(loc->bucket);
+    int rc = !dir || st_canon_add(out, "file://", dir, 0) ||
+             st_canon_add(out, strcmp(dir, "/") ? "/" : "", loc->key, 0);
+    free(dir);
+    return rc;
 }

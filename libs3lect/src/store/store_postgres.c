@@ -707,3 +707,93 @@ int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st
     *out = &s->base;
     return 0;
 }
+
+#define PG_USAGE "postgres://[USER@HOST[:PORT]]/DB?key=NAME[&table=TABLE][&libpq parameters]"
+
+/* A table name: identifier or schema.identifier, each [A-Za-z_][A-Za-z0-9_]*
+ * of at most 63 bytes (it is quoted in SQL: case is kept). */
+static int pg_table_ok(const char *t)
+{
+    const char *dot = strchr(t, '.');
+    for (int part = 0; part < (dot ? 2 : 1); part++) {
+        const char *p = part ? dot + 1 : t;
+        size_t n = part || !dot ? strlen(p) : (size_t)(dot - t);
+        if (n == 0 || n > 63 || (p[0] >= '0' && p[0] <= '9'))
+            return 0;
+        for (size_t i = 0; i < n; i++)
+            if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
+                  (p[i] >= '0' && p[i] <= '9') || p[i] == '_'))
+                return 0;
+    }
+    return 1;
+}
+
+int st_postgres_parse(const char *url, const char *after, st_location *out, char *err,
+                      size_t errlen)
+{
+    (void)after; /* libpq parses the connection part: the whole URL */
+    char *shown = st_lock_display(url);
+    if (!shown) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    int rc = 0;
+    char *rest = NULL;
+    const char *q = strchr(url, '?');
+    if (strchr(url, '#')) {
+        snprintf(err, errlen, "lock URL '%.200s' has a fragment ('#'); write %s", shown, PG_USAGE);
+        rc = S3LECT_EINVAL;
+        goto done;
+    }
+    st_qparam ps[] = {{"key", &out->key}, {"table", &out->opt1}};
+    if ((rc = st_parse_query(shown, PG_USAGE, q ? q + 1 : NULL, ps, 2, &rest, err, errlen)) != 0)
+        goto done;
+    if (!out->key) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' names no lock: add ?key=NAME (the lock's row; one table holds "
+                 "many locks): %s",
+                 shown, PG_USAGE);
+        rc = S3LECT_EINVAL;
+        goto done;
+    }
+    if ((rc = st_check_text(shown, "key", out->key, 1024, err, errlen)) != 0)
+        goto done;
+    if (!out->opt1 && !(out->opt1 = u_strdup("s3lect_locks"))) {
+        snprintf(err, errlen, "out of memory");
+        rc = S3LECT_ENOMEM;
+        goto done;
+    }
+    if (!pg_table_ok(out->opt1)) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': table '%.100s' must be NAME or SCHEMA.NAME, each a letter or "
+                 "'_' then letters, digits or '_' (at most 63)",
+                 shown, out->opt1);
+        rc = S3LECT_EINVAL;
+        goto done;
+    }
+    size_t base = q ? (size_t)(q - url) : strlen(url);
+    out->bucket =
+        rest ? u_asprintf("%.*s?%s", (int)base, url, rest) : u_asprintf("%.*s", (int)base, url);
+    if (!out->bucket) {
+        snprintf(err, errlen, "out of memory");
+        rc = S3LECT_ENOMEM;
+        goto done;
+    }
+done:
+    free(rest);
+    free(shown);
+    return rc;
+}
+
+int st_postgres_canonical(const st_location *loc, char **out)
+{
+    /* The connection part (libpq's) as shown, scheme in lower case. */
+    char *shown = st_lock_display(loc->bucket);
+    const char *sep = shown ? strstr(shown, "://") : NULL;
+    const char *q = shown ? strchr(shown, '?') : NULL;
+    int rc = !sep || st_canon_add(out, "postgres", sep, 0) ||
+             st_canon_add(out, q ? "&key=" : "?key=", loc->key, 1) ||
+             st_canon_add(out, "&table=", loc->opt1, 1);
+    free(shown);
+    return rc;
+}

@@ -281,7 +281,7 @@ static st_xfer *r53_begin(st_store *st, void *easy, const char *key, int put, co
  * characters of the message become spaces. */
 static void error_code(const ah_response *r, char *code, size_t cl, char *msg, size_t ml)
 {
-    const char *b = r->body ? r->body : "", *end = b + r->len;
+    const char *b = r->data.body ? r->data.body : "", *end = b + r->data.len;
     int oom = 0;
     char *c = aws_xml_text(b, end, "Code", NULL, &oom);
     char *m = aws_xml_text(b, end, "Message", NULL, &oom);
@@ -366,7 +366,7 @@ static void set_failure(r53_store *s, const st_xfer *x, long status, const char 
 /* Fills out from a ListResourceRecordSets answer for name. */
 static void parse_list(r53_store *s, const st_xfer *x, const ah_response *r, st_result *out)
 {
-    const char *b = r->body ? r->body : "";
+    const char *b = r->data.body ? r->data.body : "";
     const char *set = strstr(b, "<ResourceRecordSet>");
     const char *set_end = set ? strstr(set, "</ResourceRecordSet>") : NULL;
     if (!set || !set_end) {
@@ -448,17 +448,6 @@ static void r53_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     xfer_free(x);
 }
 
-static void r53_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
-{
-    ah_service_call(st, &((r53_store *)st)->v, key, 0, NULL, 0, NULL, timeout_ms, out);
-}
-
-static void r53_put(st_store *st, const char *key, const void *data, size_t len,
-                    const char *if_match, int64_t timeout_ms, st_result *out)
-{
-    ah_service_call(st, &((r53_store *)st)->v, key, 1, data, len, if_match, timeout_ms, out);
-}
-
 /* check-store's scratch record: a label in front of the name, so that it
  * stays inside the zone. */
 static char *r53_scratch(const char *key, const char *tag)
@@ -482,8 +471,6 @@ static void r53_destroy(st_store *st)
 }
 
 static const st_vtable r53_vtable = {.name = "route53",
-                                     .get = r53_get,
-                                     .put = r53_put,
                                      .destroy = r53_destroy,
                                      .begin = r53_begin,
                                      .finish = r53_finish,
@@ -531,4 +518,62 @@ int st_route53_open(const struct s3lect_config *cfg, const st_location *loc, st_
     }
     *out = &s->base;
     return 0;
+}
+
+#define R53_USAGE "route53://HOSTED_ZONE_ID/RECORD.NAME.IN.THE.ZONE"
+
+int st_route53_parse(const char *url, const char *b, st_location *out, char *err, size_t errlen)
+{
+    if (strpbrk(b, "?#")) {
+        snprintf(err, errlen, "lock URL '%.200s' has a query or fragment; write %s", url,
+                 R53_USAGE);
+        return S3LECT_EINVAL;
+    }
+    const char *slash = strchr(b, '/');
+    if (!slash || slash == b || !slash[1] || strchr(slash + 1, '/')) {
+        snprintf(err, errlen, "lock URL '%.200s' needs a hosted zone id and a record name: %s", url,
+                 R53_USAGE);
+        return S3LECT_EINVAL;
+    }
+    size_t zl = (size_t)(slash - b);
+    out->bucket = u_asprintf("%.*s", (int)zl, b);
+    const char *name = slash + 1;
+    size_t nl = strlen(name);
+    if (nl && name[nl - 1] == '.')
+        nl--;
+    out->key = u_asprintf("%.*s.", (int)nl, name);
+    if (!out->bucket || !out->key) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    if (zl > 32 || !st_only_chars(out->bucket, "")) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': '%.60s' is not a hosted zone id (letters and digits, e.g. "
+                 "Z0123456789ABCDEFGHIJ; without /hostedzone/)",
+                 url, out->bucket);
+        return S3LECT_EINVAL;
+    }
+    for (char *c = out->key; *c; c++)
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c - 'A' + 'a');
+    /* Labels of letters, digits, '-' and '_', 1 to 63 each, 253 in all. */
+    int ok = nl >= 1 && nl <= 253 && st_only_chars(out->key, "-_.");
+    for (const char *p = out->key; ok && *p;) {
+        size_t ll = strcspn(p, ".");
+        ok = ll >= 1 && ll <= 63;
+        p += ll + 1;
+    }
+    if (!ok) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': '%.200s' is not a DNS record name (labels of 1 to 63 "
+                 "letters, digits, '-' or '_', 253 in all); write %s",
+                 url, name, R53_USAGE);
+        return S3LECT_EINVAL;
+    }
+    return 0;
+}
+
+int st_route53_canonical(const st_location *loc, char **out)
+{
+    return st_canon_add(out, "route53://", loc->bucket, 0) || st_canon_add(out, "/", loc->key, 0);
 }

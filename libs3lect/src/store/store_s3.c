@@ -317,7 +317,7 @@ static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         s3_error_body xe = {0};
         int outcome = s3_classify(status, NULL);
         if (outcome != ST_OK) {
-            s3_xml_parse_error(resp->body, resp->len, &xe);
+            s3_xml_parse_error(resp->data.body, resp->data.len, &xe);
             outcome = s3_classify(status, xe.code);
         }
         if (outcome != ST_OK) {
@@ -330,8 +330,8 @@ static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
                            "for conditional writes",
                            c->method, s->bucket, c->key, s->v.endpoint_desc);
         } else if (st_result_set_etag(out, resp->etag) != 0 ||
-                   (!put &&
-                    st_result_set_body(out, resp->body ? resp->body : "", resp->len) != 0)) {
+                   (!put && st_result_set_body(out, resp->data.body ? resp->data.body : "",
+                                               resp->data.len) != 0)) {
             st_result_setf(out, ST_TRANSIENT, "out of memory");
         } else {
             out->outcome = ST_OK;
@@ -341,17 +341,6 @@ static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         }
     }
     xfer_free(x);
-}
-
-static void s3_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
-{
-    ah_service_call(st, &((s3_store *)st)->v, key, 0, NULL, 0, NULL, timeout_ms, out);
-}
-
-static void s3_put(st_store *st, const char *key, const void *data, size_t len,
-                   const char *if_match, int64_t timeout_ms, st_result *out)
-{
-    ah_service_call(st, &((s3_store *)st)->v, key, 1, data, len, if_match, timeout_ms, out);
 }
 
 static const char *s3_pool(const st_store *st)
@@ -369,13 +358,8 @@ static void s3_destroy(st_store *st)
     free(s);
 }
 
-static const st_vtable s3_vtable = {.name = "s3",
-                                    .get = s3_get,
-                                    .put = s3_put,
-                                    .destroy = s3_destroy,
-                                    .begin = s3_begin,
-                                    .finish = s3_finish,
-                                    .pool = s3_pool};
+static const st_vtable s3_vtable = {
+    .name = "s3", .destroy = s3_destroy, .begin = s3_begin, .finish = s3_finish, .pool = s3_pool};
 
 /* Works out origin, Host and path prefix from the endpoint and addressing. */
 static int setup_addressing(s3_store *s, const char *endpoint_url, int path_style, char *err,
@@ -439,9 +423,10 @@ static int setup_addressing(s3_store *s, const char *endpoint_url, int path_styl
     return 0;
 }
 
-int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **out, char *err,
+int st_s3_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out, char *err,
                size_t errlen)
 {
+    const char *bucket = loc->bucket;
     *out = NULL;
     if (!bucket || !*bucket || strchr(bucket, '/')) {
         snprintf(err, errlen, "invalid S3 bucket name '%s': use s3://bucket/key",
@@ -479,4 +464,130 @@ int st_s3_open(const struct s3lect_config *cfg, const char *bucket, st_store **o
     }
     *out = &s->base;
     return 0;
+}
+
+/* S3 bucket naming rules: 3-63 characters of a-z, 0-9, '.' and '-', starting
+ * and ending with a letter or digit, no "..", not an IPv4 address. Legacy
+ * us-east-1 buckets (created before March 2018) may also have capitals and
+ * '_' and up to 255 characters: accepted too (the S3 store then uses
+ * path-style addressing, as AWS requires for them). */
+static int check_bucket(const char *url, const char *b, size_t bl, char *err, size_t errlen)
+{
+    int legacy = 0;
+    for (size_t i = 0; i < bl; i++) {
+        char c = b[i];
+        if ((c >= 'A' && c <= 'Z') || c == '_') {
+            legacy = 1;
+        } else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) {
+            snprintf(err, errlen,
+                     "lock URL '%.200s': the bucket name has an invalid character; S3 bucket "
+                     "names use only a-z, 0-9, '.' and '-' (legacy ones also A-Z and '_')",
+                     url);
+            return S3LECT_EINVAL;
+        }
+    }
+    if (bl < 3 || bl > (legacy ? 255u : 63u)) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': the bucket name is %zu characters long; S3 bucket names "
+                 "have 3 to 63 (legacy names with capitals or '_' up to 255)",
+                 url, bl);
+        return S3LECT_EINVAL;
+    }
+    int alnum_ends = b[0] != '.' && b[0] != '-' && b[bl - 1] != '.' && b[bl - 1] != '-';
+    int dotdot = 0, dots = 0, digits_dots = 1;
+    for (size_t i = 0; i < bl; i++) {
+        if (b[i] == '.') {
+            dots++;
+            if (i + 1 < bl && b[i + 1] == '.')
+                dotdot = 1;
+        } else if (!(b[i] >= '0' && b[i] <= '9')) {
+            digits_dots = 0;
+        }
+    }
+    if (!alnum_ends || dotdot) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': S3 bucket names start and end with a letter or digit and "
+                 "have no '..'",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    if (digits_dots && dots == 3) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': an IP address is not a bucket name; give the server with "
+                 "--endpoint (endpoint setting) and the bucket here",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    return 0;
+}
+
+/* S3 object keys: at most 1024 bytes of valid UTF-8, no control characters,
+ * and (for a lock) no empty, "." or ".." segments. */
+#define S3_KEY_MAX 1024
+
+static int check_s3_key(const char *url, const char *key, char *err, size_t errlen)
+{
+    size_t n = strlen(key);
+    if (n > S3_KEY_MAX) {
+        snprintf(err, errlen, "lock URL: the S3 key is %zu bytes long; S3's limit is %d", n,
+                 S3_KEY_MAX);
+        return S3LECT_EINVAL;
+    }
+    for (const unsigned char *p = (const unsigned char *)key; *p;) {
+        if (st_is_control(p)) {
+            snprintf(err, errlen,
+                     "lock URL: the S3 key has a control character (byte 0x%02x at offset %zu); "
+                     "remove it",
+                     *p, (size_t)(p - (const unsigned char *)key));
+            return S3LECT_EINVAL;
+        }
+        size_t l = st_utf8_len(p);
+        if (!l) {
+            snprintf(err, errlen,
+                     "lock URL: the S3 key is not valid UTF-8 (at offset %zu); S3 keys are UTF-8",
+                     (size_t)(p - (const unsigned char *)key));
+            return S3LECT_EINVAL;
+        }
+        p += l;
+    }
+    return st_check_segments(url, "key", key, n, err, errlen);
+}
+
+int st_s3_parse(const char *url, const char *b, st_location *out, char *err, size_t errlen)
+{
+    const char *slash = strchr(b, '/');
+    if (!slash || slash == b || !slash[1]) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' needs a bucket and a key: s3://bucket/path/to/leader.json",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    if (strpbrk(url, "?#")) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' has a query or fragment ('?' or '#'); lock URLs take neither: "
+                 "s3://bucket/key",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    size_t bl = (size_t)(slash - b);
+    int rc = check_bucket(url, b, bl, err, errlen);
+    if (!rc)
+        rc = check_s3_key(url, slash + 1, err, errlen);
+    if (rc)
+        return rc;
+    out->bucket = malloc(bl + 1);
+    out->key = u_strdup(slash + 1);
+    if (!out->bucket || !out->key) {
+        st_location_clear(out);
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    memcpy(out->bucket, b, bl);
+    out->bucket[bl] = '\0';
+    return 0;
+}
+
+int st_s3_canonical(const st_location *loc, char **out)
+{
+    return st_canon_add(out, "s3://", loc->bucket, 0) || st_canon_add(out, "/", loc->key, 0);
 }

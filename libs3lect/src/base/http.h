@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* http.h - what every libcurl user in s3lect shares (the credential
+ * fetches, the peer client, the AWS stores and the runtime that drives
+ * their transfers): libcurl's global initialisation, once per process; the
+ * response-body accumulator; and the easy-handle options every request
+ * sets. Each user adds its own options (TLS trust, headers, methods) after
+ * http_easy_common. */
+#ifndef S3LECT_HTTP_H
+#define S3LECT_HTTP_H
+
+#include <curl/curl.h>
+#include <stddef.h>
+
+/* libcurl's global initialisation, once per process (the first call does
+ * it; later calls return its result). Returns 0, or S3LECT_EIO and writes
+ * why into err (when err is not NULL). */
+int http_global_init(char *err, size_t errlen);
+
+/* A response body, collected by the write callback http_easy_common sets:
+ * NUL-terminated in body (NULL when nothing arrived), at most max bytes. A
+ * longer answer keeps its first max bytes, sets too_large and aborts the
+ * transfer (CURLE_WRITE_ERROR); running out of memory sets oom and aborts
+ * it too. The buffer grows by copy and old buffers are wiped, so a body
+ * that holds a secret (credentials) leaves no copy behind. */
+typedef struct http_body {
+    char *body;
+    size_t len, cap, max;
+    int too_large, oom;
+} http_body;
+
+/* Wipes and frees the body and zeroes b except for max. */
+void http_body_clear(http_body *b);
+
+/* Sets the options every request has: the URL, no signals, total_ms for the
+ * whole exchange and connect_ms for connecting, s3lect's User-Agent, errbuf
+ * (CURL_ERROR_SIZE bytes, or NULL) for libcurl's message, and the body into
+ * *body. Call after curl_easy_reset. */
+void http_easy_common(CURL *e, const char *url, long total_ms, long connect_ms, char *errbuf,
+                      http_body *body);
+
+#endif
