@@ -2,6 +2,13 @@
 /* cred_chain.c - the credential provider chain (order in aws_creds.h), its
  * cache and the background refresher.
  *
+ * Providers: an ordered list (providers[]); each says whether it is
+ * configured (the first that is supplies the credentials; a half-done
+ * setting is an error, not a reason to ask the next), how to fetch its
+ * credentials and how to describe where they come from. A provider with
+ * static keys has no fetch. The cache below knows nothing of AWS beyond the
+ * shape of the credentials: it sees a provider only through cred_ops.
+ *
  * Cache: one entry per resolved source (same profile, same web identity
  * role, the container endpoint, instance metadata), shared by every S3 store
  * of the process and reference-counted; static keys get a private entry
@@ -52,17 +59,26 @@
 #define RETRY_MAX_MS 30000
 #define IDLE_WAIT_MS 5000
 
-enum { K_STATIC, K_WEBID_ENV, K_PROFILE, K_CONTAINER, K_IMDS };
+/* How the cache fetches an entry's credentials: what a provider that hands
+ * out temporary credentials supplies (static keys have none). */
+typedef struct cred_ops {
+    /* Fetches fresh credentials (no lock held); first: the fetch at open. */
+    int (*fetch)(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
+                 char *err, size_t errlen);
+    void (*free_state)(void *state);
+    /* The chain's last resort only (else NULL): the message when its first
+     * fetch fails at open, which then fails even when the source did not
+     * answer. */
+    void (*open_failed)(const char *desc, const char *last, char *err, size_t errlen);
+} cred_ops;
 
 struct aws_chain {
     /* Immutable after creation. */
-    int kind;
-    int shared; /* in the registry (else a private static entry) */
+    const cred_ops *ops; /* NULL: static keys, never fetched */
+    void *state;         /* the provider's, for ops->fetch */
+    int shared;          /* in the registry (else a private static entry) */
     char *key;
     char desc[320];
-    char *profile, *cred_path, *conf_path, *region, *ca_file;
-    char *role_arn, *session_name, *token_file; /* K_WEBID_ENV */
-    int64_t timeout_ms;
 
     pthread_mutex_t fetch_mu; /* serialises fetches of this entry */
 
@@ -116,12 +132,12 @@ void aws_chain_test_refresh_permille(int permille)
 
 /* ---- entries ---- */
 
-static struct aws_chain *entry_new(int kind)
+static struct aws_chain *cred_entry_new(const cred_ops *ops)
 {
     struct aws_chain *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
-    e->kind = kind;
+    e->ops = ops;
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->fetch_mu, NULL);
     uint64_t seed;
@@ -131,12 +147,34 @@ static struct aws_chain *entry_new(int kind)
     return e;
 }
 
-static void entry_free(struct aws_chain *e)
+static void cred_entry_free(struct aws_chain *e)
 {
     if (!e)
         return;
     aws_fetched_clear(&e->cur);
     free(e->key);
+    if (e->ops && e->state)
+        e->ops->free_state(e->state);
+    pthread_mutex_destroy(&e->mu);
+    pthread_mutex_destroy(&e->fetch_mu);
+    free(e);
+}
+
+/* ---- fetching ---- */
+
+/* What fetching from a source needs: the state of a cache entry. */
+typedef struct aws_src {
+    char *profile, *cred_path, *conf_path;      /* the profile */
+    char *role_arn, *session_name, *token_file; /* web identity from the environment */
+    char *region, *ca_file;                     /* what STS and SSO are asked */
+    int64_t timeout_ms;
+} aws_src;
+
+static void src_free(void *p)
+{
+    aws_src *e = p;
+    if (!e)
+        return;
     free(e->profile);
     free(e->cred_path);
     free(e->conf_path);
@@ -145,12 +183,8 @@ static void entry_free(struct aws_chain *e)
     free(e->role_arn);
     free(e->session_name);
     free(e->token_file);
-    pthread_mutex_destroy(&e->mu);
-    pthread_mutex_destroy(&e->fetch_mu);
     free(e);
 }
-
-/* ---- fetching ---- */
 
 static int set_static(aws_fetched *out, const char *akid, const char *secret, const char *token)
 {
@@ -224,13 +258,13 @@ static int env_pair_complete(const char *what, const char *a_name, const char *a
     return S3LECT_EAUTH;
 }
 
-static int profile_fetch(const struct aws_chain *e, const char *name, const char **chain, int depth,
+static int profile_fetch(const aws_src *e, const char *name, const char **chain, int depth,
                          const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen);
 
 /* The credentials a role profile assumes the role with. */
-static int role_source(const struct aws_chain *e, const char *name, const aws_section *s,
-                       const char **chain, int depth, const _Atomic int *abort, aws_fetched *base,
-                       char *err, size_t errlen)
+static int role_source(const aws_src *e, const char *name, const aws_section *s, const char **chain,
+                       int depth, const _Atomic int *abort, aws_fetched *base, char *err,
+                       size_t errlen)
 {
     const char *src = aws_section_get(s, "source_profile");
     const char *cs = aws_section_get(s, "credential_source");
@@ -290,7 +324,7 @@ static int role_source(const struct aws_chain *e, const char *name, const aws_se
     return S3LECT_EAUTH;
 }
 
-static int profile_fetch(const struct aws_chain *e, const char *name, const char **chain, int depth,
+static int profile_fetch(const aws_src *e, const char *name, const char **chain, int depth,
                          const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -420,41 +454,49 @@ static int profile_fetch(const struct aws_chain *e, const char *name, const char
     return rc;
 }
 
-/* Fetches fresh credentials for e (no lock held). */
-static int entry_fetch(const struct aws_chain *e, int first, const _Atomic int *abort,
-                       aws_fetched *out, char *err, size_t errlen)
+/* The providers' fetches (cred_ops.fetch; no lock held). */
+
+static int webid_env_fetch(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
+                           char *err, size_t errlen)
 {
+    (void)first;
+    const aws_src *e = state;
+    aws_sts_ctx ctx = {
+        .region = e->region, .ca_file = e->ca_file, .timeout_ms = e->timeout_ms, .abort = abort};
+    return aws_sts_assume_role_web_identity(&ctx, e->role_arn, e->session_name, e->token_file, 0,
+                                            out, err, errlen);
+}
+
+static int profile_src_fetch(const void *state, int first, const _Atomic int *abort,
+                             aws_fetched *out, char *err, size_t errlen)
+{
+    (void)first;
+    const aws_src *e = state;
+    const char *chain[MAX_PROFILE_DEPTH];
+    return profile_fetch(e, e->profile, chain, 0, abort, out, err, errlen);
+}
+
+static int container_src_fetch(const void *state, int first, const _Atomic int *abort,
+                               aws_fetched *out, char *err, size_t errlen)
+{
+    (void)state, (void)first, (void)abort;
     char why[450];
-    int rc;
-    switch (e->kind) {
-    case K_WEBID_ENV: {
-        aws_sts_ctx ctx = {.region = e->region,
-                           .ca_file = e->ca_file,
-                           .timeout_ms = e->timeout_ms,
-                           .abort = abort};
-        rc = aws_sts_assume_role_web_identity(&ctx, e->role_arn, e->session_name, e->token_file, 0,
-                                              out, err, errlen);
-        return rc;
-    }
-    case K_PROFILE: {
-        const char *chain[MAX_PROFILE_DEPTH];
-        return profile_fetch(e, e->profile, chain, 0, abort, out, err, errlen);
-    }
-    case K_CONTAINER:
-        rc = aws_container_fetch(METADATA_TIMEOUT_MS, out, why, sizeof why);
-        if (rc)
-            snprintf(err, errlen, "container credentials: %s", why);
-        return rc;
-    case K_IMDS:
-        rc = aws_imds_fetch(first ? IMDS_PROBE_TIMEOUT_MS : METADATA_TIMEOUT_MS, out, why,
-                            sizeof why);
-        if (rc)
-            snprintf(err, errlen, "EC2 instance metadata: %s", why);
-        return rc;
-    default:
-        snprintf(err, errlen, "static credentials are not fetched");
-        return S3LECT_EAUTH;
-    }
+    int rc = aws_container_fetch(METADATA_TIMEOUT_MS, out, why, sizeof why);
+    if (rc)
+        snprintf(err, errlen, "container credentials: %s", why);
+    return rc;
+}
+
+static int imds_src_fetch(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
+                          char *err, size_t errlen)
+{
+    (void)state, (void)abort;
+    char why[450];
+    int rc =
+        aws_imds_fetch(first ? IMDS_PROBE_TIMEOUT_MS : METADATA_TIMEOUT_MS, out, why, sizeof why);
+    if (rc)
+        snprintf(err, errlen, "EC2 instance metadata: %s", why);
+    return rc;
 }
 
 static int64_t refresh_due(struct aws_chain *e, int64_t now, int64_t expires)
@@ -524,7 +566,7 @@ static void apply(struct aws_chain *e, int rc, aws_fetched *f, const char *err)
                 delay = left < RETRY_MIN_MS ? RETRY_MIN_MS : left;
         }
         e->fail_streak++;
-        e->due_wall = e->kind == K_STATIC ? 0 : now + u_jitter(&e->rng, delay, 0.1);
+        e->due_wall = !e->ops ? 0 : now + u_jitter(&e->rng, delay, 0.1);
     }
     pthread_mutex_unlock(&e->mu);
 }
@@ -546,7 +588,7 @@ static int refresh(struct aws_chain *e, int first, int only_if_missing, const _A
     aws_fetched f = {0};
     char err[512] = "";
     int64_t t0 = u_mono_ms();
-    int rc = entry_fetch(e, first, abort, &f, err, sizeof err);
+    int rc = e->ops->fetch(e->state, first, abort, &f, err, sizeof err);
     pthread_mutex_lock(&e->mu);
     e->fetch_ms = u_mono_ms() - t0;
     pthread_mutex_unlock(&e->mu);
@@ -568,7 +610,7 @@ static int refresh(struct aws_chain *e, int first, int only_if_missing, const _A
 static void drop_ref_locked(struct aws_chain *e)
 {
     if (--e->refs == 0)
-        entry_free(e);
+        cred_entry_free(e);
 }
 
 static void *refresher_main(void *arg)
@@ -644,201 +686,340 @@ static char *join_key(const char *const *parts, size_t n)
     return k;
 }
 
-/* Works out which source applies; fills a new entry (static ones carry
- * their keys). Returns 0, S3LECT_EAUTH or S3LECT_ENOMEM. */
+/* ---- the providers, in order (aws_creds.h) ---- */
+
+/* What the providers of one resolution share. */
+typedef struct aws_resolving {
+    const struct s3lect_config *cfg;
+    const char *profile;
+    int explicit_profile;
+    char *cred_path, *conf_path; /* the shared files (read by the profile provider) */
+    aws_section s;               /* the profile's section */
+    char note[400];              /* why the profile was passed over ("" if it was not) */
+} aws_resolving;
+
+/* What a configured provider found: static keys, or what fetching needs. */
+typedef struct aws_found {
+    int is_static;
+    aws_fetched keys; /* static keys */
+    aws_src *src;     /* else: the entry's state */
+    char *key;        /* and the cache key (the region and CA bundle are added) */
+} aws_found;
+
+typedef struct aws_provider {
+    int env_only; /* skipped when the configuration names a profile (as the SDKs do) */
+    /* Is it configured? 0: no, ask the next; 1: yes, *f filled; else
+     * S3LECT_EAUTH (err says what to fix) or S3LECT_ENOMEM. */
+    int (*configured)(aws_resolving *r, aws_found *f, char *err, size_t errlen);
+    /* Where its credentials come from, for messages and whoami. */
+    void (*describe)(const aws_resolving *r, const aws_found *f, char *buf, size_t n);
+    cred_ops ops; /* fetch (not for static keys), free and open_failed */
+} aws_provider;
+
+static int found_static(aws_found *f, const char *akid, const char *secret, const char *token)
+{
+    f->is_static = 1;
+    int rc = set_static(&f->keys, akid, secret, token);
+    return rc ? rc : 1;
+}
+
+static int found_fetched(aws_found *f)
+{
+    f->src = calloc(1, sizeof *f->src);
+    return f->src ? 1 : S3LECT_ENOMEM;
+}
+
+/* 1. Keys in the configuration. */
+static int config_configured(aws_resolving *r, aws_found *f, char *err, size_t errlen)
+{
+    const struct s3lect_config *cfg = r->cfg;
+    const char *akid = cfg && cfg->access_key_id && *cfg->access_key_id ? cfg->access_key_id : NULL;
+    const char *secret =
+        cfg && cfg->secret_access_key && *cfg->secret_access_key ? cfg->secret_access_key : NULL;
+    if (!akid && !secret)
+        return 0;
+    if (!akid || !secret) {
+        snprintf(err, errlen,
+                 "incomplete S3 credentials in the configuration: set both the access key id "
+                 "and the secret access key");
+        return S3LECT_EAUTH;
+    }
+    return found_static(f, akid, secret, cfg->session_token);
+}
+
+static void config_describe(const aws_resolving *r, const aws_found *f, char *buf, size_t n)
+{
+    (void)r, (void)f;
+    snprintf(buf, n, "the configuration");
+}
+
+/* 2. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN. */
+static int env_configured(aws_resolving *r, aws_found *f, char *err, size_t errlen)
+{
+    (void)r;
+    const char *akid = aws_env("AWS_ACCESS_KEY_ID");
+    const char *secret = aws_env("AWS_SECRET_ACCESS_KEY");
+    if (!akid && !secret)
+        return 0;
+    if (env_pair_complete("S3 credentials", "AWS_ACCESS_KEY_ID", akid, "AWS_SECRET_ACCESS_KEY",
+                          secret, err, errlen) != 0)
+        return S3LECT_EAUTH;
+    return found_static(f, akid, secret, aws_env("AWS_SESSION_TOKEN"));
+}
+
+static void env_describe(const aws_resolving *r, const aws_found *f, char *buf, size_t n)
+{
+    (void)r, (void)f;
+    snprintf(buf, n, "the environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
+}
+
+/* 3. Web identity: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN. */
+static int webid_env_configured(aws_resolving *r, aws_found *f, char *err, size_t errlen)
+{
+    (void)r;
+    const char *tf = aws_env("AWS_WEB_IDENTITY_TOKEN_FILE");
+    const char *role = aws_env("AWS_ROLE_ARN");
+    if (!tf && !role)
+        return 0;
+    if (env_pair_complete("web identity settings", "AWS_WEB_IDENTITY_TOKEN_FILE", tf,
+                          "AWS_ROLE_ARN", role, err, errlen) != 0)
+        return S3LECT_EAUTH;
+    if (found_fetched(f) != 1)
+        return S3LECT_ENOMEM;
+    char defname[64];
+    default_session_name(defname, sizeof defname);
+    const char *sess = aws_env("AWS_ROLE_SESSION_NAME");
+    aws_src *e = f->src;
+    e->role_arn = u_strdup(role);
+    e->token_file = u_strdup(tf);
+    e->session_name = u_strdup(sess ? sess : defname);
+    /* The session name is not part of the key unless set: one entry per
+     * role and token file. */
+    const char *parts[] = {"webid", role, tf, sess};
+    f->key = join_key(parts, 4);
+    return !e->role_arn || !e->token_file || !e->session_name || !f->key ? S3LECT_ENOMEM : 1;
+}
+
+static void webid_env_describe(const aws_resolving *r, const aws_found *f, char *buf, size_t n)
+{
+    (void)r;
+    snprintf(buf, n, "web identity (AWS_WEB_IDENTITY_TOKEN_FILE, role %.200s)", f->src->role_arn);
+}
+
+/* What makes a profile's credentials temporary (for its description), or
+ * NULL when it has static keys or nothing. */
+static const char *profile_dynamic(const aws_section *s)
+{
+    return aws_section_get(s, "role_arn")                  ? "role_arn"
+           : aws_section_get(s, "web_identity_token_file") ? "web identity"
+           : (aws_section_get(s, "aws_access_key_id") &&
+              aws_section_get(s, "aws_secret_access_key"))
+               ? NULL
+           : (aws_section_get(s, "sso_session") || aws_section_get(s, "sso_start_url")) ? "SSO"
+           : aws_section_get(s, "credential_process") ? "credential_process"
+                                                      : NULL;
+}
+
+/* 4. The profile in the shared files. A profile without credentials is
+ * passed over (r->note says why) unless it was named and is missing. */
+static int profile_configured(aws_resolving *r, aws_found *f, char *err, size_t errlen)
+{
+    r->cred_path = aws_shared_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials");
+    r->conf_path = aws_shared_file_path("AWS_CONFIG_FILE", "config");
+    if (aws_profile_read(r->cred_path, r->conf_path, r->profile, &r->s) != 0)
+        return S3LECT_ENOMEM;
+    const aws_section *s = &r->s;
+    const char *profile = r->profile;
+    if (s->found) {
+        if (profile_dynamic(s)) {
+            if (found_fetched(f) != 1)
+                return S3LECT_ENOMEM;
+            aws_src *e = f->src;
+            e->profile = u_strdup(profile);
+            e->cred_path = u_strdup(r->cred_path);
+            e->conf_path = u_strdup(r->conf_path);
+            const char *parts[] = {"profile", profile, r->cred_path, r->conf_path};
+            f->key = join_key(parts, 4);
+            if (!f->key || !e->profile || (r->cred_path && !e->cred_path) ||
+                (r->conf_path && !e->conf_path))
+                return S3LECT_ENOMEM;
+            return 1;
+        }
+        const char *akid = aws_section_get(s, "aws_access_key_id");
+        const char *secret = aws_section_get(s, "aws_secret_access_key");
+        if (akid && secret)
+            return found_static(f, akid, secret, aws_section_get(s, "aws_session_token"));
+        if (akid || secret)
+            return half_static_keys(s, profile, err, errlen);
+        if (s->problem[0]) /* what is wrong with the file says more */
+            snprintf(r->note, sizeof r->note, "profile '%.60s' has no credentials: %.320s", profile,
+                     s->problem);
+        else
+            snprintf(r->note, sizeof r->note,
+                     "profile '%s' in %s has no aws_access_key_id/aws_secret_access_key, "
+                     "role_arn, sso_session, credential_process or web_identity_token_file",
+                     profile, s->where);
+    } else if (r->explicit_profile || strcmp(profile, "default") != 0) {
+        snprintf(err, errlen, "AWS profile '%s' not found in %s or %s%s%.400s%s", profile,
+                 r->cred_path ? r->cred_path : "~/.aws/credentials",
+                 r->conf_path ? r->conf_path : "~/.aws/config", s->problem[0] ? " (" : "",
+                 s->problem, s->problem[0] ? ")" : "");
+        return S3LECT_EAUTH;
+    } else if (s->problem[0]) {
+        /* No [default] profile to be had: say why, not "no credentials". */
+        snprintf(r->note, sizeof r->note, "%.390s", s->problem);
+    }
+    return 0;
+}
+
+static void profile_describe(const aws_resolving *r, const aws_found *f, char *buf, size_t n)
+{
+    const char *role = aws_section_get(&r->s, "role_arn");
+    if (f->is_static)
+        snprintf(buf, n, "profile '%.60s' in %.240s", r->profile, r->s.where);
+    else if (role)
+        snprintf(buf, n, "profile '%.60s' (role %.120s) in %.120s", r->profile, role, r->s.where);
+    else
+        snprintf(buf, n, "profile '%.60s' (%s) in %.160s", r->profile, profile_dynamic(&r->s),
+                 r->s.where);
+}
+
+/* 5. Container credentials (ECS, EKS Pod Identity). */
+static int container_configured(aws_resolving *r, aws_found *f, char *err, size_t errlen)
+{
+    (void)r, (void)err, (void)errlen;
+    if (!aws_container_configured())
+        return 0;
+    if (found_fetched(f) != 1)
+        return S3LECT_ENOMEM;
+    f->key = u_strdup("container\n");
+    return f->key ? 1 : S3LECT_ENOMEM;
+}
+
+static void container_describe(const aws_resolving *r, const aws_found *f, char *buf, size_t n)
+{
+    (void)r, (void)f;
+    snprintf(buf, n, "container credentials (%s)",
+             aws_env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+                 ? "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"
+                 : "AWS_CONTAINER_CREDENTIALS_FULL_URI");
+}
+
+/* 6. EC2 instance metadata: the last resort. */
+static int imds_configured(aws_resolving *r, aws_found *f, char *err, size_t errlen)
+{
+    (void)r, (void)err, (void)errlen;
+    if (!aws_imds_enabled())
+        return 0;
+    if (found_fetched(f) != 1)
+        return S3LECT_ENOMEM;
+    f->key = u_strdup("imds\n");
+    return f->key ? 1 : S3LECT_ENOMEM;
+}
+
+static void imds_describe(const aws_resolving *r, const aws_found *f, char *buf, size_t n)
+{
+    (void)f;
+    if (r->note[0]) /* says why the profile was passed over */
+        snprintf(buf, n, "EC2 instance metadata (because %.260s)", r->note);
+    else
+        snprintf(buf, n, "EC2 instance metadata");
+}
+
+static void imds_open_failed(const char *desc, const char *last, char *err, size_t errlen)
+{
+    snprintf(err, errlen,
+             "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+             "or add a profile to ~/.aws/credentials (or point "
+             "AWS_SHARED_CREDENTIALS_FILE/AWS_PROFILE at one); the last resort failed: %s "
+             "(set AWS_EC2_METADATA_DISABLED=true off EC2)%s%s",
+             last, strcmp(desc, "EC2 instance metadata") ? "; tried " : "",
+             strcmp(desc, "EC2 instance metadata") ? desc : "");
+}
+
+static const aws_provider providers[] = {
+    {0, config_configured, config_describe, {NULL, NULL, NULL}},
+    {1, env_configured, env_describe, {NULL, NULL, NULL}},
+    {1, webid_env_configured, webid_env_describe, {webid_env_fetch, src_free, NULL}},
+    {0, profile_configured, profile_describe, {profile_src_fetch, src_free, NULL}},
+    {0, container_configured, container_describe, {container_src_fetch, src_free, NULL}},
+    {0, imds_configured, imds_describe, {imds_src_fetch, src_free, imds_open_failed}},
+};
+
+/* No provider is configured: says what to set. */
+static void nothing_configured(const aws_resolving *r, char *err, size_t errlen)
+{
+    if (r->note[0])
+        snprintf(err, errlen, "no AWS credentials: %s (and EC2 instance metadata is disabled)",
+                 r->note);
+    else
+        snprintf(err, errlen,
+                 "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                 "or add a [default] profile to %s (or point "
+                 "AWS_SHARED_CREDENTIALS_FILE/AWS_PROFILE at one); EC2 instance metadata "
+                 "is disabled (AWS_EC2_METADATA_DISABLED)",
+                 r->cred_path ? r->cred_path : "~/.aws/credentials");
+}
+
+/* A new entry for what provider p found (consumed). */
+static int found_entry(const struct s3lect_config *cfg, const aws_resolving *r,
+                       const aws_provider *p, aws_found *f, struct aws_chain **out)
+{
+    struct aws_chain *e = cred_entry_new(f->is_static ? NULL : &p->ops);
+    if (!e)
+        return S3LECT_ENOMEM;
+    *out = e;
+    p->describe(r, f, e->desc, sizeof e->desc);
+    if (f->is_static) {
+        e->cur = f->keys;
+        memset(&f->keys, 0, sizeof f->keys);
+        e->have = 1;
+        return 0;
+    }
+    aws_src *src = f->src;
+    e->state = src;
+    f->src = NULL;
+    src->region = aws_region_resolve(cfg);
+    src->ca_file = u_strdup(aws_ca_bundle_resolve(cfg));
+    src->timeout_ms =
+        cfg && cfg->request_timeout > 0 ? cfg->request_timeout : STS_DEFAULT_TIMEOUT_MS;
+    if (!src->region || (aws_ca_bundle_resolve(cfg) && !src->ca_file))
+        return S3LECT_ENOMEM;
+    /* The region and CA bundle change what STS and SSO are asked. */
+    const char *parts[] = {f->key, src->region, src->ca_file};
+    e->key = join_key(parts, 3);
+    return e->key ? 0 : S3LECT_ENOMEM;
+}
+
+/* Asks the providers in order which one applies; a new entry for it (static
+ * ones carry their keys). Returns 0, S3LECT_EAUTH or S3LECT_ENOMEM. */
 static int resolve(const struct s3lect_config *cfg, struct aws_chain **out, char *err,
                    size_t errlen)
 {
     *out = NULL;
-    const char *akid = cfg && cfg->access_key_id && *cfg->access_key_id ? cfg->access_key_id : NULL;
-    const char *secret =
-        cfg && cfg->secret_access_key && *cfg->secret_access_key ? cfg->secret_access_key : NULL;
+    aws_resolving r = {.cfg = cfg};
+    r.profile = aws_profile_name(cfg, &r.explicit_profile);
+    aws_found f = {0};
     struct aws_chain *e = NULL;
     int rc = 0;
-
-    if (akid || secret) {
-        if (!akid || !secret) {
-            snprintf(err, errlen,
-                     "incomplete S3 credentials in the configuration: set both the access key id "
-                     "and the secret access key");
-            return S3LECT_EAUTH;
-        }
-        if (!(e = entry_new(K_STATIC)))
-            return S3LECT_ENOMEM;
-        snprintf(e->desc, sizeof e->desc, "the configuration");
-        rc = set_static(&e->cur, akid, secret, cfg->session_token);
-        goto done;
-    }
-
-    int explicit_profile;
-    const char *profile = aws_profile_name(cfg, &explicit_profile);
-    if (!explicit_profile) {
-        akid = aws_env("AWS_ACCESS_KEY_ID");
-        secret = aws_env("AWS_SECRET_ACCESS_KEY");
-        if (akid || secret) {
-            if (env_pair_complete("S3 credentials", "AWS_ACCESS_KEY_ID", akid,
-                                  "AWS_SECRET_ACCESS_KEY", secret, err, errlen) != 0)
-                return S3LECT_EAUTH;
-            if (!(e = entry_new(K_STATIC)))
-                return S3LECT_ENOMEM;
-            snprintf(e->desc, sizeof e->desc,
-                     "the environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
-            rc = set_static(&e->cur, akid, secret, aws_env("AWS_SESSION_TOKEN"));
-            goto done;
-        }
-        const char *tf = aws_env("AWS_WEB_IDENTITY_TOKEN_FILE");
-        const char *role = aws_env("AWS_ROLE_ARN");
-        if (tf || role) {
-            if (env_pair_complete("web identity settings", "AWS_WEB_IDENTITY_TOKEN_FILE", tf,
-                                  "AWS_ROLE_ARN", role, err, errlen) != 0)
-                return S3LECT_EAUTH;
-            if (!(e = entry_new(K_WEBID_ENV)))
-                return S3LECT_ENOMEM;
-            char defname[64];
-            default_session_name(defname, sizeof defname);
-            const char *sess = aws_env("AWS_ROLE_SESSION_NAME");
-            e->role_arn = u_strdup(role);
-            e->token_file = u_strdup(tf);
-            e->session_name = u_strdup(sess ? sess : defname);
-            snprintf(e->desc, sizeof e->desc,
-                     "web identity (AWS_WEB_IDENTITY_TOKEN_FILE, role %.200s)", role);
-            /* The session name is not part of the key unless set: one entry
-             * per role and token file. */
-            const char *parts[] = {"webid", role, tf, sess};
-            e->key = join_key(parts, 4);
-            rc = !e->role_arn || !e->token_file || !e->session_name || !e->key ? S3LECT_ENOMEM : 0;
-            goto done;
-        }
-    }
-
-    char *cred_path = aws_shared_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials");
-    char *conf_path = aws_shared_file_path("AWS_CONFIG_FILE", "config");
-    aws_section s;
-    if (aws_profile_read(cred_path, conf_path, profile, &s) != 0) {
-        free(cred_path);
-        free(conf_path);
-        return S3LECT_ENOMEM;
-    }
-    char note[400] = "";
-    if (s.found) {
-        const char *dyn =
-            aws_section_get(&s, "role_arn")                  ? "role_arn"
-            : aws_section_get(&s, "web_identity_token_file") ? "web identity"
-            : (aws_section_get(&s, "aws_access_key_id") &&
-               aws_section_get(&s, "aws_secret_access_key"))
-                ? NULL
-            : (aws_section_get(&s, "sso_session") || aws_section_get(&s, "sso_start_url")) ? "SSO"
-            : aws_section_get(&s, "credential_process") ? "credential_process"
-                                                        : NULL;
-        if (dyn) {
-            e = entry_new(K_PROFILE);
-            if (e) {
-                const char *role = aws_section_get(&s, "role_arn");
-                if (role)
-                    snprintf(e->desc, sizeof e->desc, "profile '%.60s' (role %.120s) in %.120s",
-                             profile, role, s.where);
-                else
-                    snprintf(e->desc, sizeof e->desc, "profile '%.60s' (%s) in %.160s", profile,
-                             dyn, s.where);
-                e->profile = u_strdup(profile);
-                e->cred_path = u_strdup(cred_path);
-                e->conf_path = u_strdup(conf_path);
-            }
-        } else if (aws_section_get(&s, "aws_access_key_id") &&
-                   aws_section_get(&s, "aws_secret_access_key")) {
-            e = entry_new(K_STATIC);
-            if (e) {
-                snprintf(e->desc, sizeof e->desc, "profile '%.60s' in %.240s", profile, s.where);
-                rc = set_static(&e->cur, aws_section_get(&s, "aws_access_key_id"),
-                                aws_section_get(&s, "aws_secret_access_key"),
-                                aws_section_get(&s, "aws_session_token"));
-            }
-        } else if (aws_section_get(&s, "aws_access_key_id") ||
-                   aws_section_get(&s, "aws_secret_access_key")) {
-            rc = half_static_keys(&s, profile, err, errlen);
-        } else {
-            if (s.problem[0]) /* what is wrong with the file says more */
-                snprintf(note, sizeof note, "profile '%.60s' has no credentials: %.320s", profile,
-                         s.problem);
-            else
-                snprintf(note, sizeof note,
-                         "profile '%s' in %s has no aws_access_key_id/aws_secret_access_key, "
-                         "role_arn, sso_session, credential_process or web_identity_token_file",
-                         profile, s.where);
-        }
-    } else if (explicit_profile || strcmp(profile, "default") != 0) {
-        snprintf(err, errlen, "AWS profile '%s' not found in %s or %s%s%.400s%s", profile,
-                 cred_path ? cred_path : "~/.aws/credentials",
-                 conf_path ? conf_path : "~/.aws/config", s.problem[0] ? " (" : "", s.problem,
-                 s.problem[0] ? ")" : "");
+    size_t i = 0;
+    for (; i < sizeof providers / sizeof providers[0] && rc == 0; i++)
+        if (!(providers[i].env_only && r.explicit_profile))
+            rc = providers[i].configured(&r, &f, err, errlen);
+    if (rc == 1)
+        rc = found_entry(cfg, &r, &providers[i - 1], &f, &e);
+    else if (rc == 0) {
+        nothing_configured(&r, err, errlen);
         rc = S3LECT_EAUTH;
-    } else if (s.problem[0]) {
-        /* No [default] profile to be had: say why, not "no credentials". */
-        snprintf(note, sizeof note, "%.390s", s.problem);
     }
-    if (!e && rc == 0) {
-        if (aws_container_configured()) {
-            e = entry_new(K_CONTAINER);
-            if (e)
-                snprintf(e->desc, sizeof e->desc, "container credentials (%s)",
-                         aws_env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
-                             ? "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"
-                             : "AWS_CONTAINER_CREDENTIALS_FULL_URI");
-        } else if (aws_imds_enabled()) {
-            e = entry_new(K_IMDS);
-            if (e)
-                snprintf(e->desc, sizeof e->desc, "EC2 instance metadata");
-        } else if (note[0]) {
-            snprintf(err, errlen, "no AWS credentials: %s (and EC2 instance metadata is disabled)",
-                     note);
-            rc = S3LECT_EAUTH;
-        } else {
-            snprintf(err, errlen,
-                     "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                     "or add a [default] profile to %s (or point "
-                     "AWS_SHARED_CREDENTIALS_FILE/AWS_PROFILE at one); EC2 instance metadata "
-                     "is disabled (AWS_EC2_METADATA_DISABLED)",
-                     cred_path ? cred_path : "~/.aws/credentials");
-            rc = S3LECT_EAUTH;
-        }
-        if (e && e->kind == K_IMDS && note[0]) /* says why the profile was passed over */
-            snprintf(e->desc, sizeof e->desc, "EC2 instance metadata (because %.260s)", note);
-    }
-    if (e && e->kind == K_PROFILE) {
-        const char *parts[] = {"profile", profile, cred_path, conf_path};
-        e->key = join_key(parts, 4);
-        if (!e->key || !e->profile || (cred_path && !e->cred_path) || (conf_path && !e->conf_path))
-            rc = S3LECT_ENOMEM;
-    } else if (e && e->kind != K_STATIC) {
-        e->key = u_strdup(e->kind == K_CONTAINER ? "container\n" : "imds\n");
-        if (!e->key)
-            rc = S3LECT_ENOMEM;
-    }
-    aws_section_clear(&s);
-    free(cred_path);
-    free(conf_path);
-    if (!e && rc == 0)
-        rc = S3LECT_ENOMEM;
-done:
-    if (e && rc == 0 && e->kind != K_STATIC) {
-        e->region = aws_region_resolve(cfg);
-        e->ca_file = u_strdup(aws_ca_bundle_resolve(cfg));
-        e->timeout_ms =
-            cfg && cfg->request_timeout > 0 ? cfg->request_timeout : STS_DEFAULT_TIMEOUT_MS;
-        if (!e->region || (aws_ca_bundle_resolve(cfg) && !e->ca_file))
-            rc = S3LECT_ENOMEM;
-        /* The region and CA bundle change what STS and SSO are asked. */
-        char *k = e->key;
-        const char *parts[] = {k, e->region, e->ca_file};
-        e->key = k ? join_key(parts, 3) : NULL;
-        free(k);
-        if (!e->key)
-            rc = S3LECT_ENOMEM;
-    }
-    if (e && e->kind == K_STATIC && rc == 0)
-        e->have = 1;
+    aws_fetched_clear(&f.keys);
+    src_free(f.src);
+    free(f.key);
+    aws_section_clear(&r.s);
+    free(r.cred_path);
+    free(r.conf_path);
     if (rc) {
-        entry_free(e);
+        cred_entry_free(e);
         if (rc == S3LECT_ENOMEM)
             snprintf(err, errlen, "out of memory reading S3 credentials");
         return rc;
@@ -849,16 +1030,18 @@ done:
 
 /* ---- the interface ---- */
 
-int aws_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, char *err,
-                   size_t errlen)
+/* Takes a reference to the cache entry for e, a new entry a provider list
+ * resolved (consumed): static keys stay private; others join the registry,
+ * or the equal entry already there is used, whose first credentials are
+ * fetched on the calling thread unless AWS_CHAIN_NOWAIT. Returns what
+ * aws_chain_open returns. */
+static int cred_cache_open(struct aws_chain *e, int flags, aws_chain **out, char *err,
+                           size_t errlen)
 {
     *out = NULL;
     pthread_once(&reg_once, reg_init);
-    struct aws_chain *e;
-    int rc = resolve(cfg, &e, err, errlen);
-    if (rc)
-        return rc;
-    if (e->kind == K_STATIC) {
+    int rc;
+    if (!e->ops) {
         e->users = e->refs = 1;
         *out = e;
         return 0;
@@ -875,13 +1058,13 @@ int aws_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, 
         found->users++;
         found->refs++;
         pthread_mutex_unlock(&reg_mu);
-        entry_free(e);
+        cred_entry_free(e);
         e = found;
     } else {
         rc = ensure_refresher_locked();
         if (rc) {
             pthread_mutex_unlock(&reg_mu);
-            entry_free(e);
+            cred_entry_free(e);
             snprintf(err, errlen, "cannot start the credential refresher thread");
             return rc;
         }
@@ -906,15 +1089,9 @@ int aws_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, 
     char last[512];
     snprintf(last, sizeof last, "%s", e->last_err);
     pthread_mutex_unlock(&e->mu);
-    if (!have && (rc != S3LECT_ETRANSIENT || e->kind == K_IMDS)) {
-        if (e->kind == K_IMDS)
-            snprintf(err, errlen,
-                     "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                     "or add a profile to ~/.aws/credentials (or point "
-                     "AWS_SHARED_CREDENTIALS_FILE/AWS_PROFILE at one); the last resort failed: %s "
-                     "(set AWS_EC2_METADATA_DISABLED=true off EC2)%s%s",
-                     last, strcmp(e->desc, "EC2 instance metadata") ? "; tried " : "",
-                     strcmp(e->desc, "EC2 instance metadata") ? e->desc : "");
+    if (!have && (rc != S3LECT_ETRANSIENT || e->ops->open_failed)) {
+        if (e->ops->open_failed)
+            e->ops->open_failed(e->desc, last, err, errlen);
         else
             snprintf(err, errlen, "%s", last);
         aws_chain_release(e);
@@ -924,12 +1101,21 @@ int aws_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, 
     return 0;
 }
 
+int aws_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, char *err,
+                   size_t errlen)
+{
+    *out = NULL;
+    struct aws_chain *e;
+    int rc = resolve(cfg, &e, err, errlen);
+    return rc ? rc : cred_cache_open(e, flags, out, err, errlen);
+}
+
 void aws_chain_release(aws_chain *e)
 {
     if (!e)
         return;
     if (!e->shared) {
-        entry_free(e);
+        cred_entry_free(e);
         return;
     }
     refresher *stop = NULL;
@@ -958,7 +1144,7 @@ void aws_chain_release(aws_chain *e)
 
 int aws_chain_is_static(const aws_chain *e)
 {
-    return e->kind == K_STATIC;
+    return !e->ops;
 }
 
 int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t errlen)
@@ -999,7 +1185,7 @@ int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t
 
 void aws_chain_stale(aws_chain *e, uint64_t gen)
 {
-    if (!e || e->kind == K_STATIC)
+    if (!e || !e->ops)
         return;
     pthread_mutex_lock(&reg_mu);
     pthread_mutex_lock(&e->mu);
