@@ -1,6 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cred_cache.h - the credential cache and its refresher (cred_cache.c), as
  * a provider chain (cred_chain.c) sees them. Internal to the aws layer.
+ *
+ * A chain resolves which of its providers applies and hands the cache a new
+ * entry (cred_entry_new): for static keys with ops NULL, cur filled and
+ * have set; otherwise with the provider's ops and state, a key (equal keys
+ * share one entry, so it names everything the fetch depends on) and desc.
+ * cred_cache_open then shares, fetches, refreshes, backs off and reports
+ * (aws_chain_get, aws_chain_describe, aws_chain_stale) the same way for
+ * every provider. What is cached is an aws_fetched.
  */
 #ifndef S3LECT_CRED_CACHE_H
 #define S3LECT_CRED_CACHE_H
@@ -54,8 +62,10 @@ struct aws_chain {
     struct aws_chain *next;
 };
 
+/* A new entry (NULL on out of memory) and its end (frees the state too). */
 struct aws_chain *cred_entry_new(const cred_ops *ops);
 void cred_entry_free(struct aws_chain *e);
+/* Takes a reference to the cache entry for e (consumed; see cred_cache.c). */
 int cred_cache_open(struct aws_chain *e, int flags, aws_chain **out, char *err, size_t errlen);
 
 #endif

@@ -1,33 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cred_chain.c - the credential provider chain (order in aws_creds.h), its
- * cache and the background refresher.
+/* cred_chain.c - the AWS credential provider chain (order in aws_creds.h):
+ * which source supplies the credentials, and how each fetches them. The
+ * cache and the refresher they go into are cred_cache.c's.
  *
  * Providers: an ordered list (providers[]); each says whether it is
  * configured (the first that is supplies the credentials; a half-done
  * setting is an error, not a reason to ask the next), how to fetch its
  * credentials and how to describe where they come from. A provider with
- * static keys has no fetch. The cache below knows nothing of AWS beyond the
+ * static keys has no fetch. The cache knows nothing of AWS beyond the
  * shape of the credentials: it sees a provider only through cred_ops.
  */
-#include <limits.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "aws_creds.h"
 #include "config.h"
-#include "crypto.h"
 #include "cred_cache.h"
 #include "cred_parse.h"
 #include "cred_provider.h"
 #include "cred_sources.h"
 #include "s3lect.h"
-#include "proc.h"
 #include "util.h"
 
 #define MAX_PROFILE_DEPTH 8
