@@ -25,9 +25,10 @@
  *     AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true.
  *   CA bundle for HTTPS: config, AWS_CA_BUNDLE, the system's.
  *
- * Temporary credentials are cached, one cache entry per resolved source
- * shared by every store of the process, and refreshed ahead of expiry by one
- * background thread: aws_chain_get never waits for the network or a process.
+ * Temporary credentials are cached (cred_cache.c), one cache entry per
+ * resolved source shared by every store of the process, and refreshed ahead
+ * of expiry by one background thread: aws_chain_get never waits for the
+ * network or a process.
  *
  * Resolution reads the environment and files at call time; call from one
  * thread at a time with respect to setenv().

@@ -1,142 +1,50 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cred_chain.c - the credential provider chain (order in aws_creds.h), its
- * cache and the background refresher.
+/* cred_chain.c - the AWS credential provider chain (order in aws_creds.h):
+ * which source supplies the credentials, and how each fetches them. The
+ * cache and the refresher they go into are cred_cache.c's.
  *
- * Cache: one entry per resolved source (same profile, same web identity
- * role, the container endpoint, instance metadata), shared by every S3 store
- * of the process and reference-counted; static keys get a private entry
- * that is never refreshed. An entry's credentials are read under its own
- * mutex only (aws_chain_get): a renewal never waits for STS, IMDS or a
- * credential process.
- *
- * Refresher: one thread per process while any shared entry exists. It
- * refreshes an entry ahead of Expiration - a third of the lifetime before
- * it, at most 5 minutes before, but at least twice the last fetch's duration
- * plus 1 s, with up to 20% of that margin as jitter -
- * and at once when a server refused the current credentials
- * (aws_chain_stale). A failed refresh keeps the still-valid credentials,
- * records why (aws_chain_describe, and the message of aws_chain_get once
- * they expire) and is retried with backoff (1 s doubling to 30 s, sooner
- * near expiry). Fetches on the refresher give up early when the last entry
- * goes (the thread is joined then).
- *
- * Lock order: reg_mu, then an entry's fetch_mu, then its mu.
+ * Providers: an ordered list (providers[]); each says whether it is
+ * configured (the first that is supplies the credentials; a half-done
+ * setting is an error, not a reason to ask the next), how to fetch its
+ * credentials and how to describe where they come from. A provider with
+ * static keys has no fetch. The cache knows nothing of AWS beyond the
+ * shape of the credentials: it sees a provider only through cred_ops.
  */
-#include <limits.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "aws_creds.h"
 #include "config.h"
-#include "crypto.h"
+#include "cred_cache.h"
 #include "cred_parse.h"
 #include "cred_provider.h"
 #include "cred_sources.h"
 #include "s3lect.h"
-#include "proc.h"
 #include "util.h"
 
 #define MAX_PROFILE_DEPTH 8
 #define METADATA_TIMEOUT_MS 5000
 #define IMDS_PROBE_TIMEOUT_MS 1000 /* the chain's last resort, at open */
 #define STS_DEFAULT_TIMEOUT_MS 10000
-#define EXPIRY_MARGIN_MS 1000 /* never sign with credentials this close to expiring */
-#define MAX_REFRESH_MARGIN_MS (5 * 60 * 1000)
-#define RETRY_MIN_MS 1000
-#define RETRY_MAX_MS 30000
-#define IDLE_WAIT_MS 5000
 
-enum { K_STATIC, K_WEBID_ENV, K_PROFILE, K_CONTAINER, K_IMDS };
+/* ---- fetching ---- */
 
-struct aws_chain {
-    /* Immutable after creation. */
-    int kind;
-    int shared; /* in the registry (else a private static entry) */
-    char *key;
-    char desc[320];
-    char *profile, *cred_path, *conf_path, *region, *ca_file;
-    char *role_arn, *session_name, *token_file; /* K_WEBID_ENV */
+/* What fetching from a source needs: the state of a cache entry. */
+typedef struct aws_src {
+    char *profile, *cred_path, *conf_path;      /* the profile */
+    char *role_arn, *session_name, *token_file; /* web identity from the environment */
+    char *region, *ca_file;                     /* what STS and SSO are asked */
     int64_t timeout_ms;
+} aws_src;
 
-    pthread_mutex_t fetch_mu; /* serialises fetches of this entry */
-
-    pthread_mutex_t mu; /* guards what follows */
-    aws_fetched cur;
-    int have;
-    uint64_t gen, stale_gen;
-    int64_t fetched_wall, due_wall; /* due 0: nothing scheduled */
-    int urgent;
-    int last_rc, fail_streak;
-    int64_t fetch_ms; /* how long the last fetch took (mono ms) */
-    uint64_t refreshes, failures;
-    char last_err[512];
-    u_rng rng;
-
-    /* Registry (reg_mu). */
-    int users, refs;
-    struct aws_chain *next;
-};
-
-typedef struct refresher {
-    pthread_t th;
-    int stop;          /* reg_mu */
-    _Atomic int abort; /* read by fetches without a lock */
-} refresher;
-
-/* Credential fetches of every chain of the process (metrics). */
-static uint64_t g_fetches_ok, g_fetches_failed;
-
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t reg_cv;
-static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
-static struct aws_chain *reg_head;
-static refresher *reg_refresher;
-static _Atomic int test_permille;
-static const _Atomic int never_abort = 0;
-
-static void reg_init(void)
+static void src_free(void *p)
 {
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&reg_cv, &a);
-    pthread_condattr_destroy(&a);
-}
-
-void aws_chain_test_refresh_permille(int permille)
-{
-    atomic_store(&test_permille, permille);
-}
-
-/* ---- entries ---- */
-
-static struct aws_chain *entry_new(int kind)
-{
-    struct aws_chain *e = calloc(1, sizeof *e);
-    if (!e)
-        return NULL;
-    e->kind = kind;
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_mutex_init(&e->fetch_mu, NULL);
-    uint64_t seed;
-    if (cr_random(&seed, sizeof seed) != 0)
-        seed = (uint64_t)u_mono_ms() ^ (uint64_t)(uintptr_t)e;
-    u_rng_seed(&e->rng, seed);
-    return e;
-}
-
-static void entry_free(struct aws_chain *e)
-{
+    aws_src *e = p;
     if (!e)
         return;
-    aws_fetched_clear(&e->cur);
-    free(e->key);
     free(e->profile);
     free(e->cred_path);
     free(e->conf_path);
@@ -145,12 +53,8 @@ static void entry_free(struct aws_chain *e)
     free(e->role_arn);
     free(e->session_name);
     free(e->token_file);
-    pthread_mutex_destroy(&e->mu);
-    pthread_mutex_destroy(&e->fetch_mu);
     free(e);
 }
-
-/* ---- fetching ---- */
 
 static int set_static(aws_fetched *out, const char *akid, const char *secret, const char *token)
 {
@@ -224,13 +128,13 @@ static int env_pair_complete(const char *what, const char *a_name, const char *a
     return S3LECT_EAUTH;
 }
 
-static int profile_fetch(const struct aws_chain *e, const char *name, const char **chain, int depth,
+static int profile_fetch(const aws_src *e, const char *name, const char **chain, int depth,
                          const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen);
 
 /* The credentials a role profile assumes the role with. */
-static int role_source(const struct aws_chain *e, const char *name, const aws_section *s,
-                       const char **chain, int depth, const _Atomic int *abort, aws_fetched *base,
-                       char *err, size_t errlen)
+static int role_source(const aws_src *e, const char *name, const aws_section *s, const char **chain,
+                       int depth, const _Atomic int *abort, aws_fetched *base, char *err,
+                       size_t errlen)
 {
     const char *src = aws_section_get(s, "source_profile");
     const char *cs = aws_section_get(s, "credential_source");
@@ -290,7 +194,7 @@ static int role_source(const struct aws_chain *e, const char *name, const aws_se
     return S3LECT_EAUTH;
 }
 
-static int profile_fetch(const struct aws_chain *e, const char *name, const char **chain, int depth,
+static int profile_fetch(const aws_src *e, const char *name, const char **chain, int depth,
                          const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -420,210 +324,49 @@ static int profile_fetch(const struct aws_chain *e, const char *name, const char
     return rc;
 }
 
-/* Fetches fresh credentials for e (no lock held). */
-static int entry_fetch(const struct aws_chain *e, int first, const _Atomic int *abort,
-                       aws_fetched *out, char *err, size_t errlen)
+/* The providers' fetches (cred_ops.fetch; no lock held). */
+
+static int webid_env_fetch(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
+                           char *err, size_t errlen)
 {
+    (void)first;
+    const aws_src *e = state;
+    aws_sts_ctx ctx = {
+        .region = e->region, .ca_file = e->ca_file, .timeout_ms = e->timeout_ms, .abort = abort};
+    return aws_sts_assume_role_web_identity(&ctx, e->role_arn, e->session_name, e->token_file, 0,
+                                            out, err, errlen);
+}
+
+static int profile_src_fetch(const void *state, int first, const _Atomic int *abort,
+                             aws_fetched *out, char *err, size_t errlen)
+{
+    (void)first;
+    const aws_src *e = state;
+    const char *chain[MAX_PROFILE_DEPTH];
+    return profile_fetch(e, e->profile, chain, 0, abort, out, err, errlen);
+}
+
+static int container_src_fetch(const void *state, int first, const _Atomic int *abort,
+                               aws_fetched *out, char *err, size_t errlen)
+{
+    (void)state, (void)first, (void)abort;
     char why[450];
-    int rc;
-    switch (e->kind) {
-    case K_WEBID_ENV: {
-        aws_sts_ctx ctx = {.region = e->region,
-                           .ca_file = e->ca_file,
-                           .timeout_ms = e->timeout_ms,
-                           .abort = abort};
-        rc = aws_sts_assume_role_web_identity(&ctx, e->role_arn, e->session_name, e->token_file, 0,
-                                              out, err, errlen);
-        return rc;
-    }
-    case K_PROFILE: {
-        const char *chain[MAX_PROFILE_DEPTH];
-        return profile_fetch(e, e->profile, chain, 0, abort, out, err, errlen);
-    }
-    case K_CONTAINER:
-        rc = aws_container_fetch(METADATA_TIMEOUT_MS, out, why, sizeof why);
-        if (rc)
-            snprintf(err, errlen, "container credentials: %s", why);
-        return rc;
-    case K_IMDS:
-        rc = aws_imds_fetch(first ? IMDS_PROBE_TIMEOUT_MS : METADATA_TIMEOUT_MS, out, why,
-                            sizeof why);
-        if (rc)
-            snprintf(err, errlen, "EC2 instance metadata: %s", why);
-        return rc;
-    default:
-        snprintf(err, errlen, "static credentials are not fetched");
-        return S3LECT_EAUTH;
-    }
-}
-
-static int64_t refresh_due(struct aws_chain *e, int64_t now, int64_t expires)
-{
-    if (!expires)
-        return 0;
-    int64_t life = expires - now;
-    int pm = atomic_load(&test_permille);
-    if (pm > 0)
-        return now + life * pm / 1000;
-    int64_t margin = life / 3;
-    if (margin > MAX_REFRESH_MARGIN_MS)
-        margin = MAX_REFRESH_MARGIN_MS;
-    /* A slow source (a credential process that takes seconds) must start
-     * early enough to finish before the credentials expire. */
-    if (margin < 2 * e->fetch_ms + 1000)
-        margin = 2 * e->fetch_ms + 1000;
-    if (margin > life)
-        margin = life;
-    int64_t jitter = margin > 5 ? (int64_t)(u_rng_next(&e->rng) % (uint64_t)(margin / 5)) : 0;
-    return expires - margin - jitter;
-}
-
-/* Records the outcome of a fetch. Takes e->mu. */
-static void apply(struct aws_chain *e, int rc, aws_fetched *f, const char *err)
-{
-    int64_t now = u_wall_ms();
-    char msg[512];
-    if (rc == 0 && f->expires_ms && f->expires_ms <= now + EXPIRY_MARGIN_MS) {
-        char exp[40], nowt[40];
-        u_format_rfc3339(f->expires_ms, exp, sizeof exp);
-        u_format_rfc3339(now, nowt, sizeof nowt);
-        snprintf(msg, sizeof msg,
-                 "%s handed out credentials that expire at %s, which by this machine's clock "
-                 "(%s) has already passed: the source or this machine's clock is wrong (check "
-                 "NTP)",
-                 e->desc, exp, nowt);
-        aws_fetched_clear(f);
-        rc = S3LECT_EAUTH;
-        err = msg;
-    }
-    pthread_mutex_lock(&e->mu);
-    e->urgent = 0;
-    e->last_rc = rc;
-    if (rc == 0) {
-        aws_fetched_clear(&e->cur);
-        e->cur = *f;
-        memset(f, 0, sizeof *f);
-        e->have = 1;
-        e->gen++;
-        e->fetched_wall = now;
-        e->due_wall = refresh_due(e, now, e->cur.expires_ms);
-        e->fail_streak = 0;
-        e->last_err[0] = '\0';
-        e->refreshes++;
-        __atomic_add_fetch(&g_fetches_ok, 1, __ATOMIC_RELAXED);
-    } else {
-        e->failures++;
-        __atomic_add_fetch(&g_fetches_failed, 1, __ATOMIC_RELAXED);
-        snprintf(e->last_err, sizeof e->last_err, "%s", err && *err ? err : "failed");
-        int64_t delay = RETRY_MIN_MS << (e->fail_streak < 5 ? e->fail_streak : 5);
-        if (delay > RETRY_MAX_MS)
-            delay = RETRY_MAX_MS;
-        if (e->have && e->cur.expires_ms) {
-            int64_t left = (e->cur.expires_ms - now) / 4;
-            if (left < delay)
-                delay = left < RETRY_MIN_MS ? RETRY_MIN_MS : left;
-        }
-        e->fail_streak++;
-        e->due_wall = e->kind == K_STATIC ? 0 : now + u_jitter(&e->rng, delay, 0.1);
-    }
-    pthread_mutex_unlock(&e->mu);
-}
-
-/* Fetches and records; with only_if_missing, skips when another thread got
- * credentials first. Returns the fetch's result. */
-static int refresh(struct aws_chain *e, int first, int only_if_missing, const _Atomic int *abort)
-{
-    pthread_mutex_lock(&e->fetch_mu);
-    if (only_if_missing) {
-        pthread_mutex_lock(&e->mu);
-        int have = e->have, last = e->last_rc, tried = e->refreshes + e->failures > 0;
-        pthread_mutex_unlock(&e->mu);
-        if (have || tried) {
-            pthread_mutex_unlock(&e->fetch_mu);
-            return have ? 0 : last;
-        }
-    }
-    aws_fetched f = {0};
-    char err[512] = "";
-    int64_t t0 = u_mono_ms();
-    int rc = entry_fetch(e, first, abort, &f, err, sizeof err);
-    pthread_mutex_lock(&e->mu);
-    e->fetch_ms = u_mono_ms() - t0;
-    pthread_mutex_unlock(&e->mu);
-    apply(e, rc, &f, err);
-    aws_fetched_clear(&f);
-    pthread_mutex_lock(&e->mu);
-    rc = e->last_rc;
-    pthread_mutex_unlock(&e->mu);
-    pthread_mutex_unlock(&e->fetch_mu);
-    /* The refresher may be asleep with nothing due: tell it the new date. */
-    pthread_mutex_lock(&reg_mu);
-    pthread_cond_broadcast(&reg_cv);
-    pthread_mutex_unlock(&reg_mu);
+    int rc = aws_container_fetch(METADATA_TIMEOUT_MS, out, why, sizeof why);
+    if (rc)
+        snprintf(err, errlen, "container credentials: %s", why);
     return rc;
 }
 
-/* ---- the refresher thread ---- */
-
-static void drop_ref_locked(struct aws_chain *e)
+static int imds_src_fetch(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
+                          char *err, size_t errlen)
 {
-    if (--e->refs == 0)
-        entry_free(e);
-}
-
-static void *refresher_main(void *arg)
-{
-    refresher *r = arg;
-    pthread_mutex_lock(&reg_mu);
-    while (!r->stop) {
-        int64_t now = u_wall_ms(), next = INT64_MAX;
-        struct aws_chain *pick = NULL;
-        for (struct aws_chain *e = reg_head; e; e = e->next) {
-            pthread_mutex_lock(&e->mu);
-            int64_t due = e->urgent ? now : e->due_wall;
-            pthread_mutex_unlock(&e->mu);
-            if (due && due <= now) {
-                pick = e;
-                break;
-            }
-            if (due && due < next)
-                next = due;
-        }
-        if (pick) {
-            pick->refs++;
-            pthread_mutex_unlock(&reg_mu);
-            refresh(pick, 0, 0, &r->abort);
-            pthread_mutex_lock(&reg_mu);
-            drop_ref_locked(pick);
-            continue;
-        }
-        int64_t wait = next == INT64_MAX ? IDLE_WAIT_MS : next - now;
-        if (wait > IDLE_WAIT_MS)
-            wait = IDLE_WAIT_MS;
-        if (wait < 1)
-            wait = 1;
-        struct timespec ts = u_cond_deadline(u_mono_ms() + wait, 0);
-        pthread_cond_timedwait(&reg_cv, &reg_mu, &ts);
-    }
-    pthread_mutex_unlock(&reg_mu);
-    return NULL;
-}
-
-/* Starts the refresher if none runs. Called with reg_mu held. */
-static int ensure_refresher_locked(void)
-{
-    if (reg_refresher)
-        return 0;
-    refresher *r = calloc(1, sizeof *r);
-    if (!r)
-        return S3LECT_ENOMEM;
-    atomic_init(&r->abort, 0);
-    if (u_thread_create(&r->th, NULL, refresher_main, r) != 0) {
-        free(r);
-        return S3LECT_ENOMEM;
-    }
-    reg_refresher = r;
-    return 0;
+    (void)state, (void)abort;
+    char why[450];
+    int rc =
+        aws_imds_fetch(first ? IMDS_PROBE_TIMEOUT_MS : METADATA_TIMEOUT_MS, out, why, sizeof why);
+    if (rc)
+        snprintf(err, errlen, "EC2 instance metadata: %s", why);
+    return rc;
 }
 
 /* ---- resolution ---- */
@@ -644,201 +387,340 @@ static char *join_key(const char *const *parts, size_t n)
     return k;
 }
 
-/* Works out which source applies; fills a new entry (static ones carry
- * their keys). Returns 0, S3LECT_EAUTH or S3LECT_ENOMEM. */
+/* ---- the providers, in order (aws_creds.h) ---- */
+
+/* What the providers of one resolution share. */
+typedef struct aws_resolving {
+    const struct s3lect_config *cfg;
+    const char *profile;
+    int explicit_profile;
+    char *cred_path, *conf_path; /* the shared files (read by the profile provider) */
+    aws_section s;               /* the profile's section */
+    char note[400];              /* why the profile was passed over ("" if it was not) */
+} aws_resolving;
+
+/* What a configured provider found: static keys, or what fetching needs. */
+typedef struct aws_found {
+    int is_static;
+    aws_fetched keys; /* static keys */
+    aws_src *src;     /* else: the entry's state */
+    char *key;        /* and the cache key (the region and CA bundle are added) */
+} aws_found;
+
+typedef struct aws_provider {
+    int env_only; /* skipped when the configuration names a profile (as the SDKs do) */
+    /* Is it configured? 0: no, ask the next; 1: yes, *f filled; else
+     * S3LECT_EAUTH (err says what to fix) or S3LECT_ENOMEM. */
+    int (*configured)(aws_resolving *r, aws_found *f, char *err, size_t errlen);
+    /* Where its credentials come from, for messages and whoami. */
+    void (*describe)(const aws_resolving *r, const aws_found *f, char *buf, size_t n);
+    cred_ops ops; /* fetch (not for static keys), free and open_failed */
+} aws_provider;
+
+static int found_static(aws_found *f, const char *akid, const char *secret, const char *token)
+{
+    f->is_static = 1;
+    int rc = set_static(&f->keys, akid, secret, token);
+    return rc ? rc : 1;
+}
+
+static int found_fetched(aws_found *f)
+{
+    f->src = calloc(1, sizeof *f->src);
+    return f->src ? 1 : S3LECT_ENOMEM;
+}
+
+/* 1. Keys in the configuration. */
+static int config_configured(aws_resolving *r, aws_found *f, char *err, size_t errlen)
+{
+    const struct s3lect_config *cfg = r->cfg;
+    const char *akid = cfg && cfg->access_key_id && *cfg->access_key_id ? cfg->access_key_id : NULL;
+    const char *secret =
+        cfg && cfg->secret_access_key && *cfg->secret_access_key ? cfg->secret_access_key : NULL;
+    if (!akid && !secret)
+        return 0;
+    if (!akid || !secret) {
+        snprintf(err, errlen,
+                 "incomplete S3 credentials in the configuration: set both the access key id "
+                 "and the secret access key");
+        return S3LECT_EAUTH;
+    }
+    return found_static(f, akid, secret, cfg->session_token);
+}
+
+static void config_describe(const aws_resolving *r, const aws_found *f, char *buf, size_t n)
+{
+    (void)r, (void)f;
+    snprintf(buf, n, "the configuration");
+}
+
+/* 2. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN. */
+static int env_configured(aws_resolving *r, aws_found *f, char *err, size_t errlen)
+{
+    (void)r;
+    const char *akid = aws_env("AWS_ACCESS_KEY_ID");
+    const char *secret = aws_env("AWS_SECRET_ACCESS_KEY");
+    if (!akid && !secret)
+        return 0;
+    if (env_pair_complete("S3 credentials", "AWS_ACCESS_KEY_ID", akid, "AWS_SECRET_ACCESS_KEY",
+                          secret, err, errlen) != 0)
+        return S3LECT_EAUTH;
+    return found_static(f, akid, secret, aws_env("AWS_SESSION_TOKEN"));
+}
+
+static void env_describe(const aws_resolving *r, const aws_found *f, char *buf, size_t n)
+{
+    (void)r, (void)f;
+    snprintf(buf, n, "the environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
+}
+
+/* 3. Web identity: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN. */
+static int webid_env_configured(aws_resolving *r, aws_found *f, char *err, size_t errlen)
+{
+    (void)r;
+    const char *tf = aws_env("AWS_WEB_IDENTITY_TOKEN_FILE");
+    const char *role = aws_env("AWS_ROLE_ARN");
+    if (!tf && !role)
+        return 0;
+    if (env_pair_complete("web identity settings", "AWS_WEB_IDENTITY_TOKEN_FILE", tf,
+                          "AWS_ROLE_ARN", role, err, errlen) != 0)
+        return S3LECT_EAUTH;
+    if (found_fetched(f) != 1)
+        return S3LECT_ENOMEM;
+    char defname[64];
+    default_session_name(defname, sizeof defname);
+    const char *sess = aws_env("AWS_ROLE_SESSION_NAME");
+    aws_src *e = f->src;
+    e->role_arn = u_strdup(role);
+    e->token_file = u_strdup(tf);
+    e->session_name = u_strdup(sess ? sess : defname);
+    /* The session name is not part of the key unless set: one entry per
+     * role and token file. */
+    const char *parts[] = {"webid", role, tf, sess};
+    f->key = join_key(parts, 4);
+    return !e->role_arn || !e->token_file || !e->session_name || !f->key ? S3LECT_ENOMEM : 1;
+}
+
+static void webid_env_describe(const aws_resolving *r, const aws_found *f, char *buf, size_t n)
+{
+    (void)r;
+    snprintf(buf, n, "web identity (AWS_WEB_IDENTITY_TOKEN_FILE, role %.200s)", f->src->role_arn);
+}
+
+/* What makes a profile's credentials temporary (for its description), or
+ * NULL when it has static keys or nothing. */
+static const char *profile_dynamic(const aws_section *s)
+{
+    return aws_section_get(s, "role_arn")                  ? "role_arn"
+           : aws_section_get(s, "web_identity_token_file") ? "web identity"
+           : (aws_section_get(s, "aws_access_key_id") &&
+              aws_section_get(s, "aws_secret_access_key"))
+               ? NULL
+           : (aws_section_get(s, "sso_session") || aws_section_get(s, "sso_start_url")) ? "SSO"
+           : aws_section_get(s, "credential_process") ? "credential_process"
+                                                      : NULL;
+}
+
+/* 4. The profile in the shared files. A profile without credentials is
+ * passed over (r->note says why) unless it was named and is missing. */
+static int profile_configured(aws_resolving *r, aws_found *f, char *err, size_t errlen)
+{
+    r->cred_path = aws_shared_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials");
+    r->conf_path = aws_shared_file_path("AWS_CONFIG_FILE", "config");
+    if (aws_profile_read(r->cred_path, r->conf_path, r->profile, &r->s) != 0)
+        return S3LECT_ENOMEM;
+    const aws_section *s = &r->s;
+    const char *profile = r->profile;
+    if (s->found) {
+        if (profile_dynamic(s)) {
+            if (found_fetched(f) != 1)
+                return S3LECT_ENOMEM;
+            aws_src *e = f->src;
+            e->profile = u_strdup(profile);
+            e->cred_path = u_strdup(r->cred_path);
+            e->conf_path = u_strdup(r->conf_path);
+            const char *parts[] = {"profile", profile, r->cred_path, r->conf_path};
+            f->key = join_key(parts, 4);
+            if (!f->key || !e->profile || (r->cred_path && !e->cred_path) ||
+                (r->conf_path && !e->conf_path))
+                return S3LECT_ENOMEM;
+            return 1;
+        }
+        const char *akid = aws_section_get(s, "aws_access_key_id");
+        const char *secret = aws_section_get(s, "aws_secret_access_key");
+        if (akid && secret)
+            return found_static(f, akid, secret, aws_section_get(s, "aws_session_token"));
+        if (akid || secret)
+            return half_static_keys(s, profile, err, errlen);
+        if (s->problem[0]) /* what is wrong with the file says more */
+            snprintf(r->note, sizeof r->note, "profile '%.60s' has no credentials: %.320s", profile,
+                     s->problem);
+        else
+            snprintf(r->note, sizeof r->note,
+                     "profile '%s' in %s has no aws_access_key_id/aws_secret_access_key, "
+                     "role_arn, sso_session, credential_process or web_identity_token_file",
+                     profile, s->where);
+    } else if (r->explicit_profile || strcmp(profile, "default") != 0) {
+        snprintf(err, errlen, "AWS profile '%s' not found in %s or %s%s%.400s%s", profile,
+                 r->cred_path ? r->cred_path : "~/.aws/credentials",
+                 r->conf_path ? r->conf_path : "~/.aws/config", s->problem[0] ? " (" : "",
+                 s->problem, s->problem[0] ? ")" : "");
+        return S3LECT_EAUTH;
+    } else if (s->problem[0]) {
+        /* No [default] profile to be had: say why, not "no credentials". */
+        snprintf(r->note, sizeof r->note, "%.390s", s->problem);
+    }
+    return 0;
+}
+
+static void profile_describe(const aws_resolving *r, const aws_found *f, char *buf, size_t n)
+{
+    const char *role = aws_section_get(&r->s, "role_arn");
+    if (f->is_static)
+        snprintf(buf, n, "profile '%.60s' in %.240s", r->profile, r->s.where);
+    else if (role)
+        snprintf(buf, n, "profile '%.60s' (role %.120s) in %.120s", r->profile, role, r->s.where);
+    else
+        snprintf(buf, n, "profile '%.60s' (%s) in %.160s", r->profile, profile_dynamic(&r->s),
+                 r->s.where);
+}
+
+/* 5. Container credentials (ECS, EKS Pod Identity). */
+static int container_configured(aws_resolving *r, aws_found *f, char *err, size_t errlen)
+{
+    (void)r, (void)err, (void)errlen;
+    if (!aws_container_configured())
+        return 0;
+    if (found_fetched(f) != 1)
+        return S3LECT_ENOMEM;
+    f->key = u_strdup("container\n");
+    return f->key ? 1 : S3LECT_ENOMEM;
+}
+
+static void container_describe(const aws_resolving *r, const aws_found *f, char *buf, size_t n)
+{
+    (void)r, (void)f;
+    snprintf(buf, n, "container credentials (%s)",
+             aws_env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+                 ? "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"
+                 : "AWS_CONTAINER_CREDENTIALS_FULL_URI");
+}
+
+/* 6. EC2 instance metadata: the last resort. */
+static int imds_configured(aws_resolving *r, aws_found *f, char *err, size_t errlen)
+{
+    (void)r, (void)err, (void)errlen;
+    if (!aws_imds_enabled())
+        return 0;
+    if (found_fetched(f) != 1)
+        return S3LECT_ENOMEM;
+    f->key = u_strdup("imds\n");
+    return f->key ? 1 : S3LECT_ENOMEM;
+}
+
+static void imds_describe(const aws_resolving *r, const aws_found *f, char *buf, size_t n)
+{
+    (void)f;
+    if (r->note[0]) /* says why the profile was passed over */
+        snprintf(buf, n, "EC2 instance metadata (because %.260s)", r->note);
+    else
+        snprintf(buf, n, "EC2 instance metadata");
+}
+
+static void imds_open_failed(const char *desc, const char *last, char *err, size_t errlen)
+{
+    snprintf(err, errlen,
+             "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+             "or add a profile to ~/.aws/credentials (or point "
+             "AWS_SHARED_CREDENTIALS_FILE/AWS_PROFILE at one); the last resort failed: %s "
+             "(set AWS_EC2_METADATA_DISABLED=true off EC2)%s%s",
+             last, strcmp(desc, "EC2 instance metadata") ? "; tried " : "",
+             strcmp(desc, "EC2 instance metadata") ? desc : "");
+}
+
+static const aws_provider providers[] = {
+    {0, config_configured, config_describe, {NULL, NULL, NULL}},
+    {1, env_configured, env_describe, {NULL, NULL, NULL}},
+    {1, webid_env_configured, webid_env_describe, {webid_env_fetch, src_free, NULL}},
+    {0, profile_configured, profile_describe, {profile_src_fetch, src_free, NULL}},
+    {0, container_configured, container_describe, {container_src_fetch, src_free, NULL}},
+    {0, imds_configured, imds_describe, {imds_src_fetch, src_free, imds_open_failed}},
+};
+
+/* No provider is configured: says what to set. */
+static void nothing_configured(const aws_resolving *r, char *err, size_t errlen)
+{
+    if (r->note[0])
+        snprintf(err, errlen, "no AWS credentials: %s (and EC2 instance metadata is disabled)",
+                 r->note);
+    else
+        snprintf(err, errlen,
+                 "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                 "or add a [default] profile to %s (or point "
+                 "AWS_SHARED_CREDENTIALS_FILE/AWS_PROFILE at one); EC2 instance metadata "
+                 "is disabled (AWS_EC2_METADATA_DISABLED)",
+                 r->cred_path ? r->cred_path : "~/.aws/credentials");
+}
+
+/* A new entry for what provider p found (consumed). */
+static int found_entry(const struct s3lect_config *cfg, const aws_resolving *r,
+                       const aws_provider *p, aws_found *f, struct aws_chain **out)
+{
+    struct aws_chain *e = cred_entry_new(f->is_static ? NULL : &p->ops);
+    if (!e)
+        return S3LECT_ENOMEM;
+    *out = e;
+    p->describe(r, f, e->desc, sizeof e->desc);
+    if (f->is_static) {
+        e->cur = f->keys;
+        memset(&f->keys, 0, sizeof f->keys);
+        e->have = 1;
+        return 0;
+    }
+    aws_src *src = f->src;
+    e->state = src;
+    f->src = NULL;
+    src->region = aws_region_resolve(cfg);
+    src->ca_file = u_strdup(aws_ca_bundle_resolve(cfg));
+    src->timeout_ms =
+        cfg && cfg->request_timeout > 0 ? cfg->request_timeout : STS_DEFAULT_TIMEOUT_MS;
+    if (!src->region || (aws_ca_bundle_resolve(cfg) && !src->ca_file))
+        return S3LECT_ENOMEM;
+    /* The region and CA bundle change what STS and SSO are asked. */
+    const char *parts[] = {f->key, src->region, src->ca_file};
+    e->key = join_key(parts, 3);
+    return e->key ? 0 : S3LECT_ENOMEM;
+}
+
+/* Asks the providers in order which one applies; a new entry for it (static
+ * ones carry their keys). Returns 0, S3LECT_EAUTH or S3LECT_ENOMEM. */
 static int resolve(const struct s3lect_config *cfg, struct aws_chain **out, char *err,
                    size_t errlen)
 {
     *out = NULL;
-    const char *akid = cfg && cfg->access_key_id && *cfg->access_key_id ? cfg->access_key_id : NULL;
-    const char *secret =
-        cfg && cfg->secret_access_key && *cfg->secret_access_key ? cfg->secret_access_key : NULL;
+    aws_resolving r = {.cfg = cfg};
+    r.profile = aws_profile_name(cfg, &r.explicit_profile);
+    aws_found f = {0};
     struct aws_chain *e = NULL;
     int rc = 0;
-
-    if (akid || secret) {
-        if (!akid || !secret) {
-            snprintf(err, errlen,
-                     "incomplete S3 credentials in the configuration: set both the access key id "
-                     "and the secret access key");
-            return S3LECT_EAUTH;
-        }
-        if (!(e = entry_new(K_STATIC)))
-            return S3LECT_ENOMEM;
-        snprintf(e->desc, sizeof e->desc, "the configuration");
-        rc = set_static(&e->cur, akid, secret, cfg->session_token);
-        goto done;
-    }
-
-    int explicit_profile;
-    const char *profile = aws_profile_name(cfg, &explicit_profile);
-    if (!explicit_profile) {
-        akid = aws_env("AWS_ACCESS_KEY_ID");
-        secret = aws_env("AWS_SECRET_ACCESS_KEY");
-        if (akid || secret) {
-            if (env_pair_complete("S3 credentials", "AWS_ACCESS_KEY_ID", akid,
-                                  "AWS_SECRET_ACCESS_KEY", secret, err, errlen) != 0)
-                return S3LECT_EAUTH;
-            if (!(e = entry_new(K_STATIC)))
-                return S3LECT_ENOMEM;
-            snprintf(e->desc, sizeof e->desc,
-                     "the environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
-            rc = set_static(&e->cur, akid, secret, aws_env("AWS_SESSION_TOKEN"));
-            goto done;
-        }
-        const char *tf = aws_env("AWS_WEB_IDENTITY_TOKEN_FILE");
-        const char *role = aws_env("AWS_ROLE_ARN");
-        if (tf || role) {
-            if (env_pair_complete("web identity settings", "AWS_WEB_IDENTITY_TOKEN_FILE", tf,
-                                  "AWS_ROLE_ARN", role, err, errlen) != 0)
-                return S3LECT_EAUTH;
-            if (!(e = entry_new(K_WEBID_ENV)))
-                return S3LECT_ENOMEM;
-            char defname[64];
-            default_session_name(defname, sizeof defname);
-            const char *sess = aws_env("AWS_ROLE_SESSION_NAME");
-            e->role_arn = u_strdup(role);
-            e->token_file = u_strdup(tf);
-            e->session_name = u_strdup(sess ? sess : defname);
-            snprintf(e->desc, sizeof e->desc,
-                     "web identity (AWS_WEB_IDENTITY_TOKEN_FILE, role %.200s)", role);
-            /* The session name is not part of the key unless set: one entry
-             * per role and token file. */
-            const char *parts[] = {"webid", role, tf, sess};
-            e->key = join_key(parts, 4);
-            rc = !e->role_arn || !e->token_file || !e->session_name || !e->key ? S3LECT_ENOMEM : 0;
-            goto done;
-        }
-    }
-
-    char *cred_path = aws_shared_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials");
-    char *conf_path = aws_shared_file_path("AWS_CONFIG_FILE", "config");
-    aws_section s;
-    if (aws_profile_read(cred_path, conf_path, profile, &s) != 0) {
-        free(cred_path);
-        free(conf_path);
-        return S3LECT_ENOMEM;
-    }
-    char note[400] = "";
-    if (s.found) {
-        const char *dyn =
-            aws_section_get(&s, "role_arn")                  ? "role_arn"
-            : aws_section_get(&s, "web_identity_token_file") ? "web identity"
-            : (aws_section_get(&s, "aws_access_key_id") &&
-               aws_section_get(&s, "aws_secret_access_key"))
-                ? NULL
-            : (aws_section_get(&s, "sso_session") || aws_section_get(&s, "sso_start_url")) ? "SSO"
-            : aws_section_get(&s, "credential_process") ? "credential_process"
-                                                        : NULL;
-        if (dyn) {
-            e = entry_new(K_PROFILE);
-            if (e) {
-                const char *role = aws_section_get(&s, "role_arn");
-                if (role)
-                    snprintf(e->desc, sizeof e->desc, "profile '%.60s' (role %.120s) in %.120s",
-                             profile, role, s.where);
-                else
-                    snprintf(e->desc, sizeof e->desc, "profile '%.60s' (%s) in %.160s", profile,
-                             dyn, s.where);
-                e->profile = u_strdup(profile);
-                e->cred_path = u_strdup(cred_path);
-                e->conf_path = u_strdup(conf_path);
-            }
-        } else if (aws_section_get(&s, "aws_access_key_id") &&
-                   aws_section_get(&s, "aws_secret_access_key")) {
-            e = entry_new(K_STATIC);
-            if (e) {
-                snprintf(e->desc, sizeof e->desc, "profile '%.60s' in %.240s", profile, s.where);
-                rc = set_static(&e->cur, aws_section_get(&s, "aws_access_key_id"),
-                                aws_section_get(&s, "aws_secret_access_key"),
-                                aws_section_get(&s, "aws_session_token"));
-            }
-        } else if (aws_section_get(&s, "aws_access_key_id") ||
-                   aws_section_get(&s, "aws_secret_access_key")) {
-            rc = half_static_keys(&s, profile, err, errlen);
-        } else {
-            if (s.problem[0]) /* what is wrong with the file says more */
-                snprintf(note, sizeof note, "profile '%.60s' has no credentials: %.320s", profile,
-                         s.problem);
-            else
-                snprintf(note, sizeof note,
-                         "profile '%s' in %s has no aws_access_key_id/aws_secret_access_key, "
-                         "role_arn, sso_session, credential_process or web_identity_token_file",
-                         profile, s.where);
-        }
-    } else if (explicit_profile || strcmp(profile, "default") != 0) {
-        snprintf(err, errlen, "AWS profile '%s' not found in %s or %s%s%.400s%s", profile,
-                 cred_path ? cred_path : "~/.aws/credentials",
-                 conf_path ? conf_path : "~/.aws/config", s.problem[0] ? " (" : "", s.problem,
-                 s.problem[0] ? ")" : "");
+    size_t i = 0;
+    for (; i < sizeof providers / sizeof providers[0] && rc == 0; i++)
+        if (!(providers[i].env_only && r.explicit_profile))
+            rc = providers[i].configured(&r, &f, err, errlen);
+    if (rc == 1)
+        rc = found_entry(cfg, &r, &providers[i - 1], &f, &e);
+    else if (rc == 0) {
+        nothing_configured(&r, err, errlen);
         rc = S3LECT_EAUTH;
-    } else if (s.problem[0]) {
-        /* No [default] profile to be had: say why, not "no credentials". */
-        snprintf(note, sizeof note, "%.390s", s.problem);
     }
-    if (!e && rc == 0) {
-        if (aws_container_configured()) {
-            e = entry_new(K_CONTAINER);
-            if (e)
-                snprintf(e->desc, sizeof e->desc, "container credentials (%s)",
-                         aws_env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
-                             ? "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"
-                             : "AWS_CONTAINER_CREDENTIALS_FULL_URI");
-        } else if (aws_imds_enabled()) {
-            e = entry_new(K_IMDS);
-            if (e)
-                snprintf(e->desc, sizeof e->desc, "EC2 instance metadata");
-        } else if (note[0]) {
-            snprintf(err, errlen, "no AWS credentials: %s (and EC2 instance metadata is disabled)",
-                     note);
-            rc = S3LECT_EAUTH;
-        } else {
-            snprintf(err, errlen,
-                     "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                     "or add a [default] profile to %s (or point "
-                     "AWS_SHARED_CREDENTIALS_FILE/AWS_PROFILE at one); EC2 instance metadata "
-                     "is disabled (AWS_EC2_METADATA_DISABLED)",
-                     cred_path ? cred_path : "~/.aws/credentials");
-            rc = S3LECT_EAUTH;
-        }
-        if (e && e->kind == K_IMDS && note[0]) /* says why the profile was passed over */
-            snprintf(e->desc, sizeof e->desc, "EC2 instance metadata (because %.260s)", note);
-    }
-    if (e && e->kind == K_PROFILE) {
-        const char *parts[] = {"profile", profile, cred_path, conf_path};
-        e->key = join_key(parts, 4);
-        if (!e->key || !e->profile || (cred_path && !e->cred_path) || (conf_path && !e->conf_path))
-            rc = S3LECT_ENOMEM;
-    } else if (e && e->kind != K_STATIC) {
-        e->key = u_strdup(e->kind == K_CONTAINER ? "container\n" : "imds\n");
-        if (!e->key)
-            rc = S3LECT_ENOMEM;
-    }
-    aws_section_clear(&s);
-    free(cred_path);
-    free(conf_path);
-    if (!e && rc == 0)
-        rc = S3LECT_ENOMEM;
-done:
-    if (e && rc == 0 && e->kind != K_STATIC) {
-        e->region = aws_region_resolve(cfg);
-        e->ca_file = u_strdup(aws_ca_bundle_resolve(cfg));
-        e->timeout_ms =
-            cfg && cfg->request_timeout > 0 ? cfg->request_timeout : STS_DEFAULT_TIMEOUT_MS;
-        if (!e->region || (aws_ca_bundle_resolve(cfg) && !e->ca_file))
-            rc = S3LECT_ENOMEM;
-        /* The region and CA bundle change what STS and SSO are asked. */
-        char *k = e->key;
-        const char *parts[] = {k, e->region, e->ca_file};
-        e->key = k ? join_key(parts, 3) : NULL;
-        free(k);
-        if (!e->key)
-            rc = S3LECT_ENOMEM;
-    }
-    if (e && e->kind == K_STATIC && rc == 0)
-        e->have = 1;
+    aws_fetched_clear(&f.keys);
+    src_free(f.src);
+    free(f.key);
+    aws_section_clear(&r.s);
+    free(r.cred_path);
+    free(r.conf_path);
     if (rc) {
-        entry_free(e);
+        cred_entry_free(e);
         if (rc == S3LECT_ENOMEM)
             snprintf(err, errlen, "out of memory reading S3 credentials");
         return rc;
@@ -847,198 +729,13 @@ done:
     return 0;
 }
 
-/* ---- the interface ---- */
-
 int aws_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, char *err,
                    size_t errlen)
 {
     *out = NULL;
-    pthread_once(&reg_once, reg_init);
     struct aws_chain *e;
     int rc = resolve(cfg, &e, err, errlen);
-    if (rc)
-        return rc;
-    if (e->kind == K_STATIC) {
-        e->users = e->refs = 1;
-        *out = e;
-        return 0;
-    }
-    e->shared = 1;
-    pthread_mutex_lock(&reg_mu);
-    struct aws_chain *found = NULL;
-    for (struct aws_chain *x = reg_head; x; x = x->next)
-        if (strcmp(x->key, e->key) == 0) {
-            found = x;
-            break;
-        }
-    if (found) {
-        found->users++;
-        found->refs++;
-        pthread_mutex_unlock(&reg_mu);
-        entry_free(e);
-        e = found;
-    } else {
-        rc = ensure_refresher_locked();
-        if (rc) {
-            pthread_mutex_unlock(&reg_mu);
-            entry_free(e);
-            snprintf(err, errlen, "cannot start the credential refresher thread");
-            return rc;
-        }
-        e->users = e->refs = 1;
-        e->next = reg_head;
-        reg_head = e;
-        if (flags & AWS_CHAIN_NOWAIT) {
-            pthread_mutex_lock(&e->mu);
-            e->urgent = 1;
-            pthread_mutex_unlock(&e->mu);
-            pthread_cond_broadcast(&reg_cv);
-        }
-        pthread_mutex_unlock(&reg_mu);
-    }
-    if (flags & AWS_CHAIN_NOWAIT) {
-        *out = e;
-        return 0;
-    }
-    rc = refresh(e, 1, 1, &never_abort);
-    pthread_mutex_lock(&e->mu);
-    int have = e->have;
-    char last[512];
-    snprintf(last, sizeof last, "%s", e->last_err);
-    pthread_mutex_unlock(&e->mu);
-    if (!have && (rc != S3LECT_ETRANSIENT || e->kind == K_IMDS)) {
-        if (e->kind == K_IMDS)
-            snprintf(err, errlen,
-                     "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                     "or add a profile to ~/.aws/credentials (or point "
-                     "AWS_SHARED_CREDENTIALS_FILE/AWS_PROFILE at one); the last resort failed: %s "
-                     "(set AWS_EC2_METADATA_DISABLED=true off EC2)%s%s",
-                     last, strcmp(e->desc, "EC2 instance metadata") ? "; tried " : "",
-                     strcmp(e->desc, "EC2 instance metadata") ? e->desc : "");
-        else
-            snprintf(err, errlen, "%s", last);
-        aws_chain_release(e);
-        return rc == S3LECT_ENOMEM ? rc : S3LECT_EAUTH;
-    }
-    *out = e;
-    return 0;
-}
-
-void aws_chain_release(aws_chain *e)
-{
-    if (!e)
-        return;
-    if (!e->shared) {
-        entry_free(e);
-        return;
-    }
-    refresher *stop = NULL;
-    pthread_mutex_lock(&reg_mu);
-    if (--e->users == 0) {
-        for (struct aws_chain **p = &reg_head; *p; p = &(*p)->next)
-            if (*p == e) {
-                *p = e->next;
-                break;
-            }
-        if (!reg_head && reg_refresher) {
-            stop = reg_refresher;
-            reg_refresher = NULL;
-            stop->stop = 1;
-            atomic_store(&stop->abort, 1);
-            pthread_cond_broadcast(&reg_cv);
-        }
-    }
-    drop_ref_locked(e);
-    pthread_mutex_unlock(&reg_mu);
-    if (stop) {
-        pthread_join(stop->th, NULL);
-        free(stop);
-    }
-}
-
-int aws_chain_is_static(const aws_chain *e)
-{
-    return e->kind == K_STATIC;
-}
-
-int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t errlen)
-{
-    memset(out, 0, sizeof *out);
-    int rc = 0;
-    pthread_mutex_lock(&e->mu);
-    int64_t now = u_wall_ms();
-    if (!e->have) {
-        snprintf(err, errlen, "no credentials from %s yet: %s", e->desc,
-                 e->last_err[0] ? e->last_err : "the first fetch is under way");
-        rc = S3LECT_ETRANSIENT;
-    } else if (e->cur.expires_ms && now + EXPIRY_MARGIN_MS >= e->cur.expires_ms) {
-        char when[40];
-        u_format_rfc3339(e->cur.expires_ms, when, sizeof when);
-        snprintf(err, errlen,
-                 "the credentials from %s expired at %s and could not be refreshed: %s", e->desc,
-                 when, e->last_err[0] ? e->last_err : "the refresh is under way");
-        rc = S3LECT_ETRANSIENT;
-    } else {
-        out->access_key_id = strdup(e->cur.access_key_id);
-        out->secret_access_key = strdup(e->cur.secret_access_key);
-        out->session_token = e->cur.session_token ? strdup(e->cur.session_token) : NULL;
-        snprintf(out->source, sizeof out->source, "%s", e->desc);
-        if (gen)
-            *gen = e->gen;
-        if (!out->access_key_id || !out->secret_access_key ||
-            (e->cur.session_token && !out->session_token)) {
-            snprintf(err, errlen, "out of memory");
-            rc = S3LECT_ENOMEM;
-        }
-    }
-    pthread_mutex_unlock(&e->mu);
-    if (rc)
-        aws_creds_clear(out);
-    return rc;
-}
-
-void aws_chain_stale(aws_chain *e, uint64_t gen)
-{
-    if (!e || e->kind == K_STATIC)
-        return;
-    pthread_mutex_lock(&reg_mu);
-    pthread_mutex_lock(&e->mu);
-    if (gen == e->gen && e->stale_gen != gen) {
-        e->stale_gen = gen;
-        e->urgent = 1;
-    }
-    pthread_mutex_unlock(&e->mu);
-    pthread_cond_broadcast(&reg_cv);
-    pthread_mutex_unlock(&reg_mu);
-}
-
-void aws_chain_describe(aws_chain *e, aws_chain_info *out)
-{
-    memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&e->mu);
-    snprintf(out->source, sizeof out->source, "%s", e->desc);
-    snprintf(out->principal, sizeof out->principal, "%s", e->have ? e->cur.principal : "");
-    out->expires_ms = e->have ? e->cur.expires_ms : 0;
-    out->fetched_ms = e->fetched_wall;
-    out->next_refresh_ms = e->due_wall;
-    out->refreshes = e->refreshes;
-    out->failures = e->failures;
-    snprintf(out->last_error, sizeof out->last_error, "%s", e->last_err);
-    pthread_mutex_unlock(&e->mu);
-}
-
-void aws_fetch_totals(uint64_t *ok, uint64_t *failed)
-{
-    *ok = __atomic_load_n(&g_fetches_ok, __ATOMIC_RELAXED);
-    *failed = __atomic_load_n(&g_fetches_failed, __ATOMIC_RELAXED);
-}
-
-uint64_t aws_chain_failures(aws_chain *e)
-{
-    pthread_mutex_lock(&e->mu);
-    uint64_t n = e->failures;
-    pthread_mutex_unlock(&e->mu);
-    return n;
+    return rc ? rc : cred_cache_open(e, flags, out, err, errlen);
 }
 
 /* ---- one-shot resolution ---- */

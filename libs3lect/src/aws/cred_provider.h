@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cred_provider.h - credential providers that fetch temporary credentials
  * over the network (issue 15): the interface between the provider chain
- * (cred_chain.c, which caches, refreshes in the background and serves
- * every S3 store in the process) and the providers that talk to a metadata
- * endpoint (cred_container.c: ECS and EKS Pod Identity; cred_imds.c: EC2
- * instance metadata, IMDSv2).
+ * (cred_chain.c, whose cache in cred_cache.c refreshes in the background
+ * and serves every S3 store in the process) and the providers that talk to
+ * a metadata endpoint (cred_container.c: ECS and EKS Pod Identity;
+ * cred_imds.c: EC2 instance metadata, IMDSv2).
  *
  * Every fetch function blocks, bounded by timeout_ms, and is called only
  * from the chain's refresher thread (never on a renewal's path). Each reads
