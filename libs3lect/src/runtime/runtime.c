@@ -124,11 +124,55 @@ typedef struct rt_runtime {
     rt_pool *pools;
 } rt_runtime;
 
+/* Shared by the runtime's sections. */
+
+/* The process's runtime (NULL while no elector is started); under g_mu. */
+extern rt_runtime *rt_shared;
+extern _Thread_local s3lect_elector *rt_tls_cb;
+extern _Thread_local int rt_tls_worker;
+extern _Thread_local rt_runtime *rt_tls_runtime;
+
+/* The timer heap (loop thread). */
+void rt_heap_remove(rt_runtime *rt, s3lect_elector *e);
+int rt_heap_schedule(rt_runtime *rt, s3lect_elector *e, int64_t at);
+
+/* Events and callback threads. */
+void rt_signal_evfd(s3lect_elector *e);
+void rt_drain_evfd(s3lect_elector *e);
+void rt_flush_events(rt_runtime *rt, s3lect_elector *e, el_time now);
+void rt_note_peer_failure(s3lect_elector *e, int cls, const st_result *res);
+void rt_deliver(s3lect_elector *e, el_event *ev);
+rt_qevent *rt_pop_event(s3lect_elector *e);
+void *rt_callback_main(void *arg);
+
+/* Store endpoints: connections, health and send rate (loop thread). */
+void rt_easy_put(rt_runtime *rt, CURL *h);
+rt_pool *rt_pool_of(rt_runtime *rt, const char *name);
+void rt_pool_note(rt_runtime *rt, rt_pool *p, s3lect_elector *e, CURLcode cc, int64_t now);
+int rt_may_probe(rt_runtime *rt, rt_pool *p, s3lect_elector *e, int64_t now);
+int rt_may_send(rt_runtime *rt, rt_pool *p, s3lect_elector *e, int64_t now);
+int64_t rt_pool_wake(rt_runtime *rt, rt_pool *p);
+void rt_not_sent(rt_runtime *rt, rt_pool *p, s3lect_elector *e, st_result *res, int64_t now);
+void rt_pool_enqueue(rt_pool *p, s3lect_elector *e);
+int rt_pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res);
+void rt_pool_pump(rt_runtime *rt, rt_pool *p);
+
+/* The loop. */
+void rt_run(rt_runtime *rt, s3lect_elector *e, st_result *first);
+int rt_spawn_detached(void *(*fn)(void *), void *arg);
+void *rt_loop_main(void *arg);
+
+/* Workers: blocking stores. */
+void *rt_worker_main(void *arg);
+
+/* The runtime's life: joins (creating it if needed) for a starting elector. */
+int rt_join(s3lect_elector *e, int64_t *delay, char *err, size_t errlen);
+
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static rt_runtime *g_rt;
-static _Thread_local s3lect_elector *tls_cb;  /* elector whose callback runs here */
-static _Thread_local int tls_worker;          /* a worker thread (store functions) */
-static _Thread_local rt_runtime *tls_runtime; /* set on every thread of a runtime */
+rt_runtime *rt_shared;
+_Thread_local s3lect_elector *rt_tls_cb;  /* elector whose callback runs here */
+_Thread_local int rt_tls_worker;          /* a worker thread (store functions) */
+_Thread_local rt_runtime *rt_tls_runtime; /* set on every thread of a runtime */
 
 el_params rt_params(const s3lect_config *c)
 {
@@ -212,7 +256,7 @@ static void heap_down(rt_runtime *rt, size_t i)
     heap_set(rt, i, e);
 }
 
-static void heap_remove(rt_runtime *rt, s3lect_elector *e)
+void rt_heap_remove(rt_runtime *rt, s3lect_elector *e)
 {
     size_t i = e->heap_idx;
     if (i == NOT_IN_HEAP)
@@ -228,7 +272,7 @@ static void heap_remove(rt_runtime *rt, s3lect_elector *e)
 
 /* Wakes e at boot ms `at`. Returns -1 when out of memory (e then runs again
  * on the loop's next turn: a late step, never a lost one). */
-static int heap_schedule(rt_runtime *rt, s3lect_elector *e, int64_t at)
+int rt_heap_schedule(rt_runtime *rt, s3lect_elector *e, int64_t at)
 {
     e->wake_at = at;
     if (e->heap_idx != NOT_IN_HEAP) {
@@ -251,7 +295,7 @@ static int heap_schedule(rt_runtime *rt, s3lect_elector *e, int64_t at)
 
 /* ---- events ---- */
 
-static void signal_evfd(s3lect_elector *e)
+void rt_signal_evfd(s3lect_elector *e)
 {
     if (e->evfd < 0)
         return;
@@ -260,7 +304,7 @@ static void signal_evfd(s3lect_elector *e)
     (void)n; /* EAGAIN means it is already readable */
 }
 
-static void drain_evfd(s3lect_elector *e)
+void rt_drain_evfd(s3lect_elector *e)
 {
     if (e->evfd < 0)
         return;
@@ -294,7 +338,7 @@ static void make_ready_locked(rt_runtime *rt, s3lect_elector *e)
 }
 
 /* Moves the engine's events to the callback queue. Holds mu. */
-static void flush_events(rt_runtime *rt, s3lect_elector *e, el_time now)
+void rt_flush_events(rt_runtime *rt, s3lect_elector *e, el_time now)
 {
     size_t n;
     el_event *evs = el_take_events(&e->eng, &n);
@@ -336,7 +380,7 @@ static void flush_events(rt_runtime *rt, s3lect_elector *e, el_time now)
     if (queued) {
         if (e->cfg->poll_mode) {
             pthread_cond_broadcast(&e->q_cv);
-            signal_evfd(e);
+            rt_signal_evfd(e);
         } else {
             make_ready_locked(rt, e);
         }
@@ -349,7 +393,7 @@ static void flush_events(rt_runtime *rt, s3lect_elector *e, el_time now)
  * time its class occurs, then at most once per PEER_FAIL_REPORT_MS with the
  * number left unreported in between. The follower has already fallen back
  * to S3 (the engine's on_peer). Takes mu. */
-static void note_peer_failure(s3lect_elector *e, int cls, const st_result *res)
+void rt_note_peer_failure(s3lect_elector *e, int cls, const st_result *res)
 {
     if (cls == PEER_FAIL_NONE)
         return;
@@ -389,7 +433,7 @@ static void requeue(rt_runtime *rt, s3lect_elector *e)
 
 void rt_kick_locked(s3lect_elector *e)
 {
-    rt_runtime *rt = g_rt;
+    rt_runtime *rt = rt_shared;
     if (!rt || !e->joined || e->done)
         return;
     requeue(rt, e);
@@ -403,7 +447,7 @@ static CURL *easy_get(rt_runtime *rt)
     return rt->neasy ? rt->easy[--rt->neasy] : curl_easy_init();
 }
 
-static void easy_put(rt_runtime *rt, CURL *h)
+void rt_easy_put(rt_runtime *rt, CURL *h)
 {
     size_t keep = (size_t)rt->max_conns + 8;
     if (rt->neasy < keep && rt->neasy == rt->capeasy) {
@@ -420,7 +464,7 @@ static void easy_put(rt_runtime *rt, CURL *h)
         curl_easy_cleanup(h);
 }
 
-static rt_pool *pool_of(rt_runtime *rt, const char *name)
+rt_pool *rt_pool_of(rt_runtime *rt, const char *name)
 {
     for (rt_pool *p = rt->pools; p; p = p->next)
         if (strcmp(p->name, name) == 0)
@@ -498,7 +542,7 @@ static void pool_count(rt_pool *p, int64_t now)
  * further off); an answer brings it back up and caps the send rate for a
  * while: the electors whose requests failed together would otherwise all
  * read again at once. */
-static void pool_note(rt_runtime *rt, rt_pool *p, s3lect_elector *e, CURLcode cc, int64_t now)
+void rt_pool_note(rt_runtime *rt, rt_pool *p, s3lect_elector *e, CURLcode cc, int64_t now)
 {
     int probe = p->probe == e;
     if (probe)
@@ -527,7 +571,7 @@ static void pool_note(rt_runtime *rt, rt_pool *p, s3lect_elector *e, CURLcode cc
                     w[n++] = rt->heap[i];
             for (size_t i = 0; i < n; i++) {
                 w[i]->store_back = 1;
-                heap_schedule(rt, w[i], now);
+                rt_heap_schedule(rt, w[i], now);
             }
             free(w);
         }
@@ -554,7 +598,7 @@ static void pool_note(rt_runtime *rt, rt_pool *p, s3lect_elector *e, CURLcode cc
  * RT_LEADER_PROBE_GAP_MS after the last probe, so that a leader is never
  * held past its deadline by the followers' back-off once the store is
  * back. */
-static int may_probe(rt_runtime *rt, rt_pool *p, s3lect_elector *e, int64_t now)
+int rt_may_probe(rt_runtime *rt, rt_pool *p, s3lect_elector *e, int64_t now)
 {
     if (p->probe || p->inflight >= rt->max_conns)
         return 0;
@@ -563,7 +607,7 @@ static int may_probe(rt_runtime *rt, rt_pool *p, s3lect_elector *e, int64_t now)
 
 /* While p is up: may e's request be sent now? A free connection, and after
  * a recovery a token (leaders need none). */
-static int may_send(rt_runtime *rt, rt_pool *p, s3lect_elector *e, int64_t now)
+int rt_may_send(rt_runtime *rt, rt_pool *p, s3lect_elector *e, int64_t now)
 {
     if (p->inflight >= rt->max_conns)
         return 0;
@@ -585,7 +629,7 @@ static int may_send(rt_runtime *rt, rt_pool *p, s3lect_elector *e, int64_t now)
 
 /* Boot ms at which p's queue can move again (INT64_MAX: when a request
  * ends). */
-static int64_t pool_wake(rt_runtime *rt, rt_pool *p)
+int64_t rt_pool_wake(rt_runtime *rt, rt_pool *p)
 {
     if (!p->qhead || p->down || p->inflight >= rt->max_conns || p->tok_at == 0)
         return INT64_MAX;
@@ -597,7 +641,7 @@ static int64_t pool_wake(rt_runtime *rt, rt_pool *p)
 }
 
 /* The answer of a request not sent because its endpoint is down. */
-static void not_sent(rt_runtime *rt, rt_pool *p, s3lect_elector *e, st_result *res, int64_t now)
+void rt_not_sent(rt_runtime *rt, rt_pool *p, s3lect_elector *e, st_result *res, int64_t now)
 {
     memset(res, 0, sizeof *res);
     p->not_sent++;
@@ -615,7 +659,7 @@ static void not_sent(rt_runtime *rt, rt_pool *p, s3lect_elector *e, st_result *r
     (void)rt;
 }
 
-static void pool_enqueue(rt_pool *p, s3lect_elector *e)
+void rt_pool_enqueue(rt_pool *p, s3lect_elector *e)
 {
     if (e->prio) { /* after the leaders already waiting, before everyone else */
         s3lect_elector **at = p->qprio ? &p->qprio->pool_next : &p->qhead;
@@ -649,7 +693,7 @@ static s3lect_elector *pool_pop(rt_pool *p)
 
 /* Signs and sends e's S3 request on a connection of its pool. Returns 1 when
  * it is on its way, 0 when it ended at once (res filled). */
-static int pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
+int rt_pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
 {
     memset(res, 0, sizeof *res);
     int64_t now = u_mono_ms();
@@ -675,7 +719,7 @@ static int pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
     if (!x) {
         *res = e->begin_res;
         memset(&e->begin_res, 0, sizeof e->begin_res);
-        easy_put(rt, h);
+        rt_easy_put(rt, h);
         return 0;
     }
     curl_easy_setopt(h, CURLOPT_PRIVATE, e);
@@ -683,7 +727,7 @@ static int pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
         *res = e->begin_res;
         memset(&e->begin_res, 0, sizeof e->begin_res);
         e->store->vt->finish(e->store, x, CURLE_FAILED_INIT, res);
-        easy_put(rt, h);
+        rt_easy_put(rt, h);
         return 0;
     }
     rt_pool *p = e->pool;
@@ -699,14 +743,10 @@ static int pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
     return 1;
 }
 
-static void run(rt_runtime *rt, s3lect_elector *e, st_result *first);
-static void *worker_main(void *arg);
-static int spawn_detached(void *(*fn)(void *), void *arg);
-
 /* Sends what waits for the pool, as far as its connections, its health and
  * its rate cap allow. While the endpoint is down what waits fails at once
  * (one request may go as the probe). */
-static void pool_pump(rt_runtime *rt, rt_pool *p)
+void rt_pool_pump(rt_runtime *rt, rt_pool *p)
 {
     while (p->qhead) {
         s3lect_elector *e = p->qhead;
@@ -714,20 +754,20 @@ static void pool_pump(rt_runtime *rt, rt_pool *p)
         st_result res;
         if (p->down) {
             pool_pop(p);
-            if (!may_probe(rt, p, e, now)) {
-                not_sent(rt, p, e, &res, now);
+            if (!rt_may_probe(rt, p, e, now)) {
+                rt_not_sent(rt, p, e, &res, now);
                 e->io = RT_IO_NONE;
-                run(rt, e, &res);
+                rt_run(rt, e, &res);
                 continue;
             }
-        } else if (may_send(rt, p, e, now)) {
+        } else if (rt_may_send(rt, p, e, now)) {
             pool_pop(p);
         } else {
             break;
         }
-        if (!pool_send(rt, e, &res)) {
+        if (!rt_pool_send(rt, e, &res)) {
             e->io = RT_IO_NONE;
-            run(rt, e, &res);
+            rt_run(rt, e, &res);
         }
     }
 }
@@ -749,7 +789,7 @@ static int submit(rt_runtime *rt, s3lect_elector *e, st_result *res)
         CURL *h = peer_client_begin(e->pc, op->peer_addr, path, op->if_match, op->peer_wait,
                                     op->timeout_ms, op->peer_id, res);
         if (!h) {
-            note_peer_failure(e, peer_client_last_failure(e->pc), res);
+            rt_note_peer_failure(e, peer_client_last_failure(e->pc), res);
             return 0;
         }
         curl_easy_setopt(h, CURLOPT_PRIVATE, e);
@@ -762,7 +802,7 @@ static int submit(rt_runtime *rt, s3lect_elector *e, st_result *res)
         return 1;
     }
     if (e->store->vt->begin) {
-        if (!e->pool && !(e->pool = pool_of(rt, e->store->vt->pool(e->store)))) {
+        if (!e->pool && !(e->pool = rt_pool_of(rt, e->store->vt->pool(e->store)))) {
             st_result_setf(res, ST_TRANSIENT, "out of memory");
             return 0;
         }
@@ -774,21 +814,21 @@ static int submit(rt_runtime *rt, s3lect_elector *e, st_result *res)
             p->max_poll = poll;
         int64_t now = u_mono_ms();
         if (p->down) {
-            if (may_probe(rt, p, e, now))
-                return pool_send(rt, e, res);
-            not_sent(rt, p, e, res, now);
+            if (rt_may_probe(rt, p, e, now))
+                return rt_pool_send(rt, e, res);
+            rt_not_sent(rt, p, e, res, now);
             return 0;
         }
         /* In order, except that leaders go first (their renewals). */
-        if ((!p->qhead || e->prio) && may_send(rt, p, e, now))
-            return pool_send(rt, e, res);
-        pool_enqueue(p, e);
+        if ((!p->qhead || e->prio) && rt_may_send(rt, p, e, now))
+            return rt_pool_send(rt, e, res);
+        rt_pool_enqueue(p, e);
         return 1;
     }
     /* A blocking store: a worker runs it. */
     pthread_mutex_lock(&rt->mu);
     int src = 0;
-    if (rt->nworkers < rt->want_workers && (src = spawn_detached(worker_main, rt)) == 0)
+    if (rt->nworkers < rt->want_workers && (src = rt_spawn_detached(rt_worker_main, rt)) == 0)
         rt->nworkers++;
     if (rt->nworkers == 0) {
         pthread_mutex_unlock(&rt->mu);
@@ -867,7 +907,7 @@ static void count_op(s3lect_elector *e, const st_result *res)
 /* Drives e's engine: completes the operation that ended (first, if any),
  * then asks for the next step until one waits (timer or I/O) or the engine
  * is done. Loop thread. */
-static void run(rt_runtime *rt, s3lect_elector *e, st_result *first)
+void rt_run(rt_runtime *rt, s3lect_elector *e, st_result *first)
 {
     st_result res;
     int have = 0;
@@ -900,9 +940,9 @@ static void run(rt_runtime *rt, s3lect_elector *e, st_result *first)
         e->eng.hb_timeout = e->hb_timeout;
         e->eng.hb_at = e->hb_at;
         int kind = el_next(&e->eng, now, &op, &wake);
-        flush_events(rt, e, now);
+        rt_flush_events(rt, e, now);
         if (kind == EL_OP_DONE) {
-            heap_remove(rt, e);
+            rt_heap_remove(rt, e);
             e->finished = 1;
             pthread_mutex_unlock(&e->mu);
             if (rt->nretired == rt->capretired) {
@@ -921,11 +961,11 @@ static void run(rt_runtime *rt, s3lect_elector *e, st_result *first)
         }
         if (kind == EL_OP_NONE) {
             pthread_mutex_unlock(&e->mu);
-            if (heap_schedule(rt, e, wake) != 0)
+            if (rt_heap_schedule(rt, e, wake) != 0)
                 requeue(rt, e);
             return;
         }
-        heap_remove(rt, e);
+        rt_heap_remove(rt, e);
         e->op = op;
         e->op_sent_at = now.mono;
         /* A leader's requests (renewals, their read-backs) and every write
@@ -952,20 +992,20 @@ static void transfer_done(rt_runtime *rt, CURL *h, CURLcode cc)
     e->easy = NULL;
     if (e->op.kind == EL_OP_PEER) {
         peer_client_finish(e->pc, cc, 0, &res);
-        note_peer_failure(e, peer_client_last_failure(e->pc), &res);
-        run(rt, e, &res);
+        rt_note_peer_failure(e, peer_client_last_failure(e->pc), &res);
+        rt_run(rt, e, &res);
         return;
     }
     res = e->begin_res;
     memset(&e->begin_res, 0, sizeof e->begin_res);
     e->store->vt->finish(e->store, e->xfer, cc, &res);
     e->xfer = NULL;
-    easy_put(rt, h);
+    rt_easy_put(rt, h);
     rt_pool *p = e->pool;
     p->inflight--;
-    pool_note(rt, p, e, cc, u_mono_ms());
-    run(rt, e, &res);
-    pool_pump(rt, p);
+    rt_pool_note(rt, p, e, cc, u_mono_ms());
+    rt_run(rt, e, &res);
+    rt_pool_pump(rt, p);
 }
 
 /* e was kicked: a worker finished its job, or another thread asked for
@@ -980,7 +1020,7 @@ static void on_kick(rt_runtime *rt, s3lect_elector *e)
         memset(&e->job_res, 0, sizeof e->job_res);
         e->job_done = 0;
         pthread_mutex_unlock(&e->mu);
-        run(rt, e, &res);
+        rt_run(rt, e, &res);
         return;
     }
     int stop = e->stop_req;
@@ -988,10 +1028,10 @@ static void on_kick(rt_runtime *rt, s3lect_elector *e)
     pthread_mutex_unlock(&e->mu);
     if (e->io == RT_IO_NONE) {
         if (!e->begun && !stop && start_at > u_mono_ms()) {
-            heap_schedule(rt, e, start_at); /* a spread first step */
+            rt_heap_schedule(rt, e, start_at); /* a spread first step */
             return;
         }
-        run(rt, e, NULL);
+        rt_run(rt, e, NULL);
         return;
     }
     if (stop && e->io == RT_IO_QUEUED) {
@@ -1013,7 +1053,7 @@ static void on_kick(rt_runtime *rt, s3lect_elector *e)
             st_result res = {0};
             st_result_setf(&res, ST_TRANSIENT, "%s %s was not sent: the elector is stopping",
                            e->op.kind == EL_OP_PUT ? "PUT" : "GET", e->key);
-            run(rt, e, &res);
+            rt_run(rt, e, &res);
         }
         return;
     }
@@ -1024,7 +1064,7 @@ static void on_kick(rt_runtime *rt, s3lect_elector *e)
         e->easy = NULL;
         st_result res = {0};
         peer_client_finish(e->pc, CURLE_ABORTED_BY_CALLBACK, 1, &res);
-        run(rt, e, &res);
+        rt_run(rt, e, &res);
     }
     /* Anything else waits for the operation in flight: el_stop and friends
      * apply between two operations. */
@@ -1054,9 +1094,7 @@ static void retire(rt_runtime *rt)
     rt->nretired = 0;
 }
 
-static void *callback_main(void *arg);
-
-static int spawn_detached(void *(*fn)(void *), void *arg)
+int rt_spawn_detached(void *(*fn)(void *), void *arg)
 {
     pthread_attr_t a;
     pthread_t t;
@@ -1080,7 +1118,7 @@ static int watch_pools(rt_runtime *rt)
     int workers_busy = rt->job_head && rt->idle_workers == 0 && rt->nworkers > 0;
     if (workers_busy && u_mono_ms() - rt->work_progress >= RT_STUCK_MS &&
         rt->nworkers < RT_MAX_WORKERS) {
-        if (spawn_detached(worker_main, rt) == 0)
+        if (rt_spawn_detached(rt_worker_main, rt) == 0)
             rt->nworkers++;
         rt->work_progress = u_mono_ms();
     }
@@ -1089,7 +1127,7 @@ static int watch_pools(rt_runtime *rt)
         int64_t now = u_mono_ms();
         if (rt->ndisp < rt->want_disp ||
             (now - rt->disp_progress >= RT_STUCK_MS && rt->ndisp < RT_MAX_CALLBACK_THREADS)) {
-            if (spawn_detached(callback_main, rt) == 0)
+            if (rt_spawn_detached(rt_callback_main, rt) == 0)
                 rt->ndisp++;
             rt->disp_progress = now;
         }
@@ -1098,10 +1136,10 @@ static int watch_pools(rt_runtime *rt)
     return busy || workers_busy;
 }
 
-static void *loop_main(void *arg)
+void *rt_loop_main(void *arg)
 {
     rt_runtime *rt = arg;
-    tls_runtime = rt;
+    rt_tls_runtime = rt;
     for (;;) {
         pthread_mutex_lock(&rt->mu);
         if (rt->exiting) {
@@ -1144,17 +1182,17 @@ static void *loop_main(void *arg)
         size_t budget = rt->nheap;
         while (budget-- > 0 && rt->nheap && rt->heap[0]->wake_at <= now) {
             s3lect_elector *e = rt->heap[0];
-            heap_remove(rt, e);
-            run(rt, e, NULL);
+            rt_heap_remove(rt, e);
+            rt_run(rt, e, NULL);
         }
         retire(rt);
 
         /* Queues held back by the cap after a recovery move on its tokens. */
         int64_t pool_at = INT64_MAX;
         for (rt_pool *p = rt->pools; p; p = p->next) {
-            if (pool_wake(rt, p) <= u_mono_ms())
-                pool_pump(rt, p);
-            int64_t w = pool_wake(rt, p);
+            if (rt_pool_wake(rt, p) <= u_mono_ms())
+                rt_pool_pump(rt, p);
+            int64_t w = rt_pool_wake(rt, p);
             if (w < pool_at)
                 pool_at = w;
         }
@@ -1184,11 +1222,11 @@ static void *loop_main(void *arg)
 
 /* ---- workers: blocking stores ---- */
 
-static void *worker_main(void *arg)
+void *rt_worker_main(void *arg)
 {
     rt_runtime *rt = arg;
-    tls_runtime = rt;
-    tls_worker = 1;
+    rt_tls_runtime = rt;
+    rt_tls_worker = 1;
     pthread_mutex_lock(&rt->mu);
     for (;;) {
         int timed_out = 0;
@@ -1233,11 +1271,11 @@ static void *worker_main(void *arg)
 /* ---- callback threads ---- */
 
 /* Runs one event's callback(s) on the calling thread (no lock held). */
-static void deliver(s3lect_elector *e, el_event *ev)
+void rt_deliver(s3lect_elector *e, el_event *ev)
 {
     const s3lect_event *pub = (const s3lect_event *)ev;
-    s3lect_elector *prev = tls_cb;
-    tls_cb = e;
+    s3lect_elector *prev = rt_tls_cb;
+    rt_tls_cb = e;
     if (ev->type == S3LECT_EVENT_ACQUIRED && e->cb[0].hook) {
         int rc = e->cb[0].hook(e, pub, e->cb[0].userdata);
         if (rc != 0) {
@@ -1249,17 +1287,17 @@ static void deliver(s3lect_elector *e, el_event *ev)
             }
             rt_kick_locked(e);
             pthread_mutex_unlock(&e->mu);
-            tls_cb = prev;
+            rt_tls_cb = prev;
             return;
         }
     }
     int t = ev->type;
     if (t > 0 && t < RT_NCALLBACKS && e->cb[t].fn)
         e->cb[t].fn(e, pub, e->cb[t].userdata);
-    tls_cb = prev;
+    rt_tls_cb = prev;
 }
 
-static rt_qevent *pop_event(s3lect_elector *e)
+rt_qevent *rt_pop_event(s3lect_elector *e)
 {
     rt_qevent *q = e->q_head;
     if (q) {
@@ -1270,10 +1308,10 @@ static rt_qevent *pop_event(s3lect_elector *e)
     return q;
 }
 
-static void *callback_main(void *arg)
+void *rt_callback_main(void *arg)
 {
     rt_runtime *rt = arg;
-    tls_runtime = rt;
+    rt_tls_runtime = rt;
     pthread_mutex_lock(&rt->mu);
     for (;;) {
         int timed_out = 0;
@@ -1299,11 +1337,11 @@ static void *callback_main(void *arg)
          * meanwhile (delivering). */
         pthread_mutex_lock(&e->mu);
         for (;;) {
-            rt_qevent *q = pop_event(e);
+            rt_qevent *q = rt_pop_event(e);
             if (!q)
                 break;
             pthread_mutex_unlock(&e->mu);
-            deliver(e, &q->ev);
+            rt_deliver(e, &q->ev);
             el_event_clear(&q->ev);
             free(q);
             pthread_mutex_lock(&rt->mu);
@@ -1332,7 +1370,7 @@ static void forget_in_child(void)
     /* The threads did not survive fork: a child that starts electors gets a
      * runtime of its own (the parent's memory is left as it is). */
     pthread_mutex_init(&g_mu, NULL);
-    g_rt = NULL;
+    rt_shared = NULL;
 }
 
 static void init_once(void)
@@ -1405,7 +1443,7 @@ static rt_runtime *runtime_new(char *err, size_t errlen)
     u_rng_seed(&rt->rng, seed);
     u_rng_seed(&rt->lrng, seed ^ 0x9e3779b97f4a7c15ULL);
     rt->max_conns = 1;
-    int rc = u_thread_create(&rt->loop_tid, NULL, loop_main, rt);
+    int rc = u_thread_create(&rt->loop_tid, NULL, rt_loop_main, rt);
     if (rc != 0) {
         snprintf(err, errlen, "cannot create the runtime's thread: %s", strerror(rc));
         runtime_free(rt);
@@ -1429,7 +1467,7 @@ static int runtime_fit(rt_runtime *rt, const s3lect_config *c, char *err, size_t
         rt->want_workers = (int)c->worker_threads; /* started when a blocking store needs one */
     int rc = 0;
     while (rt->ndisp < rt->want_disp) {
-        rc = spawn_detached(callback_main, rt);
+        rc = rt_spawn_detached(rt_callback_main, rt);
         if (rc != 0)
             break;
         rt->ndisp++;
@@ -1444,7 +1482,7 @@ static int runtime_fit(rt_runtime *rt, const s3lect_config *c, char *err, size_t
 
 /* Joins the runtime (creating it if needed) for a starting elector and
  * picks the delay of its first step. */
-static int runtime_join(s3lect_elector *e, int64_t *delay, char *err, size_t errlen)
+int rt_join(s3lect_elector *e, int64_t *delay, char *err, size_t errlen)
 {
     pthread_once(&g_once, init_once);
     if (g_curl_rc != CURLE_OK) {
@@ -1453,18 +1491,18 @@ static int runtime_join(s3lect_elector *e, int64_t *delay, char *err, size_t err
     }
     pthread_mutex_lock(&g_mu);
     int created = 0;
-    if (!g_rt) {
-        if (!(g_rt = runtime_new(err, errlen))) {
+    if (!rt_shared) {
+        if (!(rt_shared = runtime_new(err, errlen))) {
             pthread_mutex_unlock(&g_mu);
             return S3LECT_EIO;
         }
         created = 1;
     }
-    rt_runtime *rt = g_rt;
+    rt_runtime *rt = rt_shared;
     int rc = runtime_fit(rt, e->cfg, err, errlen);
     if (rc != 0) {
         if (created) {
-            g_rt = NULL;
+            rt_shared = NULL;
             runtime_shutdown(rt);
         }
         pthread_mutex_unlock(&g_mu);
@@ -1493,10 +1531,10 @@ static int runtime_join(s3lect_elector *e, int64_t *delay, char *err, size_t err
 void rt_release(s3lect_elector *e)
 {
     pthread_mutex_lock(&g_mu);
-    rt_runtime *rt = g_rt;
-    if (rt && e->joined && --rt->refs == 0 && tls_runtime != rt) {
+    rt_runtime *rt = rt_shared;
+    if (rt && e->joined && --rt->refs == 0 && rt_tls_runtime != rt) {
         /* The last elector left: stop the threads (not from one of them). */
-        g_rt = NULL;
+        rt_shared = NULL;
         runtime_shutdown(rt);
     }
     pthread_mutex_unlock(&g_mu);
@@ -1506,12 +1544,12 @@ void rt_release(s3lect_elector *e)
 
 int rt_in_callback(s3lect_elector *e)
 {
-    return tls_cb == e;
+    return rt_tls_cb == e;
 }
 
 int rt_in_store_call(void)
 {
-    return tls_worker;
+    return rt_tls_worker;
 }
 
 int rt_event_fd(s3lect_elector *e)
@@ -1520,7 +1558,7 @@ int rt_event_fd(s3lect_elector *e)
     if (e->evfd < 0) {
         e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (e->evfd >= 0 && e->q_head)
-            signal_evfd(e);
+            rt_signal_evfd(e);
     }
     int fd = e->evfd;
     pthread_mutex_unlock(&e->mu);
@@ -1561,7 +1599,7 @@ int rt_start(s3lect_elector *e)
     }
     char err[300] = "";
     int64_t delay = 0;
-    int rc = runtime_join(e, &delay, err, sizeof err);
+    int rc = rt_join(e, &delay, err, sizeof err);
     if (rc) {
         pthread_mutex_lock(&e->mu);
         peer_server *ps = e->ps;
@@ -1613,9 +1651,9 @@ int rt_stop(s3lect_elector *e, int release)
     /* Pending events are delivered before stop returns (poll mode: they
      * stay queued for s3lect_dispatch). */
     while (!e->cfg->poll_mode && e->joined) {
-        pthread_mutex_lock(&g_rt->mu);
+        pthread_mutex_lock(&rt_shared->mu);
         int busy = e->in_ready || e->delivering;
-        pthread_mutex_unlock(&g_rt->mu);
+        pthread_mutex_unlock(&rt_shared->mu);
         if (!busy && !e->q_head)
             break;
         pthread_cond_wait(&e->q_cv, &e->mu);
@@ -1673,15 +1711,15 @@ int rt_dispatch(s3lect_elector *e, int64_t timeout_ms)
     }
     int count = 0;
     rt_qevent *q;
-    while ((q = pop_event(e)) != NULL) {
+    while ((q = rt_pop_event(e)) != NULL) {
         pthread_mutex_unlock(&e->mu);
-        deliver(e, &q->ev);
+        rt_deliver(e, &q->ev);
         el_event_clear(&q->ev);
         free(q);
         count++;
         pthread_mutex_lock(&e->mu);
     }
-    drain_evfd(e); /* the queue is empty and we hold mu: nothing can be pending */
+    rt_drain_evfd(e); /* the queue is empty and we hold mu: nothing can be pending */
     e->dispatching = 0;
     pthread_mutex_unlock(&e->mu);
     return count;
@@ -1690,7 +1728,7 @@ int rt_dispatch(s3lect_elector *e, int64_t timeout_ms)
 void rt_free_queue(s3lect_elector *e)
 {
     rt_qevent *q;
-    while ((q = pop_event(e)) != NULL) {
+    while ((q = rt_pop_event(e)) != NULL) {
         el_event_clear(&q->ev);
         free(q);
     }
