@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* runtime.c - the process's shared runtime (docs/threading.md).
+/* runtime.h - the process's shared runtime (docs/threading.md), private to
+ * the files of runtime/ (docs/architecture.md lists them).
  *
  * One loop thread runs every elector's engine: a timer heap holds the next
  * wake-up of each idle elector, and one libcurl multi handle carries every S3
