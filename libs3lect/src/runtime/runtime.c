@@ -50,6 +50,7 @@ int rt_fail(s3lect_elector *e, int code, const char *fmt, ...)
     va_start(ap, fmt);
     pthread_mutex_lock(&e->mu);
     vsnprintf(e->errmsg, sizeof e->errmsg, fmt, ap);
+    e->errcode = code;
     pthread_mutex_unlock(&e->mu);
     va_end(ap);
     return code;
