@@ -5,7 +5,9 @@
 # cannot see:
 #   1. pins: abi/headertest.c with abi/pins.h compiles only if every public
 #      enumerator keeps its value and every public function and callback type
-#      keeps its type (enums travel as int, so abidiff cannot see them);
+#      keeps its type (enums travel as int, so abidiff cannot see them); linked
+#      with LIB and run, it fails if an option's name or type changed (the
+#      option table is in the library, not the header);
 #   2. symbols: the library exports exactly abi/symbols.txt (nothing removed,
 #      nothing exported by accident);
 #   3. abidiff against abi/baseline.abi (public types only): any reported
@@ -25,6 +27,13 @@ if ! "$cc" -std=c99 -pedantic -Wall -Wextra -Werror -fsyntax-only -I"$headers" -
     echo "abi: a pinned enumerator value or function type changed (see the error above)" >&2
     fail=1
 fi
+exe=$(mktemp)
+if ! "$cc" -std=c99 -I"$headers" -I"$abi" "$abi/headertest.c" "$lib" -o "$exe" ||
+    ! LD_LIBRARY_PATH="$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$exe"; then
+    echo "abi: a pinned option's name or type changed, or headertest did not link and run" >&2
+    fail=1
+fi
+rm -f "$exe"
 exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TDBRVW]$/ {sub(/@.*/, "", $3); if ($3 != "S3LECT_0") print $3}' | sort -u)
 expected=$(sort -u "$abi/symbols.txt")
 if [ "$exported" != "$expected" ]; then

@@ -12,7 +12,8 @@
  * - Every fallible function returns an int: S3LECT_OK (0) or a negative
  *   S3LECT_E* code. s3lect_strerror() names a code; s3lect_errmsg() and
  *   s3lect_config_errmsg() give the detailed message of the last failure on
- *   that handle. There is no thread-local error state.
+ *   that handle (s3lect_errcode() the elector's code that goes with it).
+ *   There is no thread-local error state.
  * - Strings passed in are copied; the caller keeps ownership.
  * - Strings handed out are either (a) borrowed from a handle whose lifetime
  *   is stated, (b) copied into a caller buffer with snprintf semantics (the
@@ -73,6 +74,21 @@ extern "C" {
 #define S3LECT_API __attribute__((visibility("default")))
 #else
 #define S3LECT_API
+#endif
+
+/* S3LECT_DEPRECATED(msg), written before S3LECT_API: the function stays in the
+ * ABI (it only grows) but has a better replacement, which msg names; a call
+ * to it warns at compile time. Define S3LECT_NO_DEPRECATION_WARNINGS before
+ * including this header to silence the warnings (docs/abi.md "Deprecating"). */
+#if defined(S3LECT_NO_DEPRECATION_WARNINGS) || defined(S3LECT_BUILDING) || defined(SWIG)
+#define S3LECT_DEPRECATED(msg)
+#elif defined(__clang__) ||                                                                        \
+    (defined(__GNUC__) && (__GNUC__ > 4 || (__GNUC__ == 4 && __GNUC_MINOR__ >= 5)))
+#define S3LECT_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#elif defined(_MSC_VER)
+#define S3LECT_DEPRECATED(msg) __declspec(deprecated(msg))
+#else
+#define S3LECT_DEPRECATED(msg)
 #endif
 
 #define S3LECT_VERSION_MAJOR 0
@@ -449,7 +465,7 @@ S3LECT_API int s3lect_new(s3lect_config *cfg, s3lect_elector **out);
 /**
  * Registers the callback for one event type, replacing (and freeing the
  * userdata of) any previous one. Only before s3lect_start(): ESTATE after.
- * userdata_free runs exactly once: on replacement, on s3lect_free(), or
+ * userdata_free runs exactly once: on replacement, on s3lect_free_elector(), or
  * immediately when this call fails.
  * Contract: any thread, before s3lect_start() only (S3LECT_ESTATE after);
  *   never blocks; userdata as above.
@@ -500,7 +516,7 @@ S3LECT_API int s3lect_start(s3lect_elector *e);
  * leaves the runtime's loop. Pending events are delivered before it returns (in poll
  * mode they stay queued for s3lect_dispatch()). Idempotent; returns
  * S3LECT_EBUSY when called from one of this elector's callbacks.
- * Any thread. Not restartable.
+ * Not restartable.
  * Contract: any thread except this elector's own callbacks and any custom store
  *   function (S3LECT_EBUSY there). Blocks until the store request in flight
  *   ends (at most request_timeout; a follower's long poll of the leader is cut
@@ -550,7 +566,7 @@ S3LECT_API uint64_t s3lect_cycle(const s3lect_elector *e);
 
 /**
  * Blocks until this node is leader. timeout_ms < 0 waits forever. Returns
- * S3LECT_OK, S3LECT_ETIMEDOUT or S3LECT_ESTOPPED. Any thread but a callback.
+ * S3LECT_OK, S3LECT_ETIMEDOUT or S3LECT_ESTOPPED.
  * Contract: any thread; from any custom store function S3LECT_EBUSY; from
  *   its callbacks allowed but it holds up this elector's later callbacks
  *   while it waits. Blocks up to timeout_ms, or until stopped.
@@ -589,6 +605,14 @@ S3LECT_API s3lect_config *s3lect_get_config(const s3lect_elector *e);
  *   message is per elector, not per thread: read it right after the failure.
  */
 S3LECT_API size_t s3lect_errmsg(const s3lect_elector *e, char *buf, size_t buflen);
+/**
+ * The code (S3LECT_E*) of the failure whose message s3lect_errmsg() gives:
+ * the last failure this elector reported, or S3LECT_OK if none yet (a later
+ * success does not clear it). S3LECT_EINVAL for a NULL elector.
+ * Contract: any thread, callbacks and store functions too; never blocks. Per
+ *   elector, not per thread, like s3lect_errmsg.
+ */
+S3LECT_API int s3lect_errcode(const s3lect_elector *e);
 
 /* ---- poll mode ---- */
 
@@ -696,7 +720,7 @@ S3LECT_API int s3lect_metrics_text(s3lect_elector *const *electors, size_t n, ch
  * "HEAD"; target: path and query, e.g. "/health/leadership?wait=5000&etag=..."
  * (a long-poll blocks up to the wait). *status gets 200 (leading: body is the
  * record JSON with "etag" and "term"), 404, 405 or 400; *body is allocated
- * JSON, release with s3lect_free(). Any thread but a callback.
+ * JSON, release with s3lect_free().
  * Contract: any thread; from any custom store function S3LECT_EBUSY; from
  *   its callbacks allowed but a long poll holds up this elector's later
  *   callbacks. Blocks up to the wait in target (at most 60 s) or until the

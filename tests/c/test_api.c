@@ -147,9 +147,17 @@ static void t_three_electors(void)
         pthread_mutex_init(&st[i].mu, NULL);
         e[i] = t_fast_elector(lock, ids[i]);
         set_all(e[i], &st[i]);
+        CHECK(s3lect_errcode(e[i]) == S3LECT_OK, "no failure yet: errcode 0");
         CHECK(s3lect_start(e[i]) == 0, "start %d", i);
     }
     CHECK(s3lect_start(e[0]) == S3LECT_ESTATE, "start twice is ESTATE");
+    char why[128];
+    s3lect_errmsg(e[0], why, sizeof why);
+    CHECK(s3lect_errcode(e[0]) == S3LECT_ESTATE && strstr(why, "already started"),
+          "errcode goes with errmsg (%d: %s)", s3lect_errcode(e[0]), why);
+    CHECK(s3lect_heartbeat(e[0]) == 0 && s3lect_errcode(e[0]) == S3LECT_ESTATE,
+          "a later call that succeeds leaves errcode as it was");
+    CHECK(s3lect_errcode(NULL) == S3LECT_EINVAL, "errcode of NULL is EINVAL");
     int leader = wait_one_leader(e, 3, 10000);
     CHECK(leader >= 0, "a leader within 10 s");
     int64_t end = u_mono_ms() + 3000;

@@ -377,6 +377,17 @@ size_t s3lect_errmsg(const s3lect_elector *e, char *buf, size_t buflen)
     return n;
 }
 
+int s3lect_errcode(const s3lect_elector *e)
+{
+    if (!e)
+        return S3LECT_EINVAL;
+    s3lect_elector *m = (s3lect_elector *)e;
+    pthread_mutex_lock(&m->mu);
+    int code = m->errcode;
+    pthread_mutex_unlock(&m->mu);
+    return code;
+}
+
 /* ---- waiting ---- */
 
 static int wait_until(s3lect_elector *e, int64_t timeout_ms, int (*done)(s3lect_elector *, void *),

@@ -118,6 +118,7 @@ struct s3lect_elector {
 
     rt_callback cb[RT_NCALLBACKS];
     char errmsg[512];
+    int errcode;        /* the code that goes with errmsg (s3lect_errcode) */
     rt_metrics metrics; /* under mu (api/metrics.c writes the exposition) */
 };
 
@@ -135,7 +136,7 @@ int rt_in_store_call(void);
 void rt_kick_locked(s3lect_elector *e);
 /* The event fd (created on first use). Holds no lock. */
 int rt_event_fd(s3lect_elector *e);
-/* Sets e->errmsg (printf-style) and returns code. Caller holds no lock. */
+/* Sets e->errmsg (printf-style) and e->errcode, and returns code. Caller holds no lock. */
 int rt_fail(s3lect_elector *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void rt_free_queue(s3lect_elector *e);

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* peer_view.c - the leadership endpoint's view of an elector, and the start
+ * of its peer server (docs/peer.md). */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+/* ---- peer endpoint view ---- */
+
+static int view_locked(s3lect_elector *e, peer_view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->version = e->peer_version;
+    v->leading = el_is_leader(&e->eng, u_mono_ms()) && e->eng.my_body;
+    v->etag = u_strdup(v->leading && e->eng.etag ? e->eng.etag : "");
+    if (!v->etag)
+        return S3LECT_ENOMEM;
+    if (!v->leading)
+        return 0;
+    cJSON *o = cJSON_Parse(e->eng.my_body);
+    if (!o)
+        return S3LECT_ENOMEM;
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "etag");
+    cJSON_AddStringToObject(o, "etag", v->etag);
+    if (!cJSON_GetObjectItemCaseSensitive(o, "term"))
+        cJSON_AddNumberToObject(o, "term", (double)e->eng.term);
+    v->body = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return v->body ? 0 : S3LECT_ENOMEM;
+}
+
+static int peer_view_cb(void *ctx, peer_view *v)
+{
+    s3lect_elector *e = ctx;
+    pthread_mutex_lock(&e->mu);
+    int rc = view_locked(e, v);
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+static int peer_wait_cb(void *ctx, uint64_t version, int64_t deadline)
+{
+    s3lect_elector *e = ctx;
+    pthread_mutex_lock(&e->mu);
+    int rc = 0;
+    for (;;) {
+        if (e->peer_version != version) {
+            rc = 1;
+            break;
+        }
+        /* Not on stop_req: until the engine has stopped leading (which bumps
+         * the version) a long poll would be answered 200 at once, again and
+         * again. */
+        if (e->stopped) {
+            rc = -1;
+            break;
+        }
+        if (u_mono_ms() >= deadline)
+            break;
+        struct timespec ts = u_cond_deadline(deadline, 0);
+        pthread_cond_timedwait(&e->state_cv, &e->mu, &ts);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+peer_source rt_peer_source(s3lect_elector *e)
+{
+    peer_source src = {peer_view_cb, peer_wait_cb, e};
+    return src;
+}
+
+int rt_start_peer_server(s3lect_elector *e)
+{
+    pthread_mutex_lock(&e->mu);
+    int running = e->ps != NULL;
+    pthread_mutex_unlock(&e->mu);
+    if (running)
+        return 0;
+    peer_source src = rt_peer_source(e);
+    peer_server *ps = NULL;
+    char err[400] = "";
+    /* A copy: s3lect_enable_peer_mode may replace the CA bytes meanwhile. */
+    pthread_mutex_lock(&e->mu);
+    s3lect_config *cfg = s3lect_config_dup(e->cfg);
+    pthread_mutex_unlock(&e->mu);
+    if (!cfg)
+        return rt_fail(e, S3LECT_ENOMEM, "peer mode: out of memory");
+    /* mTLS when this node has a client certificate: the cluster uses client certs. */
+    int mtls = cfg->peer_client_cert.data != NULL;
+    /* Zero-config: neither a certificate nor a key. A key made once per
+     * elector; its fingerprint goes into every record this node writes. */
+    int zero = !cfg->peer_cert.data && !cfg->peer_key.data;
+    char pin[PEER_PIN_LEN + 1] = "";
+    int rc = 0;
+    pthread_mutex_lock(&e->mu);
+    peer_identity *pid = e->pid;
+    if (pid)
+        memcpy(pin, e->peer_pin, sizeof pin);
+    pthread_mutex_unlock(&e->mu);
+    if (zero && !pid && (rc = peer_identity_new(&pid, pin, err, sizeof err)) == 0) {
+        pthread_mutex_lock(&e->mu);
+        e->pid = pid;
+        memcpy(e->peer_pin, pin, sizeof pin);
+        pthread_mutex_unlock(&e->mu);
+    }
+    /* Without server_addr the endpoint listens on the interface that routes
+     * to the store (or peer_listen), on an ephemeral port unless peer_listen
+     * names one, and advertises that address. */
+    int advertise = !cfg->server_addr || !cfg->server_addr[0];
+    char route[64] = "", listen_host[256] = "";
+    if (!rc && advertise) {
+        int has_listen = cfg->peer_listen && cfg->peer_listen[0];
+        if (has_listen && peer_split_host(cfg->peer_listen, listen_host, sizeof listen_host) != 0)
+            listen_host[0] = '\0'; /* peer_server_start says what is wrong with it */
+        int wildcard = !listen_host[0] || strcmp(listen_host, "0.0.0.0") == 0 ||
+                       strcmp(listen_host, "::") == 0;
+        if (!has_listen || wildcard) {
+            const char *origin =
+                e->store && e->store->vt->pool ? e->store->vt->pool(e->store) : NULL;
+            if (peer_route_host(origin, route, sizeof route, err, sizeof err) != 0)
+                rc = S3LECT_EINVAL;
+        }
+        if (!rc && !has_listen) {
+            char l[300];
+            peer_join_hostport(route, 0, l, sizeof l);
+            if (s3lect_config_set_str(cfg, S3LECT_OPT_PEER_LISTEN, l) != 0)
+                rc = S3LECT_ENOMEM;
+        }
+    }
+    if (!rc)
+        rc = peer_server_start(cfg, zero ? pid : NULL, &src, mtls, &ps, err, sizeof err);
+    s3lect_config_free(cfg);
+    if (rc)
+        return rt_fail(e, rc, "peer mode: %s", err[0] ? err : s3lect_strerror(rc));
+    char adv[300] = "";
+    if (advertise)
+        peer_join_hostport(route[0] ? route : listen_host, peer_server_port(ps), adv, sizeof adv);
+    pthread_mutex_lock(&e->mu);
+    if (advertise && s3lect_config_set_str(e->cfg, S3LECT_OPT_SERVER_ADDR, adv) != 0) {
+        pthread_mutex_unlock(&e->mu);
+        peer_server_stop(ps);
+        return rt_fail(e, S3LECT_ENOMEM, "peer mode: out of memory");
+    }
+    e->ps = ps;
+    if (advertise || zero) { /* the engine takes server_addr and the pin before its next step */
+        e->self_changed = 1;
+        rt_kick_locked(e);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
