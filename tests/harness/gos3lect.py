@@ -33,8 +33,11 @@ REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "bench" / "peers" / "gos3lect"
 MODULE = "github.com/nadrama-com/s3lect"
 ENV = "GOS3LECT_SRC"
-HOW = (f"set {ENV} to a checkout of Go s3lect ({MODULE}, commit c45cfbd); "
-       "see bench/README.md \"Go s3lect\"")
+# Where the workplace keeps an unmodified snapshot, beside the repository; used
+# when GOS3LECT_SRC is not set at all (never a machine path of its own).
+DEFAULT_SRC = REPO.parent / "shared" / "gos3lect"
+HOW = (f"set {ENV} to a checkout of Go s3lect ({MODULE}, commit c45cfbd), or put one at "
+       "../shared/gos3lect beside the repository; see bench/README.md \"Go s3lect\"")
 
 
 class Unavailable(Exception):
@@ -46,9 +49,12 @@ class BuildError(Exception):
 
 
 def find_source(environ: dict[str, str] | None = None) -> Path:
-    """The Go s3lect checkout named by GOS3LECT_SRC, checked; raises Unavailable."""
+    """The Go s3lect checkout named by GOS3LECT_SRC (the process's environment
+    without it: ../shared/gos3lect where it exists), checked; raises Unavailable."""
     env = os.environ if environ is None else environ
     raw = env.get(ENV, "")
+    if environ is None and ENV not in env and DEFAULT_SRC.is_dir():
+        raw = str(DEFAULT_SRC)
     if not raw.strip():
         raise Unavailable(f"{ENV} is not set: {HOW}")
     src = Path(raw).expanduser()
