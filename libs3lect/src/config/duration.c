@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "cli.h"
+#include "duration.h"
 
 #define MAX_DIGITS 9 /* per integer part and per fraction: no overflow below */
 
