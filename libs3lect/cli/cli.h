@@ -33,6 +33,7 @@ typedef struct cli_opts {
     int json;
     const char *log_format;     /* run: "text" (default) or "json" */
     int log_time;               /* run: RFC 3339 time before each text line */
+    int print_config;           /* run: print the effective timings and sizes, exit */
     const char *metrics_listen; /* run: HOST:PORT of GET /metrics */
     int has_timing;
     unsigned long seen; /* options given so far (bit per option), to refuse repeats */

@@ -494,6 +494,18 @@ int cli_run(int argc, char **argv)
         s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;
     }
+    if (o.print_config) { /* every integer option, by the library's names */
+        for (int opt = 1; opt <= s3lect_option_count(); opt++) {
+            const char *name;
+            int type;
+            int64_t v;
+            if (s3lect_option_info(opt, &name, &type, NULL, NULL, NULL) == S3LECT_OK &&
+                type == S3LECT_OPTION_INT && s3lect_config_get_int(cfg, opt, &v) == S3LECT_OK)
+                printf("%s=%lld\n", name, (long long)v);
+        }
+        s3lect_config_free(cfg);
+        return CLI_EXIT_OK;
+    }
     s3lect_config_set_bool(cfg, S3LECT_OPT_POLL_MODE, 1);
     char id[300];
     s3lect_config_get_str(cfg, S3LECT_OPT_SERVER_ID, id, sizeof id);
