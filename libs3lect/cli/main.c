@@ -527,8 +527,14 @@ int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o)
             return 1;
         }
         int rc = cfg_parse_duration(v, opts[k].dur);
-        if (rc) {
-            cli_usage_error(cmd, "%s '%.100s' %s", opts[k].name, v, cfg_duration_error(rc));
+        if (rc) { /* from S3LECT_*: the library's name, as s3lect_config_set_text says it */
+            char lib[64];
+            size_t n = 0;
+            for (const char *p = opts[k].name + 2; *p && n + 1 < sizeof lib; p++)
+                lib[n++] = *p == '-' ? '_' : *p;
+            lib[n] = '\0';
+            cli_usage_error(cmd, "%s '%.100s' %s", g_env_source ? lib : opts[k].name, v,
+                            cfg_duration_error(rc));
             return -1;
         }
         if (opts[k].dur == &o->interval && o->interval < CLI_MIN_INTERVAL_MS) {

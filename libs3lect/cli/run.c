@@ -490,11 +490,7 @@ int cli_run(int argc, char **argv)
     s3lect_config *cfg = cli_config("run", &o);
     if (!cfg)
         return CLI_EXIT_USAGE;
-    if (check_timing(&r, cfg, o.kill_timeout) != 0) {
-        s3lect_config_free(cfg);
-        return CLI_EXIT_USAGE;
-    }
-    if (o.print_config) { /* every integer option, by the library's names */
+    if (o.print_config) { /* the library's integer options, before run's own checks */
         for (int opt = 1; opt <= s3lect_option_count(); opt++) {
             const char *name;
             int type;
@@ -505,6 +501,10 @@ int cli_run(int argc, char **argv)
         }
         s3lect_config_free(cfg);
         return CLI_EXIT_OK;
+    }
+    if (check_timing(&r, cfg, o.kill_timeout) != 0) {
+        s3lect_config_free(cfg);
+        return CLI_EXIT_USAGE;
     }
     s3lect_config_set_bool(cfg, S3LECT_OPT_POLL_MODE, 1);
     char id[300];
