@@ -383,7 +383,7 @@ static int on_acquire_hook(s3lect_elector *e, const s3lect_event *ev, void *user
 /* ------------------------------------------------------------------------ */
 
 /* K_SECONDS: an int option in ms, seconds in Lua; K_COUNT: an int option
- * that is a plain count (count_options). */
+ * that is a plain count (libs3lect says which: s3lect_option_flags). */
 enum opt_kind { K_STR, K_BYTES, K_SECONDS, K_COUNT, K_BOOL, K_CALLBACK };
 
 typedef struct optdef {
