@@ -118,11 +118,12 @@ type ElectorConfig struct {
 	Profile string
 
 	// RenewInterval is how often the leader rewrites the lock (default
-	// RenewDeadline/2, i.e. 5s with the default lease).
+	// 5s; with LeaderTimeout or RenewDeadline set, libs3lect derives
+	// min(LeaderTimeout/3, RenewDeadline/2), as for every front end).
 	RenewInterval time.Duration
 	// RenewDeadline: the leader steps down if it could not renew for this
-	// long (default 2/3 of LeaderTimeout). Needs RenewInterval <
-	// RenewDeadline < LeaderTimeout.
+	// long (default 10s; with LeaderTimeout set, libs3lect derives 2/3 of
+	// it). Needs RenewInterval < RenewDeadline < LeaderTimeout.
 	RenewDeadline time.Duration
 	// MaxClockSkew turns on the opt-in wall-clock takeover rule: a follower
 	// may also take over a record whose lastUpdated is older than the lease
@@ -214,8 +215,8 @@ func invalid(format string, args ...any) error {
 // 0 rather than a mistake (MaxClockSkew: the rule is off).
 var negativeIsZero = map[string]bool{"max_clock_skew": true}
 
-// fillDefaults replaces zero fields by the values the elector will use. The
-// duration fields and their defaults are libs3lect's (s3lect_option_info).
+// fillDefaults replaces zero fields by the values the elector will use:
+// libs3lect's defaults and the timings it derives (fillFromLibrary).
 func (c *ElectorConfig) fillDefaults() error {
 	if c.LockfilePath == "" {
 		return invalid("LockfilePath is required (an S3 key with Bucket, or a lock URL such as s3://bucket/key)")
