@@ -118,11 +118,12 @@ type ElectorConfig struct {
 	Profile string
 
 	// RenewInterval is how often the leader rewrites the lock (default
-	// RenewDeadline/2, i.e. 5s with the default lease).
+	// 5s; with LeaderTimeout or RenewDeadline set, libs3lect derives
+	// min(LeaderTimeout/3, RenewDeadline/2), as for every front end).
 	RenewInterval time.Duration
 	// RenewDeadline: the leader steps down if it could not renew for this
-	// long (default 2/3 of LeaderTimeout). Needs RenewInterval <
-	// RenewDeadline < LeaderTimeout.
+	// long (default 10s; with LeaderTimeout set, libs3lect derives 2/3 of
+	// it). Needs RenewInterval < RenewDeadline < LeaderTimeout.
 	RenewDeadline time.Duration
 	// MaxClockSkew turns on the opt-in wall-clock takeover rule: a follower
 	// may also take over a record whose lastUpdated is older than the lease
@@ -214,8 +215,8 @@ func invalid(format string, args ...any) error {
 // 0 rather than a mistake (MaxClockSkew: the rule is off).
 var negativeIsZero = map[string]bool{"max_clock_skew": true}
 
-// fillDefaults replaces zero fields by the values the elector will use. The
-// duration fields and their defaults are libs3lect's (s3lect_option_info).
+// fillDefaults replaces zero fields by the values the elector will use:
+// libs3lect's defaults and the timings it derives (fillFromLibrary).
 func (c *ElectorConfig) fillDefaults() error {
 	if c.LockfilePath == "" {
 		return invalid("LockfilePath is required (an S3 key with Bucket, or a lock URL such as s3://bucket/key)")
@@ -234,20 +235,6 @@ func (c *ElectorConfig) fillDefaults() error {
 				o.field, f.Int(), o.def, o.min, o.max)
 		}
 	}
-	if c.LeaderTimeout == 0 {
-		c.LeaderTimeout = durationDefault("lease_timeout")
-	}
-	// Derived from the lease so that setting only LeaderTimeout (all a Go
-	// s3lect user sets) gives a valid configuration: 15s -> 10s -> 5s.
-	if c.RenewDeadline == 0 {
-		c.RenewDeadline = (c.LeaderTimeout * 2 / 3).Truncate(time.Millisecond)
-	}
-	if c.RenewInterval == 0 {
-		c.RenewInterval = (c.RenewDeadline / 2).Truncate(time.Millisecond)
-	}
-	if c.FrequentInterval == 0 {
-		c.FrequentInterval = durationDefault("frequent_interval")
-	}
 	// Go s3lect's followers poll every FrequentInterval whatever leadership
 	// looks like (its InfrequentInterval is never used): unset, ours does the
 	// same, so a ported program notices a release or a crash as soon as it
@@ -255,24 +242,106 @@ func (c *ElectorConfig) fillDefaults() error {
 	// followers read the store less often.
 	if c.InfrequentInterval == 0 {
 		c.InfrequentInterval = c.FrequentInterval
-	}
-	// Every other duration: libs3lect's default (MaxClockSkew 0: off;
-	// MaxLeaseTimeout 0: 4 × LeaderTimeout, computed by libs3lect). Every
-	// count: libs3lect's default.
-	for _, o := range libOptions {
-		f, ok := c.configField(o)
-		switch {
-		case !ok || !(o.isDuration() || o.isCount()) || f.Int() != 0:
-		case o.isDuration():
-			f.SetInt(o.def * int64(time.Millisecond))
-		case o.isCount():
-			f.SetInt(o.def)
+		if c.InfrequentInterval == 0 {
+			c.InfrequentInterval = durationDefault("frequent_interval")
 		}
+	}
+	// Every other zero duration and count: the value libs3lect derives from
+	// the fields that are set, or its default (one rule, in the library).
+	if err := c.fillFromLibrary(); err != nil {
+		return err
 	}
 	if c.PeerHealthPath == "" {
 		c.PeerHealthPath = "/health/leadership"
 	} else if !strings.HasPrefix(c.PeerHealthPath, "/") {
 		c.PeerHealthPath = "/" + c.PeerHealthPath
+	}
+	return nil
+}
+
+// fillFromLibrary sets the zero duration and count fields to the values
+// libs3lect gives them when only the non-zero ones are set: its defaults,
+// and the timings it derives (s3lect_config_is_set: LeaderTimeout alone
+// gives RenewDeadline 2/3 of it and RenewInterval min(1/3 of it,
+// RenewDeadline/2)). A bad mix gets the library's message.
+func (c *ElectorConfig) fillFromLibrary() error {
+	cc := &cconfig{p: C.s3lect_config_new()}
+	if cc.p == nil {
+		return &Error{Code: CodeNoMemory, Op: "config"}
+	}
+	defer C.s3lect_config_free(cc.p)
+	// Only the timings are checked here; toC checks the rest.
+	cc.str(C.S3LECT_OPT_LOCK, "LockfilePath", "file:///s3lect-go-timings")
+	cc.str(C.S3LECT_OPT_SERVER_ID, "ServerID", "timings")
+	var unset []optionInfo
+	for _, o := range libOptions {
+		f, ok := c.configField(o)
+		switch {
+		case !ok || !(o.isDuration() || o.isCount()):
+		case f.Int() == 0:
+			unset = append(unset, o)
+		default:
+			cc.setOption(c, o)
+		}
+	}
+	if cc.err != nil {
+		return cc.err
+	}
+	if rc := C.s3lect_config_validate(cc.p); rc != C.S3LECT_OK {
+		return &Error{Code: Code(rc), Op: "config", Msg: configErrmsg(cc.p)}
+	}
+	for _, o := range unset {
+		f, _ := c.configField(o)
+		v, _ := readCOption(cc.p, o).(int64)
+		if o.isDuration() {
+			v *= int64(time.Millisecond)
+		}
+		f.SetInt(v)
+	}
+	return nil
+}
+
+// LoadEnv sets the zero duration and count fields from S3LECT_<NAME>
+// variables (libs3lect's option names: S3LECT_LEASE_TIMEOUT sets
+// LeaderTimeout) in environ, which has the form of os.Environ(). The values
+// are parsed by libs3lect (s3lect_config_set_text) with the syntax of the
+// s3lect CLI: durations need a unit ("15s", "500ms", "1m30s"; a bare number
+// other than 0 is refused), counts are whole numbers. An empty variable is
+// unset; a field already set wins over its variable.
+func (c *ElectorConfig) LoadEnv(environ []string) error {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	for _, o := range libOptions {
+		f, ok := c.configField(o)
+		text := env["S3LECT_"+strings.ToUpper(o.name)]
+		if !ok || !(o.isDuration() || o.isCount()) || f.Int() != 0 || text == "" {
+			continue
+		}
+		p := C.s3lect_config_new()
+		if p == nil {
+			return &Error{Code: CodeNoMemory, Op: "config"}
+		}
+		ct := C.CString(text)
+		rc := C.s3lect_config_set_text(p, o.opt, ct)
+		C.free(unsafe.Pointer(ct))
+		var v C.int64_t
+		msg := configErrmsg(p)
+		if rc == C.S3LECT_OK {
+			C.s3lect_config_get_int(p, o.opt, &v)
+		}
+		C.s3lect_config_free(p)
+		if rc != C.S3LECT_OK {
+			return &Error{Code: Code(rc), Op: "config", Msg: "S3LECT_" + strings.ToUpper(o.name) + ": " + msg}
+		}
+		if o.isDuration() {
+			f.SetInt(int64(v) * int64(time.Millisecond))
+		} else {
+			f.SetInt(int64(v))
+		}
 	}
 	return nil
 }

@@ -32,7 +32,8 @@ type optionInfo struct {
 	min, max int64  // the bounds s3lect_config_set_int enforces (durations: ms)
 	def      int64  // a new configuration's value (durations: ms)
 	field    string // the ElectorConfig field that sets it; "" if none (notConfigFields)
-	unit     string // integer options only: unitMs, unitCount, or "" if unknown (intUnits)
+	unit     string // integer options only: unitMs, unitCount, or "" if unknown
+	flags    C.int  // s3lect_option_flags: unit, secret, run time, process-wide
 }
 
 // The units of libs3lect's integer options.
@@ -40,27 +41,6 @@ const (
 	unitMs    = "ms"    // a duration: a time.Duration field, set in whole milliseconds
 	unitCount = "count" // a plain count: an int field
 )
-
-// intUnits splits libs3lect's integer options (all S3LECT_OPTION_INT) by
-// unit. Most are durations in milliseconds; the shared runtime's sizes are
-// counts (docs/threading.md). An integer option missing here has no Go type,
-// so TestOptionsCoverEveryLibraryOption fails until it is classified.
-var intUnits = map[string]string{
-	"lease_timeout":       unitMs,
-	"renew_interval":      unitMs,
-	"renew_deadline":      unitMs,
-	"frequent_interval":   unitMs,
-	"infrequent_interval": unitMs,
-	"max_clock_skew":      unitMs,
-	"peer_timeout":        unitMs,
-	"request_timeout":     unitMs,
-	"max_lease_timeout":   unitMs,
-	// Counts, process-wide: the runtime takes the largest value any started
-	// elector asked for.
-	"max_connections":  unitCount,
-	"worker_threads":   unitCount,
-	"callback_threads": unitCount,
-}
 
 // isDuration and isCount tell an integer option's unit.
 func (o optionInfo) isDuration() bool { return o.typ == typInt && o.unit == unitMs }
@@ -119,8 +99,14 @@ func loadOptions() []optionInfo {
 		}
 		o := optionInfo{opt: C.s3lect_option(opt), name: C.GoString(name), typ: typ,
 			min: int64(lo), max: int64(hi), def: int64(def)}
-		if typ == typInt {
-			o.unit = intUnits[o.name]
+		// The unit is libs3lect's fact (s3lect_option_flags), not a list kept here.
+		o.flags = C.s3lect_option_flags(C.int(opt))
+		switch {
+		case typ != typInt || o.flags < 0:
+		case o.flags&C.S3LECT_OPTION_UNIT_MS != 0:
+			o.unit = unitMs
+		case o.flags&C.S3LECT_OPTION_UNIT_COUNT != 0:
+			o.unit = unitCount
 		}
 		if _, skip := notConfigFields[o.name]; !skip {
 			o.field = goFieldName(o.name)

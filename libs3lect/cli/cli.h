@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "duration.h"
 #include "s3lect.h"
 
 /* Exit codes (documented in `s3lect --help` and docs/cli.md). */
@@ -17,12 +18,6 @@ enum {
     CLI_EXIT_EXEC = 127
 };
 
-/* Parses "500ms", "2s", "1.5m", "1h", "1m30s" (and a bare "0") into ms.
- * Returns 0, or one of the CLI_DUR_* codes; cli_duration_error() says why. */
-int cli_parse_duration(const char *s, int64_t *ms);
-const char *cli_duration_error(int code);
-enum { CLI_DUR_EMPTY = 1, CLI_DUR_SYNTAX, CLI_DUR_NO_UNIT, CLI_DUR_TOO_LONG, CLI_DUR_SUB_MS };
-#define CLI_DUR_MAX_MS ((int64_t)24 * 3600 * 1000)
 /* `watch --interval` floor: below it the loop would hammer the store. */
 #define CLI_MIN_INTERVAL_MS 100
 
@@ -38,6 +33,7 @@ typedef struct cli_opts {
     int json;
     const char *log_format;     /* run: "text" (default) or "json" */
     int log_time;               /* run: RFC 3339 time before each text line */
+    int print_config;           /* run: print the effective timings and sizes, exit */
     const char *metrics_listen; /* run: HOST:PORT of GET /metrics */
     int has_timing;
     unsigned long seen; /* options given so far (bit per option), to refuse repeats */

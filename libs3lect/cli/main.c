@@ -76,12 +76,17 @@ static const char RUN_COMMON_HELP[] =
     "  --log-format text|json  stderr lines as text (default) or one JSON object each (time,\n"
     "                          level, msg, and its key=value words as fields)\n"
     "  --log-time              put an RFC 3339 UTC time before each text line\n"
+    "  --print-config          print the effective timings (ms) and runtime sizes, one\n"
+    "                          NAME=VALUE a line, as the library derived them; exit 0\n"
     "  --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"
     "                          (plain HTTP: bind it to loopback or a private interface;\n"
     "                          :PORT is every address)\n"
     "environment: every option can be set as S3LECT_<NAME> (--lease-timeout 20s:\n"
     "S3LECT_LEASE_TIMEOUT=20s; flags take 1 or 0: S3LECT_PEER=1; --id and --addr also as\n"
     "S3LECT_SERVER_ID and S3LECT_SERVER_ADDR); a command-line option wins over its variable.\n"
+    "The library's options without a flag come from the environment alone: S3LECT_PEER_TIMEOUT,\n"
+    "S3LECT_REQUEST_TIMEOUT, S3LECT_MAX_CONNECTIONS, S3LECT_WORKER_THREADS,\n"
+    "S3LECT_CALLBACK_THREADS. An empty variable counts as unset.\n"
     "durations are a number with a unit (500ms, 2s, 1.5m, 1h, 1m30s; 0 needs none; at most\n"
     "24h). --lease-timeout L alone sets --renew-deadline to 2/3 L and --renew-interval to\n"
     "min(L/3, deadline/2); --frequent-interval alone raises --infrequent-interval to it, and\n"
@@ -471,6 +476,7 @@ static size_t opt_defs(cli_opts *o, opt_def *out)
         {"--json", K_FLAG, C_READ, NULL, NULL, &o->json},
         {"--log-format", K_STR, C_RUN, &o->log_format, NULL, NULL},
         {"--log-time", K_FLAG, C_RUN, NULL, NULL, &o->log_time},
+        {"--print-config", K_FLAG, C_RUN, NULL, NULL, &o->print_config},
         {"--metrics-listen", K_STR, C_RUN, &o->metrics_listen, NULL, NULL},
     };
     _Static_assert(sizeof opts / sizeof opts[0] <= MAX_OPT_DEFS, "raise MAX_OPT_DEFS");
@@ -520,9 +526,15 @@ int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o)
             *opts[k].str = v;
             return 1;
         }
-        int rc = cli_parse_duration(v, opts[k].dur);
-        if (rc) {
-            cli_usage_error(cmd, "%s '%.100s' %s", opts[k].name, v, cli_duration_error(rc));
+        int rc = cfg_parse_duration(v, opts[k].dur);
+        if (rc) { /* from S3LECT_*: the library's name, as s3lect_config_set_text says it */
+            char lib[64];
+            size_t n = 0;
+            for (const char *p = opts[k].name + 2; *p && n + 1 < sizeof lib; p++)
+                lib[n++] = *p == '-' ? '_' : *p;
+            lib[n] = '\0';
+            cli_usage_error(cmd, "%s '%.100s' %s", g_env_source ? lib : opts[k].name, v,
+                            cfg_duration_error(rc));
             return -1;
         }
         if (opts[k].dur == &o->interval && o->interval < CLI_MIN_INTERVAL_MS) {
@@ -557,9 +569,9 @@ int cli_env_opts(const char *cmd, cli_opts *o)
         const char *alias = !strcmp(opts[k].name, "--id")     ? "S3LECT_SERVER_ID"
                             : !strcmp(opts[k].name, "--addr") ? "S3LECT_SERVER_ADDR"
                                                               : NULL;
-        if (!v && alias && (v = getenv(alias)) != NULL)
+        if ((!v || !*v) && alias && (v = getenv(alias)) != NULL)
             snprintf(env, sizeof env, "%s", alias);
-        if (!v)
+        if (!v || !*v) /* an empty variable is unset, as in every front end */
             continue;
         if (opts[k].kind == K_FLAG) {
             if (*opts[k].flag > 0) /* the flag was given: it wins (-1: unset) */
@@ -595,46 +607,51 @@ int cli_env_opts(const char *cmd, cli_opts *o)
     return 0;
 }
 
-/* Fills in the timings that were not given from those that were, as the
- * Python and Go bindings do: renew_deadline = 2/3 lease, renew_interval =
- * min(lease/3, deadline/2); infrequent at least frequent, frequent at most
- * infrequent. Explicit values are kept (the library refuses bad mixes). */
-enum { D_RENEW = 1, D_DEADLINE = 2, D_FREQ = 4, D_INFREQ = 8 };
-static unsigned derive_timings(const s3lect_config *defaults, cli_opts *o)
-{
-    unsigned derived = 0;
-    int64_t def_lease = 15000, def_deadline = 10000, def_freq = 5000, def_infreq = 30000;
-    s3lect_config_get_int(defaults, S3LECT_OPT_LEASE_TIMEOUT, &def_lease);
-    s3lect_config_get_int(defaults, S3LECT_OPT_RENEW_DEADLINE, &def_deadline);
-    s3lect_config_get_int(defaults, S3LECT_OPT_FREQUENT_INTERVAL, &def_freq);
-    s3lect_config_get_int(defaults, S3LECT_OPT_INFREQUENT_INTERVAL, &def_infreq);
-    int64_t lease = o->lease >= 0 ? o->lease : def_lease;
-    if (o->deadline < 0 && o->lease >= 0) {
-        o->deadline = lease * 2 / 3;
-        derived |= D_DEADLINE;
-    }
-    if (o->renew < 0 && (o->lease >= 0 || o->deadline >= 0)) {
-        int64_t d = o->deadline >= 0 ? o->deadline : def_deadline;
-        o->renew = lease / 3 < d / 2 ? lease / 3 : d / 2;
-        derived |= D_RENEW;
-    }
-    if (o->infrequent < 0 && o->frequent >= 0) {
-        o->infrequent = o->frequent > def_infreq ? o->frequent : def_infreq;
-        derived |= D_INFREQ;
-    }
-    if (o->frequent < 0 && o->infrequent >= 0) {
-        o->frequent = o->infrequent < def_freq ? o->infrequent : def_freq;
-        derived |= D_FREQ;
-    }
-    return derived;
-}
-
-static void fmt_dur(int64_t ms, char *out, size_t n);
-
 /* The largest leaseMs trusted in a record: --max-lease-timeout, else 4 L. */
 static int64_t max_lease_of(const cli_opts *o)
 {
     return o->max_lease > 0 ? o->max_lease : 4 * (o->lease > 0 ? o->lease : 15000);
+}
+
+/* The integer options that have no flag (peer_timeout, request_timeout, the
+ * runtime's sizes) come from S3LECT_<NAME> alone, parsed by the library
+ * (s3lect_config_set_text) like every other S3LECT_* value. Returns 0, 1
+ * after a usage error, or a negative code. */
+static int env_only_options(const char *cmd, s3lect_config *c)
+{
+    cli_opts scratch;
+    opt_def opts[MAX_OPT_DEFS];
+    size_t nopts = opt_defs(&scratch, opts);
+    for (int opt = 1; opt <= s3lect_option_count(); opt++) {
+        const char *name;
+        int type, has_flag = 0;
+        if (s3lect_option_info(opt, &name, &type, NULL, NULL, NULL) || type != S3LECT_OPTION_INT)
+            continue;
+        char flag[64] = "--", env[64] = "S3LECT_";
+        for (size_t i = 0; name[i] && i + 8 < sizeof env; i++) {
+            flag[i + 2] = name[i] == '_' ? '-' : name[i];
+            flag[i + 3] = '\0';
+            env[i + 7] = (char)toupper((unsigned char)name[i]);
+            env[i + 8] = '\0';
+        }
+        for (size_t k = 0; k < nopts; k++)
+            has_flag |= strcmp(opts[k].name, flag) == 0;
+        const char *v = getenv(env);
+        if (has_flag || !v || !*v)
+            continue;
+        int rc = s3lect_config_set_text(c, opt, v);
+        if (rc == S3LECT_EINVAL) {
+            char msg[512];
+            s3lect_config_errmsg(c, msg, sizeof msg);
+            g_env_source = env;
+            cli_usage_error(cmd, "%s", msg);
+            g_env_source = NULL;
+            return 1;
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 s3lect_config *cli_config(const char *cmd, const cli_opts *given)
@@ -644,8 +661,7 @@ s3lect_config *cli_config(const char *cmd, const cli_opts *given)
         fprintf(stderr, "s3lect %s: out of memory\n", cmd);
         return NULL;
     }
-    cli_opts oo = *given, *o = &oo;
-    unsigned derived = derive_timings(c, o);
+    const cli_opts *o = given;
     char idbuf[300];
     if (!o->id) {
         char host[256] = "host";
@@ -669,42 +685,25 @@ s3lect_config *cli_config(const char *cmd, const cli_opts *given)
     rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_KEY, o->peer_key);
     rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_CA, o->peer_ca);
     rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_CLIENT_CERT, o->peer_client_cert);
-    /* The values given first, so that a bad one is named rather than a
-     * value derived from it; a derived value out of range says where it
-     * came from. */
+    /* Only the timings given: the library derives the others from them
+     * (s3lect_config_is_set) and names a derived value that is out of range. */
     struct {
         int64_t v;
         s3lect_option opt;
-        unsigned derived;
-        const char *name, *from;
-    } ints[] = {{o->lease, S3LECT_OPT_LEASE_TIMEOUT, 0, "", ""},
-                {o->deadline, S3LECT_OPT_RENEW_DEADLINE, D_DEADLINE, "--renew-deadline",
-                 "2/3 of --lease-timeout"},
-                {o->renew, S3LECT_OPT_RENEW_INTERVAL, D_RENEW, "--renew-interval",
-                 "min(--lease-timeout/3, --renew-deadline/2)"},
-                {o->frequent, S3LECT_OPT_FREQUENT_INTERVAL, D_FREQ, "--frequent-interval",
-                 "--infrequent-interval"},
-                {o->infrequent, S3LECT_OPT_INFREQUENT_INTERVAL, D_INFREQ, "--infrequent-interval",
-                 "--frequent-interval"},
-                {o->skew, S3LECT_OPT_MAX_CLOCK_SKEW, 0, "", ""},
-                {o->max_lease > 0 ? o->max_lease : -1, S3LECT_OPT_MAX_LEASE_TIMEOUT, 0, "", ""}};
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t k = 0; !rc && k < sizeof ints / sizeof ints[0]; k++) {
-            if (ints[k].v < 0 || (pass == 0) != !(derived & ints[k].derived))
-                continue;
+    } ints[] = {{o->lease, S3LECT_OPT_LEASE_TIMEOUT},
+                {o->deadline, S3LECT_OPT_RENEW_DEADLINE},
+                {o->renew, S3LECT_OPT_RENEW_INTERVAL},
+                {o->frequent, S3LECT_OPT_FREQUENT_INTERVAL},
+                {o->infrequent, S3LECT_OPT_INFREQUENT_INTERVAL},
+                {o->skew, S3LECT_OPT_MAX_CLOCK_SKEW},
+                {o->max_lease > 0 ? o->max_lease : -1, S3LECT_OPT_MAX_LEASE_TIMEOUT}};
+    for (size_t k = 0; !rc && k < sizeof ints / sizeof ints[0]; k++)
+        if (ints[k].v >= 0)
             rc = s3lect_config_set_int(c, ints[k].opt, ints[k].v);
-            if (rc && (derived & ints[k].derived)) {
-                char msg[512], v[32];
-                s3lect_config_errmsg(c, msg, sizeof msg);
-                fmt_dur(ints[k].v, v, sizeof v);
-                cli_usage_error(cmd,
-                                "%s was not given and its value derived from %s, %s, is out of "
-                                "range (%s); give %s too or change the value it is derived from",
-                                ints[k].name, ints[k].from, v, msg, ints[k].name);
-                s3lect_config_free(c);
-                return NULL;
-            }
-        }
+    if (!rc && (rc = env_only_options(cmd, c)) == 1) { /* it has said why */
+        s3lect_config_free(c);
+        return NULL;
+    }
     if (!rc)
         rc = s3lect_config_validate(c);
     if (rc) {

@@ -490,6 +490,18 @@ int cli_run(int argc, char **argv)
     s3lect_config *cfg = cli_config("run", &o);
     if (!cfg)
         return CLI_EXIT_USAGE;
+    if (o.print_config) { /* the library's integer options, before run's own checks */
+        for (int opt = 1; opt <= s3lect_option_count(); opt++) {
+            const char *name;
+            int type;
+            int64_t v;
+            if (s3lect_option_info(opt, &name, &type, NULL, NULL, NULL) == S3LECT_OK &&
+                type == S3LECT_OPTION_INT && s3lect_config_get_int(cfg, opt, &v) == S3LECT_OK)
+                printf("%s=%lld\n", name, (long long)v);
+        }
+        s3lect_config_free(cfg);
+        return CLI_EXIT_OK;
+    }
     if (check_timing(&r, cfg, o.kill_timeout) != 0) {
         s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;

@@ -771,6 +771,61 @@ typedef enum s3lect_option_type {
  */
 S3LECT_API int s3lect_option_info(int opt, const char **name, int *type, int64_t *min, int64_t *max,
                                   int64_t *default_value);
+/** Facts about an option (bits of s3lect_option_flags), so that front ends
+ *  need no lists of their own. */
+typedef enum s3lect_option_flag {
+    /** An int option in milliseconds: a duration (seconds, a timedelta or a
+     *  time.Duration in the bindings; "500ms", "2s" in the CLI and S3LECT_*). */
+    S3LECT_OPTION_UNIT_MS = 1,
+    /** An int option that is a plain count. */
+    S3LECT_OPTION_UNIT_COUNT = 2,
+    /** A secret (a credential or a private key): never logged or shown. */
+    S3LECT_OPTION_SECRET = 4,
+    /** s3lect_update_config applies it to a running elector. */
+    S3LECT_OPTION_RUNTIME = 8,
+    /** Process-wide: a size of the shared runtime; the largest value any
+     *  started elector asked for applies (docs/threading.md). */
+    S3LECT_OPTION_PROCESS_WIDE = 16
+} s3lect_option_flag;
+/**
+ * The facts of option `opt` as s3lect_option_flag bits (>= 0), or
+ * S3LECT_EINVAL for a value that is not an option. Every S3LECT_OPTION_INT
+ * option has exactly one of UNIT_MS and UNIT_COUNT.
+ * Contract: any thread, any time (also inside callbacks); never blocks.
+ */
+S3LECT_API int s3lect_option_flags(int opt);
+/**
+ * 1 if option `opt` was set on cfg (by a setter, s3lect_config_set_text, or
+ * copied with the config), 0 if it has its default or a value derived from
+ * other options, S3LECT_EINVAL for no config or no option. Setting a string
+ * or bytes option to NULL unsets it.
+ *
+ * Timings that were not set are derived from those that were, in the
+ * library alone (every front end gets the same): lease_timeout set without
+ * renew_deadline gives renew_deadline = 2/3 lease_timeout; renew_interval,
+ * when not set but lease_timeout or renew_deadline is, is
+ * min(lease_timeout / 3, renew_deadline / 2); frequent_interval set without
+ * infrequent_interval raises infrequent_interval to it (at least its
+ * default), infrequent_interval set without frequent_interval lowers
+ * frequent_interval to it (at most its default). s3lect_config_get_int
+ * reads the derived values; s3lect_config_validate names a derived value
+ * that is out of range and what it was derived from.
+ * Contract: one thread at a time per config, callbacks too; never blocks.
+ */
+S3LECT_API int s3lect_config_is_set(const s3lect_config *cfg, s3lect_option opt);
+/**
+ * Sets option `opt` from text, the one syntax of S3LECT_* variables and of
+ * the CLI: a duration is one or more NUMBER UNIT pairs ("500ms", "2s",
+ * "1.5m", "1h30m"; units ms, s, m, h; whole milliseconds, at most 24h); a
+ * bare number other than 0 is refused as ambiguous. A count is decimal
+ * digits ("8"). A bool is 1, true, yes or on, or 0, false, no or off (any
+ * case). Strings and bytes are taken as they are. Returns S3LECT_OK, or
+ * S3LECT_EINVAL with a message in s3lect_config_errmsg() that names the
+ * option and the text (never a secret's text).
+ * Contract: one thread at a time per config, callbacks too; never blocks;
+ *   the text is copied.
+ */
+S3LECT_API int s3lect_config_set_text(s3lect_config *cfg, s3lect_option opt, const char *text);
 /** The highest option value this library knows (options are 1..count, no gaps).
  *  Any thread, any time, never blocks. */
 S3LECT_API int s3lect_option_count(void);

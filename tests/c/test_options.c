@@ -321,6 +321,53 @@ static void t_dup_every_option(void)
     s3lect_config_free(dup);
 }
 
+/* The facts front ends read instead of keeping lists: every integer option
+ * has exactly one unit; the secrets, the run-time timings and the
+ * process-wide sizes are the documented ones. Which options were set is
+ * recorded, and a NULL string unsets. */
+static void t_facts_and_set(void)
+{
+    for (int opt = 1; opt <= s3lect_option_count(); opt++) {
+        int type = 0, f = s3lect_option_flags(opt);
+        const char *name = NULL;
+        s3lect_option_info(opt, &name, &type, NULL, NULL, NULL);
+        int units = !!(f & S3LECT_OPTION_UNIT_MS) + !!(f & S3LECT_OPTION_UNIT_COUNT);
+        CHECK(f >= 0 && units == (type == S3LECT_OPTION_INT), "%s: flags %d", name, f);
+        CHECK(!(f & S3LECT_OPTION_PROCESS_WIDE) == !(f & S3LECT_OPTION_UNIT_COUNT),
+              "%s: the counts are the process-wide sizes", name);
+    }
+    CHECK(s3lect_option_flags(0) == S3LECT_EINVAL, "option 0");
+    CHECK(s3lect_option_flags(S3LECT_OPT_PEER_KEY) & S3LECT_OPTION_SECRET, "peer_key is secret");
+    CHECK(s3lect_option_flags(S3LECT_OPT_SESSION_TOKEN) & S3LECT_OPTION_SECRET, "session_token");
+    CHECK(!(s3lect_option_flags(S3LECT_OPT_ACCESS_KEY_ID) & S3LECT_OPTION_SECRET), "key id");
+    CHECK(s3lect_option_flags(S3LECT_OPT_LEASE_TIMEOUT) & S3LECT_OPTION_RUNTIME,
+          "lease at run time");
+    CHECK(!(s3lect_option_flags(S3LECT_OPT_MAX_LEASE_TIMEOUT) & S3LECT_OPTION_RUNTIME),
+          "max_lease_timeout is fixed at creation");
+    s3lect_config *c = s3lect_config_new();
+    CHECK(s3lect_config_is_set(c, S3LECT_OPT_LEASE_TIMEOUT) == 0, "new config: nothing set");
+    s3lect_config_set_int(c, S3LECT_OPT_LEASE_TIMEOUT, 3000);
+    CHECK(s3lect_config_is_set(c, S3LECT_OPT_LEASE_TIMEOUT) == 1, "lease set");
+    CHECK(s3lect_config_is_set(c, S3LECT_OPT_RENEW_DEADLINE) == 0, "deadline derived, not set");
+    int64_t v = 0;
+    s3lect_config_get_int(c, S3LECT_OPT_RENEW_DEADLINE, &v);
+    CHECK(v == 2000, "derived deadline %lld", (long long)v);
+    s3lect_config_set_int(c, S3LECT_OPT_LEASE_TIMEOUT, 30000); /* derived again from the new one */
+    s3lect_config_get_int(c, S3LECT_OPT_RENEW_DEADLINE, &v);
+    CHECK(v == 20000, "re-derived deadline %lld", (long long)v);
+    s3lect_config *d = s3lect_config_dup(c);
+    CHECK(s3lect_config_is_set(d, S3LECT_OPT_LEASE_TIMEOUT) == 1, "dup keeps what was set");
+    s3lect_config_set_str(c, S3LECT_OPT_REGION, "eu-west-1");
+    CHECK(s3lect_config_is_set(c, S3LECT_OPT_REGION) == 1, "region set");
+    s3lect_config_set_str(c, S3LECT_OPT_REGION, NULL);
+    CHECK(s3lect_config_is_set(c, S3LECT_OPT_REGION) == 0, "NULL unsets");
+    CHECK(s3lect_config_set_text(c, S3LECT_OPT_PEER_MODE, "on") == 0, "bool text");
+    CHECK(s3lect_config_set_text(c, S3LECT_OPT_PEER_MODE, "maybe") == S3LECT_EINVAL, "bad bool");
+    CHECK(s3lect_config_is_set(NULL, S3LECT_OPT_LOCK) == S3LECT_EINVAL, "NULL config");
+    s3lect_config_free(d);
+    s3lect_config_free(c);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -333,5 +380,6 @@ int main(int argc, char **argv)
     t_known_values();
     t_unknown();
     t_dup_every_option();
+    t_facts_and_set();
     return t_done("options");
 }

@@ -111,7 +111,7 @@ def test_from_env(electors, minio, s3_lock):
         "AWS_REGION": "us-east-1",
         "S3LECT_LEASE_TIMEOUT": "3s",
         "S3LECT_RENEW_DEADLINE": "2000ms",
-        "S3LECT_RENEW_INTERVAL": "0.5",
+        "S3LECT_RENEW_INTERVAL": "500ms",
     }
     el = s3lect.Elector.from_env(environ=env, frequent_interval=0.5)
     try:

@@ -179,7 +179,14 @@ def test_runtime_sizes_are_counts(tmp_path):
             with pytest.raises(s3lect.ConfigError) as ei:
                 s3lect.Elector(f"file://{tmp_path}/l", server_id="a", **{name: bad})
             assert f"{name} must be a whole number from {lo} to {hi} (a count)" in str(ei.value), bad
-    env = s3lect._config.env_settings({"S3LECT_WORKER_THREADS": "8", "S3LECT_LEASE_TIMEOUT": "3"})
-    assert env["worker_threads"] == 8 and env["lease_timeout"] == 3.0
-    with pytest.raises(s3lect.ConfigError, match="S3LECT_CALLBACK_THREADS='2.5' is not a count"):
-        s3lect._config.env_settings({"S3LECT_CALLBACK_THREADS": "2.5"})
+    # S3LECT_* values are libs3lect's to parse (s3lect_config_set_text), as in the CLI.
+    el = s3lect.Elector.from_env(f"file://{tmp_path}/l", server_id="a",
+                                 environ={"S3LECT_WORKER_THREADS": "8"})
+    try:
+        assert el.get_config()["worker_threads"] == 8
+    finally:
+        el.close()
+    with pytest.raises(s3lect.ConfigError, match=r"S3LECT_CALLBACK_THREADS \(from the environment\): "
+                       r"callback_threads '2.5' is not a count"):
+        s3lect.Elector.from_env(f"file://{tmp_path}/l", server_id="a",
+                                environ={"S3LECT_CALLBACK_THREADS": "2.5"})

@@ -383,7 +383,7 @@ static int on_acquire_hook(s3lect_elector *e, const s3lect_event *ev, void *user
 /* ------------------------------------------------------------------------ */
 
 /* K_SECONDS: an int option in ms, seconds in Lua; K_COUNT: an int option
- * that is a plain count (count_options). */
+ * that is a plain count (libs3lect says which: s3lect_option_flags). */
 enum opt_kind { K_STR, K_BYTES, K_SECONDS, K_COUNT, K_BOOL, K_CALLBACK };
 
 typedef struct optdef {
@@ -400,23 +400,10 @@ typedef struct optdef {
 static const char *const hidden_options[] = {
     "poll_mode", /* always on: callbacks run in el:dispatch(), on the host's thread */
 };
-/* Durations el:update_config() cannot change (s3lect_update_config does not
- * apply them); every other duration is a timing it takes. */
-static const char *const fixed_durations[] = {"max_lease_timeout"};
-/* The library's integer options are of one type (S3LECT_OPTION_INT) but of
- * two units. These are durations in ms (seconds in Lua)... */
-static const char *const duration_options[] = {
-    "lease_timeout",     "renew_interval",      "renew_deadline",
-    "frequent_interval", "infrequent_interval", "max_clock_skew",
-    "peer_timeout",      "request_timeout",     "max_lease_timeout",
-};
-/* ...and these are counts of the process's shared runtime (connections,
- * threads: docs/threading.md), integers in Lua too. An integer option in
- * neither list is not exposed: s3lect.options() gives it no unit, and the
- * tests (test_options.lua) fail until it is listed in one of them. */
-static const char *const count_options[] = {"max_connections", "worker_threads",
-                                            "callback_threads"};
-#define IN_LIST(list, name) in_list(list, sizeof list / sizeof list[0], name)
+/* Which integer options are durations (ms in C, seconds in Lua) and which
+ * are counts, and which el:update_config() may change, are libs3lect's facts
+ * (s3lect_option_flags): no list of them is kept here. An integer option of
+ * neither unit is not exposed, and the tests (test_options.lua) fail on it. */
 /* Names the binding adds: short aliases and the callbacks. */
 static const optdef extra_optdefs[] = {
     {"id", S3LECT_OPT_SERVER_ID, K_STR, 0},
@@ -443,20 +430,21 @@ static int in_list(const char *const *list, size_t n, const char *name)
     return 0;
 }
 
-/* The kind of option `name` of type t (s3lect_option_type), or -1 for a
- * type, or an integer unit, this binding does not know (s3lect.options()
- * still lists it, and the tests fail on it). */
-static int kind_of_option(int t, const char *name)
+/* The kind of option opt of type t (s3lect_option_type), or -1 for a type,
+ * or an integer unit, this binding does not know (s3lect.options() still
+ * lists it, and the tests fail on it). */
+static int kind_of_option(int opt, int t)
 {
+    int flags = s3lect_option_flags(opt);
     switch (t) {
     case S3LECT_OPTION_STR:
         return K_STR;
     case S3LECT_OPTION_BYTES:
         return K_BYTES;
     case S3LECT_OPTION_INT:
-        if (IN_LIST(duration_options, name))
+        if (flags > 0 && (flags & S3LECT_OPTION_UNIT_MS))
             return K_SECONDS;
-        if (IN_LIST(count_options, name))
+        if (flags > 0 && (flags & S3LECT_OPTION_UNIT_COUNT))
             return K_COUNT;
         return -1;
     case S3LECT_OPTION_BOOL:
@@ -477,15 +465,13 @@ static void build_optdefs(void)
         if (s3lect_option_info(opt, &name, &type, NULL, NULL, NULL) != S3LECT_OK ||
             in_list(hidden_options, sizeof hidden_options / sizeof hidden_options[0], name))
             continue;
-        int kind = kind_of_option(type, name);
+        int kind = kind_of_option(opt, type);
         if (kind < 0)
             continue;
         optdefs[n].name = name;
         optdefs[n].opt = opt;
         optdefs[n].kind = kind;
-        optdefs[n].timing =
-            kind == K_SECONDS &&
-            !in_list(fixed_durations, sizeof fixed_durations / sizeof fixed_durations[0], name);
+        optdefs[n].timing = (s3lect_option_flags(opt) & S3LECT_OPTION_RUNTIME) != 0;
         n++;
     }
     for (size_t i = 0; i < N_EXTRA_OPTDEFS; i++)
@@ -523,8 +509,10 @@ static int unknown_option(lua_State *L, const char *fn, const char *name, int ti
 static int64_t seconds_to_ms(lua_State *L, const char *fn, const char *name, int idx)
 {
     if (lua_type(L, idx) != LUA_TNUMBER)
-        luaL_error(L, "%s: option '%s' must be a number of seconds, not a %s", fn, name,
-                   luaL_typename(L, idx));
+        luaL_error(L,
+                   "%s: option '%s' must be a number of seconds or a duration string such as "
+                   "\"15s\", not a %s",
+                   fn, name, luaL_typename(L, idx));
     double s = (double)lua_tonumber(L, idx);
     if (!isfinite(s) || fabs(s) > 9.0e12)
         luaL_error(L, "%s: option '%s' must be a finite number of seconds", fn, name);
@@ -568,9 +556,13 @@ static int apply_option(lua_State *L, const char *fn, s3lect_config *cfg, const 
         return s3lect_config_set_str(cfg, (s3lect_option)d->opt, s);
     }
     case K_SECONDS:
+        if (lua_type(L, idx) == LUA_TSTRING) /* "15s": libs3lect's S3LECT_* syntax */
+            return s3lect_config_set_text(cfg, (s3lect_option)d->opt, lua_tostring(L, idx));
         return s3lect_config_set_int(cfg, (s3lect_option)d->opt,
                                      seconds_to_ms(L, fn, d->name, idx));
     case K_COUNT:
+        if (lua_type(L, idx) == LUA_TSTRING)
+            return s3lect_config_set_text(cfg, (s3lect_option)d->opt, lua_tostring(L, idx));
         return s3lect_config_set_int(cfg, (s3lect_option)d->opt, count_value(L, fn, d, idx));
     case K_BOOL:
         if (lua_type(L, idx) != LUA_TBOOLEAN)
@@ -1260,7 +1252,8 @@ static int l_update_config(lua_State *L)
         if (d == NULL || !d->timing)
             return unknown_option(L, fn, lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?",
                                   1);
-        seconds_to_ms(L, fn, d->name, lua_gettop(L));
+        if (lua_type(L, -1) != LUA_TSTRING) /* a string is libs3lect's to parse */
+            seconds_to_ms(L, fn, d->name, lua_gettop(L));
         lua_pop(L, 1);
     }
     s3lect_config *cfg = s3lect_get_config(le->e);
@@ -1271,8 +1264,7 @@ static int l_update_config(lua_State *L)
     lua_pushnil(L);
     while (rc == S3LECT_OK && lua_next(L, 2) != 0) {
         const optdef *d = find_opt(lua_tostring(L, -2));
-        rc = s3lect_config_set_int(cfg, (s3lect_option)d->opt,
-                                   (int64_t)llround((double)lua_tonumber(L, -1) * 1000.0));
+        rc = apply_option(L, fn, cfg, d, lua_gettop(L));
         if (rc != S3LECT_OK)
             bad = d->name;
         lua_pop(L, 1);
@@ -1492,12 +1484,19 @@ static int l_options(lua_State *L)
         lua_pushinteger(L, (lua_Integer)def);
         lua_setfield(L, -2, "default");
         if (type == S3LECT_OPTION_INT) {
-            int kind = kind_of_option(type, name);
+            int kind = kind_of_option(opt, type);
             if (kind == K_SECONDS || kind == K_COUNT) {
                 lua_pushstring(L, kind == K_SECONDS ? "ms" : "count");
                 lua_setfield(L, -2, "unit");
             }
         }
+        int flags = s3lect_option_flags(opt); /* libs3lect's facts, as booleans */
+        lua_pushboolean(L, (flags & S3LECT_OPTION_SECRET) != 0);
+        lua_setfield(L, -2, "secret");
+        lua_pushboolean(L, (flags & S3LECT_OPTION_RUNTIME) != 0);
+        lua_setfield(L, -2, "runtime");
+        lua_pushboolean(L, (flags & S3LECT_OPTION_PROCESS_WIDE) != 0);
+        lua_setfield(L, -2, "process_wide");
         lua_rawseti(L, -2, opt);
     }
     return 1;

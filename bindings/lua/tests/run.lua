@@ -18,6 +18,7 @@ print(string.format("s3lect %s on %s", s3lect.version(), vm))
 local T = require "harness"
 dofile(here .. "/test_s3lect.lua")
 dofile(here .. "/test_options.lua")
+dofile(here .. "/test_config_table.lua")
 dofile(here .. "/test_coroutines.lua")
 dofile(here .. "/test_stores.lua")
 -- close=true closes the state, so __gc stops any elector a test left behind.

@@ -39,12 +39,12 @@ T.test("s3lect.options() describes the library's options", function()
     T.ok(o.type == "string" or o.type == "int" or o.type == "bool" or o.type == "bytes",
          "option %s has type %s, which this binding does not know", o.name, tostring(o.type))
     T.ok(o.min <= o.max, "option %s: min %d > max %d", o.name, o.min, o.max)
-    -- A new integer option must be classified in src/s3lect_lua.c
-    -- (duration_options or count_options): until then it has no unit.
+    -- The unit is libs3lect's fact (s3lect_option_flags): every integer
+    -- option has one, ms or count.
     if o.type == "int" then
       T.ok(o.unit == "ms" or o.unit == "count",
-           "integer option %s has unit %s: list it in duration_options or count_options "
-             .. "in src/s3lect_lua.c", o.name, tostring(o.unit))
+           "integer option %s has unit %s: libs3lect must report ms or count", o.name,
+           tostring(o.unit))
       T.eq(o.unit == "count", COUNTS[o.name] == true, o.name .. " is a count")
     else
       T.eq(o.unit, nil, "unit of non-integer option " .. o.name)
@@ -174,8 +174,15 @@ T.test("count options (max_connections, worker_threads, callback_threads) are in
   -- A fraction or a non-number is a programming error: it raises.
   T.raises("option 'worker_threads' must be a whole number from 1 to 64 (a count)",
            new_with, "worker_threads", 2.5)
-  T.raises("option 'max_connections' must be a whole number from 1 to 1024 (a count), not a string",
-           new_with, "max_connections", "64")
+  T.raises("option 'max_connections' must be a whole number from 1 to 1024 (a count), not a boolean",
+           new_with, "max_connections", true)
+  -- A string is text in libs3lect's S3LECT_* syntax (s3lect_config_set_text).
+  local el = assert(new_with("max_connections", "16"))
+  T.eq(el:get_config().max_connections, 16, "max_connections from the text '16'")
+  el:close()
+  local bad, err = new_with("max_connections", "16s")
+  T.eq(bad, nil, "max_connections = '16s'")
+  T.contains(err, "max_connections '16s' is not a count", "max_connections = '16s'")
   -- They are fixed when the elector is made (the shared runtime sizes itself
   -- at start), so update_config refuses them.
   el = assert(s3lect.new({ lock = LOCK, id = "a" }))

@@ -166,7 +166,11 @@ T.test("misuse raises errors that say what is wrong", function()
   local err = T.raises("unknown option 'lease'", s3lect.new, { lock = "/tmp/x", id = "a", lease = 3 })
   T.contains(err, "lease_timeout", "unknown-option message lists the valid names")
   T.raises("'lease_timeout' must be a number of seconds", s3lect.new,
-           { lock = "/tmp/x", id = "a", lease_timeout = "3s" })
+           { lock = "/tmp/x", id = "a", lease_timeout = true })
+  -- A string is libs3lect's S3LECT_* syntax: a bare number is refused, as everywhere.
+  local bad, msg = s3lect.new({ lock = "/tmp/x", id = "a", lease_timeout = "3" })
+  T.eq(bad, nil, "lease_timeout = '3'")
+  T.contains(msg, "lease_timeout '3' has no unit", "lease_timeout = '3'")
   T.raises("'on_acquire' must be a function", s3lect.new,
            { lock = "/tmp/x", id = "a", on_acquire = true })
   T.raises("'path_style' must be a boolean", s3lect.new, { lock = "/tmp/x", id = "a", path_style = 1 })
@@ -1123,7 +1127,6 @@ end)
 T.test("max_lease_timeout round-trips and is bounded by lease_timeout", function(t)
   local dir = make_tempdir(t)
   local lock = "file://" .. dir .. "/lock"
-  -- (The Lua binding does not derive renew_* from lease_timeout: give them.)
   local el = assert(s3lect.new({ lock = lock, id = "a", lease_timeout = 3, renew_deadline = 2,
                                  renew_interval = 1, max_lease_timeout = 12 }))
   t:defer(function()

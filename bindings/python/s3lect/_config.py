@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import operator
 import os
-import re
 from datetime import timedelta
 from typing import Any, Dict, FrozenSet, Mapping, NamedTuple, Optional, Union
 
@@ -18,7 +17,7 @@ Duration = Union[int, float, timedelta]
 
 
 class OptionInfo(NamedTuple):
-    """One option as libs3lect describes it (s3lect_option_info)."""
+    """One option as libs3lect describes it (s3lect_option_info, s3lect_option_flags)."""
 
     opt: int  #: the S3LECT_OPT_* value
     name: str  #: the library's name, also the Python keyword
@@ -26,6 +25,7 @@ class OptionInfo(NamedTuple):
     min: int  #: bounds s3lect_config_set_int enforces (durations: ms; bools 0..1)
     max: int
     default: int  #: a new configuration's value (durations: ms; path_style -1: automatic)
+    flags: int  #: S3LECT_OPTION_UNIT_MS, _UNIT_COUNT, _SECRET, _RUNTIME, _PROCESS_WIDE bits
 
 
 def _library_options() -> Dict[str, OptionInfo]:
@@ -33,9 +33,10 @@ def _library_options() -> Dict[str, OptionInfo]:
     out: Dict[str, OptionInfo] = {}
     for opt in range(1, _core.s3lect_option_count() + 1):
         rc, name, typ, lo, hi, default = _core.s3lect_option_info(opt)
-        if rc != _core.S3LECT_OK or not name:
+        flags = _core.s3lect_option_flags(opt)
+        if rc != _core.S3LECT_OK or not name or flags < 0:
             raise ImportError(f"libs3lect describes no option {opt} (s3lect_option_info: {rc})")
-        out[name] = OptionInfo(opt, name, typ, lo, hi, default)
+        out[name] = OptionInfo(opt, name, typ, lo, hi, default, flags)
     return out
 
 
@@ -51,28 +52,19 @@ NOT_SETTINGS: Dict[str, str] = {
     "poll_mode": "the binding runs callbacks on the callback threads of libs3lect's runtime",
 }
 
-#: libs3lect's integer options all have the type S3LECT_OPTION_INT, but two
-#: units. These are durations: milliseconds in C, seconds (or a timedelta)
-#: in Python...
-DURATION_NAMES = frozenset(
-    {
-        "lease_timeout",
-        "renew_interval",
-        "renew_deadline",
-        "frequent_interval",
-        "infrequent_interval",
-        "max_clock_skew",
-        "peer_timeout",
-        "request_timeout",
-        "max_lease_timeout",
-    }
-)
-#: ...and these are counts, plain ints in C and in Python: the sizes of the
-#: process's shared runtime (docs/threading.md), process-wide (the largest
-#: value any started elector asked for applies). An integer option in
-#: neither set becomes no setting at all, so the binding's coverage test
-#: (tests/python/test_options.py) fails until it is filed under one of them.
-COUNT_NAMES = frozenset({"max_connections", "worker_threads", "callback_threads"})
+
+def _having(flag: int) -> FrozenSet[str]:
+    return frozenset(name for name, info in OPTIONS.items() if info.flags & flag)
+
+
+#: The facts libs3lect reports for its options (s3lect_option_flags): which
+#: integer options are durations (ms in C, seconds or a timedelta here) and
+#: which are counts (the process-wide sizes of the shared runtime), which are
+#: secrets, and which s3lect_update_config applies to a running elector.
+DURATION_NAMES = _having(_core.S3LECT_OPTION_UNIT_MS)
+COUNT_NAMES = _having(_core.S3LECT_OPTION_UNIT_COUNT)
+RUNTIME_NAMES = _having(_core.S3LECT_OPTION_RUNTIME)
+PROCESS_WIDE_NAMES = _having(_core.S3LECT_OPTION_PROCESS_WIDE)
 
 
 def _settings(option_type: int, only: Optional[FrozenSet[str]] = None) -> Dict[str, int]:
@@ -92,7 +84,7 @@ STRINGS: Dict[str, int] = _settings(_core.S3LECT_OPTION_STR)
 BOOLS: Dict[str, int] = _settings(_core.S3LECT_OPTION_BOOL)
 # PEM material: bytes (PEM), or str/PathLike (PEM text or a file path).
 BLOBS: Dict[str, int] = _settings(_core.S3LECT_OPTION_BYTES)
-SECRETS = frozenset({"secret_access_key", "session_token", "peer_key", "peer_client_cert"})
+SECRETS = _having(_core.S3LECT_OPTION_SECRET)
 ALL = {**DURATIONS, **COUNTS, **STRINGS, **BOOLS, **BLOBS}
 
 
@@ -168,24 +160,17 @@ def to_count(name: str, value: Any) -> int:
     return n
 
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+class EnvText(str):
+    """A setting's value as the text of an S3LECT_* variable: libs3lect
+    parses it (s3lect_config_set_text, the CLI's syntax: "15s", "500ms",
+    "1m30s"; a bare number other than 0 is refused), not Python."""
 
+    variable: str
 
-def parse_duration(name: str, text: str) -> float:
-    """Parses "15", "1.5s", "500ms", "2m" or "1h" into seconds."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*", text)
-    if not m:
-        raise ConfigError(
-            f"{name}={text!r} is not a duration; use seconds like '15' or '1.5s', or '500ms', '2m'"
-        )
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
-
-
-def parse_count(name: str, text: str) -> int:
-    """Parses a count such as "64"."""
-    if not re.fullmatch(r"\s*[0-9]+\s*", text):
-        raise ConfigError(f"{name}={text!r} is not a count; use a whole number like '8'")
-    return int(text)
+    def __new__(cls, variable: str, text: str) -> "EnvText":
+        self = super().__new__(cls, text)
+        self.variable = variable
+        return self
 
 
 def check(cfg: Any, rc: int, what: str) -> None:
@@ -201,7 +186,10 @@ def check(cfg: Any, rc: int, what: str) -> None:
 def apply(cfg: Any, name: str, value: Any) -> None:
     """Sets one keyword setting on a C config."""
     shown = "***" if name in SECRETS else repr(value)
-    if name in DURATIONS:
+    if isinstance(value, EnvText) and name in ALL:
+        rc = _core.s3lect_config_set_text(cfg, ALL[name], str(value))
+        check(cfg, rc, f"{value.variable} (from the environment)")
+    elif name in DURATIONS:
         ms = to_ms(name, value)
         info = OPTIONS[name]
         what = f"{name}={shown}"
@@ -253,21 +241,6 @@ def read_pem(name: str, value: Any) -> bytes:
     if not data.strip():
         raise ConfigError(f"{name} is empty; give a PEM CA bundle (bytes, text or a file path)")
     return data
-
-
-def derive_timings(options: Dict[str, Any]) -> None:
-    """When lease_timeout is given but the renew settings are not, scales them
-    with it (the default ratios 15 s : 10 s : 5 s), so that ``lease_timeout=3``
-    alone is a valid configuration. Explicit values are never changed."""
-    lease = options.get("lease_timeout")
-    if lease is None:
-        return
-    lease_s = to_ms("lease_timeout", lease) / 1000.0
-    if options.get("renew_deadline") is None:
-        options["renew_deadline"] = lease_s * 2.0 / 3.0
-    if options.get("renew_interval") is None:
-        deadline_s = to_ms("renew_deadline", options["renew_deadline"]) / 1000.0
-        options["renew_interval"] = min(lease_s / 3.0, deadline_s / 2.0)
 
 
 def read(cfg: Any) -> Dict[str, Any]:
@@ -322,14 +295,9 @@ def env_settings(environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
         v = first(*names)
         if v is not None:
             out[key] = v
-    for name in DURATIONS:
+    for name in {**DURATIONS, **COUNTS}:
         var = "S3LECT_" + name.upper()
         v = env.get(var)
-        if v:
-            out[name] = parse_duration(var, v)
-    for name in COUNTS:
-        var = "S3LECT_" + name.upper()
-        v = env.get(var)
-        if v:
-            out[name] = parse_count(var, v)
+        if v:  # an empty variable is unset, as in the CLI
+            out[name] = EnvText(var, v)
     return out

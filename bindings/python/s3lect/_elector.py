@@ -473,7 +473,8 @@ class Elector:
             setting with different values raises :class:`ConfigError`.
         lease_timeout: how long a record must stay unchanged before a follower
             may take over [15 s]. When given without ``renew_deadline`` /
-            ``renew_interval``, those default to 2/3 and 1/3 of it.
+            ``renew_interval``, libs3lect derives them: 2/3 of it and
+            min(1/3 of it, renew_deadline/2) (s3lect_config_is_set).
         renew_interval: how often the leader renews [5 s].
         renew_deadline: the leader steps down when it could not renew for this
             long [10 s]. Requires renew_interval < renew_deadline < lease_timeout.
@@ -699,7 +700,6 @@ class Elector:
             ).items()
             if v is not None
         }
-        _config.derive_timings(options)
         self._peer_health_path = peer_health_path or _DEFAULT_PEER_PATH
         self._logger = logger or log
         self._dispatch = _Dispatch(
@@ -762,8 +762,10 @@ class Elector:
         ``AWS_REGION`` or ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``,
         ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_PROFILE``,
         ``AWS_CA_BUNDLE``), durations such as ``S3LECT_LEASE_TIMEOUT=15s``
-        (``S3LECT_<SETTING>``; ``"500ms"``, ``"2m"`` or plain seconds) and
-        counts such as ``S3LECT_WORKER_THREADS=8``.
+        (``S3LECT_<SETTING>``) and
+        counts such as ``S3LECT_WORKER_THREADS=8``, parsed by libs3lect with
+        the CLI's syntax (``"500ms"``, ``"2s"``, ``"1m30s"``; a bare number
+        other than 0 is refused as ambiguous). An empty variable is unset.
 
         Args:
             lock: the lock URL; default ``$S3LECT_LOCK``.
@@ -1082,8 +1084,8 @@ class Elector:
         finally:
             _core.s3lect_config_free(cfg)
 
-    # Every duration but max_lease_timeout, which is fixed at creation.
-    _TIMINGS = _config.DURATION_NAMES - {"max_lease_timeout"}
+    # The options s3lect_update_config applies (libs3lect's facts).
+    _TIMINGS = _config.RUNTIME_NAMES
 
     def update_config(self, **timings: Duration) -> None:
         """Changes timing settings of a running (or stopped) elector.

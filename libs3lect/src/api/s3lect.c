@@ -475,6 +475,9 @@ int s3lect_update_config(s3lect_elector *e, s3lect_config *cfg)
     e->cfg->max_clock_skew = cfg->max_clock_skew;
     e->cfg->peer_timeout = cfg->peer_timeout;
     e->cfg->request_timeout = cfg->request_timeout;
+    for (int opt = 1; opt <= s3lect_option_count(); opt++) /* which of them were set */
+        if (s3lect_option_flags(opt) & S3LECT_OPTION_RUNTIME)
+            e->cfg->set = (e->cfg->set & ~((uint64_t)1 << opt)) | (cfg->set & ((uint64_t)1 << opt));
     if (e->started && !e->stopped) {
         e->params_changed = 1;
         rt_kick_locked(e);

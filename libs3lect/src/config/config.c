@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "duration.h"
 #include "util.h"
 
 /* The one table of options: name, type, the bounds s3lect_config_set_int
@@ -19,50 +21,57 @@ typedef struct opt_def {
     int type; /* s3lect_option_type; 0: not an option */
     int64_t lo, hi, def;
     size_t off; /* offsetof the value in struct s3lect_config */
+    int flags;  /* s3lect_option_flag bits: unit, secret, run time, process-wide */
 } opt_def;
 
 #define DAY_MS 86400000
 #define OFF(field) offsetof(struct s3lect_config, field)
+/* The facts of s3lect_option_flags, short: a duration s3lect_update_config
+ * applies, one it does not, a secret, a size of the shared runtime. */
+#define TIMING (S3LECT_OPTION_UNIT_MS | S3LECT_OPTION_RUNTIME)
+#define MS S3LECT_OPTION_UNIT_MS
+#define SECRET S3LECT_OPTION_SECRET
+#define RT_SIZE (S3LECT_OPTION_UNIT_COUNT | S3LECT_OPTION_PROCESS_WIDE)
 
 /* clang-format off */
 static const opt_def opt_defs[] = {
-    /* [option] = {name, type, min, max, default (ints in ms), where it lives} */
-    [S3LECT_OPT_LOCK] = {"lock", S3LECT_OPTION_STR, 0, 0, 0, OFF(lock)},
-    [S3LECT_OPT_SERVER_ID] = {"server_id", S3LECT_OPTION_STR, 0, 0, 0, OFF(server_id)},
-    [S3LECT_OPT_SERVER_ADDR] = {"server_addr", S3LECT_OPTION_STR, 0, 0, 0, OFF(server_addr)},
-    [S3LECT_OPT_LEASE_TIMEOUT] = {"lease_timeout", S3LECT_OPTION_INT, 100, DAY_MS, 15000, OFF(lease_timeout)},
-    [S3LECT_OPT_RENEW_INTERVAL] = {"renew_interval", S3LECT_OPTION_INT, 10, DAY_MS, 5000, OFF(renew_interval)},
-    [S3LECT_OPT_RENEW_DEADLINE] = {"renew_deadline", S3LECT_OPTION_INT, 10, DAY_MS, 10000, OFF(renew_deadline)},
-    [S3LECT_OPT_FREQUENT_INTERVAL] = {"frequent_interval", S3LECT_OPTION_INT, 10, DAY_MS, 5000, OFF(frequent_interval)},
-    [S3LECT_OPT_INFREQUENT_INTERVAL] = {"infrequent_interval", S3LECT_OPTION_INT, 10, DAY_MS, 30000, OFF(infrequent_interval)},
+    /* [option] = {name, type, min, max, default (ints in ms), where it lives, facts} */
+    [S3LECT_OPT_LOCK] = {"lock", S3LECT_OPTION_STR, 0, 0, 0, OFF(lock), 0},
+    [S3LECT_OPT_SERVER_ID] = {"server_id", S3LECT_OPTION_STR, 0, 0, 0, OFF(server_id), 0},
+    [S3LECT_OPT_SERVER_ADDR] = {"server_addr", S3LECT_OPTION_STR, 0, 0, 0, OFF(server_addr), 0},
+    [S3LECT_OPT_LEASE_TIMEOUT] = {"lease_timeout", S3LECT_OPTION_INT, 100, DAY_MS, 15000, OFF(lease_timeout), TIMING},
+    [S3LECT_OPT_RENEW_INTERVAL] = {"renew_interval", S3LECT_OPTION_INT, 10, DAY_MS, 5000, OFF(renew_interval), TIMING},
+    [S3LECT_OPT_RENEW_DEADLINE] = {"renew_deadline", S3LECT_OPTION_INT, 10, DAY_MS, 10000, OFF(renew_deadline), TIMING},
+    [S3LECT_OPT_FREQUENT_INTERVAL] = {"frequent_interval", S3LECT_OPTION_INT, 10, DAY_MS, 5000, OFF(frequent_interval), TIMING},
+    [S3LECT_OPT_INFREQUENT_INTERVAL] = {"infrequent_interval", S3LECT_OPTION_INT, 10, DAY_MS, 30000, OFF(infrequent_interval), TIMING},
     /* 0: the wall-clock takeover rule is off (opt-in) */
-    [S3LECT_OPT_MAX_CLOCK_SKEW] = {"max_clock_skew", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(max_clock_skew)},
-    [S3LECT_OPT_PEER_MODE] = {"peer_mode", S3LECT_OPTION_BOOL, 0, 1, 0, OFF(peer_mode)},
-    [S3LECT_OPT_PEER_HEALTH_PATH] = {"peer_health_path", S3LECT_OPTION_STR, 0, 0, 0, OFF(peer_health_path)},
-    [S3LECT_OPT_PEER_TIMEOUT] = {"peer_timeout", S3LECT_OPTION_INT, 10, DAY_MS, 3000, OFF(peer_timeout)},
-    [S3LECT_OPT_ENDPOINT] = {"endpoint", S3LECT_OPTION_STR, 0, 0, 0, OFF(endpoint)},
-    [S3LECT_OPT_REGION] = {"region", S3LECT_OPTION_STR, 0, 0, 0, OFF(region)},
+    [S3LECT_OPT_MAX_CLOCK_SKEW] = {"max_clock_skew", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(max_clock_skew), TIMING},
+    [S3LECT_OPT_PEER_MODE] = {"peer_mode", S3LECT_OPTION_BOOL, 0, 1, 0, OFF(peer_mode), 0},
+    [S3LECT_OPT_PEER_HEALTH_PATH] = {"peer_health_path", S3LECT_OPTION_STR, 0, 0, 0, OFF(peer_health_path), 0},
+    [S3LECT_OPT_PEER_TIMEOUT] = {"peer_timeout", S3LECT_OPTION_INT, 10, DAY_MS, 3000, OFF(peer_timeout), TIMING},
+    [S3LECT_OPT_ENDPOINT] = {"endpoint", S3LECT_OPTION_STR, 0, 0, 0, OFF(endpoint), 0},
+    [S3LECT_OPT_REGION] = {"region", S3LECT_OPTION_STR, 0, 0, 0, OFF(region), 0},
     /* -1: automatic (IP addresses, localhost) */
-    [S3LECT_OPT_PATH_STYLE] = {"path_style", S3LECT_OPTION_BOOL, 0, 1, -1, OFF(path_style)},
-    [S3LECT_OPT_CA_FILE] = {"ca_file", S3LECT_OPTION_STR, 0, 0, 0, OFF(ca_file)},
-    [S3LECT_OPT_ACCESS_KEY_ID] = {"access_key_id", S3LECT_OPTION_STR, 0, 0, 0, OFF(access_key_id)},
-    [S3LECT_OPT_SECRET_ACCESS_KEY] = {"secret_access_key", S3LECT_OPTION_STR, 0, 0, 0, OFF(secret_access_key)},
-    [S3LECT_OPT_SESSION_TOKEN] = {"session_token", S3LECT_OPTION_STR, 0, 0, 0, OFF(session_token)},
-    [S3LECT_OPT_PROFILE] = {"profile", S3LECT_OPTION_STR, 0, 0, 0, OFF(profile)},
-    [S3LECT_OPT_PEER_LISTEN] = {"peer_listen", S3LECT_OPTION_STR, 0, 0, 0, OFF(peer_listen)},
-    [S3LECT_OPT_PEER_CERT] = {"peer_cert", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_cert)},
-    [S3LECT_OPT_PEER_KEY] = {"peer_key", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_key)},
-    [S3LECT_OPT_PEER_CA] = {"peer_ca", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_ca)},
-    [S3LECT_OPT_PEER_CLIENT_CERT] = {"peer_client_cert", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_client_cert)},
-    [S3LECT_OPT_REQUEST_TIMEOUT] = {"request_timeout", S3LECT_OPTION_INT, 100, 600000, 10000, OFF(request_timeout)},
-    [S3LECT_OPT_POLL_MODE] = {"poll_mode", S3LECT_OPTION_BOOL, 0, 1, 0, OFF(poll_mode)},
-    [S3LECT_OPT_RELEASE_ON_STOP] = {"release_on_stop", S3LECT_OPTION_BOOL, 0, 1, 1, OFF(release_on_stop)},
+    [S3LECT_OPT_PATH_STYLE] = {"path_style", S3LECT_OPTION_BOOL, 0, 1, -1, OFF(path_style), 0},
+    [S3LECT_OPT_CA_FILE] = {"ca_file", S3LECT_OPTION_STR, 0, 0, 0, OFF(ca_file), 0},
+    [S3LECT_OPT_ACCESS_KEY_ID] = {"access_key_id", S3LECT_OPTION_STR, 0, 0, 0, OFF(access_key_id), 0},
+    [S3LECT_OPT_SECRET_ACCESS_KEY] = {"secret_access_key", S3LECT_OPTION_STR, 0, 0, 0, OFF(secret_access_key), SECRET},
+    [S3LECT_OPT_SESSION_TOKEN] = {"session_token", S3LECT_OPTION_STR, 0, 0, 0, OFF(session_token), SECRET},
+    [S3LECT_OPT_PROFILE] = {"profile", S3LECT_OPTION_STR, 0, 0, 0, OFF(profile), 0},
+    [S3LECT_OPT_PEER_LISTEN] = {"peer_listen", S3LECT_OPTION_STR, 0, 0, 0, OFF(peer_listen), 0},
+    [S3LECT_OPT_PEER_CERT] = {"peer_cert", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_cert), 0},
+    [S3LECT_OPT_PEER_KEY] = {"peer_key", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_key), SECRET},
+    [S3LECT_OPT_PEER_CA] = {"peer_ca", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_ca), 0},
+    [S3LECT_OPT_PEER_CLIENT_CERT] = {"peer_client_cert", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_client_cert), SECRET},
+    [S3LECT_OPT_REQUEST_TIMEOUT] = {"request_timeout", S3LECT_OPTION_INT, 100, 600000, 10000, OFF(request_timeout), TIMING},
+    [S3LECT_OPT_POLL_MODE] = {"poll_mode", S3LECT_OPTION_BOOL, 0, 1, 0, OFF(poll_mode), 0},
+    [S3LECT_OPT_RELEASE_ON_STOP] = {"release_on_stop", S3LECT_OPTION_BOOL, 0, 1, 1, OFF(release_on_stop), 0},
     /* 0: 4 × lease_timeout */
-    [S3LECT_OPT_MAX_LEASE_TIMEOUT] = {"max_lease_timeout", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(max_lease_timeout)},
+    [S3LECT_OPT_MAX_LEASE_TIMEOUT] = {"max_lease_timeout", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(max_lease_timeout), MS},
     /* Sizes of the process's shared runtime (counts, not ms) */
-    [S3LECT_OPT_MAX_CONNECTIONS] = {"max_connections", S3LECT_OPTION_INT, 1, 1024, 64, OFF(max_connections)},
-    [S3LECT_OPT_WORKER_THREADS] = {"worker_threads", S3LECT_OPTION_INT, 1, 64, 4, OFF(worker_threads)},
-    [S3LECT_OPT_CALLBACK_THREADS] = {"callback_threads", S3LECT_OPTION_INT, 1, 64, 2, OFF(callback_threads)},
+    [S3LECT_OPT_MAX_CONNECTIONS] = {"max_connections", S3LECT_OPTION_INT, 1, 1024, 64, OFF(max_connections), RT_SIZE},
+    [S3LECT_OPT_WORKER_THREADS] = {"worker_threads", S3LECT_OPTION_INT, 1, 64, 4, OFF(worker_threads), RT_SIZE},
+    [S3LECT_OPT_CALLBACK_THREADS] = {"callback_threads", S3LECT_OPTION_INT, 1, 64, 2, OFF(callback_threads), RT_SIZE},
 };
 /* clang-format on */
 
@@ -116,6 +125,34 @@ int s3lect_option_info(int opt, const char **name, int *type, int64_t *min, int6
     if (default_value)
         *default_value = d->def;
     return S3LECT_OK;
+}
+
+int s3lect_option_flags(int opt)
+{
+    const opt_def *d = opt_def_of(opt);
+    return d ? d->flags : S3LECT_EINVAL;
+}
+
+#define SET_BIT(opt) ((uint64_t)1 << (opt))
+
+static void mark(s3lect_config *c, int opt, int set)
+{
+    if (set)
+        c->set |= SET_BIT(opt);
+    else
+        c->set &= ~SET_BIT(opt);
+}
+
+static int was_set(const s3lect_config *c, int opt)
+{
+    return (c->set & SET_BIT(opt)) != 0;
+}
+
+int s3lect_config_is_set(const s3lect_config *cfg, s3lect_option opt)
+{
+    if (!cfg || !opt_def_of(opt))
+        return S3LECT_EINVAL;
+    return was_set(cfg, opt);
 }
 
 int s3lect_option_by_name(const char *name)
@@ -185,7 +222,10 @@ int s3lect_config_set_str(s3lect_config *cfg, s3lect_option opt, const char *val
     if (opt == S3LECT_OPT_PEER_HEALTH_PATH && value && value[0] != '/')
         return cfg_fail(cfg, S3LECT_EINVAL, "peer_health_path must start with '/', got '%.100s'",
                         value);
-    return u_setstr((char **)opt_slot(cfg, opt), value) ? S3LECT_ENOMEM : 0;
+    if (u_setstr((char **)opt_slot(cfg, opt), value))
+        return S3LECT_ENOMEM;
+    mark(cfg, opt, value != NULL);
+    return 0;
 }
 
 int s3lect_config_set_bytes(s3lect_config *cfg, s3lect_option opt, const void *data, size_t len)
@@ -195,7 +235,10 @@ int s3lect_config_set_bytes(s3lect_config *cfg, s3lect_option opt, const void *d
     if (opt_type(opt) != S3LECT_OPTION_BYTES)
         return cfg_fail(cfg, S3LECT_EINVAL, "option %s (%d) does not take bytes", opt_name(opt),
                         (int)opt);
-    return set_blob((cfg_blob *)opt_slot(cfg, opt), data, len);
+    int rc = set_blob((cfg_blob *)opt_slot(cfg, opt), data, len);
+    if (!rc)
+        mark(cfg, opt, data != NULL);
+    return rc;
 }
 
 int s3lect_config_set_int(s3lect_config *cfg, s3lect_option opt, int64_t value)
@@ -209,13 +252,13 @@ int s3lect_config_set_int(s3lect_config *cfg, s3lect_option opt, int64_t value)
         return cfg_fail(cfg, S3LECT_EINVAL, "option %s (%d) does not take an integer",
                         opt_name(opt), (int)opt);
     int64_t lo = opt_defs[opt].lo, hi = opt_defs[opt].hi;
-    int count = opt == S3LECT_OPT_MAX_CONNECTIONS || opt == S3LECT_OPT_WORKER_THREADS ||
-                opt == S3LECT_OPT_CALLBACK_THREADS;
-    const char *u = count ? "" : " ms";
+    const char *u = (opt_defs[opt].flags & S3LECT_OPTION_UNIT_MS) ? " ms" : "";
     if (value < lo || value > hi)
         return cfg_fail(cfg, S3LECT_EINVAL, "%s must be between %lld%s and %lld%s, got %lld%s",
                         opt_name(opt), (long long)lo, u, (long long)hi, u, (long long)value, u);
     *(int64_t *)opt_slot(cfg, opt) = value;
+    mark(cfg, opt, 1);
+    cfg_derive_timing(cfg);
     return 0;
 }
 
@@ -227,7 +270,65 @@ int s3lect_config_set_bool(s3lect_config *cfg, s3lect_option opt, int value)
         return cfg_fail(cfg, S3LECT_EINVAL, "option %s (%d) does not take a boolean", opt_name(opt),
                         (int)opt);
     *(int *)opt_slot(cfg, opt) = value != 0;
+    mark(cfg, opt, 1);
     return 0;
+}
+
+/* A count as s3lect_config_set_text takes it: 1..9 decimal digits. */
+static int parse_count(const char *t, int64_t *out)
+{
+    size_t n = strspn(t, "0123456789");
+    if (n == 0 || n > 9 || t[n] != '\0')
+        return -1;
+    *out = strtoll(t, NULL, 10);
+    return 0;
+}
+
+/* A bool as s3lect_config_set_text (and the CLI's flags) take it. */
+static int parse_bool(const char *t, int *out)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no",
+                                                                                "off"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        if (strcasecmp(t, yes[i]) == 0)
+            return *out = 1, 0;
+        if (strcasecmp(t, no[i]) == 0)
+            return *out = 0, 0;
+    }
+    return -1;
+}
+
+int s3lect_config_set_text(s3lect_config *cfg, s3lect_option opt, const char *text)
+{
+    if (!cfg)
+        return S3LECT_EINVAL;
+    const opt_def *d = opt_def_of(opt);
+    if (!d)
+        return cfg_fail(cfg, S3LECT_EINVAL, "option %d is not an option", (int)opt);
+    if (!text)
+        return cfg_fail(cfg, S3LECT_EINVAL, "%s: no text given", d->name);
+    if (d->type == S3LECT_OPTION_STR || d->type == S3LECT_OPTION_BYTES)
+        return s3lect_config_set_str(cfg, opt, text);
+    if (d->type == S3LECT_OPTION_BOOL) {
+        int b;
+        if (parse_bool(text, &b))
+            return cfg_fail(cfg, S3LECT_EINVAL,
+                            "%s '%.100s' is not a boolean; use 1 or 0 (true/false, yes/no, on/off)",
+                            d->name, text);
+        return s3lect_config_set_bool(cfg, opt, b);
+    }
+    int64_t v;
+    if (d->flags & S3LECT_OPTION_UNIT_MS) {
+        int rc = cfg_parse_duration(text, &v);
+        if (rc)
+            return cfg_fail(cfg, S3LECT_EINVAL, "%s '%.100s' %s", d->name, text,
+                            cfg_duration_error(rc));
+    } else if (parse_count(text, &v)) {
+        return cfg_fail(cfg, S3LECT_EINVAL,
+                        "%s '%.100s' is not a count; use a whole number from %lld to %lld", d->name,
+                        text, (long long)d->lo, (long long)d->hi);
+    }
+    return s3lect_config_set_int(cfg, opt, v);
 }
 
 int s3lect_config_get_int(const s3lect_config *cfg, s3lect_option opt, int64_t *out)
@@ -361,9 +462,70 @@ static void fmt_ms(int64_t ms, char *out, size_t n)
         snprintf(out, n, "%lldms", (long long)ms);
 }
 
+/* The one place where unset timings are derived from set ones, so that
+ * lease_timeout alone (or one poll interval alone) is a valid configuration
+ * in every front end. The ratios are the defaults' (15 s : 10 s : 5 s), which
+ * keep the rules below: renew_interval < renew_deadline < lease_timeout
+ * (deadline 2/3 L < L; renew min(L/3, deadline/2) < deadline) and
+ * infrequent >= frequent. A value that was set is never changed. */
+void cfg_derive_timing(s3lect_config *c)
+{
+    int lease = was_set(c, S3LECT_OPT_LEASE_TIMEOUT);
+    int deadline = was_set(c, S3LECT_OPT_RENEW_DEADLINE);
+    int freq = was_set(c, S3LECT_OPT_FREQUENT_INTERVAL);
+    int infreq = was_set(c, S3LECT_OPT_INFREQUENT_INTERVAL);
+    if (lease && !deadline)
+        c->renew_deadline = c->lease_timeout * 2 / 3;
+    if ((lease || deadline) && !was_set(c, S3LECT_OPT_RENEW_INTERVAL)) {
+        int64_t a = c->lease_timeout / 3, b = c->renew_deadline / 2;
+        c->renew_interval = a < b ? a : b;
+    }
+    int64_t def_freq = opt_defs[S3LECT_OPT_FREQUENT_INTERVAL].def;
+    int64_t def_infreq = opt_defs[S3LECT_OPT_INFREQUENT_INTERVAL].def;
+    if (freq && !infreq)
+        c->infrequent_interval =
+            c->frequent_interval > def_infreq ? c->frequent_interval : def_infreq;
+    if (infreq && !freq)
+        c->frequent_interval =
+            c->infrequent_interval < def_freq ? c->infrequent_interval : def_freq;
+}
+
+/* A derived value out of its option's range names where it came from. */
+static int check_derived(s3lect_config *c)
+{
+    static const struct {
+        int opt;
+        const char *from;
+    } derived[] = {
+        {S3LECT_OPT_RENEW_DEADLINE, "2/3 of lease_timeout"},
+        {S3LECT_OPT_RENEW_INTERVAL, "min(lease_timeout/3, renew_deadline/2)"},
+        {S3LECT_OPT_FREQUENT_INTERVAL, "infrequent_interval"},
+        {S3LECT_OPT_INFREQUENT_INTERVAL, "frequent_interval"},
+    };
+    cfg_derive_timing(c);
+    for (size_t k = 0; k < sizeof derived / sizeof derived[0]; k++) {
+        int opt = derived[k].opt;
+        int64_t v = *(int64_t *)opt_slot(c, opt);
+        if (was_set(c, opt) || (v >= opt_defs[opt].lo && v <= opt_defs[opt].hi))
+            continue;
+        char a[32], lo[32], hi[32];
+        fmt_ms(v, a, sizeof a);
+        fmt_ms(opt_defs[opt].lo, lo, sizeof lo);
+        fmt_ms(opt_defs[opt].hi, hi, sizeof hi);
+        return cfg_fail(c, S3LECT_EINVAL,
+                        "%s was not set and its value derived from %s, %s, is out of range (%s "
+                        "to %s); set %s too or change the value it is derived from",
+                        opt_defs[opt].name, derived[k].from, a, lo, hi, opt_defs[opt].name);
+    }
+    return 0;
+}
+
 int cfg_validate_timing(s3lect_config *c)
 {
     char a[32], b[32];
+    int rc = check_derived(c);
+    if (rc)
+        return rc;
     if (c->renew_interval >= c->renew_deadline) {
         fmt_ms(c->renew_interval, a, sizeof a);
         fmt_ms(c->renew_deadline, b, sizeof b);

@@ -53,14 +53,19 @@ struct s3lect_config {
     char *peer_listen;
     cfg_blob peer_cert, peer_key, peer_ca, peer_client_cert;
     cfg_custom *custom;
+    uint64_t set; /* bit 1 << opt: option opt was set (s3lect_config_is_set) */
     char errmsg[512];
 };
 
 /* Sets cfg->errmsg (printf-style) and returns code. */
 int cfg_fail(struct s3lect_config *cfg, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Validates the timing options only (used by update_config). */
+/* Validates the timing options only (used by update_config), after checking
+ * the range of the values cfg_derive_timing derived. */
 int cfg_validate_timing(struct s3lect_config *cfg);
+/* Derives the timings that were not set from those that were (the rule is
+ * at its definition in config.c and in s3lect.h at s3lect_config_is_set). */
+void cfg_derive_timing(struct s3lect_config *cfg);
 /* 1 if r looks like a region name: 1..64 of [A-Za-z0-9_-] (it goes into the
  * SigV4 credential scope and the endpoint's host name). */
 int cfg_region_valid(const char *r);

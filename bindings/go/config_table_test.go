@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build cgo
+
+package s3lect
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tableCase is one line of tests/data/config_table.txt.
+type tableCase struct {
+	id    string
+	given map[string]string // option name -> text in the S3LECT_* syntax
+	want  map[string]int64  // option name -> effective value (ms or a count)
+	err   string            // a text the error must contain (option names)
+}
+
+func readConfigTable(t *testing.T) []tableCase {
+	data, err := os.ReadFile(filepath.Join("..", "..", "tests", "data", "config_table.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []tableCase
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		parts := strings.SplitN(line, " | ", 3)
+		if len(parts) != 3 {
+			t.Fatalf("bad line %q", line)
+		}
+		c := tableCase{id: parts[0], given: map[string]string{}, want: map[string]int64{}}
+		for _, item := range strings.Split(parts[1], ";") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(item), "="); ok {
+				c.given[k] = v
+			}
+		}
+		if msg, ok := strings.CutPrefix(parts[2], "error "); ok {
+			c.err = msg
+		} else {
+			for _, kv := range strings.Fields(strings.TrimPrefix(parts[2], "want ")) {
+				k, v, _ := strings.Cut(kv, "=")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				c.want[k] = n
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// The table of configurations through LoadEnv (S3LECT_* values, parsed by
+// libs3lect) and Validate gives the values or errors C, the CLI, Python and
+// Lua give. Go names fields where the library names options (LeaderTimeout
+// for lease_timeout), and keeps Go s3lect's one documented default: an unset
+// InfrequentInterval is FrequentInterval.
+func TestConfigTable(t *testing.T) {
+	cases := readConfigTable(t)
+	if len(cases) < 30 {
+		t.Fatalf("the table has %d cases, want at least 30", len(cases))
+	}
+	lock := filepath.Join(t.TempDir(), "lock.json")
+	for _, tc := range cases {
+		t.Run(tc.id, func(t *testing.T) {
+			var env []string
+			for k, v := range tc.given {
+				env = append(env, "S3LECT_"+strings.ToUpper(k)+"="+v)
+			}
+			c := ElectorConfig{LockfilePath: lock, ServerID: "n"}
+			err := c.LoadEnv(env)
+			if err == nil {
+				err = c.Validate()
+			}
+			if tc.err != "" {
+				want := goFieldNames.Replace(tc.err)
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("error %v, want one with %q", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range tc.want {
+				_, givenF := tc.given["frequent_interval"]
+				_, givenI := tc.given["infrequent_interval"]
+				if name == "infrequent_interval" && !givenF && !givenI {
+					want = int64(c.FrequentInterval / time.Millisecond) // Go s3lect's default
+				} else if name == "infrequent_interval" && !givenI {
+					want = int64(c.FrequentInterval / time.Millisecond)
+				}
+				o, _ := optionNamed(name)
+				f, _ := c.configField(o)
+				got := f.Int()
+				if o.isDuration() {
+					got /= int64(time.Millisecond)
+				}
+				if got != want {
+					t.Errorf("%s (%s) = %d, want %d", o.field, name, got, want)
+				}
+			}
+		})
+	}
+}

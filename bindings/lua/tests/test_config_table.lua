@@ -1,0 +1,87 @@
+-- SPDX-License-Identifier: Apache-2.0
+-- test_config_table.lua - tests/data/config_table.txt through s3lect.new:
+-- each case's values as strings, which libs3lect parses with the one S3LECT_*
+-- syntax (s3lect_config_set_text); el:get_config() must show the table's
+-- effective values (seconds here, ms in the table) or s3lect.new the error
+-- text. C, the CLI, Python and Go run the same table. No store is contacted.
+
+local T = require "harness"
+local s3lect = require "s3lect"
+
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+local TABLE = here .. "/../../../tests/data/config_table.txt"
+local LOCK = "file://" .. (os.getenv("TMPDIR") or "/tmp") .. "/s3lect-lua-config-table-lock"
+
+local function trim(s)
+  return (s:gsub("^%s+", ""):gsub("%s+$", ""))
+end
+
+local function cases()
+  local out = {}
+  for line in io.lines(TABLE) do
+    if line ~= "" and line:sub(1, 1) ~= "#" then
+      local id, given, result = line:match("^(.-) | (.-) | (.*)$")
+      local c = { id = id, given = {}, want = {} }
+      for item in given:gmatch("[^;]+") do
+        local k, v = trim(item):match("^([%w_]+)=(.*)$")
+        if k then
+          c.given[k] = v
+        end
+      end
+      if result:sub(1, 6) == "error " then
+        c.error = result:sub(7)
+      else
+        for k, v in result:sub(6):gmatch("([%w_]+)=(%d+)") do
+          c.want[k] = tonumber(v)
+        end
+      end
+      out[#out + 1] = c
+    end
+  end
+  return out
+end
+
+T.test("the configuration table gives libs3lect's values and errors", function(t)
+  local units = {}
+  for _, o in ipairs(s3lect.options()) do
+    units[o.name] = o.unit
+  end
+  local all = cases()
+  T.ok(#all >= 30, "the table has %d cases, want at least 30", #all)
+  for _, c in ipairs(all) do
+    local opts = { lock = LOCK, id = "a" }
+    for k, v in pairs(c.given) do
+      opts[k] = v
+    end
+    local el, err = s3lect.new(opts)
+    if c.error then
+      T.ok(el == nil, "%s: want an error, got an elector", c.id)
+      T.ok(err and err:find(c.error, 1, true), "%s: want '%s' in '%s'", c.id, c.error,
+           tostring(err))
+      if el then
+        el:close()
+      end
+    else
+      T.ok(el ~= nil, "%s: %s", c.id, tostring(err))
+      if el then
+        local cfg = el:get_config()
+        el:close()
+        for k, want in pairs(c.want) do
+          local got = cfg[k]
+          if units[k] == "ms" then
+            got = math.floor(got * 1000 + 0.5)
+          end
+          T.eq(got, want, c.id .. ": " .. k)
+        end
+      end
+    end
+  end
+end)
+
+T.test("lease_timeout alone is enough (libs3lect derives the renew timings)", function()
+  local el = assert(s3lect.new({ lock = LOCK, id = "a", lease_timeout = 3 }))
+  local cfg = el:get_config()
+  el:close()
+  T.eq(cfg.renew_deadline, 2, "renew_deadline")
+  T.eq(cfg.renew_interval, 1, "renew_interval")
+end)
