@@ -401,6 +401,16 @@ static void setup(peer_client *c, const char *url, int64_t total_ms, int64_t con
         curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
         set_blob_opt(e, CURLOPT_CAINFO_BLOB, CURLOPT_CAINFO, &c->ca);
     }
+    /* CA mode: the leader's certificate must name the record's holder, and
+     * libcurl shows a certificate only on the connection a transfer makes.
+     * Electors of one process share libcurl's pool, so a pooled connection
+     * may be another client's: each CA-mode check makes its own connection
+     * and closes it after (one TLS handshake per long poll), and so every
+     * answer is judged by the certificate it came over. */
+    if (!c->pin[0]) {
+        curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+        curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+    }
     /* A connection authenticated under one pin (or the CA) is never reused
      * under another: libcurl's reuse check does not compare pins. */
     if (strcmp(c->pin, c->used_pin) != 0 || c->fresh_next) {
