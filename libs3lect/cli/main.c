@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "config.h"
 #include "record.h"
 #include "store.h"
 #include "util.h"
