@@ -316,7 +316,7 @@ static int cert_names_id(X509 *x, const char *id, char *seen, size_t cap)
             seen_add(seen, cap, "CN=", ASN1_STRING_get0_data(d), ASN1_STRING_length(d));
     }
     GENERAL_NAMES *alt = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
-    for (int i = 0; alt && i < sk_GENERAL_NAME_num(alt); i++) {
+    for (int i = 0; alt && i < (int)sk_GENERAL_NAME_num(alt); i++) { /* size_t in BoringSSL */
         const GENERAL_NAME *g = sk_GENERAL_NAME_value(alt, i);
         const ASN1_STRING *d = g->type == GEN_DNS   ? g->d.dNSName
                                : g->type == GEN_URI ? g->d.uniformResourceIdentifier
