@@ -12,6 +12,12 @@ s3lect.h), and may call functions defined in its own layer or lower ones.
 Calls are found by name: every non-static function defined in a layer's .c
 files belongs to that layer; a call to it from a lower layer is an error.
 
+The CLI (libs3lect/cli) is a client of the public API: it includes s3lect.h,
+its own headers, and of the library's internal headers only those in
+CLI_INTERNAL, each with the reason the public API cannot serve there
+(docs/architecture.md). A header on the list that no CLI file includes any
+more is an error too, so the list only shrinks with the code.
+
   tests/check_layers.py [REPO_ROOT]
 """
 import re
@@ -20,6 +26,44 @@ from pathlib import Path
 
 ROOT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent
 SRC = ROOT / "libs3lect" / "src"
+
+
+# header -> what the CLI needs it for that s3lect.h does not offer.
+CLI_INTERNAL = {
+    "util.h": "the library's clocks, u_asprintf and RFC 3339 formatting (base helpers, "
+              "not API: the CLI shares them rather than keeping copies)",
+    "proc.h": "u_thread_create (threads with asynchronous signals blocked, docs/threading.md) "
+              "and the process-ownership lock the supervisor shares with the library's own "
+              "child processes",
+    "net.h": "u_listen, the dual-stack listener of --metrics-listen (the peer endpoint's)",
+    "store.h": "status, watch, init-store, reset-term, check-store and whoami read, write and "
+               "describe a lock's store directly; an elector (the public API) only elects",
+    "record.h": "status, watch and reset-term decode and write the lock record",
+    "aws_creds.h": "whoami and check-store resolve the credential chain and say which source "
+                   "answered",
+    "crypto.h": "check-store's random scratch key name",
+}
+
+
+def check_cli(errors):
+    cli = ROOT / "libs3lect" / "cli"
+    own = {f.name for f in cli.glob("*.h")}
+    used = set()
+    for f in sorted(cli.glob("*.[ch]")):
+        for m in re.finditer(r'#include\s+"([^"]+)"', f.read_text()):
+            h = m.group(1)
+            if h == "s3lect.h" or h in own:
+                continue
+            if Path(h).name in CLI_INTERNAL and "/" not in h:
+                used.add(h)
+                continue
+            errors.append(f"{f.relative_to(ROOT)} (cli) includes {h}: the CLI uses the public "
+                          "API (s3lect.h); add the header to CLI_INTERNAL in "
+                          "tests/check_layers.py, saying why s3lect.h cannot serve, only if it cannot")
+    for h in sorted(set(CLI_INTERNAL) - used):
+        errors.append(f"CLI_INTERNAL lists {h}, which no file of libs3lect/cli includes: "
+                      "drop it from the list")
+    return len(used)
 
 
 def layers():
@@ -80,14 +124,17 @@ def main():
         if f.name != "proc.c" and re.search(r"\bpthread_create\s*\(", strip(f.read_text())):
             errors.append(f"{f.relative_to(ROOT)} calls pthread_create: use u_thread_create "
                           "(base/proc.h), which blocks asynchronous signals in the new thread")
+    ncli = check_cli(errors)
     for e in sorted(set(errors)):
         print("check_layers: " + e)
     if errors:
-        print(f"check_layers: {len(set(errors))} dependencies run against the layers "
+        print(f"check_layers: {len(set(errors))} problems: dependencies against the layers "
+              "or CLI includes beyond its list "
               f"({' < '.join(order)})")
         return 1
     print(f"check_layers: {len(files)} files in {len(order)} layers, every dependency points down "
-          f"({' < '.join(order)})")
+          f"({' < '.join(order)}); the CLI includes s3lect.h and {ncli} internal headers "
+          "of its documented list")
     return 0
 
 

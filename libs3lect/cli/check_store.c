@@ -13,7 +13,6 @@
 
 #include "aws_creds.h"
 #include "cli.h"
-#include "config.h"
 #include "crypto.h"
 #include "store.h"
 #include "proc.h"
@@ -120,7 +119,14 @@ static void print_credentials(const s3lect_config *cfg)
 {
     st_location loc;
     char err[600];
-    if (st_location_parse(cfg->lock, &loc, err, sizeof err) != 0)
+    int n = s3lect_config_get_str(cfg, S3LECT_OPT_LOCK, NULL, 0);
+    char *lock = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!lock)
+        return;
+    s3lect_config_get_str(cfg, S3LECT_OPT_LOCK, lock, (size_t)n + 1);
+    int bad = st_location_parse(lock, &loc, err, sizeof err) != 0;
+    free(lock);
+    if (bad)
         return;
     int is_aws = st_location_is_aws(&loc);
     st_location_clear(&loc);

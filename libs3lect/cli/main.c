@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "config.h"
 #include "record.h"
 #include "store.h"
 #include "util.h"
@@ -599,7 +598,8 @@ int cli_env_opts(const char *cmd, cli_opts *o)
         char *av[] = {arg};
         int i = 0;
         g_env_source = env;
-        int rc = cli_common_opt(cmd, 1, av, &i, o);
+        /* arg is kept (the options point into it); on an error the command exits */
+        int rc = cli_common_opt(cmd, 1, av, &i, o); /* NOLINT(clang-analyzer-unix.Malloc) */
         g_env_source = NULL;
         if (rc < 0)
             return -1;

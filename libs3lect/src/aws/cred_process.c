@@ -33,7 +33,8 @@
 
 #define MAX_OUTPUT (64 * 1024)
 
-extern char **environ;
+/* unistd.h declares it only under _GNU_SOURCE */
+extern char **environ; /* NOLINT(readability-redundant-declaration) */
 
 int64_t aws_process_timeout_ms(void)
 {

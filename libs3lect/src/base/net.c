@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@ int u_listen(const struct addrinfo *res, int any, int sock_flags, int backlog, i
                     struct sockaddr_storage ss;
                     socklen_t sl = sizeof ss;
                     *port = 0;
+                    memset(&ss, 0, sizeof ss);
                     if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
                         *port = ss.ss_family == AF_INET6
                                     ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)

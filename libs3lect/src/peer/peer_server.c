@@ -516,7 +516,7 @@ int peer_route_host(const char *origin, char *host, size_t cap, char *err, size_
             last = errno;
             continue;
         }
-        struct sockaddr_storage ss;
+        struct sockaddr_storage ss = {0}; /* read below even when !ok */
         socklen_t sl = sizeof ss;
         int ok = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
                  getsockname(fd, (struct sockaddr *)&ss, &sl) == 0;
@@ -572,6 +572,7 @@ static int listen_on(const char *addr, int *fd_out, int *port_out, char *err, si
     }
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
+    memset(&ss, 0, sizeof ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
         snprintf(err, errlen, "cannot listen on %.200s: getsockname: %s", addr, strerror(errno));
         close(fd);

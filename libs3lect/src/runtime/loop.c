@@ -192,7 +192,8 @@ void rt_run(rt_runtime *rt, s3lect_elector *e, st_result *first)
                 el_report_error(&e->eng, S3LECT_EAUTH, res.warning);
             el_complete(&e->eng, now_time(), &res);
             st_result_clear(&res);
-            have = 0; /* its events are flushed with el_next's below */
+            /* its events are flushed with el_next's below; every way round
+             * the loop sets have again */
         }
         e->io = RT_IO_NONE;
         e->begun = 1;

@@ -314,7 +314,7 @@ static const char *item_string(const cJSON *item, const char *name)
 {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(item, name);
     const cJSON *v = a ? cJSON_GetObjectItemCaseSensitive(a, "S") : NULL;
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    return v && cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 /* Parses a finished request's answer; returns the parsed JSON (caller
