@@ -42,6 +42,8 @@ CLI_INTERNAL = {
     "aws_creds.h": "whoami and check-store resolve the credential chain and say which source "
                    "answered",
     "crypto.h": "check-store's random scratch key name",
+    "duration.h": "the one duration syntax (config/duration.c) for the CLI's own flags that are "
+                  "not library options (--kill-timeout, --startup-timeout, --interval)",
 }
 
 
