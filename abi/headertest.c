@@ -24,6 +24,7 @@
     typedef char s3lect_pint_##n[__builtin_types_compatible_p(n, t) ? 1 : -1];
 #endif
 #define S3LECT_PIN_OPTION(o, n, t)
+#define S3LECT_PIN_OPTION_FACTS(o, f)
 #include "pins.h"
 
 /* The option pins, a second time through pins.h: a table for main. */
@@ -31,10 +32,12 @@
 #undef S3LECT_PIN_FUNC
 #undef S3LECT_PIN_TYPE
 #undef S3LECT_PIN_OPTION
+#undef S3LECT_PIN_OPTION_FACTS
 #define S3LECT_PIN_ENUM(n, v)
 #define S3LECT_PIN_FUNC(n, t)
 #define S3LECT_PIN_TYPE(n, t)
 #define S3LECT_PIN_OPTION(o, n, t) {#o, (int)(o), n, (int)(t)},
+#define S3LECT_PIN_OPTION_FACTS(o, f)
 static const struct pinned_option {
     const char *opt_name;
     int opt;
@@ -43,6 +46,19 @@ static const struct pinned_option {
 } pinned_options[] = {
 #include "pins.h"
     {NULL, 0, NULL, 0}};
+
+/* The option facts, a third time through pins.h. */
+#undef S3LECT_PIN_OPTION
+#undef S3LECT_PIN_OPTION_FACTS
+#define S3LECT_PIN_OPTION(o, n, t)
+#define S3LECT_PIN_OPTION_FACTS(o, f) {#o, (int)(o), (int)(f)},
+static const struct pinned_facts {
+    const char *opt_name;
+    int opt;
+    int flags;
+} pinned_facts[] = {
+#include "pins.h"
+    {NULL, 0, 0}};
 
 /* S3LECT_DEPRECATED: declaring with it compiles quietly; a call warns, so the
  * ctest header_deprecated (this file with S3LECT_HEADERTEST_CALL_DEPRECATED
@@ -65,6 +81,14 @@ int main(void)
             bad = 1;
         }
     }
+    for (const struct pinned_facts *p = pinned_facts; p->opt_name; p++) {
+        int now = s3lect_option_flags(p->opt);
+        if (now != p->flags) {
+            fprintf(stderr, "abi: option %s's facts changed: pinned %d, now %d\n", p->opt_name,
+                    p->flags, now);
+            bad = 1;
+        }
+    }
 #if defined(S3LECT_HEADERTEST_CALL_DEPRECATED)
     bad |= s3lect_headertest_old();
 #endif
@@ -72,6 +96,6 @@ int main(void)
     int rc = s3lect_config_set_str(c, S3LECT_OPT_LOCK, "file:///tmp/x");
     s3lect_config_free(c);
     if (bad)
-        fprintf(stderr, "abi: INCOMPATIBLE: an option's name or type changed (abi/pins.h)\n");
+        fprintf(stderr, "abi: INCOMPATIBLE: an option's name, type or facts changed (abi/pins.h)\n");
     return !bad && rc == S3LECT_OK && s3lect_version_number() == S3LECT_VERSION_NUMBER ? 0 : 1;
 }

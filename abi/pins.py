@@ -38,7 +38,9 @@ PIN_HEAD = """/* SPDX-License-Identifier: Apache-2.0 */
  * S3LECT_PIN_FUNC(name, type): the function keeps its type.
  * S3LECT_PIN_TYPE(name, type): the typedef keeps its type.
  * S3LECT_PIN_OPTION(option, name, type): s3lect_option_info() keeps
- *   reporting this name and option type (checked when headertest runs). */
+ *   reporting this name and option type (checked when headertest runs).
+ * S3LECT_PIN_OPTION_FACTS(option, flags): s3lect_option_flags() keeps
+ *   reporting these facts (unit, secret, run time, process-wide). */
 """
 
 
@@ -87,6 +89,31 @@ def option_items(header):
     return [("OPTION", opt, f'"{name}", {typ}') for opt, name, typ in rows]
 
 
+def option_fact_items(header):
+    """Returns [("OPTION_FACTS", option, 'flags')]: each option's facts
+    (s3lect_option_flags) as an expression of public enumerators, from the
+    option table's last column and the macros config.c names facts with."""
+    table = (Path(header).resolve().parent / OPTION_TABLE).resolve()
+    src = strip_comments(table.read_text())
+    macros = dict(re.findall(r"^#define\s+([A-Z_]+)\s+\(?((?:S3LECT_OPTION_\w+\s*\|?\s*)+)\)?\s*$",
+                             src, re.M))
+    rows = re.findall(r'\[(S3LECT_OPT_\w+)\]\s*=\s*\{[^{}]*,\s*(\w+)\s*\}', src)
+    if not rows:
+        raise SystemExit(f"pins: no option rows found in {table}")
+    out = []
+    for opt, facts in rows:
+        if facts == "0":
+            expr = "0"
+        elif facts in macros:
+            expr = " | ".join(f.strip() for f in macros[facts].split("|") if f.strip())
+        elif facts.startswith("S3LECT_OPTION_"):
+            expr = facts
+        else:
+            raise SystemExit(f"pins: option {opt}: facts '{facts}' is not a known macro")
+        out.append(("OPTION_FACTS", opt, expr))
+    return out
+
+
 def pinned_names():
     """(kind, name) of every pin: an option's enumerator and its option pin differ in kind."""
     if not PINS.exists():
@@ -104,11 +131,13 @@ def main(argv):
         return 2
     header = argv[2] if len(argv) > 2 else HEADER
     have = pinned_names()
-    new = [it for it in header_items(header) + option_items(header) if (it[0], it[1]) not in have]
+    items = header_items(header) + option_items(header) + option_fact_items(header)
+    new = [it for it in items if (it[0], it[1]) not in have]
     if argv[1] == "--check":
         if new:
             print("abi: the public header has items abi/pins.h does not pin: "
-                  + ", ".join(n if k != "OPTION" else f"option {n}" for k, n, _ in new)
+                  + ", ".join(n if not k.startswith("OPTION") else f"option {n}"
+                              + (" (facts)" if k == "OPTION_FACTS" else "") for k, n, _ in new)
                   + "\n     run abi/pins.py --update and commit abi/pins.h (docs/abi.md)",
                   file=sys.stderr)
             return 1
