@@ -96,6 +96,7 @@ int main(void)
     int rc = s3lect_config_set_str(c, S3LECT_OPT_LOCK, "file:///tmp/x");
     s3lect_config_free(c);
     if (bad)
-        fprintf(stderr, "abi: INCOMPATIBLE: an option's name, type or facts changed (abi/pins.h)\n");
+        fprintf(stderr,
+                "abi: INCOMPATIBLE: an option's name, type or facts changed (abi/pins.h)\n");
     return !bad && rc == S3LECT_OK && s3lect_version_number() == S3LECT_VERSION_NUMBER ? 0 : 1;
 }
