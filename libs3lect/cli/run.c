@@ -200,6 +200,8 @@ static int sample(runner *r, int64_t now)
         return 0;
     int lead = s3lect_status_is_leader(st);
     int64_t left = s3lect_status_lease_remaining_ms(st);
+    if (lead || s3lect_status_last_seen_ms(st) > 0)
+        r->reached = 1; /* the store answered once: --startup-timeout no longer applies */
     s3lect_status_free(st);
     if (!lead || left <= 0)
         return 0;
@@ -284,19 +286,13 @@ static void on_error(s3lect_elector *e, const s3lect_event *ev, void *ud)
     say("error: %s", s3lect_event_message(ev));
 }
 
-/* 1 when the node must give up: it never reached its store, saw only errors
- * that will not heal by themselves, and --startup-timeout passed. */
-static int startup_failed(runner *r, int64_t now, int64_t started, int64_t timeout)
+/* 1 when the node must give up: it never reached its store (sample() notes
+ * when it does), saw only errors that will not heal by themselves, and
+ * --startup-timeout passed. */
+static int startup_failed(const runner *r, int64_t now, int64_t started, int64_t timeout)
 {
-    if (r->reached || timeout <= 0)
-        return 0;
-    s3lect_status *st = NULL;
-    if (s3lect_get_status(r->el, &st) == 0 && st) {
-        if (s3lect_status_last_seen_ms(st) > 0 || s3lect_status_is_leader(st))
-            r->reached = 1;
-        s3lect_status_free(st);
-    }
-    return !r->reached && r->saw_permanent && !r->saw_transient && now - started >= timeout;
+    return timeout > 0 && !r->reached && r->saw_permanent && !r->saw_transient &&
+           now - started >= timeout;
 }
 
 static void read_reports(runner *r)
@@ -572,6 +568,8 @@ int cli_run(int argc, char **argv)
         int64_t now = u_mono_ms();
         /* Alive: the command runs, or is being started or stopped, below. */
         s3lect_heartbeat(r.el);
+        /* Leadership is computed at call time: never trust a stale "yes". */
+        int lead = sample(&r, now);
         if (!gave_up && !r.shim && startup_failed(&r, now, started, startup)) {
             char d[32];
             fmt_ms(startup, d, sizeof d);
@@ -581,8 +579,6 @@ int cli_run(int argc, char **argv)
             gave_up = 1;
             r.stopping = 1;
         }
-        /* Leadership is computed at call time: never trust a stale "yes". */
-        int lead = sample(&r, now);
         if (r.leading && !lead) {
             r.leading = 0;
             stop_cmd(&r, "lease no longer valid");
