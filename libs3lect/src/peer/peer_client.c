@@ -58,14 +58,8 @@ struct peer_client {
     char *where, *addr, *path, *expect_id;
     int64_t wait_ms, timeout_ms;
     /* CA mode: the leader's certificate must name the server id the record
-     * names (docs/peer.md "Whose answer counts"). libcurl reports a
-     * certificate only for a connection made in this transfer, so the leaf
-     * of the connection this client last made is kept, with what identifies
-     * that connection, for the checks that reuse it. */
-    X509 *conn_cert;   /* leaf certificate of that connection (NULL: none) */
-    long conn_sock;    /* its socket */
-    long conn_lport;   /* its local port */
-    char *conn_addr;   /* the leader address it was made for */
+     * names (docs/peer.md "Whose answer counts"); each CA-mode check makes
+     * its own connection (setup), so its certificate is that transfer's. */
     int id_done;       /* the identity of this check's server was judged */
     int id_result;     /* ID_* */
     char id_seen[200]; /* the names the certificate presents (sanitised) */
@@ -159,8 +153,6 @@ void peer_client_free(peer_client *c)
         curl_multi_cleanup(c->multi);
     pp_clear(&c->ca);
     pp_clear(&c->client_cert);
-    X509_free(c->conn_cert);
-    free(c->conn_addr);
     free(c);
 }
 
@@ -327,32 +319,24 @@ static int judge_server(peer_client *c)
     c->id_result = ID_OK;
     if (c->used_pin[0] || !c->expect_id)
         return 1;
-    long nconn = 0, lport = 0;
-    curl_socket_t sock = CURL_SOCKET_BAD;
+    long nconn = 0;
     curl_easy_getinfo(c->curl, CURLINFO_NUM_CONNECTS, &nconn);
-    curl_easy_getinfo(c->curl, CURLINFO_ACTIVESOCKET, &sock);
-    curl_easy_getinfo(c->curl, CURLINFO_LOCAL_PORT, &lport);
-    if (nconn > 0) { /* a new connection: its certificate is known now */
-        X509_free(c->conn_cert);
-        free(c->conn_addr);
-        c->conn_cert = leaf_of_transfer(c->curl);
-        c->conn_addr = u_strdup(c->addr);
-        c->conn_sock = (long)sock;
-        c->conn_lport = lport;
-        if (!c->conn_cert || !c->conn_addr) {
-            snprintf(c->id_seen, sizeof c->id_seen, "a certificate this node cannot read");
-            c->id_result = ID_UNREADABLE;
-            return 0;
-        }
-    } else if (!c->conn_cert || !c->conn_addr || c->conn_sock != (long)sock ||
-               c->conn_lport != lport || strcmp(c->conn_addr, c->addr) != 0) {
-        /* A reused connection this client did not make (electors of one
-         * process share libcurl's pool): nothing says whose it is. */
+    if (nconn <= 0) {
+        /* A reused connection: setup forbids it in CA mode, so this is
+         * defence only -- nothing says whose it is. */
         c->id_result = ID_UNKNOWN_CONN;
         c->fresh_next = 1;
         return 0;
     }
-    if (cert_names_id(c->conn_cert, c->expect_id, c->id_seen, sizeof c->id_seen))
+    X509 *cert = leaf_of_transfer(c->curl);
+    if (!cert) {
+        snprintf(c->id_seen, sizeof c->id_seen, "a certificate this node cannot read");
+        c->id_result = ID_UNREADABLE;
+        return 0;
+    }
+    int named = cert_names_id(cert, c->expect_id, c->id_seen, sizeof c->id_seen);
+    X509_free(cert);
+    if (named)
         return 1;
     c->id_result = ID_MISMATCH;
     return 0;
