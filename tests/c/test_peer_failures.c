@@ -353,6 +353,10 @@ static s3lect_config *node_cfg(const char *lock, const char *id, const char *add
     s3lect_config_set_int(c, S3LECT_OPT_FREQUENT_INTERVAL, 200);
     s3lect_config_set_int(c, S3LECT_OPT_INFREQUENT_INTERVAL, 500);
     s3lect_config_set_int(c, S3LECT_OPT_PEER_TIMEOUT, 400);
+    /* The follower's address is never dialled: it listens on an ephemeral
+     * port, so two runs of this test at once do not collide on port 1. */
+    if (strcmp(addr, "127.0.0.1:1") == 0)
+        s3lect_config_set_str(c, S3LECT_OPT_PEER_LISTEN, "127.0.0.1:0");
     return c;
 }
 
