@@ -40,6 +40,9 @@ typedef struct cli_opts {
     unsigned long seen; /* options given so far (bit per option), to refuse repeats */
 } cli_opts;
 
+/* Every option unset (-1 where 0 is a value). */
+void cli_opts_init(cli_opts *o);
+
 /* Handles one option at argv[*i] (advancing *i past its value). Returns 1 if
  * consumed, 0 if not an option we know, -1 after printing a usage error. */
 int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o);

@@ -747,14 +747,21 @@ s3lect_config *cli_config(const char *cmd, const cli_opts *given)
     return c;
 }
 
-static void opts_init(cli_opts *o)
+void cli_opts_init(cli_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->path_style = -1;
     o->peer = -1;
     o->lease = o->renew = o->deadline = o->frequent = o->infrequent = o->skew = -1;
-    o->kill_timeout = 10000;
+    o->kill_timeout = -1;
+    o->startup_timeout = -1;
     o->interval = 1000;
+}
+
+static void opts_init(cli_opts *o)
+{
+    cli_opts_init(o);
+    o->kill_timeout = 10000;
 }
 
 /* Parses status/watch arguments: URL positional or --lock, flags anywhere;

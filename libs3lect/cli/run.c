@@ -385,11 +385,7 @@ static void reap(runner *r)
 
 static int parse_run(int argc, char **argv, cli_opts *o, char ***cmd)
 {
-    memset(o, 0, sizeof *o);
-    o->path_style = -1;
-    o->lease = o->renew = o->deadline = o->frequent = o->infrequent = o->skew = -1;
-    o->kill_timeout = -1; /* default: the largest safe value */
-    o->startup_timeout = -1;
+    cli_opts_init(o); /* kill_timeout -1: the largest safe value */
     *cmd = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) {
