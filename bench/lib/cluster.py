@@ -21,13 +21,23 @@ from pathlib import Path
 from typing import Callable
 
 from common import BenchError
-from impls import Impl, NodeSpec, PeerSpec, Timing
+from impls import MODES, FirewallSpec, Impl, NodeSpec, PeerSpec, Timing
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def refusing_port() -> tuple[socket.socket, int]:
+    """A 127.0.0.1 TCP port on which a connect is refused (RST at once, as
+    behind a firewall that REJECTs): a socket bound to it that never
+    listens. Keep the socket open as long as the port must stay refused, so
+    no other program can take it meanwhile."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s, s.getsockname()[1]
 
 
 def make_pki(d: Path) -> dict[str, Path]:
@@ -142,6 +152,10 @@ class Cluster:
                  logdir: Path, pki: dict[str, Path] | None = None,
                  endpoint_for: Callable[[int], str] | None = None,
                  cmd: list[str] | None = None, zero_config: bool = False):
+        if mode not in MODES:
+            raise BenchError(f"unknown mode {mode!r}: one of {', '.join(MODES)}")
+        if mode not in impl.modes:
+            raise BenchError(f"{impl.name} cannot run mode {mode!r} (it has {', '.join(impl.modes)})")
         if mode == "peer" and not pki:
             raise BenchError("peer mode needs certificates")
         self.impl = impl
@@ -164,6 +178,7 @@ class Cluster:
         self.gens = [0] * n
         self.nodes: list[Node] = []
         self.markers: list[tuple[float, int, str]] = []  # (t, slot, "kill"/"term")
+        self.refusing: list[socket.socket] = []  # mode "firewalled": the advertised ports
 
     # ---- life cycle ----
     def start(self) -> "Cluster":
@@ -179,9 +194,14 @@ class Cluster:
             assert self.pki
             peer = PeerSpec(f"127.0.0.1:{free_port()}", self.pki["cert"], self.pki["key"],
                             self.pki["ca"], self.zero_config)
+        firewall = None
+        if self.mode == "firewalled":
+            sock, port = refusing_port()
+            self.refusing.append(sock)
+            firewall = FirewallSpec(f"127.0.0.1:{port}", f"127.0.0.1:{free_port()}")
         spec = NodeSpec(node_id, self.server.bucket, self.key, self.endpoint_for(slot),
                         self.server.access_key, self.server.secret_key, self.server.region,
-                        self.timing, peer)
+                        self.timing, peer, mode=self.mode, firewall=firewall)
         if self.cmd:
             spec.cmd = list(self.cmd)
         node = Node(self, slot, self.gens[slot], spec)
@@ -191,9 +211,12 @@ class Cluster:
         return node
 
     def peer_setup(self) -> str:
-        """"zero-config", "certificates", or "" outside peer mode."""
+        """How the nodes run their mode: "zero-config" or "certificates" in
+        peer mode, "peer on by default" (shipped), "peer ports refused"
+        (firewalled), "--no-peer" (s3 on an s3lect with peer mode on by
+        default), else ""."""
         if self.mode != "peer":
-            return ""
+            return self.impl.peer_setup(None, self.mode)
         probe = PeerSpec("", Path(), Path(), Path(), self.zero_config)
         return self.impl.peer_setup(probe)
 
@@ -207,6 +230,9 @@ class Cluster:
                 node.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+        for sock in self.refusing:
+            sock.close()
+        self.refusing.clear()
         self.t_end = time.monotonic()
         with self.cv:
             for node in self.nodes:
