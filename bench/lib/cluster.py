@@ -40,22 +40,37 @@ def refusing_port() -> tuple[socket.socket, int]:
     return s, s.getsockname()[1]
 
 
+_EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+
+def _openssl(d: Path, *args) -> None:
+    subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
+
+
 def make_pki(d: Path) -> dict[str, Path]:
-    """A throwaway CA and one server certificate for 127.0.0.1 (every node uses it)."""
+    """A throwaway CA ("ca", "ca_key") and a directory ("dir") for the nodes'
+    certificates (node_cert)."""
     d.mkdir(parents=True, exist_ok=True)
+    _openssl(d, "req", "-x509", *_EC, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=s3lect bench CA")
+    return {"ca": d / "ca.pem", "ca_key": d / "ca.key", "dir": d}
 
-    def openssl(*args):
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
 
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                               "extendedKeyUsage=serverAuth,clientAuth\n")
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-            "-subj", "/CN=s3lect bench CA")
-    openssl("req", "-new", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=127.0.0.1")
-    openssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "node.pem", "-days", "2", "-extfile", "san.ext")
-    return {"ca": d / "ca.pem", "cert": d / "node.pem", "key": d / "node.key"}
+def node_cert(pki: dict[str, Path], node_id: str) -> tuple[Path, Path]:
+    """A server certificate and key for one node: CN = its id (s3lect's CA
+    mode counts an answer only from a certificate naming the server id the
+    lock record names, docs/peer.md "Whose answer counts") and a
+    subjectAltName for 127.0.0.1, where it listens."""
+    d = pki["dir"]
+    (d / f"{node_id}.ext").write_text(
+        f"subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:{node_id}\n"
+        "extendedKeyUsage=serverAuth,clientAuth\n")
+    _openssl(d, "req", "-new", *_EC, "-keyout", f"{node_id}.key", "-out", f"{node_id}.csr",
+             "-subj", f"/CN={node_id}")
+    _openssl(d, "x509", "-req", "-in", f"{node_id}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", f"{node_id}.pem", "-days", "2", "-extfile",
+             f"{node_id}.ext")
+    return d / f"{node_id}.pem", d / f"{node_id}.key"
 
 
 @dataclass
@@ -192,8 +207,13 @@ class Cluster:
         peer = None
         if self.mode == "peer":
             assert self.pki
-            peer = PeerSpec(f"127.0.0.1:{free_port()}", self.pki["cert"], self.pki["key"],
-                            self.pki["ca"], self.zero_config)
+            # A certificate of its own (its id as CN). A later configuration
+            # re-issues the same ids' files; configurations run one at a time.
+            cert, key = Path(), Path()
+            if not (self.zero_config and self.impl.zero_config_peer):
+                cert, key = node_cert(self.pki, node_id)
+            peer = PeerSpec(f"127.0.0.1:{free_port()}", cert, key, self.pki["ca"],
+                            self.zero_config)
         firewall = None
         if self.mode == "firewalled":
             sock, port = refusing_port()

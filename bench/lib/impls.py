@@ -100,9 +100,11 @@ peer mode)."""
 # How peer-mode nodes are set up, for the result files' "how measured" text.
 PEER_SETUPS_TEXT = """Peer mode (the mode column names the setup): *certificates* adds
 `--peer --addr 127.0.0.1:PORT --peer-cert … --peer-key … --peer-ca …` with a
-throwaway EC P-256 CA and one certificate for 127.0.0.1 (Go s3lect's node
-program always runs this way: Go s3lect has no zero-config peer mode);
-*zero-config* (s3lect at the defaults, when the build has it) adds only
+throwaway EC P-256 CA and a certificate per node, its id as CN (s3lect
+counts an answer only from a certificate naming the leader the record
+names) and 127.0.0.1 as subjectAltName (Go s3lect's node program always
+runs this way: Go s3lect has no zero-config peer mode);
+*zero-config* (the tradeoff's s3lect peer points, when the build has it) adds only
 `--peer`: no certificate flags, no `--addr`, no `--peer-listen`, so the
 leader makes a self-signed certificate and publishes its key's SHA-256 in
 the lock record, followers pin it, and the advertised address is this
