@@ -13,6 +13,9 @@ endfunction()
 s3lect_peer_test(test_peer_http)
 add_test(NAME peer_http COMMAND test_peer_http)
 set_tests_properties(peer_http PROPERTIES TIMEOUT 120)
+s3lect_peer_test(test_peer_batch)
+add_test(NAME peer_batch COMMAND test_peer_batch)
+set_tests_properties(peer_batch PROPERTIES TIMEOUT 60)
 
 # The TLS test drives a real client with the OpenSSL API (TLS 1.1 refusal,
 # slow clients), so it needs the OpenSSL build of the library.

@@ -164,11 +164,37 @@ def peer_requests() -> None:
           "content-length: 0\r\n\r\n")
 
 
+def peer_batches() -> None:
+    """Answers to a batched follower check of three locks (fuzz_peer_batch.c)."""
+    t = "fuzz_peer_batch"
+    a, b, c = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210", "0" * 31 + "1"
+
+    def rec(inc: str, leader: str = "node1", etag: str = '"e2"') -> dict:
+        return {"leaderID": leader, "leaderAddr": "10.0.0.1:7000", "lastUpdated": "2026-01-01T00:00:00Z",
+                "leaseMs": 15000, "term": 8, "incarnation": inc, "peerKeySha256": "k" * 44, "etag": etag}
+
+    def answer(*locks: dict) -> str:
+        return json.dumps({"locks": list(locks)}, separators=(",", ":"))
+
+    write(t, "changed-and-gone", answer({"incarnation": a, "status": 200, "record": rec(a)},
+                                        {"incarnation": c, "status": 404}))
+    write(t, "all-after-wait", answer({"incarnation": a, "status": 200, "record": rec(a)},
+                                      {"incarnation": b, "status": 200, "record": rec(b, "node2")},
+                                      {"incarnation": c, "status": 200, "record": rec(c, "x")}))
+    write(t, "twice", answer({"incarnation": c, "status": 404}, {"incarnation": c, "status": 404}))
+    write(t, "other-leader", answer({"incarnation": a, "status": 200, "record": rec(a, "node2")}))
+    write(t, "other-incarnation", answer({"incarnation": a, "status": 200, "record": rec(b)}))
+    write(t, "not-asked", answer({"incarnation": "9" * 32, "status": 404}))
+    write(t, "empty", answer())
+    write(t, "status-500", answer({"incarnation": c, "status": 500}))
+
+
 def main() -> None:
     records()
     xml_bodies()
     sigv4()
     peer_requests()
+    peer_batches()
     for d in sorted(CORPUS.iterdir()):
         print(f"{d.name}: {len(list(d.iterdir()))} files")
 

@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* peer_hub.c - followers of one process share their checks of the leaders
+ * in another (docs/peer.md "Batched follower checks"). Loop thread only.
+ *
+ * A zero-config follower's check (an EL_OP_PEER op with a pinned key) joins
+ * the group of its leader's (address, pin, path): one remote process. A group
+ * sends batched long polls ("answer when any of these locks changes") through
+ * at most PEER_BATCH_INFLIGHT easy handles of its own on the runtime's multi,
+ * so the checks of thousands of followers travel over a few kept-alive
+ * connections. Queued checks go out together at the end of the loop's turn
+ * when a handle is free, or when a batch returns.
+ *
+ * Each entry of a returned batch completes its elector's op as a single check
+ * with that answer would (a 200 with the record: an observation at the time
+ * of receipt; a 404: not the leader); entries the answer does not list are
+ * sent again at once. A failed batch fails every entry with the class a
+ * single check would have had, so each follower reports it and reads the
+ * store, as without the hub. An entry whose own deadline (its wait plus
+ * peer_timeout) passes fails alone as a timeout; a stop removes its entry
+ * alone. An endpoint that does not batch (HTTP 404/405 to the POST) is
+ * remembered for PEER_NOBATCH_MS and its followers use single checks.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc.h"
+#include "runtime.h"
+
+#define HUB_IDLE_MS 60000 /* a group with nothing to do is freed after this long */
+
+struct rt_hub_batch {
+    peer_client *pc;        /* its easy handle (made on first use) */
+    CURL *easy;             /* on the multi while in flight, else NULL */
+    s3lect_elector **who;   /* per entry; NULL once removed (stop, deadline) */
+    peer_batch_entry *ents; /* strings owned (incarnation, expect_id) */
+    size_t n, live;         /* entries, and those not removed */
+    int64_t check_at;       /* boot ms: the earliest entry deadline */
+};
+
+struct rt_hub_group {
+    struct rt_hub_group *next;
+    char *addr, *pin, *path;
+    rt_hub_batch slot[PEER_BATCH_INFLIGHT];
+    s3lect_elector *qhead, *qtail; /* checks waiting for the next batch */
+    int64_t idle_since;            /* boot ms it last had nothing to do (0: busy) */
+};
+
+struct rt_hub_nobatch {
+    struct rt_hub_nobatch *next;
+    char *addr;
+    int64_t until;
+};
+
+/* 1 when inc is 32 hexadecimal digits (the incarnation a batch names). */
+static int valid_inc(const char *inc)
+{
+    if (!inc || strlen(inc) != 32)
+        return 0;
+    for (const char *p = inc; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || (*p >= 'A' && *p <= 'F')))
+            return 0;
+    return 1;
+}
+
+static int no_batching(rt_runtime *rt, const char *addr, int64_t now)
+{
+    for (rt_hub_nobatch **pp = &rt->nobatch; *pp;) {
+        rt_hub_nobatch *nb = *pp;
+        if (nb->until <= now) {
+            *pp = nb->next;
+            free(nb->addr);
+            free(nb);
+            continue;
+        }
+        if (strcmp(nb->addr, addr) == 0)
+            return 1;
+        pp = &nb->next;
+    }
+    return 0;
+}
+
+static void note_no_batching(rt_runtime *rt, const char *addr, int64_t now)
+{
+    if (no_batching(rt, addr, now))
+        return;
+    rt_hub_nobatch *nb = calloc(1, sizeof *nb);
+    if (!nb || !(nb->addr = u_strdup(addr))) {
+        free(nb); /* out of memory: the next batch asks again */
+        return;
+    }
+    nb->until = now + PEER_NOBATCH_MS;
+    nb->next = rt->nobatch;
+    rt->nobatch = nb;
+}
+
+static rt_hub_group *group_of(rt_runtime *rt, const char *addr, const char *pin, const char *path)
+{
+    for (rt_hub_group *g = rt->hub; g; g = g->next)
+        if (strcmp(g->addr, addr) == 0 && strcmp(g->pin, pin) == 0 && strcmp(g->path, path) == 0)
+            return g;
+    rt_hub_group *g = calloc(1, sizeof *g);
+    if (!g || !(g->addr = u_strdup(addr)) || !(g->pin = u_strdup(pin)) ||
+        !(g->path = u_strdup(path))) {
+        if (g) {
+            free(g->addr);
+            free(g->pin);
+        }
+        free(g);
+        return NULL;
+    }
+    g->next = rt->hub;
+    rt->hub = g;
+    return g;
+}
+
+static void batch_clear(rt_hub_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        free((char *)b->ents[i].incarnation);
+        free((char *)b->ents[i].expect_id);
+    }
+    free(b->ents);
+    free(b->who);
+    b->ents = NULL;
+    b->who = NULL;
+    b->n = b->live = 0;
+    b->check_at = 0;
+}
+
+static const char *path_of(const s3lect_elector *e)
+{
+    return e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
+}
+
+int rt_hub_submit(rt_runtime *rt, s3lect_elector *e)
+{
+    const el_op *op = &e->op;
+    const char *inc = e->eng.cur.incarnation; /* the leader's, from the record read */
+    if (!op->peer_key || strlen(op->peer_key) != PEER_PIN_LEN || !valid_inc(inc) ||
+        !op->peer_addr || !op->peer_addr[0])
+        return 0; /* CA mode, or a record a batch cannot name: a single check */
+    int64_t now = u_mono_ms();
+    if (no_batching(rt, op->peer_addr, now))
+        return 0;
+    rt_hub_group *g = group_of(rt, op->peer_addr, op->peer_key, path_of(e));
+    if (!g)
+        return 0;
+    memcpy(e->hub_inc, inc, sizeof e->hub_inc);
+    e->hub_term = e->eng.cur.term;
+    e->hub_due = 0; /* not sent yet */
+    e->hub = g;
+    e->hub_batch = NULL;
+    e->hub_next = NULL;
+    if (g->qtail)
+        g->qtail->hub_next = e;
+    else
+        g->qhead = e;
+    g->qtail = e;
+    g->idle_since = 0;
+    e->io = RT_IO_HUB;
+    return 1;
+}
+
+/* Removes e from its group's queue. */
+static void unqueue(rt_hub_group *g, s3lect_elector *e)
+{
+    s3lect_elector *prev = NULL;
+    for (s3lect_elector *p = g->qhead; p; prev = p, p = p->hub_next) {
+        if (p != e)
+            continue;
+        if (prev)
+            prev->hub_next = e->hub_next;
+        else
+            g->qhead = e->hub_next;
+        if (g->qtail == e)
+            g->qtail = prev;
+        e->hub_next = NULL;
+        return;
+    }
+}
+
+/* Takes the transfer of b off the multi (its connection closes). */
+static void batch_cancel(rt_runtime *rt, rt_hub_batch *b)
+{
+    if (b->easy) {
+        curl_multi_remove_handle(rt->multi, b->easy);
+        b->easy = NULL;
+    }
+    batch_clear(b);
+}
+
+/* Completes e's op with res (which it takes). */
+static void complete(rt_runtime *rt, s3lect_elector *e, int cls, st_result *res)
+{
+    e->hub = NULL;
+    e->hub_batch = NULL;
+    e->hub_next = NULL;
+    e->io = RT_IO_NONE;
+    e->peer_cls = cls;
+    rt_note_peer_failure(e, cls, res);
+    rt_run(rt, e, res);
+}
+
+/* Removes e's entry from the batch it is in (its slot stays, so that an
+ * answer naming it is still one that was asked for, and is ignored). */
+static void remove_entry(rt_runtime *rt, rt_hub_batch *b, s3lect_elector *e)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->who[i] != e)
+            continue;
+        b->who[i] = NULL;
+        b->live--;
+        break;
+    }
+    if (b->live == 0) /* nobody waits for it any more */
+        batch_cancel(rt, b);
+}
+
+void rt_hub_abort(rt_runtime *rt, s3lect_elector *e)
+{
+    rt_hub_group *g = e->hub;
+    if (!g)
+        return;
+    if (e->hub_batch)
+        remove_entry(rt, e->hub_batch, e);
+    else
+        unqueue(g, e);
+    st_result res = {0};
+    st_result_setf(&res, ST_TRANSIENT, "peer check of https://%s%s: stopped", g->addr, g->path);
+    complete(rt, e, PEER_FAIL_NONE, &res);
+}
+
+/* Sends the queued checks of g in one batch on the free slot b (as many as
+ * fit; the rest wait for the next). */
+static void batch_send(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t now)
+{
+    size_t n = 0, size = 64;
+    for (s3lect_elector *p = g->qhead; p && n < PEER_BATCH_MAX_ENTRIES; p = p->hub_next) {
+        peer_batch_entry pe = {p->hub_inc, p->hub_term, p->op.if_match, NULL};
+        size += peer_batch_entry_size(&pe);
+        if (n > 0 && size > PEER_BATCH_MAX_BODY)
+            break;
+        n++;
+    }
+    if (!(b->who = calloc(n, sizeof *b->who)) || !(b->ents = calloc(n, sizeof *b->ents))) {
+        batch_clear(b);
+        return; /* out of memory: they wait for the next turn */
+    }
+    int64_t wait = PEER_MAX_WAIT_MS, timeout = 0, check = INT64_MAX;
+    s3lect_elector *p = g->qhead;
+    for (size_t i = 0; i < n; i++, p = p->hub_next) {
+        b->who[i] = p;
+        b->ents[i].incarnation = u_strdup(p->hub_inc);
+        b->ents[i].term = p->hub_term;
+        b->ents[i].etag = p->op.if_match ? p->op.if_match : "";
+        b->ents[i].expect_id = u_strdup(p->op.peer_id ? p->op.peer_id : "");
+        b->n = i + 1;
+        if (!b->ents[i].incarnation || !b->ents[i].expect_id) {
+            batch_clear(b);
+            return;
+        }
+        if (!p->hub_due) /* its first send: its wait starts now */
+            p->hub_due = now + (p->op.peer_wait > 0 ? p->op.peer_wait : 0);
+        int64_t left = p->hub_due - now;
+        if (left < wait)
+            wait = left < 0 ? 0 : left;
+        int64_t t = p->op.timeout_ms > 0 ? p->op.timeout_ms : 3000;
+        if (t > timeout)
+            timeout = t;
+        if (p->hub_due + t < check)
+            check = p->hub_due + t;
+    }
+    b->live = n;
+    b->check_at = check;
+    size_t len = 0;
+    char *body = peer_batch_request(b->ents, n, wait, &len);
+    for (size_t i = 0; i < n; i++)
+        b->ents[i].etag = NULL; /* borrowed from the engine: not kept */
+    st_result res = {0};
+    CURL *h = NULL;
+    if (body && (b->pc || peer_client_new(NULL, &b->pc, NULL, 0) == 0)) {
+        peer_client_set_pin(b->pc, g->pin);
+        h = peer_client_begin_batch(b->pc, g->addr, g->path, body, len, n, wait, timeout, &res);
+        body = NULL; /* the client's now */
+    }
+    free(body);
+    st_result_clear(&res);
+    if (h) {
+        curl_easy_setopt(h, CURLOPT_PRIVATE, NULL);
+        if (curl_multi_add_handle(rt->multi, h) != CURLM_OK)
+            h = NULL;
+    }
+    if (!h) {
+        /* Nothing was sent (out of memory, an address the record cannot
+         * name): these checks go as single ones, which report it. */
+        for (size_t i = 0; i < n; i++) {
+            s3lect_elector *e = b->who[i];
+            unqueue(g, e);
+            e->hub = NULL;
+            e->io = RT_IO_NONE;
+        }
+        s3lect_elector **who = b->who;
+        b->who = NULL;
+        batch_clear(b);
+        for (size_t i = 0; i < n; i++) {
+            st_result r = {0};
+            if (!rt_peer_single(rt, who[i], &r))
+                rt_run(rt, who[i], &r);
+        }
+        free(who);
+        return;
+    }
+    b->easy = h;
+    /* Off the queue, into the batch. */
+    g->qhead = p;
+    if (!p)
+        g->qtail = NULL;
+    for (size_t i = 0; i < n; i++) {
+        b->who[i]->hub_batch = b;
+        b->who[i]->hub_next = NULL;
+    }
+}
+
+int rt_hub_done(rt_runtime *rt, CURL *h, CURLcode cc)
+{
+    rt_hub_group *g;
+    rt_hub_batch *b = NULL;
+    for (g = rt->hub; g && !b; g = b ? g : g->next)
+        for (int i = 0; i < PEER_BATCH_INFLIGHT && !b; i++)
+            if (g->slot[i].easy == h)
+                b = &g->slot[i];
+    if (!b)
+        return 0; /* not a batch: an elector's own transfer */
+    curl_multi_remove_handle(rt->multi, h);
+    b->easy = NULL;
+    size_t n = b->n;
+    peer_batch_answer *ans = calloc(n ? n : 1, sizeof *ans);
+    st_result fres = {0};
+    int rv = PEER_BATCH_FAILED, cls = PEER_FAIL_OTHER;
+    if (ans) {
+        rv = peer_client_finish_batch(b->pc, cc, b->ents, n, ans, &fres);
+        cls = peer_client_last_failure(b->pc);
+    } else {
+        st_result fin = {0};
+        peer_client_finish_batch(b->pc, CURLE_ABORTED_BY_CALLBACK, NULL, 0, NULL, &fin);
+        st_result_clear(&fin);
+        st_result_setf(&fres, ST_TRANSIENT, "peer check of leader %s: out of memory", g->addr);
+    }
+    /* Take the entries out of the slot first: completing an op runs its
+     * engine, whose next check may join this group again. */
+    s3lect_elector **who = b->who;
+    b->who = NULL;
+    batch_clear(b);
+    int64_t now = u_mono_ms();
+    if (rv == PEER_BATCH_UNSUPPORTED)
+        note_no_batching(rt, g->addr, now);
+    for (size_t i = 0; i < n; i++) {
+        s3lect_elector *e = who[i];
+        if (!e)
+            continue;
+        e->hub_batch = NULL;
+        st_result res = {0};
+        if (rv == PEER_BATCH_UNSUPPORTED) {
+            e->hub = NULL;
+            e->io = RT_IO_NONE;
+            if (!rt_peer_single(rt, e, &res))
+                rt_run(rt, e, &res);
+        } else if (rv == PEER_BATCH_FAILED) {
+            st_result_setf(&res, ST_TRANSIENT, "%s",
+                           fres.message ? fres.message : "the batched peer check failed");
+            res.http_status = fres.http_status;
+            complete(rt, e, cls, &res);
+        } else if (ans[i].status == 200) {
+            res.outcome = ST_OK;
+            res.http_status = 200;
+            res.body = ans[i].body;
+            res.body_len = ans[i].body_len;
+            res.etag = ans[i].etag;
+            ans[i].body = ans[i].etag = NULL;
+            complete(rt, e, PEER_FAIL_NONE, &res);
+        } else if (ans[i].status == 404) {
+            st_result_setf(&res, ST_TRANSIENT,
+                           "peer check of https://%s%s: the node there is not leading (HTTP 404)",
+                           g->addr, g->path);
+            res.http_status = 404;
+            complete(rt, e, PEER_FAIL_NONE, &res);
+        } else {
+            /* Not changed: asked again in the next batch, its wait counting
+             * from its first send. */
+            e->hub_next = NULL;
+            if (g->qtail)
+                g->qtail->hub_next = e;
+            else
+                g->qhead = e;
+            g->qtail = e;
+        }
+    }
+    peer_batch_answers_clear(ans, ans ? n : 0);
+    free(ans);
+    free(who);
+    st_result_clear(&fres);
+    return 1;
+}
+
+/* Fails the entries of b whose deadline passed (a timeout for each alone). */
+static void expire(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t now)
+{
+    int64_t next = INT64_MAX;
+    for (size_t i = 0; b->easy && i < b->n; i++) {
+        s3lect_elector *e = b->who[i];
+        if (!e)
+            continue;
+        int64_t t = e->op.timeout_ms > 0 ? e->op.timeout_ms : 3000;
+        if (e->hub_due + t > now) {
+            if (e->hub_due + t < next)
+                next = e->hub_due + t;
+            continue;
+        }
+        st_result res = {0};
+        st_result_setf(&res, ST_TRANSIENT,
+                       "leader %s accepted the batched check but sent no answer for this lock "
+                       "within %lld ms (long-poll wait + peer_timeout); check that its --addr is "
+                       "an s3lect peer endpoint, or raise peer_timeout",
+                       g->addr, (long long)(e->op.peer_wait + t));
+        remove_entry(rt, b, e); /* may cancel b (then b->n is 0) */
+        complete(rt, e, PEER_FAIL_TIMEOUT, &res);
+    }
+    b->check_at = next == INT64_MAX ? 0 : next;
+}
+
+int64_t rt_hub_pump(rt_runtime *rt)
+{
+    int64_t now = u_mono_ms(), at = INT64_MAX;
+    /* No more batches to a host than libcurl lets connect to it at once:
+     * one queued inside libcurl would run out its entries' deadlines. */
+    pthread_mutex_lock(&rt->mu);
+    int cap = rt->max_conns < PEER_BATCH_INFLIGHT ? rt->max_conns : PEER_BATCH_INFLIGHT;
+    pthread_mutex_unlock(&rt->mu);
+    if (cap < 1)
+        cap = 1;
+    for (rt_hub_group **pp = &rt->hub; *pp;) {
+        rt_hub_group *g = *pp;
+        int busy = 0;
+        for (int i = 0; i < PEER_BATCH_INFLIGHT; i++) {
+            rt_hub_batch *b = &g->slot[i];
+            if (b->easy && b->check_at && b->check_at <= now)
+                expire(rt, g, b, now);
+        }
+        for (int i = 0; i < cap && g->qhead; i++)
+            if (!g->slot[i].easy)
+                batch_send(rt, g, &g->slot[i], now);
+        for (int i = 0; i < PEER_BATCH_INFLIGHT; i++) {
+            rt_hub_batch *b = &g->slot[i];
+            if (b->easy) {
+                busy = 1;
+                if (b->check_at && b->check_at < at)
+                    at = b->check_at;
+            }
+        }
+        busy = busy || g->qhead;
+        if (busy) {
+            g->idle_since = 0;
+        } else if (!g->idle_since) {
+            g->idle_since = now;
+        } else if (now - g->idle_since >= HUB_IDLE_MS) {
+            *pp = g->next;
+            for (int i = 0; i < PEER_BATCH_INFLIGHT; i++)
+                peer_client_free(g->slot[i].pc);
+            free(g->addr);
+            free(g->pin);
+            free(g->path);
+            free(g);
+            continue;
+        }
+        pp = &g->next;
+    }
+    return at;
+}
+
+void rt_hub_free(rt_runtime *rt)
+{
+    while (rt->hub) {
+        rt_hub_group *g = rt->hub;
+        rt->hub = g->next;
+        for (int i = 0; i < PEER_BATCH_INFLIGHT; i++) {
+            batch_cancel(rt, &g->slot[i]);
+            peer_client_free(g->slot[i].pc);
+        }
+        free(g->addr);
+        free(g->pin);
+        free(g->path);
+        free(g);
+    }
+    while (rt->nobatch) {
+        rt_hub_nobatch *nb = rt->nobatch;
+        rt->nobatch = nb->next;
+        free(nb->addr);
+        free(nb);
+    }
+}
