@@ -132,6 +132,11 @@ int peer_client_set_ca(peer_client *c, const void *pem, size_t len);
  * system bundle) and its name, as before. A changed pin never reuses a
  * connection made under the old one. */
 void peer_client_set_pin(peer_client *c, const char *pin);
+/* The incarnation the next checks name (the leader record's incarnation:
+ * "&incarnation=" picks that elector on a listener shared by several; NULL,
+ * "" or anything but PEER_INC_MAX hex digits at most = not sent). */
+#define PEER_INC_MAX 64
+void peer_client_set_incarnation(peer_client *c, const char *inc);
 
 /* GET https://{addr}{path}?wait=<wait_ms>&etag=<etag> and expect the leader
  * `expect_id`. On success out->outcome = ST_OK, out->body = the record JSON as

@@ -53,6 +53,7 @@ struct peer_client {
     int last_fail;              /* PEER_FAIL_* of the last check */
     char pin[PEER_PIN_LEN + 1]; /* pinned leader key for the next checks ("" = none) */
     char used_pin[PEER_PIN_LEN + 1]; /* the pin of the last check sent */
+    char inc[PEER_INC_MAX + 1];      /* the leader's incarnation, sent ("" = not sent) */
     /* The check in flight (between begin and finish). */
     response resp;
     char *where, *addr, *path, *expect_id;
@@ -176,6 +177,20 @@ void peer_client_set_pin(peer_client *c, const char *pin)
 {
     if (c)
         snprintf(c->pin, sizeof c->pin, "%s", pin && strlen(pin) == PEER_PIN_LEN ? pin : "");
+}
+
+void peer_client_set_incarnation(peer_client *c, const char *inc)
+{
+    if (!c)
+        return;
+    c->inc[0] = '\0';
+    size_t n = inc ? strnlen(inc, PEER_INC_MAX + 1) : 0;
+    if (n == 0 || n > PEER_INC_MAX)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (u_hexval((unsigned char)inc[i]) < 0)
+            return; /* from the record: only hex goes into the URL */
+    memcpy(c->inc, inc, n + 1);
 }
 
 /* leaderAddr comes from the lock record: only host:port characters may go
@@ -809,13 +824,16 @@ static int begin(peer_client *c, const char *addr, const char *path, const char 
         timeout_ms = 3000;
     char *url = NULL;
     c->where = u_asprintf("https://%s%s", addr, path);
+    /* "?incarnation=" names the elector on a shared listener (hex only). */
+    const char *isep = c->inc[0] ? "?incarnation=" : "", *inc = c->inc;
     if (c->where && wait_ms > 0 && etag && *etag) {
         char *eetag = curl_easy_escape(c->curl, etag, 0);
-        url =
-            eetag ? u_asprintf("%s?wait=%lld&etag=%s", c->where, (long long)wait_ms, eetag) : NULL;
+        url = eetag ? u_asprintf("%s%s%s%swait=%lld&etag=%s", c->where, isep, inc,
+                                 inc[0] ? "&" : "?", (long long)wait_ms, eetag)
+                    : NULL;
         curl_free(eetag);
     } else if (c->where) {
-        url = u_strdup(c->where);
+        url = u_asprintf("%s%s%s", c->where, isep, inc);
         wait_ms = 0;
     }
     c->addr = u_strdup(addr);

@@ -135,7 +135,7 @@ static const char *path_of(const s3lect_elector *e)
 int rt_hub_submit(rt_runtime *rt, s3lect_elector *e)
 {
     const el_op *op = &e->op;
-    const char *inc = e->eng.cur.incarnation; /* the leader's, from the record read */
+    const char *inc = op->peer_inc; /* the leader's, from the record read */
     if (!op->peer_key || strlen(op->peer_key) != PEER_PIN_LEN || !valid_inc(inc) ||
         !op->peer_addr || !op->peer_addr[0])
         return 0; /* CA mode, or a record a batch cannot name: a single check */
