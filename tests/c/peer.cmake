@@ -32,3 +32,10 @@ if(S3LECT_TLS STREQUAL "OpenSSL")
   add_test(NAME peer_failures COMMAND test_peer_failures ${S3LECT_OPENSSL_CLI})
   set_tests_properties(peer_failures PROPERTIES TIMEOUT 300)
 endif()
+
+# Not a test by itself: tests/peer/test_peer_hub.py runs two of these
+# processes (many zero-config electors each) to check batched follower checks.
+add_executable(peer_hub_node peer_hub_node.c testutil.c)
+target_include_directories(peer_hub_node PRIVATE ${S3LECT_INTERNAL_INCLUDE_DIRS})
+target_compile_definitions(peer_hub_node PRIVATE _GNU_SOURCE)
+target_link_libraries(peer_hub_node PRIVATE s3lect_static)

@@ -428,6 +428,23 @@ static void expire(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t now
     b->check_at = next == INT64_MAX ? 0 : next;
 }
 
+/* Sends g's queued checks as single ones (its endpoint does not batch). */
+static void unbatch_queue(rt_runtime *rt, rt_hub_group *g)
+{
+    while (g->qhead) {
+        s3lect_elector *e = g->qhead;
+        g->qhead = e->hub_next;
+        if (!g->qhead)
+            g->qtail = NULL;
+        e->hub_next = NULL;
+        e->hub = NULL;
+        e->io = RT_IO_NONE;
+        st_result res = {0};
+        if (!rt_peer_single(rt, e, &res))
+            rt_run(rt, e, &res);
+    }
+}
+
 int64_t rt_hub_pump(rt_runtime *rt)
 {
     int64_t now = u_mono_ms(), at = INT64_MAX;
@@ -446,6 +463,8 @@ int64_t rt_hub_pump(rt_runtime *rt)
             if (b->easy && b->check_at && b->check_at <= now)
                 expire(rt, g, b, now);
         }
+        if (g->qhead && no_batching(rt, g->addr, now))
+            unbatch_queue(rt, g);
         for (int i = 0; i < cap && g->qhead; i++)
             if (!g->slot[i].easy)
                 batch_send(rt, g, &g->slot[i], now);
