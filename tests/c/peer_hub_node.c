@@ -2,11 +2,13 @@
 /* peer_hub_node.c - one process of many zero-config peer-mode electors, for
  * tests/peer/test_peer_hub.py (batched follower checks, docs/peer.md).
  *
- *   peer_hub_node DIR KEYS ID
+ *   peer_hub_node DIR KEYS ID [PER_KEY]
  *
- * Starts KEYS electors, one per lock file://DIR/k<k>.json, all with server id
- * ID, in peer mode (zero-config: no certificates), advertising 127.0.0.1 on
- * an ephemeral port, with short timings (lease 3 s, renewals every 500 ms, peer_timeout 2 s).
+ * Starts PER_KEY (default 1) electors on each of KEYS locks
+ * file://DIR/k<k>.json, with server id ID (ID-<j> with PER_KEY > 1), in peer
+ * mode (zero-config: no certificates), advertising 127.0.0.1 on an ephemeral
+ * port, with short timings (lease 3 s, renewals every 500 ms, peer_timeout
+ * 2 s).
  * Every 250 ms it prints one JSON line: how many it leads, the store reads
  * and peer checks (answered, not the leader, failed) of all of them, and
  * the established TCP connections this process opened (remote side not one
@@ -123,21 +125,23 @@ static void *stop_one(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: peer_hub_node DIR KEYS ID\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: peer_hub_node DIR KEYS ID [PER_KEY]\n");
         return 2;
     }
     const char *dir = argv[1], *id = argv[3];
-    int keys = atoi(argv[2]);
+    int per = argc == 5 ? atoi(argv[4]) : 1;
+    int keys = atoi(argv[2]) * (per > 0 ? per : 1); /* electors */
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     s3lect_elector **e = calloc((size_t)keys, sizeof *e);
     for (int k = 0; k < keys; k++) {
-        char lock[700];
-        snprintf(lock, sizeof lock, "file://%s/k%d.json", dir, k);
+        char lock[700], eid[300];
+        snprintf(eid, sizeof eid, per > 1 ? "%s-%d" : "%s", id, k % (per > 0 ? per : 1));
+        snprintf(lock, sizeof lock, "file://%s/k%d.json", dir, k / (per > 0 ? per : 1));
         s3lect_config *c = s3lect_config_new();
         s3lect_config_set_str(c, S3LECT_OPT_LOCK, lock);
-        s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, id);
+        s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, eid);
         s3lect_config_set_int(c, S3LECT_OPT_PEER_MODE, 1);
         s3lect_config_set_int(c, S3LECT_OPT_LEASE_TIMEOUT, 3000);
         s3lect_config_set_int(c, S3LECT_OPT_RENEW_INTERVAL, 500);

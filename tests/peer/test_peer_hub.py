@@ -47,11 +47,12 @@ def node_bin(build_dir: Path) -> Path:
 class Node:
     """One peer_hub_node process: KEYS electors with server id ID."""
 
-    def __init__(self, bin_: Path, lockdir: Path, keys: int, node_id: str, tmp: Path):
+    def __init__(self, bin_: Path, lockdir: Path, keys: int, node_id: str, tmp: Path,
+                 per_key: int = 1):
         self.id = node_id
         self.out = tmp / f"{node_id}.out"
         self.err = tmp / f"{node_id}.err"
-        self.proc = subprocess.Popen([str(bin_), str(lockdir), str(keys), node_id],
+        self.proc = subprocess.Popen([str(bin_), str(lockdir), str(keys), node_id, str(per_key)],
                                      stdout=open(self.out, "w"), stderr=open(self.err, "w"),
                                      start_new_session=True)
 
@@ -123,6 +124,7 @@ class _Handler(QuietHandler):
         deadline = time.monotonic() + min(req["wait"], 60000) / 1000
         with o.cv:
             o.batch_sizes.append(len(asked))
+            o.dup_batches += len({a["incarnation"] for a in asked}) != len(asked)
             while True:
                 changed = [a for a in asked if o.changed(a)]
                 left = deadline - time.monotonic()
@@ -171,6 +173,7 @@ class ScriptedLeader(ThreadedHttpServer):
         self.conns = self.posts = self.gets = 0
         self.get_incs: set[str] = set()
         self.batch_sizes: list[int] = []
+        self.dup_batches = 0
         self._renewing = True
 
     def start(self):
@@ -260,6 +263,26 @@ def test_followers_share_a_few_connections(build_dir, identity, tmp_path):
             leader.cv.notify_all()
         wait_for(lambda: node.last().get("notLeader", 0) >= 1, timeout=5, what="a 404")
         assert node.last()["failed"] == 0, node.last()
+    finally:
+        node.close()
+        leader.stop()
+
+
+def test_followers_of_one_lock_share_its_entry(build_dir, identity, tmp_path):
+    """Three followers per lock in one process: each lock goes in a batch
+    once (an incarnation twice would make the answer name it twice, which
+    fails the batch), and its answer completes all three."""
+    keys, per = 20, 3
+    leader, lockdir = scripted(identity, tmp_path, keys, "batch")
+    node = Node(node_bin(build_dir), lockdir, keys, "follower", tmp_path, per_key=per)
+    try:
+        wait_for(lambda: node.last().get("answers", 0) >= 3 * keys * per, timeout=20,
+                 what=f"{3 * keys * per} peer answers ({node.last()})")
+        last = node.last()
+        assert last["failed"] == 0 and last["leading"] == 0, last
+        with leader.cv:
+            assert leader.gets == 0 and max(leader.batch_sizes) <= keys, leader.batch_sizes
+            assert leader.dup_batches == 0, "a batch named a lock twice"
     finally:
         node.close()
         leader.stop()

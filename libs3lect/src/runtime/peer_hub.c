@@ -201,18 +201,24 @@ static void complete(rt_runtime *rt, s3lect_elector *e, int cls, st_result *res)
     rt_run(rt, e, res);
 }
 
-/* Removes e's entry from the batch it is in (its slot stays, so that an
- * answer naming it is still one that was asked for, and is ignored). */
+/* Removes e from the batch it is in. An entry whose electors are all gone
+ * keeps its place (an answer naming it is still one that was asked for, and
+ * is ignored); a batch nobody waits for any more is cancelled. */
 static void remove_entry(rt_runtime *rt, rt_hub_batch *b, s3lect_elector *e)
 {
     for (size_t i = 0; i < b->n; i++) {
-        if (b->who[i] != e)
+        s3lect_elector **pp = &b->who[i];
+        while (*pp && *pp != e)
+            pp = &(*pp)->hub_next;
+        if (!*pp)
             continue;
-        b->who[i] = NULL;
-        b->live--;
+        *pp = e->hub_next;
+        e->hub_next = NULL;
+        if (!b->who[i])
+            b->live--;
         break;
     }
-    if (b->live == 0) /* nobody waits for it any more */
+    if (b->live == 0)
         batch_cancel(rt, b);
 }
 
@@ -230,52 +236,130 @@ void rt_hub_abort(rt_runtime *rt, s3lect_elector *e)
     complete(rt, e, PEER_FAIL_NONE, &res);
 }
 
-/* Sends the queued checks of g in one batch on the free slot b (as many as
- * fit; the rest wait for the next). */
-static void batch_send(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t now)
+/* An open-addressing table of a batch's incarnations while it is built:
+ * followers of one lock in this process share its entry. */
+static size_t inc_hash(const char *inc)
 {
-    size_t n = 0, size = 64;
-    for (s3lect_elector *p = g->qhead; p && n < PEER_BATCH_MAX_ENTRIES; p = p->hub_next) {
-        peer_batch_entry pe = {p->hub_inc, p->hub_term, p->op.if_match, NULL};
-        size += peer_batch_entry_size(&pe);
-        if (n > 0 && size > PEER_BATCH_MAX_BODY)
-            break;
-        n++;
+    size_t h = 1469598103934665603ULL;
+    for (; *inc; inc++)
+        h = (h ^ (unsigned char)*inc) * 1099511628211ULL;
+    return h;
+}
+
+/* The entry of b that p can join (same incarnation, term, etag and leader),
+ * *slot: where a new one goes in tab (cap a power of two). Returns the entry
+ * index, -1 for a new one, -2 when it must wait for another batch (its lock
+ * is in this one with other knowledge: an incarnation goes in once). */
+static long find_entry(const rt_hub_batch *b, const size_t *tab, size_t cap,
+                       const s3lect_elector *p, size_t *slot)
+{
+    size_t i = inc_hash(p->hub_inc) & (cap - 1);
+    for (; tab[i]; i = (i + 1) & (cap - 1)) {
+        size_t k = tab[i] - 1;
+        const s3lect_elector *h = b->who[k];
+        if (strcmp(b->ents[k].incarnation, p->hub_inc) != 0)
+            continue;
+        int same = h->hub_term == p->hub_term &&
+                   strcmp(h->op.if_match ? h->op.if_match : "",
+                          p->op.if_match ? p->op.if_match : "") == 0 &&
+                   strcmp(b->ents[k].expect_id, p->op.peer_id ? p->op.peer_id : "") == 0;
+        return same ? (long)k : -2;
     }
-    if (!(b->who = calloc(n, sizeof *b->who)) || !(b->ents = calloc(n, sizeof *b->ents))) {
+    *slot = i;
+    return -1;
+}
+
+/* Moves as many queued checks of g as fit into b (an entry per lock).
+ * Returns the number of entries, 0 when out of memory (nothing moved). */
+static size_t batch_fill(rt_hub_group *g, rt_hub_batch *b, int64_t now, int64_t *wait,
+                         int64_t *timeout)
+{
+    size_t cap = 16;
+    while (cap < 2 * PEER_BATCH_MAX_ENTRIES)
+        cap *= 2;
+    size_t *tab = calloc(cap, sizeof *tab);
+    b->who = calloc(PEER_BATCH_MAX_ENTRIES, sizeof *b->who);
+    b->ents = calloc(PEER_BATCH_MAX_ENTRIES, sizeof *b->ents);
+    if (!tab || !b->who || !b->ents) {
+        free(tab);
         batch_clear(b);
-        return; /* out of memory: they wait for the next turn */
+        return 0;
     }
-    int64_t wait = PEER_MAX_WAIT_MS, timeout = 0, check = INT64_MAX;
-    s3lect_elector *p = g->qhead;
-    for (size_t i = 0; i < n; i++, p = p->hub_next) {
-        b->who[i] = p;
-        b->ents[i].incarnation = u_strdup(p->hub_inc);
-        b->ents[i].term = p->hub_term;
-        b->ents[i].etag = p->op.if_match ? p->op.if_match : "";
-        b->ents[i].expect_id = u_strdup(p->op.peer_id ? p->op.peer_id : "");
-        b->n = i + 1;
-        if (!b->ents[i].incarnation || !b->ents[i].expect_id) {
-            batch_clear(b);
-            return;
+    size_t size = 64;
+    int64_t check = INT64_MAX;
+    *wait = PEER_MAX_WAIT_MS;
+    *timeout = 0;
+    s3lect_elector *later = NULL, *later_last = NULL; /* must wait for another batch */
+    while (g->qhead && b->n < PEER_BATCH_MAX_ENTRIES) {
+        s3lect_elector *p = g->qhead;
+        size_t slot = 0;
+        long k = find_entry(b, tab, cap, p, &slot);
+        if (k == -1) {
+            peer_batch_entry pe = {p->hub_inc, p->hub_term, p->op.if_match, NULL};
+            if (b->n > 0 && size + peer_batch_entry_size(&pe) > PEER_BATCH_MAX_BODY)
+                break;
+            char *inc = u_strdup(p->hub_inc), *id = u_strdup(p->op.peer_id ? p->op.peer_id : "");
+            if (!inc || !id) {
+                free(inc);
+                free(id);
+                break; /* out of memory: the rest wait */
+            }
+            size += peer_batch_entry_size(&pe);
+            k = (long)b->n++;
+            b->ents[k] = (peer_batch_entry){inc, p->hub_term, NULL, id};
+            tab[slot] = (size_t)k + 1;
+            b->live++;
         }
+        g->qhead = p->hub_next;
+        p->hub_next = NULL;
+        if (k == -2) {
+            if (later_last)
+                later_last->hub_next = p;
+            else
+                later = p;
+            later_last = p;
+            continue;
+        }
+        p->hub_next = b->who[k]; /* the entry's electors */
+        b->who[k] = p;
+        p->hub_batch = b;
         if (!p->hub_due) /* its first send: its wait starts now */
             p->hub_due = now + (p->op.peer_wait > 0 ? p->op.peer_wait : 0);
-        int64_t left = p->hub_due - now;
-        if (left < wait)
-            wait = left < 0 ? 0 : left;
-        int64_t t = p->op.timeout_ms > 0 ? p->op.timeout_ms : 3000;
-        if (t > timeout)
-            timeout = t;
+        int64_t left = p->hub_due - now, t = p->op.timeout_ms > 0 ? p->op.timeout_ms : 3000;
+        if (left < *wait)
+            *wait = left < 0 ? 0 : left;
+        if (t > *timeout)
+            *timeout = t;
         if (p->hub_due + t < check)
             check = p->hub_due + t;
     }
-    b->live = n;
+    /* Those that wait go first next time. */
+    if (later) {
+        later_last->hub_next = g->qhead;
+        if (!g->qhead)
+            g->qtail = later_last;
+        g->qhead = later;
+    } else if (!g->qhead) {
+        g->qtail = NULL;
+    }
+    free(tab);
     b->check_at = check;
+    return b->n;
+}
+
+/* Sends the queued checks of g in one batch on the free slot b. */
+static void batch_send(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t now)
+{
+    int64_t wait = 0, timeout = 0;
+    size_t n = batch_fill(g, b, now, &wait, &timeout);
+    if (n == 0)
+        return;                    /* out of memory: they wait for the next turn */
+    for (size_t i = 0; i < n; i++) /* borrowed from the engine while the body is built */
+        b->ents[i].etag = b->who[i]->op.if_match ? b->who[i]->op.if_match : "";
     size_t len = 0;
     char *body = peer_batch_request(b->ents, n, wait, &len);
     for (size_t i = 0; i < n; i++)
-        b->ents[i].etag = NULL; /* borrowed from the engine: not kept */
+        b->ents[i].etag = NULL;
     st_result res = {0};
     CURL *h = NULL;
     if (body && (b->pc || peer_client_new(NULL, &b->pc, NULL, 0) == 0)) {
@@ -287,37 +371,72 @@ static void batch_send(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t
     st_result_clear(&res);
     if (h) {
         curl_easy_setopt(h, CURLOPT_PRIVATE, NULL);
-        if (curl_multi_add_handle(rt->multi, h) != CURLM_OK)
-            h = NULL;
+        if (curl_multi_add_handle(rt->multi, h) == CURLM_OK) {
+            b->easy = h;
+            return;
+        }
     }
-    if (!h) {
-        /* Nothing was sent (out of memory, an address the record cannot
-         * name): these checks go as single ones, which report it. */
-        for (size_t i = 0; i < n; i++) {
-            s3lect_elector *e = b->who[i];
-            unqueue(g, e);
+    /* Nothing was sent (out of memory, an address the record cannot name):
+     * these checks go as single ones, which report it. */
+    s3lect_elector **who = b->who;
+    b->who = NULL;
+    batch_clear(b);
+    for (size_t i = 0; i < n; i++)
+        while (who[i]) {
+            s3lect_elector *e = who[i];
+            who[i] = e->hub_next;
+            e->hub_next = NULL;
             e->hub = NULL;
+            e->hub_batch = NULL;
             e->io = RT_IO_NONE;
-        }
-        s3lect_elector **who = b->who;
-        b->who = NULL;
-        batch_clear(b);
-        for (size_t i = 0; i < n; i++) {
             st_result r = {0};
-            if (!rt_peer_single(rt, who[i], &r))
-                rt_run(rt, who[i], &r);
+            if (!rt_peer_single(rt, e, &r))
+                rt_run(rt, e, &r);
         }
-        free(who);
-        return;
-    }
-    b->easy = h;
-    /* Off the queue, into the batch. */
-    g->qhead = p;
-    if (!p)
-        g->qtail = NULL;
-    for (size_t i = 0; i < n; i++) {
-        b->who[i]->hub_batch = b;
-        b->who[i]->hub_next = NULL;
+    free(who);
+}
+
+/* Completes e's op with what the batch said of its lock (a copy). */
+static void answer_one(rt_runtime *rt, rt_hub_group *g, s3lect_elector *e, int rv, int cls,
+                       const st_result *fres, const peer_batch_answer *a)
+{
+    st_result res = {0};
+    e->hub_batch = NULL;
+    if (rv == PEER_BATCH_UNSUPPORTED) {
+        e->hub = NULL;
+        e->io = RT_IO_NONE;
+        if (!rt_peer_single(rt, e, &res))
+            rt_run(rt, e, &res);
+    } else if (rv == PEER_BATCH_FAILED) {
+        st_result_setf(&res, ST_TRANSIENT, "%s",
+                       fres->message ? fres->message : "the batched peer check failed");
+        res.http_status = fres->http_status;
+        complete(rt, e, cls, &res);
+    } else if (a->status == 200) {
+        if (st_result_set_body(&res, a->body, a->body_len) == 0 &&
+            st_result_set_etag(&res, a->etag) == 0) {
+            res.outcome = ST_OK;
+            res.http_status = 200;
+            complete(rt, e, PEER_FAIL_NONE, &res);
+        } else {
+            st_result_setf(&res, ST_TRANSIENT, "peer check of leader %s: out of memory", g->addr);
+            complete(rt, e, PEER_FAIL_OTHER, &res);
+        }
+    } else if (a->status == 404) {
+        st_result_setf(&res, ST_TRANSIENT,
+                       "peer check of https://%s%s: the node there is not leading (HTTP 404)",
+                       g->addr, g->path);
+        res.http_status = 404;
+        complete(rt, e, PEER_FAIL_NONE, &res);
+    } else {
+        /* Not changed: asked again in the next batch, its wait counting
+         * from its first send. */
+        e->hub_next = NULL;
+        if (g->qtail)
+            g->qtail->hub_next = e;
+        else
+            g->qhead = e;
+        g->qtail = e;
     }
 }
 
@@ -351,50 +470,16 @@ int rt_hub_done(rt_runtime *rt, CURL *h, CURLcode cc)
     s3lect_elector **who = b->who;
     b->who = NULL;
     batch_clear(b);
-    int64_t now = u_mono_ms();
     if (rv == PEER_BATCH_UNSUPPORTED)
-        note_no_batching(rt, g->addr, now);
-    for (size_t i = 0; i < n; i++) {
-        s3lect_elector *e = who[i];
-        if (!e)
-            continue;
-        e->hub_batch = NULL;
-        st_result res = {0};
-        if (rv == PEER_BATCH_UNSUPPORTED) {
-            e->hub = NULL;
-            e->io = RT_IO_NONE;
-            if (!rt_peer_single(rt, e, &res))
-                rt_run(rt, e, &res);
-        } else if (rv == PEER_BATCH_FAILED) {
-            st_result_setf(&res, ST_TRANSIENT, "%s",
-                           fres.message ? fres.message : "the batched peer check failed");
-            res.http_status = fres.http_status;
-            complete(rt, e, cls, &res);
-        } else if (ans[i].status == 200) {
-            res.outcome = ST_OK;
-            res.http_status = 200;
-            res.body = ans[i].body;
-            res.body_len = ans[i].body_len;
-            res.etag = ans[i].etag;
-            ans[i].body = ans[i].etag = NULL;
-            complete(rt, e, PEER_FAIL_NONE, &res);
-        } else if (ans[i].status == 404) {
-            st_result_setf(&res, ST_TRANSIENT,
-                           "peer check of https://%s%s: the node there is not leading (HTTP 404)",
-                           g->addr, g->path);
-            res.http_status = 404;
-            complete(rt, e, PEER_FAIL_NONE, &res);
-        } else {
-            /* Not changed: asked again in the next batch, its wait counting
-             * from its first send. */
+        note_no_batching(rt, g->addr, u_mono_ms());
+    static const peer_batch_answer none = {0};
+    for (size_t i = 0; i < n; i++)
+        while (who[i]) {
+            s3lect_elector *e = who[i];
+            who[i] = e->hub_next;
             e->hub_next = NULL;
-            if (g->qtail)
-                g->qtail->hub_next = e;
-            else
-                g->qhead = e;
-            g->qtail = e;
+            answer_one(rt, g, e, rv, cls, &fres, ans ? &ans[i] : &none);
         }
-    }
     peer_batch_answers_clear(ans, ans ? n : 0);
     free(ans);
     free(who);
@@ -402,28 +487,28 @@ int rt_hub_done(rt_runtime *rt, CURL *h, CURLcode cc)
     return 1;
 }
 
-/* Fails the entries of b whose deadline passed (a timeout for each alone). */
+/* Fails the checks in b whose deadline passed (a timeout for each alone). */
 static void expire(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t now)
 {
     int64_t next = INT64_MAX;
     for (size_t i = 0; b->easy && i < b->n; i++) {
-        s3lect_elector *e = b->who[i];
-        if (!e)
-            continue;
-        int64_t t = e->op.timeout_ms > 0 ? e->op.timeout_ms : 3000;
-        if (e->hub_due + t > now) {
-            if (e->hub_due + t < next)
-                next = e->hub_due + t;
-            continue;
+        for (s3lect_elector *e = b->who[i], *nx; e && b->easy; e = nx) {
+            nx = e->hub_next;
+            int64_t t = e->op.timeout_ms > 0 ? e->op.timeout_ms : 3000;
+            if (e->hub_due + t > now) {
+                if (e->hub_due + t < next)
+                    next = e->hub_due + t;
+                continue;
+            }
+            st_result res = {0};
+            st_result_setf(&res, ST_TRANSIENT,
+                           "leader %s accepted the batched check but sent no answer for this "
+                           "lock within %lld ms (long-poll wait + peer_timeout); check that its "
+                           "--addr is an s3lect peer endpoint, or raise peer_timeout",
+                           g->addr, (long long)(e->op.peer_wait + t));
+            remove_entry(rt, b, e); /* may cancel b (then b->n is 0) */
+            complete(rt, e, PEER_FAIL_TIMEOUT, &res);
         }
-        st_result res = {0};
-        st_result_setf(&res, ST_TRANSIENT,
-                       "leader %s accepted the batched check but sent no answer for this lock "
-                       "within %lld ms (long-poll wait + peer_timeout); check that its --addr is "
-                       "an s3lect peer endpoint, or raise peer_timeout",
-                       g->addr, (long long)(e->op.peer_wait + t));
-        remove_entry(rt, b, e); /* may cancel b (then b->n is 0) */
-        complete(rt, e, PEER_FAIL_TIMEOUT, &res);
     }
     b->check_at = next == INT64_MAX ? 0 : next;
 }
