@@ -13,7 +13,8 @@
  * and peer checks (answered, not the leader, failed) of all of them, and
  * the established TCP connections this process opened (remote side not one
  * of its own listening ports) -- the follower side of peer mode. SIGTERM or
- * SIGINT stops every elector (releasing what it leads) and exits 0.
+ * SIGINT stops every elector (releasing what it leads) and exits 0; SIGUSR1
+ * stops the first elector alone (the samples then leave it out).
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -26,12 +27,14 @@
 #include "s3lect.h"
 #include "testutil.h"
 
-static volatile sig_atomic_t g_stop;
+static volatile sig_atomic_t g_stop, g_stop_one;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    g_stop = 1;
+    if (sig == SIGUSR1)
+        g_stop_one = 1;
+    else
+        g_stop = 1;
 }
 
 /* The socket inodes among this process's descriptors. */
@@ -134,6 +137,7 @@ int main(int argc, char **argv)
     int keys = atoi(argv[2]) * (per > 0 ? per : 1); /* electors */
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
+    signal(SIGUSR1, on_signal);
     s3lect_elector **e = calloc((size_t)keys, sizeof *e);
     for (int k = 0; k < keys; k++) {
         char lock[700], eid[300];
@@ -160,14 +164,19 @@ int main(int argc, char **argv)
         s3lect_config_free(c);
     }
     int64_t t0 = t_now_ms();
+    int first = 0; /* electors before it are stopped */
     while (!g_stop) {
+        if (g_stop_one && first == 0) {
+            s3lect_stop(e[0]);
+            first = 1;
+        }
         int leading = 0;
-        for (int k = 0; k < keys; k++)
+        for (int k = first; k < keys; k++)
             leading += s3lect_is_leader(e[k]);
         char *m = NULL;
         unsigned long long gets = 0, answer = 0, notl = 0, failed = 0;
         char classes[400] = "";
-        if (s3lect_metrics_text(e, (size_t)keys, &m) == 0 && m) {
+        if (s3lect_metrics_text(e + first, (size_t)(keys - first), &m) == 0 && m) {
             gets = sum_metric(m, "s3lect_store_requests_total{", "op=\"get\"");
             answer = sum_metric(m, "s3lect_peer_checks_total{", "result=\"answer\"");
             notl = sum_metric(m, "s3lect_peer_checks_total{", "result=\"not_leader\"");

@@ -121,6 +121,10 @@ class _Handler(QuietHandler):
         if o.mode == "foreign":  # an entry of a lock that was not asked for
             ans = [{"incarnation": secrets.token_hex(16), "status": 404}]
             return self.send_body(200, json.dumps({"locks": ans}), "application/json")
+        if o.mode == "hold":  # accepts the batch and never answers
+            while o._renewing:
+                time.sleep(0.1)
+            return
         deadline = time.monotonic() + min(req["wait"], 60000) / 1000
         with o.cv:
             o.batch_sizes.append(len(asked))
@@ -256,9 +260,21 @@ def test_followers_share_a_few_connections(build_dir, identity, tmp_path):
             assert leader.gets == 0, f"{leader.gets} single GETs"
             assert leader.conns <= 8, f"{leader.conns} connections for {keys} followers"
             assert max(leader.batch_sizes) > keys // 2, leader.batch_sizes[-10:]
+        # A follower that stops leaves its batch; the others' batches go on
+        # over the same connections.
+        conns = leader.conns
+        node.signal(signal.SIGUSR1)
+        time.sleep(0.5)
+        before = node.last()
+        time.sleep(2)
+        after = node.last()
+        assert after["answers"] - before["answers"] >= keys - 1, (before, after)
+        assert after["failed"] == 0, after
+        with leader.cv:
+            assert leader.conns == conns, f"{leader.conns - conns} new connections after a stop"
         # A lock whose elector stops leading: only its follower hears of it.
         with leader.cv:
-            st = next(iter(leader.locks.values()))
+            st = list(leader.locks.values())[-1]  # not k0: its follower stopped
             st.leading = False
             leader.cv.notify_all()
         wait_for(lambda: node.last().get("notLeader", 0) >= 1, timeout=5, what="a 404")
@@ -283,6 +299,22 @@ def test_followers_of_one_lock_share_its_entry(build_dir, identity, tmp_path):
         with leader.cv:
             assert leader.gets == 0 and max(leader.batch_sizes) <= keys, leader.batch_sizes
             assert leader.dup_batches == 0, "a batch named a lock twice"
+    finally:
+        node.close()
+        leader.stop()
+
+
+def test_a_leader_that_never_answers_fails_each_check_as_a_timeout(build_dir, identity, tmp_path):
+    keys = 10
+    leader, lockdir = scripted(identity, tmp_path, keys, "hold")
+    node = Node(node_bin(build_dir), lockdir, keys, "follower", tmp_path)
+    try:
+        # wait 1 s + peer_timeout 2 s, then every follower reads the store.
+        wait_for(lambda: node.last().get("failed", 0) >= keys, timeout=10,
+                 what=f"every batched check timed out ({node.last()})")
+        last = node.last()
+        assert set(last["classes"]) == {"timeout"} and last["answers"] == 0, last
+        assert last["t"] < 6000, f"the timeouts took until {last['t']} ms"
     finally:
         node.close()
         leader.stop()

@@ -108,8 +108,9 @@ struct s3lect_elector {
     peer_server *ps;
     int peer_cls; /* PEER_FAIL_* of the last peer op (loop) */
     /* A batched check (peer_hub.c; loop thread): its group, the batch it is
-     * in (NULL: queued), the group's queue, the leader's incarnation and
-     * term it names, and the boot ms its wait ends (0: not sent yet). */
+     * in (NULL: queued), the group's queue or the batch entry's electors, the
+     * leader's incarnation and term it names, and the boot ms its wait ends
+     * (from the op's start; peer_timeout later it fails as a timeout). */
     struct rt_hub_group *hub;
     struct rt_hub_batch *hub_batch;
     struct s3lect_elector *hub_next;

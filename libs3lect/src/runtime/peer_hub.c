@@ -42,6 +42,7 @@ struct rt_hub_group {
     char *addr, *pin, *path;
     rt_hub_batch slot[PEER_BATCH_INFLIGHT];
     s3lect_elector *qhead, *qtail; /* checks waiting for the next batch */
+    int64_t q_check;               /* boot ms: the earliest deadline in the queue (0: none) */
     int64_t idle_since;            /* boot ms it last had nothing to do (0: busy) */
 };
 
@@ -127,6 +128,26 @@ static void batch_clear(rt_hub_batch *b)
     b->check_at = 0;
 }
 
+/* The boot ms by which e's check fails as a timeout: its wait and
+ * peer_timeout from when its op began (queued or sent). */
+static int64_t deadline_of(const s3lect_elector *e)
+{
+    return e->hub_due + (e->op.timeout_ms > 0 ? e->op.timeout_ms : 3000);
+}
+
+/* Appends e to g's queue. */
+static void enqueue(rt_hub_group *g, s3lect_elector *e)
+{
+    e->hub_next = NULL;
+    if (g->qtail)
+        g->qtail->hub_next = e;
+    else
+        g->qhead = e;
+    g->qtail = e;
+    if (!g->q_check || deadline_of(e) < g->q_check)
+        g->q_check = deadline_of(e);
+}
+
 static const char *path_of(const s3lect_elector *e)
 {
     return e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
@@ -147,15 +168,10 @@ int rt_hub_submit(rt_runtime *rt, s3lect_elector *e)
         return 0;
     memcpy(e->hub_inc, inc, sizeof e->hub_inc);
     e->hub_term = e->eng.cur.term;
-    e->hub_due = 0; /* not sent yet */
+    e->hub_due = now + (op->peer_wait > 0 ? op->peer_wait : 0); /* the op's own deadline */
     e->hub = g;
     e->hub_batch = NULL;
-    e->hub_next = NULL;
-    if (g->qtail)
-        g->qtail->hub_next = e;
-    else
-        g->qhead = e;
-    g->qtail = e;
+    enqueue(g, e);
     g->idle_since = 0;
     e->io = RT_IO_HUB;
     return 1;
@@ -323,15 +339,14 @@ static size_t batch_fill(rt_hub_group *g, rt_hub_batch *b, int64_t now, int64_t 
         p->hub_next = b->who[k]; /* the entry's electors */
         b->who[k] = p;
         p->hub_batch = b;
-        if (!p->hub_due) /* its first send: its wait starts now */
-            p->hub_due = now + (p->op.peer_wait > 0 ? p->op.peer_wait : 0);
+        /* The batch waits no longer than its most pressed entry. */
         int64_t left = p->hub_due - now, t = p->op.timeout_ms > 0 ? p->op.timeout_ms : 3000;
         if (left < *wait)
             *wait = left < 0 ? 0 : left;
         if (t > *timeout)
             *timeout = t;
-        if (p->hub_due + t < check)
-            check = p->hub_due + t;
+        if (deadline_of(p) < check)
+            check = deadline_of(p);
     }
     /* Those that wait go first next time. */
     if (later) {
@@ -412,6 +427,11 @@ static void answer_one(rt_runtime *rt, rt_hub_group *g, s3lect_elector *e, int r
                        fres->message ? fres->message : "the batched peer check failed");
         res.http_status = fres->http_status;
         complete(rt, e, cls, &res);
+    } else if (a->status == 200 && e->hub_due > u_mono_ms() &&
+               strcmp(a->etag, e->op.if_match ? e->op.if_match : "") == 0) {
+        /* What it knew, before its own wait ran out (the batch came back
+         * early for other locks): as a single long poll, it waits on. */
+        enqueue(g, e);
     } else if (a->status == 200) {
         if (st_result_set_body(&res, a->body, a->body_len) == 0 &&
             st_result_set_etag(&res, a->etag) == 0) {
@@ -429,14 +449,9 @@ static void answer_one(rt_runtime *rt, rt_hub_group *g, s3lect_elector *e, int r
         res.http_status = 404;
         complete(rt, e, PEER_FAIL_NONE, &res);
     } else {
-        /* Not changed: asked again in the next batch, its wait counting
-         * from its first send. */
-        e->hub_next = NULL;
-        if (g->qtail)
-            g->qtail->hub_next = e;
-        else
-            g->qhead = e;
-        g->qtail = e;
+        /* Not changed: asked again in the next batch, its deadline
+         * unchanged. */
+        enqueue(g, e);
     }
 }
 
@@ -487,6 +502,48 @@ int rt_hub_done(rt_runtime *rt, CURL *h, CURLcode cc)
     return 1;
 }
 
+/* Fails e's check as a timeout (its deadline passed). */
+static void time_out(rt_runtime *rt, rt_hub_group *g, s3lect_elector *e)
+{
+    st_result res = {0};
+    st_result_setf(&res, ST_TRANSIENT,
+                   "leader %s did not answer the batched check of this lock within %lld ms "
+                   "(long-poll wait + peer_timeout): check that its --addr is an s3lect peer "
+                   "endpoint that answers, or raise peer_timeout",
+                   g->addr, (long long)(deadline_of(e) - e->hub_due + e->op.peer_wait));
+    complete(rt, e, PEER_FAIL_TIMEOUT, &res);
+}
+
+/* Fails the queued checks of g whose deadline passed: every batch in
+ * flight to that leader has been held that long. */
+static void expire_queue(rt_runtime *rt, rt_hub_group *g, int64_t now)
+{
+    int64_t next = 0;
+    s3lect_elector *late = NULL;
+    for (s3lect_elector **pp = &g->qhead; *pp;) {
+        s3lect_elector *e = *pp;
+        if (deadline_of(e) > now) {
+            if (!next || deadline_of(e) < next)
+                next = deadline_of(e);
+            g->qtail = e;
+            pp = &e->hub_next;
+            continue;
+        }
+        *pp = e->hub_next;
+        e->hub_next = late;
+        late = e;
+    }
+    if (!g->qhead)
+        g->qtail = NULL;
+    g->q_check = next;
+    while (late) {
+        s3lect_elector *e = late;
+        late = e->hub_next;
+        e->hub_next = NULL;
+        time_out(rt, g, e);
+    }
+}
+
 /* Fails the checks in b whose deadline passed (a timeout for each alone). */
 static void expire(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t now)
 {
@@ -494,20 +551,13 @@ static void expire(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t now
     for (size_t i = 0; b->easy && i < b->n; i++) {
         for (s3lect_elector *e = b->who[i], *nx; e && b->easy; e = nx) {
             nx = e->hub_next;
-            int64_t t = e->op.timeout_ms > 0 ? e->op.timeout_ms : 3000;
-            if (e->hub_due + t > now) {
-                if (e->hub_due + t < next)
-                    next = e->hub_due + t;
+            if (deadline_of(e) > now) {
+                if (deadline_of(e) < next)
+                    next = deadline_of(e);
                 continue;
             }
-            st_result res = {0};
-            st_result_setf(&res, ST_TRANSIENT,
-                           "leader %s accepted the batched check but sent no answer for this "
-                           "lock within %lld ms (long-poll wait + peer_timeout); check that its "
-                           "--addr is an s3lect peer endpoint, or raise peer_timeout",
-                           g->addr, (long long)(e->op.peer_wait + t));
             remove_entry(rt, b, e); /* may cancel b (then b->n is 0) */
-            complete(rt, e, PEER_FAIL_TIMEOUT, &res);
+            time_out(rt, g, e);
         }
     }
     b->check_at = next == INT64_MAX ? 0 : next;
@@ -550,6 +600,8 @@ int64_t rt_hub_pump(rt_runtime *rt)
         }
         if (g->qhead && no_batching(rt, g->addr, now))
             unbatch_queue(rt, g);
+        if (g->qhead && g->q_check && g->q_check <= now)
+            expire_queue(rt, g, now);
         for (int i = 0; i < cap && g->qhead; i++)
             if (!g->slot[i].easy)
                 batch_send(rt, g, &g->slot[i], now);
@@ -561,6 +613,8 @@ int64_t rt_hub_pump(rt_runtime *rt)
                     at = b->check_at;
             }
         }
+        if (g->qhead && g->q_check && g->q_check < at)
+            at = g->q_check;
         busy = busy || g->qhead;
         if (busy) {
             g->idle_since = 0;
