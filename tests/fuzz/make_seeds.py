@@ -165,8 +165,8 @@ def peer_requests() -> None:
 
 
 def peer_batches() -> None:
-    """Answers to a batched follower check of three locks (fuzz_peer_batch.c)."""
-    t = "fuzz_peer_batch"
+    """Answers to a batched follower check of three locks (fuzz_peer_answer.c)."""
+    t = "fuzz_peer_answer"
     a, b, c = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210", "0" * 31 + "1"
 
     def rec(inc: str, leader: str = "node1", etag: str = '"e2"') -> dict:

@@ -203,7 +203,7 @@ size_t peer_batch_entry_size(const peer_batch_entry *ent);
  * status other than 200/404, a record without leaderID/incarnation/etag, a
  * record of another incarnation or naming another leader id than expected,
  * no entry at all): then every slot is empty and why says what (no bytes of
- * the answer). Pure; fuzzed (tests/fuzz/fuzz_peer_batch.c). */
+ * the answer). Pure; fuzzed (tests/fuzz/fuzz_peer_answer.c). */
 int peer_batch_parse(const char *body, size_t len, const peer_batch_entry *ents, size_t n,
                      peer_batch_answer *ans, char *why, size_t whylen);
 void peer_batch_answers_clear(peer_batch_answer *ans, size_t n);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* fuzz_peer_batch.c - a batched check's answer (peer_batch.c) on arbitrary
+/* fuzz_peer_answer.c - a batched check's answer (peer_batch.c) on arbitrary
  * bytes, for three asked locks.
  *
  * Properties:
