@@ -972,8 +972,8 @@ static void answer_batch(conn *c, int changed_only)
 {
     listener *l = c->l;
     size_t n = c->batch.n, k = 0;
-    peer_batch_item *items = calloc(n, sizeof *items);
-    char **bodies = calloc(n, sizeof *bodies);
+    peer_batch_item *items = calloc(n ? n : 1, sizeof *items);
+    char **bodies = calloc(n ? n : 1, sizeof *bodies);
     if (!items || !bodies) {
         free(items);
         free(bodies);
@@ -1456,7 +1456,7 @@ static void *server_main(void *arg)
             if (ni)
                 cap = nc;
         }
-        if (cap < need && !pf) { /* out of memory: try again in a moment */
+        if (cap == 0 || !pf || !who || !is_l) { /* out of memory: try again in a moment */
             pthread_mutex_unlock(&g.mu);
             poll(NULL, 0, 100);
             pthread_mutex_lock(&g.mu);
