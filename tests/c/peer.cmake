@@ -28,6 +28,12 @@ if(S3LECT_TLS STREQUAL "OpenSSL")
   # Failed peer checks of a running follower, one per class (issue 14 item
   # 10): reported once, counted in the status, S3 (here a file lock) still
   # followed. Its fake endpoints use the OpenSSL API too.
+  # Every peer endpoint of a process on one listener (issue 28): real
+  # electors on file locks, a raw OpenSSL client.
+  s3lect_peer_test(test_peer_shared)
+  add_test(NAME peer_shared COMMAND test_peer_shared)
+  set_tests_properties(peer_shared PROPERTIES TIMEOUT 300)
+
   s3lect_peer_test(test_peer_failures)
   add_test(NAME peer_failures COMMAND test_peer_failures ${S3LECT_OPENSSL_CLI})
   set_tests_properties(peer_failures PROPERTIES TIMEOUT 300)

@@ -162,6 +162,21 @@ def peer_requests() -> None:
     write(t, "too-large", "GET / HTTP/1.1\r\nX-Pad: " + "a" * 8300 + "\r\n\r\n")
     write(t, "connection-keep-alive", "GET /health/leadership HTTP/1.0\r\nConnection: Keep-Alive\r\n"
           "content-length: 0\r\n\r\n")
+    write(t, "incarnation", "GET /health/leadership?incarnation=0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+          "&wait=30000&etag=%221-ab%22 HTTP/1.1\r\nHost: a\r\n\r\n")
+    write(t, "batch-head", "POST /health/leadership HTTP/1.1\r\nHost: a\r\nContent-Type: "
+          "application/json\r\nContent-Length: 1048577\r\n\r\n")
+
+
+def peer_batches() -> None:
+    t = "fuzz_peer_batch"
+    write(t, "two", '{"wait":25000,"locks":[{"incarnation":"0a1b2c3d4e5f60718293a4b5c6d7e8f9","term":3,'
+          '"etag":"\\"1-ab\\""},{"incarnation":"ff","term":0,"etag":""}]}')
+    write(t, "empty", '{"wait":1,"locks":[]}')
+    write(t, "bad-inc", '{"wait":1,"locks":[{"incarnation":"xyz","term":1,"etag":""}]}')
+    write(t, "fraction", '{"wait":1.5,"locks":[{"incarnation":"a","term":1.5,"etag":""}]}')
+    write(t, "nested", '{"wait":1,"locks":[[[[{"incarnation":"a"}]]]]}')
+    write(t, "truncated", '{"wait":1,"locks":[{"incarnation":"a","term":1,"etag":"')
 
 
 def peer_batches() -> None:
