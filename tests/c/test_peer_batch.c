@@ -16,7 +16,7 @@
 #define INC_B "fedcba9876543210fedcba9876543210"
 #define INC_C "00000000000000000000000000000001"
 
-static const peer_batch_entry ents[3] = {
+static const peer_batch_lock ents[3] = {
     {INC_A, 7, "\"etag-a\"", "node1"},
     {INC_B, 0, "", "node2"},
     {INC_C, 3, "e\\c", NULL},
@@ -42,7 +42,7 @@ static void test_request(void)
           "a backslash survives");
     for (int i = 0; i < 3; i++) {
         char *one = cJSON_PrintUnformatted(cJSON_GetArrayItem(locks, i));
-        CHECK(one && peer_batch_entry_size(&ents[i]) >= strlen(one) + 1,
+        CHECK(one && peer_batch_lock_size(&ents[i]) >= strlen(one) + 1,
               "the size bound holds for entry %d", i);
         free(one);
     }
@@ -58,14 +58,14 @@ static void test_request(void)
     char etag[161];
     memset(etag, 'x', 160);
     etag[160] = '\0';
-    peer_batch_entry big = {INC_A, 9007199254740991LL, etag, "n"};
-    CHECK(64 + PEER_BATCH_MAX_ENTRIES * peer_batch_entry_size(&big) > PEER_BATCH_MAX_BODY,
+    peer_batch_lock big = {INC_A, 9007199254740991LL, etag, "n"};
+    CHECK(64 + PEER_BATCH_SEND_LOCKS * peer_batch_lock_size(&big) > PEER_BATCH_SEND_BODY,
           "the size bound (not the entry cap) limits batches of long etags");
-    peer_batch_entry *many = calloc(PEER_BATCH_MAX_ENTRIES, sizeof *many);
-    for (size_t i = 0; i < PEER_BATCH_MAX_ENTRIES; i++)
-        many[i] = (peer_batch_entry){INC_A, 5, "\"0123456789abcdef0123456789abcdef\"", "n"};
-    body = peer_batch_request(many, PEER_BATCH_MAX_ENTRIES, 60000, &len);
-    CHECK(body && len < PEER_BATCH_MAX_BODY, "1024 usual entries: %zu bytes", len);
+    peer_batch_lock *many = calloc(PEER_BATCH_SEND_LOCKS, sizeof *many);
+    for (size_t i = 0; i < PEER_BATCH_SEND_LOCKS; i++)
+        many[i] = (peer_batch_lock){INC_A, 5, "\"0123456789abcdef0123456789abcdef\"", "n"};
+    body = peer_batch_request(many, PEER_BATCH_SEND_LOCKS, 60000, &len);
+    CHECK(body && len < PEER_BATCH_SEND_BODY, "1024 usual entries: %zu bytes", len);
     free(body);
     free(many);
     char *tb = peer_batch_request(&big, 1, 1, &len);
@@ -73,9 +73,9 @@ static void test_request(void)
     free(tb);
 }
 
-static int parse(const char *answer, peer_batch_answer *ans, char *why)
+static int parse(const char *answer, peer_batch_result *ans, char *why)
 {
-    return peer_batch_parse(answer, strlen(answer), ents, 3, ans, why, 120);
+    return peer_batch_read(answer, strlen(answer), ents, 3, ans, why, 120);
 }
 
 #define REC_A                                                                                      \
@@ -84,7 +84,7 @@ static int parse(const char *answer, peer_batch_answer *ans, char *why)
 
 static void test_answers(void)
 {
-    peer_batch_answer ans[3];
+    peer_batch_result ans[3];
     char why[120];
     int rc = parse("{\"locks\":[{\"incarnation\":\"" INC_A "\",\"status\":200,\"record\":" REC_A
                    "},{\"incarnation\":\"" INC_C "\",\"status\":404}]}",
@@ -97,7 +97,7 @@ static void test_answers(void)
           "entry A's record: %s", ans[0].body ? ans[0].body : "(null)");
     CHECK(ans[1].status == 0 && !ans[1].body, "entry B not answered: sent again");
     CHECK(ans[2].status == 404 && !ans[2].body, "entry C: not the leader");
-    peer_batch_answers_clear(ans, 3);
+    peer_batch_results_clear(ans, 3);
 
     /* Entries need not be in the order they were asked in. */
     rc = parse("{\"locks\":[{\"incarnation\":\"" INC_C
@@ -105,7 +105,7 @@ static void test_answers(void)
                ans, why);
     CHECK(rc == 0 && ans[1].status == 404 && ans[2].status == 404 && ans[0].status == 0,
           "any order, unknown fields ignored (%s)", why);
-    peer_batch_answers_clear(ans, 3);
+    peer_batch_results_clear(ans, 3);
 
     /* Each of these must fail the whole batch: nothing of it counts. */
     static const struct {
@@ -168,7 +168,7 @@ static void test_answers(void)
                "\",\"etag\":\"z\"}}]}",
                ans, why);
     CHECK(rc == 0 && ans[2].status == 200, "no expected id (%s)", why);
-    peer_batch_answers_clear(ans, 3);
+    peer_batch_results_clear(ans, 3);
 }
 
 int main(void)

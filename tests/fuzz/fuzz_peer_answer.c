@@ -3,7 +3,7 @@
  * bytes, for three asked locks.
  *
  * Properties:
- * - peer_batch_parse never crashes and never reads past len;
+ * - peer_batch_read never crashes and never reads past len;
  * - on failure every slot is empty (nothing of a malformed batch counts);
  * - on success at least one entry is answered, each status is 200 or 404, a
  *   200 carries a non-empty etag and a record that parses as JSON, names the
@@ -16,7 +16,7 @@
 #include "fuzz.h"
 #include "peer.h"
 
-static const peer_batch_entry ents[3] = {
+static const peer_batch_lock ents[3] = {
     {"0123456789abcdef0123456789abcdef", 7, "\"a\"", "node1"},
     {"fedcba9876543210fedcba9876543210", 0, "", "node2"},
     {"00000000000000000000000000000001", 3, "c", NULL},
@@ -24,9 +24,9 @@ static const peer_batch_entry ents[3] = {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    peer_batch_answer ans[3];
+    peer_batch_result ans[3];
     char why[120];
-    int rc = peer_batch_parse((const char *)data, size, ents, 3, ans, why, sizeof why);
+    int rc = peer_batch_read((const char *)data, size, ents, 3, ans, why, sizeof why);
     if (rc != 0) {
         FUZZ_CHECK(rc == -1 && why[0], "failure without a reason");
         for (int i = 0; i < 3; i++)
@@ -59,6 +59,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cJSON_Delete(rec);
     }
     FUZZ_CHECK(answered > 0, "success with no entry answered");
-    peer_batch_answers_clear(ans, 3);
+    peer_batch_results_clear(ans, 3);
     return 0;
 }

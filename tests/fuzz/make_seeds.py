@@ -179,7 +179,7 @@ def peer_batches() -> None:
     write(t, "truncated", '{"wait":1,"locks":[{"incarnation":"a","term":1,"etag":"')
 
 
-def peer_batches() -> None:
+def peer_answers() -> None:
     """Answers to a batched follower check of three locks (fuzz_peer_answer.c)."""
     t = "fuzz_peer_answer"
     a, b, c = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210", "0" * 31 + "1"
@@ -210,6 +210,7 @@ def main() -> None:
     sigv4()
     peer_requests()
     peer_batches()
+    peer_answers()
     for d in sorted(CORPUS.iterdir()):
         print(f"{d.name}: {len(list(d.iterdir()))} files")
 

@@ -251,35 +251,35 @@ void peer_client_finish(peer_client *c, int curl_code, int aborted, st_result *o
  * when any of them changes (protocol: docs/peer.md). The runtime's hub
  * (runtime/peer_hub.c) groups them; this layer builds the body, runs the
  * transfer and reads the answer. */
-#define PEER_BATCH_MAX_ENTRIES 1024 /* entries a follower sends in one batch (server: 4096) */
-#define PEER_BATCH_MAX_BODY (1024 * 1024 - 4096) /* request body (server: 1 MiB) */
-#define PEER_BATCH_MAX_RESPONSE (64 * 1024 * 1024)
+#define PEER_BATCH_SEND_LOCKS 1024 /* entries a follower sends in one batch (server: 4096) */
+#define PEER_BATCH_SEND_BODY (PEER_MAX_BATCH_BODY - 4096) /* request body (server: 1 MiB) */
+#define PEER_BATCH_MAX_ANSWER (64 * 1024 * 1024)
 
 /* One lock of a batch: the leader's incarnation (from the record), what the
  * follower last knew of it (term 0 / etag "" if nothing), and the leader id
  * its answer must name (NULL: any). Strings are borrowed. */
-typedef struct peer_batch_entry {
+typedef struct peer_batch_lock {
     const char *incarnation;
     int64_t term;
     const char *etag;
     const char *expect_id;
-} peer_batch_entry;
+} peer_batch_lock;
 
 /* What the answer says of one entry. status 0: not in the answer. 200: body
  * is the record object as served (allocated, NUL-terminated, with "etag" and
  * "term"), etag its "etag". 404: that elector does not lead. */
-typedef struct peer_batch_answer {
+typedef struct peer_batch_result {
     int status;
     char *body;
     size_t body_len;
     char *etag;
-} peer_batch_answer;
+} peer_batch_result;
 
 /* The request body {"wait":..,"locks":[..]} (allocated; *len its length), or
  * NULL when out of memory. Pure. */
-char *peer_batch_request(const peer_batch_entry *ents, size_t n, int64_t wait_ms, size_t *len);
+char *peer_batch_request(const peer_batch_lock *ents, size_t n, int64_t wait_ms, size_t *len);
 /* An upper bound of the bytes ent adds to a request body. */
-size_t peer_batch_entry_size(const peer_batch_entry *ent);
+size_t peer_batch_lock_size(const peer_batch_lock *ent);
 /* Reads a batch answer for the n entries asked (ans: n slots, filled). Returns
  * 0, or -1 when the answer is malformed (not JSON, an entry without
  * incarnation/status, an incarnation not asked for or answered twice, a
@@ -287,9 +287,9 @@ size_t peer_batch_entry_size(const peer_batch_entry *ent);
  * record of another incarnation or naming another leader id than expected,
  * no entry at all): then every slot is empty and why says what (no bytes of
  * the answer). Pure; fuzzed (tests/fuzz/fuzz_peer_answer.c). */
-int peer_batch_parse(const char *body, size_t len, const peer_batch_entry *ents, size_t n,
-                     peer_batch_answer *ans, char *why, size_t whylen);
-void peer_batch_answers_clear(peer_batch_answer *ans, size_t n);
+int peer_batch_read(const char *body, size_t len, const peer_batch_lock *ents, size_t n,
+                    peer_batch_result *ans, char *why, size_t whylen);
+void peer_batch_results_clear(peer_batch_result *ans, size_t n);
 
 /* The batch transfer, on a client of its own (its pin set with
  * peer_client_set_pin, never CA mode): begin takes the body (allocated by
@@ -304,8 +304,8 @@ enum { PEER_BATCH_ANSWERED = 0, PEER_BATCH_UNSUPPORTED = 1, PEER_BATCH_FAILED = 
 void *peer_client_begin_batch(peer_client *c, const char *addr, const char *path, char *body,
                               size_t body_len, size_t n, int64_t wait_ms, int64_t timeout_ms,
                               st_result *out);
-int peer_client_finish_batch(peer_client *c, int curl_code, const peer_batch_entry *ents, size_t n,
-                             peer_batch_answer *ans, st_result *out);
+int peer_client_finish_batch(peer_client *c, int curl_code, const peer_batch_lock *ents, size_t n,
+                             peer_batch_result *ans, st_result *out);
 
 /* ---- failures of the check (docs/peer.md "When the peer check fails") --- */
 

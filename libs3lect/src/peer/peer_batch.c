@@ -19,7 +19,7 @@
 #include "s3lect.h"
 #include "util.h"
 
-char *peer_batch_request(const peer_batch_entry *ents, size_t n, int64_t wait_ms, size_t *len)
+char *peer_batch_request(const peer_batch_lock *ents, size_t n, int64_t wait_ms, size_t *len)
 {
     if (len)
         *len = 0;
@@ -54,7 +54,7 @@ char *peer_batch_request(const peer_batch_entry *ents, size_t n, int64_t wait_ms
     return s;
 }
 
-size_t peer_batch_entry_size(const peer_batch_entry *ent)
+size_t peer_batch_lock_size(const peer_batch_lock *ent)
 {
     /* {"incarnation":"","term":,"etag":""}, with every etag byte escaped
      * as \u00XX at worst, and a 16-digit term. */
@@ -62,7 +62,7 @@ size_t peer_batch_entry_size(const peer_batch_entry *ent)
     return 48 + strlen(ent->incarnation) + 16 + 6 * etag;
 }
 
-void peer_batch_answers_clear(peer_batch_answer *ans, size_t n)
+void peer_batch_results_clear(peer_batch_result *ans, size_t n)
 {
     for (size_t i = 0; ans && i < n; i++) {
         free(ans[i].body);
@@ -90,8 +90,8 @@ static int malformed(char *why, size_t cap, const char *what)
     return -1;
 }
 
-int peer_batch_parse(const char *body, size_t len, const peer_batch_entry *ents, size_t n,
-                     peer_batch_answer *ans, char *why, size_t whylen)
+int peer_batch_read(const char *body, size_t len, const peer_batch_lock *ents, size_t n,
+                    peer_batch_result *ans, char *why, size_t whylen)
 {
     if (why && whylen)
         why[0] = '\0';
@@ -128,7 +128,7 @@ int peer_batch_parse(const char *body, size_t len, const peer_batch_entry *ents,
             rc = malformed(why, whylen, "an entry names an incarnation that was not asked for");
             goto out;
         }
-        peer_batch_answer *a = &ans[r->idx];
+        peer_batch_result *a = &ans[r->idx];
         if (a->status) {
             rc = malformed(why, whylen, "an incarnation is answered twice");
             goto out;
@@ -142,7 +142,7 @@ int peer_batch_parse(const char *body, size_t len, const peer_batch_entry *ents,
             rc = malformed(why, whylen, "an entry's status is neither 200 nor 404");
             goto out;
         }
-        const peer_batch_entry *want = &ents[r->idx];
+        const peer_batch_lock *want = &ents[r->idx];
         const cJSON *rec = cJSON_GetObjectItemCaseSensitive(it, "record");
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(rec, "leaderID");
         const cJSON *rinc = cJSON_GetObjectItemCaseSensitive(rec, "incarnation");
@@ -175,7 +175,7 @@ int peer_batch_parse(const char *body, size_t len, const peer_batch_entry *ents,
         rc = malformed(why, whylen, "no entry answered");
 out:
     if (rc != 0)
-        peer_batch_answers_clear(ans, n);
+        peer_batch_results_clear(ans, n);
     cJSON_Delete(root);
     free(refs);
     return rc;

@@ -978,8 +978,8 @@ void *peer_client_begin_batch(peer_client *c, const char *addr, const char *path
     }
     setup(c, c->where, wait_ms + timeout_ms, timeout_ms, &c->resp);
     /* Up to one record per entry. */
-    size_t max = n < PEER_BATCH_MAX_RESPONSE / PEER_MAX_RESPONSE ? (n ? n : 1) * PEER_MAX_RESPONSE
-                                                                 : PEER_BATCH_MAX_RESPONSE;
+    size_t max = n < PEER_BATCH_MAX_ANSWER / PEER_MAX_RESPONSE ? (n ? n : 1) * PEER_MAX_RESPONSE
+                                                               : PEER_BATCH_MAX_ANSWER;
     c->resp.max = max;
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->hdrs);
     curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
@@ -988,8 +988,8 @@ void *peer_client_begin_batch(peer_client *c, const char *addr, const char *path
     return c->curl;
 }
 
-int peer_client_finish_batch(peer_client *c, int curl_code, const peer_batch_entry *ents, size_t n,
-                             peer_batch_answer *ans, st_result *out)
+int peer_client_finish_batch(peer_client *c, int curl_code, const peer_batch_lock *ents, size_t n,
+                             peer_batch_result *ans, st_result *out)
 {
     memset(out, 0, sizeof *out);
     CURLcode cc = (CURLcode)curl_code;
@@ -1015,7 +1015,7 @@ int peer_client_finish_batch(peer_client *c, int curl_code, const peer_batch_ent
                    "peer_health_path (the same on every node) and that its --addr is an s3lect "
                    "peer endpoint",
                    addr, status, c->path ? c->path : "");
-    else if (peer_batch_parse(resp->body, resp->len, ents, n, ans, why, sizeof why) != 0)
+    else if (peer_batch_read(resp->body, resp->len, ents, n, ans, why, sizeof why) != 0)
         cls = fail(out, PEER_FAIL_MALFORMED,
                    "the batch answer of leader %s is malformed (%s): no entry of it counts; check "
                    "that its --addr is an s3lect peer endpoint and that every node advertises "

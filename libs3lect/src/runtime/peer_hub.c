@@ -29,12 +29,12 @@
 #define HUB_IDLE_MS 60000 /* a group with nothing to do is freed after this long */
 
 struct rt_hub_batch {
-    peer_client *pc;        /* its easy handle (made on first use) */
-    CURL *easy;             /* on the multi while in flight, else NULL */
-    s3lect_elector **who;   /* per entry; NULL once removed (stop, deadline) */
-    peer_batch_entry *ents; /* strings owned (incarnation, expect_id) */
-    size_t n, live;         /* entries, and those not removed */
-    int64_t check_at;       /* boot ms: the earliest entry deadline */
+    peer_client *pc;       /* its easy handle (made on first use) */
+    CURL *easy;            /* on the multi while in flight, else NULL */
+    s3lect_elector **who;  /* per entry; NULL once removed (stop, deadline) */
+    peer_batch_lock *ents; /* strings owned (incarnation, expect_id) */
+    size_t n, live;        /* entries, and those not removed */
+    int64_t check_at;      /* boot ms: the earliest entry deadline */
 };
 
 struct rt_hub_group {
@@ -291,11 +291,11 @@ static size_t batch_fill(rt_hub_group *g, rt_hub_batch *b, int64_t now, int64_t 
                          int64_t *timeout)
 {
     size_t cap = 16;
-    while (cap < 2 * PEER_BATCH_MAX_ENTRIES)
+    while (cap < 2 * PEER_BATCH_SEND_LOCKS)
         cap *= 2;
     size_t *tab = calloc(cap, sizeof *tab);
-    b->who = calloc(PEER_BATCH_MAX_ENTRIES, sizeof *b->who);
-    b->ents = calloc(PEER_BATCH_MAX_ENTRIES, sizeof *b->ents);
+    b->who = calloc(PEER_BATCH_SEND_LOCKS, sizeof *b->who);
+    b->ents = calloc(PEER_BATCH_SEND_LOCKS, sizeof *b->ents);
     if (!tab || !b->who || !b->ents) {
         free(tab);
         batch_clear(b);
@@ -306,13 +306,13 @@ static size_t batch_fill(rt_hub_group *g, rt_hub_batch *b, int64_t now, int64_t 
     *wait = PEER_MAX_WAIT_MS;
     *timeout = 0;
     s3lect_elector *later = NULL, *later_last = NULL; /* must wait for another batch */
-    while (g->qhead && b->n < PEER_BATCH_MAX_ENTRIES) {
+    while (g->qhead && b->n < PEER_BATCH_SEND_LOCKS) {
         s3lect_elector *p = g->qhead;
         size_t slot = 0;
         long k = find_entry(b, tab, cap, p, &slot);
         if (k == -1) {
-            peer_batch_entry pe = {p->hub_inc, p->hub_term, p->op.if_match, NULL};
-            if (b->n > 0 && size + peer_batch_entry_size(&pe) > PEER_BATCH_MAX_BODY)
+            peer_batch_lock pe = {p->hub_inc, p->hub_term, p->op.if_match, NULL};
+            if (b->n > 0 && size + peer_batch_lock_size(&pe) > PEER_BATCH_SEND_BODY)
                 break;
             char *inc = u_strdup(p->hub_inc), *id = u_strdup(p->op.peer_id ? p->op.peer_id : "");
             if (!inc || !id) {
@@ -320,9 +320,9 @@ static size_t batch_fill(rt_hub_group *g, rt_hub_batch *b, int64_t now, int64_t 
                 free(id);
                 break; /* out of memory: the rest wait */
             }
-            size += peer_batch_entry_size(&pe);
+            size += peer_batch_lock_size(&pe);
             k = (long)b->n++;
-            b->ents[k] = (peer_batch_entry){inc, p->hub_term, NULL, id};
+            b->ents[k] = (peer_batch_lock){inc, p->hub_term, NULL, id};
             tab[slot] = (size_t)k + 1;
             b->live++;
         }
@@ -413,7 +413,7 @@ static void batch_send(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t
 
 /* Completes e's op with what the batch said of its lock (a copy). */
 static void answer_one(rt_runtime *rt, rt_hub_group *g, s3lect_elector *e, int rv, int cls,
-                       const st_result *fres, const peer_batch_answer *a)
+                       const st_result *fres, const peer_batch_result *a)
 {
     st_result res = {0};
     e->hub_batch = NULL;
@@ -468,7 +468,7 @@ int rt_hub_done(rt_runtime *rt, CURL *h, CURLcode cc)
     curl_multi_remove_handle(rt->multi, h);
     b->easy = NULL;
     size_t n = b->n;
-    peer_batch_answer *ans = calloc(n ? n : 1, sizeof *ans);
+    peer_batch_result *ans = calloc(n ? n : 1, sizeof *ans);
     st_result fres = {0};
     int rv = PEER_BATCH_FAILED, cls = PEER_FAIL_OTHER;
     if (ans) {
@@ -487,7 +487,7 @@ int rt_hub_done(rt_runtime *rt, CURL *h, CURLcode cc)
     batch_clear(b);
     if (rv == PEER_BATCH_UNSUPPORTED)
         note_no_batching(rt, g->addr, u_mono_ms());
-    static const peer_batch_answer none = {0};
+    static const peer_batch_result none = {0};
     for (size_t i = 0; i < n; i++)
         while (who[i]) {
             s3lect_elector *e = who[i];
@@ -495,7 +495,7 @@ int rt_hub_done(rt_runtime *rt, CURL *h, CURLcode cc)
             e->hub_next = NULL;
             answer_one(rt, g, e, rv, cls, &fres, ans ? &ans[i] : &none);
         }
-    peer_batch_answers_clear(ans, ans ? n : 0);
+    peer_batch_results_clear(ans, ans ? n : 0);
     free(ans);
     free(who);
     st_result_clear(&fres);
