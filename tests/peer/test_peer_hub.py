@@ -48,11 +48,12 @@ class Node:
     """One peer_hub_node process: KEYS electors with server id ID."""
 
     def __init__(self, bin_: Path, lockdir: Path, keys: int, node_id: str, tmp: Path,
-                 per_key: int = 1):
+                 per_key: int = 1, infrequent_ms: int = 1000):
         self.id = node_id
         self.out = tmp / f"{node_id}.out"
         self.err = tmp / f"{node_id}.err"
-        self.proc = subprocess.Popen([str(bin_), str(lockdir), str(keys), node_id, str(per_key)],
+        self.proc = subprocess.Popen([str(bin_), str(lockdir), str(keys), node_id, str(per_key),
+                                      str(infrequent_ms)],
                                      stdout=open(self.out, "w"), stderr=open(self.err, "w"),
                                      start_new_session=True)
 
@@ -286,6 +287,33 @@ def test_followers_share_a_few_connections(build_dir, identity, tmp_path):
             st.leading = False
             leader.cv.notify_all()
         wait_for(lambda: node.last().get("notLeader", 0) >= 1, timeout=5, what="a 404")
+        assert node.last()["failed"] == 0, node.last()
+    finally:
+        node.close()
+        leader.stop()
+
+
+def test_a_change_reaches_followers_that_arrived_while_every_batch_was_held(
+        build_dir, identity, tmp_path):
+    """Long polls of 20 s: the first batches go out with the first followers
+    and are held; the followers that start after them must still hear of a
+    change within about a second (the last connection's batches wait at most
+    1 s), not when a held batch comes back."""
+    keys = 60
+    leader, lockdir = scripted(identity, tmp_path, keys, "batch")
+    node = Node(node_bin(build_dir), lockdir, keys, "follower", tmp_path, infrequent_ms=20000)
+    try:
+        wait_for(lambda: node.last().get("gets", 0) >= keys, timeout=20, what="every lock read")
+        time.sleep(1.5)
+        with leader.cv:
+            for st in list(leader.locks.values())[-10:]:
+                st.leading = False
+            leader.cv.notify_all()
+        t0 = time.monotonic()
+        wait_for(lambda: node.last().get("notLeader", 0) >= 10, timeout=15,
+                 what=f"10 followers hear of the step-downs ({node.last()})")
+        took = time.monotonic() - t0
+        assert took < 2.5, f"the step-downs reached every follower after {took:.1f} s"
         assert node.last()["failed"] == 0, node.last()
     finally:
         node.close()
