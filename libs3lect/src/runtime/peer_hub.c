@@ -34,10 +34,10 @@
 struct rt_hub_batch {
     peer_client *pc;       /* its easy handle (made on first use) */
     CURL *easy;            /* on the multi while in flight, else NULL */
-    s3lect_elector **who;  /* per entry; NULL once removed (stop, deadline) */
-    peer_batch_lock *ents; /* strings owned (incarnation, expect_id) */
-    size_t n, live;        /* entries, and those not removed */
-    int64_t check_at;      /* boot ms: the earliest entry deadline */
+    s3lect_elector **who;  /* per entry: its electors, through hub_next (NULL: none left) */
+    peer_batch_lock *ents; /* one per lock; strings owned (incarnation, expect_id) */
+    size_t n, live;        /* entries, and those with an elector left */
+    int64_t check_at;      /* boot ms: the earliest deadline of its electors */
 };
 
 struct rt_hub_group {
