@@ -1307,8 +1307,8 @@ static void accept_on(listener *l, int64_t now)
             conn *old = NULL;
             for (conn *c = g.conns; c; c = c->next)
                 if (c->state == C_HEAD && !c->first && c->len == 0 && !c->head_started &&
-                    (!old || c->idle_since < old->idle_since))
-                    old = c;
+                    (!old || c->idle_since <= old->idle_since))
+                    old = c; /* newest first: on a tie the older one wins */
             if (!old) {
                 close(fd);
                 continue;
