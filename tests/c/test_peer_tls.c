@@ -1196,20 +1196,30 @@ static void test_shared_listener(void)
           listen, err);
     peer_server_stop(c2);
 
-    /* B leaves: A is the only one, and answers without an incarnation. */
-    peer_server_stop(b);
-    st = raw_get(port, PATH, body, sizeof body);
-    CHECK(st == 200 && strstr(body, "\\\"ea\\\""), "the single elector answers: %d %s", st, body);
-    /* A stops with a grace: 404 "not the leader" meanwhile, then the port closes. */
+    /* A stops with a grace while B stays: A's requests get 404 "not the
+     * leader" meanwhile (without A's source: it is gone), and B is the only
+     * live elector, so it answers without an incarnation. */
+    int64_t t0s = u_mono_ms();
     peer_server_stop_after(a, 400);
+    CHECK(u_mono_ms() - t0s < 100, "stop_after does not wait while others remain");
     fake_destroy(&fa); /* its source is not used any more */
     st = raw_get(port, PATH "?incarnation=" INC_A, body, sizeof body);
     CHECK(st == 404 && strstr(body, "not the leader"), "stopped, in its grace: %d %s", st, body);
     st = raw_get(port, PATH, body, sizeof body);
-    CHECK(st == 404 && strstr(body, "not the leader"), "without incarnation too: %d %s", st, body);
-    t_sleep_ms(700);
+    CHECK(st == 200 && strstr(body, "\\\"eb\\\""), "the single live elector answers: %d %s", st,
+          body);
+    t_sleep_ms(600);
+    st = raw_get(port, PATH "?incarnation=" INC_A, body, sizeof body);
+    CHECK(st == 404, "after the grace: unknown, 404 (%d)", st);
+    /* The last one waits its grace itself: the port is closed when it returns. */
+    fake_set(&fb, 0, NULL);
+    t0s = u_mono_ms();
+    peer_server_stop_after(b, 300);
+    int64_t took = u_mono_ms() - t0s;
+    CHECK(took >= 280 && took < 2000, "the last elector's stop waits its grace (%lld ms)",
+          (long long)took);
     int fd = tcp_connect(port);
-    CHECK(fd < 0, "the listener closed after the grace");
+    CHECK(fd < 0, "the listener is closed when the last stop returns");
     if (fd >= 0)
         close(fd);
     peer_client_free(pc);
