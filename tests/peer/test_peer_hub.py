@@ -112,6 +112,12 @@ class LockState:
 
 
 class _Handler(QuietHandler):
+    def handle(self):
+        try:
+            super().handle()
+        except (ssl.SSLError, OSError):
+            pass  # a follower that stopped or gave up closes mid-exchange
+
     def setup(self):
         super().setup()
         with self.server.owner.cv:
