@@ -138,8 +138,37 @@ static inline int fake_wait(void *ctx, uint64_t version, int64_t deadline)
 
 static inline peer_source fake_source_of(fake_source *f)
 {
-    peer_source s = {fake_view, fake_wait, f};
+    peer_source s = {fake_view, fake_wait, f, NULL};
     return s;
+}
+
+/* The cheap state (peer_source.state): with it the server re-checks pending
+ * polls on peer_server_notify (and once a second), as with the runtime. */
+static inline void fake_state(void *ctx, peer_state *st)
+{
+    fake_source *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    st->version = f->version;
+    st->leading = f->leading;
+    st->term = f->term;
+    pthread_mutex_unlock(&f->mu);
+}
+
+static inline peer_source fake_source_notified(fake_source *f)
+{
+    peer_source s = {fake_view, fake_wait, f, fake_state};
+    return s;
+}
+
+/* A new term (and etag) while leading. */
+static inline void fake_set_term(fake_source *f, long long term, const char *etag)
+{
+    pthread_mutex_lock(&f->mu);
+    f->term = term;
+    snprintf(f->etag, sizeof f->etag, "%s", etag);
+    f->version++;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
 }
 
 #endif

@@ -4,6 +4,7 @@
  * decoding) and the answers, including long polls against a scripted source.
  */
 #include <pthread.h>
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,7 +348,7 @@ static void test_answers(void)
     free(body);
 
     /* A failing view: an error code, no body. */
-    peer_source bad = {failing_view, fake_wait, &f};
+    peer_source bad = {failing_view, fake_wait, &f, NULL};
     answer(&bad, "/health/leadership", "GET", &status, &body, &rc);
     CHECK(rc == S3LECT_ENOMEM && body == NULL && status == 503, "view failure: rc %d status %d", rc,
           status);
@@ -431,6 +432,116 @@ static void test_spurious_change(void)
     fake_destroy(&f);
 }
 
+/* ---- shared listener: ?incarnation= and the batch (issue 28) ---- */
+
+static void test_incarnation_and_bodies(void)
+{
+    peer_request r;
+    CHECK(
+        parse("GET /h?incarnation=0123456789abcdefABCDEF0123456789&wait=5&etag=e HTTP/1.1\r\n\r\n",
+              &r) == 1 &&
+            strcmp(r.incarnation, "0123456789abcdefABCDEF0123456789") == 0 && r.wait_ms == 5,
+        "incarnation parsed: %s", r.incarnation);
+    CHECK(parse("GET /h HTTP/1.1\r\n\r\n", &r) == 1 && r.incarnation[0] == '\0', "absent: empty");
+    CHECK(parse("GET /h?incarnation=xyz HTTP/1.1\r\n\r\n", &r) == -400, "not hex: 400");
+    CHECK(parse("GET /h?incarnation= HTTP/1.1\r\n\r\n", &r) == -400, "empty: 400");
+    char longq[300];
+    snprintf(longq, sizeof longq, "GET /h?incarnation=%0*d HTTP/1.1\r\n\r\n", PEER_INC_MAX + 1, 0);
+    CHECK(parse(longq, &r) == -400, "longer than %d: 400", PEER_INC_MAX);
+
+    /* Bodies: a batch (POST) up to 1 MiB, more is 413; other methods up to 64 KiB. */
+    CHECK(parse("POST /h HTTP/1.1\r\nContent-Length: 1048576\r\n\r\n", &r) == 1 &&
+              r.content_length == PEER_MAX_BATCH_BODY,
+          "POST of 1 MiB");
+    CHECK(parse("POST /h HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n", &r) == -413,
+          "POST over 1 MiB: 413");
+    CHECK(parse("POST /h HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n", &r) == -413,
+          "POST huge: 413");
+    CHECK(parse("GET /h HTTP/1.1\r\nContent-Length: 65537\r\n\r\n", &r) == -400,
+          "GET over 64 KiB: 400");
+}
+
+static int batch(const char *json, peer_batch *b)
+{
+    return peer_parse_batch(json, strlen(json), b);
+}
+
+static void test_batch_parse(void)
+{
+    peer_batch b;
+    const char *ok = "{\"wait\":25000,\"locks\":[{\"incarnation\":\"00ff\",\"term\":3,\"etag\":"
+                     "\"\\\"e1\\\"\"},{\"incarnation\":\"AB\",\"term\":0,\"etag\":\"\"}]}";
+    CHECK(batch(ok, &b) == 0 && b.n == 2 && b.wait_ms == 25000, "two entries: n %zu wait %lld", b.n,
+          (long long)b.wait_ms);
+    CHECK(b.n == 2 && strcmp(b.e[0].incarnation, "00ff") == 0 && b.e[0].term == 3 &&
+              strcmp(b.e[0].etag, "\"e1\"") == 0 && strcmp(b.e[1].incarnation, "AB") == 0 &&
+              b.e[1].term == 0 && b.e[1].etag[0] == '\0',
+          "entries as sent");
+    peer_batch_free(&b);
+    CHECK(batch("{\"wait\":999999,\"locks\":[{\"incarnation\":\"a\",\"term\":1,\"etag\":\"\"}]}",
+                &b) == 0 &&
+              b.wait_ms == PEER_MAX_WAIT_MS,
+          "wait capped at %d", PEER_MAX_WAIT_MS);
+    peer_batch_free(&b);
+
+    const char *bad[] = {
+        "",
+        "[]",
+        "{\"locks\":[{\"incarnation\":\"a\",\"term\":1,\"etag\":\"\"}]}",
+        "{\"wait\":-1,\"locks\":[{\"incarnation\":\"a\",\"term\":1,\"etag\":\"\"}]}",
+        "{\"wait\":\"5\",\"locks\":[{\"incarnation\":\"a\",\"term\":1,\"etag\":\"\"}]}",
+        "{\"wait\":5,\"locks\":[]}",
+        "{\"wait\":5,\"locks\":{}}",
+        "{\"wait\":5,\"locks\":[{\"term\":1,\"etag\":\"\"}]}",
+        "{\"wait\":5,\"locks\":[{\"incarnation\":\"a\",\"etag\":\"\"}]}",
+        "{\"wait\":5,\"locks\":[{\"incarnation\":\"a\",\"term\":1}]}",
+        "{\"wait\":5,\"locks\":[{\"incarnation\":\"g\",\"term\":1,\"etag\":\"\"}]}",
+        "{\"wait\":5,\"locks\":[{\"incarnation\":\"\",\"term\":1,\"etag\":\"\"}]}",
+        "{\"wait\":5,\"locks\":[{\"incarnation\":\"a\",\"term\":1.5,\"etag\":\"\"}]}",
+        "{\"wait\":5,\"locks\":[{\"incarnation\":\"a\",\"term\":-2,\"etag\":\"\"}]}",
+        "{\"wait\":5,\"locks\":[{\"incarnation\":\"a\",\"term\":1,\"etag\":\"a\\nb\"}]}",
+        "{\"wait\":5,\"locks\":[7]}",
+        "{\"wait\":5,\"locks\":[{\"incarnation\":\"a\",\"term\":1,\"etag\":\"\"}]",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = batch(bad[i], &b);
+        CHECK(rc == -400 && b.n == 0 && !b.e, "bad batch %zu (%s): %d", i, bad[i], rc);
+    }
+    /* Entry limit: 4096 fine, 4097 refused. */
+    for (int extra = 0; extra <= 1; extra++) {
+        size_t n = PEER_MAX_BATCH_LOCKS + (size_t)extra, cap = 64 + n * 60, o = 0;
+        char *j = malloc(cap);
+        o += (size_t)snprintf(j + o, cap - o, "{\"wait\":1,\"locks\":[");
+        for (size_t i = 0; i < n; i++)
+            o += (size_t)snprintf(j + o, cap - o,
+                                  "%s{\"incarnation\":\"%zx\",\"term\":1,\"etag\":\"\"}",
+                                  i ? "," : "", i + 1);
+        o += (size_t)snprintf(j + o, cap - o, "]}");
+        int rc = peer_parse_batch(j, o, &b);
+        CHECK(extra ? rc == -400 : rc == 0 && b.n == n, "%zu entries: %d", n, rc);
+        peer_batch_free(&b);
+        free(j);
+    }
+    /* Over 1 MiB (whatever the content): 413. */
+    CHECK(peer_parse_batch("{}", PEER_MAX_BATCH_BODY + 1, &b) == -413, "over 1 MiB");
+
+    /* The answer. */
+    peer_batch_item items[2] = {{"00ff", 200, "{\"leaderID\":\"n\",\"term\":3}"},
+                                {"ab", 404, NULL}};
+    char *out = peer_batch_answer(items, 2);
+    CHECK(out && strcmp(out, "{\"locks\":[{\"incarnation\":\"00ff\",\"status\":200,\"record\":"
+                             "{\"leaderID\":\"n\",\"term\":3}},{\"incarnation\":\"ab\",\"status\":"
+                             "404}]}") == 0,
+          "answer: %s", out ? out : "(null)");
+    cJSON *parsed = out ? cJSON_Parse(out) : NULL;
+    CHECK(parsed != NULL, "the answer is JSON");
+    cJSON_Delete(parsed);
+    free(out);
+    out = peer_batch_answer(items, 0);
+    CHECK(out && strcmp(out, "{\"locks\":[]}") == 0, "empty answer: %s", out ? out : "(null)");
+    free(out);
+}
+
 int main(void)
 {
     test_valid_requests();
@@ -442,5 +553,7 @@ int main(void)
     test_answers();
     test_long_poll_wakeups();
     test_spurious_change();
+    test_incarnation_and_bodies();
+    test_batch_parse();
     return t_done("peer_http");
 }

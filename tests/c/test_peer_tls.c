@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -582,9 +583,11 @@ static void test_stop_during_poll(void)
     pthread_t th;
     pthread_create(&th, NULL, poll_thread, &p);
     int64_t deadline = u_mono_ms() + 10000;
-    while (fake_count(&f, &f.waits) == 0 && u_mono_ms() < deadline)
+    /* The server re-checks a parked long poll with view() (this source
+     * has no state callback): a second view is the poll parked. */
+    while (fake_count(&f, &f.view_calls) < 2 && u_mono_ms() < deadline)
         t_sleep_ms(10);
-    CHECK(fake_count(&f, &f.waits) > 0, "the long poll reached the source");
+    CHECK(fake_count(&f, &f.view_calls) >= 2, "the long poll reached the source");
     t_sleep_ms(200);
     int64_t t0 = u_mono_ms();
     peer_server_stop(s);
@@ -616,18 +619,18 @@ static void test_client_gone(void)
     CHECK(tcli_open(&t, port, 0, &reason) == 0, "connect");
     send_str(&t, "GET " PATH "?wait=30000&etag=%22e1%22 HTTP/1.1\r\n\r\n");
     int64_t deadline = u_mono_ms() + 5000;
-    while (fake_count(&f, &f.waits) == 0 && u_mono_ms() < deadline)
+    while (fake_count(&f, &f.view_calls) == 0 && u_mono_ms() < deadline)
         t_sleep_ms(10);
-    int w0 = fake_count(&f, &f.waits);
+    int w0 = fake_count(&f, &f.view_calls);
     t_sleep_ms(400);
-    int w1 = fake_count(&f, &f.waits);
-    CHECK(w0 > 0 && w1 > w0, "the long poll is waiting (%d → %d waits)", w0, w1);
+    int w1 = fake_count(&f, &f.view_calls);
+    CHECK(w0 > 0 && w1 > w0, "the long poll is waiting (%d → %d re-checks)", w0, w1);
     tcli_close(&t);
     t_sleep_ms(500);
-    int w2 = fake_count(&f, &f.waits);
+    int w2 = fake_count(&f, &f.view_calls);
     t_sleep_ms(500);
-    int w3 = fake_count(&f, &f.waits);
-    CHECK(w3 == w2, "no more waits once the client left (%d → %d)", w2, w3);
+    int w3 = fake_count(&f, &f.view_calls);
+    CHECK(w3 == w2, "no more re-checks once the client left (%d → %d)", w2, w3);
     peer_server_stop(s);
     fake_destroy(&f);
 }
@@ -659,9 +662,14 @@ static void test_raw_http(void)
     snprintf(want, sizeof want, "Content-Length: %zu", getlen);
     CHECK(st == 200 && strstr(hdr, want), "HEAD: %d, %s in %s", st, want, hdr);
 
+    send_str(&t, "PUT " PATH " HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
+    st = tcli_response(&t, 0, hdr, sizeof hdr, body, sizeof body);
+    CHECK(st == 405 && strstr(hdr, "Allow: GET, HEAD, POST"), "PUT: %d with Allow (%s)", st, hdr);
+
+    /* POST is the batch: a body that is not one is 400, on a kept-alive connection. */
     send_str(&t, "POST " PATH " HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
     st = tcli_response(&t, 0, hdr, sizeof hdr, body, sizeof body);
-    CHECK(st == 405 && strstr(hdr, "Allow: GET, HEAD"), "POST: %d with Allow (%s)", st, hdr);
+    CHECK(st == 400 && strstr(body, "malformed batch"), "POST not a batch: %d %s", st, body);
 
     send_str(&t, "GET /nope HTTP/1.1\r\n\r\n");
     st = tcli_response(&t, 0, hdr, sizeof hdr, body, sizeof body);
@@ -1096,6 +1104,352 @@ static void test_zero_config(void)
     peer_identity_free(id);
 }
 
+/* ---- one listener for several electors (issue 28) ---- */
+
+#define INC_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define INC_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define INC_C "cccccccccccccccccccccccccccccccc"
+
+static peer_server *register_on(const char *listen, int pem_bytes, const char *inc,
+                                const peer_source *src, char *err, size_t errlen)
+{
+    s3lect_config *c = server_cfg(listen, pem_bytes);
+    peer_server *s = NULL;
+    err[0] = '\0';
+    peer_server_register(c, NULL, inc, src, 0, &s, err, errlen);
+    s3lect_config_free(c);
+    return s;
+}
+
+/* One raw request on a new connection: its status, body in body. */
+static int raw_get(int port, const char *target, char *body, size_t bcap)
+{
+    tcli t;
+    unsigned long reason;
+    body[0] = '\0';
+    if (tcli_open(&t, port, 0, &reason) != 0) {
+        tcli_close(&t);
+        return -1;
+    }
+    char req[512], hdr[4096];
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", target);
+    send_str(&t, req);
+    int st = tcli_response(&t, 0, hdr, sizeof hdr, body, bcap);
+    tcli_close(&t);
+    return st;
+}
+
+static void test_shared_listener(void)
+{
+    fake_source fa, fb;
+    fake_init(&fa, 1, "\"ea\"");
+    fake_init(&fb, 1, "\"eb\"");
+    peer_source sa = fake_source_of(&fa), sb = fake_source_notified(&fb);
+    char err[512], body[8192];
+    peer_server *a = register_on("127.0.0.1:0", 0, INC_A, &sa, err, sizeof err);
+    CHECK(a, "A registers: %s", err);
+    peer_server *b = register_on("127.0.0.1:0", 0, INC_B, &sb, err, sizeof err);
+    CHECK(b, "B registers: %s", err);
+    int port = peer_server_port(a);
+    CHECK(port > 0 && port == peer_server_port(b), "one listener, one port (%d, %d)", port,
+          peer_server_port(b));
+
+    int st = raw_get(port, PATH "?incarnation=" INC_A, body, sizeof body);
+    CHECK(st == 200 && strstr(body, "\\\"ea\\\"") && !strstr(body, "\\\"eb\\\""),
+          "A answers: %d %s", st, body);
+    st = raw_get(port, PATH "?incarnation=" INC_B, body, sizeof body);
+    CHECK(st == 200 && strstr(body, "\\\"eb\\\"") && !strstr(body, "\\\"ea\\\""),
+          "B answers: %d %s", st, body);
+    st = raw_get(port, PATH "?incarnation=" INC_C, body, sizeof body);
+    CHECK(st == 404 && strstr(body, "not the leader"), "unknown incarnation: %d %s", st, body);
+    st = raw_get(port, PATH, body, sizeof body);
+    CHECK(st == 404 && strstr(body, "several locks") && strstr(body, "?incarnation="),
+          "no incarnation with two electors: %d %s", st, body);
+    st = raw_get(port, PATH "?incarnation=xyz", body, sizeof body);
+    CHECK(st == 400, "an incarnation that is not hex: %d", st);
+
+    /* The follower's check names the incarnation. */
+    peer_client *pc = make_client(ca_path, NULL);
+    st_result r;
+    peer_client_set_incarnation(pc, INC_B);
+    check_peer(pc, port, NULL, 0, "node-1", &r);
+    CHECK(r.outcome == ST_OK && r.etag && strcmp(r.etag, "\"eb\"") == 0,
+          "check with ?incarnation= reaches B: %s", r.message ? r.message : "");
+    st_result_clear(&r);
+    /* ...and A's long poll is held until its wait ends. */
+    int64_t t0 = u_mono_ms();
+    peer_client_set_incarnation(pc, INC_A);
+    check_peer(pc, port, "\"ea\"", 300, "node-1", &r);
+    int64_t held = u_mono_ms() - t0;
+    CHECK(r.outcome == ST_OK && held >= 250, "A's long poll is held until the wait ends (%lld ms)",
+          (long long)held);
+    st_result_clear(&r);
+
+    /* An explicit port in use with the same setup is shared; with another, refused. */
+    char listen[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    fake_source fc;
+    fake_init(&fc, 0, "");
+    peer_source sc = fake_source_of(&fc);
+    peer_server *c2 = register_on(listen, 0, INC_C, &sc, err, sizeof err);
+    CHECK(!c2 && strstr(err, "cannot listen"), "\"127.0.0.1:0\" and %s are two addresses: %s",
+          listen, err);
+    peer_server_stop(c2);
+
+    /* A stops with a grace while B stays: A's requests get 404 "not the
+     * leader" meanwhile (without A's source: it is gone), and B is the only
+     * live elector, so it answers without an incarnation. */
+    int64_t t0s = u_mono_ms();
+    peer_server_stop_after(a, 400);
+    CHECK(u_mono_ms() - t0s < 100, "stop_after does not wait while others remain");
+    fake_destroy(&fa); /* its source is not used any more */
+    st = raw_get(port, PATH "?incarnation=" INC_A, body, sizeof body);
+    CHECK(st == 404 && strstr(body, "not the leader"), "stopped, in its grace: %d %s", st, body);
+    st = raw_get(port, PATH, body, sizeof body);
+    CHECK(st == 200 && strstr(body, "\\\"eb\\\""), "the single live elector answers: %d %s", st,
+          body);
+    t_sleep_ms(600);
+    st = raw_get(port, PATH "?incarnation=" INC_A, body, sizeof body);
+    CHECK(st == 404, "after the grace: unknown, 404 (%d)", st);
+    /* The last one waits its grace itself: the port is closed when it returns. */
+    fake_set(&fb, 0, NULL);
+    t0s = u_mono_ms();
+    peer_server_stop_after(b, 300);
+    int64_t took = u_mono_ms() - t0s;
+    CHECK(took >= 280 && took < 2000, "the last elector's stop waits its grace (%lld ms)",
+          (long long)took);
+    int fd = tcp_connect(port);
+    CHECK(fd < 0, "the listener is closed when the last stop returns");
+    if (fd >= 0)
+        close(fd);
+    peer_client_free(pc);
+    fake_destroy(&fb);
+    fake_destroy(&fc);
+}
+
+static void test_explicit_port_conflict(void)
+{
+    fake_source f;
+    fake_init(&f, 1, "\"e1\"");
+    peer_source src = fake_source_of(&f);
+    char err[512];
+    int free_port = 0;
+    {
+        peer_server *p = register_on("127.0.0.1:0", 0, INC_C, &src, err, sizeof err);
+        free_port = peer_server_port(p);
+        peer_server_stop(p);
+    }
+    char listen[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", free_port);
+    peer_server *a = register_on(listen, 0, INC_A, &src, err, sizeof err);
+    CHECK(a, "explicit port: %s", err);
+    peer_server *b = register_on(listen, 0, INC_B, &src, err, sizeof err);
+    CHECK(b && peer_server_port(b) == free_port, "same setup: shared (%s)", err);
+    peer_server *c = register_on(listen, 1, INC_C, &src, err, sizeof err);
+    CHECK(!c && strstr(err, "already used in this process") && strstr(err, "peer_listen"),
+          "another TLS setup on that port is refused: %s", err);
+    peer_server *d = register_on(listen, 0, INC_A, &src, err, sizeof err);
+    CHECK(!d && strstr(err, "already registered"), "an incarnation twice: %s", err);
+    peer_server_stop(c);
+    peer_server_stop(d);
+    peer_server_stop(a);
+    peer_server_stop(b);
+    int fd = tcp_connect(free_port);
+    CHECK(fd < 0, "the last one closes the port at once");
+    if (fd >= 0)
+        close(fd);
+    fake_destroy(&f);
+}
+
+/* ---- batch ---- */
+
+typedef struct batch_call {
+    int port;
+    const char *body;
+    int status;
+    char resp[16384];
+    int64_t took, done_at;
+} batch_call;
+
+static void *batch_thread(void *arg)
+{
+    batch_call *b = arg;
+    tcli t;
+    unsigned long reason;
+    int status = -1;
+    if (tcli_open(&t, b->port, 0, &reason) == 0) {
+        char req[1024], hdr[4096];
+        snprintf(req, sizeof req,
+                 "POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                 "Content-Length: %zu\r\n\r\n",
+                 PATH, strlen(b->body));
+        int64_t t0 = u_mono_ms();
+        send_str(&t, req);
+        send_str(&t, b->body);
+        status = tcli_response(&t, 0, hdr, sizeof hdr, b->resp, sizeof b->resp);
+        b->done_at = u_mono_ms();
+        b->took = b->done_at - t0;
+    }
+    tcli_close(&t);
+    __atomic_store_n(&b->status, status, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void test_batch(void)
+{
+    fake_source fa, fb;
+    fake_init(&fa, 1, "\"ea\"");
+    fake_init(&fb, 1, "\"eb\"");
+    snprintf(fb.leader_id, sizeof fb.leader_id, "node-2");
+    fb.term = 9;
+    /* Both with the state callback: only peer_server_notify (or the
+     * one-second safety re-check) wakes a batch. */
+    peer_source sa = fake_source_notified(&fa), sb = fake_source_notified(&fb);
+    char err[512];
+    peer_server *a = register_on("127.0.0.1:0", 0, INC_A, &sa, err, sizeof err);
+    peer_server *b = register_on("127.0.0.1:0", 0, INC_B, &sb, err, sizeof err);
+    CHECK(a && b, "registered: %s", err);
+    int port = peer_server_port(a);
+    const char *both = "{\"wait\":3000,\"locks\":[{\"incarnation\":\"" INC_A
+                       "\",\"term\":7,\"etag\":\"\\\"ea\\\"\"},{\"incarnation\":\"" INC_B
+                       "\",\"term\":9,\"etag\":\"\\\"eb\\\"\"}]}";
+
+    /* A renewal (same term, new etag) does not answer; a new term does. */
+    batch_call bc = {port, both, 0, "", 0, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, batch_thread, &bc);
+    t_sleep_ms(300);
+    fake_set(&fa, 1, "\"ea2\""); /* renewal of A */
+    peer_server_notify(a);
+    t_sleep_ms(700);
+    int early = __atomic_load_n(&bc.status, __ATOMIC_ACQUIRE);
+    CHECK(early == 0, "a renewal does not answer the batch (%d)", early);
+    fake_set_term(&fb, 10, "\"eb3\""); /* B: a new term */
+    peer_server_notify(b);
+    pthread_join(th, NULL);
+    CHECK(bc.status == 200 && bc.took >= 900 && bc.took < 1900,
+          "the batch answers on a new term (%d after %lld ms)", bc.status, (long long)bc.took);
+    CHECK(strstr(bc.resp, INC_B) && !strstr(bc.resp, INC_A) && strstr(bc.resp, "\"status\":200") &&
+              strstr(bc.resp, "\"term\":10") && strstr(bc.resp, "eb3") &&
+              strstr(bc.resp, "\"node-2\""),
+          "only the changed lock, with its record: %s", bc.resp);
+
+    /* Leadership ends: 404 for that entry. */
+    const char *now_b =
+        "{\"wait\":3000,\"locks\":[{\"incarnation\":\"" INC_A
+        "\",\"term\":7,\"etag\":\"\"},{\"incarnation\":\"" INC_B "\",\"term\":10,\"etag\":\"\"}]}";
+    batch_call bd = {port, now_b, 0, "", 0, 0};
+    pthread_create(&th, NULL, batch_thread, &bd);
+    t_sleep_ms(300);
+    fake_set(&fa, 0, NULL);
+    int64_t notified = u_mono_ms();
+    peer_server_notify(a); /* without it only the 1 s safety re-check would see it */
+    pthread_join(th, NULL);
+    CHECK(bd.status == 200 && bd.done_at - notified < 400 && strstr(bd.resp, INC_A) &&
+              !strstr(bd.resp, INC_B) && strstr(bd.resp, "\"status\":404") &&
+              !strstr(bd.resp, "record"),
+          "the end of leadership answers %lld ms after the notification: %s",
+          (long long)(bd.done_at - notified), bd.resp);
+    fake_set(&fa, 1, NULL);
+
+    /* Nothing changes: every entry at the wait. */
+    const char *quiet =
+        "{\"wait\":400,\"locks\":[{\"incarnation\":\"" INC_A
+        "\",\"term\":7,\"etag\":\"\"},{\"incarnation\":\"" INC_B "\",\"term\":10,\"etag\":\"\"}]}";
+    batch_call be = {port, quiet, 0, "", 0, 0};
+    batch_thread(&be);
+    CHECK(be.status == 200 && be.took >= 350 && be.took < 1500 && strstr(be.resp, INC_A) &&
+              strstr(be.resp, INC_B) && !strstr(be.resp, "\"status\":404"),
+          "at the wait, every entry with its state (%lld ms): %s", (long long)be.took, be.resp);
+
+    /* An unknown lock is changed at once; a stale term too. */
+    const char *unknown =
+        "{\"wait\":5000,\"locks\":[{\"incarnation\":\"" INC_C
+        "\",\"term\":1,\"etag\":\"\"},{\"incarnation\":\"" INC_A "\",\"term\":3,\"etag\":\"\"}]}";
+    batch_call bf = {port, unknown, 0, "", 0, 0};
+    batch_thread(&bf);
+    CHECK(bf.status == 200 && bf.took < 500 && strstr(bf.resp, INC_C "\",\"status\":404") &&
+              strstr(bf.resp, INC_A "\",\"status\":200"),
+          "unknown and stale entries answer at once (%lld ms): %s", (long long)bf.took, bf.resp);
+
+    /* Errors. */
+    const char *bad[] = {
+        "{\"wait\":10}", "{\"wait\":10,\"locks\":[]}",
+        "{\"wait\":10,\"locks\":[{\"incarnation\":\"zz\",\"term\":1,\"etag\":\"\"}]}", "not json"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        batch_call bg = {port, bad[i], 0, "", 0, 0};
+        batch_thread(&bg);
+        CHECK(bg.status == 400, "%s: 400 (%d)", bad[i], bg.status);
+    }
+    tcli t;
+    unsigned long reason;
+    char hdr[4096], body[4096];
+    CHECK(tcli_open(&t, port, 0, &reason) == 0, "connect");
+    send_str(&t, "POST " PATH " HTTP/1.1\r\nContent-Length: 2000000\r\n\r\n{");
+    int st = tcli_response(&t, 0, hdr, sizeof hdr, body, sizeof body);
+    CHECK(st == 413 && strcasestr(hdr, "Connection: close"), "over 1 MiB: 413 and close (%d)", st);
+    tcli_close(&t);
+
+    peer_server_stop(a);
+    peer_server_stop(b);
+    fake_destroy(&fa);
+    fake_destroy(&fb);
+}
+
+/* Full of kept-alive idle connections: a new client is served, and the
+ * longest idle connection is the one closed for it. */
+static void test_evict_idle(void)
+{
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_NOFILE, &old);
+    lim = old;
+    if (lim.rlim_cur < 1400)
+        lim.rlim_cur = lim.rlim_max == RLIM_INFINITY || lim.rlim_max >= 1400 ? 1400 : lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+    if (lim.rlim_cur < 1400) {
+        fprintf(stderr, "test_evict_idle: skipped (descriptor limit %llu < 1400)\n",
+                (unsigned long long)lim.rlim_cur);
+        return;
+    }
+    fake_source f;
+    fake_init(&f, 1, "\"e1\"");
+    int port;
+    peer_server *s = start_server(&f, 0, 0, &port);
+    tcli *t = calloc(PEER_MAX_CONNS, sizeof *t);
+    char hdr[4096], body[8192];
+    int ok = 0;
+    for (int i = 0; i < PEER_MAX_CONNS; i++) {
+        unsigned long reason;
+        if (tcli_open(&t[i], port, 0, &reason) != 0)
+            break;
+        send_str(&t[i], "GET " PATH " HTTP/1.1\r\n\r\n");
+        if (tcli_response(&t[i], 0, hdr, sizeof hdr, body, sizeof body) == 200)
+            ok++;
+    }
+    CHECK(ok == PEER_MAX_CONNS, "%d kept-alive connections served (%d)", PEER_MAX_CONNS, ok);
+    peer_client *pc = make_client(ca_path, NULL);
+    st_result r;
+    check_peer(pc, port, NULL, 0, "node-1", &r);
+    CHECK(r.outcome == ST_OK, "a new client is served when the table is full of idle ones: %s",
+          r.message ? r.message : "");
+    st_result_clear(&r);
+    int first_eof = -1;
+    for (int i = 0; i < PEER_MAX_CONNS && first_eof < 0; i++)
+        if (tcli_eof_within(&t[i], i == 0 ? 2000 : 1))
+            first_eof = i;
+    CHECK(first_eof == 0, "the longest idle connection made room (closed: %d)", first_eof);
+    send_str(&t[PEER_MAX_CONNS - 1], "GET " PATH " HTTP/1.1\r\n\r\n");
+    CHECK(tcli_response(&t[PEER_MAX_CONNS - 1], 0, hdr, sizeof hdr, body, sizeof body) == 200,
+          "the most recent one still works");
+    for (int i = 0; i < PEER_MAX_CONNS; i++)
+        tcli_close(&t[i]);
+    free(t);
+    peer_client_free(pc);
+    peer_server_stop(s);
+    fake_destroy(&f);
+    setrlimit(RLIMIT_NOFILE, &old);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || strstr(argv[1], "NOTFOUND")) {
@@ -1122,6 +1476,10 @@ int main(int argc, char **argv)
     test_slowloris();
     test_max_conns();
     test_zero_config();
+    test_shared_listener();
+    test_explicit_port_conflict();
+    test_batch();
+    test_evict_idle();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

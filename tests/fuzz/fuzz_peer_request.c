@@ -4,7 +4,7 @@
  * Properties:
  * - peer_parse_request never crashes and never reads past len (every call
  *   gets a buffer of exactly len bytes, so ASan sees a read past the end);
- * - it returns 1, 0 (need more), -400, -431 or -505;
+ * - it returns 1, 0 (need more), -400, -413 (a POST body over 1 MiB), -431 or -505;
  * - on 1: header_len <= len and <= PEER_MAX_HEADER, the head ends with
  *   CRLF CRLF, the fields are NUL-terminated inside their arrays, the method
  *   is a non-empty token, the path starts with '/', wait_ms is within
@@ -40,9 +40,9 @@ static int terminated(const char *f, size_t cap)
 static void same_request(const peer_request *a, const peer_request *b, const char *what)
 {
     FUZZ_CHECK(strcmp(a->method, b->method) == 0 && strcmp(a->path, b->path) == 0 &&
-                   strcmp(a->etag, b->etag) == 0 && a->wait_ms == b->wait_ms &&
-                   a->keep_alive == b->keep_alive && a->header_len == b->header_len &&
-                   a->content_length == b->content_length,
+                   strcmp(a->etag, b->etag) == 0 && strcmp(a->incarnation, b->incarnation) == 0 &&
+                   a->wait_ms == b->wait_ms && a->keep_alive == b->keep_alive &&
+                   a->header_len == b->header_len && a->content_length == b->content_length,
                "%s: parsed differently", what);
 }
 
@@ -68,9 +68,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     peer_request req;
     int rc = parse_copy(data, size, &req);
-    FUZZ_CHECK(rc == 1 || rc == 0 || rc == -400 || rc == -431 || rc == -505, "returned %d", rc);
+    FUZZ_CHECK(rc == 1 || rc == 0 || rc == -400 || rc == -413 || rc == -431 || rc == -505,
+               "returned %d", rc);
     FUZZ_CHECK(terminated(req.method, sizeof req.method) && terminated(req.path, sizeof req.path) &&
-                   terminated(req.etag, sizeof req.etag),
+                   terminated(req.etag, sizeof req.etag) &&
+                   terminated(req.incarnation, sizeof req.incarnation),
                "a field is not NUL-terminated");
     if (rc == 1) {
         size_t h = req.header_len;
@@ -81,7 +83,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(req.wait_ms >= 0 && req.wait_ms <= PEER_MAX_WAIT_MS, "wait_ms %lld",
                    (long long)req.wait_ms);
         FUZZ_CHECK(req.keep_alive == 0 || req.keep_alive == 1, "keep_alive %d", req.keep_alive);
-        FUZZ_CHECK(req.content_length <= 65536, "content_length %zu", req.content_length);
+        FUZZ_CHECK(req.content_length <=
+                       (strcmp(req.method, "POST") == 0 ? PEER_MAX_BATCH_BODY : PEER_MAX_BODY),
+                   "content_length %zu", req.content_length);
     } else if (rc == 0) {
         FUZZ_CHECK(size < PEER_MAX_HEADER, "needs more after %zu bytes", size);
     }

@@ -162,6 +162,46 @@ def peer_requests() -> None:
     write(t, "too-large", "GET / HTTP/1.1\r\nX-Pad: " + "a" * 8300 + "\r\n\r\n")
     write(t, "connection-keep-alive", "GET /health/leadership HTTP/1.0\r\nConnection: Keep-Alive\r\n"
           "content-length: 0\r\n\r\n")
+    write(t, "incarnation", "GET /health/leadership?incarnation=0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+          "&wait=30000&etag=%221-ab%22 HTTP/1.1\r\nHost: a\r\n\r\n")
+    write(t, "batch-head", "POST /health/leadership HTTP/1.1\r\nHost: a\r\nContent-Type: "
+          "application/json\r\nContent-Length: 1048577\r\n\r\n")
+
+
+def peer_batches() -> None:
+    t = "fuzz_peer_batch"
+    write(t, "two", '{"wait":25000,"locks":[{"incarnation":"0a1b2c3d4e5f60718293a4b5c6d7e8f9","term":3,'
+          '"etag":"\\"1-ab\\""},{"incarnation":"ff","term":0,"etag":""}]}')
+    write(t, "empty", '{"wait":1,"locks":[]}')
+    write(t, "bad-inc", '{"wait":1,"locks":[{"incarnation":"xyz","term":1,"etag":""}]}')
+    write(t, "fraction", '{"wait":1.5,"locks":[{"incarnation":"a","term":1.5,"etag":""}]}')
+    write(t, "nested", '{"wait":1,"locks":[[[[{"incarnation":"a"}]]]]}')
+    write(t, "truncated", '{"wait":1,"locks":[{"incarnation":"a","term":1,"etag":"')
+
+
+def peer_answers() -> None:
+    """Answers to a batched follower check of three locks (fuzz_peer_answer.c)."""
+    t = "fuzz_peer_answer"
+    a, b, c = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210", "0" * 31 + "1"
+
+    def rec(inc: str, leader: str = "node1", etag: str = '"e2"') -> dict:
+        return {"leaderID": leader, "leaderAddr": "10.0.0.1:7000", "lastUpdated": "2026-01-01T00:00:00Z",
+                "leaseMs": 15000, "term": 8, "incarnation": inc, "peerKeySha256": "k" * 44, "etag": etag}
+
+    def answer(*locks: dict) -> str:
+        return json.dumps({"locks": list(locks)}, separators=(",", ":"))
+
+    write(t, "changed-and-gone", answer({"incarnation": a, "status": 200, "record": rec(a)},
+                                        {"incarnation": c, "status": 404}))
+    write(t, "all-after-wait", answer({"incarnation": a, "status": 200, "record": rec(a)},
+                                      {"incarnation": b, "status": 200, "record": rec(b, "node2")},
+                                      {"incarnation": c, "status": 200, "record": rec(c, "x")}))
+    write(t, "twice", answer({"incarnation": c, "status": 404}, {"incarnation": c, "status": 404}))
+    write(t, "other-leader", answer({"incarnation": a, "status": 200, "record": rec(a, "node2")}))
+    write(t, "other-incarnation", answer({"incarnation": a, "status": 200, "record": rec(b)}))
+    write(t, "not-asked", answer({"incarnation": "9" * 32, "status": 404}))
+    write(t, "empty", answer())
+    write(t, "status-500", answer({"incarnation": c, "status": 500}))
 
 
 def main() -> None:
@@ -169,6 +209,8 @@ def main() -> None:
     xml_bodies()
     sigv4()
     peer_requests()
+    peer_batches()
+    peer_answers()
     for d in sorted(CORPUS.iterdir()):
         print(f"{d.name}: {len(list(d.iterdir()))} files")
 

@@ -1268,6 +1268,7 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
             op->peer_addr = e->cur.leader_addr;
             op->peer_id = e->cur.leader_id;
             op->peer_key = e->cur.peer_key;
+            op->peer_inc = e->cur.incarnation;
             op->peer_wait = e->p.peer_wait;
             op->timeout_ms = e->p.release_timeout; /* peer_timeout, on top of the wait */
             return EL_OP_PEER;

@@ -58,6 +58,7 @@ typedef struct el_op {
     const char *peer_addr; /* PEER: the leader's address */
     const char *peer_id;   /* PEER: the leader id we expect */
     const char *peer_key;  /* PEER: the record's peerKeySha256 to pin ("" = none) */
+    const char *peer_inc;  /* PEER: the record's incarnation, names the elector ("" = none) */
     int64_t peer_wait;     /* PEER: long-poll wait */
     int64_t timeout_ms;
 } el_op;

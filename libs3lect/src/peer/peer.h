@@ -3,9 +3,11 @@
  * the follower's long-poll check of it.
  *
  * Layers: peer_http.c parses requests and builds responses (pure, fuzzable);
- * peer_server.c is the TLS server (OpenSSL API subset shared with BoringSSL);
- * peer_client.c is the follower's libcurl client. The runtime owns one
- * server (when peer mode is on) and one client per elector.
+ * peer_server.c is the TLS server (OpenSSL API subset shared with BoringSSL):
+ * one listener per listen address and TLS setup, one server thread per
+ * process; peer_client.c is the follower's libcurl client. The runtime
+ * registers each peer-mode elector on the server and owns one client per
+ * elector.
  */
 #ifndef S3LECT_PEER_H
 #define S3LECT_PEER_H
@@ -39,24 +41,43 @@ typedef int (*peer_view_fn)(void *ctx, peer_view *v);
  * stopped. Implemented by the runtime. */
 typedef int (*peer_wait_fn)(void *ctx, uint64_t version, int64_t deadline);
 
+/* The cheap part of the view, for the server's re-checks of pending long
+ * polls: its version, whether it leads (as view would say) and its term. */
+typedef struct peer_state {
+    uint64_t version;
+    int leading;
+    int64_t term;
+} peer_state;
+typedef void (*peer_state_fn)(void *ctx, peer_state *st);
+
 typedef struct peer_source {
     peer_view_fn view;
-    peer_wait_fn wait;
+    peer_wait_fn wait; /* for peer_answer (s3lect_peer_response); the server does not block */
     void *ctx;
+    /* Optional. Without it the server re-checks pending long polls with
+     * view() every PEER_RECHECK_MS; with it, on peer_server_notify() (and
+     * every second as a safety net). */
+    peer_state_fn state;
 } peer_source;
 
 /* ---- HTTP: parsing and answering (pure; fuzzed) ------------------------- */
 
 #define PEER_MAX_HEADER 8192 /* request line + headers; larger → 431/400 */
 #define PEER_MAX_WAIT_MS 60000
+#define PEER_INC_MAX 64                   /* hex digits of an incarnation at most */
+#define PEER_MAX_BODY 65536               /* body of a GET/HEAD read and dropped; larger → 400 */
+#define PEER_MAX_BATCH_BODY (1024 * 1024) /* body of a batch POST; larger → 413 */
+#define PEER_MAX_BATCH_LOCKS 4096         /* entries of a batch; more → 400 */
+#define PEER_BATCH_GATHER_MS 20           /* a batch gathers further changes this long */
 
 typedef struct peer_request {
     char method[16];
-    char path[256];    /* without the query */
-    char etag[160];    /* ?etag= (URL-decoded), "" if absent */
-    int64_t wait_ms;   /* ?wait= capped at PEER_MAX_WAIT_MS, 0 if absent */
-    int keep_alive;    /* HTTP/1.1 without "Connection: close" */
-    size_t header_len; /* bytes consumed by request line + headers + CRLFCRLF */
+    char path[256];                     /* without the query */
+    char etag[160];                     /* ?etag= (URL-decoded), "" if absent */
+    char incarnation[PEER_INC_MAX + 1]; /* ?incarnation= (hex), "" if absent */
+    int64_t wait_ms;                    /* ?wait= capped at PEER_MAX_WAIT_MS, 0 if absent */
+    int keep_alive;                     /* HTTP/1.1 without "Connection: close" */
+    size_t header_len;                  /* bytes consumed by request line + headers + CRLFCRLF */
     size_t content_length;
 } peer_request;
 
@@ -67,6 +88,45 @@ int peer_parse_request(const char *buf, size_t len, peer_request *req);
 /* Parses only "path?query" (for s3lect_peer_response). Same returns, no head. */
 int peer_parse_target(const char *target, peer_request *req);
 
+/* The parts of peer_answer a server driven by an event loop uses:
+ * peer_answer_early answers what needs no view (404 for another path, 405
+ * for another method; POST is allowed when allow_post) and returns 1, else 0;
+ * peer_should_hold says whether a GET long poll holds on view v (leading,
+ * wait > 0 and the follower has v's etag); peer_answer_view makes the answer
+ * from v (200 + v->body, taken, while leading; 404 otherwise). */
+int peer_answer_early(const char *health_path, const peer_request *req, int allow_post, int *status,
+                      char **body);
+int peer_should_hold(const peer_request *req, const peer_view *v);
+int peer_answer_view(peer_view *v, int *status, char **body);
+
+/* Batch (docs/peer.md "Batched long polls"):
+ * POST {path} {"wait":MS,"locks":[{"incarnation":"..","term":N,"etag":".."},..]} */
+typedef struct peer_batch_entry {
+    char incarnation[PEER_INC_MAX + 1];
+    int64_t term;
+    char etag[160];
+} peer_batch_entry;
+typedef struct peer_batch {
+    int64_t wait_ms; /* capped at PEER_MAX_WAIT_MS */
+    size_t n;
+    peer_batch_entry *e;
+} peer_batch;
+/* Parses a batch body of len bytes (not NUL-terminated). Returns 0, -400
+ * (malformed, a field missing or of the wrong type, a bad incarnation or
+ * etag, no entries or more than PEER_MAX_BATCH_LOCKS), -413 (over
+ * PEER_MAX_BATCH_BODY) or -500 (out of memory). Free with peer_batch_free. */
+int peer_parse_batch(const char *body, size_t len, peer_batch *out);
+void peer_batch_free(peer_batch *b);
+/* One entry of a batch answer: record (a JSON object, the GET body) with
+ * status 200, NULL otherwise. */
+typedef struct peer_batch_item {
+    const char *incarnation;
+    int status;
+    const char *record;
+} peer_batch_item;
+/* {"locks":[{"incarnation":..,"status":..,"record":{..}},..]} (allocated), NULL without memory. */
+char *peer_batch_answer(const peer_batch_item *items, size_t n);
+
 /* Computes the answer for a parsed request: 200 + body while leading (after
  * long-polling per wait/etag), 404 when not leading, 405 for methods other
  * than GET/HEAD, 404 for other paths. *body is allocated (JSON). */
@@ -75,6 +135,7 @@ int peer_answer(const peer_source *src, const char *health_path, const peer_requ
 
 /* ---- server ------------------------------------------------------------- */
 
+/* An elector's registration on the process's shared peer endpoint. */
 typedef struct peer_server peer_server;
 
 /* Zero-config peer mode: an ephemeral key (P-256) and a self-signed
@@ -87,18 +148,36 @@ typedef struct peer_identity peer_identity;
  * SubjectPublicKeyInfo (what libcurl's PINNEDPUBLICKEY "sha256//" checks).
  * The private key never leaves the process: it is not serialised. */
 int peer_identity_new(peer_identity **out, char pin[PEER_PIN_LEN + 1], char *err, size_t errlen);
+/* The process-wide identity of zero-config electors: made by the first
+ * call, shared by later ones (one more reference each); freed when the last
+ * reference goes (peer_identity_free). */
+int peer_identity_shared(peer_identity **out, char pin[PEER_PIN_LEN + 1], char *err, size_t errlen);
+/* Drops one reference (the identity is freed with the last). */
 void peer_identity_free(peer_identity *id);
+const char *peer_identity_pin(const peer_identity *id);
 
-/* Starts listening on cfg->peer_listen (or cfg->server_addr) with TLS from
- * cfg->peer_cert/peer_key (PEM bytes or a file path); verifies client
- * certificates against cfg->peer_ca when mtls is set. Threads: one acceptor,
- * one per connection, at most PEER_MAX_CONNS. err gets a one-line message. */
-#define PEER_MAX_CONNS 64
-/* With id (not NULL) the server presents that identity instead of
- * cfg->peer_cert/peer_key (zero-config; then mtls must be 0). */
+/* Registers an elector (its incarnation and source) on the process's
+ * listener for its listen address (cfg->peer_listen, else cfg->server_addr)
+ * and TLS setup: cfg->peer_cert/peer_key (PEM bytes or a file path), or id
+ * (zero-config; then mtls must be 0), verifying client certificates against
+ * cfg->peer_ca when mtls is set, and cfg->peer_health_path. Electors whose
+ * address, TLS setup and health path are byte-identical share one listener
+ * (one port); an explicit port (not 0) in use with another setup is an
+ * error. One server thread serves every listener of the process (started
+ * with the first, joined when the last closes); at most PEER_MAX_CONNS
+ * connections per process. err gets a one-line message. */
+#define PEER_MAX_CONNS 512
+int peer_server_register(const struct s3lect_config *cfg, const peer_identity *id,
+                         const char *incarnation, const peer_source *src, int mtls,
+                         peer_server **out, char *err, size_t errlen);
+/* peer_server_register without an incarnation (answers requests without
+ * one while it is the only elector of its listener). */
 int peer_server_start(const struct s3lect_config *cfg, const peer_identity *id,
                       const peer_source *src, int mtls, peer_server **out, char *err,
                       size_t errlen);
+/* The source's view changed (leading, etag or term): pending long polls
+ * and batches naming it are re-checked. Takes no lock (safe under any). */
+void peer_server_notify(peer_server *s);
 /* The address of this host's interface that routes to the store at
  * `origin` ("https://host:port", NULL for stores without one: then
  * 127.0.0.1), numeric, for the default advertised address of the endpoint.
@@ -112,8 +191,16 @@ void peer_join_hostport(const char *host, int port, char *out, size_t cap);
 int peer_split_host(const char *addr, char *host, size_t cap);
 /* The bound port (useful when listening on port 0). */
 int peer_server_port(const peer_server *s);
-/* Stops accepting, wakes and closes every connection, joins threads. */
+/* Unregisters now: no callback of its source runs after it returns; the
+ * last registration of a listener closes it (its connections too), the
+ * last listener of the process ends the server thread (joined). */
 void peer_server_stop(peer_server *s);
+/* Unregisters after grace_ms, during which the elector's requests get 404
+ * "not the leader" (its source must say so). Without waiting: the
+ * registration stays without its source (free it at once) and the server
+ * thread drops it later; only the last live elector of a listener waits
+ * the grace here, so that the port is closed when this returns. */
+void peer_server_stop_after(peer_server *s, int64_t grace_ms);
 
 /* ---- client ------------------------------------------------------------- */
 
@@ -132,6 +219,10 @@ int peer_client_set_ca(peer_client *c, const void *pem, size_t len);
  * system bundle) and its name, as before. A changed pin never reuses a
  * connection made under the old one. */
 void peer_client_set_pin(peer_client *c, const char *pin);
+/* The incarnation the next checks name (the leader record's incarnation:
+ * "&incarnation=" picks that elector on a listener shared by several; NULL,
+ * "" or anything but PEER_INC_MAX hex digits at most = not sent). */
+void peer_client_set_incarnation(peer_client *c, const char *inc);
 
 /* GET https://{addr}{path}?wait=<wait_ms>&etag=<etag> and expect the leader
  * `expect_id`. On success out->outcome = ST_OK, out->body = the record JSON as
@@ -155,6 +246,69 @@ void peer_client_check(peer_client *c, const char *addr, const char *path, const
 void *peer_client_begin(peer_client *c, const char *addr, const char *path, const char *etag,
                         int64_t wait_ms, int64_t timeout_ms, const char *expect_id, st_result *out);
 void peer_client_finish(peer_client *c, int curl_code, int aborted, st_result *out);
+
+/* ---- batched checks (docs/peer.md "Batched follower checks") ----------- */
+
+/* A follower process's zero-config checks of leaders in one remote process
+ * share a few connections: POST {path} with the locks it watches, answered
+ * when any of them changes (protocol: docs/peer.md). The runtime's hub
+ * (runtime/peer_hub.c) groups them; this layer builds the body, runs the
+ * transfer and reads the answer. */
+#define PEER_BATCH_SEND_LOCKS 1024 /* entries a follower sends in one batch (server: 4096) */
+#define PEER_BATCH_SEND_BODY (PEER_MAX_BATCH_BODY - 4096) /* request body (server: 1 MiB) */
+#define PEER_BATCH_MAX_ANSWER (64 * 1024 * 1024)
+
+/* One lock of a batch: the leader's incarnation (from the record), what the
+ * follower last knew of it (term 0 / etag "" if nothing), and the leader id
+ * its answer must name (NULL: any). Strings are borrowed. */
+typedef struct peer_batch_lock {
+    const char *incarnation;
+    int64_t term;
+    const char *etag;
+    const char *expect_id;
+} peer_batch_lock;
+
+/* What the answer says of one entry. status 0: not in the answer. 200: body
+ * is the record object as served (allocated, NUL-terminated, with "etag" and
+ * "term"), etag its "etag". 404: that elector does not lead. */
+typedef struct peer_batch_result {
+    int status;
+    char *body;
+    size_t body_len;
+    char *etag;
+} peer_batch_result;
+
+/* The request body {"wait":..,"locks":[..]} (allocated; *len its length), or
+ * NULL when out of memory. Pure. */
+char *peer_batch_request(const peer_batch_lock *ents, size_t n, int64_t wait_ms, size_t *len);
+/* An upper bound of the bytes ent adds to a request body. */
+size_t peer_batch_lock_size(const peer_batch_lock *ent);
+/* Reads a batch answer for the n entries asked (ans: n slots, filled). Returns
+ * 0, or -1 when the answer is malformed (not JSON, an entry without
+ * incarnation/status, an incarnation not asked for or answered twice, a
+ * status other than 200/404, a record without leaderID/incarnation/etag, a
+ * record of another incarnation or naming another leader id than expected,
+ * no entry at all): then every slot is empty and why says what (no bytes of
+ * the answer). Pure; fuzzed (tests/fuzz/fuzz_peer_answer.c). */
+int peer_batch_read(const char *body, size_t len, const peer_batch_lock *ents, size_t n,
+                    peer_batch_result *ans, char *why, size_t whylen);
+void peer_batch_results_clear(peer_batch_result *ans, size_t n);
+
+/* The batch transfer, on a client of its own (its pin set with
+ * peer_client_set_pin, never CA mode): begin takes the body (allocated by
+ * peer_batch_request; freed by the client) and returns the easy handle to add
+ * to a multi, or NULL when it ended at once (out filled, the class in
+ * peer_client_last_failure). finish classifies the transfer: returns
+ * PEER_BATCH_ANSWERED with ans filled (n slots), PEER_BATCH_UNSUPPORTED when
+ * the endpoint does not batch (HTTP 404 or 405: use single checks), or
+ * PEER_BATCH_FAILED with out filled and the class (PEER_FAIL_*, as a single
+ * check would have it) in peer_client_last_failure. Loop thread. */
+enum { PEER_BATCH_ANSWERED = 0, PEER_BATCH_UNSUPPORTED = 1, PEER_BATCH_FAILED = 2 };
+void *peer_client_begin_batch(peer_client *c, const char *addr, const char *path, char *body,
+                              size_t body_len, size_t n, int64_t wait_ms, int64_t timeout_ms,
+                              st_result *out);
+int peer_client_finish_batch(peer_client *c, int curl_code, const peer_batch_lock *ents, size_t n,
+                             peer_batch_result *ans, st_result *out);
 
 /* ---- failures of the check (docs/peer.md "When the peer check fails") --- */
 

@@ -53,6 +53,7 @@ struct peer_client {
     int last_fail;              /* PEER_FAIL_* of the last check */
     char pin[PEER_PIN_LEN + 1]; /* pinned leader key for the next checks ("" = none) */
     char used_pin[PEER_PIN_LEN + 1]; /* the pin of the last check sent */
+    char inc[PEER_INC_MAX + 1];      /* the leader's incarnation, sent ("" = not sent) */
     /* The check in flight (between begin and finish). */
     response resp;
     char *where, *addr, *path, *expect_id;
@@ -64,6 +65,9 @@ struct peer_client {
     int id_result;     /* ID_* */
     char id_seen[200]; /* the names the certificate presents (sanitised) */
     int fresh_next;    /* make a new connection for the next check */
+    /* A batch (peer_client_begin_batch): the body it posts and its headers. */
+    char *post;
+    struct curl_slist *hdrs;
 };
 
 enum { ID_OK = 0, ID_MISMATCH, ID_UNREADABLE, ID_UNKNOWN_CONN };
@@ -140,6 +144,10 @@ static void inflight_clear(peer_client *c)
     free(c->path);
     free(c->expect_id);
     c->where = c->addr = c->path = c->expect_id = NULL;
+    free(c->post);
+    c->post = NULL;
+    curl_slist_free_all(c->hdrs);
+    c->hdrs = NULL;
 }
 
 void peer_client_free(peer_client *c)
@@ -169,6 +177,20 @@ void peer_client_set_pin(peer_client *c, const char *pin)
 {
     if (c)
         snprintf(c->pin, sizeof c->pin, "%s", pin && strlen(pin) == PEER_PIN_LEN ? pin : "");
+}
+
+void peer_client_set_incarnation(peer_client *c, const char *inc)
+{
+    if (!c)
+        return;
+    c->inc[0] = '\0';
+    size_t n = inc ? strnlen(inc, PEER_INC_MAX + 1) : 0;
+    if (n == 0 || n > PEER_INC_MAX)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (u_hexval((unsigned char)inc[i]) < 0)
+            return; /* from the record: only hex goes into the URL */
+    memcpy(c->inc, inc, n + 1);
 }
 
 /* leaderAddr comes from the lock record: only host:port characters may go
@@ -802,13 +824,16 @@ static int begin(peer_client *c, const char *addr, const char *path, const char 
         timeout_ms = 3000;
     char *url = NULL;
     c->where = u_asprintf("https://%s%s", addr, path);
+    /* "?incarnation=" names the elector on a shared listener (hex only). */
+    const char *isep = c->inc[0] ? "?incarnation=" : "", *inc = c->inc;
     if (c->where && wait_ms > 0 && etag && *etag) {
         char *eetag = curl_easy_escape(c->curl, etag, 0);
-        url =
-            eetag ? u_asprintf("%s?wait=%lld&etag=%s", c->where, (long long)wait_ms, eetag) : NULL;
+        url = eetag ? u_asprintf("%s%s%s%swait=%lld&etag=%s", c->where, isep, inc,
+                                 inc[0] ? "&" : "?", (long long)wait_ms, eetag)
+                    : NULL;
         curl_free(eetag);
     } else if (c->where) {
-        url = u_strdup(c->where);
+        url = u_asprintf("%s%s%s", c->where, isep, inc);
         wait_ms = 0;
     }
     c->addr = u_strdup(addr);
@@ -915,4 +940,101 @@ void peer_client_check(peer_client *c, const char *addr, const char *path, const
     CURLcode cc = perform(c, abort_flag);
     int aborted = abort_flag && __atomic_load_n(abort_flag, __ATOMIC_ACQUIRE);
     peer_client_finish(c, cc, aborted, out);
+}
+
+/* ---- batched checks ---- */
+
+void *peer_client_begin_batch(peer_client *c, const char *addr, const char *path, char *body,
+                              size_t body_len, size_t n, int64_t wait_ms, int64_t timeout_ms,
+                              st_result *out)
+{
+    memset(out, 0, sizeof *out);
+    inflight_clear(c);
+    c->post = body;
+    c->last_fail = PEER_FAIL_NONE;
+    if (!path || path[0] != '/')
+        path = "/health/leadership";
+    if (!valid_addr(addr)) {
+        char a[80];
+        sanitize(addr ? addr : "", a, sizeof a);
+        c->last_fail = fail(out, PEER_FAIL_CONNECT,
+                            "the leader's address '%s' in the lock record is not host:port; "
+                            "check the leader's --addr (server_addr)",
+                            a);
+        inflight_clear(c);
+        return NULL;
+    }
+    if (wait_ms < 0)
+        wait_ms = 0;
+    if (wait_ms > PEER_MAX_WAIT_MS)
+        wait_ms = PEER_MAX_WAIT_MS;
+    if (timeout_ms <= 0)
+        timeout_ms = 3000;
+    c->where = u_asprintf("https://%s%s", addr, path);
+    c->addr = u_strdup(addr);
+    c->path = u_strdup(path);
+    c->wait_ms = wait_ms;
+    c->timeout_ms = timeout_ms;
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    /* No "Expect: 100-continue" round trip before the body. */
+    struct curl_slist *h2 = h ? curl_slist_append(h, "Expect:") : NULL;
+    c->hdrs = h2 ? h2 : h;
+    if (!body || !c->where || !c->addr || !c->path || !h2 || !c->pin[0]) {
+        c->last_fail = fail(out, PEER_FAIL_OTHER,
+                            c->pin[0] ? "peer check of leader %s: out of memory"
+                                      : "peer check of leader %s: a batch needs a pinned key",
+                            addr);
+        inflight_clear(c);
+        return NULL;
+    }
+    setup(c, c->where, wait_ms + timeout_ms, timeout_ms, &c->resp);
+    /* Up to one record per entry. */
+    size_t max = n < PEER_BATCH_MAX_ANSWER / PEER_MAX_RESPONSE ? (n ? n : 1) * PEER_MAX_RESPONSE
+                                                               : PEER_BATCH_MAX_ANSWER;
+    c->resp.max = max;
+    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->hdrs);
+    curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, c->post);
+    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+    return c->curl;
+}
+
+int peer_client_finish_batch(peer_client *c, int curl_code, const peer_batch_lock *ents, size_t n,
+                             peer_batch_result *ans, st_result *out)
+{
+    memset(out, 0, sizeof *out);
+    CURLcode cc = (CURLcode)curl_code;
+    const char *addr = c->addr ? c->addr : "?";
+    response *resp = &c->resp;
+    long status = 0;
+    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+    out->http_status = (int)status;
+    int cls = PEER_FAIL_NONE, rv = PEER_BATCH_FAILED;
+    char why[120];
+    if (cc == CURLE_WRITE_ERROR && resp->too_large)
+        cls = fail(out, PEER_FAIL_TOO_LARGE,
+                   "the batch answer of leader %s is larger than %zu bytes: not an s3lect peer "
+                   "endpoint; check its --addr and peer_health_path",
+                   addr, resp->max);
+    else if (cc != CURLE_OK)
+        cls = transport_failure(c, cc, addr, c->wait_ms, c->timeout_ms, 0, out);
+    else if (status == 404 || status == 405)
+        rv = PEER_BATCH_UNSUPPORTED; /* a Go s3lect endpoint, an older s3lect: single checks */
+    else if (status != 200)
+        cls = fail(out, PEER_FAIL_HTTP_STATUS,
+                   "leader %s answered HTTP %ld to a batched check (POST %s); check "
+                   "peer_health_path (the same on every node) and that its --addr is an s3lect "
+                   "peer endpoint",
+                   addr, status, c->path ? c->path : "");
+    else if (peer_batch_read(resp->body, resp->len, ents, n, ans, why, sizeof why) != 0)
+        cls = fail(out, PEER_FAIL_MALFORMED,
+                   "the batch answer of leader %s is malformed (%s): no entry of it counts; check "
+                   "that its --addr is an s3lect peer endpoint and that every node advertises "
+                   "an address of its own",
+                   addr, why);
+    else
+        rv = PEER_BATCH_ANSWERED;
+    c->last_fail = cls;
+    inflight_clear(c);
+    return rv;
 }

@@ -12,6 +12,8 @@
  * worth chunking); Content-Length up to PEER_MAX_BODY is accepted so that the
  * server can read and discard the body.
  */
+#include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,8 +21,6 @@
 #include "s3lect.h"
 #include "util.h"
 
-/* Largest request body the server reads (and discards); larger → 400. */
-#define PEER_MAX_BODY 65536
 /* Header lines per request; more → 431. */
 #define PEER_MAX_FIELDS 100
 
@@ -123,7 +123,7 @@ static int parse_query(const char *q, size_t n, peer_request *req)
         size_t klen = eq ? (size_t)(eq - kv) : kvlen;
         const char *val = eq ? eq + 1 : kv + kvlen;
         size_t vlen = eq ? kvlen - klen - 1 : 0;
-        char key[8];
+        char key[16];
         long kl = pct_decode(kv, klen, 1, key, sizeof key); /* < 0: not ours, ignored */
         if (kl >= 0 && strcmp(key, "wait") == 0) {
             char num[32];
@@ -135,6 +135,16 @@ static int parse_query(const char *q, size_t n, peer_request *req)
             if (nl >= 0 ? parse_wait(num, (size_t)nl, &req->wait_ms)
                         : parse_wait(val, vlen, &req->wait_ms))
                 return -400;
+        } else if (kl >= 0 && strcmp(key, "incarnation") == 0) {
+            /* Hex only (what the record holds); anything else names no elector. */
+            long il = pct_decode(val, vlen, 1, req->incarnation, sizeof req->incarnation);
+            int ok = il > 0;
+            for (long j = 0; ok && j < il; j++)
+                ok = u_hexval((unsigned char)req->incarnation[j]) >= 0;
+            if (!ok) {
+                req->incarnation[0] = '\0';
+                return -400;
+            }
         } else if (kl >= 0 && strcmp(key, "etag") == 0) {
             /* An etag that does not fit cannot be ours: refuse it rather
              * than compare a truncated copy. */
@@ -263,15 +273,19 @@ static int parse_field(const char *line, size_t n, peer_request *req, head_state
     if (ieq(line, nlen, "content-length")) {
         if (vlen == 0)
             return -400;
+        /* A batch (POST) may carry up to 1 MiB (more: 413); other methods'
+         * bodies are read and dropped, up to PEER_MAX_BODY (more: 400). */
+        int post = strcmp(req->method, "POST") == 0;
+        size_t limit = post ? PEER_MAX_BATCH_BODY : PEER_MAX_BODY;
         size_t len = 0;
         for (size_t i = 0; i < vlen; i++) {
             if (!is_digit((unsigned char)v[i]))
                 return -400;
-            if (len <= PEER_MAX_BODY)
+            if (len <= limit)
                 len = len * 10 + (size_t)(v[i] - '0');
         }
-        if (len > PEER_MAX_BODY)
-            return -400;
+        if (len > limit)
+            return post ? -413 : -400;
         if (hs->have_length && len != req->content_length)
             return -400;
         hs->have_length = 1;
@@ -367,15 +381,159 @@ static int same_etag(const peer_request *req, const peer_view *v)
     return req->etag[0] && v->etag && strcmp(req->etag, v->etag) == 0;
 }
 
-int peer_answer(const peer_source *src, const char *health_path, const peer_request *req,
-                int *status, char **body)
+int peer_answer_early(const char *health_path, const peer_request *req, int allow_post, int *status,
+                      char **body)
 {
     *status = 500;
     *body = NULL;
     if (!health_path || strcmp(req->path, health_path) != 0)
-        return set_answer(404, "{\"error\":\"not found\"}", status, body);
-    if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0)
-        return set_answer(405, "{\"error\":\"method not allowed: use GET or HEAD\"}", status, body);
+        return set_answer(404, "{\"error\":\"not found\"}", status, body) ? -1 : 1;
+    if (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0 ||
+        (allow_post && strcmp(req->method, "POST") == 0))
+        return 0;
+    return set_answer(405,
+                      allow_post ? "{\"error\":\"method not allowed: use GET, HEAD or POST\"}"
+                                 : "{\"error\":\"method not allowed: use GET or HEAD\"}",
+                      status, body)
+               ? -1
+               : 1;
+}
+
+int peer_should_hold(const peer_request *req, const peer_view *v)
+{
+    return v->leading && req->wait_ms > 0 && same_etag(req, v);
+}
+
+int peer_answer_view(peer_view *v, int *status, char **body)
+{
+    if (v->leading && v->body) {
+        *status = 200;
+        *body = v->body;
+        v->body = NULL;
+        return 0;
+    }
+    return set_answer(404, "{\"error\":\"this node is not the leader\"}", status, body);
+}
+
+/* ---- batch ---- */
+
+void peer_batch_free(peer_batch *b)
+{
+    if (!b)
+        return;
+    free(b->e);
+    memset(b, 0, sizeof *b);
+}
+
+/* A JSON number that is a whole number in [0, 2^53]. */
+static int whole(const cJSON *n, int64_t *out)
+{
+    if (!cJSON_IsNumber(n))
+        return 0;
+    double d = n->valuedouble;
+    if (!(d >= 0 && d <= 9007199254740992.0) || d != (double)(int64_t)d)
+        return 0;
+    *out = (int64_t)d;
+    return 1;
+}
+
+static int parse_entry(const cJSON *o, peer_batch_entry *e)
+{
+    if (!cJSON_IsObject(o))
+        return -1;
+    const cJSON *inc = cJSON_GetObjectItemCaseSensitive(o, "incarnation");
+    const cJSON *term = cJSON_GetObjectItemCaseSensitive(o, "term");
+    const cJSON *etag = cJSON_GetObjectItemCaseSensitive(o, "etag");
+    if (!cJSON_IsString(inc) || !cJSON_IsString(etag) || !whole(term, &e->term))
+        return -1;
+    size_t il = strlen(inc->valuestring), el = strlen(etag->valuestring);
+    if (il == 0 || il > PEER_INC_MAX || el >= sizeof e->etag)
+        return -1;
+    for (size_t i = 0; i < il; i++)
+        if (u_hexval((unsigned char)inc->valuestring[i]) < 0)
+            return -1;
+    for (size_t i = 0; i < el; i++) {
+        unsigned char c = (unsigned char)etag->valuestring[i];
+        if (c < 0x20 || c == 0x7f)
+            return -1;
+    }
+    memcpy(e->incarnation, inc->valuestring, il + 1);
+    memcpy(e->etag, etag->valuestring, el + 1);
+    return 0;
+}
+
+int peer_parse_batch(const char *body, size_t len, peer_batch *out)
+{
+    memset(out, 0, sizeof *out);
+    if (len > PEER_MAX_BATCH_BODY)
+        return -413;
+    if (!body || len == 0)
+        return -400;
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root)
+        return -400; /* malformed (cJSON gives no separate out-of-memory answer) */
+    int rc = -400;
+    const cJSON *wait = cJSON_GetObjectItemCaseSensitive(root, "wait");
+    const cJSON *locks = cJSON_GetObjectItemCaseSensitive(root, "locks");
+    int64_t w = 0;
+    int n = cJSON_IsArray(locks) ? cJSON_GetArraySize(locks) : -1;
+    if (!cJSON_IsObject(root) || !cJSON_IsNumber(wait) || n <= 0 || n > PEER_MAX_BATCH_LOCKS)
+        goto done;
+    /* A fraction or a huge wait is capped like GET's ?wait=; negative is wrong. */
+    if (!(wait->valuedouble >= 0))
+        goto done;
+    w = wait->valuedouble >= PEER_MAX_WAIT_MS ? PEER_MAX_WAIT_MS : (int64_t)wait->valuedouble;
+    out->e = calloc((size_t)n, sizeof *out->e);
+    if (!out->e) {
+        rc = -500;
+        goto done;
+    }
+    size_t i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, locks)
+    {
+        if (parse_entry(it, &out->e[i]) != 0)
+            goto done;
+        i++;
+    }
+    out->n = i;
+    out->wait_ms = w;
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    if (rc != 0)
+        peer_batch_free(out);
+    return rc;
+}
+
+char *peer_batch_answer(const peer_batch_item *items, size_t n)
+{
+    size_t cap = 16;
+    for (size_t i = 0; i < n; i++)
+        cap += 64 + strlen(items[i].incarnation) +
+               (items[i].status == 200 && items[i].record ? strlen(items[i].record) : 0);
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    o += (size_t)snprintf(out + o, cap - o, "{\"locks\":[");
+    for (size_t i = 0; i < n; i++) {
+        const peer_batch_item *it = &items[i];
+        int rec = it->status == 200 && it->record;
+        o += (size_t)snprintf(out + o, cap - o, "%s{\"incarnation\":\"%s\",\"status\":%d%s%s}",
+                              i ? "," : "", it->incarnation, it->status, rec ? ",\"record\":" : "",
+                              rec ? it->record : "");
+    }
+    snprintf(out + o, cap - o, "]}");
+    return out;
+}
+
+int peer_answer(const peer_source *src, const char *health_path, const peer_request *req,
+                int *status, char **body)
+{
+    int early = peer_answer_early(health_path, req, 0, status, body);
+    if (early)
+        return early < 0 ? S3LECT_ENOMEM : 0;
 
     peer_view v = {0};
     int rc = src->view(src->ctx, &v);
@@ -400,13 +558,7 @@ int peer_answer(const peer_source *src, const char *health_path, const peer_requ
                 break;
         }
     }
-    if (v.leading && v.body) {
-        *status = 200;
-        *body = v.body;
-        v.body = NULL;
-        peer_view_clear(&v);
-        return 0;
-    }
+    rc = peer_answer_view(&v, status, body);
     peer_view_clear(&v);
-    return set_answer(404, "{\"error\":\"this node is not the leader\"}", status, body);
+    return rc;
 }

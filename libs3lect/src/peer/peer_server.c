@@ -9,15 +9,21 @@
  * X509_STORE_add_cert, SSL_accept/read/write on non-blocking sockets), so the
  * library builds with either (-DS3LECT_TLS=OpenSSL|BoringSSL).
  *
- * Threads: one acceptor and one thread per connection, at most
- * PEER_MAX_CONNS; beyond that a new connection is accepted and closed at
- * once. Every socket wait is a poll() on the socket and the server's wake
- * pipe with a deadline, so slow clients are dropped when their deadline
- * passes and peer_server_stop() wakes every thread at once. Long polls wait
- * on the source in short slices, so a stop or a vanished client ends them
- * even when the source itself does not wake up.
+ * One listener per (listen address, TLS setup, health path) serves every
+ * elector of the process registered on it (peer_server_register); requests
+ * name the elector by ?incarnation= (docs/peer.md "One listener per
+ * process"). ONE server thread drives every listener and connection of the
+ * process: a poll() loop over the listening sockets, the connections and a
+ * wake eventfd, with TLS non-blocking (SSL_accept/read/write and
+ * SSL_get_error's WANT_READ/WANT_WRITE). A long poll (GET with wait/etag)
+ * or a batch (POST) is state on its connection, re-checked when the runtime
+ * signals a change (peer_server_notify), at its deadline, and every
+ * PEER_SAFETY_RECHECK_MS. Each connection has a deadline for its state
+ * (handshake and head, idle, body, write, linger), so slow clients are
+ * dropped; at most PEER_MAX_CONNS connections per process, beyond that the
+ * longest idle kept-alive one is closed (or the new one, when none is idle).
  *
- * All server threads run with SIGPIPE blocked: a write to a closed
+ * The server thread runs with SIGPIPE blocked: a write to a closed
  * connection fails with EPIPE instead of killing the process.
  */
 #include <errno.h>
@@ -33,10 +39,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
 #include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -52,55 +61,9 @@
 #include "proc.h"
 #include "util.h"
 
-/* Handshake plus the complete first request head; for later requests on a
- * kept-alive connection, the head from its first byte. */
-#define PEER_HEAD_TIMEOUT_MS 10000
-/* A kept-alive connection may sit idle this long between requests. */
-#define PEER_IDLE_TIMEOUT_MS 30000
-/* Writing one response. */
-#define PEER_WRITE_TIMEOUT_MS 10000
-/* Long polls re-check the server's stop flag and the client at this period. */
-#define PEER_WAIT_SLICE_MS 100
-/* After an error answer the rest of the client's request is read and
- * dropped for at most this long and this much, so that closing the socket
- * does not reset the connection before the client has read the answer. */
-#define PEER_LINGER_MS 2000
-#define PEER_LINGER_BYTES (256 * 1024)
 /* Certificate, key and CA files are read up to this size. */
 #define PEER_MAX_PEM (1024 * 1024)
 #define PEER_DEFAULT_HEALTH_PATH "/health/leadership"
-
-typedef struct conn {
-    struct peer_server *srv;
-    struct conn *next;
-    pthread_t thread;
-    int fd;
-    SSL *ssl;
-    int done; /* atomic: the thread has finished and may be joined */
-    int64_t accepted_ms;
-    size_t len; /* bytes in buf */
-    char buf[PEER_MAX_HEADER];
-} conn;
-
-struct peer_server {
-    SSL_CTX *ctx;
-    int lfd;
-    int port;
-    int wake[2];  /* written once on stop; never drained, so it stays readable */
-    int stopping; /* atomic */
-    int acceptor_started;
-    pthread_t acceptor;
-    pthread_mutex_t mu;
-    conn *conns; /* live and finished-but-unjoined connections */
-    int nconns;
-    peer_source src;
-    char *health_path;
-};
-
-static int is_stopping(peer_server *s)
-{
-    return __atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE);
-}
 
 /* ---- TLS context ---------------------------------------------------------- */
 
@@ -274,15 +237,47 @@ static int load_client_ca(SSL_CTX *ctx, const char *pem, size_t len, char *err, 
 struct peer_identity {
     EVP_PKEY *key;
     X509 *cert;
+    char pin[PEER_PIN_LEN + 1];
+    int refs; /* under id_mu */
 };
+
+static pthread_mutex_t id_mu = PTHREAD_MUTEX_INITIALIZER;
+static peer_identity *shared_id; /* under id_mu */
 
 void peer_identity_free(peer_identity *id)
 {
     if (!id)
         return;
+    pthread_mutex_lock(&id_mu);
+    int last = --id->refs <= 0;
+    if (last && shared_id == id)
+        shared_id = NULL;
+    pthread_mutex_unlock(&id_mu);
+    if (!last)
+        return;
     EVP_PKEY_free(id->key);
     X509_free(id->cert);
     free(id);
+}
+
+const char *peer_identity_pin(const peer_identity *id)
+{
+    return id ? id->pin : "";
+}
+
+int peer_identity_shared(peer_identity **out, char pin[PEER_PIN_LEN + 1], char *err, size_t errlen)
+{
+    pthread_mutex_lock(&id_mu);
+    int rc = 0;
+    if (!shared_id)
+        rc = peer_identity_new(&shared_id, pin, err, errlen);
+    else
+        shared_id->refs++;
+    if (rc == 0)
+        memcpy(pin, shared_id->pin, PEER_PIN_LEN + 1);
+    *out = rc == 0 ? shared_id : NULL;
+    pthread_mutex_unlock(&id_mu);
+    return rc;
 }
 
 static EVP_PKEY *make_p256_key(void)
@@ -338,6 +333,8 @@ int peer_identity_new(peer_identity **out, char pin[PEER_PIN_LEN + 1], char *err
         uint8_t sum[CR_SHA256_LEN];
         cr_sha256(der, (size_t)n, sum);
         u_base64(sum, sizeof sum, pin);
+        memcpy(id->pin, pin, PEER_PIN_LEN + 1);
+        id->refs = 1;
         OPENSSL_free(der);
         *out = id;
         return 0;
@@ -561,7 +558,7 @@ static int listen_on(const char *addr, int *fd_out, int *port_out, char *err, si
     int last_errno = 0;
     /* ":PORT" (no host): every address, IPv6 and IPv4 where the system has
      * IPv6 (the advertised address, the route to the store, may be either). */
-    int fd = u_listen(res, !host[0], SOCK_NONBLOCK, 64, NULL, &last_errno);
+    int fd = u_listen(res, !host[0], SOCK_NONBLOCK, 1024, NULL, &last_errno);
     freeaddrinfo(res);
     if (fd < 0) {
         snprintf(err, errlen,
@@ -584,28 +581,185 @@ static int listen_on(const char *addr, int *fd_out, int *port_out, char *err, si
     return 0;
 }
 
+/* ---- the process-wide registry ------------------------------------------------ */
+
+/* Handshake plus the complete first request head; for later requests on a
+ * kept-alive connection, the head (and a batch's body) from its first byte. */
+#define PEER_HEAD_TIMEOUT_MS 10000
+/* A kept-alive connection may sit idle this long between requests. */
+#define PEER_IDLE_TIMEOUT_MS 30000
+/* Writing one response. */
+#define PEER_WRITE_TIMEOUT_MS 10000
+/* Pending long polls are re-checked this often when a source cannot tell
+ * its changes (no state callback), else every PEER_SAFETY_RECHECK_MS. */
+#define PEER_RECHECK_MS 100
+#define PEER_SAFETY_RECHECK_MS 1000
+/* After an error answer the rest of the client's request is read and
+ * dropped for at most this long and this much, so that closing the socket
+ * does not reset the connection before the client has read the answer. */
+#define PEER_LINGER_MS 2000
+#define PEER_LINGER_BYTES (256 * 1024)
+#define PEER_HASH 1024
+
+struct listener;
+
+/* One elector's registration on a listener (peer.h: peer_server). */
+struct peer_server {
+    struct listener *l;
+    struct peer_server *next, *hnext;
+    char inc[PEER_INC_MAX + 1]; /* "" when registered without one */
+    peer_source src;
+    int port;
+    int tomb; /* stopped: answers "not the leader" until tomb_until */
+    int64_t tomb_until;
+    uint64_t gen; /* atomic: bumped by peer_server_notify */
+};
+
+typedef struct listener {
+    struct listener *next;
+    char *addr;
+    uint8_t key[CR_SHA256_LEN]; /* the TLS setup and health path */
+    int explicit_port;
+    char *health_path;
+    SSL_CTX *ctx;
+    int lfd, port;
+    peer_server *regs;
+    peer_server *hash[PEER_HASH];
+    int nlive, nregs;
+    int closing; /* no registration left: the server thread closes it */
+} listener;
+
+enum { C_HANDSHAKE, C_HEAD, C_BODY, C_GET, C_BATCH, C_WRITE, C_LINGER, C_CLOSED };
+
+typedef struct conn {
+    struct conn *next;
+    listener *l;
+    int fd;
+    SSL *ssl;
+    int state;
+    short want;       /* poll events the TLS layer waits for */
+    int64_t deadline; /* of the current state */
+    int64_t accepted_ms, idle_since, head_started;
+    int first; /* no request answered yet */
+    peer_request req;
+    size_t len; /* bytes in buf */
+    char buf[PEER_MAX_HEADER];
+    char *body; /* a batch's body (POST), NULL when the body is dropped */
+    size_t body_len, body_need;
+    char *out; /* the answer being written */
+    size_t out_len, out_off;
+    int keep, linger_after;
+    size_t lingered;
+    /* C_GET: the registration and the version the answer waits to change. */
+    peer_server *reg;
+    uint64_t ver, gen;
+    int64_t wait_deadline;
+    /* C_BATCH */
+    peer_batch batch;
+    uint64_t *gens; /* per entry: the registration's gen at the last check */
+    int64_t gather_at;
+    int64_t checked_at; /* full re-check */
+} conn;
+
+static struct {
+    pthread_mutex_t life; /* serialises register/unregister (thread start/join) */
+    pthread_mutex_t mu;   /* everything below; the server thread holds it except in poll() */
+    pthread_cond_t cv;
+    listener *ls;
+    conn *conns;
+    int nconns;
+    int wakefd;          /* eventfd, kept for the process lifetime once made */
+    int running, joiner; /* a thread runs; peer_server_stop will join it */
+    pthread_t thread;
+    uint64_t iter;
+    int slow_sources; /* registrations without a state callback */
+    int64_t accept_paused_until;
+} g = {.life = PTHREAD_MUTEX_INITIALIZER,
+       .mu = PTHREAD_MUTEX_INITIALIZER,
+       .cv = PTHREAD_COND_INITIALIZER,
+       .wakefd = -1};
+
+static void wake_server(void)
+{
+    int fd = __atomic_load_n(&g.wakefd, __ATOMIC_ACQUIRE);
+    if (fd < 0)
+        return;
+    uint64_t one = 1;
+    ssize_t w;
+    do
+        w = write(fd, &one, sizeof one);
+    while (w < 0 && errno == EINTR);
+}
+
+void peer_server_notify(peer_server *s)
+{
+    if (!s)
+        return;
+    __atomic_add_fetch(&s->gen, 1, __ATOMIC_RELEASE);
+    wake_server();
+}
+
+static uint32_t inc_hash(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h % PEER_HASH;
+}
+
+/* The registration for an incarnation (live or stopped), or NULL. */
+static peer_server *lookup(listener *l, const char *inc)
+{
+    for (peer_server *r = l->hash[inc_hash(inc)]; r; r = r->hnext)
+        if (strcmp(r->inc, inc) == 0)
+            return r;
+    return NULL;
+}
+
+/* The state of a registration (a stopped one never leads). */
+static void reg_state(peer_server *r, peer_state *st)
+{
+    memset(st, 0, sizeof *st);
+    if (r->tomb)
+        return;
+    if (r->src.state) {
+        r->src.state(r->src.ctx, st);
+        return;
+    }
+    peer_view v = {0};
+    if (r->src.view(r->src.ctx, &v) == 0) {
+        st->version = v.version;
+        st->leading = v.leading && v.body;
+        cJSON *o = st->leading ? cJSON_Parse(v.body) : NULL;
+        cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "term");
+        st->term = cJSON_IsNumber(t) ? (int64_t)t->valuedouble : 0;
+        cJSON_Delete(o);
+    }
+    peer_view_clear(&v);
+}
+
+static int reg_view(peer_server *r, peer_view *v)
+{
+    memset(v, 0, sizeof *v);
+    if (r->tomb) {
+        v->etag = u_strdup("");
+        return v->etag ? 0 : S3LECT_ENOMEM;
+    }
+    return r->src.view(r->src.ctx, v);
+}
+
 /* ---- connection I/O ------------------------------------------------------- */
 
-/* Waits until c->fd has `events`, the server stops or the deadline passes.
- * Returns 1 when ready (errors and hang-ups count: the next call sees them),
- * 0 on timeout, -1 when stopping. */
-static int wait_fd(conn *c, short events, int64_t deadline)
+static void conn_close(conn *c)
 {
-    for (;;) {
-        if (is_stopping(c->srv))
-            return -1;
-        int64_t left = deadline - u_mono_ms();
-        if (left <= 0)
-            return 0;
-        struct pollfd p[2] = {{c->fd, events, 0}, {c->srv->wake[0], POLLIN, 0}};
-        int r = poll(p, 2, left > INT_MAX ? INT_MAX : (int)left);
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (r > 0 && p[1].revents)
-            return -1;
-        if (r > 0 && p[0].revents)
-            return 1;
-    }
+    if (c->state == C_CLOSED)
+        return;
+    ERR_clear_error();
+    SSL_free(c->ssl);
+    c->ssl = NULL;
+    close(c->fd);
+    c->fd = -1;
+    c->state = C_CLOSED;
 }
 
 /* Maps an SSL result to the poll events to wait for, or 0 for a hard error. */
@@ -621,51 +775,16 @@ static short ssl_wants(conn *c, int r)
     }
 }
 
-static int tls_accept(conn *c, int64_t deadline)
+/* Reads into dst. Returns the count, 0 when it would block (c->want set), -1 on close or error. */
+static long tls_read(conn *c, char *dst, size_t cap)
 {
-    for (;;) {
-        ERR_clear_error();
-        int r = SSL_accept(c->ssl);
-        if (r == 1)
-            return 0;
-        short ev = ssl_wants(c, r);
-        if (!ev || wait_fd(c, ev, deadline) != 1)
-            return -1;
-    }
+    ERR_clear_error();
+    int r = SSL_read(c->ssl, dst, cap > INT_MAX ? INT_MAX : (int)cap);
+    if (r > 0)
+        return r;
+    c->want = ssl_wants(c, r);
+    return c->want ? 0 : -1;
 }
-
-/* Reads up to cap bytes. Returns the count, or 0 on close, error, timeout or stop. */
-static size_t tls_read(conn *c, char *dst, size_t cap, int64_t deadline)
-{
-    for (;;) {
-        ERR_clear_error();
-        int r = SSL_read(c->ssl, dst, cap > INT_MAX ? INT_MAX : (int)cap);
-        if (r > 0)
-            return (size_t)r;
-        short ev = ssl_wants(c, r);
-        if (!ev || wait_fd(c, ev, deadline) != 1)
-            return 0;
-    }
-}
-
-static int tls_write_all(conn *c, const char *p, size_t n, int64_t deadline)
-{
-    while (n > 0) {
-        ERR_clear_error();
-        int r = SSL_write(c->ssl, p, n > INT_MAX ? INT_MAX : (int)n);
-        if (r > 0) {
-            p += r;
-            n -= (size_t)r;
-            continue;
-        }
-        short ev = ssl_wants(c, r);
-        if (!ev || wait_fd(c, ev, deadline) != 1)
-            return -1;
-    }
-    return 0;
-}
-
-/* ---- HTTP over one connection ----------------------------------------------- */
 
 static const char *reason_phrase(int status)
 {
@@ -678,6 +797,8 @@ static const char *reason_phrase(int status)
         return "Not Found";
     case 405:
         return "Method Not Allowed";
+    case 413:
+        return "Content Too Large";
     case 431:
         return "Request Header Fields Too Large";
     case 503:
@@ -689,7 +810,10 @@ static const char *reason_phrase(int status)
     }
 }
 
-static int send_response(conn *c, int status, const char *body, int head_only, int keep_alive)
+static void step(conn *c, int64_t now);
+
+/* Queues the answer and starts writing it. */
+static void respond(conn *c, int status, const char *body, int head_only, int keep, int linger)
 {
     size_t blen = body ? strlen(body) : 0;
     char hdr[256];
@@ -701,269 +825,811 @@ static int send_response(conn *c, int status, const char *body, int head_only, i
                  "Cache-Control: no-store\r\n"
                  "%s"
                  "Connection: %s\r\n\r\n",
-                 status, reason_phrase(status), blen, status == 405 ? "Allow: GET, HEAD\r\n" : "",
-                 keep_alive ? "keep-alive" : "close");
-    if (hl < 0 || (size_t)hl >= sizeof hdr)
-        return -1;
+                 status, reason_phrase(status), blen,
+                 status == 405 ? "Allow: GET, HEAD, POST\r\n" : "", keep ? "keep-alive" : "close");
     size_t total = (size_t)hl + (head_only ? 0 : blen);
-    char *out = malloc(total);
-    if (!out)
-        return -1;
-    memcpy(out, hdr, (size_t)hl);
+    free(c->out);
+    c->out = hl > 0 && (size_t)hl < sizeof hdr ? malloc(total) : NULL;
+    if (!c->out) {
+        conn_close(c);
+        return;
+    }
+    memcpy(c->out, hdr, (size_t)hl);
     if (!head_only && blen)
-        memcpy(out + hl, body, blen);
-    int rc = tls_write_all(c, out, total, u_mono_ms() + PEER_WRITE_TIMEOUT_MS);
-    free(out);
-    return rc;
+        memcpy(c->out + hl, body, blen);
+    c->out_len = total;
+    c->out_off = 0;
+    c->keep = keep;
+    c->linger_after = linger;
+    c->state = C_WRITE;
+    c->want = POLLOUT;
+    c->deadline = u_mono_ms() + PEER_WRITE_TIMEOUT_MS;
 }
 
-static int send_error(conn *c, int status)
+static void respond_error(conn *c, int status)
 {
     const char *body = status == 431   ? "{\"error\":\"request head too large\"}"
                        : status == 505 ? "{\"error\":\"only HTTP/1.0 and HTTP/1.1 are supported\"}"
+                       : status == 413 ? "{\"error\":\"request body too large (at most 1 MiB)\"}"
                                        : "{\"error\":\"malformed request\"}";
-    return send_response(c, status, body, 0, 0);
+    respond(c, status, body, 0, 0, 1);
 }
 
-/* Reads one request head into c->buf. Returns 1 with *req filled and
- * *deadline set to the request's deadline, 0 when the connection should
- * close quietly (closed, timed out, stopping), or a negative HTTP status. */
-static int read_request(conn *c, int first, peer_request *req, int64_t *deadline)
+static void batch_clear(conn *c)
 {
-    int64_t head_deadline = first ? c->accepted_ms + PEER_HEAD_TIMEOUT_MS : 0;
-    int64_t idle_deadline = u_mono_ms() + PEER_IDLE_TIMEOUT_MS;
-    for (;;) {
-        if (c->len > 0) {
-            int rc = peer_parse_request(c->buf, c->len, req);
-            if (rc != 0) {
-                *deadline = head_deadline ? head_deadline : u_mono_ms() + PEER_HEAD_TIMEOUT_MS;
-                return rc;
-            }
-            if (!head_deadline) /* the clock for a complete head starts at its first byte */
-                head_deadline = u_mono_ms() + PEER_HEAD_TIMEOUT_MS;
+    peer_batch_free(&c->batch);
+    free(c->gens);
+    c->gens = NULL;
+    free(c->body);
+    c->body = NULL;
+}
+
+/* ---- answering ---------------------------------------------------------------- */
+
+static const char NOT_LEADER[] = "{\"error\":\"this node is not the leader\"}";
+static const char SEVERAL[] =
+    "{\"error\":\"this endpoint serves several locks: name one with ?incarnation=\"}";
+
+/* Answers c's GET from the view of r now (NULL: not the leader). */
+static void answer_get(conn *c, peer_server *r)
+{
+    int head = strcmp(c->req.method, "HEAD") == 0;
+    peer_view v;
+    int status = 404;
+    char *body = NULL;
+    int rc = r ? reg_view(r, &v) : (memset(&v, 0, sizeof v), 0);
+    if (rc == 0 && r)
+        rc = peer_answer_view(&v, &status, &body);
+    peer_view_clear(&v);
+    if (rc != 0)
+        respond(c, 503, "{\"error\":\"temporarily unavailable\"}", head, c->req.keep_alive, 0);
+    else
+        respond(c, status, body ? body : NOT_LEADER, head, c->req.keep_alive, 0);
+    free(body);
+}
+
+/* Re-checks a pending GET. full: ignore the registration's gen. */
+static void check_get(conn *c, int64_t now, int full)
+{
+    peer_server *r = c->reg;
+    if (!r || r->tomb || now >= c->wait_deadline) {
+        answer_get(c, r);
+        return;
+    }
+    uint64_t gen = __atomic_load_n(&r->gen, __ATOMIC_ACQUIRE);
+    if (!full && gen == c->gen)
+        return;
+    c->gen = gen;
+    if (r->src.state) {
+        peer_state st;
+        reg_state(r, &st);
+        if (st.version == c->ver && st.leading)
+            return;
+    }
+    peer_view v;
+    if (reg_view(r, &v) != 0) {
+        peer_view_clear(&v);
+        respond(c, 503, "{\"error\":\"temporarily unavailable\"}", 0, c->req.keep_alive, 0);
+        return;
+    }
+    int hold = peer_should_hold(&c->req, &v);
+    c->ver = v.version;
+    peer_view_clear(&v);
+    if (!hold)
+        answer_get(c, r);
+}
+
+static void start_get(conn *c, int64_t now)
+{
+    listener *l = c->l;
+    peer_server *r = NULL;
+    if (c->req.incarnation[0]) {
+        r = lookup(l, c->req.incarnation);
+    } else if (l->nlive > 1) {
+        respond(c, 404, SEVERAL, strcmp(c->req.method, "HEAD") == 0, c->req.keep_alive, 0);
+        return;
+    } else {
+        for (peer_server *x = l->regs; x; x = x->next)
+            if (!x->tomb || !r)
+                r = x; /* the live one, else a stopped one */
+    }
+    if (!r || r->tomb || c->req.wait_ms <= 0 || !c->req.etag[0]) {
+        answer_get(c, r);
+        return;
+    }
+    c->reg = r;
+    c->gen = __atomic_load_n(&r->gen, __ATOMIC_ACQUIRE);
+    c->wait_deadline = now + c->req.wait_ms;
+    peer_view v;
+    if (reg_view(r, &v) != 0) {
+        peer_view_clear(&v);
+        respond(c, 503, "{\"error\":\"temporarily unavailable\"}", 0, c->req.keep_alive, 0);
+        return;
+    }
+    int hold = peer_should_hold(&c->req, &v);
+    c->ver = v.version;
+    peer_view_clear(&v);
+    if (!hold) {
+        answer_get(c, r);
+        return;
+    }
+    c->state = C_GET;
+    c->want = 0;
+    c->checked_at = now;
+}
+
+/* 1 when the entry's lock has changed for the follower that sent it. */
+static int entry_changed(listener *l, const peer_batch_entry *e)
+{
+    peer_server *r = lookup(l, e->incarnation);
+    if (!r || r->tomb)
+        return 1;
+    peer_state st;
+    reg_state(r, &st);
+    return !st.leading || st.term != e->term;
+}
+
+static void answer_batch(conn *c, int changed_only)
+{
+    listener *l = c->l;
+    size_t n = c->batch.n, k = 0;
+    peer_batch_item *items = calloc(n ? n : 1, sizeof *items);
+    char **bodies = calloc(n ? n : 1, sizeof *bodies);
+    if (!items || !bodies) {
+        free(items);
+        free(bodies);
+        respond(c, 503, "{\"error\":\"temporarily unavailable\"}", 0, c->req.keep_alive, 0);
+        batch_clear(c);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const peer_batch_entry *e = &c->batch.e[i];
+        if (changed_only && !entry_changed(l, e))
+            continue;
+        peer_server *r = lookup(l, e->incarnation);
+        peer_view v;
+        int status = 404;
+        if (r && !r->tomb && reg_view(r, &v) == 0 && v.leading && v.body) {
+            status = 200;
+            bodies[k] = v.body;
+            v.body = NULL;
         }
-        if (c->len >= sizeof c->buf)
-            return -431; /* not reached: the parser reports it first */
-        size_t n = tls_read(c, c->buf + c->len, sizeof c->buf - c->len,
-                            head_deadline ? head_deadline : idle_deadline);
-        if (n == 0)
-            return 0;
-        c->len += n;
+        if (r && !r->tomb)
+            peer_view_clear(&v);
+        items[k].incarnation = e->incarnation;
+        items[k].status = status;
+        items[k].record = bodies[k];
+        k++;
     }
-}
-
-/* Drops the request head and its body (read and discarded) from the
- * connection, keeping any bytes of a following request. */
-static int consume_request(conn *c, const peer_request *req, int64_t deadline)
-{
-    size_t head = req->header_len;
-    size_t body_in_buf = c->len - head < req->content_length ? c->len - head : req->content_length;
-    size_t rest = req->content_length - body_in_buf;
-    size_t used = head + body_in_buf;
-    memmove(c->buf, c->buf + used, c->len - used);
-    c->len -= used;
-    char scratch[4096];
-    while (rest > 0) {
-        size_t n = tls_read(c, scratch, rest < sizeof scratch ? rest : sizeof scratch, deadline);
-        if (n == 0)
-            return -1;
-        rest -= n;
+    char *out = peer_batch_answer(items, k);
+    for (size_t i = 0; i < k; i++)
+        free(bodies[i]);
+    free(items);
+    free(bodies);
+    batch_clear(c);
+    if (!out) {
+        respond(c, 503, "{\"error\":\"temporarily unavailable\"}", 0, c->req.keep_alive, 0);
+        return;
     }
-    return 0;
+    respond(c, 200, out, 0, c->req.keep_alive, 0);
+    free(out);
 }
 
-/* 1 when the client has closed or reset the connection. */
-static int client_gone(conn *c)
+/* Re-checks a pending batch. full: every entry, else those whose
+ * registration was notified since the last check. */
+static void check_batch(conn *c, int64_t now, int full)
 {
-    struct pollfd p = {c->fd, POLLRDHUP, 0};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
-/* The source as one connection sees it: long polls wait in slices so that a
- * stop or a client that went away ends them. */
-static int conn_view(void *ctx, peer_view *v)
-{
-    conn *c = ctx;
-    return c->srv->src.view(c->srv->src.ctx, v);
-}
-
-static int conn_wait(void *ctx, uint64_t version, int64_t deadline)
-{
-    conn *c = ctx;
-    const peer_source *src = &c->srv->src;
-    for (;;) {
-        if (is_stopping(c->srv) || client_gone(c))
-            return -1;
-        int64_t now = u_mono_ms();
-        if (now >= deadline)
-            return 0;
-        int64_t slice = deadline - now > PEER_WAIT_SLICE_MS ? now + PEER_WAIT_SLICE_MS : deadline;
-        int r = src->wait(src->ctx, version, slice);
-        if (r != 0)
-            return r;
+    listener *l = c->l;
+    int changed = c->gather_at != 0;
+    for (size_t i = 0; i < c->batch.n && !changed; i++) {
+        peer_batch_entry *e = &c->batch.e[i];
+        peer_server *r = lookup(l, e->incarnation);
+        if (!r || r->tomb) {
+            changed = 1;
+            break;
+        }
+        uint64_t gen = __atomic_load_n(&r->gen, __ATOMIC_ACQUIRE);
+        if (!full && gen == c->gens[i])
+            continue;
+        c->gens[i] = gen;
+        changed = entry_changed(l, e);
     }
+    if (changed && !c->gather_at)
+        c->gather_at = now + PEER_BATCH_GATHER_MS;
+    if (changed && now >= c->gather_at)
+        answer_batch(c, 1);
+    else if (!changed && now >= c->wait_deadline)
+        answer_batch(c, 0);
 }
 
-/* Answers one parsed request. Returns 1 to keep the connection open. */
-static int serve(conn *c, const peer_request *req)
+static void start_batch(conn *c, int64_t now)
 {
-    peer_source csrc = {conn_view, conn_wait, c};
+    int rc = peer_parse_batch(c->body, c->body_len, &c->batch);
+    free(c->body);
+    c->body = NULL;
+    if (rc != 0) {
+        respond(c,
+                rc == -413   ? 413
+                : rc == -500 ? 503
+                             : 400,
+                rc == -500
+                    ? "{\"error\":\"temporarily unavailable\"}"
+                    : "{\"error\":\"malformed batch: expected {\\\"wait\\\":ms,\\\"locks\\\":"
+                      "[{\\\"incarnation\\\":hex,\\\"term\\\":n,\\\"etag\\\":s},...]} "
+                      "with 1 to 4096 locks\"}",
+                0, c->req.keep_alive, 0);
+        return;
+    }
+    c->gens = calloc(c->batch.n, sizeof *c->gens);
+    if (!c->gens) {
+        batch_clear(c);
+        respond(c, 503, "{\"error\":\"temporarily unavailable\"}", 0, c->req.keep_alive, 0);
+        return;
+    }
+    c->state = C_BATCH;
+    c->want = 0;
+    c->gather_at = 0;
+    c->wait_deadline = now + c->batch.wait_ms;
+    c->checked_at = now;
+    check_batch(c, now, 1);
+}
+
+/* A complete request (and body): answer it or park it. */
+static void dispatch(conn *c, int64_t now)
+{
     int status;
     char *body = NULL;
-    int rc = peer_answer(&csrc, c->srv->health_path, req, &status, &body);
-    if (is_stopping(c->srv)) { /* stopping: close without an answer */
+    int early = peer_answer_early(c->l->health_path, &c->req, 1, &status, &body);
+    if (early) {
+        if (early < 0)
+            conn_close(c);
+        else
+            respond(c, status, body, strcmp(c->req.method, "HEAD") == 0, c->req.keep_alive, 0);
         free(body);
-        return 0;
+        return;
     }
-    if (rc != 0) {
-        free(body);
-        body = NULL;
-        status = 503;
-    }
-    int keep = req->keep_alive;
-    int w = send_response(c, status, body ? body : "{\"error\":\"temporarily unavailable\"}",
-                          strcmp(req->method, "HEAD") == 0, keep);
-    free(body);
-    return w == 0 && keep;
+    if (strcmp(c->req.method, "POST") == 0)
+        start_batch(c, now);
+    else
+        start_get(c, now);
 }
 
-/* Sends close_notify, half-closes, and drops what the client still sends
- * (bounded), so the answer to a bad request is not lost to a reset. */
-static void linger_close(conn *c)
+/* ---- the connection's state machine -------------------------------------------- */
+
+static void start_head(conn *c, int64_t now)
 {
-    ERR_clear_error();
-    SSL_shutdown(c->ssl);
-    shutdown(c->fd, SHUT_WR);
-    int64_t deadline = u_mono_ms() + PEER_LINGER_MS;
-    size_t total = 0;
-    char scratch[4096];
-    while (total < PEER_LINGER_BYTES && wait_fd(c, POLLIN, deadline) == 1) {
-        ssize_t n = recv(c->fd, scratch, sizeof scratch, MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+    c->state = C_HEAD;
+    c->want = POLLIN;
+    c->idle_since = now;
+    c->head_started = 0;
+    c->reg = NULL;
+}
+
+static void after_head(conn *c, int64_t now)
+{
+    size_t head = c->req.header_len;
+    size_t cl = c->req.content_length;
+    int post = strcmp(c->req.method, "POST") == 0;
+    size_t inbuf = c->len - head < cl ? c->len - head : cl;
+    c->body = NULL;
+    c->body_len = 0;
+    c->body_need = cl;
+    if (post) {
+        c->body = malloc(cl ? cl : 1);
+        if (!c->body) {
+            conn_close(c);
+            return;
+        }
+        memcpy(c->body, c->buf + head, inbuf);
+    }
+    c->body_len = inbuf;
+    memmove(c->buf, c->buf + head + inbuf, c->len - head - inbuf);
+    c->len -= head + inbuf;
+    c->state = C_BODY;
+    c->want = POLLIN;
+    c->deadline = (c->head_started ? c->head_started : now) + PEER_HEAD_TIMEOUT_MS;
+    if (c->first)
+        c->deadline = c->accepted_ms + PEER_HEAD_TIMEOUT_MS;
+    if (c->body_len < c->body_need && c->deadline < now + PEER_HEAD_TIMEOUT_MS)
+        c->deadline = now + PEER_HEAD_TIMEOUT_MS; /* a body of up to 1 MiB */
+}
+
+static void do_head(conn *c, int64_t now)
+{
+    for (;;) {
+        if (c->len > 0) {
+            int rc = peer_parse_request(c->buf, c->len, &c->req);
+            if (rc < 0) {
+                respond_error(c, -rc);
+                return;
+            }
+            if (rc == 1) {
+                after_head(c, now);
+                return;
+            }
+            if (!c->head_started)
+                c->head_started = now;
+        }
+        long n = tls_read(c, c->buf + c->len, sizeof c->buf - c->len);
+        if (n < 0) {
+            conn_close(c);
+            return;
+        }
+        if (n == 0)
             break;
-        if (n > 0)
-            total += (size_t)n;
+        c->len += (size_t)n;
+    }
+    c->deadline = c->first          ? c->accepted_ms + PEER_HEAD_TIMEOUT_MS
+                  : c->head_started ? c->head_started + PEER_HEAD_TIMEOUT_MS
+                                    : c->idle_since + PEER_IDLE_TIMEOUT_MS;
+}
+
+static void do_body(conn *c, int64_t now)
+{
+    char scratch[4096];
+    while (c->body_len < c->body_need) {
+        size_t want = c->body_need - c->body_len;
+        char *dst = c->body ? c->body + c->body_len : scratch;
+        if (!c->body && want > sizeof scratch)
+            want = sizeof scratch;
+        long n = tls_read(c, dst, want);
+        if (n < 0) {
+            conn_close(c);
+            return;
+        }
+        if (n == 0)
+            return;
+        c->body_len += (size_t)n;
+    }
+    dispatch(c, now);
+}
+
+static void do_write(conn *c, int64_t now)
+{
+    while (c->out_off < c->out_len) {
+        ERR_clear_error();
+        size_t n = c->out_len - c->out_off;
+        int r = SSL_write(c->ssl, c->out + c->out_off, n > INT_MAX ? INT_MAX : (int)n);
+        if (r <= 0) {
+            c->want = ssl_wants(c, r);
+            if (!c->want)
+                conn_close(c);
+            return;
+        }
+        c->out_off += (size_t)r;
+    }
+    free(c->out);
+    c->out = NULL;
+    c->first = 0;
+    if (c->linger_after) {
+        /* close_notify, half-close, and drop what the client still sends
+         * (bounded), so the answer to a bad request is not lost to a reset. */
+        ERR_clear_error();
+        SSL_shutdown(c->ssl);
+        shutdown(c->fd, SHUT_WR);
+        c->state = C_LINGER;
+        c->want = POLLIN;
+        c->lingered = 0;
+        c->deadline = now + PEER_LINGER_MS;
+        return;
+    }
+    if (!c->keep) {
+        ERR_clear_error();
+        SSL_shutdown(c->ssl); /* one non-blocking close_notify; no wait for the reply */
+        conn_close(c);
+        return;
+    }
+    start_head(c, now);
+    do_head(c, now); /* a pipelined request may be in buf already */
+}
+
+static void do_linger(conn *c)
+{
+    char scratch[4096];
+    while (c->lingered < PEER_LINGER_BYTES) {
+        ssize_t n = recv(c->fd, scratch, sizeof scratch, MSG_DONTWAIT);
+        if (n > 0) {
+            c->lingered += (size_t)n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return;
+        break;
+    }
+    conn_close(c);
+}
+
+/* Runs c's state machine as far as it goes without blocking. */
+static void step(conn *c, int64_t now)
+{
+    switch (c->state) {
+    case C_HANDSHAKE: {
+        ERR_clear_error();
+        int r = SSL_accept(c->ssl);
+        if (r == 1) {
+            start_head(c, now);
+            do_head(c, now);
+            return;
+        }
+        c->want = ssl_wants(c, r);
+        if (!c->want)
+            conn_close(c);
+        return;
+    }
+    case C_HEAD:
+        do_head(c, now);
+        return;
+    case C_BODY:
+        do_body(c, now);
+        return;
+    case C_WRITE:
+        do_write(c, now);
+        return;
+    case C_LINGER:
+        do_linger(c);
+        return;
+    default:
+        return;
     }
 }
 
-static void *conn_main(void *arg)
+/* Drives c until it waits for its socket, a change or a deadline. */
+static void run(conn *c, int64_t now)
 {
-    conn *c = arg;
-    if (tls_accept(c, c->accepted_ms + PEER_HEAD_TIMEOUT_MS) == 0) {
-        int bad = 0;
-        for (int first = 1;; first = 0) {
-            peer_request req;
-            int64_t deadline;
-            int rc = read_request(c, first, &req, &deadline);
-            if (rc < 0)
-                bad = send_error(c, -rc) == 0;
-            if (rc <= 0 || consume_request(c, &req, deadline) != 0 || !serve(c, &req))
-                break;
+    for (int i = 0; i < 8; i++) {
+        int before = c->state;
+        step(c, now);
+        /* A state that finished without waiting (answered at once) goes on. */
+        if (c->state == C_CLOSED || c->state == C_GET || c->state == C_BATCH ||
+            (c->state == before && c->want))
+            return;
+    }
+}
+
+/* 1 when the client closed or reset a parked connection. */
+static int gone(short revents)
+{
+    return (revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+/* ---- the server thread ----------------------------------------------------------- */
+
+static void accept_on(listener *l, int64_t now)
+{
+    for (;;) {
+        int fd = accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                g.accept_paused_until = now + 100; /* back off instead of spinning */
+            return;
         }
-        if (bad) {
-            linger_close(c);
-        } else if (!is_stopping(c->srv)) {
+        if (g.nconns >= PEER_MAX_CONNS) {
+            /* Full: the longest idle kept-alive connection makes room, else the new one goes. */
+            conn *old = NULL;
+            for (conn *c = g.conns; c; c = c->next)
+                if (c->state == C_HEAD && !c->first && c->len == 0 && !c->head_started &&
+                    (!old || c->idle_since <= old->idle_since))
+                    old = c; /* newest first: on a tie the older one wins */
+            if (!old) {
+                close(fd);
+                continue;
+            }
+            conn_close(old);
+        }
+        conn *c = calloc(1, sizeof *c);
+        SSL *ssl = c ? SSL_new(l->ctx) : NULL;
+        if (!ssl || SSL_set_fd(ssl, fd) != 1) {
+            SSL_free(ssl);
+            free(c);
+            close(fd);
             ERR_clear_error();
-            SSL_shutdown(c->ssl); /* one non-blocking close_notify; no wait for the reply */
+            continue;
         }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        c->l = l;
+        c->fd = fd;
+        c->ssl = ssl;
+        c->first = 1;
+        c->accepted_ms = now;
+        c->state = C_HANDSHAKE;
+        c->want = POLLIN;
+        c->deadline = now + PEER_HEAD_TIMEOUT_MS;
+        c->next = g.conns;
+        g.conns = c;
+        g.nconns++;
+        run(c, now);
     }
-    ERR_clear_error();
-    SSL_free(c->ssl);
-    c->ssl = NULL;
-    close(c->fd);
-    c->fd = -1;
-    __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
-    return NULL;
 }
 
-/* ---- acceptor ------------------------------------------------------------------ */
-
-/* Joins and frees the connections whose threads have finished. */
-static void reap(peer_server *s, int all)
+static void free_conn(conn *c)
 {
-    conn *dead = NULL;
-    pthread_mutex_lock(&s->mu);
-    for (conn **pp = &s->conns; *pp;) {
+    conn_close(c);
+    batch_clear(c);
+    free(c->out);
+    free(c);
+}
+
+static void free_listener(listener *l)
+{
+    if (l->lfd >= 0)
+        close(l->lfd);
+    SSL_CTX_free(l->ctx);
+    free(l->addr);
+    free(l->health_path);
+    free(l);
+}
+
+/* Under g.mu: drops closed connections, stopped registrations whose time
+ * is up, and listeners left without registrations (with their connections). */
+static void expire_tombs(listener *l, int64_t now)
+{
+    for (peer_server **pp = &l->regs; *pp;) {
+        peer_server *r = *pp;
+        if (r->tomb && now >= r->tomb_until) {
+            *pp = r->next;
+            for (peer_server **hp = &l->hash[inc_hash(r->inc)]; *hp; hp = &(*hp)->hnext)
+                if (*hp == r) {
+                    *hp = r->hnext;
+                    break;
+                }
+            for (conn *c = g.conns; c; c = c->next)
+                if (c->reg == r)
+                    c->reg = NULL;
+            l->nregs--;
+            free(r);
+        } else {
+            pp = &r->next;
+        }
+    }
+    if (l->nregs == 0)
+        l->closing = 1;
+}
+
+static void cleanup(int64_t now)
+{
+    for (listener *l = g.ls; l; l = l->next)
+        expire_tombs(l, now);
+    for (conn **pp = &g.conns; *pp;) {
         conn *c = *pp;
-        if (all || __atomic_load_n(&c->done, __ATOMIC_ACQUIRE)) {
+        if (c->l->closing)
+            conn_close(c);
+        if (c->state == C_CLOSED) {
             *pp = c->next;
-            c->next = dead;
-            dead = c;
-            s->nconns--;
+            g.nconns--;
+            free_conn(c);
         } else {
             pp = &c->next;
         }
     }
-    pthread_mutex_unlock(&s->mu);
-    while (dead) {
-        conn *c = dead;
-        dead = c->next;
-        pthread_join(c->thread, NULL);
-        free(c);
-    }
-}
-
-static void start_conn(peer_server *s, int fd)
-{
-    reap(s, 0);
-    pthread_mutex_lock(&s->mu);
-    int full = s->nconns >= PEER_MAX_CONNS;
-    pthread_mutex_unlock(&s->mu);
-    conn *c = full ? NULL : calloc(1, sizeof *c);
-    SSL *ssl = c ? SSL_new(s->ctx) : NULL;
-    if (!ssl || SSL_set_fd(ssl, fd) != 1) {
-        SSL_free(ssl);
-        free(c);
-        close(fd);
-        ERR_clear_error();
-        return;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    c->srv = s;
-    c->fd = fd;
-    c->ssl = ssl;
-    c->accepted_ms = u_mono_ms();
-    /* Only the acceptor adds connections, so the count checked above holds. */
-    pthread_mutex_lock(&s->mu);
-    if (u_thread_create(&c->thread, NULL, conn_main, c) != 0) {
-        pthread_mutex_unlock(&s->mu);
-        SSL_free(ssl);
-        close(fd);
-        free(c);
-        return;
-    }
-    c->next = s->conns;
-    s->conns = c;
-    s->nconns++;
-    pthread_mutex_unlock(&s->mu);
-}
-
-static void *acceptor_main(void *arg)
-{
-    peer_server *s = arg;
-    while (!is_stopping(s)) {
-        struct pollfd p[2] = {{s->lfd, POLLIN, 0}, {s->wake[0], POLLIN, 0}};
-        int r = poll(p, 2, -1);
-        if (r < 0 || p[1].revents)
-            continue; /* EINTR, or stop: the loop condition decides */
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0) {
-            start_conn(s, fd);
-        } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-            /* Out of descriptors or memory: back off instead of spinning. */
-            struct pollfd w = {s->wake[0], POLLIN, 0};
-            poll(&w, 1, 100);
+    for (listener **pp = &g.ls; *pp;) {
+        listener *l = *pp;
+        if (l->closing) {
+            *pp = l->next;
+            free_listener(l);
+        } else {
+            pp = &l->next;
         }
     }
+}
+
+static int64_t min_deadline(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+static void *server_main(void *arg)
+{
+    (void)arg;
+    size_t cap = 0;
+    struct pollfd *pf = NULL;
+    void **who = NULL; /* per pollfd: a listener or a connection */
+    int *is_l = NULL;
+    int64_t last_full = u_mono_ms();
+    pthread_mutex_lock(&g.mu);
+    for (;;) {
+        int64_t now = u_mono_ms();
+        cleanup(now);
+        if (!g.ls) {
+            if (!g.joiner)
+                pthread_detach(pthread_self()); /* nobody waits for this exit */
+            g.running = 0;
+            g.iter++;
+            pthread_cond_broadcast(&g.cv);
+            break;
+        }
+        /* Deadlines and pending re-checks. */
+        int64_t recheck = g.slow_sources ? PEER_RECHECK_MS : PEER_SAFETY_RECHECK_MS;
+        int full = now - last_full >= recheck;
+        if (full)
+            last_full = now;
+        int64_t next = now + PEER_IDLE_TIMEOUT_MS; /* nothing pending: sleep until woken */
+        int pending = 0;
+        size_t need = 1 + (size_t)g.nconns;
+        for (listener *l = g.ls; l; l = l->next)
+            need++;
+        if (need > cap) {
+            size_t nc = need * 2;
+            struct pollfd *npf = realloc(pf, nc * sizeof *pf);
+            if (npf)
+                pf = npf;
+            void **nw = npf ? realloc(who, nc * sizeof *who) : NULL;
+            if (nw)
+                who = nw;
+            int *ni = nw ? realloc(is_l, nc * sizeof *is_l) : NULL;
+            if (ni)
+                is_l = ni;
+            if (ni)
+                cap = nc;
+        }
+        if (cap == 0 || !pf || !who || !is_l) { /* out of memory: try again in a moment */
+            pthread_mutex_unlock(&g.mu);
+            poll(NULL, 0, 100);
+            pthread_mutex_lock(&g.mu);
+            continue;
+        }
+        size_t n = 0;
+        pf[n] = (struct pollfd){g.wakefd, POLLIN, 0};
+        who[n] = NULL;
+        is_l[n++] = 0;
+        if (now >= g.accept_paused_until) {
+            for (listener *l = g.ls; l && n < cap; l = l->next) {
+                pf[n] = (struct pollfd){l->lfd, POLLIN, 0};
+                who[n] = l;
+                is_l[n++] = 1;
+            }
+        } else {
+            next = min_deadline(next, g.accept_paused_until);
+        }
+        for (conn *c = g.conns; c && n < cap; c = c->next) {
+            if (c->state == C_GET || c->state == C_BATCH) {
+                if (c->state == C_GET)
+                    check_get(c, now, full);
+                else
+                    check_batch(c, now, full);
+                if (c->state == C_WRITE)
+                    run(c, now);
+            } else if (now >= c->deadline) {
+                conn_close(c); /* slow (slowloris), idle or stuck */
+            }
+            if (c->state == C_CLOSED)
+                continue;
+            short ev = c->state == C_GET || c->state == C_BATCH ? POLLRDHUP : c->want;
+            pf[n] = (struct pollfd){c->fd, ev, 0};
+            who[n] = c;
+            is_l[n++] = 0;
+            pending |= c->state == C_GET || c->state == C_BATCH;
+            if (c->state == C_GET)
+                next = min_deadline(next, c->wait_deadline);
+            else if (c->state == C_BATCH)
+                next = min_deadline(next, c->gather_at ? c->gather_at : c->wait_deadline);
+            else
+                next = min_deadline(next, c->deadline);
+        }
+        if (pending)
+            next = min_deadline(next, now + recheck);
+        for (listener *l = g.ls; l; l = l->next)
+            for (peer_server *r = l->regs; r; r = r->next)
+                if (r->tomb)
+                    next = min_deadline(next, r->tomb_until);
+        g.iter++;
+        pthread_cond_broadcast(&g.cv);
+        pthread_mutex_unlock(&g.mu);
+
+        int64_t left = next - now;
+        if (left < 0)
+            left = 0;
+        int pr = poll(pf, (nfds_t)n, left > INT_MAX ? INT_MAX : (int)left);
+
+        pthread_mutex_lock(&g.mu);
+        now = u_mono_ms();
+        if (pr <= 0)
+            continue;
+        if (pf[0].revents) {
+            uint64_t v;
+            while (read(g.wakefd, &v, sizeof v) > 0) {
+            }
+        }
+        for (size_t i = 1; i < n; i++) {
+            if (!pf[i].revents)
+                continue;
+            if (is_l[i]) {
+                listener *l = who[i];
+                if (!l->closing)
+                    accept_on(l, now);
+                continue;
+            }
+            conn *c = who[i];
+            if (c->state == C_CLOSED || c->l->closing)
+                continue;
+            if (c->state == C_GET || c->state == C_BATCH) {
+                if (gone(pf[i].revents))
+                    conn_close(c); /* the follower went away: nothing to answer */
+                continue;
+            }
+            if ((pf[i].revents & (POLLHUP | POLLERR | POLLNVAL)) && c->state != C_LINGER &&
+                !(pf[i].revents & POLLIN)) {
+                conn_close(c);
+                continue;
+            }
+            run(c, now);
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    free(pf);
+    free(who);
+    free(is_l);
     return NULL;
 }
 
 /* ---- public ---------------------------------------------------------------------- */
 
-int peer_server_start(const struct s3lect_config *cfg, const peer_identity *id,
-                      const peer_source *src, int mtls, peer_server **out, char *err, size_t errlen)
+/* The TLS setup and health path as a key: electors share a listener only
+ * when theirs are byte-identical. */
+static int setup_key(const struct s3lect_config *cfg, const peer_identity *id, int mtls,
+                     const char *hp, uint8_t key[CR_SHA256_LEN])
 {
+    const cfg_blob none = {0};
+    const cfg_blob *parts[3] = {id ? &none : &cfg->peer_cert, id ? &none : &cfg->peer_key,
+                                mtls ? &cfg->peer_ca : &none};
+    size_t len = 64 + strlen(hp) + (id ? PEER_PIN_LEN : 0);
+    for (int i = 0; i < 3; i++)
+        len += parts[i]->len + 24;
+    char *buf = malloc(len);
+    if (!buf)
+        return -1;
+    size_t o = (size_t)snprintf(buf, len, "%s|%d|%s|", id ? "zero" : "cert", mtls,
+                                id ? peer_identity_pin(id) : "");
+    o += (size_t)snprintf(buf + o, len - o, "%s|", hp);
+    for (int i = 0; i < 3; i++) {
+        o += (size_t)snprintf(buf + o, len - o, "%zu:", parts[i]->len);
+        if (parts[i]->len)
+            memcpy(buf + o, parts[i]->data, parts[i]->len);
+        o += parts[i]->len;
+    }
+    cr_sha256(buf, o, key);
+    free(buf);
+    return 0;
+}
+
+static int port_is_zero(const char *addr)
+{
+    const char *colon = strrchr(addr, ':');
+    return colon && strcmp(colon + 1, "0") == 0;
+}
+
+/* The server thread does not survive fork(): a child that starts electors
+ * gets a registry and an identity of its own (the parent's memory and
+ * listening sockets are left as they are; they close on exec). */
+static void forget_in_child(void)
+{
+    pthread_mutex_init(&g.life, NULL);
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    if (g.wakefd >= 0)
+        close(g.wakefd); /* shared with the parent: its wake-ups are not ours */
+    g.wakefd = -1;
+    g.ls = NULL;
+    g.conns = NULL;
+    g.nconns = 0;
+    g.running = g.joiner = 0;
+    g.slow_sources = 0;
+    pthread_mutex_init(&id_mu, NULL);
+    shared_id = NULL;
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_init(void)
+{
+    pthread_atfork(NULL, NULL, forget_in_child);
+}
+
+int peer_server_register(const struct s3lect_config *cfg, const peer_identity *id,
+                         const char *incarnation, const peer_source *src, int mtls,
+                         peer_server **out, char *err, size_t errlen)
+{
+    pthread_once(&fork_once, fork_init);
     *out = NULL;
     if (!cfg || !src || !src->view || !src->wait) {
         snprintf(err, errlen, "peer server: invalid arguments");
@@ -983,47 +1649,143 @@ int peer_server_start(const struct s3lect_config *cfg, const peer_identity *id,
                  sizeof(((peer_request *)0)->path));
         return S3LECT_EINVAL;
     }
-
-    peer_server *s = calloc(1, sizeof *s);
-    if (!s || !(s->health_path = u_strdup(hp))) {
-        free(s);
+    size_t il = incarnation ? strlen(incarnation) : 0;
+    if (il > PEER_INC_MAX) {
+        snprintf(err, errlen, "peer server: incarnation too long");
+        return S3LECT_EINVAL;
+    }
+    uint8_t key[CR_SHA256_LEN];
+    peer_server *r = calloc(1, sizeof *r);
+    if (!r || setup_key(cfg, id, mtls, hp, key) != 0) {
+        free(r);
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
-    s->lfd = -1;
-    s->wake[0] = s->wake[1] = -1;
-    s->src = *src;
-    pthread_mutex_init(&s->mu, NULL);
-    int rc = S3LECT_EINVAL;
-    if (!(s->ctx = make_ctx(cfg, id, mtls, err, errlen)))
-        goto fail;
-    if (listen_on(addr, &s->lfd, &s->port, err, errlen) != 0) {
-        rc = S3LECT_EIO;
-        goto fail;
+    memcpy(r->inc, incarnation ? incarnation : "", il + 1);
+    r->src = *src;
+
+    pthread_mutex_lock(&g.life);
+    int rc = 0;
+    listener *fresh = NULL;
+    if (g.wakefd < 0) {
+        int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (fd < 0) {
+            snprintf(err, errlen, "peer server: eventfd: %s", strerror(errno));
+            rc = S3LECT_EIO;
+            goto out;
+        }
+        __atomic_store_n(&g.wakefd, fd, __ATOMIC_RELEASE);
     }
-    if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-        snprintf(err, errlen, "peer server: pipe: %s", strerror(errno));
-        rc = S3LECT_EIO;
-        goto fail;
+    /* Only registrations change the set of listeners (g.life), so what is
+     * found here is still there below; the server thread only closes
+     * listeners that have no registration, and a found one keeps its. */
+    pthread_mutex_lock(&g.mu);
+    listener *l = NULL;
+    for (listener *x = g.ls; x; x = x->next) {
+        if (x->closing || strcmp(x->addr, addr) != 0)
+            continue;
+        if (memcmp(x->key, key, sizeof key) == 0) {
+            l = x;
+            break;
+        }
+        if (x->explicit_port) {
+            pthread_mutex_unlock(&g.mu);
+            snprintf(err, errlen,
+                     "peer listen address %.200s is already used in this process by an elector "
+                     "with another TLS setup or health path (peer_cert, peer_key, peer_ca, mTLS, "
+                     "peer_health_path): give every elector on that address the same setup, or "
+                     "this one another peer_listen address",
+                     addr);
+            rc = S3LECT_EINVAL;
+            goto out;
+        }
     }
-    /* Server threads inherit a mask with SIGPIPE blocked. */
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    int perr = u_thread_create(&s->acceptor, NULL, acceptor_main, s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (perr != 0) {
-        snprintf(err, errlen, "peer server: cannot start a thread: %s", strerror(perr));
-        rc = S3LECT_EIO;
-        goto fail;
+    if (il && l && lookup(l, r->inc)) {
+        pthread_mutex_unlock(&g.mu);
+        snprintf(err, errlen, "peer server: incarnation %s is already registered", r->inc);
+        rc = S3LECT_EINVAL;
+        goto out;
     }
-    s->acceptor_started = 1;
-    *out = s;
+    if (l)
+        r->l = l; /* registered below without letting go of g.mu: it stays open */
+    else
+        pthread_mutex_unlock(&g.mu);
+    if (!l) {
+        fresh = calloc(1, sizeof *fresh);
+        if (!fresh || !(fresh->addr = u_strdup(addr)) || !(fresh->health_path = u_strdup(hp))) {
+            if (fresh)
+                free(fresh->addr);
+            free(fresh);
+            snprintf(err, errlen, "out of memory");
+            rc = S3LECT_ENOMEM;
+            goto out;
+        }
+        fresh->lfd = -1;
+        memcpy(fresh->key, key, sizeof key);
+        fresh->explicit_port = !port_is_zero(addr);
+        if (!(fresh->ctx = make_ctx(cfg, id, mtls, err, errlen))) {
+            free_listener(fresh);
+            rc = S3LECT_EINVAL;
+            goto out;
+        }
+        if (listen_on(addr, &fresh->lfd, &fresh->port, err, errlen) != 0) {
+            free_listener(fresh);
+            rc = S3LECT_EIO;
+            goto out;
+        }
+        pthread_mutex_lock(&g.mu);
+        l = fresh;
+    }
+    if (!g.running) {
+        /* The server thread runs with SIGPIPE blocked: a write to a closed
+         * connection fails with EPIPE instead of killing the process. */
+        sigset_t block, old;
+        sigemptyset(&block);
+        sigaddset(&block, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &block, &old);
+        int perr = u_thread_create(&g.thread, NULL, server_main, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (perr != 0) {
+            pthread_mutex_unlock(&g.mu);
+            snprintf(err, errlen, "peer server: cannot start a thread: %s", strerror(perr));
+            if (fresh)
+                free_listener(fresh);
+            rc = S3LECT_EIO;
+            goto out;
+        }
+        g.running = 1;
+        g.joiner = 0;
+    }
+    if (fresh) {
+        fresh->next = g.ls;
+        g.ls = fresh;
+    }
+    r->l = l;
+    r->port = l->port;
+    r->next = l->regs;
+    l->regs = r;
+    uint32_t h = inc_hash(r->inc);
+    r->hnext = l->hash[h];
+    l->hash[h] = r;
+    l->nregs++;
+    l->nlive++;
+    if (!r->src.state)
+        g.slow_sources++;
+    pthread_mutex_unlock(&g.mu);
+    wake_server();
+    *out = r;
+    pthread_mutex_unlock(&g.life);
     return 0;
-fail:
-    peer_server_stop(s);
+out:
+    free(r);
+    pthread_mutex_unlock(&g.life);
     return rc;
+}
+
+int peer_server_start(const struct s3lect_config *cfg, const peer_identity *id,
+                      const peer_source *src, int mtls, peer_server **out, char *err, size_t errlen)
+{
+    return peer_server_register(cfg, id, NULL, src, mtls, out, err, errlen);
 }
 
 int peer_server_port(const peer_server *s)
@@ -1031,27 +1793,101 @@ int peer_server_port(const peer_server *s)
     return s ? s->port : 0;
 }
 
+/* Under g.mu: takes r off its listener now (no callback of its source
+ * runs after this). */
+static void remove_reg(peer_server *r)
+{
+    listener *l = r->l;
+    for (peer_server **pp = &l->regs; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    for (peer_server **hp = &l->hash[inc_hash(r->inc)]; *hp; hp = &(*hp)->hnext)
+        if (*hp == r) {
+            *hp = r->hnext;
+            break;
+        }
+    for (conn *c = g.conns; c; c = c->next)
+        if (c->reg == r)
+            c->reg = NULL;
+    l->nregs--;
+    if (!r->tomb) {
+        l->nlive--;
+        if (!r->src.state)
+            g.slow_sources--;
+    }
+    if (l->nregs == 0)
+        l->closing = 1;
+}
+
+void peer_server_stop_after(peer_server *s, int64_t grace_ms)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&g.mu);
+    int last = s->l->nlive <= 1;
+    if (grace_ms <= 0 || last) {
+        pthread_mutex_unlock(&g.mu);
+        /* The listener's last elector waits out the grace itself (its
+         * source still answers "not the leader"), so that the port is
+         * closed when its stop returns, as with a listener of its own. */
+        struct timespec ts = {(time_t)(grace_ms / 1000), (long)(grace_ms % 1000) * 1000000L};
+        while (grace_ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+        peer_server_stop(s);
+        return;
+    }
+    /* From now on it answers "not the leader" without its source (which
+     * its owner may free), until the server thread drops it. */
+    s->tomb = 1;
+    s->tomb_until = u_mono_ms() + grace_ms;
+    s->l->nlive--;
+    if (!s->src.state)
+        g.slow_sources--;
+    memset(&s->src, 0, sizeof s->src);
+    pthread_mutex_unlock(&g.mu);
+    wake_server();
+}
+
 void peer_server_stop(peer_server *s)
 {
     if (!s)
         return;
-    __atomic_store_n(&s->stopping, 1, __ATOMIC_RELEASE);
-    if (s->wake[1] >= 0) {
-        ssize_t w;
-        do
-            w = write(s->wake[1], "x", 1);
-        while (w < 0 && errno == EINTR);
-    }
-    if (s->acceptor_started)
-        pthread_join(s->acceptor, NULL);
-    reap(s, 1); /* every connection thread sees the wake pipe and exits */
-    if (s->lfd >= 0)
-        close(s->lfd);
-    for (int i = 0; i < 2; i++)
-        if (s->wake[i] >= 0)
-            close(s->wake[i]);
-    SSL_CTX_free(s->ctx);
-    pthread_mutex_destroy(&s->mu);
-    free(s->health_path);
+    pthread_mutex_lock(&g.life);
+    pthread_mutex_lock(&g.mu);
+    expire_tombs(s->l, u_mono_ms()); /* those whose grace is over go now, with s */
+    remove_reg(s);
+    int closing = s->l->closing;
     free(s);
+    int last = 1;
+    for (listener *l = g.ls; l; l = l->next)
+        if (!l->closing)
+            last = 0;
+    int join = 0;
+    if (closing && !g.running)
+        cleanup(u_mono_ms()); /* no server thread (it could not start): close it here */
+    if (closing && g.running) {
+        /* Wait until the server thread has closed the listener (its port
+         * is free again), or has exited when it was the last one. */
+        if (last)
+            g.joiner = 1;
+        join = last;
+        uint64_t target = g.iter + 1;
+        wake_server();
+        while (g.running && g.iter < target)
+            pthread_cond_wait(&g.cv, &g.mu);
+        if (last)
+            while (g.running)
+                pthread_cond_wait(&g.cv, &g.mu);
+    }
+    pthread_t t = g.thread;
+    pthread_mutex_unlock(&g.mu);
+    if (join) {
+        pthread_join(t, NULL);
+        pthread_mutex_lock(&g.mu);
+        g.joiner = 0;
+        pthread_mutex_unlock(&g.mu);
+    }
+    pthread_mutex_unlock(&g.life);
 }

@@ -138,13 +138,10 @@ int rt_stop(s3lect_elector *e, int release)
     pthread_mutex_unlock(&e->mu);
     /* After the release: long-pollers got their 404. A follower whose next
      * poll was on its way (it saw our last renewal an instant before) gets a
-     * 404 too, not a refused connection: the endpoint stays up a moment. */
-    if (linger) {
-        struct timespec ts = {(time_t)(grace / 1000), (long)(grace % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-        }
-    }
-    peer_server_stop(ps);
+     * 404 too, not a refused connection: the registration stays a moment,
+     * answering "not the leader" without this elector (stop does not wait
+     * for it: stopping many electors takes no longer than one). */
+    peer_server_stop_after(ps, linger ? grace : 0);
     return 0;
 }
 

@@ -106,6 +106,16 @@ struct s3lect_elector {
     peer_client *pending_pc; /* s3lect_enable_peer_mode while running: swapped in by the
                               * loop between two operations (under mu) */
     peer_server *ps;
+    int peer_cls; /* PEER_FAIL_* of the last peer op (loop) */
+    /* A batched check (peer_hub.c; loop thread): its group, the batch it is
+     * in (NULL: queued), the group's queue or the batch entry's electors, the
+     * leader's incarnation and term it names, and the boot ms its wait ends
+     * (from the op's start; peer_timeout later it fails as a timeout). */
+    struct rt_hub_group *hub;
+    struct rt_hub_batch *hub_batch;
+    struct s3lect_elector *hub_next;
+    char hub_inc[33];
+    int64_t hub_term, hub_due;
     peer_identity *pid;              /* zero-config: the endpoint's ephemeral key and certificate */
     char peer_pin[PEER_PIN_LEN + 1]; /* its fingerprint, written in our records */
     int self_changed; /* endpoint bound: the loop gives server_addr and peer_pin to the engine */

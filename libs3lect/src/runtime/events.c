@@ -87,7 +87,8 @@ void rt_flush_events(rt_runtime *rt, s3lect_elector *e, el_time now)
         (leading != e->peer_leading || !u_streq(e->peer_etag, leading ? e->eng.etag : ""))) {
         e->peer_leading = leading;
         u_setstr(&e->peer_etag, leading ? e->eng.etag : "");
-        e->peer_version++; /* wakes long-polling followers (they wait on state_cv) */
+        e->peer_version++;         /* wakes long-polling followers (they wait on state_cv) */
+        peer_server_notify(e->ps); /* and the server's pending long polls and batches */
     }
     if (e->eng.cycle != e->seen_cycle) {
         e->seen_cycle = e->eng.cycle;

@@ -41,35 +41,44 @@ void rt_kick_locked(s3lect_elector *e)
 
 /* ---- the loop: operations ---- */
 
+int rt_peer_single(rt_runtime *rt, s3lect_elector *e, st_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const el_op *op = &e->op;
+    e->peer_cls = PEER_FAIL_NONE;
+    if (!e->pc) {
+        st_result_setf(res, ST_TRANSIENT, "peer mode has no client");
+        return 0;
+    }
+    const char *path = e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
+    peer_client_set_pin(e->pc, op->peer_key);
+    peer_client_set_incarnation(e->pc, op->peer_inc);
+    CURL *h = peer_client_begin(e->pc, op->peer_addr, path, op->if_match, op->peer_wait,
+                                op->timeout_ms, op->peer_id, res);
+    if (!h) {
+        e->peer_cls = peer_client_last_failure(e->pc);
+        rt_note_peer_failure(e, e->peer_cls, res);
+        return 0;
+    }
+    curl_easy_setopt(h, CURLOPT_PRIVATE, e);
+    if (curl_multi_add_handle(rt->multi, h) != CURLM_OK) {
+        peer_client_finish(e->pc, CURLE_FAILED_INIT, 0, res);
+        e->peer_cls = peer_client_last_failure(e->pc);
+        return 0;
+    }
+    e->easy = h;
+    e->io = RT_IO_CURL;
+    return 1;
+}
+
 /* Starts e->op. Returns 1 when it runs asynchronously, 0 when it ended at
  * once (res filled). */
 static int submit(rt_runtime *rt, s3lect_elector *e, st_result *res)
 {
     memset(res, 0, sizeof *res);
     const el_op *op = &e->op;
-    if (op->kind == EL_OP_PEER) {
-        if (!e->pc) {
-            st_result_setf(res, ST_TRANSIENT, "peer mode has no client");
-            return 0;
-        }
-        const char *path =
-            e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
-        peer_client_set_pin(e->pc, op->peer_key);
-        CURL *h = peer_client_begin(e->pc, op->peer_addr, path, op->if_match, op->peer_wait,
-                                    op->timeout_ms, op->peer_id, res);
-        if (!h) {
-            rt_note_peer_failure(e, peer_client_last_failure(e->pc), res);
-            return 0;
-        }
-        curl_easy_setopt(h, CURLOPT_PRIVATE, e);
-        if (curl_multi_add_handle(rt->multi, h) != CURLM_OK) {
-            peer_client_finish(e->pc, CURLE_FAILED_INIT, 0, res);
-            return 0;
-        }
-        e->easy = h;
-        e->io = RT_IO_CURL;
-        return 1;
-    }
+    if (op->kind == EL_OP_PEER) /* zero-config: batched with the others to that leader */
+        return rt_hub_submit(rt, e) || rt_peer_single(rt, e, res);
     if (e->store->vt->begin) {
         if (!e->pool && !(e->pool = rt_pool_of(rt, e->store->vt->pool(e->store)))) {
             st_result_setf(res, ST_TRANSIENT, "out of memory");
@@ -149,7 +158,7 @@ static void count_op(s3lect_elector *e, const st_result *res)
     if (e->op.kind == EL_OP_PEER) {
         if (res->outcome == ST_OK)
             m->peer_answers++;
-        else if (e->pc && peer_client_last_failure(e->pc) == PEER_FAIL_NONE)
+        else if (e->peer_cls == PEER_FAIL_NONE)
             m->peer_not_leader++;
         return;
     }
@@ -253,6 +262,8 @@ void rt_run(rt_runtime *rt, s3lect_elector *e, st_result *first)
 /* A transfer on the multi handle ended. */
 static void transfer_done(rt_runtime *rt, CURL *h, CURLcode cc)
 {
+    if (rt_hub_done(rt, h, cc))
+        return;
     s3lect_elector *e = NULL;
     curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&e);
     curl_multi_remove_handle(rt->multi, h);
@@ -262,7 +273,8 @@ static void transfer_done(rt_runtime *rt, CURL *h, CURLcode cc)
     e->easy = NULL;
     if (e->op.kind == EL_OP_PEER) {
         peer_client_finish(e->pc, cc, 0, &res);
-        rt_note_peer_failure(e, peer_client_last_failure(e->pc), &res);
+        e->peer_cls = peer_client_last_failure(e->pc);
+        rt_note_peer_failure(e, e->peer_cls, &res);
         rt_run(rt, e, &res);
         return;
     }
@@ -334,8 +346,10 @@ static void on_kick(rt_runtime *rt, s3lect_elector *e)
         e->easy = NULL;
         st_result res = {0};
         peer_client_finish(e->pc, CURLE_ABORTED_BY_CALLBACK, 1, &res);
+        e->peer_cls = PEER_FAIL_NONE;
         rt_run(rt, e, &res);
-    }
+    } else if (stop && e->io == RT_IO_HUB) /* its entry leaves the batch; the others wait on */
+        rt_hub_abort(rt, e);
     /* Anything else waits for the operation in flight: el_stop and friends
      * apply between two operations. */
 }
@@ -466,6 +480,8 @@ void *rt_loop_main(void *arg)
             if (w < pool_at)
                 pool_at = w;
         }
+        /* Batched follower checks go out once per turn, together. */
+        int64_t hub_at = rt_hub_pump(rt);
         retire(rt);
 
         long timeout = RT_MAX_POLL_MS;
@@ -480,6 +496,11 @@ void *rt_loop_main(void *arg)
         }
         if (pool_at != INT64_MAX) {
             int64_t d = pool_at - u_mono_ms();
+            if (d < timeout)
+                timeout = d < 0 ? 0 : (long)d;
+        }
+        if (hub_at != INT64_MAX) {
+            int64_t d = hub_at - u_mono_ms();
             if (d < timeout)
                 timeout = d < 0 ? 0 : (long)d;
         }

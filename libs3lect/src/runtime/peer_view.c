@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* peer_view.c - the leadership endpoint's view of an elector, and the start
- * of its peer server (docs/peer.md). */
+/* peer_view.c - the leadership endpoint's view of an elector, and its
+ * registration on the process's shared peer endpoint (docs/peer.md). */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,9 +66,21 @@ static int peer_wait_cb(void *ctx, uint64_t version, int64_t deadline)
     return rc;
 }
 
+/* What the server re-checks pending long polls and batches with: no
+ * allocation. */
+static void peer_state_cb(void *ctx, peer_state *st)
+{
+    s3lect_elector *e = ctx;
+    pthread_mutex_lock(&e->mu);
+    st->version = e->peer_version;
+    st->leading = el_is_leader(&e->eng, u_mono_ms()) && e->eng.my_body;
+    st->term = e->eng.term;
+    pthread_mutex_unlock(&e->mu);
+}
+
 peer_source rt_peer_source(s3lect_elector *e)
 {
-    peer_source src = {peer_view_cb, peer_wait_cb, e};
+    peer_source src = {peer_view_cb, peer_wait_cb, e, peer_state_cb};
     return src;
 }
 
@@ -90,8 +102,9 @@ int rt_start_peer_server(s3lect_elector *e)
         return rt_fail(e, S3LECT_ENOMEM, "peer mode: out of memory");
     /* mTLS when this node has a client certificate: the cluster uses client certs. */
     int mtls = cfg->peer_client_cert.data != NULL;
-    /* Zero-config: neither a certificate nor a key. A key made once per
-     * elector; its fingerprint goes into every record this node writes. */
+    /* Zero-config: neither a certificate nor a key. One key per process,
+     * shared by every zero-config elector (they share one listener); its
+     * fingerprint goes into every record this node writes. */
     int zero = !cfg->peer_cert.data && !cfg->peer_key.data;
     char pin[PEER_PIN_LEN + 1] = "";
     int rc = 0;
@@ -100,7 +113,7 @@ int rt_start_peer_server(s3lect_elector *e)
     if (pid)
         memcpy(pin, e->peer_pin, sizeof pin);
     pthread_mutex_unlock(&e->mu);
-    if (zero && !pid && (rc = peer_identity_new(&pid, pin, err, sizeof err)) == 0) {
+    if (zero && !pid && (rc = peer_identity_shared(&pid, pin, err, sizeof err)) == 0) {
         pthread_mutex_lock(&e->mu);
         e->pid = pid;
         memcpy(e->peer_pin, pin, sizeof pin);
@@ -131,7 +144,8 @@ int rt_start_peer_server(s3lect_elector *e)
         }
     }
     if (!rc)
-        rc = peer_server_start(cfg, zero ? pid : NULL, &src, mtls, &ps, err, sizeof err);
+        rc = peer_server_register(cfg, zero ? pid : NULL, e->incarnation, &src, mtls, &ps, err,
+                                  sizeof err);
     s3lect_config_free(cfg);
     if (rc)
         return rt_fail(e, rc, "peer mode: %s", err[0] ? err : s3lect_strerror(rc));

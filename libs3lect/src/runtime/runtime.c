@@ -76,6 +76,7 @@ static void init_once(void)
 
 static void runtime_free(rt_runtime *rt)
 {
+    rt_hub_free(rt);
     if (rt->multi)
         curl_multi_cleanup(rt->multi);
     for (size_t i = 0; i < rt->neasy; i++)

@@ -27,7 +27,7 @@
 #include "elector.h"
 #include "util.h"
 
-enum { RT_IO_NONE = 0, RT_IO_QUEUED, RT_IO_CURL, RT_IO_JOB };
+enum { RT_IO_NONE = 0, RT_IO_QUEUED, RT_IO_CURL, RT_IO_JOB, RT_IO_HUB };
 
 #define RT_MAX_CALLBACK_THREADS 64
 #define RT_MAX_WORKERS 64
@@ -47,6 +47,10 @@ enum { RT_IO_NONE = 0, RT_IO_QUEUED, RT_IO_CURL, RT_IO_JOB };
 #define RT_RAMP_MIN_RATE 20.0      /* sends/s allowed after a recovery, at least */
 #define RT_RAMP_MIN_MS 5000        /* the cap after a recovery lasts at least this long */
 #define RT_RAMP_MAX_MS 120000      /* and at most this long */
+/* Batched follower checks (peer_hub.c, docs/peer.md). */
+#define PEER_BATCH_INFLIGHT 4     /* batches in flight per remote endpoint (and pin) */
+#define PEER_NOBATCH_MS 600000    /* an endpoint that does not batch: single checks this long */
+#define RT_HUB_SHORT_WAIT_MS 1000 /* the wait of a batch on a group's last free connection */
 
 /* One store endpoint's connections: at most max_conns requests at a time.
  * Loop thread only. */
@@ -83,6 +87,10 @@ typedef struct rt_pool {
     int64_t max_poll; /* the longest poll interval of its electors (ms) */
 } rt_pool;
 
+typedef struct rt_hub_batch rt_hub_batch;
+typedef struct rt_hub_group rt_hub_group;
+typedef struct rt_hub_nobatch rt_hub_nobatch;
+
 typedef struct rt_runtime {
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* workers: a job was queued, or exit */
@@ -118,6 +126,8 @@ typedef struct rt_runtime {
     CURL **easy;
     size_t neasy, capeasy;
     rt_pool *pools;
+    rt_hub_group *hub;       /* batched follower checks, by remote endpoint */
+    rt_hub_nobatch *nobatch; /* endpoints that answered a batch 404/405 */
 } rt_runtime;
 
 /* Shared by the runtime's sections. */
@@ -152,6 +162,21 @@ void rt_not_sent(rt_runtime *rt, rt_pool *p, s3lect_elector *e, st_result *res, 
 void rt_pool_enqueue(rt_pool *p, s3lect_elector *e);
 int rt_pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res);
 void rt_pool_pump(rt_runtime *rt, rt_pool *p);
+
+/* Batched follower checks (peer_hub.c; loop thread). submit takes e's
+ * EL_OP_PEER op (returns 1; e->io = RT_IO_HUB) or declines it (0: CA mode, a
+ * record it cannot name, an endpoint that does not batch). done handles a
+ * finished transfer if it is a batch (returns 1). abort ends e's check (a
+ * stop). pump sends queued checks and fails entries past their deadline; it
+ * returns the boot ms it wants to run again (INT64_MAX: no need). */
+int rt_hub_submit(rt_runtime *rt, s3lect_elector *e);
+int rt_hub_done(rt_runtime *rt, CURL *h, CURLcode cc);
+void rt_hub_abort(rt_runtime *rt, s3lect_elector *e);
+int64_t rt_hub_pump(rt_runtime *rt);
+void rt_hub_free(rt_runtime *rt);
+/* Starts e's peer op as a single check on its own client (loop.c). Returns
+ * 1 when it runs, 0 when it ended at once (res filled). */
+int rt_peer_single(rt_runtime *rt, s3lect_elector *e, st_result *res);
 
 /* The loop. */
 void rt_run(rt_runtime *rt, s3lect_elector *e, st_result *first);
