@@ -1450,6 +1450,35 @@ static void test_evict_idle(void)
     setrlimit(RLIMIT_NOFILE, &old);
 }
 
+/* Many pipelined requests in one write are all answered, in order. */
+static void test_pipelined_many(void)
+{
+    fake_source f;
+    fake_init(&f, 1, "\"e1\"");
+    int port;
+    peer_server *s = start_server(&f, 0, 0, &port);
+    tcli t;
+    unsigned long reason;
+    CHECK(tcli_open(&t, port, 0, &reason) == 0, "connect");
+    enum { N = 40 };
+    char req[N * 64];
+    size_t o = 0;
+    for (int i = 0; i < N; i++)
+        o += (size_t)snprintf(req + o, sizeof req - o, "%s %s HTTP/1.1\r\n\r\n",
+                              i % 3 == 2 ? "HEAD" : "GET", i % 5 == 4 ? "/nope" : PATH);
+    tcli_send(&t, req, o);
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        char hdr[4096], body[8192];
+        int st = tcli_response(&t, i % 3 == 2, hdr, sizeof hdr, body, sizeof body);
+        ok += st == (i % 5 == 4 ? 404 : 200);
+    }
+    CHECK(ok == N, "%d pipelined requests answered in order (%d)", N, ok);
+    tcli_close(&t);
+    peer_server_stop(s);
+    fake_destroy(&f);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || strstr(argv[1], "NOTFOUND")) {
@@ -1480,6 +1509,7 @@ int main(int argc, char **argv)
     test_explicit_port_conflict();
     test_batch();
     test_evict_idle();
+    test_pipelined_many();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -1273,10 +1273,13 @@ static void step(conn *c, int64_t now)
     }
 }
 
-/* Drives c until it waits for its socket, a change or a deadline. */
+/* Drives c until it waits for its socket, a change or a deadline. Every
+ * step either changes the state or leaves it waiting (want set), so this
+ * ends; it must not stop early: pipelined requests already read into
+ * c->buf would wait for a POLLIN that never comes. */
 static void run(conn *c, int64_t now)
 {
-    for (int i = 0; i < 8; i++) {
+    for (;;) {
         int before = c->state;
         step(c, now);
         /* A state that finished without waiting (answered at once) goes on. */
