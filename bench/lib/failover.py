@@ -44,6 +44,9 @@ CONFIGS = [
     (DEFAULTS, "s3", "grandchild", 5, 2),
 ]
 NODES = 3
+# Largest random delay (s) before a stopped node is restarted (bench/run
+# --restart-delay; 0: at once, as the defaults rows do).
+RESTART_DELAY = 0.0
 TREECMD = Path(__file__).resolve().parent / "treecmd.py"
 
 
@@ -149,6 +152,9 @@ def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run) -> float:
     rc = ldr.wait(30)
     if kind == "term" and rc != 0:
         run.bad_exits.append(f"{ldr.id} exited {rc} after SIGTERM")
+    if RESTART_DELAY > 0:
+        # So that a node's own timers are not in step with the new leader's.
+        time.sleep(rng.uniform(0, RESTART_DELAY))
     cl.start_slot(ldr.slot)
     # Count acquisitions beyond the one measured (flapping) within the trial.
     with cl.cv:

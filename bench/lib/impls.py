@@ -61,7 +61,11 @@ DEFAULTS = Timing("defaults")
 LIKE_FOR_LIKE = _timing("like-for-like", 3, 1, 2, 1, 1)
 # What the dual interval trades: stable followers poll every 6 s instead of every 1 s.
 COST = _timing("cost", 3, 1, 2, 1, 6)
-TIMINGS = {t.name: t for t in (LIKE_FOR_LIKE, COST, DEFAULTS)}
+# Go s3lect's defaults (lease 15 s, every node's cycle 5 s), with s3lect's
+# followers reading as often (infrequent = frequent = 5 s): failover at an
+# equal follower read rate (issue 28 item 3). Only with --timing equal-rate.
+EQUAL_RATE = _timing("equal-rate", 15, 5, 10, 5, 5)
+TIMINGS = {t.name: t for t in (LIKE_FOR_LIKE, COST, DEFAULTS, EQUAL_RATE)}
 
 
 # How peer-mode nodes are set up, for the result files' "how measured" text.
