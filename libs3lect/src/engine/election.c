@@ -14,7 +14,7 @@
  * clock less the stamps' resolution: still after E was written, if the
  * store's clock runs at about the true rate; at most L - renew_deadline, so
  * a store clock that jumps cannot hand the lock over before the old
- * leader's renew deadline (store_credit, docs/algorithm.md).
+ * leader's renew deadline (same timings; store_credit, docs/algorithm.md).
  */
 #include "election.h"
 
@@ -585,17 +585,16 @@ static int holder_presumed_dead(const el_engine *e, el_time now)
  * their difference − res. Only for a foreign holder's record (not ours,
  * not released, not corrupt); 0 when the store gave no stamps (a peer
  * answer, DynamoDB, Route 53, the file store, a custom store). Capped at
- * L' − renew_deadline: however far the store's clock jumps between the
- * write's stamp and the answer, a follower never counts the lease from
- * earlier than that before its receipt, so it cannot take over before
- * send + renew_deadline, when a holder with our renew_deadline has
- * stopped leading (docs/algorithm.md, "The store's clock"). */
+ * our own margin L − renew_deadline (credit_cap): however far the store's
+ * clock jumps between the write's stamp and the answer, a follower never
+ * counts the lease from more than that before the receipt of its first
+ * sight, so it cannot take over before send + L' − (L − renew_deadline) ≥
+ * send + renew_deadline: a holder whose renew_deadline is at most that has
+ * stopped leading (every node with the same timings; docs/algorithm.md,
+ * "The store's clock"). */
 static int64_t credit_cap(const el_engine *e)
 {
-    int64_t L = e->p.lease;
-    if (!e->corrupt && e->cur.lease_ms > L)
-        L = e->cur.lease_ms;
-    return L > e->p.renew_deadline ? L - e->p.renew_deadline : 0;
+    return e->p.lease > e->p.renew_deadline ? e->p.lease - e->p.renew_deadline : 0;
 }
 
 static int64_t store_credit(const el_engine *e, const st_result *r)
