@@ -713,6 +713,23 @@ static void t_peer_key(void)
               strcmp(op.peer_addr, "127.0.0.1:4444") == 0,
           "the follower's peer check pins the record's key (kind %d, key %s)", kind,
           op.peer_key ? op.peer_key : "(null)");
+    /* The leader answers with its next renewal. Stamps on a peer answer (none
+     * are sent; a forged one here) never backdate the lease's start. */
+    run_until(&a, &m, &now, now + pp.renew_interval + 10, &ca);
+    st_result pr = {0};
+    st_result_set_body(&pr, m.body, m.len);
+    st_result_set_etag(&pr, m.etag);
+    pr.outcome = ST_OK;
+    pr.server_now_ms = 1700000008000;
+    pr.server_modified_ms = 1700000000000;
+    pr.server_res_ms = 1000;
+    now += 1;
+    el_complete(&b, (el_time){now, 1700000000000 + now}, &pr);
+    st_result_clear(&pr);
+    drain(&b, &cb);
+    CHECK(u_streq(b.etag, m.etag) && b.first_seen == now,
+          "a peer answer's etag is counted from its receipt (%lld, not %lld)",
+          (long long)b.first_seen, (long long)now);
     el_free(&b);
     el_stop(&a, 1);
     run_until(&a, &m, &now, now + 5000, &ca);
