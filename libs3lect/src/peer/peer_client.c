@@ -852,8 +852,7 @@ static int begin(peer_client *c, const char *addr, const char *path, const char 
 }
 
 /* Classifies the finished transfer (cc) of the check begin prepared. */
-/* What a failure of class cls tells the engine (st_result.peer_failure). */
-static int peer_failure_kind(int cls)
+int peer_failure_kind(int cls)
 {
     if (cls == PEER_FAIL_NONE)
         return ST_PEER_OK;
