@@ -194,3 +194,48 @@ def test_no_peer_turns_it_off(nodes, how):
     rec = record(nodes.lock_path)
     assert "peerKeySha256" not in rec and rec["leaderAddr"] == "", rec
     assert a.listening_ports() == {a.port}, f"only the metrics port: {a.listening_ports()}"
+
+
+def _netns_ok() -> str | None:
+    """None when `unshare -rn` makes a network namespace here, else why not."""
+    try:
+        r = subprocess.run(["unshare", "-rn", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unshare -rn cannot run: {e}"
+    return None if r.returncode == 0 else f"unshare -rn failed: {r.stderr.decode().strip()}"
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_endpoint_that_cannot_start(tmp_path, asked):
+    """In a network namespace of its own (no route anywhere, nothing leaves
+    it) the store's host cannot be routed to, so the default endpoint has no
+    address: `s3lect run` warns and runs without peer mode; with --peer
+    asked for, it exits saying why."""
+    why = _netns_ok()
+    if why:
+        pytest.skip(why)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))}
+    env.update(AWS_ACCESS_KEY_ID="AKIDTHROWAWAY", AWS_SECRET_ACCESS_KEY="throwaway-secret",
+               AWS_REGION="us-east-1")
+    log = tmp_path / "run.log"
+    argv = ["unshare", "-rn", str(BIN), "run", "--lock", "s3://bucket/key",
+            "--endpoint", "http://10.1.2.3:9000", "--id", "n1", *TIMING,
+            *(["--peer"] if asked else []), "--", "sleep", "60"]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, "w"), env=env,
+                         start_new_session=True)
+    try:
+        if asked:
+            assert p.wait(timeout=20) == 1
+            text = log.read_text()
+            assert "cannot start: peer mode" in text and "server_addr" in text, text
+        else:
+            wait_for(lambda: "running without peer mode" in log.read_text(), 15, "the warning")
+            time.sleep(1)
+            assert p.poll() is None, log.read_text()
+            text = log.read_text()
+            assert "--no-peer" in text and "following s3://bucket/key as n1" in text, text
+            assert "throwaway-secret" not in text
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
