@@ -69,6 +69,7 @@ typedef struct opts {
     long count, per_key, stop_threads;
     long first, step, total; /* step > 1: one of `step` processes (see above) */
     int peer;
+    int followers_first; /* --stop-order followers-first: non-leaders, then leaders */
     int64_t lease, renew, deadline, frequent, infrequent;
     int64_t ready_timeout;
 } opts;
@@ -126,7 +127,8 @@ static void usage(void)
     fputs("usage: footprint --lock-prefix PREFIX --count K [--per-key N]\n"
           "         [--endpoint URL] [--lease MS] [--renew MS] [--deadline MS]\n"
           "         [--frequent MS] [--infrequent MS] [--ready-timeout MS]\n"
-          "         [--stop-threads T] [--peer 1] [--first F --step S --total T]\n"
+          "         [--stop-threads T] [--stop-order mixed|followers-first]\n"
+          "         [--peer 1] [--first F --step S --total T]\n"
           "PREFIX is a lock URL without the key: file:///tmp/dir or s3://bucket/dir;\n"
           "elector i uses PREFIX/kG.json with G = i / N (N defaults to 1: every\n"
           "elector leads its own key). S3 credentials come from the environment.\n",
@@ -176,7 +178,12 @@ static void parse(int argc, char **argv, opts *o)
             o->frequent = parse_long(v);
         else if (strcmp(k, "--infrequent") == 0)
             o->infrequent = parse_long(v);
-        else if (strcmp(k, "--peer") == 0)
+        else if (strcmp(k, "--stop-order") == 0) {
+            if (strcmp(v, "followers-first") == 0)
+                o->followers_first = 1;
+            else if (strcmp(v, "mixed") != 0)
+                usage();
+        } else if (strcmp(k, "--peer") == 0)
             o->peer = parse_long(v) != 0;
         else if (strcmp(k, "--first") == 0)
             o->first = parse_long(v);
@@ -460,6 +467,8 @@ typedef struct stopper {
     s3lect_elector **es;
     long from, n, step;
     long errors;
+    const char *was; /* NULL: every elector; else only those with was[i] == want */
+    char want;
 } stopper;
 
 /* When each elector's s3lect_stop began and returned (µs, CLOCK_MONOTONIC). */
@@ -469,6 +478,8 @@ static void *stop_slice(void *arg)
 {
     stopper *s = arg;
     for (long i = s->from; i < s->n; i += s->step) {
+        if (s->was && s->was[i] != s->want)
+            continue;
         g_stop_t0[i] = mono_us();
         s->errors += s3lect_stop(s->es[i]) != S3LECT_OK;
         g_stop_t1[i] = mono_us();
@@ -479,12 +490,14 @@ static void *stop_slice(void *arg)
 /* Stops every elector from up to `threads` threads (elector i on thread
  * i % threads, so the leaders spread over all of them); returns the number of
  * threads used, or -1 if none could be created (then it stopped them here). */
-static long stop_all(s3lect_elector **es, long n, long threads, long *errors)
+static long stop_all(s3lect_elector **es, long n, long threads, long *errors, const char *was,
+                     char want)
 {
     stopper st[MAX_STOP_THREADS];
     long t = threads < n ? threads : n, started = 0;
     for (long k = 0; k < t; k++) {
-        st[k] = (stopper){.es = es, .from = k, .n = n, .step = t, .errors = 0};
+        st[k] = (stopper){
+            .es = es, .from = k, .n = n, .step = t, .errors = 0, .was = was, .want = want};
         if (pthread_create(&st[k].th, NULL, stop_slice, &st[k]) != 0)
             break;
         started++;
@@ -521,7 +534,17 @@ static long stop_and_report(s3lect_elector **es, const opts *o)
     }
     long errors = 0;
     int64_t s0 = mono_ms();
-    long used = stop_all(es, n, o->stop_threads, &errors);
+    long used;
+    if (o->followers_first) {
+        /* The electors that did not lead first, so none of them takes over a
+         * key that a leader of this process releases; then the leaders. */
+        long e1 = 0;
+        stop_all(es, n, o->stop_threads, &e1, was, 0);
+        used = stop_all(es, n, o->stop_threads, &errors, was, 1);
+        errors += e1;
+    } else {
+        used = stop_all(es, n, o->stop_threads, &errors, NULL, 0);
+    }
     int64_t stop_ms = mono_ms() - s0;
     pthread_mutex_lock(&g_out);
     if (o->step > 1 || o->peer) {
