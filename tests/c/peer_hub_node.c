@@ -2,13 +2,14 @@
 /* peer_hub_node.c - one process of many zero-config peer-mode electors, for
  * tests/peer/test_peer_hub.py (batched follower checks, docs/peer.md).
  *
- *   peer_hub_node DIR KEYS ID [PER_KEY]
+ *   peer_hub_node DIR KEYS ID [PER_KEY [INFREQUENT_MS]]
  *
  * Starts PER_KEY (default 1) electors on each of KEYS locks
  * file://DIR/k<k>.json, with server id ID (ID-<j> with PER_KEY > 1), in peer
  * mode (zero-config: no certificates), advertising 127.0.0.1 on an ephemeral
  * port, with short timings (lease 3 s, renewals every 500 ms, peer_timeout
- * 2 s).
+ * 2 s; infrequent_interval, and so the long-poll wait, 1 s unless
+ * INFREQUENT_MS says otherwise).
  * Every 250 ms it prints one JSON line: how many it leads, the store reads
  * and peer checks (answered, not the leader, failed) of all of them, and
  * the established TCP connections this process opened (remote side not one
@@ -128,12 +129,13 @@ static void *stop_one(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: peer_hub_node DIR KEYS ID [PER_KEY]\n");
+    if (argc < 4 || argc > 6) {
+        fprintf(stderr, "usage: peer_hub_node DIR KEYS ID [PER_KEY [INFREQUENT_MS]]\n");
         return 2;
     }
     const char *dir = argv[1], *id = argv[3];
-    int per = argc == 5 ? atoi(argv[4]) : 1;
+    int per = argc >= 5 ? atoi(argv[4]) : 1;
+    int64_t infrequent = argc >= 6 ? atoll(argv[5]) : 1000;
     int keys = atoi(argv[2]) * (per > 0 ? per : 1); /* electors */
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
@@ -151,7 +153,7 @@ int main(int argc, char **argv)
         s3lect_config_set_int(c, S3LECT_OPT_RENEW_INTERVAL, 500);
         s3lect_config_set_int(c, S3LECT_OPT_RENEW_DEADLINE, 2000);
         s3lect_config_set_int(c, S3LECT_OPT_FREQUENT_INTERVAL, 250);
-        s3lect_config_set_int(c, S3LECT_OPT_INFREQUENT_INTERVAL, 1000);
+        s3lect_config_set_int(c, S3LECT_OPT_INFREQUENT_INTERVAL, infrequent);
         s3lect_config_set_int(c, S3LECT_OPT_PEER_TIMEOUT, 2000);
         char err[512] = "";
         if (s3lect_new(c, &e[k]) != 0 || s3lect_start(e[k]) != 0) {

@@ -27,6 +27,7 @@
 #include "runtime.h"
 #include "s3lect.h"
 #include "testutil.h"
+#include "util.h"
 
 #define PATH "/health/leadership"
 
@@ -185,6 +186,27 @@ static void t_two_locks(void)
           st, body);
     st = request(port, "GET", PATH, NULL, body, sizeof body, NULL);
     CHECK(st == 404 && strstr(body, "several locks"), "no incarnation: %d %s", st, body);
+
+    /* B's long poll with its current etag is answered by its next renewal
+     * (every 500 ms): the runtime wakes the server when B's view changes. */
+    for (int i = 0; i < 3; i++) {
+        snprintf(target, sizeof target, PATH "?incarnation=%s", rb.inc);
+        request(port, "GET", target, NULL, body, sizeof body, NULL);
+        cJSON *o = cJSON_Parse(body);
+        const cJSON *et = cJSON_GetObjectItemCaseSensitive(o, "etag");
+        char *enc = cJSON_IsString(et) ? u_strdup(et->valuestring) : NULL;
+        cJSON_Delete(o);
+        CHECK(enc != NULL, "B's etag: %s", body);
+        char q[200] = "";
+        for (size_t k = 0, n = 0; enc && enc[k] && n + 4 < sizeof q; k++)
+            n += (size_t)snprintf(q + n, sizeof q - n, enc[k] == '"' ? "%%22" : "%c", enc[k]);
+        free(enc);
+        snprintf(target, sizeof target, PATH "?incarnation=%s&wait=5000&etag=%s", rb.inc, q);
+        int64_t took = 0;
+        st = request(port, "GET", target, NULL, body, sizeof body, &took);
+        CHECK(st == 200 && took < 800, "B's long poll answers at its renewal: %d after %lld ms", st,
+              (long long)took);
+    }
 
     /* A batch naming both: renewals (every 500 ms) do not answer it; A's stop does. */
     post_call pc = {.port = port};

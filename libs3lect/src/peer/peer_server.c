@@ -667,8 +667,8 @@ static struct {
     listener *ls;
     conn *conns;
     int nconns;
-    int wakefd; /* eventfd, kept for the process lifetime once made */
-    int running, joiner, stop;
+    int wakefd;          /* eventfd, kept for the process lifetime once made */
+    int running, joiner; /* a thread runs; peer_server_stop will join it */
     pthread_t thread;
     uint64_t iter;
     int slow_sources; /* registrations without a state callback */
@@ -1589,10 +1589,38 @@ static int port_is_zero(const char *addr)
     return colon && strcmp(colon + 1, "0") == 0;
 }
 
+/* The server thread does not survive fork(): a child that starts electors
+ * gets a registry and an identity of its own (the parent's memory and
+ * listening sockets are left as they are; they close on exec). */
+static void forget_in_child(void)
+{
+    pthread_mutex_init(&g.life, NULL);
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    if (g.wakefd >= 0)
+        close(g.wakefd); /* shared with the parent: its wake-ups are not ours */
+    g.wakefd = -1;
+    g.ls = NULL;
+    g.conns = NULL;
+    g.nconns = 0;
+    g.running = g.joiner = 0;
+    g.slow_sources = 0;
+    pthread_mutex_init(&id_mu, NULL);
+    shared_id = NULL;
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_init(void)
+{
+    pthread_atfork(NULL, NULL, forget_in_child);
+}
+
 int peer_server_register(const struct s3lect_config *cfg, const peer_identity *id,
                          const char *incarnation, const peer_source *src, int mtls,
                          peer_server **out, char *err, size_t errlen)
 {
+    pthread_once(&fork_once, fork_init);
     *out = NULL;
     if (!cfg || !src || !src->view || !src->wait) {
         snprintf(err, errlen, "peer server: invalid arguments");

@@ -8,7 +8,10 @@
  * at most PEER_BATCH_INFLIGHT easy handles of its own on the runtime's multi,
  * so the checks of thousands of followers travel over a few kept-alive
  * connections. Queued checks go out together at the end of the loop's turn
- * when a handle is free, or when a batch returns.
+ * when a handle is free, or when a batch returns. The last handle's batches
+ * wait at most RT_HUB_SHORT_WAIT_MS, so that a check that arrives while the
+ * others are all held (a follower that just found a new leader, a start) is
+ * asked within about that, not a whole long-poll wait later.
  *
  * Each entry of a returned batch completes its elector's op as a single check
  * with that answer would (a 200 with the record: an observation at the time
@@ -31,10 +34,10 @@
 struct rt_hub_batch {
     peer_client *pc;       /* its easy handle (made on first use) */
     CURL *easy;            /* on the multi while in flight, else NULL */
-    s3lect_elector **who;  /* per entry; NULL once removed (stop, deadline) */
-    peer_batch_lock *ents; /* strings owned (incarnation, expect_id) */
-    size_t n, live;        /* entries, and those not removed */
-    int64_t check_at;      /* boot ms: the earliest entry deadline */
+    s3lect_elector **who;  /* per entry: its electors, through hub_next (NULL: none left) */
+    peer_batch_lock *ents; /* one per lock; strings owned (incarnation, expect_id) */
+    size_t n, live;        /* entries, and those with an elector left */
+    int64_t check_at;      /* boot ms: the earliest deadline of its electors */
 };
 
 struct rt_hub_group {
@@ -287,8 +290,8 @@ static long find_entry(const rt_hub_batch *b, const size_t *tab, size_t cap,
 
 /* Moves as many queued checks of g as fit into b (an entry per lock).
  * Returns the number of entries, 0 when out of memory (nothing moved). */
-static size_t batch_fill(rt_hub_group *g, rt_hub_batch *b, int64_t now, int64_t *wait,
-                         int64_t *timeout)
+static size_t batch_fill(rt_hub_group *g, rt_hub_batch *b, int64_t now, int64_t max_wait,
+                         int64_t *wait, int64_t *timeout)
 {
     size_t cap = 16;
     while (cap < 2 * PEER_BATCH_SEND_LOCKS)
@@ -303,7 +306,7 @@ static size_t batch_fill(rt_hub_group *g, rt_hub_batch *b, int64_t now, int64_t 
     }
     size_t size = 64;
     int64_t check = INT64_MAX;
-    *wait = PEER_MAX_WAIT_MS;
+    *wait = max_wait;
     *timeout = 0;
     s3lect_elector *later = NULL, *later_last = NULL; /* must wait for another batch */
     while (g->qhead && b->n < PEER_BATCH_SEND_LOCKS) {
@@ -362,11 +365,13 @@ static size_t batch_fill(rt_hub_group *g, rt_hub_batch *b, int64_t now, int64_t 
     return b->n;
 }
 
-/* Sends the queued checks of g in one batch on the free slot b. */
-static void batch_send(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t now)
+/* Sends the queued checks of g in one batch on the free slot b, waiting at
+ * most max_wait. */
+static void batch_send(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t now,
+                       int64_t max_wait)
 {
     int64_t wait = 0, timeout = 0;
-    size_t n = batch_fill(g, b, now, &wait, &timeout);
+    size_t n = batch_fill(g, b, now, max_wait, &wait, &timeout);
     if (n == 0)
         return;                    /* out of memory: they wait for the next turn */
     for (size_t i = 0; i < n; i++) /* borrowed from the engine while the body is built */
@@ -602,9 +607,13 @@ int64_t rt_hub_pump(rt_runtime *rt)
             unbatch_queue(rt, g);
         if (g->qhead && g->q_check && g->q_check <= now)
             expire_queue(rt, g, now);
+        /* The last slot's batches wait at most RT_HUB_SHORT_WAIT_MS: checks
+         * that arrive while the others are held (long polls) go out again
+         * within that, until a long one returns and takes them. */
         for (int i = 0; i < cap && g->qhead; i++)
             if (!g->slot[i].easy)
-                batch_send(rt, g, &g->slot[i], now);
+                batch_send(rt, g, &g->slot[i], now,
+                           cap > 1 && i == cap - 1 ? RT_HUB_SHORT_WAIT_MS : PEER_MAX_WAIT_MS);
         for (int i = 0; i < PEER_BATCH_INFLIGHT; i++) {
             rt_hub_batch *b = &g->slot[i];
             if (b->easy) {

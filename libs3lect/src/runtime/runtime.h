@@ -48,8 +48,9 @@ enum { RT_IO_NONE = 0, RT_IO_QUEUED, RT_IO_CURL, RT_IO_JOB, RT_IO_HUB };
 #define RT_RAMP_MIN_MS 5000        /* the cap after a recovery lasts at least this long */
 #define RT_RAMP_MAX_MS 120000      /* and at most this long */
 /* Batched follower checks (peer_hub.c, docs/peer.md). */
-#define PEER_BATCH_INFLIGHT 4  /* batches in flight per remote endpoint (and pin) */
-#define PEER_NOBATCH_MS 600000 /* an endpoint that does not batch: single checks this long */
+#define PEER_BATCH_INFLIGHT 4     /* batches in flight per remote endpoint (and pin) */
+#define PEER_NOBATCH_MS 600000    /* an endpoint that does not batch: single checks this long */
+#define RT_HUB_SHORT_WAIT_MS 1000 /* the wait of a batch on a group's last free connection */
 
 /* One store endpoint's connections: at most max_conns requests at a time.
  * Loop thread only. */
