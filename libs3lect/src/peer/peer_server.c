@@ -1438,7 +1438,8 @@ static void *server_main(void *arg)
         int full = now - last_full >= recheck;
         if (full)
             last_full = now;
-        int64_t next = now + recheck;
+        int64_t next = now + PEER_IDLE_TIMEOUT_MS; /* nothing pending: sleep until woken */
+        int pending = 0;
         size_t need = 1 + (size_t)g.nconns;
         for (listener *l = g.ls; l; l = l->next)
             need++;
@@ -1492,6 +1493,7 @@ static void *server_main(void *arg)
             pf[n] = (struct pollfd){c->fd, ev, 0};
             who[n] = c;
             is_l[n++] = 0;
+            pending |= c->state == C_GET || c->state == C_BATCH;
             if (c->state == C_GET)
                 next = min_deadline(next, c->wait_deadline);
             else if (c->state == C_BATCH)
@@ -1499,6 +1501,8 @@ static void *server_main(void *arg)
             else
                 next = min_deadline(next, c->deadline);
         }
+        if (pending)
+            next = min_deadline(next, now + recheck);
         for (listener *l = g.ls; l; l = l->next)
             for (peer_server *r = l->regs; r; r = r->next)
                 if (r->tomb)
