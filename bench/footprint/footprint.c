@@ -31,6 +31,9 @@
  *                          "follow":{KEY:{LEADER_ID:N,...}},"bad":{KEY:N}}}:
  *                          who leads each key here, whom the followers here
  *                          name, how many are in no follower state
+ *   stdin  "errors US"     one JSON line {"errors":[[KEY,T_US,CODE,N,MSG],...]}:
+ *                          electors here whose last ERROR event came at or
+ *                          after US, with its code and message
  *   stdin  "acquired US"   one JSON line {"acquired":[[KEY,T_US],...]}: the
  *                          keys whose elector here last became leader at or
  *                          after CLOCK_MONOTONIC time US (µs; the ACQUIRED
@@ -247,6 +250,28 @@ static void on_acquired(s3lect_elector *e, const s3lect_event *ev, void *userdat
     atomic_store((_Atomic int64_t *)userdata, mono_us());
 }
 
+/* Per local elector: the last ERROR event (time µs, code, message). */
+typedef struct last_error {
+    pthread_mutex_t mu;
+    int64_t t_us;
+    int code;
+    long n;
+    char msg[160];
+} last_error;
+static last_error *g_errors;
+
+static void on_error(s3lect_elector *e, const s3lect_event *ev, void *userdata)
+{
+    (void)e;
+    last_error *le = userdata;
+    pthread_mutex_lock(&le->mu);
+    le->t_us = mono_us();
+    le->code = s3lect_event_code(ev);
+    le->n++;
+    snprintf(le->msg, sizeof le->msg, "%s", s3lect_event_message(ev));
+    pthread_mutex_unlock(&le->mu);
+}
+
 static s3lect_elector *make_elector(const opts *o, long k)
 {
     long i = gidx(o, k);
@@ -281,6 +306,8 @@ static s3lect_elector *make_elector(const opts *o, long k)
     s3lect_config_free(cfg);
     if (o->step > 1 || o->peer) {
         rc = s3lect_set_callback(e, S3LECT_EVENT_ACQUIRED, on_acquired, &g_acquired_us[k], NULL);
+        if (!rc)
+            rc = s3lect_set_callback(e, S3LECT_EVENT_ERROR, on_error, &g_errors[k], NULL);
         if (rc)
             fail(i, "s3lect_set_callback", rc, "");
     }
@@ -430,6 +457,30 @@ static void print_acquired(const opts *o, long long since)
             printf("%s[%ld,%lld]", first ? "" : ",", gidx(o, k) / o->per_key, (long long)t);
             first = 0;
         }
+    }
+    fputs("]}\n", stdout);
+    fflush(stdout);
+}
+
+/* Prints {"errors":[[KEY,T_US,CODE,N,"MESSAGE"],...]}: electors here whose
+ * last ERROR event came at or after `since` (N: their ERROR events so far). */
+static void print_errors(const opts *o, long long since)
+{
+    fputs("{\"errors\":[", stdout);
+    int first = 1;
+    for (long k = 0; k < o->count; k++) {
+        last_error *le = &g_errors[k];
+        pthread_mutex_lock(&le->mu);
+        if (le->n && le->t_us >= since) {
+            printf("%s[%ld,%lld,%d,%ld,\"", first ? "" : ",", gidx(o, k) / o->per_key,
+                   (long long)le->t_us, le->code, le->n);
+            for (const char *c = le->msg; *c; c++) /* JSON-safe: drop quotes, controls */
+                if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20)
+                    putchar(*c);
+            fputs("\"]", stdout);
+            first = 0;
+        }
+        pthread_mutex_unlock(&le->mu);
     }
     fputs("]}\n", stdout);
     fflush(stdout);
@@ -610,8 +661,11 @@ int main(int argc, char **argv)
     g_acquired_us = calloc((size_t)o.count, sizeof *g_acquired_us);
     g_stop_t0 = calloc((size_t)o.count, sizeof *g_stop_t0);
     g_stop_t1 = calloc((size_t)o.count, sizeof *g_stop_t1);
-    if (!es || !g_acquired_us || !g_stop_t0 || !g_stop_t1)
+    g_errors = calloc((size_t)o.count, sizeof *g_errors);
+    if (!es || !g_acquired_us || !g_stop_t0 || !g_stop_t1 || !g_errors)
         fail(0, "calloc", S3LECT_ENOMEM, "");
+    for (long k = 0; k < o.count; k++)
+        pthread_mutex_init(&g_errors[k].mu, NULL);
     sc.es = es;
     sc.o = &o;
     pthread_t sig_th;
@@ -667,6 +721,10 @@ int main(int argc, char **argv)
         } else if (strncmp(line, "roles", 5) == 0) {
             pthread_mutex_lock(&g_out);
             print_roles(es, &o);
+            pthread_mutex_unlock(&g_out);
+        } else if (sscanf(line, "errors %lld", &ms) == 1) {
+            pthread_mutex_lock(&g_out);
+            print_errors(&o, ms);
             pthread_mutex_unlock(&g_out);
         } else if (sscanf(line, "acquired %lld", &ms) == 1) {
             pthread_mutex_lock(&g_out);

@@ -725,6 +725,7 @@ CALLBACK_THREADS = 2  # the runtime's default callback_threads
 # T = 1,000 and 3,000 handed over at p99 2.1-5.6 s, stops took 2.1 s:
 # followers of the same process took keys over and were then stopped too.
 PEER_STOP_ORDER = "followers-first"
+PEER_STOP_THREADS = 16  # as the one-process rows (footprint.c --stop-threads)
 
 
 def _tcp_rows() -> list[tuple[int, int, str, str]]:
@@ -873,6 +874,25 @@ def _wait_led_again(procs: list, keys: list[int], since_us: int, timeout_s: floa
         time.sleep(0.5)
 
 
+def _errors(procs: list, since_us: int) -> list:
+    """[process, key, µs, code, n, message] of the electors whose last
+    ERROR event came at or after since_us, from every live process."""
+    out = []
+    for i, p in enumerate(procs):
+        if p.p.poll() is not None:
+            continue
+        try:
+            p.send(f"errors {since_us}")
+            while True:
+                v = p.line(60, "errors")
+                if v.startswith('{"errors"'):
+                    out += [[i, *x] for x in json.loads(v)["errors"]]
+                    break
+        except BenchError:
+            continue  # it exited meanwhile (the SIGTERM'd one)
+    return out
+
+
 def _now_us() -> int:
     return int(time.monotonic() * 1e6)  # CLOCK_MONOTONIC, as footprint.c's mono_us()
 
@@ -894,7 +914,8 @@ def _peer_argv(impl: Impl, total: int, per_key: int, prefix: str, endpoint: str,
     if argv is None:
         raise BenchError(f"{impl.name} has no footprint program")
     return argv + ["--peer", "1", "--first", str(p), "--step", str(PEER_PROCS),
-                   "--total", str(total), "--stop-order", PEER_STOP_ORDER]
+                   "--total", str(total), "--stop-order", PEER_STOP_ORDER,
+                   "--stop-threads", str(PEER_STOP_THREADS)]
 
 
 def _s3_env(server) -> dict[str, str]:
@@ -1007,7 +1028,16 @@ def _peer_events(s: PeerSample, procs: list, r: dict, total: int, keys: int):
         "from_stop_s": sorted((got[k] - stopping[str(k)][0]) / 1e6 for k in got
                               if str(k) in stopping),
         "stop_call_s": sorted((v[1] - v[0]) / 1e6 for v in stopping.values()),
+        # From the return of that key's s3lect_stop (its release written).
+        "from_release_s": sorted((got[k] - stopping[str(k)][1]) / 1e6 for k in got
+                                 if str(k) in stopping),
+        # (key, µs after the signal) of each stop call's start and return and
+        # of the new leader's ACQUIRED, in the order the keys were acquired.
+        "timeline": sorted([k, stopping[str(k)][0] - t0, stopping[str(k)][1] - t0, got[k] - t0]
+                           for k in got if str(k) in stopping),
     }
+    s.handover["errors"] = [[i, k, (t - t0) / 1e6, c, n, msg] for i, k, t, c, n, msg in
+                            _errors(procs, t0)][:50]
     procs[h].p.wait(timeout=30)
     # Let the new leaders' followers settle on them.
     time.sleep(2.0)
@@ -1022,7 +1052,8 @@ def _peer_events(s: PeerSample, procs: list, r: dict, total: int, keys: int):
     procs[k].p.wait(timeout=30)
     got, missing = _wait_led_again([procs[last]], led, t0, lease + 60)
     s.failover = {"proc": k, "keys": len(led), "missing": missing,
-                  "s": sorted((t - t0) / 1e6 for t in got.values())}
+                  "s": sorted((t - t0) / 1e6 for t in got.values()),
+                  "errors": len(_errors(procs, t0))}
     time.sleep(1.0)
     procs[last].send("stop")
     _, st = _read_stop(procs[last], 600)
