@@ -403,6 +403,7 @@ def run_all(impls: list[Impl], server, quick: bool, logdir: Path, counts: list[i
     """Every (store, K), each implementation in turn within a configuration,
     so the old and the new library see the same machine at about the same time."""
     counts = counts or (QUICK_COUNTS if quick else COUNTS)
+    impls = [i for i in impls if i.footprint_argv(1, 1, "file:///x", None, DEFAULTS, 1)]
     out = []
     for store in STORES:
         for k in counts:
@@ -1231,8 +1232,11 @@ def peer_targets(samples: list[PeerSample], one: dict | None) -> list[tuple[str,
             p99 = _pct(h["from_signal_s"], 99)
             if h["missing"] or p99 is None or p99 > HANDOVER_P99_S:
                 bad.append(s)
+            fr = h.get("from_release_s", [])
             detail.append(f"T = {s.total:,}: {h['keys']} keys, p50 "
                           f"{_pct(h['from_signal_s'], 50) or 0:.3f} s, p99 {p99 or 0:.3f} s"
+                          + (f" (from that key's release written: p50 {_pct(fr, 50):.3f} s, "
+                             f"p99 {_pct(fr, 99):.3f} s)" if fr else "")
                           + (f", {len(h['missing'])} not led again" if h["missing"] else ""))
         if one and one["handover_from_signal_s"]:
             detail.append(f"one key: p50 {_pct(one['handover_from_signal_s'], 50):.3f} s, "
@@ -1317,6 +1321,16 @@ def peer_report(samples: list[PeerSample], one: dict | None, per_key: int) -> tu
                             h["keys"], f(_pct(h["from_stop_s"], 50), "{:.3f}"),
                             f(_pct(h["from_stop_s"], 99), "{:.3f}"),
                             f(max(h["from_stop_s"]) if h["from_stop_s"] else None, "{:.3f}"),
+                            "–"])
+            fr = h.get("from_release_s", [])
+            ev_rows.append([f"{s.total:,}", "SIGTERM (handover), from the return of that key's "
+                            "s3lect_stop (release written)", h["keys"],
+                            f(_pct(fr, 50), "{:.3f}"), f(_pct(fr, 99), "{:.3f}"),
+                            f(max(fr) if fr else None, "{:.3f}"), "–"])
+            ev_rows.append([f"{s.total:,}", "(stop calls of the leaders: their duration)",
+                            h["keys"], f(_pct(h["stop_call_s"], 50), "{:.3f}"),
+                            f(_pct(h["stop_call_s"], 99), "{:.3f}"),
+                            f(max(h["stop_call_s"]) if h["stop_call_s"] else None, "{:.3f}"),
                             "–"])
         if fo:
             ev_rows.append([f"{s.total:,}", "kill -9 (failover)", fo["keys"],
