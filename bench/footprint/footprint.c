@@ -53,12 +53,14 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -571,11 +573,6 @@ static pthread_mutex_t g_out = PTHREAD_MUTEX_INITIALIZER; /* one stdout line at 
  * the "stopping" line), frees them; returns the number of stop errors. */
 static long stop_and_report(s3lect_elector **es, const opts *o)
 {
-    static atomic_flag once = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&once)) {
-        for (;;) /* the other caller stops them, reports and exits */
-            pause();
-    }
     long n = o->count;
     char *was = calloc((size_t)n, 1);
     long leaders = 0;
@@ -622,22 +619,44 @@ static long stop_and_report(s3lect_elector **es, const opts *o)
     return errors;
 }
 
-typedef struct sigctx {
-    s3lect_elector **es;
-    const opts *o;
-    sigset_t set;
-} sigctx;
-
-/* SIGTERM: stop everything, report, exit (the main thread may be in fgets). */
-static void *sig_main(void *arg)
+/* The next line of stdin into buf (without its newline): 0; -1 at EOF or an
+ * error; -2 when SIGTERM came first (sfd, a signalfd, is readable). No
+ * thread of its own, so the process has only the library's threads and
+ * this one. */
+static int next_line(char *buf, size_t cap, int sfd)
 {
-    sigctx *c = arg;
-    int sig = 0;
-    while (sigwait(&c->set, &sig) != 0) {
+    static char in[4096];
+    static size_t have;
+    for (;;) {
+        char *nl = memchr(in, '\n', have);
+        if (nl) {
+            size_t n = (size_t)(nl - in);
+            size_t k = n < cap - 1 ? n : cap - 1;
+            memcpy(buf, in, k);
+            buf[k] = '\0';
+            memmove(in, nl + 1, have - n - 1);
+            have -= n + 1;
+            return 0;
+        }
+        if (have == sizeof in)
+            have = 0; /* a line too long to be a command: drop it */
+        struct pollfd pf[2] = {{0, POLLIN, 0}, {sfd, POLLIN, 0}};
+        if (poll(pf, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (pf[1].revents & POLLIN)
+            return -2;
+        if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t r = read(0, in + have, sizeof in - have);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                return -1;
+            have += (size_t)r;
+        }
     }
-    stop_and_report(c->es, c->o);
-    _exit(0);
-    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -649,12 +668,16 @@ int main(int argc, char **argv)
     if (o.step > 1)
         keys = (gidx(&o, o.count - 1) / o.per_key) - (gidx(&o, 0) / o.per_key) + 1;
 
-    /* SIGTERM is taken by sig_main; blocked before any other thread exists
-     * (the library blocks it in its own threads anyway). */
-    static sigctx sc;
-    sigemptyset(&sc.set);
-    sigaddset(&sc.set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sc.set, NULL);
+    /* SIGTERM is read from a signalfd by the command loop; blocked before
+     * any other thread exists (the library blocks it in its own threads
+     * anyway). */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+    if (sfd < 0)
+        fail(0, "signalfd", S3LECT_EINVAL, strerror(errno));
 
     long rss0 = proc_status("VmRSS"), threads0 = proc_status("Threads");
     s3lect_elector **es = calloc((size_t)o.count, sizeof *es);
@@ -666,11 +689,6 @@ int main(int argc, char **argv)
         fail(0, "calloc", S3LECT_ENOMEM, "");
     for (long k = 0; k < o.count; k++)
         pthread_mutex_init(&g_errors[k].mu, NULL);
-    sc.es = es;
-    sc.o = &o;
-    pthread_t sig_th;
-    if (pthread_create(&sig_th, NULL, sig_main, &sc) != 0)
-        fail(0, "pthread_create", S3LECT_EIO, "signal thread");
     int64_t t0 = mono_ms();
     for (long i = 0; i < o.count; i++)
         es[i] = make_elector(&o, i);
@@ -699,7 +717,8 @@ int main(int argc, char **argv)
     pthread_mutex_unlock(&g_out);
 
     char line[128];
-    while (fgets(line, sizeof line, stdin)) {
+    int got;
+    while ((got = next_line(line, sizeof line, sfd)) == 0) {
         long long ms;
         if (sscanf(line, "measure %lld", &ms) == 1 && ms > 0) {
             double c0 = cpu_seconds();
@@ -734,7 +753,8 @@ int main(int argc, char **argv)
             break;
         }
     }
-    /* A SIGTERM that came meanwhile stops them itself and exits. */
+    /* "stop", EOF or SIGTERM (got == -2): the same stop. */
+    (void)got;
     stop_and_report(es, &o);
     _exit(0);
 }

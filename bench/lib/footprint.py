@@ -1386,7 +1386,7 @@ leader in another process (batched follower checks). Default timings. T =
   {CALLBACK_THREADS} callback threads (default `callback_threads`; more are added
   only while every one is held by a slow callback, which the bench's one
   callback, storing a time, never is). The count still includes the bench's
-  main thread and its signal thread.
+  main thread.
 - **listening sockets**: TCP sockets of the process in state LISTEN.
   **peer conns**: ESTABLISHED TCP sockets of the process whose local port is
   its listening port (inbound) or whose remote port is a listening port of one
