@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1195,20 +1196,30 @@ static void test_shared_listener(void)
           listen, err);
     peer_server_stop(c2);
 
-    /* B leaves: A is the only one, and answers without an incarnation. */
-    peer_server_stop(b);
-    st = raw_get(port, PATH, body, sizeof body);
-    CHECK(st == 200 && strstr(body, "\\\"ea\\\""), "the single elector answers: %d %s", st, body);
-    /* A stops with a grace: 404 "not the leader" meanwhile, then the port closes. */
+    /* A stops with a grace while B stays: A's requests get 404 "not the
+     * leader" meanwhile (without A's source: it is gone), and B is the only
+     * live elector, so it answers without an incarnation. */
+    int64_t t0s = u_mono_ms();
     peer_server_stop_after(a, 400);
+    CHECK(u_mono_ms() - t0s < 100, "stop_after does not wait while others remain");
     fake_destroy(&fa); /* its source is not used any more */
     st = raw_get(port, PATH "?incarnation=" INC_A, body, sizeof body);
     CHECK(st == 404 && strstr(body, "not the leader"), "stopped, in its grace: %d %s", st, body);
     st = raw_get(port, PATH, body, sizeof body);
-    CHECK(st == 404 && strstr(body, "not the leader"), "without incarnation too: %d %s", st, body);
-    t_sleep_ms(700);
+    CHECK(st == 200 && strstr(body, "\\\"eb\\\""), "the single live elector answers: %d %s", st,
+          body);
+    t_sleep_ms(600);
+    st = raw_get(port, PATH "?incarnation=" INC_A, body, sizeof body);
+    CHECK(st == 404, "after the grace: unknown, 404 (%d)", st);
+    /* The last one waits its grace itself: the port is closed when it returns. */
+    fake_set(&fb, 0, NULL);
+    t0s = u_mono_ms();
+    peer_server_stop_after(b, 300);
+    int64_t took = u_mono_ms() - t0s;
+    CHECK(took >= 280 && took < 2000, "the last elector's stop waits its grace (%lld ms)",
+          (long long)took);
     int fd = tcp_connect(port);
-    CHECK(fd < 0, "the listener closed after the grace");
+    CHECK(fd < 0, "the listener is closed when the last stop returns");
     if (fd >= 0)
         close(fd);
     peer_client_free(pc);
@@ -1385,6 +1396,89 @@ static void test_batch(void)
     fake_destroy(&fb);
 }
 
+/* Full of kept-alive idle connections: a new client is served, and the
+ * longest idle connection is the one closed for it. */
+static void test_evict_idle(void)
+{
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_NOFILE, &old);
+    lim = old;
+    if (lim.rlim_cur < 1400)
+        lim.rlim_cur = lim.rlim_max == RLIM_INFINITY || lim.rlim_max >= 1400 ? 1400 : lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+    if (lim.rlim_cur < 1400) {
+        fprintf(stderr, "test_evict_idle: skipped (descriptor limit %llu < 1400)\n",
+                (unsigned long long)lim.rlim_cur);
+        return;
+    }
+    fake_source f;
+    fake_init(&f, 1, "\"e1\"");
+    int port;
+    peer_server *s = start_server(&f, 0, 0, &port);
+    tcli *t = calloc(PEER_MAX_CONNS, sizeof *t);
+    char hdr[4096], body[8192];
+    int ok = 0;
+    for (int i = 0; i < PEER_MAX_CONNS; i++) {
+        unsigned long reason;
+        if (tcli_open(&t[i], port, 0, &reason) != 0)
+            break;
+        send_str(&t[i], "GET " PATH " HTTP/1.1\r\n\r\n");
+        if (tcli_response(&t[i], 0, hdr, sizeof hdr, body, sizeof body) == 200)
+            ok++;
+    }
+    CHECK(ok == PEER_MAX_CONNS, "%d kept-alive connections served (%d)", PEER_MAX_CONNS, ok);
+    peer_client *pc = make_client(ca_path, NULL);
+    st_result r;
+    check_peer(pc, port, NULL, 0, "node-1", &r);
+    CHECK(r.outcome == ST_OK, "a new client is served when the table is full of idle ones: %s",
+          r.message ? r.message : "");
+    st_result_clear(&r);
+    int first_eof = -1;
+    for (int i = 0; i < PEER_MAX_CONNS && first_eof < 0; i++)
+        if (tcli_eof_within(&t[i], i == 0 ? 2000 : 1))
+            first_eof = i;
+    CHECK(first_eof == 0, "the longest idle connection made room (closed: %d)", first_eof);
+    send_str(&t[PEER_MAX_CONNS - 1], "GET " PATH " HTTP/1.1\r\n\r\n");
+    CHECK(tcli_response(&t[PEER_MAX_CONNS - 1], 0, hdr, sizeof hdr, body, sizeof body) == 200,
+          "the most recent one still works");
+    for (int i = 0; i < PEER_MAX_CONNS; i++)
+        tcli_close(&t[i]);
+    free(t);
+    peer_client_free(pc);
+    peer_server_stop(s);
+    fake_destroy(&f);
+    setrlimit(RLIMIT_NOFILE, &old);
+}
+
+/* Many pipelined requests in one write are all answered, in order. */
+static void test_pipelined_many(void)
+{
+    fake_source f;
+    fake_init(&f, 1, "\"e1\"");
+    int port;
+    peer_server *s = start_server(&f, 0, 0, &port);
+    tcli t;
+    unsigned long reason;
+    CHECK(tcli_open(&t, port, 0, &reason) == 0, "connect");
+    enum { N = 40 };
+    char req[N * 64];
+    size_t o = 0;
+    for (int i = 0; i < N; i++)
+        o += (size_t)snprintf(req + o, sizeof req - o, "%s %s HTTP/1.1\r\n\r\n",
+                              i % 3 == 2 ? "HEAD" : "GET", i % 5 == 4 ? "/nope" : PATH);
+    tcli_send(&t, req, o);
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        char hdr[4096], body[8192];
+        int st = tcli_response(&t, i % 3 == 2, hdr, sizeof hdr, body, sizeof body);
+        ok += st == (i % 5 == 4 ? 404 : 200);
+    }
+    CHECK(ok == N, "%d pipelined requests answered in order (%d)", N, ok);
+    tcli_close(&t);
+    peer_server_stop(s);
+    fake_destroy(&f);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || strstr(argv[1], "NOTFOUND")) {
@@ -1414,6 +1508,8 @@ int main(int argc, char **argv)
     test_shared_listener();
     test_explicit_port_conflict();
     test_batch();
+    test_evict_idle();
+    test_pipelined_many();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

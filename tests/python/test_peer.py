@@ -251,8 +251,11 @@ def test_https_endpoint_serves_the_leadership(electors, tmp_path, pki):
     rec = json.loads(body)
     assert rec["leaderID"] == "tls" and rec["term"] == el.term and rec["etag"]
 
+    status, headers, _ = https_get(port, pki["ca"], method="PUT")
+    assert status == 405 and "GET" in headers.get("allow", "") and "POST" in headers["allow"]
+    # POST is the batched long poll (docs/peer.md): a request that is not one is a 400.
     status, headers, _ = https_get(port, pki["ca"], method="POST")
-    assert status == 405 and "GET" in headers.get("allow", "")
+    assert status == 400
 
     # The same server refuses a client that does not trust its CA.
     with pytest.raises(ssl.SSLCertVerificationError):

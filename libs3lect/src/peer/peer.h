@@ -195,8 +195,11 @@ int peer_server_port(const peer_server *s);
  * last registration of a listener closes it (its connections too), the
  * last listener of the process ends the server thread (joined). */
 void peer_server_stop(peer_server *s);
-/* Unregisters without waiting: for grace_ms more the elector's requests get
- * 404 "not the leader" (its source is no longer used: free it at once). */
+/* Unregisters after grace_ms, during which the elector's requests get 404
+ * "not the leader" (its source must say so). Without waiting: the
+ * registration stays without its source (free it at once) and the server
+ * thread drops it later; only the last live elector of a listener waits
+ * the grace here, so that the port is closed when this returns. */
 void peer_server_stop_after(peer_server *s, int64_t grace_ms);
 
 /* ---- client ------------------------------------------------------------- */

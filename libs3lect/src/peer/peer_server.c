@@ -42,6 +42,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -1272,10 +1273,13 @@ static void step(conn *c, int64_t now)
     }
 }
 
-/* Drives c until it waits for its socket, a change or a deadline. */
+/* Drives c until it waits for its socket, a change or a deadline. Every
+ * step either changes the state or leaves it waiting (want set), so this
+ * ends; it must not stop early: pipelined requests already read into
+ * c->buf would wait for a POLLIN that never comes. */
 static void run(conn *c, int64_t now)
 {
-    for (int i = 0; i < 8; i++) {
+    for (;;) {
         int before = c->state;
         step(c, now);
         /* A state that finished without waiting (answered at once) goes on. */
@@ -1307,8 +1311,8 @@ static void accept_on(listener *l, int64_t now)
             conn *old = NULL;
             for (conn *c = g.conns; c; c = c->next)
                 if (c->state == C_HEAD && !c->first && c->len == 0 && !c->head_started &&
-                    (!old || c->idle_since < old->idle_since))
-                    old = c;
+                    (!old || c->idle_since <= old->idle_since))
+                    old = c; /* newest first: on a tie the older one wins */
             if (!old) {
                 close(fd);
                 continue;
@@ -1361,30 +1365,34 @@ static void free_listener(listener *l)
 
 /* Under g.mu: drops closed connections, stopped registrations whose time
  * is up, and listeners left without registrations (with their connections). */
+static void expire_tombs(listener *l, int64_t now)
+{
+    for (peer_server **pp = &l->regs; *pp;) {
+        peer_server *r = *pp;
+        if (r->tomb && now >= r->tomb_until) {
+            *pp = r->next;
+            for (peer_server **hp = &l->hash[inc_hash(r->inc)]; *hp; hp = &(*hp)->hnext)
+                if (*hp == r) {
+                    *hp = r->hnext;
+                    break;
+                }
+            for (conn *c = g.conns; c; c = c->next)
+                if (c->reg == r)
+                    c->reg = NULL;
+            l->nregs--;
+            free(r);
+        } else {
+            pp = &r->next;
+        }
+    }
+    if (l->nregs == 0)
+        l->closing = 1;
+}
+
 static void cleanup(int64_t now)
 {
-    for (listener *l = g.ls; l; l = l->next) {
-        for (peer_server **pp = &l->regs; *pp;) {
-            peer_server *r = *pp;
-            if (r->tomb && now >= r->tomb_until) {
-                *pp = r->next;
-                for (peer_server **hp = &l->hash[inc_hash(r->inc)]; *hp; hp = &(*hp)->hnext)
-                    if (*hp == r) {
-                        *hp = r->hnext;
-                        break;
-                    }
-                for (conn *c = g.conns; c; c = c->next)
-                    if (c->reg == r)
-                        c->reg = NULL;
-                l->nregs--;
-                free(r);
-            } else {
-                pp = &r->next;
-            }
-        }
-        if (l->nregs == 0)
-            l->closing = 1;
-    }
+    for (listener *l = g.ls; l; l = l->next)
+        expire_tombs(l, now);
     for (conn **pp = &g.conns; *pp;) {
         conn *c = *pp;
         if (c->l->closing)
@@ -1820,11 +1828,19 @@ void peer_server_stop_after(peer_server *s, int64_t grace_ms)
 {
     if (!s)
         return;
-    if (grace_ms <= 0) {
+    pthread_mutex_lock(&g.mu);
+    int last = s->l->nlive <= 1;
+    if (grace_ms <= 0 || last) {
+        pthread_mutex_unlock(&g.mu);
+        /* The listener's last elector waits out the grace itself (its
+         * source still answers "not the leader"), so that the port is
+         * closed when its stop returns, as with a listener of its own. */
+        struct timespec ts = {(time_t)(grace_ms / 1000), (long)(grace_ms % 1000) * 1000000L};
+        while (grace_ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
         peer_server_stop(s);
         return;
     }
-    pthread_mutex_lock(&g.mu);
     /* From now on it answers "not the leader" without its source (which
      * its owner may free), until the server thread drops it. */
     s->tomb = 1;
@@ -1843,6 +1859,7 @@ void peer_server_stop(peer_server *s)
         return;
     pthread_mutex_lock(&g.life);
     pthread_mutex_lock(&g.mu);
+    expire_tombs(s->l, u_mono_ms()); /* those whose grace is over go now, with s */
     remove_reg(s);
     int closing = s->l->closing;
     free(s);
