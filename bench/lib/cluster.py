@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from common import BenchError
-from impls import Impl, NodeSpec, PeerSpec, Timing
+from impls import MODES, FirewallSpec, Impl, NodeSpec, PeerSpec, Timing
 
 
 def free_port() -> int:
@@ -30,22 +30,47 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def refusing_port() -> tuple[socket.socket, int]:
+    """A 127.0.0.1 TCP port on which a connect is refused (RST at once, as
+    behind a firewall that REJECTs): a socket bound to it that never
+    listens. Keep the socket open as long as the port must stay refused, so
+    no other program can take it meanwhile."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s, s.getsockname()[1]
+
+
+_EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+
+def _openssl(d: Path, *args) -> None:
+    subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
+
+
 def make_pki(d: Path) -> dict[str, Path]:
-    """A throwaway CA and one server certificate for 127.0.0.1 (every node uses it)."""
+    """A throwaway CA ("ca", "ca_key") and a directory ("dir") for the nodes'
+    certificates (node_cert)."""
     d.mkdir(parents=True, exist_ok=True)
+    _openssl(d, "req", "-x509", *_EC, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=s3lect bench CA")
+    return {"ca": d / "ca.pem", "ca_key": d / "ca.key", "dir": d}
 
-    def openssl(*args):
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
 
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                               "extendedKeyUsage=serverAuth,clientAuth\n")
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-            "-subj", "/CN=s3lect bench CA")
-    openssl("req", "-new", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=127.0.0.1")
-    openssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "node.pem", "-days", "2", "-extfile", "san.ext")
-    return {"ca": d / "ca.pem", "cert": d / "node.pem", "key": d / "node.key"}
+def node_cert(pki: dict[str, Path], node_id: str) -> tuple[Path, Path]:
+    """A server certificate and key for one node: CN = its id (s3lect's CA
+    mode counts an answer only from a certificate naming the server id the
+    lock record names, docs/peer.md "Whose answer counts") and a
+    subjectAltName for 127.0.0.1, where it listens."""
+    d = pki["dir"]
+    (d / f"{node_id}.ext").write_text(
+        f"subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:{node_id}\n"
+        "extendedKeyUsage=serverAuth,clientAuth\n")
+    _openssl(d, "req", "-new", *_EC, "-keyout", f"{node_id}.key", "-out", f"{node_id}.csr",
+             "-subj", f"/CN={node_id}")
+    _openssl(d, "x509", "-req", "-in", f"{node_id}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", f"{node_id}.pem", "-days", "2", "-extfile",
+             f"{node_id}.ext")
+    return d / f"{node_id}.pem", d / f"{node_id}.key"
 
 
 @dataclass
@@ -142,6 +167,10 @@ class Cluster:
                  logdir: Path, pki: dict[str, Path] | None = None,
                  endpoint_for: Callable[[int], str] | None = None,
                  cmd: list[str] | None = None, zero_config: bool = False):
+        if mode not in MODES:
+            raise BenchError(f"unknown mode {mode!r}: one of {', '.join(MODES)}")
+        if mode not in impl.modes:
+            raise BenchError(f"{impl.name} cannot run mode {mode!r} (it has {', '.join(impl.modes)})")
         if mode == "peer" and not pki:
             raise BenchError("peer mode needs certificates")
         self.impl = impl
@@ -164,6 +193,7 @@ class Cluster:
         self.gens = [0] * n
         self.nodes: list[Node] = []
         self.markers: list[tuple[float, int, str]] = []  # (t, slot, "kill"/"term")
+        self.refusing: list[socket.socket] = []  # mode "firewalled": the advertised ports
 
     # ---- life cycle ----
     def start(self) -> "Cluster":
@@ -177,11 +207,21 @@ class Cluster:
         peer = None
         if self.mode == "peer":
             assert self.pki
-            peer = PeerSpec(f"127.0.0.1:{free_port()}", self.pki["cert"], self.pki["key"],
-                            self.pki["ca"], self.zero_config)
+            # A certificate of its own (its id as CN). A later configuration
+            # re-issues the same ids' files; configurations run one at a time.
+            cert, key = Path(), Path()
+            if not (self.zero_config and self.impl.zero_config_peer):
+                cert, key = node_cert(self.pki, node_id)
+            peer = PeerSpec(f"127.0.0.1:{free_port()}", cert, key, self.pki["ca"],
+                            self.zero_config)
+        firewall = None
+        if self.mode == "firewalled":
+            sock, port = refusing_port()
+            self.refusing.append(sock)
+            firewall = FirewallSpec(f"127.0.0.1:{port}", f"127.0.0.1:{free_port()}")
         spec = NodeSpec(node_id, self.server.bucket, self.key, self.endpoint_for(slot),
                         self.server.access_key, self.server.secret_key, self.server.region,
-                        self.timing, peer)
+                        self.timing, peer, mode=self.mode, firewall=firewall)
         if self.cmd:
             spec.cmd = list(self.cmd)
         node = Node(self, slot, self.gens[slot], spec)
@@ -191,9 +231,12 @@ class Cluster:
         return node
 
     def peer_setup(self) -> str:
-        """"zero-config", "certificates", or "" outside peer mode."""
+        """How the nodes run their mode: "zero-config" or "certificates" in
+        peer mode, "peer on by default" (shipped), "peer ports refused"
+        (firewalled), "--no-peer" (s3 on an s3lect with peer mode on by
+        default), else ""."""
         if self.mode != "peer":
-            return ""
+            return self.impl.peer_setup(None, self.mode)
         probe = PeerSpec("", Path(), Path(), Path(), self.zero_config)
         return self.impl.peer_setup(probe)
 
@@ -207,6 +250,9 @@ class Cluster:
                 node.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+        for sock in self.refusing:
+            sock.close()
+        self.refusing.clear()
         self.t_end = time.monotonic()
         with self.cv:
             for node in self.nodes:

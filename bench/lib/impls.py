@@ -40,15 +40,18 @@ class Timing:
                 f"max clock skew {self.skew:g} s" + (" (off)" if self.skew == 0 else ""))
 
     # The targets of issue 9 (failover after kill -9, handover after SIGTERM).
+    # "shipped" is s3lect run with no mode flag (peer mode on by default);
+    # "firewalled" the same with every peer port unreachable, so followers
+    # read the store every frequent interval (docs/peer.md).
     def kill_target(self, mode: str) -> float:
-        if mode == "peer":
+        if mode in ("peer", "shipped"):
             return self.lease + 0.5
-        if self.infrequent <= self.lease:
+        if mode == "firewalled" or self.infrequent <= self.lease:
             return self.lease + self.frequent + 0.5
         return max(self.infrequent, self.lease + self.skew) + self.frequent + 0.5
 
     def graceful_target(self, mode: str) -> float:
-        return 0.5 if mode == "peer" else self.frequent + 0.5
+        return 0.5 if mode in ("peer", "shipped") else self.frequent + 0.5
 
 
 def _timing(name: str, lease, renew, deadline, frequent, infrequent) -> Timing:
@@ -61,15 +64,47 @@ DEFAULTS = Timing("defaults")
 LIKE_FOR_LIKE = _timing("like-for-like", 3, 1, 2, 1, 1)
 # What the dual interval trades: stable followers poll every 6 s instead of every 1 s.
 COST = _timing("cost", 3, 1, 2, 1, 6)
-TIMINGS = {t.name: t for t in (LIKE_FOR_LIKE, COST, DEFAULTS)}
+# Go s3lect's defaults (lease 15 s, every node's cycle 5 s), with s3lect's
+# followers reading as often (infrequent = frequent = 5 s): failover at an
+# equal follower read rate (issue 28 item 3). Only with --timing equal-rate.
+EQUAL_RATE = _timing("equal-rate", 15, 5, 10, 5, 5)
+TIMINGS = {t.name: t for t in (LIKE_FOR_LIKE, COST, DEFAULTS, EQUAL_RATE)}
 
+
+# The modes a configuration can run a node in (Cluster, NodeSpec.mode):
+#   s3          no peer mode (s3lect: --no-peer when its `run` has peer mode
+#               on by default; Go s3lect: its default)
+#   peer        peer mode asked for (--peer, with certificates or zero-config)
+#   shipped     no mode flag at all: what `s3lect run` does out of the box
+#               (peer mode on by default, zero-config, ephemeral port)
+#   firewalled  shipped, but every node advertises (--addr) a port on which
+#               nothing listens and listens elsewhere (--peer-listen), so every
+#               follower's connect to the leader's endpoint is refused, as
+#               behind a REJECT firewall, and it follows through the store
+MODES = ("s3", "peer", "shipped", "firewalled")
+MODE_TEXT = """*shipped*: `s3lect run` with no mode flag: peer mode on by default,
+zero-config (a self-signed certificate whose key's SHA-256 the lock record
+carries, followers pin it), listening on this host's address on the route
+to the S3 endpoint (127.0.0.1 here) with an ephemeral port. *firewalled*:
+the same, but each node also gets `--addr 127.0.0.1:A --peer-listen
+127.0.0.1:B`: it listens on B and advertises A, a port the bench holds bound
+without listening, so a follower's connect to the leader's endpoint is
+refused at once, as behind a firewall that REJECTs; every follower then
+follows the leader through the store every frequent interval (docs/peer.md
+"When the peer check fails"). A firewall that DROPs instead would add up to
+`peer_timeout` (3 s) to each failed check, which a follower makes once per
+leader and then once per 5 minutes (doubling to an hour). *s3 (--no-peer)*:
+s3lect with peer mode turned off; Go s3lect's *s3* is its own default (no
+peer mode)."""
 
 # How peer-mode nodes are set up, for the result files' "how measured" text.
 PEER_SETUPS_TEXT = """Peer mode (the mode column names the setup): *certificates* adds
 `--peer --addr 127.0.0.1:PORT --peer-cert … --peer-key … --peer-ca …` with a
-throwaway EC P-256 CA and one certificate for 127.0.0.1 (Go s3lect's node
-program always runs this way: Go s3lect has no zero-config peer mode);
-*zero-config* (s3lect at the defaults, when the build has it) adds only
+throwaway EC P-256 CA and a certificate per node, its id as CN (s3lect
+counts an answer only from a certificate naming the leader the record
+names) and 127.0.0.1 as subjectAltName (Go s3lect's node program always
+runs this way: Go s3lect has no zero-config peer mode);
+*zero-config* (the tradeoff's s3lect peer points, when the build has it) adds only
 `--peer`: no certificate flags, no `--addr`, no `--peer-listen`, so the
 leader makes a self-signed certificate and publishes its key's SHA-256 in
 the lock record, followers pin it, and the advertised address is this
@@ -100,6 +135,15 @@ class PeerSpec:
 
 
 @dataclass
+class FirewallSpec:
+    """Mode "firewalled": advertise `addr` (nothing listens there: a
+    follower's connect is refused) and listen on `listen`."""
+
+    addr: str
+    listen: str
+
+
+@dataclass
 class NodeSpec:
     """Everything an implementation needs to start one node."""
 
@@ -113,6 +157,11 @@ class NodeSpec:
     timing: Timing
     peer: PeerSpec | None = None
     cmd: list[str] = field(default_factory=lambda: ["sleep", "86400"])
+    mode: str = ""  # one of MODES ("": "peer" when peer is set, else "s3")
+    firewall: FirewallSpec | None = None  # mode "firewalled"
+
+    def node_mode(self) -> str:
+        return self.mode or ("peer" if self.peer else "s3")
 
 
 # What a line on a node's stderr means. Kinds:
@@ -136,13 +185,23 @@ class Impl:
     runs_command = True
     # Whether peer mode can run without certificate flags (PeerSpec.zero_config).
     zero_config_peer = False
+    # Whether the node program runs peer mode when no mode flag is given
+    # (s3lect run since issue 28), so mode "s3" must turn it off.
+    peer_default = False
     # Whether the leader renews at the follower poll interval (Go s3lect: one
     # cycle per FrequentInterval for every node), so a poll interval at or
     # above the lease cannot keep a leader.
     renew_is_poll = False
 
-    def peer_setup(self, spec: "PeerSpec | None") -> str:
-        """How a node of this implementation is set up for peer mode."""
+    def peer_setup(self, spec: "PeerSpec | None", mode: str = "") -> str:
+        """How a node of this implementation is set up for its mode (the
+        result files' mode column: "MODE (SETUP)")."""
+        if mode == "shipped":
+            return "peer on by default" if self.peer_default else "its default: no peer mode"
+        if mode == "firewalled":
+            return "peer ports refused"
+        if mode == "s3":
+            return "--no-peer" if self.peer_default else ""
         if spec is None:
             return ""
         return "zero-config" if spec.zero_config and self.zero_config_peer else "certificates"
@@ -219,7 +278,9 @@ class S3lectC(Impl):
         self.bin = work / f"s3lect-{self.name}"
         shutil.copy2(src, self.bin)
         self.footprint_bin = footprint_bin
-        self.zero_config_peer = _has_zero_config_peer(self.bin)
+        self.zero_config_peer, self.peer_default = _peer_facts(self.bin)
+        self.modes = ("s3", "peer", "shipped", "firewalled") if self.peer_default else ("s3",
+                                                                                       "peer")
 
     def version(self) -> str:
         out = subprocess.run([str(self.bin), "--version"], stdout=subprocess.PIPE, text=True,
@@ -237,7 +298,17 @@ class S3lectC(Impl):
                  "infrequent": "--infrequent-interval"}
         for f in t.flags:
             argv += [names[f], f"{int(getattr(t, f) * 1000)}ms"]
-        if spec.peer and self.peer_setup(spec.peer) == "zero-config":
+        mode = spec.node_mode()
+        if mode == "shipped":
+            pass  # what a user gets who adds nothing: peer mode on by default
+        elif mode == "firewalled":
+            # Peer mode as shipped, but followers are refused at the
+            # advertised port (lib/cluster.py holds it bound, not listening).
+            argv += ["--addr", spec.firewall.addr, "--peer-listen", spec.firewall.listen]
+        elif mode == "s3":
+            if self.peer_default:
+                argv += ["--no-peer"]
+        elif spec.peer and self.peer_setup(spec.peer) == "zero-config":
             # Only --peer: no certificates, no --addr (it defaults to this
             # host's address on the route to the S3 endpoint, 127.0.0.1 here,
             # with an ephemeral port, so three nodes on one host do not
@@ -264,18 +335,22 @@ class S3lectC(Impl):
         return argv
 
 
-def _has_zero_config_peer(binary: Path) -> bool:
-    """Whether this `s3lect` runs `run --peer` without certificate flags: its
-    `run --help` line for --peer no longer says it needs them."""
+def _peer_facts(binary: Path) -> tuple[bool, bool]:
+    """(zero-config, on by default) for this `s3lect`'s peer mode, from `run
+    --help`: zero-config when its line for --peer no longer says it needs
+    certificate flags; on by default when it has --no-peer (issue 28)."""
     try:
         out = subprocess.run([str(binary), "run", "--help"], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, timeout=10).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return False
+        return False, False
+    zero = False
     for line in out.splitlines():
         if line.strip().startswith("--peer "):
-            return "--peer-cert" not in line
-    return False
+            zero = "--peer-cert" not in line
+            break
+    default = any(line.strip().startswith("--no-peer ") for line in out.splitlines())
+    return zero, default and zero
 
 
 class S3lectCBaseline(S3lectC):

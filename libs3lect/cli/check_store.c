@@ -406,9 +406,7 @@ static int count_opt(int argc, char **argv, int *i, const char *flag, int lo, in
 static int parse_args(const char *cmd, const char *help, const char *example, int argc, char **argv,
                       cli_opts *o, int *nracers, int *rounds)
 {
-    memset(o, 0, sizeof *o);
-    o->path_style = -1;
-    o->lease = o->renew = o->deadline = o->frequent = o->infrequent = o->skew = -1;
+    cli_opts_init(o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {

@@ -25,7 +25,8 @@ enum {
 typedef struct cli_opts {
     const char *lock, *id, *addr, *endpoint, *region, *ca_file;
     const char *peer_listen, *peer_cert, *peer_key, *peer_ca, *peer_client_cert;
-    int peer;
+    int peer;       /* --peer / S3LECT_PEER: -1 unset, 0 off, 1 on */
+    int no_peer;    /* --no-peer */
     int path_style; /* -1 unset */
     int64_t lease, renew, deadline, frequent, infrequent, skew, kill_timeout, interval;
     int64_t startup_timeout; /* run: -1 = default (60 s), 0 = retry for ever */
@@ -38,6 +39,9 @@ typedef struct cli_opts {
     int has_timing;
     unsigned long seen; /* options given so far (bit per option), to refuse repeats */
 } cli_opts;
+
+/* Every option unset (-1 where 0 is a value). */
+void cli_opts_init(cli_opts *o);
 
 /* Handles one option at argv[*i] (advancing *i past its value). Returns 1 if
  * consumed, 0 if not an option we know, -1 after printing a usage error. */
@@ -55,6 +59,8 @@ typedef struct cli_metrics cli_metrics;
 int cli_metrics_start(const char *addr, s3lect_elector *el, cli_metrics **out, char *err,
                       size_t errlen);
 int cli_metrics_port(const cli_metrics *m);
+/* Serves el's metrics from now on (the caller frees the old one after). */
+void cli_metrics_set_elector(cli_metrics *m, s3lect_elector *el);
 void cli_metrics_stop(cli_metrics *m);
 
 int cli_run(int argc, char **argv);

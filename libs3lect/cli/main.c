@@ -122,13 +122,18 @@ static const char RUN_HELP[] =
     "                          errors (no such bucket/table/zone, access denied, bad\n"
     "                          credentials) were seen for D (default 60s; 0: retry for ever)\n"
     "\n"
-    "peer mode (followers long-poll the leader over HTTPS instead of reading S3):\n"
-    "  --peer                  turn peer mode on; alone it is zero-config: the node makes a\n"
+    "peer mode (on by default: followers long-poll the leader over HTTPS instead of reading\n"
+    "the store; the leader serves a TLS port that reveals only what the lock record says):\n"
+    "  --no-peer               turn peer mode off (S3LECT_PEER=0): followers read the store\n"
+    "                          every infrequent interval, and no port is opened\n"
+    "  --peer                  peer mode on (the default); zero-config: the node makes a\n"
     "                          key and self-signed certificate at start, writes the key's\n"
     "                          SHA-256 in the lock record, and followers pin it (docs/peer.md)\n"
     "                          --addr defaults to this host's address on the route to the\n"
-    "                          S3 endpoint (127.0.0.1 for file locks) and the port of\n"
-    "                          --peer-listen, else an ephemeral one\n"
+    "                          store's endpoint (127.0.0.1 for file locks) and the port of\n"
+    "                          --peer-listen, else an ephemeral one. A follower that cannot\n"
+    "                          reach the leader's port reads the store every frequent\n"
+    "                          interval instead, and says so once\n"
     "  --peer-listen HOST:PORT listen address of the leadership endpoint (default: --addr;\n"
     "                          :PORT is every address)\n"
     "  --peer-cert FILE        server certificate chain (PEM); with --peer-key and --peer-ca\n"
@@ -457,6 +462,7 @@ static size_t opt_defs(cli_opts *o, opt_def *out)
         {"--id", K_STR, C_RUN, &o->id, NULL, NULL},
         {"--addr", K_STR, C_RUN, &o->addr, NULL, NULL},
         {"--peer", K_FLAG, C_RUN, NULL, NULL, &o->peer},
+        {"--no-peer", K_FLAG, C_RUN, NULL, NULL, &o->no_peer},
         {"--peer-listen", K_STR, C_RUN, &o->peer_listen, NULL, NULL},
         {"--peer-cert", K_STR, C_RUN, &o->peer_cert, NULL, NULL},
         {"--peer-key", K_STR, C_RUN, &o->peer_key, NULL, NULL},
@@ -567,6 +573,7 @@ int cli_env_opts(const char *cmd, cli_opts *o)
         /* The library's option names, as the Python binding's from_env reads them. */
         const char *alias = !strcmp(opts[k].name, "--id")     ? "S3LECT_SERVER_ID"
                             : !strcmp(opts[k].name, "--addr") ? "S3LECT_SERVER_ADDR"
+                            : !strcmp(opts[k].name, "--peer") ? "S3LECT_PEER_MODE"
                                                               : NULL;
         if ((!v || !*v) && alias && (v = getenv(alias)) != NULL)
             snprintf(env, sizeof env, "%s", alias);
@@ -575,6 +582,8 @@ int cli_env_opts(const char *cmd, cli_opts *o)
         if (opts[k].kind == K_FLAG) {
             if (*opts[k].flag > 0) /* the flag was given: it wins (-1: unset) */
                 continue;
+            if (opts[k].flag == &o->peer && o->no_peer > 0)
+                continue; /* --no-peer was given: it wins */
             if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
                 !strcasecmp(v, "on")) {
                 *opts[k].flag = 1;
@@ -583,6 +592,8 @@ int cli_env_opts(const char *cmd, cli_opts *o)
                 cli_usage_error(cmd, "%s='%.100s' is not a boolean; use 1 or 0 (true/false)", env,
                                 v);
                 return -1;
+            } else if (*opts[k].flag < 0) {
+                *opts[k].flag = 0; /* a tri-state flag (--peer): off */
             }
             continue;
         }
@@ -678,7 +689,27 @@ s3lect_config *cli_config(const char *cmd, const cli_opts *given)
     rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_CA_FILE, o->ca_file);
     if (!rc && o->path_style == 1)
         rc = s3lect_config_set_bool(c, S3LECT_OPT_PATH_STYLE, 1);
-    if (!rc && o->peer)
+    /* Peer mode is on by default in `s3lect run` (docs/peer.md); --no-peer
+     * or S3LECT_PEER=0 turns it off. The other commands never serve. */
+    int peer = o->no_peer > 0 ? 0 : o->peer >= 0 ? o->peer : strcmp(cmd, "run") == 0;
+    if (o->peer > 0 && o->no_peer > 0) {
+        cli_usage_error(cmd, "--peer and --no-peer contradict each other; give one");
+        s3lect_config_free(c);
+        return NULL;
+    }
+    const char *peer_only = o->peer_listen        ? "--peer-listen"
+                            : o->peer_cert        ? "--peer-cert"
+                            : o->peer_key         ? "--peer-key"
+                            : o->peer_ca          ? "--peer-ca"
+                            : o->peer_client_cert ? "--peer-client-cert"
+                                                  : NULL;
+    if (!peer && peer_only && !strcmp(cmd, "run")) {
+        cli_usage_error(cmd, "%s needs peer mode, which %s turns off; drop one of them", peer_only,
+                        o->no_peer > 0 ? "--no-peer" : "S3LECT_PEER=0");
+        s3lect_config_free(c);
+        return NULL;
+    }
+    if (!rc && peer)
         rc = s3lect_config_set_bool(c, S3LECT_OPT_PEER_MODE, 1);
     rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_LISTEN, o->peer_listen);
     rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_CERT, o->peer_cert);
@@ -716,13 +747,21 @@ s3lect_config *cli_config(const char *cmd, const cli_opts *given)
     return c;
 }
 
-static void opts_init(cli_opts *o)
+void cli_opts_init(cli_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->path_style = -1;
+    o->peer = -1;
     o->lease = o->renew = o->deadline = o->frequent = o->infrequent = o->skew = -1;
-    o->kill_timeout = 10000;
+    o->kill_timeout = -1;
+    o->startup_timeout = -1;
     o->interval = 1000;
+}
+
+static void opts_init(cli_opts *o)
+{
+    cli_opts_init(o);
+    o->kill_timeout = 10000;
 }
 
 /* Parses status/watch arguments: URL positional or --lock, flags anywhere;

@@ -28,6 +28,7 @@
 
 struct cli_metrics {
     int lfd, wake[2], port;
+    pthread_mutex_t mu; /* guards el: s3lect run may replace its elector at start */
     s3lect_elector *el;
     pthread_t th;
     int started;
@@ -107,8 +108,11 @@ static void serve(cli_metrics *m, int fd)
         return;
     }
     char *body = NULL;
+    pthread_mutex_lock(&m->mu);
     s3lect_elector *one[1] = {m->el};
-    if (s3lect_metrics_text(one, 1, &body) != 0 || !body) {
+    int mrc = s3lect_metrics_text(one, 1, &body);
+    pthread_mutex_unlock(&m->mu);
+    if (mrc != 0 || !body) {
         answer(fd, 503, "Service Unavailable", text, "out of memory\n", hd, deadline);
         return;
     }
@@ -186,6 +190,7 @@ int cli_metrics_start(const char *addr, s3lect_elector *el, cli_metrics **out, c
     }
     m->lfd = fd;
     m->el = el;
+    pthread_mutex_init(&m->mu, NULL);
     if (pipe2(m->wake, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "--metrics-listen: pipe: %s", strerror(errno));
         close(fd);
@@ -228,5 +233,15 @@ void cli_metrics_stop(cli_metrics *m)
     close(m->lfd);
     close(m->wake[0]);
     close(m->wake[1]);
+    pthread_mutex_destroy(&m->mu);
     free(m);
+}
+
+void cli_metrics_set_elector(cli_metrics *m, s3lect_elector *el)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->el = el;
+    pthread_mutex_unlock(&m->mu);
 }

@@ -385,11 +385,7 @@ static void reap(runner *r)
 
 static int parse_run(int argc, char **argv, cli_opts *o, char ***cmd)
 {
-    memset(o, 0, sizeof *o);
-    o->path_style = -1;
-    o->lease = o->renew = o->deadline = o->frequent = o->infrequent = o->skew = -1;
-    o->kill_timeout = -1; /* default: the largest safe value */
-    o->startup_timeout = -1;
+    cli_opts_init(o); /* kill_timeout -1: the largest safe value */
     *cmd = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) {
@@ -441,6 +437,55 @@ static void fmt_ms(int64_t ms, char *out, size_t n)
 }
 
 /* Sets r->lease, deadline, margin and kill_timeout; 0 or a usage error. */
+/* The elector of cfg, with run's callbacks, in r->el. */
+static int make_elector(runner *r, s3lect_config *cfg)
+{
+    int rc = s3lect_new(cfg, &r->el);
+    if (rc)
+        return rc;
+    s3lect_set_callback(r->el, S3LECT_EVENT_ACQUIRED, on_acquired, r, NULL);
+    s3lect_set_callback(r->el, S3LECT_EVENT_LOST, on_lost, r, NULL);
+    s3lect_set_callback(r->el, S3LECT_EVENT_LEADER_CHANGED, on_changed, r, NULL);
+    s3lect_set_callback(r->el, S3LECT_EVENT_ERROR, on_error, r, NULL);
+    /* Defence in depth: the library renews and acquires only while this
+     * loop confirms it is alive, so a stuck supervisor costs one lease. */
+    s3lect_require_heartbeat(r->el, r->deadline);
+    return 0;
+}
+
+/* Starts r->el. When peer mode is on by default (not asked for) and its
+ * endpoint cannot start (no route to the store's host yet, no address to
+ * listen on), the node runs without it and says so: it still leads and
+ * follows through the store; only its followers lose the long poll. */
+static int start_elector(runner *r, s3lect_config *cfg, int peer_default, cli_metrics *metrics)
+{
+    if (s3lect_start(r->el) == 0)
+        return 0;
+    char msg[600];
+    s3lect_errmsg(r->el, msg, sizeof msg);
+    if (!peer_default || strncmp(msg, "peer mode", 9) != 0) {
+        say("error: cannot start: %s", msg[0] ? msg : "unknown error");
+        return -1;
+    }
+    say("warning: %s; running without peer mode (this node's followers read the store every "
+        "frequent interval while it leads). Give --addr or --peer-listen to fix it, or --no-peer "
+        "to turn peer mode off",
+        msg);
+    s3lect_elector *old = r->el;
+    if (s3lect_config_set_bool(cfg, S3LECT_OPT_PEER_MODE, 0) != 0 || make_elector(r, cfg) != 0) {
+        r->el = old;
+        say("error: cannot start: out of memory");
+        return -1;
+    }
+    cli_metrics_set_elector(metrics, r->el);
+    s3lect_free_elector(old);
+    if (s3lect_start(r->el) == 0)
+        return 0;
+    s3lect_errmsg(r->el, msg, sizeof msg);
+    say("error: cannot start: %s", msg[0] ? msg : "unknown error");
+    return -1;
+}
+
 static int check_timing(runner *r, const s3lect_config *cfg, int64_t kill_timeout)
 {
     if (s3lect_config_get_int(cfg, S3LECT_OPT_LEASE_TIMEOUT, &r->lease) != 0 ||
@@ -507,7 +552,7 @@ int cli_run(int argc, char **argv)
     s3lect_config_get_str(cfg, S3LECT_OPT_SERVER_ID, id, sizeof id);
     r.id = id;
     r.self = getpid();
-    int rc = s3lect_new(cfg, &r.el);
+    int rc = make_elector(&r, cfg);
     if (rc) {
         char msg[512];
         s3lect_config_errmsg(cfg, msg, sizeof msg);
@@ -515,11 +560,9 @@ int cli_run(int argc, char **argv)
         s3lect_config_free(cfg);
         return rc == S3LECT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
     }
-    s3lect_config_free(cfg);
-    s3lect_set_callback(r.el, S3LECT_EVENT_ACQUIRED, on_acquired, &r, NULL);
-    s3lect_set_callback(r.el, S3LECT_EVENT_LOST, on_lost, &r, NULL);
-    s3lect_set_callback(r.el, S3LECT_EVENT_LEADER_CHANGED, on_changed, &r, NULL);
-    s3lect_set_callback(r.el, S3LECT_EVENT_ERROR, on_error, &r, NULL);
+    /* Peer mode on by default, not asked for: an endpoint that cannot
+     * start does not keep the node from running (start_elector). */
+    int peer_default = o.peer < 0 && o.no_peer <= 0;
 
     /* Before the election starts: a port that cannot be bound changes nothing. */
     cli_metrics *metrics = NULL;
@@ -528,6 +571,7 @@ int cli_run(int argc, char **argv)
         if (cli_metrics_start(o.metrics_listen, r.el, &metrics, merr, sizeof merr) != 0) {
             fprintf(stderr, "s3lect run: %s\n", merr);
             s3lect_free_elector(r.el);
+            s3lect_config_free(cfg);
             return CLI_EXIT_ERROR;
         }
     }
@@ -548,12 +592,16 @@ int cli_run(int argc, char **argv)
     sigemptyset(&ign.sa_mask);
     sigaction(SIGPIPE, &ign, &r.orig_sigpipe);
 
-    /* Defence in depth: the library renews and acquires only while this
-     * loop confirms it is alive, so a stuck supervisor costs one lease. */
-    s3lect_require_heartbeat(r.el, r.deadline);
     int sfd = sv_signalfd();
-    if (sfd < 0 || s3lect_start(r.el) != 0) {
-        fprintf(stderr, "s3lect run: cannot start: %s\n", strerror(errno));
+    if (sfd < 0) {
+        fprintf(stderr, "s3lect run: cannot start: signalfd: %s\n", strerror(errno));
+        s3lect_free_elector(r.el);
+        s3lect_config_free(cfg);
+        return CLI_EXIT_ERROR;
+    }
+    rc = start_elector(&r, cfg, peer_default, metrics);
+    s3lect_config_free(cfg);
+    if (rc) {
         s3lect_free_elector(r.el);
         return CLI_EXIT_ERROR;
     }

@@ -64,10 +64,7 @@ void cli_print_credentials(const aws_chain_info *in, const char *indent, FILE *f
 
 static int parse(int argc, char **argv, cli_opts *o)
 {
-    memset(o, 0, sizeof *o);
-    o->path_style = -1;
-    o->lease = o->renew = o->deadline = o->frequent = o->infrequent = o->skew = -1;
-    o->kill_timeout = -1;
+    cli_opts_init(o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {

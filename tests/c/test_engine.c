@@ -706,6 +706,156 @@ static void t_peer_key(void)
     el_free(&a);
 }
 
+/* Two engines on one store in virtual time: each runs when its wake comes;
+ * a's PEER ops never happen (a leads); b's are answered by peer_mode:
+ * 0 a good long poll (a's record at once), ST_PEER_UNREACHABLE / _FAILED a
+ * failure of that kind. a_alive 0: a is gone (its engine is not run). */
+typedef struct duo {
+    el_engine *a, *b;
+    mem *m;
+    counts ca, cb;
+    int peer_mode, a_alive;
+    int peers, gets; /* b's ops */
+    int msgs;        /* b's ERRORs saying the endpoint cannot be reached */
+    int64_t wa, wb;
+    int parked; /* b's long poll waits for a's next write */
+    char parked_etag[64];
+} duo;
+
+static void duo_step(duo *d, el_engine *e, int64_t *wake, int64_t now)
+{
+    el_op op;
+    el_time t = {now, 1700000000000 + now};
+    int k = el_next(e, t, &op, wake);
+    counts *c = e == d->a ? &d->ca : &d->cb;
+    size_t n;
+    el_event *ev = el_take_events(e, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (e == d->b && ev[i].type == S3LECT_EVENT_ERROR && ev[i].message &&
+            strstr(ev[i].message, "cannot be reached") && strstr(ev[i].message, "--no-peer"))
+            d->msgs++;
+        if (ev[i].type == S3LECT_EVENT_ACQUIRED)
+            c->acquired++;
+        el_event_clear(&ev[i]);
+    }
+    free(ev);
+    if (k == EL_OP_NONE || k == EL_OP_DONE)
+        return;
+    st_result r;
+    memset(&r, 0, sizeof r);
+    if (k == EL_OP_PEER) {
+        d->peers++;
+        if (d->peer_mode) {
+            st_result_setf(&r, ST_TRANSIENT, "cannot connect to leader %s", op.peer_addr);
+            r.peer_failure = d->peer_mode;
+        } else if (op.if_match && !strcmp(op.if_match, d->m->etag)) {
+            d->parked = 1; /* a long poll: answered when a writes again */
+            snprintf(d->parked_etag, sizeof d->parked_etag, "%s", op.if_match);
+            *wake = INT64_MAX;
+            return;
+        } else {
+            mem_do(d->m, &(el_op){.kind = EL_OP_GET}, &r);
+            d->m->gets--;
+        }
+    } else {
+        if (e == d->b && k == EL_OP_GET)
+            d->gets++;
+        mem_do(d->m, &op, &r);
+    }
+    el_time t2 = {now + 1, 1700000000000 + now + 1};
+    el_complete(e, t2, &r);
+    st_result_clear(&r);
+    *wake = now + 1;
+}
+
+static void duo_run(duo *d, int64_t *now, int64_t until)
+{
+    for (int guard = 0; guard < 1000000 && *now <= until; guard++) {
+        if (d->a_alive && d->wa <= *now)
+            duo_step(d, d->a, &d->wa, *now);
+        if (d->parked && (!d->a_alive || strcmp(d->parked_etag, d->m->etag) != 0)) {
+            st_result r;
+            if (d->a_alive) {
+                mem_do(d->m, &(el_op){.kind = EL_OP_GET}, &r);
+                d->m->gets--;
+            } else { /* the crash resets the connection */
+                memset(&r, 0, sizeof r);
+                st_result_setf(&r, ST_TRANSIENT, "connection reset");
+                r.peer_failure = ST_PEER_UNREACHABLE;
+            }
+            el_complete(d->b, (el_time){*now, 1700000000000 + *now}, &r);
+            st_result_clear(&r);
+            d->parked = 0;
+            d->wb = *now;
+        }
+        if (d->wb <= *now)
+            duo_step(d, d->b, &d->wb, *now);
+        int64_t next = d->wb;
+        if (d->a_alive && d->wa < next)
+            next = d->wa;
+        *now = next > *now ? next : *now + 1;
+    }
+}
+
+/* A follower whose leader's endpoint cannot be reached follows it through
+ * the store at the frequent interval, says so once when the leader proves
+ * alive, and tries the endpoint again after 5 minutes, then 10. */
+static void t_peer_fallback(void)
+{
+    el_params pp = P; /* lease 15 s, renew 5 s, frequent 5 s, infrequent 30 s */
+    pp.peer = 1;
+    pp.peer_wait = 30000;
+    el_engine a, b;
+    mem m = {0};
+    int64_t now = 100;
+    el_init(&a, &pp, "a", "10.0.0.1:4444", "inc-a", 7);
+    el_init(&b, &pp, "b", "10.0.0.2:5555", "inc-b", 9);
+    duo d = {.a = &a, .b = &b, .m = &m, .peer_mode = ST_PEER_UNREACHABLE, .a_alive = 1};
+    d.wb = 2000; /* a leads first */
+    duo_run(&d, &now, 60000);
+    CHECK(d.ca.acquired == 1 && d.cb.acquired == 0, "a leads, b follows");
+    CHECK(d.peers == 1, "one failed peer check, then the store: %d checks in 60 s", d.peers);
+    CHECK(d.gets >= 9 && d.gets <= 16, "b reads every frequent_interval (5 s): %d reads in 58 s",
+          d.gets);
+    CHECK(d.msgs == 1, "said once, when a was seen renewing: %d", d.msgs);
+    duo_run(&d, &now, 5 * 60000 + 20000);
+    CHECK(d.peers == 2, "the endpoint is tried again after 5 minutes: %d checks", d.peers);
+    duo_run(&d, &now, 10 * 60000);
+    CHECK(d.peers == 2, "then not for 10 minutes: %d checks", d.peers);
+    duo_run(&d, &now, 15 * 60000 + 30000);
+    CHECK(d.peers == 3 && d.msgs == 1, "tried at 15 minutes, and not said again: %d checks, %d",
+          d.peers, d.msgs);
+    /* The endpoint answers again: tried after 20 more minutes, then long
+     * polls from then on. */
+    d.peer_mode = ST_PEER_OK;
+    duo_run(&d, &now, 34 * 60000);
+    CHECK(d.peers == 3, "not tried before 35 minutes: %d checks", d.peers);
+    duo_run(&d, &now, 36 * 60000);
+    int p0 = d.peers, g0 = d.gets;
+    duo_run(&d, &now, 38 * 60000);
+    CHECK(d.peers - p0 >= 10 && d.gets - g0 <= 2,
+          "once it answers, b long-polls (%d checks) and reads no more (%d reads)", d.peers - p0,
+          d.gets - g0);
+    el_free(&a);
+    el_free(&b);
+
+    /* A crash looks the same to the peer check: no message, b takes over. */
+    memset(&m, 0, sizeof m);
+    now = 100;
+    el_init(&a, &pp, "a", "10.0.0.1:4444", "inc-a", 7);
+    el_init(&b, &pp, "b", "10.0.0.2:5555", "inc-b", 9);
+    duo d2 = {.a = &a, .b = &b, .m = &m, .peer_mode = ST_PEER_OK, .a_alive = 1};
+    d2.wb = 2000;
+    duo_run(&d2, &now, 30000);
+    d2.a_alive = 0;
+    d2.peer_mode = ST_PEER_UNREACHABLE;
+    duo_run(&d2, &now, 60000);
+    CHECK(d2.cb.acquired == 1 && d2.msgs == 0, "after a's crash b leads (%d), unsaid (%d)",
+          d2.cb.acquired, d2.msgs);
+    el_free(&a);
+    el_free(&b);
+}
+
 static void t_released_is_free(void)
 {
     el_engine e;
@@ -1128,6 +1278,7 @@ int main(void)
     t_released_is_free();
     t_term_after_go_leader();
     t_peer_key();
+    t_peer_fallback();
     t_lost_race_and_expiry();
     t_stop_releases();
     t_veto();

@@ -168,6 +168,10 @@ void el_free(el_engine *e)
     free(e->ann_id);
     free(e->peer_off_id);
     free(e->peer_off_addr);
+    free(e->pdown_id);
+    free(e->pdown_addr);
+    free(e->pdown_inc);
+    free(e->pdown_why);
     free(e->ann_addr);
     free(e->last_error_msg);
     free(e->my_body);
@@ -591,14 +595,69 @@ static int64_t expiry_at(const el_engine *e)
     return e->first_seen + L;
 }
 
+/* The current record's leader is the one whose endpoint failed (pdown_*). */
+static int peer_down_leader(const el_engine *e)
+{
+    return e->pdown_id && u_streq(e->pdown_id, e->cur.leader_id) &&
+           u_streq(e->pdown_addr, e->cur.leader_addr) && u_streq(e->pdown_inc, e->cur.incarnation);
+}
+
 /* Peer mode: a stable follower asks the leader (over HTTPS) instead of S3. */
-static int peer_usable(const el_engine *e)
+static int peer_usable(const el_engine *e, int64_t now)
 {
     int foreign = e->peer_off_id && u_streq(e->peer_off_id, e->cur.leader_id) &&
                   u_streq(e->peer_off_addr, e->cur.leader_addr);
+    int down = peer_down_leader(e) && now < e->pdown_until;
     return e->p.peer && !e->corrupt && e->exists == 1 && !rec_released(&e->cur) &&
            e->cur.leader_addr && e->cur.leader_addr[0] && !u_streq(e->cur.leader_id, e->id) &&
-           !foreign;
+           !foreign && !down;
+}
+
+/* A failed peer check of the current leader (on_peer): follow it through the
+ * store at the frequent interval for a while. The same leader failing again
+ * doubles the wait; another leader starts afresh. */
+static void peer_down(el_engine *e, int64_t now, const st_result *r)
+{
+    if (!peer_down_leader(e)) {
+        u_setstr(&e->pdown_id, e->cur.leader_id ? e->cur.leader_id : "");
+        u_setstr(&e->pdown_addr, e->cur.leader_addr ? e->cur.leader_addr : "");
+        u_setstr(&e->pdown_inc, e->cur.incarnation ? e->cur.incarnation : "");
+        e->pdown_wait = e->pdown_first > 0 ? e->pdown_first : EL_PEER_RETRY_MS;
+        e->pdown_said = 0;
+    } else {
+        int64_t max = e->pdown_first > 0 ? 12 * e->pdown_first : EL_PEER_RETRY_MAX_MS;
+        e->pdown_wait = e->pdown_wait * 2 > max ? max : e->pdown_wait * 2;
+    }
+    e->pdown_until = now + e->pdown_wait;
+    e->pdown_unreachable = r->peer_failure == ST_PEER_UNREACHABLE;
+    e->pdown_renewals = 0;
+    u_setstr(&e->pdown_why, r->message ? r->message : "the peer check failed");
+}
+
+/* The leader whose endpoint could not be reached wrote its record again
+ * (twice since the failure, so it was not a crash): say once, for this
+ * leader, that followers read the store and what to do about it. */
+static void peer_down_alive(el_engine *e)
+{
+    if (!e->pdown_unreachable || e->pdown_said || ++e->pdown_renewals < 2)
+        return;
+    e->pdown_said = 1;
+    char port[16] = "";
+    const char *addr = e->pdown_addr ? e->pdown_addr : "";
+    const char *colon = strrchr(addr, ':');
+    if (colon && colon[1])
+        snprintf(port, sizeof port, "%s", colon + 1);
+    char msg[1000];
+    snprintf(
+        msg, sizeof msg,
+        "peer mode: leader '%.100s' holds the lock and renews it, but its peer endpoint %.100s "
+        "cannot be reached from this node (%.500s); following the lock through the store "
+        "every frequent_interval (%lld ms) instead, and trying the endpoint again now and "
+        "then. Let this node reach %.100s over TCP (open port %s on the leader's host and "
+        "any firewall between), or turn peer mode off (s3lect run --no-peer; peer_mode 0)",
+        e->pdown_id ? e->pdown_id : "", addr, e->pdown_why ? e->pdown_why : "",
+        (long long)e->p.frequent, addr, port[0] ? port : "of its address");
+    emit_error(e, S3LECT_ETRANSIENT, msg);
 }
 
 static void observe(el_engine *e, el_time now, const st_result *r)
@@ -703,8 +762,13 @@ static void observe(el_engine *e, el_time now, const st_result *r)
     e->refused_n = 0;  /* and our refused writes are explained */
     if (changed && fresh) {
         e->stable = 1;
-        if (peer_usable(e))
+        int down = e->p.peer && peer_down_leader(e);
+        if (down)
+            peer_down_alive(e);
+        if (peer_usable(e, now.mono))
             schedule(e, EL_K_PEER, now.mono); /* long-poll the leader instead of S3 */
+        else if (down) /* its endpoint failed: the store, as often as in transition */
+            schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.frequent, 0.1));
         else
             schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.infrequent, 0.1));
     } else {
@@ -846,6 +910,10 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
         end_cycle(e);
         return;
     }
+    /* 404 "not leading" is news, not a failure; a check cut short by a
+     * stop neither (peer_failure 0). */
+    if (r->peer_failure != ST_PEER_OK)
+        peer_down(e, now.mono, r);
     e->stable = 0;
     schedule(e, EL_K_GET, now.mono);
 }
@@ -1193,7 +1261,7 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
         return issue(e, EL_K_RENEW, op, left < e->p.request_timeout ? left : e->p.request_timeout);
     }
     case EL_K_PEER:
-        if (e->role == EL_FOLLOWER && peer_usable(e)) {
+        if (e->role == EL_FOLLOWER && peer_usable(e, now.mono)) {
             e->pending = EL_K_PEER + 1;
             op->kind = EL_OP_PEER;
             op->if_match = e->etag;

@@ -38,6 +38,11 @@ typedef struct el_params {
     int64_t max_lease; /* a record's leaseMs is read as at most this (0: 4 × lease) */
 } el_params;
 
+/* A leader whose peer endpoint failed is followed through the store, and
+ * its endpoint tried again after this long, doubling up to the max. */
+#define EL_PEER_RETRY_MS (5 * 60 * 1000)
+#define EL_PEER_RETRY_MAX_MS (60 * 60 * 1000)
+
 typedef struct el_time {
     int64_t mono; /* monotonic ms */
     int64_t wall; /* wall-clock ms since the epoch */
@@ -124,6 +129,19 @@ typedef struct el_engine {
     /* Peer mode: a leader whose endpoint answers without an etag (Go
      * s3lect's cannot long-poll) is followed through the store instead. */
     char *peer_off_id, *peer_off_addr;
+    /* A leader whose endpoint failed a check (refused, timed out, TLS, an
+     * unreadable answer; not a 404 "not leading") is followed through the
+     * store at the frequent interval until mono ms pdown_until, after which
+     * the peer is tried again (the wait doubles from EL_PEER_RETRY_MS to
+     * EL_PEER_RETRY_MAX_MS while it keeps failing). Keyed by the leader's id,
+     * address and incarnation; another leader starts afresh. */
+    char *pdown_id, *pdown_addr, *pdown_inc;
+    int64_t pdown_until, pdown_wait;
+    int64_t pdown_first;   /* the first wait; 0: EL_PEER_RETRY_MS (tests shorten it) */
+    int pdown_unreachable; /* the failure was connect/timeout: say so once it proves alive */
+    int pdown_renewals;    /* changes of its record seen since (2: it is alive) */
+    int pdown_said;        /* the fallback was reported for this leader */
+    char *pdown_why;
 
     /* Announced leader (for LEADER_CHANGED). */
     char *ann_id, *ann_addr;

@@ -852,6 +852,15 @@ static int begin(peer_client *c, const char *addr, const char *path, const char 
 }
 
 /* Classifies the finished transfer (cc) of the check begin prepared. */
+/* What a failure of class cls tells the engine (st_result.peer_failure). */
+static int peer_failure_kind(int cls)
+{
+    if (cls == PEER_FAIL_NONE)
+        return ST_PEER_OK;
+    return cls == PEER_FAIL_CONNECT || cls == PEER_FAIL_TIMEOUT ? ST_PEER_UNREACHABLE
+                                                                : ST_PEER_FAILED;
+}
+
 static int finish(peer_client *c, CURLcode cc, int aborted, st_result *out)
 {
     const char *addr = c->addr, *path = c->path;
@@ -900,6 +909,7 @@ static int finish(peer_client *c, CURLcode cc, int aborted, st_result *out)
                    addr, status, path);
     else
         cls = validate(resp, addr, c->expect_id, out);
+    out->peer_failure = peer_failure_kind(cls);
     inflight_clear(c);
     return cls;
 }
@@ -910,6 +920,7 @@ void *peer_client_begin(peer_client *c, const char *addr, const char *path, cons
     int rc = begin(c, addr, path, etag, wait_ms, timeout_ms, expect_id, out);
     if (rc < 0) {
         c->last_fail = -1 - rc;
+        out->peer_failure = peer_failure_kind(c->last_fail);
         return NULL;
     }
     return c->curl;

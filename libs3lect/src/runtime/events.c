@@ -119,7 +119,11 @@ void rt_note_peer_failure(s3lect_elector *e, int cls, const st_result *res)
     snprintf(e->peer_last_fail, sizeof e->peer_last_fail, "%s", why);
     uint64_t suppressed = 0;
     int64_t window = e->peer_report_ms > 0 ? e->peer_report_ms : PEER_FAIL_REPORT_MS;
-    if (peer_fail_note(&e->peer_fails, cls, u_mono_ms(), window, &suppressed)) {
+    /* An endpoint that cannot be reached is what every follower sees when a
+     * leader crashes: counted here, reported by the engine only once the
+     * leader is seen renewing (it is alive, so the network is in the way). */
+    int quiet = cls == PEER_FAIL_CONNECT || cls == PEER_FAIL_TIMEOUT;
+    if (peer_fail_note(&e->peer_fails, cls, u_mono_ms(), window, &suppressed) && !quiet) {
         char msg[1000], more[160] = "";
         if (suppressed)
             snprintf(more, sizeof more, " [%llu more like this since the last report, not logged]",

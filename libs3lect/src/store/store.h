@@ -42,7 +42,17 @@ typedef struct st_result {
      * (Date) and when the object was last written (Last-Modified), wall ms
      * on the store's clock, whole seconds; 0 when unknown. */
     int64_t server_now_ms, server_modified_ms;
+    /* A peer check (not a store call) that failed, ST_PEER_*: 0 when it is
+     * no failure of the leader's endpoint (success, a 404 "not leading", a
+     * check cut short by a stop). */
+    int peer_failure;
 } st_result;
+
+enum {
+    ST_PEER_OK = 0,
+    ST_PEER_FAILED = 1,     /* a wrong answer: TLS, status, body, another leader */
+    ST_PEER_UNREACHABLE = 2 /* refused, reset, unreachable, no answer in time */
+};
 
 void st_result_clear(st_result *r);
 /* Helpers for store implementations: set fields (copying). Return 0 or S3LECT_ENOMEM. */

@@ -1,0 +1,241 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`s3lect run` has peer mode on by default (issue 28 item 1).
+
+Two nodes on a file lock with default flags: the leader writes its endpoint
+and key fingerprint into the record, and the follower long-polls it instead
+of reading the store (metrics: peer answers grow, store reads stay flat).
+A leader that advertises a port nobody listens on (what a firewall or a NAT
+does to a follower): the follower falls back to store reads at the frequent
+interval and says so once, naming how to open the port or turn peer mode
+off. `--no-peer` and `S3LECT_PEER=0` turn it off: no key in the record, no
+listening socket. Every process has a timeout and is killed at the end.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+prom_parser = pytest.importorskip(
+    "prometheus_client.parser",
+    reason="prometheus_client is missing: scripts/deps installs it (pip install prometheus_client)")
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(os.environ.get("S3LECT_BUILD_DIR", ROOT / "build")) / "bin" / "s3lect"
+# lease 3 s, renew 500 ms, frequent 300 ms, infrequent 2 s
+TIMING = ["--lease-timeout", "3s", "--renew-interval", "500ms", "--renew-deadline", "2s",
+          "--frequent-interval", "300ms", "--infrequent-interval", "2s",
+          "--kill-timeout", "300ms"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Node:
+    def __init__(self, tmp: Path, lock: str, nid: str, extra: list[str], env_add=None):
+        self.id = nid
+        self.lock = lock
+        self.port = free_port()
+        self.log = tmp / f"{nid}.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))}
+        env.update(env_add or {})
+        self.proc = subprocess.Popen(
+            [str(BIN), "run", "--lock", lock, "--id", nid, *TIMING, *extra,
+             "--metrics-listen", f"127.0.0.1:{self.port}", "--", "sleep", "60"],
+            stdout=subprocess.DEVNULL, stderr=open(self.log, "w"), env=env,
+            start_new_session=True)
+
+    def scrape(self) -> dict:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+                text = r.read().decode()
+        except OSError:  # not listening yet
+            return {}
+        out = {}
+        for fam in prom_parser.text_string_to_metric_families(text):
+            for s in fam.samples:
+                lab = dict(s.labels)
+                lab.pop("lock", None)
+                lab.pop("id", None)
+                out[(s.name, tuple(sorted(lab.items())))] = s.value
+        return out
+
+    def gets(self) -> float:
+        m = self.scrape()
+        return sum(v for (n, lab), v in m.items()
+                   if n == "s3lect_store_requests_total" and ("op", "get") in lab)
+
+    def peer(self, result: str) -> float:
+        return self.scrape().get(("s3lect_peer_checks_total", (("result", result),)), 0.0)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def listening_ports(self) -> set[int]:
+        """TCP ports this process listens on (from /proc/net/tcp{,6} and its fds)."""
+        inodes = set()
+        for fd in Path(f"/proc/{self.proc.pid}/fd").iterdir():
+            try:
+                t = os.readlink(fd)
+            except OSError:
+                continue
+            if t.startswith("socket:["):
+                inodes.add(t[8:-1])
+        ports = set()
+        for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                lines = Path(f).read_text().splitlines()[1:]
+            except OSError:
+                continue
+            for ln in lines:
+                p = ln.split()
+                if p[3] == "0A" and p[9] in inodes:  # LISTEN
+                    ports.add(int(p[1].rsplit(":", 1)[1], 16))
+        return ports
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    made: list[Node] = []
+    lock = f"file://{tmp_path}/lock.json"
+
+    def make(nid: str, extra=(), env=None) -> Node:
+        n = Node(tmp_path, lock, nid, list(extra), env)
+        made.append(n)
+        return n
+
+    make.lock_path = tmp_path / "lock.json"
+    yield make
+    for n in made:
+        n.stop()
+
+
+def wait_for(pred, timeout: float, what: str):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def record(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_default_is_peer_mode(nodes):
+    a = nodes("a")
+    wait_for(lambda: "started command" in a.text(), 10, "a to lead")
+    rec = record(nodes.lock_path)
+    assert rec.get("peerKeySha256") and rec["leaderAddr"].startswith("127.0.0.1:"), rec
+    port = int(rec["leaderAddr"].rsplit(":", 1)[1])
+    assert port in a.listening_ports(), (port, a.listening_ports())
+    b = nodes("b")
+    wait_for(lambda: b.peer("answer") >= 2, 10, "b's long polls answered by a")
+    g0, p0 = b.gets(), b.peer("answer")
+    time.sleep(4)  # 8 renewals; without peer mode b would read every 2 s
+    g1, p1 = b.gets(), b.peer("answer")
+    assert p1 - p0 >= 4, f"b long-polls the leader: {p1 - p0} answers in 4 s"
+    assert g1 - g0 <= 1, f"b reads the store no more: {g1 - g0} reads in 4 s"
+    assert "peer mode" not in b.text(), b.text()
+    # The handover on SIGTERM reaches b through its long poll at once.
+    t0 = time.monotonic()
+    a.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: "started command" in b.text(), 5, "b to take over")
+    assert time.monotonic() - t0 < 2.5
+
+
+def test_unreachable_endpoint_falls_back_and_says_so_once(nodes):
+    closed = free_port()  # nothing listens here: what a firewall makes of the leader's port
+    a = nodes("a", ["--addr", f"127.0.0.1:{closed}", "--peer-listen", f"127.0.0.1:{free_port()}"])
+    wait_for(lambda: "started command" in a.text(), 10, "a to lead")
+    assert record(nodes.lock_path)["leaderAddr"] == f"127.0.0.1:{closed}"
+    b = nodes("b")
+    said = wait_for(lambda: [ln for ln in b.text().splitlines() if "cannot be reached" in ln],
+                    10, "b's fallback message")
+    line = said[0]
+    assert f"127.0.0.1:{closed}" in line and f"open port {closed}" in line, line
+    assert "--no-peer" in line and "frequent_interval (300 ms)" in line, line
+    g0 = b.gets()
+    time.sleep(3)
+    g1 = b.gets()
+    # frequent 300 ms: about 10 reads in 3 s (infrequent 2 s would be 1 or 2)
+    assert 5 <= g1 - g0 <= 16, f"b reads the store every frequent interval: {g1 - g0} in 3 s"
+    fails = b.peer("failed")
+    assert fails == 1, f"one failed check, then the store until the retry (5 min): {fails}"
+    lines = [ln for ln in b.text().splitlines() if "peer mode" in ln]
+    assert len(lines) == 1, lines
+    # And b still takes over when a stops.
+    a.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: "started command" in b.text(), 6, "b to take over")
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_no_peer_turns_it_off(nodes, how):
+    a = nodes("a", ["--no-peer"] if how == "flag" else [], {"S3LECT_PEER": "0"} if how == "env"
+              else None)
+    wait_for(lambda: "started command" in a.text(), 10, "a to lead")
+    rec = record(nodes.lock_path)
+    assert "peerKeySha256" not in rec and rec["leaderAddr"] == "", rec
+    assert a.listening_ports() == {a.port}, f"only the metrics port: {a.listening_ports()}"
+
+
+def _netns_ok() -> str | None:
+    """None when `unshare -rn` makes a network namespace here, else why not."""
+    try:
+        r = subprocess.run(["unshare", "-rn", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unshare -rn cannot run: {e}"
+    return None if r.returncode == 0 else f"unshare -rn failed: {r.stderr.decode().strip()}"
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_endpoint_that_cannot_start(tmp_path, asked):
+    """In a network namespace of its own (no route anywhere, nothing leaves
+    it) the store's host cannot be routed to, so the default endpoint has no
+    address: `s3lect run` warns and runs without peer mode; with --peer
+    asked for, it exits saying why."""
+    why = _netns_ok()
+    if why:
+        pytest.skip(why)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))}
+    env.update(AWS_ACCESS_KEY_ID="AKIDTHROWAWAY", AWS_SECRET_ACCESS_KEY="throwaway-secret",
+               AWS_REGION="us-east-1")
+    log = tmp_path / "run.log"
+    argv = ["unshare", "-rn", str(BIN), "run", "--lock", "s3://bucket/key",
+            "--endpoint", "http://10.1.2.3:9000", "--id", "n1", *TIMING,
+            *(["--peer"] if asked else []), "--", "sleep", "60"]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, "w"), env=env,
+                         start_new_session=True)
+    try:
+        if asked:
+            assert p.wait(timeout=20) == 1
+            text = log.read_text()
+            assert "cannot start: peer mode" in text and "server_addr" in text, text
+        else:
+            wait_for(lambda: "running without peer mode" in log.read_text(), 15, "the warning")
+            time.sleep(1)
+            assert p.poll() is None, log.read_text()
+            text = log.read_text()
+            assert "--no-peer" in text and "following s3://bucket/key as n1" in text, text
+            assert "throwaway-secret" not in text
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
