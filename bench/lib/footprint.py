@@ -995,7 +995,7 @@ def measure_peer(impl: Impl, total: int, per_key: int, window: float, server, lo
                 _, st = _read_stop(p, 600)
                 s.stops.append({"how": "stop (all three at once)", "proc": i, "stopped": st})
         else:
-            _peer_events(s, procs, r, total, keys)
+            _peer_events(s, procs, r, total, keys, minio_pid)
         for st in s.stops:
             n = int(st["stopped"].get("leaders", 0))
             st["allowance_s"] = _release_writes_s3(server, key_prefix, n, STOP_THREADS)
@@ -1009,7 +1009,8 @@ def measure_peer(impl: Impl, total: int, per_key: int, window: float, server, lo
     return s
 
 
-def _peer_events(s: PeerSample, procs: list, r: dict, total: int, keys: int):
+def _peer_events(s: PeerSample, procs: list, r: dict, total: int, keys: int,
+                 minio_pid: int | None = None):
     """SIGTERM the process leading most keys (handover), then kill -9 the
     live one leading most (failover), then "stop" the last one."""
     import signal
@@ -1018,6 +1019,9 @@ def _peer_events(s: PeerSample, procs: list, r: dict, total: int, keys: int):
     h = max(range(len(procs)), key=lambda i: len(r["led_by"][i]))
     led = r["led_by"][h]
     live = [p for i, p in enumerate(procs) if i != h]
+    # CPU of MinIO and of each process while the keys are handed over.
+    pids = [minio_pid] + [p.pid for p in procs] if minio_pid else [p.pid for p in procs]
+    ticks0, w0 = [_cpu_ticks(x) for x in pids], time.monotonic()
     t0 = _now_us()
     os.kill(procs[h].pid, signal.SIGTERM)
     stopping, st = _read_stop(procs[h], 600)
@@ -1037,6 +1041,16 @@ def _peer_events(s: PeerSample, procs: list, r: dict, total: int, keys: int):
         "timeline": sorted([k, stopping[str(k)][0] - t0, stopping[str(k)][1] - t0, got[k] - t0]
                            for k in got if str(k) in stopping),
     }
+    # (SIGTERM'd process: its CPU until it exited, as far as /proc still had it)
+    ticks1 = [_cpu_ticks(x) for x in pids]
+    wall = max(1e-3, time.monotonic() - w0)
+    tck = os.sysconf("SC_CLK_TCK")
+    s.handover["cpu_pct"] = {("minio" if minio_pid and j == 0 else
+                              f"process {j - (1 if minio_pid else 0)}"):
+                             (round(100.0 * (b - a) / tck / wall, 1)
+                              if a is not None and b is not None else None)
+                             for j, (a, b) in enumerate(zip(ticks0, ticks1))}
+    s.handover["cpu_window_s"] = round(time.monotonic() - w0, 2)
     s.handover["errors"] = [[i, k, (t - t0) / 1e6, c, n, msg] for i, k, t, c, n, msg in
                             _errors(procs, t0)][:50]
     procs[h].p.wait(timeout=30)
@@ -1349,6 +1363,13 @@ def peer_report(samples: list[PeerSample], one: dict | None, per_key: int) -> tu
                             len(one["errors"])])
     table4 = md_table(["T", "event", "keys", "p50 s", "p99 s", "max s", "not led again"],
                       ev_rows) if ev_rows else "(no events measured)"
+    cpu_lines = [f"- T = {s.total:,}: over {s.handover['cpu_window_s']:g} s from the signal: "
+                 + ", ".join(f"{k} {v:g} %" for k, v in s.handover["cpu_pct"].items()
+                             if v is not None)
+                 for s in samples if s.handover.get("cpu_pct")]
+    if cpu_lines:
+        table4 += ("\n\nCPU (% of one core) from the signal until every key was led again (the SIGTERM'd "
+                   "process: until it exited):\n\n" + "\n".join(cpu_lines))
     totals = ", ".join(f"{s.total:,}" for s in samples)
     window = next((s.m[0]["wall_ms"] / 1000 for s in samples if s.ok), 0)
     body = f"""## Peer mode: T electors over {PEER_PROCS} processes (issue 28 item 2)
