@@ -1368,8 +1368,8 @@ def peer_report(samples: list[PeerSample], one: dict | None, per_key: int) -> tu
                              if v is not None)
                  for s in samples if s.handover.get("cpu_pct")]
     if cpu_lines:
-        table4 += ("\n\nCPU (% of one core) from the signal until every key was led again (the SIGTERM'd "
-                   "process: until it exited):\n\n" + "\n".join(cpu_lines))
+        table4 += ("\n\nCPU (% of one core) from the signal until every key was led again "
+                   "(the SIGTERM'd process: until it exited):\n\n" + "\n".join(cpu_lines))
     totals = ", ".join(f"{s.total:,}" for s in samples)
     window = next((s.m[0]["wall_ms"] / 1000 for s in samples if s.ok), 0)
     body = f"""## Peer mode: T electors over {PEER_PROCS} processes (issue 28 item 2)
