@@ -22,6 +22,13 @@ typedef struct mem {
     int fail_puts;      /* every PUT answers this outcome, not applied (0 = none) */
     int land_then_fail; /* apply the next PUT, then answer TRANSIENT (reply lost, 409) */
     int dup_next;       /* apply the next PUT, then answer a resent copy of it */
+    /* The store's clock (docs/algorithm.md, "The store's clock"): with
+     * clock_res > 0 a GET carries Date and Last-Modified, each the store's
+     * clock (mono + clock_off, plus clock_jump for answers only) truncated
+     * to clock_res. */
+    int64_t clock_res, clock_off, clock_jump;
+    int64_t now;    /* mono ms at which the current operation is applied */
+    int64_t mod_at; /* mono ms of the last write */
 } mem;
 
 static el_params P = {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0};
@@ -52,6 +59,12 @@ static void mem_do(mem *m, const el_op *op, st_result *r)
         st_result_set_body(r, m->body, m->len);
         st_result_set_etag(r, m->etag);
         r->outcome = ST_OK;
+        if (m->clock_res > 0) {
+            int64_t d = m->now + m->clock_off + m->clock_jump, lm = m->mod_at + m->clock_off;
+            r->server_now_ms = d - d % m->clock_res;
+            r->server_modified_ms = lm - lm % m->clock_res;
+            r->server_res_ms = m->clock_res;
+        }
         return;
     }
     m->puts++;
@@ -68,6 +81,7 @@ static void mem_do(mem *m, const el_op *op, st_result *r)
     memcpy(m->body, op->body, op->body_len);
     m->len = op->body_len;
     m->exists = 1;
+    m->mod_at = m->now;
     snprintf(m->etag, sizeof m->etag, "\"%d\"", ++m->ctr);
     st_result_set_etag(r, m->etag);
     r->outcome = ST_OK;
@@ -91,6 +105,7 @@ static void mem_set(mem *m, const char *json)
     snprintf(m->body, sizeof m->body, "%s", json);
     m->len = strlen(json);
     m->exists = 1;
+    m->mod_at = m->now;
     snprintf(m->etag, sizeof m->etag, "\"%d\"", ++m->ctr);
 }
 
@@ -154,6 +169,7 @@ static void run_until(el_engine *e, mem *m, int64_t *now, int64_t until, counts 
             continue;
         }
         st_result r;
+        m->now = *now;
         mem_do(m, &op, &r);
         *now += 1;
         el_time t2 = {*now, 1700000000000 + *now};
@@ -697,6 +713,23 @@ static void t_peer_key(void)
               strcmp(op.peer_addr, "127.0.0.1:4444") == 0,
           "the follower's peer check pins the record's key (kind %d, key %s)", kind,
           op.peer_key ? op.peer_key : "(null)");
+    /* The leader answers with its next renewal. Stamps on a peer answer (none
+     * are sent; a forged one here) never backdate the lease's start. */
+    run_until(&a, &m, &now, now + pp.renew_interval + 10, &ca);
+    st_result pr = {0};
+    st_result_set_body(&pr, m.body, m.len);
+    st_result_set_etag(&pr, m.etag);
+    pr.outcome = ST_OK;
+    pr.server_now_ms = 1700000008000;
+    pr.server_modified_ms = 1700000000000;
+    pr.server_res_ms = 1000;
+    now += 1;
+    el_complete(&b, (el_time){now, 1700000000000 + now}, &pr);
+    st_result_clear(&pr);
+    drain(&b, &cb);
+    CHECK(u_streq(b.etag, m.etag) && b.first_seen == now,
+          "a peer answer's etag is counted from its receipt (%lld, not %lld)",
+          (long long)b.first_seen, (long long)now);
     el_free(&b);
     el_stop(&a, 1);
     run_until(&a, &m, &now, now + 5000, &ca);
@@ -1269,6 +1302,130 @@ static void t_refused_writes(void)
     el_free(&e);
 }
 
+/* Runs a follower until it acquires or mono `until`; returns the mono time
+ * of the acquisition (0: none) and checks at every step that the lease of
+ * the record is never counted from before `written` (its write). */
+static int64_t acquire_time(el_engine *e, mem *m, int64_t *now, int64_t until, int64_t written)
+{
+    counts c = {0};
+    int64_t at = 0;
+    while (*now <= until && !c.acquired) {
+        int64_t step = *now + 50 < until ? *now + 50 : until;
+        run_until(e, m, now, step, &c);
+        if (e->role == EL_FOLLOWER && e->etag && u_streq(e->etag, m->etag) &&
+            e->first_seen < written) {
+            CHECK(0, "the lease is counted from %lld, before the write at %lld",
+                  (long long)e->first_seen, (long long)written);
+            return 0;
+        }
+        if (c.acquired)
+            at = *now;
+    }
+    return at;
+}
+
+/* The store's clock (S3: Date and Last-Modified, whole seconds; PostgreSQL:
+ * ms). A follower's first sight of a foreign record is backdated by the
+ * record's age on the store's clock less the resolution, and never by more
+ * than L' − renew_deadline; never the leader's own record, never without
+ * stamps. */
+static void t_store_clock(void)
+{
+    const char *rec_b = "{\"leaderID\":\"b\",\"lastUpdated\":\"2023-11-14T22:13:25.000Z\","
+                        "\"term\":4,\"leaseMs\":15000}";
+    el_params p = P;
+    p.infrequent = 10000;
+    /* Every phase of the store's seconds against the write and the first
+     * read: the takeover comes no earlier than write + L (the lease was
+     * never counted from before the write) and, since the record was 4 s
+     * old when first read, well before first read + L (before: 5001 + L). */
+    int64_t worst = 0;
+    for (int64_t frac = 0; frac < 1000; frac += 37) {
+        for (int64_t wr = 1000; wr <= 1900; wr += 300) {
+            el_engine e;
+            mem m = {0};
+            int64_t now = wr;
+            m.clock_res = 1000;
+            m.clock_off = 1700000000000 + frac;
+            m.now = wr;
+            mem_set(&m, rec_b); /* written at mono wr */
+            now = 5000;
+            el_init(&e, &p, "a", "", "inc", (uint64_t)frac + 1);
+            int64_t at = acquire_time(&e, &m, &now, 30000, wr);
+            CHECK(at >= wr + p.lease, "phase %lld, write %lld: took over at %lld, before write + L",
+                  (long long)frac, (long long)wr, (long long)at);
+            CHECK(at > 0 && at <= wr + p.lease + 2000 + 10,
+                  "phase %lld, write %lld: took over at %lld, not within 2 s of write + L",
+                  (long long)frac, (long long)wr, (long long)at);
+            if (at - wr > worst)
+                worst = at - wr;
+            el_free(&e);
+        }
+    }
+    CHECK(worst > 0 && worst < 5000 + p.lease - 1000, "worst takeover %lld ms after the write",
+          (long long)worst);
+
+    /* Milliseconds (PostgreSQL): within a few ms of write + L. */
+    {
+        el_engine e;
+        mem m = {0};
+        m.clock_res = 1;
+        m.clock_off = 1700000000123;
+        m.now = 1234;
+        mem_set(&m, rec_b);
+        int64_t now = 5000;
+        el_init(&e, &p, "a", "", "inc", 3);
+        int64_t at = acquire_time(&e, &m, &now, 30000, 1234);
+        CHECK(at >= 1234 + p.lease && at <= 1234 + p.lease + 60,
+              "ms stamps: took over at %lld (write + L = %lld)", (long long)at,
+              (long long)(1234 + p.lease));
+        el_free(&e);
+    }
+
+    /* The cap: a record 8 s old (or a store clock that jumped an hour
+     * ahead) is credited at most L - renew_deadline = 5 s. */
+    for (int jump = 0; jump < 2; jump++) {
+        el_engine e;
+        mem m = {0};
+        m.clock_res = 1000;
+        m.clock_off = 1700000000000;
+        m.clock_jump = jump ? 3600000 : 0;
+        m.now = jump ? 4500 : -3000;
+        mem_set(&m, rec_b);
+        int64_t now = 5000;
+        el_init(&e, &p, "a", "", "inc", 4);
+        counts c = {0};
+        run_until(&e, &m, &now, 5000 + p.lease - (p.lease - p.renew_deadline) - 10, &c);
+        CHECK(c.acquired == 0, "%s: credited more than L - renew_deadline",
+              jump ? "store clock jumped" : "old record");
+        run_until(&e, &m, &now, 5000 + p.renew_deadline + 100, &c);
+        CHECK(c.acquired == 1, "%s: takeover at receipt + renew_deadline (%d)",
+              jump ? "store clock jumped" : "old record", c.acquired);
+        el_free(&e);
+    }
+
+    /* No stamps (DynamoDB, Route 53, file, custom, peer answers), or a record
+     * of our own id: counted from the receipt, as before. */
+    for (int k = 0; k < 2; k++) {
+        el_engine e;
+        mem m = {0};
+        m.clock_res = k == 0 ? 0 : 1000;
+        m.clock_off = 1700000000000;
+        m.now = 1000;
+        mem_set(&m, k == 0 ? rec_b
+                           : "{\"leaderID\":\"a\",\"lastUpdated\":\"2023-11-14T22:13:25.000Z\","
+                             "\"term\":4,\"leaseMs\":15000,\"incarnation\":\"other\"}");
+        int64_t now = 5000;
+        el_init(&e, &p, "a", "", "inc", 5);
+        counts c = {0};
+        run_until(&e, &m, &now, 5000 + p.lease - 10, &c);
+        CHECK(c.acquired == 0, "%s: backdated", k == 0 ? "no stamps" : "our own id");
+        run_until(&e, &m, &now, 5000 + p.lease + 100, &c);
+        CHECK(c.acquired == 1, "%s: takeover at receipt + L", k == 0 ? "no stamps" : "our own id");
+        el_free(&e);
+    }
+}
+
 int main(void)
 {
     t_auth_on_missing_key_creates();
@@ -1299,5 +1456,6 @@ int main(void)
     t_term_limit();
     t_slow_answers_hold_off();
     t_refused_writes();
+    t_store_clock();
     return t_done("engine");
 }

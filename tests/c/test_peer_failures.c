@@ -594,8 +594,8 @@ static void test_rotate_ca_while_polling(void)
     s3lect_elector *a = make_elector(ca_, NULL), *b = make_elector(cb_, NULL);
     s3lect_config_free(ca_);
     s3lect_config_free(cb_);
-    if (b) /* before start: the endpoint is tried again 100 ms after a failure, not 5 min */
-        b->eng.pdown_first = 100;
+    if (b) /* before start: tried again 10 ms after a failure (doubling to 120), not 5 min */
+        b->eng.pdown_first = 10;
     size_t goodlen, badlen;
     char *good = slurp(ca_pem, &goodlen), *bad = slurp(other_ca_pem, &badlen);
     if (!a || !b || !good || !bad)
@@ -817,7 +817,7 @@ static void test_repeated_report(void)
     s3lect_config_free(cb_);
     if (a && b) {
         b->peer_report_ms = 1000; /* before start: no other thread reads it yet */
-        b->eng.pdown_first = 100; /* the endpoint is tried again after 100 ms, not 5 min */
+        b->eng.pdown_first = 10;  /* tried again after 10 ms (doubling to 120), not 5 min */
         size_t calen;
         char *capem = slurp(ca_pem, &calen);
         CHECK(s3lect_enable_peer_mode(b, capem, calen) == 0, "enable_peer_mode");

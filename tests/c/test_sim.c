@@ -19,12 +19,25 @@
  * CLOCK_BOOTTIME, counts the suspend). With default settings none of this may
  * cause a violation.
  *
- * Two modes prove that the assumptions are load-bearing: the checker must
+ * It also checks that no node acquires before the kill deadline of an
+ * earlier leader's command tree (s3lect run: renewed_at + L − (2·L/1000 +
+ * 250 ms) on that leader's clock; docs/algorithm.md).
+ *
+ * The store has its own clock (docs/algorithm.md, "The store's clock"):
+ * hours away from every node's, with a rate error up to 10⁻³; the S3 model
+ * stamps each read with Date and the record's Last-Modified in whole seconds,
+ * the PostgreSQL model with now() and updated_at in ms, and followers
+ * backdate their first sight of a record by its age on that clock.
+ *
+ * Three modes prove that the assumptions are load-bearing: the checker must
  * find a violation (the test fails if it does not):
  *   --break-skew     the opt-in wall-clock rule (max_clock_skew 2 s) on, with
  *                    wall clocks apart and stepping by more than the bound;
  *   --break-suspend  the lease clock stops during a suspend (CLOCK_MONOTONIC
- *                    semantics instead of CLOCK_BOOTTIME).
+ *                    semantics instead of CLOCK_BOOTTIME);
+ *   --break-store-clock  the store's clock jumps forward (1 to 60 s) now and
+ *                    then: a record's age looks larger than it is, and a
+ *                    takeover comes before the old tree's kill deadline.
  *
  * --store picks the error classes of one backend (docs/stores.md):
  *   s3        (default) a conditional write on a missing object: not found;
@@ -40,7 +53,7 @@
  *
  *   test_sim [--seeds N] [--seconds S] [--seed X] [--shard K] [--nodes K]
  *            [--store s3|dynamodb|postgres|route53] [--stale-ms MS]
- *            [--break-skew | --break-suspend] [-v]
+ *            [--break-skew | --break-suspend | --break-store-clock] [-v]
  */
 #include <math.h>
 #include <stdio.h>
@@ -75,7 +88,8 @@ enum {
     EV_PEER_ARRIVE,
     EV_PEER_DEADLINE,
     EV_CLOCK_STEP,
-    EV_RESET /* the operator resets an exhausted term (gen: the write it follows) */
+    EV_RESET,     /* the operator resets an exhausted term (gen: the write it follows) */
+    EV_STORE_JUMP /* --break-store-clock: the store's clock jumps forward */
 };
 
 /* A write that lands after its sender gave up on it. */
@@ -120,6 +134,7 @@ typedef struct node {
     op_state op;
     char id[16];
     int64_t acquired_term;
+    int64_t kill_at; /* true µs: the kill deadline of its command tree while it led */
 } node;
 
 /* A follower's long-poll waiting at a (would-be) leader's endpoint. */
@@ -135,7 +150,7 @@ typedef struct peer_wait {
 
 typedef struct sim {
     u_rng g;
-    int n, break_skew, break_suspend, verbose;
+    int n, break_skew, break_suspend, break_store, verbose;
     node nodes[MAXN];
     sim_ev *heap;
     size_t nheap, capheap;
@@ -149,6 +164,11 @@ typedef struct sim {
     char etag[32];
     int64_t store_term;
     char store_holder[64];
+    /* The store's clock: store_off + t · (1 + store_rate), µs; mod_us its
+     * reading when the record was written. */
+    int64_t store_off, mod_us;
+    double store_rate;
+    uint64_t store_jumps, stamped_reads;
     int64_t max_term_written;
     /* Backend profile. */
     int store_kind;
@@ -291,6 +311,20 @@ static void check_safety(sim *s, int who)
     }
 }
 
+/* s3lect run kills a leader's command tree by renewed_at + L − (2·L/1000 +
+ * 250 ms) on its clock (docs/algorithm.md, "The supervisor's kill
+ * deadline"): note when that is in true time, while the node leads. */
+static int64_t true_at(const node *nd, int64_t mono_ms);
+static void note_kill_deadline(node *nd)
+{
+    if (nd->eng.role != EL_LEADER)
+        return;
+    int64_t L = nd->p.lease;
+    int64_t t = true_at(nd, nd->eng.renewed_at + L - (2 * L / 1000 + 250));
+    if (t > nd->kill_at)
+        nd->kill_at = t;
+}
+
 static void on_events(sim *s, node *nd, int idx)
 {
     size_t n;
@@ -298,6 +332,16 @@ static void on_events(sim *s, node *nd, int idx)
     for (size_t i = 0; i < n; i++) {
         if (evs[i].type == S3LECT_EVENT_ACQUIRED) {
             s->leader_changes++;
+            for (int j = 0; j < s->n; j++) {
+                if (j == idx || s->t >= s->nodes[j].kill_at)
+                    continue;
+                s->violations++;
+                if (s->violations < 5)
+                    fprintf(stderr,
+                            "  t=%.3fs: node %d acquired %.3f s before the kill deadline of "
+                            "node %d's command tree\n",
+                            s->t / 1e6, idx, (s->nodes[j].kill_at - s->t) / 1e6, j);
+            }
             if (evs[i].term < nd->acquired_term) {
                 s->violations++;
                 fprintf(stderr, "  node %d acquired term %lld after term %lld\n", idx,
@@ -316,6 +360,25 @@ static void on_events(sim *s, node *nd, int idx)
 }
 
 /* ---- the store ---- */
+
+static int64_t store_now_us(const sim *s)
+{
+    return s->store_off + (int64_t)((double)s->t * (1.0 + s->store_rate));
+}
+
+/* S3: Date and Last-Modified, truncated to whole seconds; PostgreSQL:
+ * now() and updated_at in ms; the others give no stamps. */
+static void store_stamp(sim *s, st_result *r)
+{
+    int64_t res = s->store_kind == STORE_S3 ? 1000 : s->store_kind == STORE_POSTGRES ? 1 : 0;
+    if (!res)
+        return;
+    int64_t now_ms = store_now_us(s) / 1000, mod_ms = s->mod_us / 1000;
+    r->server_now_ms = now_ms - now_ms % res;
+    r->server_modified_ms = mod_ms - mod_ms % res;
+    r->server_res_ms = res;
+    s->stamped_reads++;
+}
 
 static void store_apply(sim *s, int kind, const char *body, size_t body_len, const char *if_match,
                         st_result *r)
@@ -348,6 +411,7 @@ static void store_apply(sim *s, int kind, const char *body, size_t body_len, con
         r->outcome = ST_OK;
         st_result_set_body(r, s->body, s->body_len);
         st_result_set_etag(r, s->etag);
+        store_stamp(s, r);
         return;
     }
     int ok = if_match ? (s->exists && strcmp(if_match, s->etag) == 0) : !s->exists;
@@ -394,6 +458,7 @@ static void store_apply(sim *s, int kind, const char *body, size_t body_len, con
     memcpy(s->body, body, body_len);
     s->body_len = body_len;
     s->exists = 1;
+    s->mod_us = store_now_us(s);
     snprintf(s->etag, sizeof s->etag, "\"e%llu\"", (unsigned long long)++s->etag_ctr);
     r->outcome = ST_OK;
     st_result_set_etag(r, s->etag);
@@ -421,6 +486,7 @@ static void store_set(sim *s, const char *body)
     s->body = malloc(s->body_len + 1);
     memcpy(s->body, body, s->body_len + 1);
     s->exists = 1;
+    s->mod_us = store_now_us(s);
     snprintf(s->etag, sizeof s->etag, "\"e%llu\"", (unsigned long long)++s->etag_ctr);
     if (s->store_kind == STORE_ROUTE53) {
         past_state *h = &s->hist[s->hist_next];
@@ -607,6 +673,7 @@ static void finish_op(sim *s, int i)
     st_result_clear(&res);
     s->steps++;
     on_events(s, nd, i);
+    note_kill_deadline(nd);
     check_safety(s, i);
     peer_poke(s, i);
 }
@@ -621,6 +688,7 @@ static void step(sim *s, int i)
     int kind = el_next(&nd->eng, node_now(nd, s->t), &op, &wake);
     s->steps++;
     on_events(s, nd, i);
+    note_kill_deadline(nd);
     check_safety(s, i);
     peer_poke(s, i);
     if (kind == EL_OP_GET || kind == EL_OP_PUT || kind == EL_OP_PEER) {
@@ -711,6 +779,8 @@ static void begin_phase(sim *s)
             if (urand(s) < 0.3) /* a wall-clock step somewhere in the phase */
                 push(s, s->t + (int64_t)(urand(s) * len), EV_CLOCK_STEP, i, 0);
         }
+        for (int k = 0; s->break_store && k < 3; k++) /* the store's clock jumps */
+            push(s, s->t + (int64_t)(urand(s) * len), EV_STORE_JUMP, -1, 0);
     } else {
         int64_t bound = liveness_bound(s);
         s->phase_end = s->t + bound + (int64_t)(urand(s) * 600e6);
@@ -730,7 +800,7 @@ static void check_liveness(sim *s)
         s->exhausted_skips++; /* the term cannot grow (or was just reset): nobody may lead */
         return;
     }
-    if (!s->break_skew && !s->break_suspend) {
+    if (!s->break_skew && !s->break_suspend && !s->break_store) {
         s->violations++;
         fprintf(stderr, "  t=%.3fs: no leader %.1fs after the faults healed\n", s->t / 1e6,
                 liveness_bound(s) / 1e6);
@@ -739,10 +809,11 @@ static void check_liveness(sim *s)
 
 /* ---- setup and main loop ---- */
 
-static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspend, int store_kind,
-                  int64_t stale_ms)
+static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspend, int break_store,
+                  int store_kind, int64_t stale_ms)
 {
     memset(s, 0, sizeof *s);
+    s->break_store = break_store;
     s->store_kind = store_kind;
     s->stale_us = store_kind == STORE_ROUTE53 ? ms_to_us(stale_ms) : 0;
     if (store_kind == STORE_ROUTE53) { /* the record does not exist at first */
@@ -753,6 +824,9 @@ static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspen
     s->n = n;
     s->break_skew = break_skew;
     s->break_suspend = break_suspend;
+    /* The store's clock: hours from anyone's, its rate off by up to 10⁻³. */
+    s->store_off = 1700000000000000LL + (int64_t)(urand(s) * 4.0 * 3600e6);
+    s->store_rate = (urand(s) * 2 - 1) * 1e-3;
     /* Mixed timing configs, all valid: renew_interval < renew_deadline < lease. */
     static const el_params configs[] = {
         {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0},
@@ -852,6 +926,11 @@ static void run(sim *s, int64_t seconds)
             operator_reset(s, ev.gen);
             continue;
         }
+        if (ev.type == EV_STORE_JUMP) {
+            s->store_off += (int64_t)(1e6 + urand(s) * 59e6); /* 1 to 60 s ahead */
+            s->store_jumps++;
+            continue;
+        }
         if (ev.type == EV_PEER_ARRIVE || ev.type == EV_PEER_DEADLINE) {
             peer_wait *w = &s->waits[ev.node];
             if (!w->active)
@@ -923,7 +1002,7 @@ static void run(sim *s, int64_t seconds)
 
 int main(int argc, char **argv)
 {
-    int seeds = 10, nodes = 7, break_skew = 0, break_suspend = 0, verbose = 0;
+    int seeds = 10, nodes = 7, break_skew = 0, break_suspend = 0, break_store = 0, verbose = 0;
     int store_kind = STORE_S3;
     int64_t stale_ms = 10000;
     static const char *const store_names[] = {"s3", "dynamodb", "postgres", "route53"};
@@ -958,12 +1037,14 @@ int main(int argc, char **argv)
             break_skew = 1;
         else if (!strcmp(argv[i], "--break-suspend"))
             break_suspend = 1;
+        else if (!strcmp(argv[i], "--break-store-clock"))
+            break_store = 1;
         else if (!strcmp(argv[i], "-v"))
             verbose = 1;
         else {
             fprintf(stderr, "usage: test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] "
                             "[--store s3|dynamodb|postgres|route53] [--stale-ms MS] "
-                            "[--break-skew | --break-suspend] [-v]\n");
+                            "[--break-skew | --break-suspend | --break-store-clock] [-v]\n");
             return 2;
         }
     }
@@ -980,13 +1061,14 @@ int main(int argc, char **argv)
     uint64_t steps = 0, faults = 0, changes = 0, peer_answers = 0, csteps = 0, suspends = 0;
     uint64_t stale = 0;
     int64_t near = 0, resets = 0, skips = 0;
-    int broken = break_skew || break_suspend;
+    int broken = break_skew || break_suspend || break_store;
+    uint64_t stamped = 0, jumps = 0;
     int64_t checks = 0;
     int caught = 0;
     sim *s = malloc(sizeof *s);
     for (int k = 0; k < seeds; k++) {
         uint64_t seed = first_seed + (uint64_t)k;
-        setup(s, seed, nodes, break_skew, break_suspend, store_kind, stale_ms);
+        setup(s, seed, nodes, break_skew, break_suspend, break_store, store_kind, stale_ms);
         s->verbose = verbose;
         run(s, seconds);
         steps += s->steps;
@@ -997,6 +1079,8 @@ int main(int argc, char **argv)
         suspends += s->suspends;
         checks += s->liveness_checks;
         stale += s->stale_reads;
+        stamped += s->stamped_reads;
+        jumps += s->store_jumps;
         if (s->near_limit && !broken) {
             near++;
             resets += s->resets;
@@ -1034,6 +1118,10 @@ int main(int argc, char **argv)
            (long long)near, (long long)resets, (long long)skips);
     if (store_kind == STORE_ROUTE53)
         CHECK(stale > 0, "the route53 model served no stale read");
+    printf("simulation: %llu reads stamped by the store's clock, %llu store clock jumps\n",
+           (unsigned long long)stamped, (unsigned long long)jumps);
+    if (store_kind == STORE_S3 || store_kind == STORE_POSTGRES)
+        CHECK(stamped > 0, "the %s model stamped no read", store_names[store_kind]);
     printf("simulation: seeds %llu..%llu, %d nodes, %lld simulated s/seed (%.3g total), %llu "
            "engine steps, %.0f steps/s, %llu faults, %llu acquisitions, %llu peer answers, "
            "%lld liveness checks, %llu wall-clock steps, %llu suspends, %.1f s\n",
@@ -1051,7 +1139,13 @@ int main(int argc, char **argv)
         CHECK(caught > 0,
               "a lease clock that stops in suspend must produce a detectable violation");
     }
+    if (break_store) {
+        printf("break-store-clock: the checker caught a violation in %d of %d seeds\n", caught,
+               seeds);
+        CHECK(caught > 0, "a store clock that jumps forward must produce a detectable violation");
+    }
     return t_done(break_skew      ? "simulation (broken clocks)"
                   : break_suspend ? "simulation (clock stops in suspend)"
+                  : break_store   ? "simulation (store clock jumps)"
                                   : "simulation");
 }

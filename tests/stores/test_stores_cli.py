@@ -512,3 +512,30 @@ def test_postgres_peer_mode_advertises_the_route_to_the_server(s3lect_bin, clust
         assert rc == 0 and st["leaderAddr"].startswith("[::1]:"), st
     finally:
         srv.stop()
+
+
+def test_postgres_takeover_counts_from_the_write(postgres, pg_ready, cluster):
+    """The follower judges the dead leader's record by PostgreSQL's clock
+    (now() against the server-stamped updated_at, in ms; docs/algorithm.md,
+    "The store's clock"): started 5 s after the kill, it takes over about L
+    after the leader's last write, not L after its own first read (which
+    would be at least 5 s + L after the kill)."""
+    from storeutil import pg_env
+    lease, renew, wait = 8.0, 1.0, 5.0
+    timing = ["--lease-timeout", "8s", "--renew-interval", "1s", "--renew-deadline", "3s",
+              "--frequent-interval", "500ms", "--infrequent-interval", "1s",
+              "--max-clock-skew", "0"]
+    env = pg_env(postgres)
+    lock = f"{pg_ready}?key=clock-{time.monotonic_ns()}"
+    [a] = cluster(lock, env, n=1, extra=timing)
+    wait_for(a.leading, 30, "a to lead")
+    time.sleep(2 * renew)  # a few renewals
+    a.kill9()
+    killed = time.monotonic()  # a's last write was sent at most `renew` before this
+    time.sleep(wait)
+    b = cluster(lock, env, n=1, extra=timing)[-1]
+    wait_for(lambda: "acquired leadership" in b.text(), wait + lease + 15, "b to take over")
+    took = time.monotonic() - killed
+    assert took >= lease - renew - 0.5, (took, b.text())
+    assert took <= lease + 2.0, (f"took over {took:.2f} s after the kill: counted from the first "
+                                 f"read ({wait + lease:g} s), not from the write", b.text())

@@ -9,6 +9,12 @@
  * after E was written, hence after it was sent. If the follower's conditional
  * write on E succeeds, no later write by the old leader succeeded, so the old
  * leader stopped by send(E) + renew_deadline < send(E) + L <= takeover.
+ * Where the store stamps its answers (S3, PostgreSQL), a follower's first
+ * sight of a foreign record is backdated by the record's age on the store's
+ * clock less the stamps' resolution: still after E was written, if the
+ * store's clock runs at about the true rate; at most L - renew_deadline, so
+ * a store clock that jumps cannot hand the lock over before the old
+ * leader's renew deadline (same timings; store_credit, docs/algorithm.md).
  */
 #include "election.h"
 
@@ -577,6 +583,36 @@ static int holder_presumed_dead(const el_engine *e, el_time now)
     return 0;
 }
 
+/* How long before its receipt a store read's record was certainly written,
+ * by the store's own clock (S3: Date − Last-Modified; PostgreSQL: now() −
+ * updated_at): the stamps are truncated to res, so the true age exceeds
+ * their difference − res. Only for a foreign holder's record (not ours,
+ * not released, not corrupt); 0 when the store gave no stamps (a peer
+ * answer, DynamoDB, Route 53, the file store, a custom store). Capped at
+ * our own margin L − renew_deadline (credit_cap): however far the store's
+ * clock jumps between the write's stamp and the answer, a follower never
+ * counts the lease from more than that before the receipt of its first
+ * sight, so it cannot take over before send + L' − (L − renew_deadline) ≥
+ * send + renew_deadline: a holder whose renew_deadline is at most that has
+ * stopped leading (every node with the same timings; docs/algorithm.md,
+ * "The store's clock"). */
+static int64_t credit_cap(const el_engine *e)
+{
+    return e->p.lease > e->p.renew_deadline ? e->p.lease - e->p.renew_deadline : 0;
+}
+
+static int64_t store_credit(const el_engine *e, const st_result *r)
+{
+    if (r->server_now_ms <= 0 || r->server_modified_ms <= 0 || r->server_res_ms <= 0 ||
+        e->corrupt || rec_released(&e->cur) || u_streq(e->cur.leader_id, e->id))
+        return 0;
+    int64_t age = r->server_now_ms - r->server_modified_ms - r->server_res_ms;
+    int64_t cap = credit_cap(e);
+    if (age <= 0)
+        return 0;
+    return age < cap ? age : cap;
+}
+
 /* How old (by our wall clock) a changed record may look and still count as
  * fresh, which only chooses the poll period (stable or transition), never a
  * takeover: a wall-clock step here costs GETs, not safety. */
@@ -688,7 +724,7 @@ static void observe(el_engine *e, el_time now, const st_result *r)
     if (changed) {
         u_setstr(&e->etag, r->etag ? r->etag : "");
         e->exists = 1;
-        e->first_seen = now.mono;
+        e->first_seen = e->seen_recv = now.mono;
         rec_clear(&e->cur);
         char err[400];
         e->corrupt = rec_parse(r->body, r->body_len, &e->cur, err, sizeof err) != 0;
@@ -738,6 +774,15 @@ static void observe(el_engine *e, el_time now, const st_result *r)
                 e->misconfig_reported = 1;
             }
         }
+    }
+    /* The store's clock: the record was written at least `credit` before
+     * this answer arrived. A re-read of the same etag may tighten it (each
+     * answer's bound holds by itself), never past the cap from the first
+     * sight's receipt. */
+    int64_t credit = store_credit(e, r);
+    if (credit > 0 && now.mono - credit < e->first_seen) {
+        int64_t floor_at = e->seen_recv - credit_cap(e);
+        e->first_seen = now.mono - credit > floor_at ? now.mono - credit : floor_at;
     }
     if (e->corrupt && e->cur.term_too_large) {
         char msg[400]; /* kept in the status for as long as the record is there */
@@ -896,6 +941,9 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
     if (r->outcome == ST_OK && r->etag && r->etag[0]) {
         st_result obs = *r;
         obs.outcome = ST_OK;
+        /* The leader's word carries no store stamps: its etag's lease is
+         * counted from this receipt (never backdated). */
+        obs.server_now_ms = obs.server_modified_ms = obs.server_res_ms = 0;
         observe(e, now, &obs);
         end_cycle(e);
         return;

@@ -114,7 +114,10 @@ typedef struct el_engine {
     /* What we know of the record. */
     int exists;         /* 1 object seen, 0 not found, -1 unknown */
     char *etag;         /* last seen (follower) or last written (leader) */
-    int64_t first_seen; /* mono ms of the first sight of etag */
+    int64_t first_seen; /* mono ms from which etag's lease is counted: the receipt of its
+                         * first sight, backdated by its age on the store's clock for a
+                         * foreign record (store_credit) */
+    int64_t seen_recv;  /* mono ms of the receipt of the first sight of etag */
     int64_t seen_wall;  /* wall ms of the last read or write */
     rec cur;
     int corrupt;

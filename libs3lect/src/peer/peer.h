@@ -342,6 +342,9 @@ int peer_client_last_failure(const peer_client *c);
 const char *peer_fail_name(int cls);
 /* The s3lect error code an ERROR event of this class carries. */
 int peer_fail_code(int cls);
+/* What a failure of class cls tells the engine: ST_PEER_* of
+ * st_result.peer_failure (unreachable for connect and timeout). */
+int peer_failure_kind(int cls);
 
 /* Counting and rate limiting of failures (pure: the caller locks). */
 typedef struct peer_fail_stats {

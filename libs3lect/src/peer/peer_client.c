@@ -799,15 +799,14 @@ static int validate(const response *resp, const char *addr, const char *expect_i
     return cls;
 }
 
-/* Prepares the check on c->curl. Returns PEER_FAIL_NONE with c->curl ready,
- * or -1 - class when it ended at once (out filled). */
-static int begin(peer_client *c, const char *addr, const char *path, const char *etag,
-                 int64_t wait_ms, int64_t timeout_ms, const char *expect_id, st_result *out)
+/* The check's target: a leader address that is host:port (else the
+ * connect class, out filled, -1 - class), the default path, the wait
+ * clamped to PEER_MAX_WAIT_MS and a default timeout; sets c->where. */
+static int target(peer_client *c, const char *addr, const char **path, int64_t *wait_ms,
+                  int64_t *timeout_ms, st_result *out)
 {
-    memset(out, 0, sizeof *out);
-    inflight_clear(c);
-    if (!path || path[0] != '/')
-        path = "/health/leadership";
+    if (!*path || (*path)[0] != '/')
+        *path = "/health/leadership";
     if (!valid_addr(addr)) {
         char a[80];
         sanitize(addr ? addr : "", a, sizeof a);
@@ -816,14 +815,27 @@ static int begin(peer_client *c, const char *addr, const char *path, const char 
                          "the leader's --addr (server_addr)",
                          a);
     }
-    if (wait_ms < 0)
-        wait_ms = 0;
-    if (wait_ms > PEER_MAX_WAIT_MS)
-        wait_ms = PEER_MAX_WAIT_MS;
-    if (timeout_ms <= 0)
-        timeout_ms = 3000;
+    if (*wait_ms < 0)
+        *wait_ms = 0;
+    if (*wait_ms > PEER_MAX_WAIT_MS)
+        *wait_ms = PEER_MAX_WAIT_MS;
+    if (*timeout_ms <= 0)
+        *timeout_ms = 3000;
+    c->where = u_asprintf("https://%s%s", addr, *path);
+    return PEER_FAIL_NONE;
+}
+
+/* Prepares the check on c->curl. Returns PEER_FAIL_NONE with c->curl ready,
+ * or -1 - class when it ended at once (out filled). */
+static int begin(peer_client *c, const char *addr, const char *path, const char *etag,
+                 int64_t wait_ms, int64_t timeout_ms, const char *expect_id, st_result *out)
+{
+    memset(out, 0, sizeof *out);
+    inflight_clear(c);
+    int rc = target(c, addr, &path, &wait_ms, &timeout_ms, out);
+    if (rc != PEER_FAIL_NONE)
+        return rc;
     char *url = NULL;
-    c->where = u_asprintf("https://%s%s", addr, path);
     /* "?incarnation=" names the elector on a shared listener (hex only). */
     const char *isep = c->inc[0] ? "?incarnation=" : "", *inc = c->inc;
     if (c->where && wait_ms > 0 && etag && *etag) {
@@ -852,8 +864,7 @@ static int begin(peer_client *c, const char *addr, const char *path, const char 
 }
 
 /* Classifies the finished transfer (cc) of the check begin prepared. */
-/* What a failure of class cls tells the engine (st_result.peer_failure). */
-static int peer_failure_kind(int cls)
+int peer_failure_kind(int cls)
 {
     if (cls == PEER_FAIL_NONE)
         return ST_PEER_OK;
@@ -952,25 +963,12 @@ void *peer_client_begin_batch(peer_client *c, const char *addr, const char *path
     inflight_clear(c);
     c->post = body;
     c->last_fail = PEER_FAIL_NONE;
-    if (!path || path[0] != '/')
-        path = "/health/leadership";
-    if (!valid_addr(addr)) {
-        char a[80];
-        sanitize(addr ? addr : "", a, sizeof a);
-        c->last_fail = fail(out, PEER_FAIL_CONNECT,
-                            "the leader's address '%s' in the lock record is not host:port; "
-                            "check the leader's --addr (server_addr)",
-                            a);
+    int rc = target(c, addr, &path, &wait_ms, &timeout_ms, out);
+    if (rc != PEER_FAIL_NONE) {
+        c->last_fail = -1 - rc;
         inflight_clear(c);
         return NULL;
     }
-    if (wait_ms < 0)
-        wait_ms = 0;
-    if (wait_ms > PEER_MAX_WAIT_MS)
-        wait_ms = PEER_MAX_WAIT_MS;
-    if (timeout_ms <= 0)
-        timeout_ms = 3000;
-    c->where = u_asprintf("https://%s%s", addr, path);
     c->addr = u_strdup(addr);
     c->path = u_strdup(path);
     c->wait_ms = wait_ms;

@@ -889,6 +889,23 @@ static void answer_get(conn *c, peer_server *r)
 }
 
 /* Re-checks a pending GET. full: ignore the registration's gen. */
+/* A long poll's view of r: answers 503 when it cannot be built (-1), else
+ * notes its version and says whether the poll is held (1) or is to be
+ * answered now (0). */
+static int poll_view(conn *c, peer_server *r)
+{
+    peer_view v;
+    if (reg_view(r, &v) != 0) {
+        peer_view_clear(&v);
+        respond(c, 503, "{\"error\":\"temporarily unavailable\"}", 0, c->req.keep_alive, 0);
+        return -1;
+    }
+    int hold = peer_should_hold(&c->req, &v);
+    c->ver = v.version;
+    peer_view_clear(&v);
+    return hold;
+}
+
 static void check_get(conn *c, int64_t now, int full)
 {
     peer_server *r = c->reg;
@@ -906,16 +923,8 @@ static void check_get(conn *c, int64_t now, int full)
         if (st.version == c->ver && st.leading)
             return;
     }
-    peer_view v;
-    if (reg_view(r, &v) != 0) {
-        peer_view_clear(&v);
-        respond(c, 503, "{\"error\":\"temporarily unavailable\"}", 0, c->req.keep_alive, 0);
-        return;
-    }
-    int hold = peer_should_hold(&c->req, &v);
-    c->ver = v.version;
-    peer_view_clear(&v);
-    if (!hold)
+    int hold = poll_view(c, r);
+    if (hold == 0)
         answer_get(c, r);
 }
 
@@ -940,17 +949,10 @@ static void start_get(conn *c, int64_t now)
     c->reg = r;
     c->gen = __atomic_load_n(&r->gen, __ATOMIC_ACQUIRE);
     c->wait_deadline = now + c->req.wait_ms;
-    peer_view v;
-    if (reg_view(r, &v) != 0) {
-        peer_view_clear(&v);
-        respond(c, 503, "{\"error\":\"temporarily unavailable\"}", 0, c->req.keep_alive, 0);
-        return;
-    }
-    int hold = peer_should_hold(&c->req, &v);
-    c->ver = v.version;
-    peer_view_clear(&v);
-    if (!hold) {
-        answer_get(c, r);
+    int hold = poll_view(c, r);
+    if (hold <= 0) {
+        if (hold == 0)
+            answer_get(c, r);
         return;
     }
     c->state = C_GET;

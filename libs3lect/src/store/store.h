@@ -38,10 +38,14 @@ typedef struct st_result {
     int http_status; /* 0 when not HTTP */
     char *warning;   /* a problem to report although the call worked (e.g. a failed
                       * credential refresh while the current ones are still valid) */
-    /* GET, where the store says (S3): the server's clock when it answered
-     * (Date) and when the object was last written (Last-Modified), wall ms
-     * on the store's clock, whole seconds; 0 when unknown. */
-    int64_t server_now_ms, server_modified_ms;
+    /* GET, where the store says (S3, PostgreSQL): the server's clock when it
+     * answered (S3 Date; PostgreSQL now()) and when the record was last
+     * written (S3 Last-Modified; PostgreSQL updated_at, stamped by the
+     * server), wall ms on the store's clock, truncated to server_res_ms
+     * (S3 1000, PostgreSQL 1); 0 when unknown. The engine backdates a
+     * follower's first sight of a foreign record by their difference
+     * (docs/algorithm.md, "The store's clock"). */
+    int64_t server_now_ms, server_modified_ms, server_res_ms;
     /* A peer check (not a store call) that failed, ST_PEER_*: 0 when it is
      * no failure of the leader's endpoint (success, a 404 "not leading", a
      * check cut short by a stop). */

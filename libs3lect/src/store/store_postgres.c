@@ -5,9 +5,13 @@
  *   name text PRIMARY KEY, record text NOT NULL, version text NOT NULL,
  *   updated_at timestamptz NOT NULL DEFAULT now()
  *
- *   read    SELECT record, version WHERE name = $1
+ *   read    SELECT record, version, now(), updated_at WHERE name = $1
  *   create  INSERT ... ON CONFLICT (name) DO NOTHING    (1 row: created)
  *   write   UPDATE ... WHERE name = $1 AND version = $4  (1 row: written)
+ *
+ * updated_at is stamped by the server (now()) on every write, and a read
+ * returns it with the server's now(), both in ms: the record's age by the
+ * store's clock (docs/algorithm.md, "The store's clock").
  *
  * The version is a fresh random token on every write (a row deleted and
  * made again never brings an old version back). libpq is loaded at run time
@@ -225,6 +229,18 @@ static int wait_socket(PGconn *c, short events, int64_t deadline)
         if (n < 0 && errno != EINTR)
             return -1;
     }
+}
+
+/* A whole number of ms as PostgreSQL prints a bigint. */
+static int parse_ms(const char *v, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end)
+        return -1;
+    *out = (int64_t)x;
+    return 0;
 }
 
 /* One line of a libpq message (they end with newlines and may have more). */
@@ -499,6 +515,15 @@ static void pg_get(st_store *st, const char *key, int64_t timeout_ms, st_result 
         st_result_setf(out, ST_TRANSIENT, "out of memory");
     } else {
         out->outcome = ST_OK;
+        /* The age by the server's clock (ms; 0 when a value is missing). */
+        int64_t now_ms = 0, mod_ms = 0;
+        if (!pq.getisnull(r, 0, 2) && !pq.getisnull(r, 0, 3) &&
+            parse_ms(pq.getvalue(r, 0, 2), &now_ms) == 0 &&
+            parse_ms(pq.getvalue(r, 0, 3), &mod_ms) == 0 && now_ms > 0 && mod_ms > 0) {
+            out->server_now_ms = now_ms;
+            out->server_modified_ms = mod_ms;
+            out->server_res_ms = 1;
+        }
     }
     pq.clear(r);
 }
@@ -690,9 +715,12 @@ int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st
     s->table =
         dot ? u_asprintf("\"%.*s\".\"%s\"", (int)(dot - t), t, dot + 1) : u_asprintf("\"%s\"", t);
     if (s->table) {
-        s->sql_get = u_asprintf("SELECT record, version FROM %s WHERE name = $1", s->table);
-        s->sql_insert = u_asprintf("INSERT INTO %s (name, record, version) VALUES ($1, $2, $3) "
-                                   "ON CONFLICT (name) DO NOTHING",
+        s->sql_get = u_asprintf("SELECT record, version, floor(extract(epoch FROM now()) * "
+                                "1000)::bigint, floor(extract(epoch FROM updated_at) * "
+                                "1000)::bigint FROM %s WHERE name = $1",
+                                s->table);
+        s->sql_insert = u_asprintf("INSERT INTO %s (name, record, version, updated_at) VALUES "
+                                   "($1, $2, $3, now()) ON CONFLICT (name) DO NOTHING",
                                    s->table);
         s->sql_update = u_asprintf("UPDATE %s SET record = $2, version = $3, updated_at = now() "
                                    "WHERE name = $1 AND version = $4",

@@ -335,9 +335,12 @@ static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
             st_result_setf(out, ST_TRANSIENT, "out of memory");
         } else {
             out->outcome = ST_OK;
+            /* Both HTTP dates are whole seconds (the fraction dropped). */
             if (!put && http_date_ms(resp->date, &out->server_now_ms) == 0 &&
                 http_date_ms(resp->last_modified, &out->server_modified_ms) != 0)
                 out->server_now_ms = 0;
+            if (out->server_now_ms > 0)
+                out->server_res_ms = 1000;
         }
     }
     xfer_free(x);
