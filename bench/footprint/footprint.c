@@ -18,6 +18,32 @@
  *                         (each calls s3lect_stop on a slice), then free them;
  *                         print "stopped ...", exit 0
  *
+ * Peer mode over several processes (bench/lib/footprint.py "peer"): with
+ * --peer every elector runs in zero-config peer mode, and --first F --step S
+ * make this process one of S: its electors are the global indices
+ * i = F, F + S, F + 2S, ... below --total T (--count is then ignored), on
+ * key i / N, so the N electors of a key are spread over the processes. The
+ * process cannot see the other processes' roles, so "ready" then means every
+ * elector here leads or follows some other elector, and bench/run checks the
+ * keys across processes with:
+ *
+ *   stdin  "roles"         one JSON line {"roles":{"lead":{KEY:ID,...},
+ *                          "follow":{KEY:{LEADER_ID:N,...}},"bad":{KEY:N}}}:
+ *                          who leads each key here, whom the followers here
+ *                          name, how many are in no follower state
+ *   stdin  "errors US"     one JSON line {"errors":[[KEY,T_US,CODE,N,MSG],...]}:
+ *                          electors here whose last ERROR event came at or
+ *                          after US, with its code and message
+ *   stdin  "acquired US"   one JSON line {"acquired":[[KEY,T_US],...]}: the
+ *                          keys whose elector here last became leader at or
+ *                          after CLOCK_MONOTONIC time US (µs; the ACQUIRED
+ *                          callback's time), with that time
+ *   SIGTERM                stop every elector as "stop" does, first printing
+ *                          one JSON line {"stopping":{KEY:[T0_US,T1_US]}}
+ *                          after the stop: for each key led here when the
+ *                          signal came, when its s3lect_stop began and
+ *                          returned; then "stopped ...", exit 0
+ *
  * The JSON line has VmRSS/VmHWM/Threads from /proc/self/status, the RSS and
  * threads before any elector existed, the CPU time used during the window
  * (getrusage, user + system) and the roles at the end: leaders, keys with
@@ -27,10 +53,14 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +72,9 @@ typedef struct opts {
     const char *prefix;
     const char *endpoint;
     long count, per_key, stop_threads;
+    long first, step, total; /* step > 1: one of `step` processes (see above) */
+    int peer;
+    int followers_first; /* --stop-order followers-first: non-leaders, then leaders */
     int64_t lease, renew, deadline, frequent, infrequent;
     int64_t ready_timeout;
 } opts;
@@ -51,6 +84,13 @@ static int64_t mono_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 static void sleep_ms(int64_t ms)
@@ -92,7 +132,8 @@ static void usage(void)
     fputs("usage: footprint --lock-prefix PREFIX --count K [--per-key N]\n"
           "         [--endpoint URL] [--lease MS] [--renew MS] [--deadline MS]\n"
           "         [--frequent MS] [--infrequent MS] [--ready-timeout MS]\n"
-          "         [--stop-threads T]\n"
+          "         [--stop-threads T] [--stop-order mixed|followers-first]\n"
+          "         [--peer 1] [--first F --step S --total T]\n"
           "PREFIX is a lock URL without the key: file:///tmp/dir or s3://bucket/dir;\n"
           "elector i uses PREFIX/kG.json with G = i / N (N defaults to 1: every\n"
           "elector leads its own key). S3 credentials come from the environment.\n",
@@ -117,6 +158,7 @@ static void parse(int argc, char **argv, opts *o)
     o->ready_timeout = 120000;
     o->per_key = 1;
     o->stop_threads = 16;
+    o->step = 1;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc)
             usage();
@@ -141,14 +183,38 @@ static void parse(int argc, char **argv, opts *o)
             o->frequent = parse_long(v);
         else if (strcmp(k, "--infrequent") == 0)
             o->infrequent = parse_long(v);
+        else if (strcmp(k, "--stop-order") == 0) {
+            if (strcmp(v, "followers-first") == 0)
+                o->followers_first = 1;
+            else if (strcmp(v, "mixed") != 0)
+                usage();
+        } else if (strcmp(k, "--peer") == 0)
+            o->peer = parse_long(v) != 0;
+        else if (strcmp(k, "--first") == 0)
+            o->first = parse_long(v);
+        else if (strcmp(k, "--step") == 0)
+            o->step = parse_long(v);
+        else if (strcmp(k, "--total") == 0)
+            o->total = parse_long(v);
         else if (strcmp(k, "--ready-timeout") == 0)
             o->ready_timeout = parse_long(v);
         else
             usage();
     }
+    if (o->step > 1) {
+        if (o->total <= 0 || o->first >= o->step || o->first >= o->total)
+            usage();
+        o->count = (o->total - o->first + o->step - 1) / o->step;
+    }
     if (!o->prefix || o->count <= 0 || o->per_key <= 0 || o->stop_threads <= 0 ||
-        o->stop_threads > MAX_STOP_THREADS)
+        o->stop_threads > MAX_STOP_THREADS || o->step <= 0)
         usage();
+}
+
+/* The global index of this process's elector k. */
+static long gidx(const opts *o, long k)
+{
+    return o->first + k * o->step;
 }
 
 /* Reports on stdout (so bench/run records it as this configuration's
@@ -177,8 +243,40 @@ static void elector_id(char *buf, size_t len, long i)
     snprintf(buf, len, "e%ld-%ld", (long)getpid(), i);
 }
 
-static s3lect_elector *make_elector(const opts *o, long i)
+static _Atomic int64_t *g_acquired_us; /* per local elector: last ACQUIRED, µs */
+
+static void on_acquired(s3lect_elector *e, const s3lect_event *ev, void *userdata)
 {
+    (void)e;
+    (void)ev;
+    atomic_store((_Atomic int64_t *)userdata, mono_us());
+}
+
+/* Per local elector: the last ERROR event (time µs, code, message). */
+typedef struct last_error {
+    pthread_mutex_t mu;
+    int64_t t_us;
+    int code;
+    long n;
+    char msg[160];
+} last_error;
+static last_error *g_errors;
+
+static void on_error(s3lect_elector *e, const s3lect_event *ev, void *userdata)
+{
+    (void)e;
+    last_error *le = userdata;
+    pthread_mutex_lock(&le->mu);
+    le->t_us = mono_us();
+    le->code = s3lect_event_code(ev);
+    le->n++;
+    snprintf(le->msg, sizeof le->msg, "%s", s3lect_event_message(ev));
+    pthread_mutex_unlock(&le->mu);
+}
+
+static s3lect_elector *make_elector(const opts *o, long k)
+{
+    long i = gidx(o, k);
     s3lect_config *cfg = s3lect_config_new();
     if (!cfg)
         fail(i, "s3lect_config_new", S3LECT_ENOMEM, "");
@@ -190,6 +288,8 @@ static s3lect_elector *make_elector(const opts *o, long i)
         rc = s3lect_config_set_str(cfg, S3LECT_OPT_SERVER_ID, id);
     if (!rc && o->endpoint)
         rc = s3lect_config_set_str(cfg, S3LECT_OPT_ENDPOINT, o->endpoint);
+    if (!rc && o->peer)
+        rc = s3lect_config_set_bool(cfg, S3LECT_OPT_PEER_MODE, 1);
     if (rc) {
         s3lect_config_errmsg(cfg, msg, sizeof msg);
         fail(i, "config", rc, msg);
@@ -206,6 +306,13 @@ static s3lect_elector *make_elector(const opts *o, long i)
         fail(i, "s3lect_new", rc, msg);
     }
     s3lect_config_free(cfg);
+    if (o->step > 1 || o->peer) {
+        rc = s3lect_set_callback(e, S3LECT_EVENT_ACQUIRED, on_acquired, &g_acquired_us[k], NULL);
+        if (!rc)
+            rc = s3lect_set_callback(e, S3LECT_EVENT_ERROR, on_error, &g_errors[k], NULL);
+        if (rc)
+            fail(i, "s3lect_set_callback", rc, "");
+    }
     rc = s3lect_start(e);
     if (rc) {
         s3lect_errmsg(e, msg, sizeof msg);
@@ -241,8 +348,150 @@ static int follows(s3lect_elector *e, const char *leader, long *failing)
     return ok;
 }
 
+/* One of several processes: leaders here, and followers in a follower state
+ * naming a leader other than themselves (bench/run checks whom, with "roles");
+ * keys_led is the number of local leaders too. */
+static roles local_roles(s3lect_elector **es, const opts *o)
+{
+    roles r = {0, 0, 0, 0, 0};
+    for (long k = 0; k < o->count; k++) {
+        s3lect_status *st = NULL;
+        if (s3lect_get_status(es[k], &st) != S3LECT_OK)
+            continue;
+        int state = s3lect_status_state(st);
+        if (s3lect_status_is_leader(st))
+            r.leaders++;
+        else if ((state == S3LECT_STATE_FOLLOWER_STABLE ||
+                  state == S3LECT_STATE_FOLLOWER_TRANSITION) &&
+                 s3lect_status_leader_id(st)[0] &&
+                 strcmp(s3lect_status_leader_id(st), s3lect_status_server_id(st)) != 0)
+            r.followers++;
+        r.failing += s3lect_status_consecutive_failures(st) > 0;
+        s3lect_status_free(st);
+    }
+    r.keys_led = r.leaders;
+    r.in_role = r.leaders + r.followers;
+    return r;
+}
+
+/* Prints the "roles" JSON line (see the top of the file). Electors of one key
+ * are listed in key order here, so each key's entries are printed together. */
+static void print_roles(s3lect_elector **es, const opts *o)
+{
+    fputs("{\"roles\":{\"lead\":{", stdout);
+    int first = 1;
+    for (long k = 0; k < o->count; k++) {
+        if (s3lect_is_leader(es[k])) {
+            char id[64];
+            elector_id(id, sizeof id, gidx(o, k));
+            printf("%s\"%ld\":\"%s\"", first ? "" : ",", gidx(o, k) / o->per_key, id);
+            first = 0;
+        }
+    }
+    fputs("},\"follow\":{", stdout);
+    first = 1;
+    long bad_keys[4096], bad_n[4096], nbad = 0;
+    for (long k = 0; k < o->count;) {
+        long key = gidx(o, k) / o->per_key, end = k;
+        while (end < o->count && gidx(o, end) / o->per_key == key)
+            end++;
+        /* Distinct leader ids named by this key's followers here (few). */
+        char names[16][64];
+        long counts[16], nn = 0, bad = 0;
+        for (long j = k; j < end; j++) {
+            s3lect_status *st = NULL;
+            if (s3lect_get_status(es[j], &st) != S3LECT_OK) {
+                bad++;
+                continue;
+            }
+            int state = s3lect_status_state(st);
+            const char *lid = s3lect_status_leader_id(st);
+            if (s3lect_status_is_leader(st)) {
+                /* listed under "lead" */
+            } else if ((state == S3LECT_STATE_FOLLOWER_STABLE ||
+                        state == S3LECT_STATE_FOLLOWER_TRANSITION) &&
+                       lid[0] && strlen(lid) < 64) {
+                long x = 0;
+                while (x < nn && strcmp(names[x], lid) != 0)
+                    x++;
+                if (x == nn && nn < 16) {
+                    snprintf(names[nn], sizeof names[nn], "%s", lid);
+                    counts[nn++] = 0;
+                }
+                if (x < nn)
+                    counts[x]++;
+                else
+                    bad++;
+            } else {
+                bad++;
+            }
+            s3lect_status_free(st);
+        }
+        if (nn) {
+            printf("%s\"%ld\":{", first ? "" : ",", key);
+            for (long x = 0; x < nn; x++)
+                printf("%s\"%s\":%ld", x ? "," : "", names[x], counts[x]);
+            fputs("}", stdout);
+            first = 0;
+        }
+        if (bad && nbad < 4096) {
+            bad_keys[nbad] = key;
+            bad_n[nbad++] = bad;
+        }
+        k = end;
+    }
+    fputs("},\"bad\":{", stdout);
+    for (long x = 0; x < nbad; x++)
+        printf("%s\"%ld\":%ld", x ? "," : "", bad_keys[x], bad_n[x]);
+    fputs("}}}\n", stdout);
+    fflush(stdout);
+}
+
+/* Prints {"acquired":[[KEY,T_US],...]}: electors here whose last ACQUIRED
+ * callback ran at or after `since` (µs, CLOCK_MONOTONIC). */
+static void print_acquired(const opts *o, long long since)
+{
+    fputs("{\"acquired\":[", stdout);
+    int first = 1;
+    for (long k = 0; k < o->count; k++) {
+        int64_t t = atomic_load(&g_acquired_us[k]);
+        if (t && t >= since) {
+            printf("%s[%ld,%lld]", first ? "" : ",", gidx(o, k) / o->per_key, (long long)t);
+            first = 0;
+        }
+    }
+    fputs("]}\n", stdout);
+    fflush(stdout);
+}
+
+/* Prints {"errors":[[KEY,T_US,CODE,N,"MESSAGE"],...]}: electors here whose
+ * last ERROR event came at or after `since` (N: their ERROR events so far). */
+static void print_errors(const opts *o, long long since)
+{
+    fputs("{\"errors\":[", stdout);
+    int first = 1;
+    for (long k = 0; k < o->count; k++) {
+        last_error *le = &g_errors[k];
+        pthread_mutex_lock(&le->mu);
+        if (le->n && le->t_us >= since) {
+            printf("%s[%ld,%lld,%d,%ld,\"", first ? "" : ",", gidx(o, k) / o->per_key,
+                   (long long)le->t_us, le->code, le->n);
+            for (const char *c = le->msg; *c; c++) /* JSON-safe: drop quotes, controls */
+                if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20)
+                    putchar(*c);
+            fputs("\"]", stdout);
+            first = 0;
+        }
+        pthread_mutex_unlock(&le->mu);
+    }
+    fputs("]}\n", stdout);
+    fflush(stdout);
+}
+
 static roles count_roles(s3lect_elector **es, const opts *o)
 {
+    if (o->step > 1)
+        return local_roles(es, o);
     roles r = {0, 0, 0, 0, 0};
     for (long g = 0; g < o->count; g += o->per_key) {
         long end = g + o->per_key < o->count ? g + o->per_key : o->count, nl = 0, who = -1;
@@ -271,25 +520,37 @@ typedef struct stopper {
     s3lect_elector **es;
     long from, n, step;
     long errors;
+    const char *was; /* NULL: every elector; else only those with was[i] == want */
+    char want;
 } stopper;
+
+/* When each elector's s3lect_stop began and returned (µs, CLOCK_MONOTONIC). */
+static int64_t *g_stop_t0, *g_stop_t1;
 
 static void *stop_slice(void *arg)
 {
     stopper *s = arg;
-    for (long i = s->from; i < s->n; i += s->step)
+    for (long i = s->from; i < s->n; i += s->step) {
+        if (s->was && s->was[i] != s->want)
+            continue;
+        g_stop_t0[i] = mono_us();
         s->errors += s3lect_stop(s->es[i]) != S3LECT_OK;
+        g_stop_t1[i] = mono_us();
+    }
     return NULL;
 }
 
 /* Stops every elector from up to `threads` threads (elector i on thread
  * i % threads, so the leaders spread over all of them); returns the number of
  * threads used, or -1 if none could be created (then it stopped them here). */
-static long stop_all(s3lect_elector **es, long n, long threads, long *errors)
+static long stop_all(s3lect_elector **es, long n, long threads, long *errors, const char *was,
+                     char want)
 {
     stopper st[MAX_STOP_THREADS];
     long t = threads < n ? threads : n, started = 0;
     for (long k = 0; k < t; k++) {
-        st[k] = (stopper){.es = es, .from = k, .n = n, .step = t, .errors = 0};
+        st[k] = (stopper){
+            .es = es, .from = k, .n = n, .step = t, .errors = 0, .was = was, .want = want};
         if (pthread_create(&st[k].th, NULL, stop_slice, &st[k]) != 0)
             break;
         started++;
@@ -306,17 +567,128 @@ static long stop_all(s3lect_elector **es, long n, long threads, long *errors)
     return started ? started : -1;
 }
 
+static pthread_mutex_t g_out = PTHREAD_MUTEX_INITIALIZER; /* one stdout line at a time */
+
+/* Stops every elector, prints "stopped ..." (with --step > 1 or --peer first
+ * the "stopping" line), frees them; returns the number of stop errors. */
+static long stop_and_report(s3lect_elector **es, const opts *o)
+{
+    long n = o->count;
+    char *was = calloc((size_t)n, 1);
+    long leaders = 0;
+    for (long i = 0; i < n; i++) {
+        was[i] = (char)(s3lect_is_leader(es[i]) != 0);
+        leaders += was[i];
+    }
+    long errors = 0;
+    int64_t s0 = mono_ms();
+    long used;
+    if (o->followers_first) {
+        /* The electors that did not lead first, so none of them takes over a
+         * key that a leader of this process releases; then the leaders. */
+        long e1 = 0;
+        stop_all(es, n, o->stop_threads, &e1, was, 0);
+        used = stop_all(es, n, o->stop_threads, &errors, was, 1);
+        errors += e1;
+    } else {
+        used = stop_all(es, n, o->stop_threads, &errors, NULL, 0);
+    }
+    int64_t stop_ms = mono_ms() - s0;
+    pthread_mutex_lock(&g_out);
+    if (o->step > 1 || o->peer) {
+        fputs("{\"stopping\":{", stdout);
+        int first = 1;
+        for (long i = 0; i < n; i++) {
+            if (was[i]) {
+                printf("%s\"%ld\":[%lld,%lld]", first ? "" : ",", gidx(o, i) / o->per_key,
+                       (long long)g_stop_t0[i], (long long)g_stop_t1[i]);
+                first = 0;
+            }
+        }
+        fputs("}}\n", stdout);
+    }
+    s0 = mono_ms();
+    for (long i = 0; i < n; i++)
+        s3lect_free_elector(es[i]);
+    int64_t free_ms = mono_ms() - s0;
+    printf("stopped count=%ld leaders=%ld stop_ms=%lld free_ms=%lld threads=%ld errors=%ld\n", n,
+           leaders, (long long)stop_ms, (long long)free_ms, used, errors);
+    fflush(stdout);
+    pthread_mutex_unlock(&g_out);
+    free(was);
+    return errors;
+}
+
+/* The next line of stdin into buf (without its newline): 0; -1 at EOF or an
+ * error; -2 when SIGTERM came first (sfd, a signalfd, is readable). No
+ * thread of its own, so the process has only the library's threads and
+ * this one. */
+static int next_line(char *buf, size_t cap, int sfd)
+{
+    static char in[4096];
+    static size_t have;
+    for (;;) {
+        char *nl = memchr(in, '\n', have);
+        if (nl) {
+            size_t n = (size_t)(nl - in);
+            size_t k = n < cap - 1 ? n : cap - 1;
+            memcpy(buf, in, k);
+            buf[k] = '\0';
+            memmove(in, nl + 1, have - n - 1);
+            have -= n + 1;
+            return 0;
+        }
+        if (have == sizeof in)
+            have = 0; /* a line too long to be a command: drop it */
+        struct pollfd pf[2] = {{0, POLLIN, 0}, {sfd, POLLIN, 0}};
+        if (poll(pf, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (pf[1].revents & POLLIN)
+            return -2;
+        if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t r = read(0, in + have, sizeof in - have);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                return -1;
+            have += (size_t)r;
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     opts o;
     parse(argc, argv, &o);
     setvbuf(stdout, NULL, _IOLBF, 0);
     long keys = (o.count + o.per_key - 1) / o.per_key;
+    if (o.step > 1)
+        keys = (gidx(&o, o.count - 1) / o.per_key) - (gidx(&o, 0) / o.per_key) + 1;
+
+    /* SIGTERM is read from a signalfd by the command loop; blocked before
+     * any other thread exists (the library blocks it in its own threads
+     * anyway). */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+    if (sfd < 0)
+        fail(0, "signalfd", S3LECT_EINVAL, strerror(errno));
 
     long rss0 = proc_status("VmRSS"), threads0 = proc_status("Threads");
     s3lect_elector **es = calloc((size_t)o.count, sizeof *es);
-    if (!es)
+    g_acquired_us = calloc((size_t)o.count, sizeof *g_acquired_us);
+    g_stop_t0 = calloc((size_t)o.count, sizeof *g_stop_t0);
+    g_stop_t1 = calloc((size_t)o.count, sizeof *g_stop_t1);
+    g_errors = calloc((size_t)o.count, sizeof *g_errors);
+    if (!es || !g_acquired_us || !g_stop_t0 || !g_stop_t1 || !g_errors)
         fail(0, "calloc", S3LECT_ENOMEM, "");
+    for (long k = 0; k < o.count; k++)
+        pthread_mutex_init(&g_errors[k].mu, NULL);
     int64_t t0 = mono_ms();
     for (long i = 0; i < o.count; i++)
         es[i] = make_elector(&o, i);
@@ -337,13 +709,16 @@ int main(int argc, char **argv)
         }
         sleep_ms(poll);
     }
+    pthread_mutex_lock(&g_out);
     printf("%s count=%ld keys=%ld per_key=%ld in_role=%ld leaders=%ld keys_led=%ld "
            "followers=%ld create_ms=%lld start_ms=%lld\n",
            r.in_role == o.count ? "ready" : "notready", o.count, keys, o.per_key, r.in_role,
            r.leaders, r.keys_led, r.followers, (long long)created_ms, (long long)(mono_ms() - t0));
+    pthread_mutex_unlock(&g_out);
 
     char line[128];
-    while (fgets(line, sizeof line, stdin)) {
+    int got;
+    while ((got = next_line(line, sizeof line, sfd)) == 0) {
         long long ms;
         if (sscanf(line, "measure %lld", &ms) == 1 && ms > 0) {
             double c0 = cpu_seconds();
@@ -354,29 +729,32 @@ int main(int argc, char **argv)
             long rss = proc_status("VmRSS"), hwm = proc_status("VmHWM");
             long threads = proc_status("Threads");
             r = count_roles(es, &o);
+            pthread_mutex_lock(&g_out);
             printf("{\"count\":%ld,\"keys\":%ld,\"per_key\":%ld,\"wall_ms\":%lld,\"cpu_s\":%.4f,"
                    "\"rss_kb\":%ld,\"hwm_kb\":%ld,\"rss0_kb\":%ld,\"threads\":%ld,"
                    "\"threads0\":%ld,\"leaders\":%ld,\"keys_led\":%ld,\"followers\":%ld,"
                    "\"in_role\":%ld,\"failing\":%ld}\n",
                    o.count, keys, o.per_key, (long long)wall, cpu, rss, hwm, rss0, threads,
                    threads0, r.leaders, r.keys_led, r.followers, r.in_role, r.failing);
+            pthread_mutex_unlock(&g_out);
+        } else if (strncmp(line, "roles", 5) == 0) {
+            pthread_mutex_lock(&g_out);
+            print_roles(es, &o);
+            pthread_mutex_unlock(&g_out);
+        } else if (sscanf(line, "errors %lld", &ms) == 1) {
+            pthread_mutex_lock(&g_out);
+            print_errors(&o, ms);
+            pthread_mutex_unlock(&g_out);
+        } else if (sscanf(line, "acquired %lld", &ms) == 1) {
+            pthread_mutex_lock(&g_out);
+            print_acquired(&o, ms);
+            pthread_mutex_unlock(&g_out);
         } else if (strncmp(line, "stop", 4) == 0) {
             break;
         }
     }
-    long leaders = 0;
-    for (long i = 0; i < o.count; i++)
-        leaders += s3lect_is_leader(es[i]);
-    long errors = 0;
-    int64_t s0 = mono_ms();
-    long used = stop_all(es, o.count, o.stop_threads, &errors);
-    int64_t stop_ms = mono_ms() - s0;
-    s0 = mono_ms();
-    for (long i = 0; i < o.count; i++)
-        s3lect_free_elector(es[i]);
-    int64_t free_ms = mono_ms() - s0;
-    free(es);
-    printf("stopped count=%ld leaders=%ld stop_ms=%lld free_ms=%lld threads=%ld errors=%ld\n",
-           o.count, leaders, (long long)stop_ms, (long long)free_ms, used, errors);
-    return 0;
+    /* "stop", EOF or SIGTERM (got == -2): the same stop. */
+    (void)got;
+    stop_and_report(es, &o);
+    _exit(0);
 }

@@ -8,7 +8,11 @@
  * - a batch POST naming both is not answered by renewals, is answered when
  *   a leader stops (its entry 404), and at its wait lists every entry;
  * - 1,000 peer-mode electors in one process under a 1,024-descriptor limit:
- *   one listening socket, a few threads, and a prompt stop.
+ *   one listening socket, a few threads, and a prompt stop;
+ * - while a stopping leader's release write is in flight, its endpoint still
+ *   answers as before (200, and a batch waits): a follower told "not the
+ *   leader" then would read the old record and poll again only a frequent
+ *   interval later.
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -366,10 +370,125 @@ static void t_thousand(void)
     setrlimit(RLIMIT_NOFILE, &old);
 }
 
+/* A one-key store in memory whose release writes (lastUpdated of the zero
+ * time) take RELEASE_MS. */
+#define RELEASE_MS 1500
+static struct {
+    pthread_mutex_t mu;
+    char body[4096];
+    long version;
+    int releases; /* release writes seen */
+} mem = {PTHREAD_MUTEX_INITIALIZER, "", 0, 0};
+
+static int mem_get(void *ud, const char *key, int64_t timeout_ms, s3lect_store_result *res)
+{
+    (void)ud, (void)key, (void)timeout_ms;
+    pthread_mutex_lock(&mem.mu);
+    int rc = S3LECT_STORE_NOT_FOUND;
+    if (mem.version) {
+        char etag[32];
+        snprintf(etag, sizeof etag, "\"v%ld\"", mem.version);
+        s3lect_store_result_set_body(res, mem.body, strlen(mem.body));
+        s3lect_store_result_set_etag(res, etag);
+        rc = S3LECT_STORE_OK;
+    }
+    pthread_mutex_unlock(&mem.mu);
+    return rc;
+}
+
+static int has_zero_time(const char *d, size_t len)
+{
+    static const char z[] = "0001-01-01";
+    for (size_t i = 0; i + sizeof z - 1 <= len; i++)
+        if (memcmp(d + i, z, sizeof z - 1) == 0)
+            return 1;
+    return 0;
+}
+
+static int mem_put(void *ud, const char *key, const void *data, size_t len, const char *if_match,
+                   int64_t timeout_ms, s3lect_store_result *res)
+{
+    (void)ud, (void)key, (void)timeout_ms;
+    if (has_zero_time(data, len)) {
+        __atomic_add_fetch(&mem.releases, 1, __ATOMIC_RELEASE);
+        t_sleep_ms(RELEASE_MS);
+    }
+    pthread_mutex_lock(&mem.mu);
+    char cur[32];
+    snprintf(cur, sizeof cur, "\"v%ld\"", mem.version);
+    int ok = len < sizeof mem.body &&
+             (if_match ? mem.version && strcmp(if_match, cur) == 0 : mem.version == 0);
+    if (ok) {
+        memcpy(mem.body, data, len);
+        mem.body[len] = '\0';
+        mem.version++;
+        snprintf(cur, sizeof cur, "\"v%ld\"", mem.version);
+        s3lect_store_result_set_etag(res, cur);
+    }
+    pthread_mutex_unlock(&mem.mu);
+    return ok ? S3LECT_STORE_OK : S3LECT_STORE_PRECONDITION;
+}
+
+static void *stop_thread(void *arg)
+{
+    s3lect_stop(arg);
+    return NULL;
+}
+
+static void t_release_in_flight(void)
+{
+    fprintf(stderr, "-- a leader's endpoint while its release write is in flight\n");
+    s3lect_config *c = peer_cfg("mem-key", "node-r");
+    CHECK(s3lect_config_set_custom_store(c, mem_get, mem_put, NULL, NULL) == 0, "custom store");
+    s3lect_elector *e = NULL;
+    CHECK(s3lect_new(c, &e) == 0, "new");
+    s3lect_config_free(c);
+    CHECK(s3lect_start(e) == 0 && s3lect_wait_for_leadership(e, 10000) == 0, "leads");
+    int port = s3lect_peer_port(e);
+    pthread_mutex_lock(&mem.mu);
+    cJSON *o = cJSON_Parse(mem.body);
+    pthread_mutex_unlock(&mem.mu);
+    const cJSON *inc = cJSON_GetObjectItemCaseSensitive(o, "incarnation");
+    const cJSON *term = cJSON_GetObjectItemCaseSensitive(o, "term");
+    CHECK(port > 0 && cJSON_IsString(inc) && cJSON_IsNumber(term), "record and port");
+    char target[300], body[8192];
+    snprintf(target, sizeof target, PATH "?incarnation=%s", inc->valuestring);
+    post_call pc = {.port = port};
+    snprintf(pc.payload, sizeof pc.payload,
+             "{\"wait\":8000,\"locks\":[{\"incarnation\":\"%s\",\"term\":%lld,"
+             "\"etag\":\"\"}]}",
+             inc->valuestring, (long long)term->valuedouble);
+
+    pthread_t st;
+    pthread_create(&st, NULL, stop_thread, e);
+    for (int i = 0; i < 100 && !__atomic_load_n(&mem.releases, __ATOMIC_ACQUIRE); i++)
+        t_sleep_ms(10);
+    CHECK(__atomic_load_n(&mem.releases, __ATOMIC_ACQUIRE) == 1, "the release write began");
+    int64_t r0 = t_now_ms();
+    int code = request(port, "GET", target, NULL, body, sizeof body, NULL);
+    CHECK(code == 200 && strstr(body, "\"node-r\""),
+          "during the release: 200 with the record, not 404 (%d %s)", code, body);
+    pthread_t th;
+    pthread_create(&th, NULL, post_thread, &pc);
+    pthread_join(th, NULL);
+    int64_t answered = t_now_ms() - r0;
+    CHECK(pc.status == 200 && strstr(pc.body, "\"status\":404"),
+          "the batch is answered 404 at the end (%d %s)", pc.status, pc.body);
+    CHECK(answered >= RELEASE_MS - 300, "not before the release is written (%lld ms of %d)",
+          (long long)answered, RELEASE_MS);
+    pthread_join(st, NULL);
+    pthread_mutex_lock(&mem.mu);
+    CHECK(strstr(mem.body, "0001-01-01") != NULL, "the released record is in the store");
+    pthread_mutex_unlock(&mem.mu);
+    cJSON_Delete(o);
+    s3lect_free_elector(e);
+}
+
 int main(void)
 {
     dir = t_tmpdir("peer-shared");
     t_two_locks();
+    t_release_in_flight();
     t_thousand();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
