@@ -1367,21 +1367,28 @@ static void free_listener(listener *l)
 
 /* Under g.mu: drops closed connections, stopped registrations whose time
  * is up, and listeners left without registrations (with their connections). */
+/* Takes r (already off l->regs) out of l's incarnation hash and off every
+ * connection that waits on it, and uncounts it. */
+static void forget_reg(listener *l, peer_server *r)
+{
+    for (peer_server **hp = &l->hash[inc_hash(r->inc)]; *hp; hp = &(*hp)->hnext)
+        if (*hp == r) {
+            *hp = r->hnext;
+            break;
+        }
+    for (conn *c = g.conns; c; c = c->next)
+        if (c->reg == r)
+            c->reg = NULL;
+    l->nregs--;
+}
+
 static void expire_tombs(listener *l, int64_t now)
 {
     for (peer_server **pp = &l->regs; *pp;) {
         peer_server *r = *pp;
         if (r->tomb && now >= r->tomb_until) {
             *pp = r->next;
-            for (peer_server **hp = &l->hash[inc_hash(r->inc)]; *hp; hp = &(*hp)->hnext)
-                if (*hp == r) {
-                    *hp = r->hnext;
-                    break;
-                }
-            for (conn *c = g.conns; c; c = c->next)
-                if (c->reg == r)
-                    c->reg = NULL;
-            l->nregs--;
+            forget_reg(l, r);
             free(r);
         } else {
             pp = &r->next;
@@ -1808,15 +1815,7 @@ static void remove_reg(peer_server *r)
             *pp = r->next;
             break;
         }
-    for (peer_server **hp = &l->hash[inc_hash(r->inc)]; *hp; hp = &(*hp)->hnext)
-        if (*hp == r) {
-            *hp = r->hnext;
-            break;
-        }
-    for (conn *c = g.conns; c; c = c->next)
-        if (c->reg == r)
-            c->reg = NULL;
-    l->nregs--;
+    forget_reg(l, r);
     if (!r->tomb) {
         l->nlive--;
         if (!r->src.state)
