@@ -20,6 +20,7 @@
 #include <openssl/ssl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -486,6 +487,14 @@ static void t_release_in_flight(void)
 
 int main(void)
 {
+    /* The locks on tmpfs where there is one: stopping 1,000 leaders writes
+     * 1,000 released records, each fsync'd by the file store, and a VM's
+     * disk made that 1.7 s one run and 16 s the next; the bound is about
+     * the peer endpoint's stop, not the disk. */
+    struct stat shm;
+    if (!getenv("TMPDIR") && stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode) &&
+        access("/dev/shm", W_OK) == 0)
+        setenv("TMPDIR", "/dev/shm", 1);
     dir = t_tmpdir("peer-shared");
     t_two_locks();
     t_release_in_flight();
