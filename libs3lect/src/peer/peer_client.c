@@ -920,7 +920,6 @@ static int finish(peer_client *c, CURLcode cc, int aborted, st_result *out)
                    addr, status, path);
     else
         cls = validate(resp, addr, c->expect_id, out);
-    out->peer_failure = peer_failure_kind(cls);
     inflight_clear(c);
     return cls;
 }
@@ -931,7 +930,6 @@ void *peer_client_begin(peer_client *c, const char *addr, const char *path, cons
     int rc = begin(c, addr, path, etag, wait_ms, timeout_ms, expect_id, out);
     if (rc < 0) {
         c->last_fail = -1 - rc;
-        out->peer_failure = peer_failure_kind(c->last_fail);
         return NULL;
     }
     return c->curl;

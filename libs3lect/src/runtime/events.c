@@ -109,9 +109,11 @@ void rt_flush_events(rt_runtime *rt, s3lect_elector *e, el_time now)
  * by class for the status, and reported through an ERROR event the first
  * time its class occurs, then at most once per PEER_FAIL_REPORT_MS with the
  * number left unreported in between. The follower has already fallen back
- * to S3 (the engine's on_peer). Takes mu. */
-void rt_note_peer_failure(s3lect_elector *e, int cls, const st_result *res)
+ * to S3 (the engine's on_peer, which res->peer_failure, set here, tells
+ * what kind of failure it was). Takes mu. */
+void rt_note_peer_failure(s3lect_elector *e, int cls, st_result *res)
 {
+    res->peer_failure = peer_failure_kind(cls);
     if (cls == PEER_FAIL_NONE)
         return;
     const char *why = res->message ? res->message : "the peer check failed";

@@ -64,6 +64,7 @@ int rt_peer_single(rt_runtime *rt, s3lect_elector *e, st_result *res)
     if (curl_multi_add_handle(rt->multi, h) != CURLM_OK) {
         peer_client_finish(e->pc, CURLE_FAILED_INIT, 0, res);
         e->peer_cls = peer_client_last_failure(e->pc);
+        rt_note_peer_failure(e, e->peer_cls, res);
         return 0;
     }
     e->easy = h;

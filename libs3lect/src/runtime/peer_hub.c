@@ -216,7 +216,6 @@ static void complete(rt_runtime *rt, s3lect_elector *e, int cls, st_result *res)
     e->hub_next = NULL;
     e->io = RT_IO_NONE;
     e->peer_cls = cls;
-    res->peer_failure = peer_failure_kind(cls); /* the engine's fallback (on_peer) */
     rt_note_peer_failure(e, cls, res);
     rt_run(rt, e, res);
 }

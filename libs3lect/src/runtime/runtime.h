@@ -146,7 +146,7 @@ int rt_heap_schedule(rt_runtime *rt, s3lect_elector *e, int64_t at);
 void rt_signal_evfd(s3lect_elector *e);
 void rt_drain_evfd(s3lect_elector *e);
 void rt_flush_events(rt_runtime *rt, s3lect_elector *e, el_time now);
-void rt_note_peer_failure(s3lect_elector *e, int cls, const st_result *res);
+void rt_note_peer_failure(s3lect_elector *e, int cls, st_result *res);
 void rt_deliver(s3lect_elector *e, el_event *ev);
 rt_qevent *rt_pop_event(s3lect_elector *e);
 void *rt_callback_main(void *arg);
