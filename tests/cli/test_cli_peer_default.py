@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -241,3 +243,47 @@ def test_endpoint_that_cannot_start(tmp_path, asked):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
         p.wait(timeout=10)
+
+
+SCRAPE_IN_NS = r"""
+import os, subprocess, sys, time, urllib.request
+argv, log = sys.argv[1:-1], sys.argv[-1]
+p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, "w"),
+                     start_new_session=True)
+try:
+    end = time.monotonic() + 15
+    while time.monotonic() < end and "metrics at" not in open(log).read():
+        time.sleep(0.1)
+    port = open(log).read().split("port=")[1].split()[0] if "port=" in open(log).read() else 0
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        sys.stdout.write(r.read().decode())
+finally:
+    os.killpg(p.pid, 9)
+    p.wait(timeout=10)
+"""
+
+
+def test_endpoint_that_cannot_start_with_metrics(tmp_path):
+    """The fallback replaces the elector: --metrics-listen, started before,
+    must serve the new one (its lock, its id), not the freed one."""
+    why = _netns_ok()
+    if why:
+        pytest.skip(why)
+    if not shutil.which("ip"):
+        pytest.skip("the ip command (iproute2) is missing: needed to bring up lo in the namespace")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))}
+    env.update(AWS_ACCESS_KEY_ID="AKIDTHROWAWAY", AWS_SECRET_ACCESS_KEY="throwaway-secret",
+               AWS_REGION="us-east-1")
+    log = tmp_path / "run.log"
+    script = tmp_path / "scrape.py"
+    script.write_text(SCRAPE_IN_NS)
+    run = [str(BIN), "run", "--lock", "s3://bucket/key", "--endpoint", "http://10.1.2.3:9000",
+           "--id", "n1", *TIMING, "--metrics-listen", "127.0.0.1:9464", "--", "sleep", "60"]  # the netns is ours
+    inner = f"ip link set lo up && exec {sys.executable} {script} " + " ".join(
+        f"'{a}'" for a in run + [str(log)])
+    r = subprocess.run(["unshare", "-rn", "sh", "-c", inner], capture_output=True, text=True,
+                       env=env, timeout=60)
+    text = log.read_text() if log.exists() else ""
+    assert r.returncode == 0, (r.stdout, r.stderr, text)
+    assert "running without peer mode" in text, text
+    assert 's3lect_leader{lock="s3://bucket/key",id="n1"} 0' in r.stdout, r.stdout[:2000]
