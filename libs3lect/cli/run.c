@@ -601,8 +601,11 @@ int cli_run(int argc, char **argv)
     }
     rc = start_elector(&r, cfg, peer_default, metrics);
     s3lect_config_free(cfg);
-    if (rc) {
+    if (rc) { /* start_elector said why, through the log writer: flush it */
+        close(sfd);
+        cli_metrics_stop(metrics);
         s3lect_free_elector(r.el);
+        logw_flush(300);
         return CLI_EXIT_ERROR;
     }
     char *shown = st_lock_display(o.lock);
