@@ -146,9 +146,21 @@ SOURCES = ["credential_process", "container", "instance_metadata", "sso", "web_i
            "assume_role"]
 
 
+@pytest.fixture
+def sighup_default():
+    """SIGHUP at its default for the nodes this test starts. A run started
+    under nohup (or any parent that ignores SIGHUP) passes the ignored
+    disposition down: s3lect run gives its command the dispositions it was
+    started with, so the command would rightly survive the forwarded SIGHUP
+    and s3lect run keep leading — not what this test is about."""
+    old = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, old)
+
+
 @pytest.mark.parametrize("kind", SOURCES)
 def test_sighup_and_sigterm_on_refreshed_credentials(kind, minio, moto, s3lect_bin, cenv,
-                                                     tmp_path, stack):
+                                                     tmp_path, stack, sighup_default):
     env, bucket = source_env(kind, minio, moto, cenv, tmp_path, stack)
     lock = f"s3://{bucket}/signals/{kind}-{secrets.token_hex(4)}.json"
     nodes = [Node(s3lect_bin, tmp_path, lock, f"n{i}", env, LONG) for i in range(3)]
