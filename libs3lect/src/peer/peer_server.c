@@ -606,8 +606,9 @@ struct listener;
 /* One elector's registration on a listener (peer.h: peer_server). */
 struct peer_server {
     struct listener *l;
-    struct peer_server *next, *hnext;
-    char inc[PEER_INC_MAX + 1]; /* "" when registered without one */
+    struct peer_server *next, *prev, *hnext;
+    struct peer_server *tnext, *tprev; /* the listener's stopped ones, oldest first */
+    char inc[PEER_INC_MAX + 1];        /* "" when registered without one */
     peer_source src;
     int port;
     int tomb; /* stopped: answers "not the leader" until tomb_until */
@@ -628,6 +629,7 @@ typedef struct listener {
     SSL_CTX *ctx;
     int lfd, port;
     peer_server *regs;
+    peer_server *thead, *ttail; /* stopped registrations, in the order they stopped */
     peer_server *hash[PEER_HASH];
     int nlive, nregs;
     int closing; /* no registration left: the server thread closes it */
@@ -661,7 +663,9 @@ typedef struct conn {
     int64_t wait_deadline;
     /* C_BATCH */
     peer_batch batch;
-    uint64_t *gens; /* per entry: the registration's gen at the last check */
+    uint64_t *gens;     /* per entry: the registration's gen at the last check */
+    peer_server **regs; /* per entry: its registration (NULL: none), as of regs_epoch */
+    uint64_t regs_epoch;
     int64_t gather_at;
     int64_t checked_at; /* full re-check */
 } conn;
@@ -679,6 +683,7 @@ static struct {
     uint64_t iter;
     int slow_sources; /* registrations without a state callback */
     int64_t accept_paused_until;
+    uint64_t reg_epoch; /* bumped whenever a registration is forgotten */
 } g = {.life = PTHREAD_MUTEX_INITIALIZER,
        .mu = PTHREAD_MUTEX_INITIALIZER,
        .cv = PTHREAD_COND_INITIALIZER,
@@ -865,6 +870,8 @@ static void batch_clear(conn *c)
     peer_batch_free(&c->batch);
     free(c->gens);
     c->gens = NULL;
+    free(c->regs);
+    c->regs = NULL;
     free(c->body);
     c->body = NULL;
 }
@@ -1073,9 +1080,16 @@ static void check_batch(conn *c, int64_t now, int full)
 {
     listener *l = c->l;
     int changed = c->gather_at != 0;
+    if (c->regs_epoch != g.reg_epoch) {
+        /* Resolved once per change of the registrations, not per check:
+         * thousands of entries are re-checked at every notification. */
+        for (size_t i = 0; i < c->batch.n; i++)
+            c->regs[i] = lookup(l, c->batch.e[i].incarnation);
+        c->regs_epoch = g.reg_epoch;
+    }
     for (size_t i = 0; i < c->batch.n && !changed; i++) {
         peer_batch_entry *e = &c->batch.e[i];
-        peer_server *r = lookup(l, e->incarnation);
+        peer_server *r = c->regs[i];
         if (!r || r->tomb) {
             changed = 1;
             break;
@@ -1113,7 +1127,9 @@ static void start_batch(conn *c, int64_t now)
         return;
     }
     c->gens = calloc(c->batch.n, sizeof *c->gens);
-    if (!c->gens) {
+    c->regs = calloc(c->batch.n, sizeof *c->regs);
+    c->regs_epoch = g.reg_epoch - 1; /* resolved at the first check */
+    if (!c->gens || !c->regs) {
         batch_clear(c);
         respond(c, 503, "{\"error\":\"temporarily unavailable\"}", 0, c->req.keep_alive, 0);
         return;
@@ -1430,20 +1446,44 @@ static void forget_reg(listener *l, peer_server *r)
     for (conn *c = g.conns; c; c = c->next)
         if (c->reg == r)
             c->reg = NULL;
+    g.reg_epoch++; /* batches resolve their entries again */
     l->nregs--;
 }
 
+/* Takes r off l->regs (and off the stopped ones). */
+static void unlink_reg(listener *l, peer_server *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else if (l->regs == r)
+        l->regs = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->next = r->prev = NULL;
+    if (r->tomb) {
+        if (r->tprev)
+            r->tprev->tnext = r->tnext;
+        else if (l->thead == r)
+            l->thead = r->tnext;
+        if (r->tnext)
+            r->tnext->tprev = r->tprev;
+        else if (l->ttail == r)
+            l->ttail = r->tprev;
+        r->tnext = r->tprev = NULL;
+    }
+}
+
+/* Drops the stopped registrations whose grace is over: the oldest first
+ * (one whose shorter grace ends before an older one's waits for it, answering
+ * "not the leader" a little longer, as it would after it). Without one due,
+ * this costs nothing however many registrations there are. */
 static void expire_tombs(listener *l, int64_t now)
 {
-    for (peer_server **pp = &l->regs; *pp;) {
-        peer_server *r = *pp;
-        if (r->tomb && now >= r->tomb_until) {
-            *pp = r->next;
-            forget_reg(l, r);
-            free(r);
-        } else {
-            pp = &r->next;
-        }
+    while (l->thead && now >= l->thead->tomb_until) {
+        peer_server *r = l->thead;
+        unlink_reg(l, r);
+        forget_reg(l, r);
+        free(r);
     }
     if (l->nregs == 0)
         l->closing = 1;
@@ -1572,9 +1612,8 @@ static void *server_main(void *arg)
         if (pending)
             next = min_deadline(next, now + recheck);
         for (listener *l = g.ls; l; l = l->next)
-            for (peer_server *r = l->regs; r; r = r->next)
-                if (r->tomb)
-                    next = min_deadline(next, r->tomb_until);
+            if (l->thead)
+                next = min_deadline(next, l->thead->tomb_until);
         g.iter++;
         pthread_cond_broadcast(&g.cv);
         pthread_mutex_unlock(&g.mu);
@@ -1826,6 +1865,9 @@ int peer_server_register(const struct s3lect_config *cfg, const peer_identity *i
     r->l = l;
     r->port = l->port;
     r->next = l->regs;
+    r->prev = NULL;
+    if (l->regs)
+        l->regs->prev = r;
     l->regs = r;
     uint32_t h = inc_hash(r->inc);
     r->hnext = l->hash[h];
@@ -1861,11 +1903,7 @@ int peer_server_port(const peer_server *s)
 static void remove_reg(peer_server *r)
 {
     listener *l = r->l;
-    for (peer_server **pp = &l->regs; *pp; pp = &(*pp)->next)
-        if (*pp == r) {
-            *pp = r->next;
-            break;
-        }
+    unlink_reg(l, r);
     forget_reg(l, r);
     if (!r->tomb) {
         l->nlive--;
@@ -1897,6 +1935,13 @@ void peer_server_stop_after(peer_server *s, int64_t grace_ms)
      * its owner may free), until the server thread drops it. */
     s->tomb = 1;
     s->tomb_until = u_mono_ms() + grace_ms;
+    s->tprev = s->l->ttail;
+    s->tnext = NULL;
+    if (s->l->ttail)
+        s->l->ttail->tnext = s;
+    else
+        s->l->thead = s;
+    s->l->ttail = s;
     s->l->nlive--;
     if (!s->src.state)
         g.slow_sources--;
