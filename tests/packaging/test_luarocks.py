@@ -6,10 +6,12 @@ of a release, packed and installed from the .src.rock alone into a fresh
 tree, builds the C core itself and elects (issue 29)."""
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 
@@ -173,3 +175,39 @@ def test_packed_source_rock_installs_into_a_fresh_tree_and_elects(tmp_path, mini
     assert "s3\telected and handed over" in r.stdout and "file\telected and handed over" \
         in r.stdout, r.stdout
     assert f"version\t{ver}" in r.stdout, r.stdout
+
+
+def test_lua_rockspec_keeps_what_exists_and_checks_its_arguments(tmp_path):
+    tool = str(ROOT / "scripts/lua-rockspec")
+    archive = tmp_path / "a/s3lect-9.8.7.tar.gz"
+
+    def run(*args):
+        return subprocess.run([tool, *args], capture_output=True, text=True, timeout=120)
+
+    r = run("--archive", str(archive), "--version", "9.8.7", "--out", str(tmp_path))
+    assert r.returncode == 2 and "--make-archive" in r.stderr, r.stderr  # no archive
+    assert run("--version", "1.0").returncode == 2  # --archive is required
+    r = run("--archive", str(archive), "--make-archive", "--version", "1.0-rc1")
+    assert r.returncode == 2 and "X.Y.Z" in r.stderr, r.stderr
+    r = run("--archive", str(archive), "--make-archive", "--version", "9.8.7",
+            "--url", "https://example.invalid/s3lect-9.8.7.tar.gz", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    spec = tmp_path / "s3lect-9.8.7-1.rockspec"
+    text = spec.read_text()
+    assert 'version = "9.8.7-1"' in text and 'dir = "s3lect-9.8.7"' in text
+    assert 'url = "https://example.invalid/s3lect-9.8.7.tar.gz"' in text
+    assert f'md5 = "{hashlib.md5(archive.read_bytes()).hexdigest()}"' in text
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert "s3lect-9.8.7/libs3lect/include/s3lect.h" in names
+    assert all(n == "s3lect-9.8.7" or n.startswith("s3lect-9.8.7/") for n in names)
+    assert not any("/build/" in n or n.startswith("s3lect-9.8.7/build") for n in names)
+    before = (spec.read_bytes(), archive.read_bytes())
+    # Neither file is overwritten.
+    r = run("--archive", str(archive), "--version", "9.8.7", "--out", str(tmp_path))
+    assert r.returncode == 1 and "exists; kept" in r.stderr, r.stderr
+    spec.rename(spec.with_suffix(".old"))
+    r = run("--archive", str(archive), "--make-archive", "--version", "9.8.7",
+            "--out", str(tmp_path))
+    assert r.returncode == 1 and "exists; kept" in r.stderr, r.stderr
+    assert (spec.with_suffix(".old").read_bytes(), archive.read_bytes()) == before
