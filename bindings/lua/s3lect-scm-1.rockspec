@@ -12,7 +12,9 @@ rockspec_format = "3.0"
 package = "s3lect"
 version = "scm-1"
 
--- Placeholder: set to the project's published repository. `luarocks make` ignores it.
+-- Placeholder: `luarocks make` ignores it. A released version's rockspec
+-- (scripts/lua-rockspec, run by .github/workflows/release.yml) names the
+-- source archive of its tag instead, with its MD5.
 source = {
   url = "git+https://github.com/s3lect/s3lect.git",
 }

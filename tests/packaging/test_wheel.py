@@ -21,7 +21,10 @@ from pathlib import Path
 import pytest
 
 WHEEL_DIR = Path(os.environ.get("S3LECT_WHEEL_DIR", "/nonexistent"))
-WHEELS = sorted(WHEEL_DIR.glob("s3lect-*-manylinux_*.whl"))
+# The newest wheel there (scripts/build-wheel deletes nothing in its OUT_DIR,
+# so wheels of earlier versions can sit beside it), and its auditwheel text.
+WHEELS = sorted(WHEEL_DIR.glob("s3lect-*-manylinux_*.whl"), key=lambda p: p.stat().st_mtime,
+                reverse=True)
 LIBDIR = Path("/usr/lib/x86_64-linux-gnu")
 HIDDEN = ("libcurl", "libcjson", "libssl", "libcrypto", "libpq")
 
@@ -31,7 +34,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_auditwheel_finds_only_glibc():
-    show = (WHEEL_DIR / "auditwheel-show.txt").read_text()
+    show = WHEELS[0].with_name(WHEELS[0].name[:-len(".whl")] + ".auditwheel-show.txt").read_text()
     m = re.search(r'consistent with\s+the following platform tag: "(manylinux_2_(\d+)_\w+)"',
                   show)
     assert m, show
