@@ -11,8 +11,9 @@
  * 2 s; infrequent_interval, and so the long-poll wait, 1 s unless
  * INFREQUENT_MS says otherwise).
  * Every 250 ms it prints one JSON line: how many it leads, the store reads
- * and peer checks (answered, not the leader, failed) of all of them, and
- * the established TCP connections this process opened (remote side not one
+ * and writes (and the writes refused: lost races), the peer checks
+ * (answered, not the leader, failed) of all of them, and the established TCP
+ * connections this process opened (remote side not one
  * of its own listening ports) -- the follower side of peer mode. SIGTERM or
  * SIGINT stops every elector (releasing what it leads) and exits 0; SIGUSR1
  * stops the first elector alone (the samples then leave it out).
@@ -176,10 +177,13 @@ int main(int argc, char **argv)
         for (int k = first; k < keys; k++)
             leading += s3lect_is_leader(e[k]);
         char *m = NULL;
-        unsigned long long gets = 0, answer = 0, notl = 0, failed = 0;
+        unsigned long long gets = 0, answer = 0, notl = 0, failed = 0, puts = 0, refused = 0;
         char classes[400] = "";
         if (s3lect_metrics_text(e + first, (size_t)(keys - first), &m) == 0 && m) {
             gets = sum_metric(m, "s3lect_store_requests_total{", "op=\"get\"");
+            puts = sum_metric(m, "s3lect_store_requests_total{", "op=\"put\"");
+            refused = sum_metric(m, "s3lect_store_requests_total{",
+                                 "op=\"put\",outcome=\"precondition\"");
             answer = sum_metric(m, "s3lect_peer_checks_total{", "result=\"answer\"");
             notl = sum_metric(m, "s3lect_peer_checks_total{", "result=\"not_leader\"");
             failed = sum_metric(m, "s3lect_peer_checks_total{", "result=\"failed\"");
@@ -197,10 +201,11 @@ int main(int argc, char **argv)
             }
         }
         s3lect_free(m);
-        printf("{\"t\":%lld,\"leading\":%d,\"gets\":%llu,\"answers\":%llu,\"notLeader\":%llu,"
-               "\"failed\":%llu,\"classes\":{%s},\"conns\":%d}\n",
-               (long long)(t_now_ms() - t0), leading, gets, answer, notl, failed, classes,
-               outgoing_conns());
+        printf("{\"t\":%lld,\"leading\":%d,\"gets\":%llu,\"puts\":%llu,\"refused\":%llu,"
+               "\"answers\":%llu,\"notLeader\":%llu,\"failed\":%llu,\"classes\":{%s},"
+               "\"conns\":%d}\n",
+               (long long)(t_now_ms() - t0), leading, gets, puts, refused, answer, notl, failed,
+               classes, outgoing_conns());
         fflush(stdout);
         t_sleep_ms(250);
     }

@@ -107,6 +107,15 @@ static void test_answers(void)
           "any order, unknown fields ignored (%s)", why);
     peer_batch_results_clear(ans, 3);
 
+    /* "yield" (one successor, docs/peer.md): true only where it says true. */
+    rc = parse("{\"locks\":[{\"incarnation\":\"" INC_C
+               "\",\"status\":404,\"yield\":true},{\"incarnation\":\"" INC_B
+               "\",\"status\":404,\"yield\":1}]}",
+               ans, why);
+    CHECK(rc == 0 && ans[2].yield == 1 && ans[1].yield == 0 && ans[1].status == 404,
+          "yield read from true only (%s): %d %d", why, ans[2].yield, ans[1].yield);
+    peer_batch_results_clear(ans, 3);
+
     /* Each of these must fail the whole batch: nothing of it counts. */
     static const struct {
         const char *answer, *why;

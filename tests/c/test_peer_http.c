@@ -79,6 +79,17 @@ static void test_query(void)
     CHECK(parse("GET /x?foo=%zz&bar&=&&wait=7 HTTP/1.1\r\n\r\n", &r) == 1 && r.wait_ms == 7,
           "unknown and empty parameters are ignored");
     CHECK(parse("GET /x? HTTP/1.1\r\n\r\n", &r) == 1 && r.wait_ms == 0, "empty query");
+    CHECK(parse("GET /x?process=0123456789abcdef0123456789ABCDEF HTTP/1.1\r\n\r\n", &r) == 1 &&
+              strcmp(r.process, "0123456789abcdef0123456789ABCDEF") == 0,
+          "process token: '%s'", r.process);
+    CHECK(parse("GET /x?process=0123 HTTP/1.1\r\n\r\n", &r) == 1 && !r.process[0],
+          "a short process token names none");
+    CHECK(parse("GET /x?process=0123456789abcdef0123456789abcdeg HTTP/1.1\r\n\r\n", &r) == 1 &&
+              !r.process[0],
+          "a process token that is not hex names none");
+    CHECK(parse("GET /x?process=0123456789abcdef0123456789abcdef0 HTTP/1.1\r\n\r\n", &r) == 1 &&
+              !r.process[0],
+          "a long process token names none");
     CHECK(parse("GET /health%2Fleadership HTTP/1.1\r\n\r\n", &r) == 1 &&
               strcmp(r.path, "/health/leadership") == 0,
           "path is percent-decoded: %s", r.path);
@@ -526,8 +537,9 @@ static void test_batch_parse(void)
     CHECK(peer_parse_batch("{}", PEER_MAX_BATCH_BODY + 1, &b) == -413, "over 1 MiB");
 
     /* The answer. */
-    peer_batch_item items[2] = {{"00ff", 200, "{\"leaderID\":\"n\",\"term\":3}"},
-                                {"ab", 404, NULL}};
+    peer_batch_item items[3] = {{"00ff", 200, "{\"leaderID\":\"n\",\"term\":3}", 0},
+                                {"ab", 404, NULL, 0},
+                                {"cd", 404, NULL, 1}};
     char *out = peer_batch_answer(items, 2);
     CHECK(out && strcmp(out, "{\"locks\":[{\"incarnation\":\"00ff\",\"status\":200,\"record\":"
                              "{\"leaderID\":\"n\",\"term\":3}},{\"incarnation\":\"ab\",\"status\":"
@@ -536,6 +548,11 @@ static void test_batch_parse(void)
     cJSON *parsed = out ? cJSON_Parse(out) : NULL;
     CHECK(parsed != NULL, "the answer is JSON");
     cJSON_Delete(parsed);
+    free(out);
+    out = peer_batch_answer(items + 2, 1);
+    CHECK(out && strcmp(out, "{\"locks\":[{\"incarnation\":\"cd\",\"status\":404,\"yield\":"
+                             "true}]}") == 0,
+          "answer with yield: %s", out ? out : "(null)");
     free(out);
     out = peer_batch_answer(items, 0);
     CHECK(out && strcmp(out, "{\"locks\":[]}") == 0, "empty answer: %s", out ? out : "(null)");
