@@ -970,7 +970,15 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
     if (r->peer_failure != ST_PEER_OK)
         peer_down(e, now.mono, r);
     e->stable = 0;
-    schedule(e, EL_K_GET, now.mono);
+    int64_t at = now.mono;
+    if (r->peer_failure == ST_PEER_OK && r->peer_yield) {
+        /* Another follower was named to take over first (docs/peer.md "One
+         * successor"): read a moment later, and most likely find it leading
+         * rather than race it to write the released record. */
+        int64_t y = e->p.frequent < EL_PEER_YIELD_MS ? e->p.frequent : EL_PEER_YIELD_MS;
+        at += u_jitter(&e->rng, y, 1.0 / 3);
+    }
+    schedule(e, EL_K_GET, at);
 }
 
 static void on_acquire(el_engine *e, el_time now, const st_result *r)

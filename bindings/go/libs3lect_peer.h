@@ -72,6 +72,13 @@ typedef struct peer_source {
 #define PEER_MAX_BATCH_BODY (1024 * 1024) /* body of a batch POST; larger → 413 */
 #define PEER_MAX_BATCH_LOCKS 4096         /* entries of a batch; more → 400 */
 #define PEER_BATCH_GATHER_MS 20           /* a batch gathers further changes this long */
+#define PEER_PROCESS_LEN 32               /* hex digits of a process token */
+
+/* This process's token (32 hex digits, random, made once): what its checks
+ * send as ?process=, so that the endpoint can tell its own process's
+ * followers from the others' (the successor of a release, docs/peer.md
+ * "One successor"). Never a secret: it only orders who takes over first. */
+const char *peer_process_token(void);
 
 typedef struct peer_request {
     char method[16];
@@ -79,6 +86,7 @@ typedef struct peer_request {
     char etag[160];                     /* ?etag= (URL-decoded), "" if absent */
     char incarnation[PEER_INC_MAX + 1]; /* ?incarnation= (hex), "" if absent */
     int64_t wait_ms;                    /* ?wait= capped at PEER_MAX_WAIT_MS, 0 if absent */
+    char process[PEER_PROCESS_LEN + 1]; /* ?process= (hex): the asking process, "" if absent */
     int keep_alive;                     /* HTTP/1.1 without "Connection: close" */
     size_t header_len;                  /* bytes consumed by request line + headers + CRLFCRLF */
     size_t content_length;
@@ -126,6 +134,7 @@ typedef struct peer_batch_item {
     const char *incarnation;
     int status;
     const char *record;
+    int yield; /* 404: "yield":true, another follower was told to take over first */
 } peer_batch_item;
 /* {"locks":[{"incarnation":..,"status":..,"record":{..}},..]} (allocated), NULL without memory. */
 char *peer_batch_answer(const peer_batch_item *items, size_t n);
@@ -279,6 +288,7 @@ typedef struct peer_batch_result {
     char *body;
     size_t body_len;
     char *etag;
+    int yield; /* 404 with "yield":true */
 } peer_batch_result;
 
 /* The request body {"wait":..,"locks":[..]} (allocated; *len its length), or

@@ -142,6 +142,7 @@ int peer_batch_read(const char *body, size_t len, const peer_batch_lock *ents, s
         }
         if (st->valuedouble == 404) {
             a->status = 404;
+            a->yield = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "yield"));
             answered++;
             continue;
         }

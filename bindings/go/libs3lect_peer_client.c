@@ -31,8 +31,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "libs3lect_config.h"
+#include "libs3lect_crypto.h"
 #include "libs3lect_http.h"
 #include "libs3lect_peer.h"
 #include "libs3lect_util.h"
@@ -832,6 +834,32 @@ static int target(peer_client *c, const char *addr, const char **path, int64_t *
     return PEER_FAIL_NONE;
 }
 
+static char process_token[PEER_PROCESS_LEN + 1];
+static pthread_once_t process_token_once = PTHREAD_ONCE_INIT;
+
+static void make_process_token(void)
+{
+    unsigned char rnd[PEER_PROCESS_LEN / 2];
+    if (cr_random(rnd, sizeof rnd) != 0) {
+        /* Not a secret (it orders successors): unique enough without one. */
+        uint64_t a = (uint64_t)u_mono_ms() * 2654435761u ^ (uint64_t)getpid();
+        for (size_t i = 0; i < sizeof rnd; i++)
+            rnd[i] = (unsigned char)(a >> (8 * (i % 8))) ^ (unsigned char)(i * 37);
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof rnd; i++) {
+        process_token[2 * i] = hex[rnd[i] >> 4];
+        process_token[2 * i + 1] = hex[rnd[i] & 15];
+    }
+    process_token[PEER_PROCESS_LEN] = '\0';
+}
+
+const char *peer_process_token(void)
+{
+    pthread_once(&process_token_once, make_process_token);
+    return process_token;
+}
+
 /* Prepares the check on c->curl. Returns PEER_FAIL_NONE with c->curl ready,
  * or -1 - class when it ended at once (out filled). */
 static int begin(peer_client *c, const char *addr, const char *path, const char *etag,
@@ -847,12 +875,14 @@ static int begin(peer_client *c, const char *addr, const char *path, const char 
     const char *isep = c->inc[0] ? "?incarnation=" : "", *inc = c->inc;
     if (c->where && wait_ms > 0 && etag && *etag) {
         char *eetag = curl_easy_escape(c->curl, etag, 0);
-        url = eetag ? u_asprintf("%s%s%s%swait=%lld&etag=%s", c->where, isep, inc,
-                                 inc[0] ? "&" : "?", (long long)wait_ms, eetag)
-                    : NULL;
+        url = eetag
+                  ? u_asprintf("%s%s%s%swait=%lld&etag=%s&process=%s", c->where, isep, inc,
+                               inc[0] ? "&" : "?", (long long)wait_ms, eetag, peer_process_token())
+                  : NULL;
         curl_free(eetag);
     } else if (c->where) {
-        url = u_asprintf("%s%s%s", c->where, isep, inc);
+        url = u_asprintf("%s%s%s%sprocess=%s", c->where, isep, inc, inc[0] ? "&" : "?",
+                         peer_process_token());
         wait_ms = 0;
     }
     c->addr = u_strdup(addr);
@@ -877,6 +907,16 @@ int peer_failure_kind(int cls)
         return ST_PEER_OK;
     return cls == PEER_FAIL_CONNECT || cls == PEER_FAIL_TIMEOUT ? ST_PEER_UNREACHABLE
                                                                 : ST_PEER_FAILED;
+}
+
+/* 1 when a "not the leader" answer carries "yield":true (another follower
+ * was named to take over first, docs/peer.md "One successor"). */
+static int says_yield(const char *body, size_t len)
+{
+    cJSON *o = cJSON_ParseWithLength(body, len);
+    int y = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "yield"));
+    cJSON_Delete(o);
+    return y;
 }
 
 static int finish(peer_client *c, CURLcode cc, int aborted, st_result *out)
@@ -914,12 +954,13 @@ static int finish(peer_client *c, CURLcode cc, int aborted, st_result *out)
     else if (cc != CURLE_OK)
         cls = transport_failure(c, cc, addr, c->wait_ms, c->timeout_ms, c->client_cert.data != NULL,
                                 out);
-    else if (status == 404 && resp->body && strstr(resp->body, "not the leader"))
+    else if (status == 404 && resp->body && strstr(resp->body, "not the leader")) {
         /* The endpoint's own answer that this node does not lead (now): how a
          * long poll learns of a release. Not a failure. */
         st_result_setf(out, ST_TRANSIENT,
                        "peer check of %s: the node there is not leading (HTTP 404)", c->where);
-    else if (status != 200)
+        out->peer_yield = says_yield(resp->body, resp->len);
+    } else if (status != 200)
         cls = fail(out, PEER_FAIL_HTTP_STATUS,
                    "leader %s answered HTTP %ld to GET %s; check peer_health_path (the same on "
                    "every node; default /health/leadership) and that its --addr is an s3lect "
@@ -990,7 +1031,14 @@ void *peer_client_begin_batch(peer_client *c, const char *addr, const char *path
         inflight_clear(c);
         return NULL;
     }
-    setup(c, c->where, wait_ms + timeout_ms, timeout_ms, &c->resp);
+    char *url = u_asprintf("%s?process=%s", c->where, peer_process_token());
+    if (!url) {
+        c->last_fail = fail(out, PEER_FAIL_OTHER, "peer check of leader %s: out of memory", addr);
+        inflight_clear(c);
+        return NULL;
+    }
+    setup(c, url, wait_ms + timeout_ms, timeout_ms, &c->resp);
+    free(url);
     /* Up to one record per entry. */
     size_t max = n < PEER_BATCH_MAX_ANSWER / PEER_MAX_RESPONSE ? (n ? n : 1) * PEER_MAX_RESPONSE
                                                                : PEER_BATCH_MAX_ANSWER;

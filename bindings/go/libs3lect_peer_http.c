@@ -152,6 +152,15 @@ static int parse_query(const char *q, size_t n, peer_request *req)
                 req->incarnation[0] = '\0';
                 return -400;
             }
+        } else if (kl >= 0 && strcmp(key, "process") == 0) {
+            /* Hex of the token's length only; anything else names no
+             * process (ignored: it only orders successors). */
+            long pl = pct_decode(val, vlen, 1, req->process, sizeof req->process);
+            int ok = pl == PEER_PROCESS_LEN;
+            for (long j = 0; ok && j < pl; j++)
+                ok = u_hexval((unsigned char)req->process[j]) >= 0;
+            if (!ok)
+                req->process[0] = '\0';
         } else if (kl >= 0 && strcmp(key, "etag") == 0) {
             /* An etag that does not fit cannot be ours: refuse it rather
              * than compare a truncated copy. */
@@ -517,7 +526,7 @@ char *peer_batch_answer(const peer_batch_item *items, size_t n)
 {
     size_t cap = 16;
     for (size_t i = 0; i < n; i++)
-        cap += 64 + strlen(items[i].incarnation) +
+        cap += 80 + strlen(items[i].incarnation) +
                (items[i].status == 200 && items[i].record ? strlen(items[i].record) : 0);
     char *out = malloc(cap);
     if (!out)
@@ -527,9 +536,10 @@ char *peer_batch_answer(const peer_batch_item *items, size_t n)
     for (size_t i = 0; i < n; i++) {
         const peer_batch_item *it = &items[i];
         int rec = it->status == 200 && it->record;
-        o += (size_t)snprintf(out + o, cap - o, "%s{\"incarnation\":\"%s\",\"status\":%d%s%s}",
+        o += (size_t)snprintf(out + o, cap - o, "%s{\"incarnation\":\"%s\",\"status\":%d%s%s%s}",
                               i ? "," : "", it->incarnation, it->status, rec ? ",\"record\":" : "",
-                              rec ? it->record : "");
+                              rec ? it->record : "",
+                              it->status == 404 && it->yield ? ",\"yield\":true" : "");
     }
     snprintf(out + o, cap - o, "]}");
     return out;

@@ -425,7 +425,7 @@ static void batch_send(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t
 
 /* Completes e's op with what the batch said of its lock (a copy). */
 static void answer_one(rt_runtime *rt, rt_hub_group *g, s3lect_elector *e, int rv, int cls,
-                       const st_result *fres, const peer_batch_result *a)
+                       const st_result *fres, const peer_batch_result *a, int yield)
 {
     st_result res = {0};
     e->hub_batch = NULL;
@@ -459,6 +459,7 @@ static void answer_one(rt_runtime *rt, rt_hub_group *g, s3lect_elector *e, int r
                        "peer check of https://%s%s: the node there is not leading (HTTP 404)",
                        g->addr, g->path);
         res.http_status = 404;
+        res.peer_yield = yield;
         complete(rt, e, PEER_FAIL_NONE, &res);
     } else {
         /* Not changed: asked again in the next batch, its deadline
@@ -500,13 +501,20 @@ int rt_hub_done(rt_runtime *rt, CURL *h, CURLcode cc)
     if (rv == PEER_BATCH_UNSUPPORTED)
         note_no_batching(rt, g->addr, u_mono_ms());
     static const peer_batch_result none = {0};
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        /* One successor (docs/peer.md): when the endpoint named this
+         * process's check of a released lock, one of its followers of that
+         * lock takes over at once and the others yield. */
+        const peer_batch_result *a = ans ? &ans[i] : &none;
+        int named = rv == PEER_BATCH_ANSWERED && a->status == 404 && !a->yield;
         while (who[i]) {
             s3lect_elector *e = who[i];
             who[i] = e->hub_next;
             e->hub_next = NULL;
-            answer_one(rt, g, e, rv, cls, &fres, ans ? &ans[i] : &none);
+            answer_one(rt, g, e, rv, cls, &fres, a, !named);
+            named = 0;
         }
+    }
     peer_batch_results_clear(ans, ans ? n : 0);
     free(ans);
     free(who);

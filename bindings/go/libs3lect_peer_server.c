@@ -620,6 +620,10 @@ struct peer_server {
     int tomb; /* stopped: answers "not the leader" until tomb_until */
     int64_t tomb_until;
     uint64_t gen; /* atomic: bumped by peer_server_notify */
+    /* The successor (server thread only): a "not the leader" answer at view
+     * version nom_ver has named one follower to take over first. */
+    int nom_set;
+    uint64_t nom_ver;
 };
 
 typedef struct listener {
@@ -648,6 +652,7 @@ typedef struct conn {
     int64_t deadline; /* of the current state */
     int64_t accepted_ms, idle_since, head_started;
     int first; /* no request answered yet */
+    int local; /* the request came from this process (its ?process= token) */
     peer_request req;
     size_t len; /* bytes in buf */
     char buf[PEER_MAX_HEADER];
@@ -874,6 +879,43 @@ static void batch_clear(conn *c)
 /* ---- answering ---------------------------------------------------------------- */
 
 static const char NOT_LEADER[] = "{\"error\":\"this node is not the leader\"}";
+static const char NOT_LEADER_YIELD[] = "{\"error\":\"this node is not the leader\",\"yield\":true}";
+
+/* 1 when x is a pending long poll or batch on r. */
+static int waits_on(const conn *x, const peer_server *r)
+{
+    if (x->state == C_GET)
+        return x->reg == r;
+    if (x->state == C_BATCH)
+        for (size_t i = 0; i < x->batch.n; i++)
+            if (strcmp(x->batch.e[i].incarnation, r->inc) == 0)
+                return 1;
+    return 0;
+}
+
+/* One successor (docs/peer.md): whether c's "not the leader" answer about r
+ * (at view version ver) tells its follower to yield. The first s3lect
+ * follower told of a version of r that does not lead takes over at once; the
+ * others are told to yield: they read the store a moment later, and find the
+ * new leader there rather than all racing to write the released record.
+ * Followers of this process's own electors yield while one of another
+ * process waits (this process may be stopping them all: SIGTERM). Only
+ * ordering: every write stays conditional, and a successor that does not
+ * take over leaves the lock to the others' next read. */
+static int answer_yields(conn *c, peer_server *r, uint64_t ver)
+{
+    if (!r || !c->req.process[0])
+        return 0; /* a health probe, an older s3lect: neither named nor told */
+    if (r->nom_set && (r->tomb || r->nom_ver == ver))
+        return 1;
+    if (c->local)
+        for (conn *x = g.conns; x; x = x->next)
+            if (x != c && !x->local && x->req.process[0] && waits_on(x, r))
+                return 1;
+    r->nom_set = 1;
+    r->nom_ver = ver;
+    return 0;
+}
 static const char SEVERAL[] =
     "{\"error\":\"this endpoint serves several locks: name one with ?incarnation=\"}";
 
@@ -887,11 +929,15 @@ static void answer_get(conn *c, peer_server *r)
     int rc = r ? reg_view(r, &v) : (memset(&v, 0, sizeof v), 0);
     if (rc == 0 && r)
         rc = peer_answer_view(&v, &status, &body);
+    uint64_t ver = v.version;
     peer_view_clear(&v);
     if (rc != 0)
         respond(c, 503, "{\"error\":\"temporarily unavailable\"}", head, c->req.keep_alive, 0);
+    else if (body)
+        respond(c, status, body, head, c->req.keep_alive, 0);
     else
-        respond(c, status, body ? body : NOT_LEADER, head, c->req.keep_alive, 0);
+        respond(c, status, answer_yields(c, r, ver) ? NOT_LEADER_YIELD : NOT_LEADER, head,
+                c->req.keep_alive, 0);
     free(body);
 }
 
@@ -998,16 +1044,20 @@ static void answer_batch(conn *c, int changed_only)
         peer_server *r = lookup(l, e->incarnation);
         peer_view v;
         int status = 404;
+        uint64_t ver = 0;
         if (r && !r->tomb && reg_view(r, &v) == 0 && v.leading && v.body) {
             status = 200;
             bodies[k] = v.body;
             v.body = NULL;
         }
-        if (r && !r->tomb)
+        if (r && !r->tomb) {
+            ver = v.version;
             peer_view_clear(&v);
+        }
         items[k].incarnation = e->incarnation;
         items[k].status = status;
         items[k].record = bodies[k];
+        items[k].yield = status == 404 && answer_yields(c, r, ver);
         k++;
     }
     char *out = peer_batch_answer(items, k);
@@ -1097,6 +1147,7 @@ static void dispatch(conn *c, int64_t now)
         free(body);
         return;
     }
+    c->local = c->req.process[0] && strcmp(c->req.process, peer_process_token()) == 0;
     if (strcmp(c->req.method, "POST") == 0)
         start_batch(c, now);
     else

@@ -53,6 +53,10 @@ typedef struct st_result {
      * no failure of the leader's endpoint (success, a 404 "not leading", a
      * check cut short by a stop). */
     int peer_failure;
+    /* A peer check's "not the leader" answer told this follower to yield:
+     * another follower was named to take the lock over first (docs/peer.md
+     * "One successor"). */
+    int peer_yield;
 } st_result;
 
 enum {
