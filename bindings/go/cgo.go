@@ -2,18 +2,13 @@
 
 package s3lect
 
-// The C library is found with pkg-config. To build against a build tree
-// without installing it, point PKG_CONFIG_PATH at its uninstalled .pc file:
-//
-//	PKG_CONFIG_PATH=/path/to/build/libs3lect/uninstalled go test ./...
-//
-// That .pc file also sets an rpath, so the test binaries find libs3lect.so
-// at run time without LD_LIBRARY_PATH.
+// The C library: by default the package compiles it from the bundled copy of
+// libs3lect's sources (libs3lect_bundle.go); with the build tag s3lect_system
+// it links an installed one (cgo_system.go).
 
 /*
-#cgo pkg-config: s3lect
 #include <stdlib.h>
-#include <s3lect.h>
+#include "s3lect_go.h"
 */
 import "C"
 

@@ -11,4 +11,4 @@ package s3lect
 // with one error that says what to do, instead of errors about identifiers
 // declared in the cgo files.
 
-var _ int = "s3lect requires cgo: build with CGO_ENABLED=1 and a C compiler for the target (CC=...), with libs3lect found through pkg-config (see bindings/go/README.md)"
+var _ int = "s3lect requires cgo: build with CGO_ENABLED=1 and a C compiler for the target (CC=...), and the -dev packages of libcurl, OpenSSL and cJSON (see bindings/go/README.md)"

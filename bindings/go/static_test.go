@@ -12,7 +12,8 @@ import (
 	"testing"
 )
 
-// A program built against the build tree links libs3lect statically (the
+// A program built with the bundled sources has libs3lect inside it, and so
+// does one built with the tag s3lect_system against the build tree (the
 // uninstalled s3lect.pc names libs3lect.a): it needs no libs3lect.so and no
 // rpath into the build tree, so moving or deleting the build tree cannot
 // break it ("libs3lect.so.0: cannot open shared object file").
@@ -22,7 +23,11 @@ func TestProgramsNeedNoLibs3lectSo(t *testing.T) {
 		t.Skip("ldd is not available to inspect the program's dependencies")
 	}
 	bin := filepath.Join(t.TempDir(), "migrate")
-	build := exec.Command("go", "build", "-o", bin, "./examples/migrate")
+	args := []string{"build", "-o", bin}
+	if linkedSystem {
+		args = append(args, "-tags", "s3lect_system")
+	}
+	build := exec.Command("go", append(args, "./examples/migrate")...)
 	build.Env = os.Environ()
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -4,7 +4,7 @@ package s3lect
 
 /*
 #include <stdlib.h>
-#include <s3lect.h>
+#include "s3lect_go.h"
 */
 import "C"
 

@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include <s3lect.h>
+#include "s3lect_go.h"
 
 /* Registers the Go event dispatcher for one event type; h is a cgo.Handle. */
 int gos3lect_set_callback(s3lect_elector *e, s3lect_event_kind type, uintptr_t h);

@@ -3,7 +3,7 @@
 package s3lect
 
 /*
-#include <s3lect.h>
+#include "s3lect_go.h"
 */
 import "C"
 

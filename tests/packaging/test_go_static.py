@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A fully static Go binary (issue 19): the Go binding's migration example
-built with cgo against the self-contained build (libs3lect, libcurl,
-BoringSSL and cJSON as static archives) and `-extldflags -static`, so it runs
+built with cgo and the build tag s3lect_system against the self-contained
+build (libs3lect, libcurl, BoringSSL and cJSON as static archives) and `-extldflags -static`, so it runs
 with no libs3lect, libcurl or OpenSSL installed: two copies elect a leader
 on a lock directory and hand over on SIGTERM.
 
@@ -54,7 +54,11 @@ def test_static_go_binary_runs_an_election(tmp_path):
                CGO_LDFLAGS="-lpthread")
     env.pop("PKG_CONFIG_PATH", None)
     # -a: the build cache must not hand back objects linked for the system build.
-    r = subprocess.run([GO, "build", "-a", "-ldflags", "-linkmode external -extldflags -static",
+    # -tags s3lect_system: libs3lect from the self-contained build's archives
+    # (pkg-config s3lect), not the package's bundled C sources, which link
+    # the system's OpenSSL rather than the self-contained BoringSSL.
+    r = subprocess.run([GO, "build", "-a", "-tags", "s3lect_system",
+                        "-ldflags", "-linkmode external -extldflags -static",
                         "-o", str(exe), "./examples/migrate"], cwd=ROOT / "bindings/go",
                        env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-4000:]
