@@ -973,10 +973,11 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
     int64_t at = now.mono;
     if (r->peer_failure == ST_PEER_OK && r->peer_yield) {
         /* Another follower was named to take over first (docs/peer.md "One
-         * successor"): read a moment later, and most likely find it leading
+         * successor"): read a frequent interval later (jittered by a third,
+         * so that the yielders of many released locks do not read together
+         * while the successors write), and most likely find it leading
          * rather than race it to write the released record. */
-        int64_t y = e->p.frequent < EL_PEER_YIELD_MS ? e->p.frequent : EL_PEER_YIELD_MS;
-        at += u_jitter(&e->rng, y, 1.0 / 3);
+        at += u_jitter(&e->rng, e->p.frequent, 1.0 / 3);
     }
     schedule(e, EL_K_GET, at);
 }

@@ -44,9 +44,6 @@ typedef struct el_params {
 /* A leader whose peer endpoint failed is followed through the store, and
  * its endpoint tried again after this long, doubling up to the max. */
 #define EL_PEER_RETRY_MS (5 * 60 * 1000)
-/* A follower told to yield to another's takeover reads the store about this
- * long later (at most frequent_interval; jittered by a third). */
-#define EL_PEER_YIELD_MS 1500
 #define EL_PEER_RETRY_MAX_MS (60 * 60 * 1000)
 
 typedef struct el_time {

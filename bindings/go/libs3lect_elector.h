@@ -137,6 +137,9 @@ struct s3lect_elector {
 
 int rt_start(s3lect_elector *e);
 int rt_stop(s3lect_elector *e, int release);
+/* Stops es[0..n) together (s3lect_stop_many): the first error, after
+ * stopping every other one. */
+int rt_stop_many(s3lect_elector *const *es, size_t n, int release);
 int rt_dispatch(s3lect_elector *e, int64_t timeout_ms);
 /* Called by free: the elector leaves the runtime (the last one shuts it down). */
 void rt_release(s3lect_elector *e);

@@ -539,6 +539,19 @@ S3LECT_API int s3lect_stop(s3lect_elector *e);
  */
 S3LECT_API int s3lect_stop_no_release(s3lect_elector *e);
 /**
+ * Stops every elector of electors[0..n) together, as s3lect_stop does each:
+ * all of them are asked to stop at once, so their store requests in flight
+ * end and their release writes go out together (up to max_connections at a
+ * time through the shared pool), instead of one after the other. For a
+ * process that runs many electors (shards): stopping N leaders then takes
+ * about as long as the slowest release, not N of them. Returns 0, or the
+ * first error (S3LECT_EINVAL for a NULL entry, S3LECT_EBUSY for one stopped
+ * from its own callback or a custom store function) after stopping every
+ * other one. The same elector twice is fine.
+ * Contract: as s3lect_stop, for each.
+ */
+S3LECT_API int s3lect_stop_many(s3lect_elector *const *electors, size_t n);
+/**
  * Stops if needed and frees. EBUSY (and nothing freed) from a callback. NULL is fine.
  * Contract: as s3lect_stop; afterwards e is gone (callbacks' userdata_free
  *   have run on the calling thread).

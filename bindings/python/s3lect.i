@@ -408,6 +408,8 @@ static size_t s3py_leader_id_fn(const void *h, char *b, size_t n)
 %newobject s3lect_py_config_get_str;
 
 /* Replaced by the helpers below or only meaningful inside C callbacks. */
+/* s3lect_stop_many takes a C array of handles: Python stops each (Elector.stop). */
+%ignore s3lect_stop_many;
 %ignore s3lect_errmsg;
 %ignore s3lect_config_errmsg;
 %ignore s3lect_leader_id;

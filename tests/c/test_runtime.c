@@ -196,6 +196,7 @@ typedef struct firstcall {
     char body[2048];
     size_t len;
     int ctr;
+    int slow_put_ms; /* atomic: each write takes this long (t_stop_many) */
 } firstcall;
 
 static int fc_get(void *ud, const char *key, int64_t timeout, s3lect_store_result *res)
@@ -224,6 +225,9 @@ static int fc_put(void *ud, const char *key, const void *data, size_t len, const
     (void)key;
     (void)timeout;
     firstcall *f = ud;
+    int slow = __atomic_load_n(&f->slow_put_ms, __ATOMIC_ACQUIRE);
+    if (slow > 0)
+        t_sleep_ms(slow);
     pthread_mutex_lock(&f->mu);
     if (!f->first)
         f->first = t_now_ms();
@@ -585,6 +589,63 @@ static void t_store_function_guards(void)
     pthread_mutex_destroy(&g.fc.mu);
 }
 
+/* ---- s3lect_stop_many: the releases of many leaders go out together ---- */
+
+#define STOPMANY_N 12
+#define STOPMANY_PUT_MS 400
+
+static void t_stop_many(void)
+{
+    fprintf(stderr, "-- s3lect_stop_many: %d leaders whose writes take %d ms each\n", STOPMANY_N,
+            STOPMANY_PUT_MS);
+    firstcall *f = calloc(STOPMANY_N, sizeof *f);
+    s3lect_elector *e[STOPMANY_N + 2];
+    char id[32];
+    for (int i = 0; i < STOPMANY_N; i++) {
+        pthread_mutex_init(&f[i].mu, NULL);
+        snprintf(id, sizeof id, "m%d", i);
+        e[i] = custom_elector(&f[i], id);
+        CHECK(e[i] && s3lect_start(e[i]) == 0, "start %d", i);
+    }
+    int64_t end = t_now_ms() + 10000;
+    int leading = 0;
+    while (t_now_ms() < end && leading < STOPMANY_N) {
+        leading = 0;
+        for (int i = 0; i < STOPMANY_N; i++)
+            leading += s3lect_is_leader(e[i]);
+        t_sleep_ms(20);
+    }
+    CHECK(leading == STOPMANY_N, "every elector leads its own lock (%d)", leading);
+    for (int i = 0; i < STOPMANY_N; i++)
+        __atomic_store_n(&f[i].slow_put_ms, STOPMANY_PUT_MS, __ATOMIC_RELEASE);
+    e[STOPMANY_N] = e[0]; /* twice: fine */
+    e[STOPMANY_N + 1] = NULL;
+    int64_t t0 = t_now_ms();
+    int rc = s3lect_stop_many(e, STOPMANY_N + 2);
+    int64_t took = t_now_ms() - t0;
+    CHECK(rc == S3LECT_EINVAL, "a NULL entry: EINVAL (%d), after stopping the others", rc);
+    /* One after the other: at least STOPMANY_N writes of STOPMANY_PUT_MS
+     * (a renewal in flight may add one). */
+    CHECK(took < STOPMANY_N * STOPMANY_PUT_MS / 3, "stopped together in %lld ms (one by one: %d)",
+          (long long)took, STOPMANY_N * STOPMANY_PUT_MS);
+    int released = 0;
+    for (int i = 0; i < STOPMANY_N; i++) {
+        CHECK(!s3lect_is_leader(e[i]), "elector %d no longer leads", i);
+        pthread_mutex_lock(&f[i].mu);
+        released += f[i].len > 0 && memmem(f[i].body, f[i].len, "\"leaderID\":\"\"", 13) != NULL;
+        pthread_mutex_unlock(&f[i].mu);
+    }
+    CHECK(released == STOPMANY_N, "every lock's record released (%d of %d)", released, STOPMANY_N);
+    CHECK(s3lect_stop_many(NULL, 0) == 0, "nothing to stop");
+    CHECK(s3lect_stop_many(NULL, 3) == S3LECT_EINVAL, "NULL with n > 0: EINVAL");
+    CHECK(s3lect_stop_many(e, STOPMANY_N) == 0, "stopped ones again: 0");
+    for (int i = 0; i < STOPMANY_N; i++) {
+        s3lect_free_elector(e[i]);
+        pthread_mutex_destroy(&f[i].mu);
+    }
+    free(f);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -595,5 +656,6 @@ int main(int argc, char **argv)
     t_callbacks();
     t_spread_first_requests();
     t_many_electors();
+    t_stop_many();
     return t_done("runtime");
 }

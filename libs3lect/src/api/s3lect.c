@@ -308,6 +308,13 @@ int s3lect_stop_no_release(s3lect_elector *e)
     return e ? rt_stop(e, 0) : S3LECT_EINVAL;
 }
 
+int s3lect_stop_many(s3lect_elector *const *electors, size_t n)
+{
+    if (!electors && n)
+        return S3LECT_EINVAL;
+    return rt_stop_many(electors, n, 1);
+}
+
 int s3lect_free_elector(s3lect_elector *e)
 {
     if (!e)

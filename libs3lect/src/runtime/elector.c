@@ -88,8 +88,12 @@ int rt_start(s3lect_elector *e)
     return 0;
 }
 
-int rt_stop(s3lect_elector *e, int release)
+/* The first half of a stop: asks the loop to stop e. *own: this call owns
+ * the stop and stop_finish must complete it; otherwise stop_finish waits for
+ * whoever does (another thread, or nothing: never started, already stopped). */
+static int stop_begin(s3lect_elector *e, int release, int *own)
 {
+    *own = 0;
     if (rt_in_callback(e))
         return rt_fail(e, S3LECT_EBUSY,
                        "s3lect_stop called from this elector's own callback: it would deadlock; "
@@ -102,19 +106,26 @@ int rt_stop(s3lect_elector *e, int release)
     if (!e->started || e->stopped) {
         e->stopped = 1;
         pthread_cond_broadcast(&e->state_cv);
-        pthread_mutex_unlock(&e->mu);
-        return 0;
+    } else if (!e->joining) {
+        e->joining = 1;
+        e->stop_req = 1;
+        e->stop_release = release && e->cfg->release_on_stop;
+        rt_kick_locked(e);
+        *own = 1;
     }
-    if (e->joining) { /* another thread is stopping it: wait for that */
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+static void stop_finish(s3lect_elector *e, int own)
+{
+    pthread_mutex_lock(&e->mu);
+    if (!own) { /* another thread is stopping it: wait for that */
         while (!e->stopped)
             pthread_cond_wait(&e->state_cv, &e->mu);
         pthread_mutex_unlock(&e->mu);
-        return 0;
+        return;
     }
-    e->joining = 1;
-    e->stop_req = 1;
-    e->stop_release = release && e->cfg->release_on_stop;
-    rt_kick_locked(e);
     while (!e->done)
         pthread_cond_wait(&e->state_cv, &e->mu);
     /* Pending events are delivered before stop returns (poll mode: they
@@ -142,7 +153,46 @@ int rt_stop(s3lect_elector *e, int release)
      * answering "not the leader" without this elector (stop does not wait
      * for it: stopping many electors takes no longer than one). */
     peer_server_stop_after(ps, linger ? grace : 0);
+}
+
+int rt_stop(s3lect_elector *e, int release)
+{
+    int own = 0;
+    int rc = stop_begin(e, release, &own);
+    if (rc)
+        return rc;
+    stop_finish(e, own);
     return 0;
+}
+
+int rt_stop_many(s3lect_elector *const *es, size_t n, int release)
+{
+    /* All asked first, then all waited for: their requests in flight end
+     * and their release writes go out together, through the shared pool. */
+    int *own = calloc(n ? n : 1, sizeof *own);
+    int rc = 0;
+    if (!own) { /* out of memory: one after the other, still every one */
+        for (size_t i = 0; i < n; i++) {
+            int r = es[i] ? rt_stop(es[i], release) : S3LECT_EINVAL;
+            if (r && !rc)
+                rc = r;
+        }
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        own[i] = -1;
+        int r = es[i] ? stop_begin(es[i], release, &own[i]) : S3LECT_EINVAL;
+        if (r) {
+            own[i] = -1; /* not stopped by this call (its error says why) */
+            if (!rc)
+                rc = r;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (own[i] >= 0)
+            stop_finish(es[i], own[i]);
+    free(own);
+    return rc;
 }
 
 int rt_dispatch(s3lect_elector *e, int64_t timeout_ms)
