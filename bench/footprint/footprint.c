@@ -15,7 +15,9 @@
  *                                        started (the process then exits 1)
  *   stdin  "measure MS"   measure for MS milliseconds, print one JSON line
  *   stdin  "stop" or EOF  stop every elector from up to --stop-threads threads
- *                         (each calls s3lect_stop on a slice), then free them;
+ *                         (each calls s3lect_stop on a slice; with --stop-many 1
+ *                         one s3lect_stop_many call, where the library has
+ *                         it), then free them;
  *                         print "stopped ...", exit 0
  *
  * Peer mode over several processes (bench/lib/footprint.py "peer"): with
@@ -66,6 +68,11 @@
 
 #include <s3lect.h>
 
+/* New in 0.10's ABI; weak, so that this links against an older libs3lect.a
+ * (bench/run --baseline), which then stops from threads. */
+int s3lect_stop_many(s3lect_elector *const *electors, size_t n);
+#pragma weak s3lect_stop_many
+
 #define MAX_STOP_THREADS 64
 
 typedef struct opts {
@@ -75,6 +82,7 @@ typedef struct opts {
     long first, step, total; /* step > 1: one of `step` processes (see above) */
     int peer;
     int followers_first; /* --stop-order followers-first: non-leaders, then leaders */
+    int stop_many;       /* --stop-many: one s3lect_stop_many call (when the library has it) */
     int64_t lease, renew, deadline, frequent, infrequent;
     int64_t ready_timeout;
 } opts;
@@ -132,7 +140,7 @@ static void usage(void)
     fputs("usage: footprint --lock-prefix PREFIX --count K [--per-key N]\n"
           "         [--endpoint URL] [--lease MS] [--renew MS] [--deadline MS]\n"
           "         [--frequent MS] [--infrequent MS] [--ready-timeout MS]\n"
-          "         [--stop-threads T] [--stop-order mixed|followers-first]\n"
+          "         [--stop-threads T] [--stop-order mixed|followers-first] [--stop-many 1]\n"
           "         [--peer 1] [--first F --step S --total T]\n"
           "PREFIX is a lock URL without the key: file:///tmp/dir or s3://bucket/dir;\n"
           "elector i uses PREFIX/kG.json with G = i / N (N defaults to 1: every\n"
@@ -188,6 +196,8 @@ static void parse(int argc, char **argv, opts *o)
                 o->followers_first = 1;
             else if (strcmp(v, "mixed") != 0)
                 usage();
+        } else if (strcmp(k, "--stop-many") == 0) {
+            o->stop_many = parse_long(v) != 0;
         } else if (strcmp(k, "--peer") == 0)
             o->peer = parse_long(v) != 0;
         else if (strcmp(k, "--first") == 0)
@@ -567,6 +577,26 @@ static long stop_all(s3lect_elector **es, long n, long threads, long *errors, co
     return started ? started : -1;
 }
 
+/* Stops the electors (those with was[i] == want, or all) with one
+ * s3lect_stop_many call; their stop times are the call's. */
+static void stop_many(s3lect_elector **es, long n, long *errors, const char *was, char want)
+{
+    s3lect_elector **sel = malloc((size_t)(n ? n : 1) * sizeof *sel);
+    long k = 0;
+    for (long i = 0; sel && i < n; i++)
+        if (!was || was[i] == want)
+            sel[k++] = es[i];
+    int64_t t0 = mono_us();
+    *errors = sel ? s3lect_stop_many(sel, (size_t)k) != S3LECT_OK : 1;
+    int64_t t1 = mono_us();
+    for (long i = 0; i < n; i++)
+        if (!was || was[i] == want) {
+            g_stop_t0[i] = t0;
+            g_stop_t1[i] = t1;
+        }
+    free(sel);
+}
+
 static pthread_mutex_t g_out = PTHREAD_MUTEX_INITIALIZER; /* one stdout line at a time */
 
 /* Stops every elector, prints "stopped ..." (with --step > 1 or --peer first
@@ -583,11 +613,25 @@ static long stop_and_report(s3lect_elector **es, const opts *o)
     long errors = 0;
     int64_t s0 = mono_ms();
     long used;
-    if (o->followers_first) {
+    int64_t followers_ms = -1; /* followers-first: when the followers were stopped */
+    int many = o->stop_many && s3lect_stop_many;
+    if (many) {
+        long e1 = 0;
+        if (o->followers_first) {
+            stop_many(es, n, &e1, was, 0);
+            followers_ms = mono_ms() - s0;
+            stop_many(es, n, &errors, was, 1);
+        } else {
+            stop_many(es, n, &errors, NULL, 0);
+        }
+        errors += e1;
+        used = 1;
+    } else if (o->followers_first) {
         /* The electors that did not lead first, so none of them takes over a
          * key that a leader of this process releases; then the leaders. */
         long e1 = 0;
         stop_all(es, n, o->stop_threads, &e1, was, 0);
+        followers_ms = mono_ms() - s0;
         used = stop_all(es, n, o->stop_threads, &errors, was, 1);
         errors += e1;
     } else {
@@ -611,8 +655,10 @@ static long stop_and_report(s3lect_elector **es, const opts *o)
     for (long i = 0; i < n; i++)
         s3lect_free_elector(es[i]);
     int64_t free_ms = mono_ms() - s0;
-    printf("stopped count=%ld leaders=%ld stop_ms=%lld free_ms=%lld threads=%ld errors=%ld\n", n,
-           leaders, (long long)stop_ms, (long long)free_ms, used, errors);
+    printf("stopped count=%ld leaders=%ld stop_ms=%lld free_ms=%lld threads=%ld errors=%ld "
+           "mode=%s followers_ms=%lld\n",
+           n, leaders, (long long)stop_ms, (long long)free_ms, used, errors,
+           many ? "stop_many" : "threads", (long long)followers_ms);
     fflush(stdout);
     pthread_mutex_unlock(&g_out);
     free(was);

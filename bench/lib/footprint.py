@@ -916,7 +916,7 @@ def _peer_argv(impl: Impl, total: int, per_key: int, prefix: str, endpoint: str,
         raise BenchError(f"{impl.name} has no footprint program")
     return argv + ["--peer", "1", "--first", str(p), "--step", str(PEER_PROCS),
                    "--total", str(total), "--stop-order", PEER_STOP_ORDER,
-                   "--stop-threads", str(PEER_STOP_THREADS)]
+                   "--stop-threads", str(PEER_STOP_THREADS), "--stop-many", "1"]
 
 
 def _s3_env(server) -> dict[str, str]:
@@ -1422,16 +1422,22 @@ leader in another process (batched follower checks). Default timings. T =
   process lists the keys its electors lead and whom its followers name; the
   bench merges the three lists.
 - **Handover**: the process leading most keys gets SIGTERM; it stops its
-  electors from {STOP_THREADS} threads (each leader writes its release record). For
-  every key it led: the time from the signal (and from that key's
-  `s3lect_stop` call) until an elector in another process ran its ACQUIRED
-  callback (CLOCK_MONOTONIC, shared by the processes). **Failover**: 2 s later
+  followers, then its leaders, each with one `s3lect_stop_many` call (a
+  library without it: from {STOP_THREADS} threads calling `s3lect_stop`;
+  the "stopped" line says which), each leader writing its release record. For
+  every key it led: the time from the signal (and from the stop call of its
+  leader) until an elector in another process ran its ACQUIRED callback
+  (CLOCK_MONOTONIC, shared by the processes). With `s3lect_stop_many` "from
+  the return of that key's stop" is from the return of the one call, after
+  every release was written. **Failover**: 2 s later
   the live process leading most keys gets SIGKILL; for every key it led, the
   time until the last process acquired it. Then the last process is stopped
   ("stop"). **One key**: the same two events with three processes of one
   elector each on one key, {ONE_KEY_TRIALS} trials (fresh processes per trial).
-- **stop all**: as above, from {STOP_THREADS} threads; the allowance is the time
-  of as many PUTs straight to MinIO from {STOP_THREADS} Python threads.
+- **stop all**: as above; the allowance is the time of as many PUTs straight
+  to MinIO from {STOP_THREADS} Python threads (on an idle MinIO: during a
+  SIGTERM the other two processes are taking the released keys over at the
+  same time).
 """
     sum_rows = [[f"{s.total:,}", *(["failed"] + ["–"] * 6 if not s.ok else [
         max(o["threads_max"] for o in s.outside),
