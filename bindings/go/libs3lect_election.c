@@ -188,6 +188,8 @@ void el_free(el_engine *e)
     free(e->ann_addr);
     free(e->last_error_msg);
     free(e->my_body);
+    free(e->rel_body);
+    free(e->rel_etag);
     free(e->led_etag);
     rec_clear(&e->cur);
     attempt_clear(&e->att);
@@ -457,6 +459,9 @@ static void become_leader(el_engine *e, const char *etag, int64_t sent_at, int64
 {
     int was_leader = e->role == EL_LEADER;
     u_setstr(&e->my_body, body);
+    free(e->rel_body);
+    free(e->rel_etag);
+    e->rel_body = e->rel_etag = NULL;
     u_setstr(&e->etag, etag);
     e->exists = 1;
     e->first_seen = now.mono;
@@ -941,10 +946,33 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
  * (or existed) in the store, and we received it after it was written. Any
  * failure — refused, reset, timeout, 404, another leader — falls back to S3
  * and the transition state (DESIGN §6). */
+/* 1 when r (a peer answer: the released record its leader wrote, handed to
+ * this follower as the successor) is the release of the leader this
+ * follower follows: released, of the term it read. Acting on it is only a
+ * conditional write on that etag: a record that is not the store's
+ * current one is refused. */
+static int release_of_leader(const el_engine *e, const st_result *r)
+{
+    if (e->exists != 1 || e->corrupt || rec_released(&e->cur))
+        return 0;
+    rec x;
+    memset(&x, 0, sizeof x);
+    int ok = rec_parse(r->body, r->body_len, &x, NULL, 0) == 0 && rec_released(&x) &&
+             x.term == e->cur.term;
+    rec_clear(&x);
+    return ok;
+}
+
 static void on_peer(el_engine *e, el_time now, const st_result *r)
 {
     if (e->role != EL_FOLLOWER)
         return;
+    if (r->outcome == ST_OK && r->peer_released && !release_of_leader(e, r)) {
+        /* Not the release of our leader: as a plain "not leading". */
+        e->stable = 0;
+        schedule(e, EL_K_GET, now.mono);
+        return;
+    }
     if (r->outcome == ST_OK && r->etag && r->etag[0]) {
         st_result obs = *r;
         obs.outcome = ST_OK;
@@ -1111,6 +1139,17 @@ static void finish_stop(el_engine *e)
 
 static void on_release(el_engine *e, el_time now, const st_result *r)
 {
+    free(e->rel_body);
+    free(e->rel_etag);
+    e->rel_body = e->rel_etag = NULL;
+    if (r->outcome == ST_OK && r->etag && r->etag[0] && e->att.body) {
+        e->rel_body = e->att.body; /* the successor's first read (docs/peer.md) */
+        e->att.body = NULL;
+        if (!(e->rel_etag = u_strdup(r->etag))) {
+            free(e->rel_body);
+            e->rel_body = NULL;
+        }
+    }
     attempt_clear(&e->att);
     if (r->outcome != ST_OK)
         note_failure(e, now.mono, r, 1);

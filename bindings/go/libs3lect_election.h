@@ -130,6 +130,11 @@ typedef struct el_engine {
     int64_t renewed_at; /* mono send time of the last successful write */
     int64_t term;       /* our term while leader */
     char *my_body;      /* the body of our last successful write (peer view) */
+    /* The released record this node wrote last (its body and the store's
+     * etag for it): what its peer endpoint hands the successor (docs/peer.md
+     * "One successor"). NULL until a release is written; cleared when it
+     * writes again. */
+    char *rel_body, *rel_etag;
     el_attempt att;
 
     /* Peer mode: a leader whose endpoint answers without an etag (Go

@@ -454,7 +454,17 @@ static void answer_one(rt_runtime *rt, rt_hub_group *g, s3lect_elector *e, int r
             st_result_setf(&res, ST_TRANSIENT, "peer check of leader %s: out of memory", g->addr);
             complete(rt, e, PEER_FAIL_OTHER, &res);
         }
+    } else if (a->status == 404 && a->released && !yield &&
+               st_result_set_body(&res, a->body, a->body_len) == 0 &&
+               st_result_set_etag(&res, a->etag) == 0) {
+        /* The successor, handed the released record (docs/peer.md "One
+         * successor"): as if it had read it from the store. */
+        res.outcome = ST_OK;
+        res.http_status = 404;
+        res.peer_released = 1;
+        complete(rt, e, PEER_FAIL_NONE, &res);
     } else if (a->status == 404) {
+        st_result_clear(&res);
         st_result_setf(&res, ST_TRANSIENT,
                        "peer check of https://%s%s: the node there is not leading (HTTP 404)",
                        g->addr, g->path);

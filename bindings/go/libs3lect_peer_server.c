@@ -620,7 +620,8 @@ struct peer_server {
     int port;
     int tomb; /* stopped: answers "not the leader" until tomb_until */
     int64_t tomb_until;
-    uint64_t gen; /* atomic: bumped by peer_server_notify */
+    char *tomb_released; /* stopped: the released record its elector wrote, if any */
+    uint64_t gen;        /* atomic: bumped by peer_server_notify */
     /* The successor (server thread only): a "not the leader" answer at view
      * version nom_ver has named one follower to take over first. */
     int nom_set;
@@ -760,7 +761,8 @@ static int reg_view(peer_server *r, peer_view *v)
     memset(v, 0, sizeof *v);
     if (r->tomb) {
         v->etag = u_strdup("");
-        return v->etag ? 0 : S3LECT_ENOMEM;
+        v->released = r->tomb_released ? u_strdup(r->tomb_released) : NULL;
+        return v->etag && (v->released || !r->tomb_released) ? 0 : S3LECT_ENOMEM;
     }
     return r->src.view(r->src.ctx, v);
 }
@@ -936,15 +938,26 @@ static void answer_get(conn *c, peer_server *r)
     int rc = r ? reg_view(r, &v) : (memset(&v, 0, sizeof v), 0);
     if (rc == 0 && r)
         rc = peer_answer_view(&v, &status, &body);
-    uint64_t ver = v.version;
+    if (rc == 0 && status == 404) {
+        /* "Not the leader": to the successor with the released record, to
+         * the others with "yield" (answer_yields). */
+        free(body);
+        body = NULL;
+        if (answer_yields(c, r, v.version))
+            body = u_strdup(NOT_LEADER_YIELD);
+        else if (v.released)
+            body = u_asprintf("{\"error\":\"this node is not the leader\",\"released\":%s}",
+                              v.released);
+        else
+            body = u_strdup(NOT_LEADER);
+        if (!body)
+            rc = S3LECT_ENOMEM;
+    }
     peer_view_clear(&v);
     if (rc != 0)
         respond(c, 503, "{\"error\":\"temporarily unavailable\"}", head, c->req.keep_alive, 0);
-    else if (body)
-        respond(c, status, body, head, c->req.keep_alive, 0);
     else
-        respond(c, status, answer_yields(c, r, ver) ? NOT_LEADER_YIELD : NOT_LEADER, head,
-                c->req.keep_alive, 0);
+        respond(c, status, body ? body : NOT_LEADER, head, c->req.keep_alive, 0);
     free(body);
 }
 
@@ -1052,19 +1065,29 @@ static void answer_batch(conn *c, int changed_only)
         peer_view v;
         int status = 404;
         uint64_t ver = 0;
-        if (r && !r->tomb && reg_view(r, &v) == 0 && v.leading && v.body) {
-            status = 200;
-            bodies[k] = v.body;
-            v.body = NULL;
-        }
-        if (r && !r->tomb) {
+        char *released = NULL;
+        if (r && reg_view(r, &v) == 0) {
+            if (!r->tomb && v.leading && v.body) {
+                status = 200;
+                bodies[k] = v.body;
+                v.body = NULL;
+            }
             ver = v.version;
-            peer_view_clear(&v);
+            released = v.released;
+            v.released = NULL;
         }
+        if (r)
+            peer_view_clear(&v);
         items[k].incarnation = e->incarnation;
         items[k].status = status;
-        items[k].record = bodies[k];
         items[k].yield = status == 404 && answer_yields(c, r, ver);
+        if (status == 404 && !items[k].yield && released) {
+            bodies[k] = released; /* the successor's: freed with the bodies */
+            released = NULL;
+            items[k].released = bodies[k];
+        }
+        free(released);
+        items[k].record = status == 200 ? bodies[k] : NULL;
         k++;
     }
     char *out = peer_batch_answer(items, k);
@@ -1490,6 +1513,7 @@ static void expire_tombs(listener *l, int64_t now)
         peer_server *r = l->thead;
         unlink_reg(l, r);
         forget_reg(l, r);
+        free(r->tomb_released);
         free(r);
     }
     if (l->nregs == 0)
@@ -1940,6 +1964,14 @@ void peer_server_stop_after(peer_server *s, int64_t grace_ms)
     }
     /* From now on it answers "not the leader" without its source (which
      * its owner may free), until the server thread drops it. */
+    /* The released record outlives the source: the successor may ask after. */
+    peer_view v;
+    memset(&v, 0, sizeof v);
+    if (s->src.view && s->src.view(s->src.ctx, &v) == 0 && !v.leading) {
+        s->tomb_released = v.released;
+        v.released = NULL;
+    }
+    peer_view_clear(&v);
     s->tomb = 1;
     s->tomb_until = u_mono_ms() + grace_ms;
     s->tprev = s->l->ttail;
@@ -1966,6 +1998,7 @@ void peer_server_stop(peer_server *s)
     expire_tombs(s->l, u_mono_ms()); /* those whose grace is over go now, with s */
     remove_reg(s);
     int closing = s->l->closing;
+    free(s->tomb_released);
     free(s);
     int last = 1;
     for (listener *l = g.ls; l; l = l->next)

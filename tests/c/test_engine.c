@@ -889,6 +889,86 @@ static void t_peer_fallback(void)
     el_free(&b);
 }
 
+/* The successor's released record (docs/peer.md "One successor"): a
+ * follower handed its leader's release by the endpoint writes on that etag at
+ * once (conditionally); a released record of another term is not its
+ * leader's release: it reads the store instead. */
+static el_op peer_step(el_engine *e, int64_t *now, const char *etag, const char *body)
+{
+    el_op op;
+    for (int i = 0; i < 50; i++) {
+        int64_t wake = 0;
+        int k = el_next(e, (el_time){*now, 1700000000000 + *now}, &op, &wake);
+        if (k == EL_OP_NONE) {
+            *now = wake;
+            continue;
+        }
+        if (k != EL_OP_GET)
+            return op;
+        st_result r = {0};
+        r.outcome = ST_OK;
+        st_result_set_body(&r, body, strlen(body));
+        st_result_set_etag(&r, etag);
+        *now += 5;
+        el_complete(e, (el_time){*now, 1700000000000 + *now}, &r);
+        st_result_clear(&r);
+    }
+    memset(&op, 0, sizeof op);
+    return op;
+}
+
+static void answer_released(el_engine *e, int64_t *now, int64_t term, const char *etag)
+{
+    char body[300];
+    snprintf(body, sizeof body,
+             "{\"leaderID\":\"\",\"leaderAddr\":\"\",\"lastUpdated\":\"0001-01-01T00:00:00Z\","
+             "\"term\":%lld,\"leaseMs\":15000}",
+             (long long)term);
+    st_result r = {0};
+    r.outcome = ST_OK;
+    r.http_status = 404;
+    r.peer_released = 1;
+    st_result_set_body(&r, body, strlen(body));
+    st_result_set_etag(&r, etag);
+    *now += 5;
+    el_complete(e, (el_time){*now, 1700000000000 + *now}, &r);
+    st_result_clear(&r);
+}
+
+static void t_peer_released(void)
+{
+    el_params p = P;
+    p.peer = 1;
+    p.peer_wait = 30000;
+    el_engine e;
+    el_init(&e, &p, "b", "10.0.0.2:5555", "inc-b", 3);
+    int64_t now = 100;
+    static const char held[] =
+        "{\"leaderID\":\"a\",\"leaderAddr\":\"10.0.0.1:4444\",\"lastUpdated\":"
+        "\"2023-11-14T22:13:20Z\",\"term\":4,\"leaseMs\":15000,\"incarnation\":\"inc-a\"}";
+    el_op op = peer_step(&e, &now, "h1", held);
+    CHECK(op.kind == EL_OP_PEER, "b long-polls its leader a (op %d)", op.kind);
+    answer_released(&e, &now, 3, "r0"); /* another term: not a's release */
+    int64_t wake = 0;
+    int k = el_next(&e, (el_time){now, 1700000000000 + now}, &op, &wake);
+    CHECK(k == EL_OP_GET, "a released record of another term: b reads the store (op %d)", k);
+    st_result r = {0};
+    r.outcome = ST_OK;
+    st_result_set_body(&r, held, strlen(held));
+    st_result_set_etag(&r, "h2");
+    now += 5;
+    el_complete(&e, (el_time){now, 1700000000000 + now}, &r);
+    st_result_clear(&r);
+    op = peer_step(&e, &now, "h2", held);
+    CHECK(op.kind == EL_OP_PEER, "b long-polls a again (op %d)", op.kind);
+    answer_released(&e, &now, 4, "r1"); /* a's release, handed to b */
+    k = el_next(&e, (el_time){now, 1700000000000 + now}, &op, &wake);
+    CHECK(k == EL_OP_PUT && op.if_match && strcmp(op.if_match, "r1") == 0,
+          "a's release: b writes on its etag at once, without a read (op %d, if-match %s)", k,
+          op.if_match ? op.if_match : "(none)");
+    el_free(&e);
+}
+
 static void t_released_is_free(void)
 {
     el_engine e;
@@ -1433,6 +1513,7 @@ int main(void)
     t_takeover_after_lease();
     t_wall_clock_rule();
     t_released_is_free();
+    t_peer_released();
     t_term_after_go_leader();
     t_peer_key();
     t_peer_fallback();

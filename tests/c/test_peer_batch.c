@@ -116,6 +116,30 @@ static void test_answers(void)
           "yield read from true only (%s): %d %d", why, ans[2].yield, ans[1].yield);
     peer_batch_results_clear(ans, 3);
 
+    /* The successor's released record: only a released one with an etag,
+     * never beside "yield"; anything else is ignored (the store is read). */
+    rc = parse("{\"locks\":[{\"incarnation\":\"" INC_A
+               "\",\"status\":404,\"released\":{\"leaderID\":\"\",\"term\":8,\"etag\":\"r1\"}},"
+               "{\"incarnation\":\"" INC_B
+               "\",\"status\":404,\"yield\":true,\"released\":{\"leaderID\":\"\",\"etag\":\"r2\"}},"
+               "{\"incarnation\":\"" INC_C
+               "\",\"status\":404,\"released\":{\"leaderID\":\"node1\",\"etag\":\"r3\"}}]}",
+               ans, why);
+    CHECK(rc == 0 && ans[0].released && ans[0].etag && strcmp(ans[0].etag, "r1") == 0 &&
+              ans[0].body && strstr(ans[0].body, "\"term\":8"),
+          "a released record for the successor (%s)", why);
+    CHECK(!ans[1].released && !ans[1].body && ans[1].yield, "none beside yield");
+    CHECK(!ans[2].released && !ans[2].body && ans[2].status == 404,
+          "a record that names a leader is no released record");
+    peer_batch_results_clear(ans, 3);
+    rc = parse("{\"locks\":[{\"incarnation\":\"" INC_A
+               "\",\"status\":404,\"released\":{\"leaderID\":\"\",\"etag\":\"\"}},"
+               "{\"incarnation\":\"" INC_B "\",\"status\":404,\"released\":[1]}]}",
+               ans, why);
+    CHECK(rc == 0 && !ans[0].released && !ans[1].released,
+          "an empty etag or a non-object: ignored (%s)", why);
+    peer_batch_results_clear(ans, 3);
+
     /* Each of these must fail the whole batch: nothing of it counts. */
     static const struct {
         const char *answer, *why;

@@ -366,9 +366,10 @@ static void test_answers(void)
     free(body);
 
     peer_view_clear(NULL);
-    peer_view v = {1, strdup("x"), strdup("{}"), 3};
+    peer_view v = {1, strdup("x"), strdup("{}"), 3, strdup("{}")};
     peer_view_clear(&v);
-    CHECK(v.etag == NULL && v.body == NULL && v.leading == 0, "peer_view_clear frees and zeroes");
+    CHECK(v.etag == NULL && v.body == NULL && v.leading == 0 && v.released == NULL,
+          "peer_view_clear frees and zeroes");
     fake_destroy(&f);
 }
 
@@ -537,9 +538,10 @@ static void test_batch_parse(void)
     CHECK(peer_parse_batch("{}", PEER_MAX_BATCH_BODY + 1, &b) == -413, "over 1 MiB");
 
     /* The answer. */
-    peer_batch_item items[3] = {{"00ff", 200, "{\"leaderID\":\"n\",\"term\":3}", 0},
-                                {"ab", 404, NULL, 0},
-                                {"cd", 404, NULL, 1}};
+    peer_batch_item items[4] = {{"00ff", 200, "{\"leaderID\":\"n\",\"term\":3}", 0, NULL},
+                                {"ab", 404, NULL, 0, NULL},
+                                {"cd", 404, NULL, 1, "{\"leaderID\":\"\"}"},
+                                {"ef", 404, NULL, 0, "{\"leaderID\":\"\",\"etag\":\"e\"}"}};
     char *out = peer_batch_answer(items, 2);
     CHECK(out && strcmp(out, "{\"locks\":[{\"incarnation\":\"00ff\",\"status\":200,\"record\":"
                              "{\"leaderID\":\"n\",\"term\":3}},{\"incarnation\":\"ab\",\"status\":"
@@ -552,7 +554,12 @@ static void test_batch_parse(void)
     out = peer_batch_answer(items + 2, 1);
     CHECK(out && strcmp(out, "{\"locks\":[{\"incarnation\":\"cd\",\"status\":404,\"yield\":"
                              "true}]}") == 0,
-          "answer with yield: %s", out ? out : "(null)");
+          "answer with yield (and never a released record with it): %s", out ? out : "(null)");
+    free(out);
+    out = peer_batch_answer(items + 3, 1);
+    CHECK(out && strcmp(out, "{\"locks\":[{\"incarnation\":\"ef\",\"status\":404,\"released\":"
+                             "{\"leaderID\":\"\",\"etag\":\"e\"}}]}") == 0,
+          "the successor's answer with the released record: %s", out ? out : "(null)");
     free(out);
     out = peer_batch_answer(items, 0);
     CHECK(out && strcmp(out, "{\"locks\":[]}") == 0, "empty answer: %s", out ? out : "(null)");

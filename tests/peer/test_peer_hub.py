@@ -476,3 +476,33 @@ def test_one_successor_per_released_lock(build_dir, tmp_path):
     finally:
         for n in nodes:
             n.close()
+
+
+def test_the_successor_takes_over_without_reading_the_store(build_dir, tmp_path):
+    """One successor (docs/peer.md): the released record comes with the
+    successor's "not the leader" answer, so it writes at once on that etag
+    (conditionally) instead of reading the store first. Two processes, one
+    elector per lock each: on SIGTERM of the leading one, the other takes
+    every lock over without a single store read."""
+    keys = 40
+    a, b, _ = start_pair(build_dir, tmp_path, keys)
+    try:
+        time.sleep(1)
+        before = b.last()
+        t0 = time.monotonic()
+        a.signal(signal.SIGTERM)
+        wait_for(lambda: b.last().get("leading") == keys, timeout=15,
+                 what=f"b leads all {keys} locks ({b.last()})")
+        took = time.monotonic() - t0
+        after = b.last()
+        reads = after["gets"] - before["gets"]
+        print(f"{keys} locks led again after {took:.2f} s with {reads} store reads and "
+              f"{after['refused'] - before['refused']} refused writes")
+        assert reads <= keys // 10, (
+            f"{reads} store reads for {keys} released locks: the successor read the store "
+            f"instead of acting on the released record it was handed ({before} -> {after})")
+        assert after["refused"] == before["refused"], (before, after)
+        assert took <= 1.5, f"b led every lock after {took:.2f} s (bound 1.5 s)"
+    finally:
+        a.close()
+        b.close()

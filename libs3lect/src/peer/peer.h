@@ -29,6 +29,10 @@ typedef struct peer_view {
     char *etag;       /* etag of the leader's last successful write ("" if none) */
     char *body;       /* allocated JSON object */
     uint64_t version; /* increases whenever leading/etag change */
+    /* Not leading: the released record this elector wrote last (JSON object
+     * with "etag"), handed to the successor (docs/peer.md "One
+     * successor"); NULL otherwise. */
+    char *released;
 } peer_view;
 
 void peer_view_clear(peer_view *v);
@@ -131,7 +135,8 @@ typedef struct peer_batch_item {
     const char *incarnation;
     int status;
     const char *record;
-    int yield; /* 404: "yield":true, another follower was told to take over first */
+    int yield;            /* 404: "yield":true, another follower was told to take over first */
+    const char *released; /* 404, the successor: "released":{the released record} */
 } peer_batch_item;
 /* {"locks":[{"incarnation":..,"status":..,"record":{..}},..]} (allocated), NULL without memory. */
 char *peer_batch_answer(const peer_batch_item *items, size_t n);
@@ -286,7 +291,19 @@ typedef struct peer_batch_result {
     size_t body_len;
     char *etag;
     int yield; /* 404 with "yield":true */
+    /* 404 with "released" (the successor): body and etag are the released
+     * record, as the store holds it (the leader's word; acted on only by a
+     * conditional write). */
+    int released;
 } peer_batch_result;
+
+/* The released record a "not the leader" answer carries for the successor
+ * (docs/peer.md "One successor"): an object whose leaderID is "" with a
+ * non-empty string "etag". Returns 1 with *body (the object, printed) and
+ * *etag allocated; 0 when it is not one (then ignored: the follower reads
+ * the store). Pure. */
+struct cJSON;
+int peer_released_record(const struct cJSON *rel, char **body, char **etag);
 
 /* The request body {"wait":..,"locks":[..]} (allocated; *len its length), or
  * NULL when out of memory. Pure. */

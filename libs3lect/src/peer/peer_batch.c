@@ -62,6 +62,25 @@ size_t peer_batch_lock_size(const peer_batch_lock *ent)
     return 48 + strlen(ent->incarnation) + 16 + 6 * etag;
 }
 
+int peer_released_record(const cJSON *rel, char **body, char **etag)
+{
+    *body = *etag = NULL;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(rel, "leaderID");
+    const cJSON *et = cJSON_GetObjectItemCaseSensitive(rel, "etag");
+    if (!cJSON_IsObject(rel) || !cJSON_IsString(id) || id->valuestring[0] || !cJSON_IsString(et) ||
+        !et->valuestring[0])
+        return 0;
+    *body = cJSON_PrintUnformatted(rel);
+    *etag = u_strdup(et->valuestring);
+    if (!*body || !*etag) {
+        free(*body);
+        free(*etag);
+        *body = *etag = NULL;
+        return 0;
+    }
+    return 1;
+}
+
 void peer_batch_results_clear(peer_batch_result *ans, size_t n)
 {
     for (size_t i = 0; ans && i < n; i++) {
@@ -136,6 +155,11 @@ int peer_batch_read(const char *body, size_t len, const peer_batch_lock *ents, s
         if (st->valuedouble == 404) {
             a->status = 404;
             a->yield = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "yield"));
+            const cJSON *rel = cJSON_GetObjectItemCaseSensitive(it, "released");
+            if (rel && !a->yield && peer_released_record(rel, &a->body, &a->etag)) {
+                a->body_len = strlen(a->body);
+                a->released = 1;
+            }
             answered++;
             continue;
         }

@@ -902,14 +902,24 @@ int peer_failure_kind(int cls)
                                                                 : ST_PEER_FAILED;
 }
 
-/* 1 when a "not the leader" answer carries "yield":true (another follower
- * was named to take over first, docs/peer.md "One successor"). */
-static int says_yield(const char *body, size_t len)
+/* A "not the leader" answer (docs/peer.md "One successor"): "yield":true
+ * (another follower was named to take over first) sets out->peer_yield; the
+ * released record handed to the successor makes out that record, as if read
+ * from the store (ST_OK, peer_released). */
+static void not_leader_answer(const char *body, size_t len, st_result *out)
 {
     cJSON *o = cJSON_ParseWithLength(body, len);
-    int y = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "yield"));
+    char *rb = NULL, *re = NULL;
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "yield")))
+        out->peer_yield = 1;
+    else if (peer_released_record(cJSON_GetObjectItemCaseSensitive(o, "released"), &rb, &re) &&
+             st_result_set_body(out, rb, strlen(rb)) == 0 && st_result_set_etag(out, re) == 0) {
+        out->outcome = ST_OK;
+        out->peer_released = 1;
+    }
+    free(rb);
+    free(re);
     cJSON_Delete(o);
-    return y;
 }
 
 static int finish(peer_client *c, CURLcode cc, int aborted, st_result *out)
@@ -952,7 +962,7 @@ static int finish(peer_client *c, CURLcode cc, int aborted, st_result *out)
          * long poll learns of a release. Not a failure. */
         st_result_setf(out, ST_TRANSIENT,
                        "peer check of %s: the node there is not leading (HTTP 404)", c->where);
-        out->peer_yield = says_yield(resp->body, resp->len);
+        not_leader_answer(resp->body, resp->len, out);
     } else if (status != 200)
         cls = fail(out, PEER_FAIL_HTTP_STATUS,
                    "leader %s answered HTTP %ld to GET %s; check peer_health_path (the same on "

@@ -30,6 +30,7 @@ void peer_view_clear(peer_view *v)
         return;
     free(v->etag);
     free(v->body);
+    free(v->released);
     memset(v, 0, sizeof *v);
 }
 
@@ -519,8 +520,9 @@ char *peer_batch_answer(const peer_batch_item *items, size_t n)
 {
     size_t cap = 16;
     for (size_t i = 0; i < n; i++)
-        cap += 80 + strlen(items[i].incarnation) +
-               (items[i].status == 200 && items[i].record ? strlen(items[i].record) : 0);
+        cap += 96 + strlen(items[i].incarnation) +
+               (items[i].status == 200 && items[i].record ? strlen(items[i].record) : 0) +
+               (items[i].status == 404 && items[i].released ? strlen(items[i].released) : 0);
     char *out = malloc(cap);
     if (!out)
         return NULL;
@@ -529,10 +531,12 @@ char *peer_batch_answer(const peer_batch_item *items, size_t n)
     for (size_t i = 0; i < n; i++) {
         const peer_batch_item *it = &items[i];
         int rec = it->status == 200 && it->record;
-        o += (size_t)snprintf(out + o, cap - o, "%s{\"incarnation\":\"%s\",\"status\":%d%s%s%s}",
-                              i ? "," : "", it->incarnation, it->status, rec ? ",\"record\":" : "",
-                              rec ? it->record : "",
-                              it->status == 404 && it->yield ? ",\"yield\":true" : "");
+        int rel = it->status == 404 && it->released && !it->yield;
+        o += (size_t)snprintf(
+            out + o, cap - o, "%s{\"incarnation\":\"%s\",\"status\":%d%s%s%s%s%s}", i ? "," : "",
+            it->incarnation, it->status, rec ? ",\"record\":" : "", rec ? it->record : "",
+            it->status == 404 && it->yield ? ",\"yield\":true" : "", rel ? ",\"released\":" : "",
+            rel ? it->released : "");
     }
     snprintf(out + o, cap - o, "]}");
     return out;

@@ -157,7 +157,7 @@ static void count_op(s3lect_elector *e, const st_result *res)
     rt_metrics *m = &e->metrics;
     int64_t now = u_mono_ms();
     if (e->op.kind == EL_OP_PEER) {
-        if (res->outcome == ST_OK)
+        if (res->outcome == ST_OK && !res->peer_released)
             m->peer_answers++;
         else if (e->peer_cls == PEER_FAIL_NONE)
             m->peer_not_leader++;

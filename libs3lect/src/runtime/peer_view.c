@@ -36,8 +36,16 @@ static int view_locked(s3lect_elector *e, peer_view *v)
     v->etag = u_strdup(v->leading && e->eng.etag ? e->eng.etag : "");
     if (!v->etag)
         return S3LECT_ENOMEM;
-    if (!v->leading)
+    if (!v->leading) {
+        /* The released record it wrote last, for the successor. */
+        if (!e->peer_leading && e->eng.rel_body && e->eng.rel_etag) {
+            cJSON *o = cJSON_Parse(e->eng.rel_body);
+            if (o && cJSON_AddStringToObject(o, "etag", e->eng.rel_etag))
+                v->released = cJSON_PrintUnformatted(o);
+            cJSON_Delete(o); /* out of memory: no record, the successor reads the store */
+        }
         return 0;
+    }
     cJSON *o = cJSON_Parse(e->eng.my_body);
     if (!o)
         return S3LECT_ENOMEM;

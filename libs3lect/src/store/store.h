@@ -54,6 +54,10 @@ typedef struct st_result {
      * another follower was named to take the lock over first (docs/peer.md
      * "One successor"). */
     int peer_yield;
+    /* A peer check's "not the leader" answer named this follower the
+     * successor and carried the released record (body, etag): outcome
+     * ST_OK, as if read from the store. */
+    int peer_released;
 } st_result;
 
 enum {
