@@ -1033,9 +1033,11 @@ def _peer_events(s: PeerSample, procs: list, r: dict, total: int, keys: int,
         "from_stop_s": sorted((got[k] - stopping[str(k)][0]) / 1e6 for k in got
                               if str(k) in stopping),
         "stop_call_s": sorted((v[1] - v[0]) / 1e6 for v in stopping.values()),
-        # From the return of that key's s3lect_stop (its release written).
+        # From the return of that key's s3lect_stop (its release written);
+        # not measured with s3lect_stop_many (one return, after every release).
         "from_release_s": sorted((got[k] - stopping[str(k)][1]) / 1e6 for k in got
-                                 if str(k) in stopping),
+                                 if str(k) in stopping) if st.get("mode") != "stop_many" else [],
+        "stop_mode": st.get("mode", "threads"),
         # (key, µs after the signal) of each stop call's start and return and
         # of the new leader's ACQUIRED, in the order the keys were acquired.
         "timeline": sorted([k, stopping[str(k)][0] - t0, stopping[str(k)][1] - t0, got[k] - t0]
@@ -1337,11 +1339,14 @@ def peer_report(samples: list[PeerSample], one: dict | None, per_key: int) -> tu
                             f(max(h["from_stop_s"]) if h["from_stop_s"] else None, "{:.3f}"),
                             "–"])
             fr = h.get("from_release_s", [])
-            ev_rows.append([f"{s.total:,}", "SIGTERM (handover), from the return of that key's "
-                            "s3lect_stop (release written)", h["keys"],
-                            f(_pct(fr, 50), "{:.3f}"), f(_pct(fr, 99), "{:.3f}"),
-                            f(max(fr) if fr else None, "{:.3f}"), "–"])
-            ev_rows.append([f"{s.total:,}", "(stop calls of the leaders: their duration)",
+            if fr:
+                ev_rows.append([f"{s.total:,}", "SIGTERM (handover), from the return of that "
+                                "key's s3lect_stop (release written)", h["keys"],
+                                f(_pct(fr, 50), "{:.3f}"), f(_pct(fr, 99), "{:.3f}"),
+                                f(max(fr) if fr else None, "{:.3f}"), "–"])
+            ev_rows.append([f"{s.total:,}", "(stop calls of the leaders: their duration)"
+                            + (" (one s3lect_stop_many call)"
+                               if h.get("stop_mode") == "stop_many" else ""),
                             h["keys"], f(_pct(h["stop_call_s"], 50), "{:.3f}"),
                             f(_pct(h["stop_call_s"], 99), "{:.3f}"),
                             f(max(h["stop_call_s"]) if h["stop_call_s"] else None, "{:.3f}"),
