@@ -207,7 +207,7 @@ def main(argv: list[str]) -> int:
     binary, out = argv[0], Path(argv[1])
     top = help_text(binary)
     version = subprocess.run([binary, "--version"], capture_output=True, text=True,
-                             timeout=30).stdout.split()[-1]
+                             timeout=30).stdout.split("\n")[0].split()[-1]
     cmds = commands(top)
     if not cmds or "run" not in dict(cmds):
         raise SystemExit(f"gen-docs: no commands found in '{binary} --help'")

@@ -56,8 +56,10 @@ def main(argv: list[str]) -> int:
         exe = Path(argv[0]) / "bin" / "s3lect"
         out = subprocess.run([str(exe), "--version"], capture_output=True, text=True,
                              timeout=30)
-        if out.returncode != 0 or out.stdout.strip() != f"s3lect {version}":
-            errors.append(f"{exe} --version printed {out.stdout.strip()!r} (rc "
+        # The first line; the next name the libraries (and in a release, what is bundled).
+        first = (out.stdout.splitlines() or [""])[0].strip()
+        if out.returncode != 0 or first != f"s3lect {version}":
+            errors.append(f"{exe} --version printed {first!r} first (rc "
                           f"{out.returncode}), not 's3lect {version}'")
     if errors:
         for e in errors:

@@ -61,11 +61,37 @@
  * that late; if one does, it is dropped. */
 static int s3py_finalizing(void)
 {
-#if PY_VERSION_HEX >= 0x030D0000
+#if defined(Py_LIMITED_API)
+    /* The limited API (the abi3 wheel, scripts/dist) has neither
+     * Py_IsFinalizing nor _Py_IsFinalizing; Py_FinalizeEx clears "initialized"
+     * at the moment it marks the runtime finalizing. */
+    return !Py_IsInitialized();
+#elif PY_VERSION_HEX >= 0x030D0000
     return Py_IsFinalizing();
 #else
     return _Py_IsFinalizing();
 #endif
+}
+
+/* Calls set(res, the UTF-8 text of str) and returns its result; -1 with a
+ * Python exception set if `str` is not a str. PyUnicode_AsUTF8 is not in the
+ * limited API of Python 3.9, so the text is taken from a bytes copy. */
+static int s3py_set_utf8(s3lect_store_result *res, PyObject *str,
+                         int (*set)(s3lect_store_result *, const char *))
+{
+    PyObject *b = PyUnicode_AsUTF8String(str);
+    const char *s;
+    int rc;
+    if (!b)
+        return -1;
+    s = PyBytes_AsString(b);
+    if (!s) {
+        Py_DECREF(b);
+        return -1;
+    }
+    rc = set(res, s); /* copied */
+    Py_DECREF(b);
+    return rc;
 }
 
 static void s3py_report(PyObject *where)
@@ -162,19 +188,14 @@ static int s3py_store_answer(PyObject *obj, PyObject *r, s3lect_store_result *re
         s3lect_store_result_set_body(res, data, (size_t)len);
     }
     if (etag != Py_None) {
-        const char *s = PyUnicode_AsUTF8(etag);
-        if (!s) {
+        if (s3py_set_utf8(res, etag, s3lect_store_result_set_etag) < 0 && PyErr_Occurred()) {
             s3py_report(obj);
             s3lect_store_result_set_message(res, "custom store: etag must be str");
             return S3LECT_STORE_FATAL;
         }
-        s3lect_store_result_set_etag(res, s);
     }
     if (msg != Py_None) {
-        const char *s = PyUnicode_AsUTF8(msg);
-        if (s)
-            s3lect_store_result_set_message(res, s);
-        else
+        if (s3py_set_utf8(res, msg, s3lect_store_result_set_message) < 0)
             PyErr_Clear();
     }
     return outcome;

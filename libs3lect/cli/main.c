@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* main.c - the s3lect command: run, status, watch, check-store, reset-term. */
 #include <cjson/cJSON.h>
+#include <curl/curl.h>
 #include <ctype.h>
 #include <errno.h>
 #include <signal.h>
@@ -1277,7 +1278,16 @@ int main(int argc, char **argv)
         return CLI_EXIT_OK;
     }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+        /* First line: the version alone (scripts read it). Then the libraries
+         * in use as they report themselves, and, in a release build
+         * (scripts/dist), the bundled source packages it was built from. */
+        const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
         printf("s3lect %s\n", s3lect_version());
+        printf("libcurl %s (%s), cJSON %s\n", cv->version,
+               cv->ssl_version ? cv->ssl_version : "no TLS", cJSON_Version());
+#ifdef S3LECT_BUNDLED
+        printf("bundled: %s\n", S3LECT_BUNDLED);
+#endif
         return CLI_EXIT_OK;
     }
     if (strcmp(cmd, "help") == 0) {
