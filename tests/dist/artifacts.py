@@ -4,6 +4,7 @@ and the roots they use (roots.py)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -31,15 +32,22 @@ SPECS = {
 }
 
 
+def version() -> str:
+    h = (REPO / "libs3lect" / "include" / "s3lect.h").read_text()
+    return re.search(r'#define S3LECT_VERSION_STRING "([^"]+)"', h).group(1)
+
+
 def artifacts(arch: str) -> dict[str, list[Path]]:
-    """The artifacts for Debian architecture ARCH in DIST, by kind."""
+    """The artifacts of this checkout's version for Debian architecture ARCH
+    in DIST, by kind (older versions' files there are left out)."""
     m = MACHINE[arch]
+    v = f"-{version()}-"
     found: dict[str, list[Path]] = {"wheel": [], "cli": [], "sdk": []}
     if not DIST.is_dir():
         return found
     for p in sorted(DIST.iterdir()):
         n = p.name
-        if not p.is_file() or m not in n:
+        if not p.is_file() or m not in n or v not in n:
             continue
         if n.endswith(".whl") and n.startswith("s3lect-") and "linux" in n:
             found["wheel"].append(p)

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from artifacts import DIST, REPO, SPECS, artifacts
+from artifacts import DIST, REPO, SPECS, artifacts, unpack_cli
 from roots import HOST_ARCH, Root, RootUnavailable, binfmt_line
 
 
@@ -53,15 +53,14 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
 
 
 @pytest.fixture(scope="session")
-def host_cli() -> Path:
-    """The node outside the roots: the checkout's build (S3LECT_BUILD_DIR),
-    else the host architecture's static CLI from DIST."""
+def host_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The node outside the roots: the checkout's build (S3LECT_BUILD_DIR,
+    default build/) where it exists, else the host architecture's static CLI
+    from DIST (the release workflow builds no build/)."""
     b = Path(os.environ.get("S3LECT_BUILD_DIR", REPO / "build")) / "bin" / "s3lect"
     if os.access(b, os.X_OK):
         return b
-    for p in artifacts(HOST_ARCH)["cli"]:
-        if not p.name.endswith((".tar.gz", ".tar.xz", ".tgz")):
-            return p
+    clis = artifacts(HOST_ARCH)["cli"]
+    if clis:
+        return unpack_cli(clis[0], tmp_path_factory.mktemp("host-cli"))
     pytest.skip(f"no s3lect for the host: neither {b} nor a static CLI in {DIST}")
-
-
