@@ -17,9 +17,12 @@ REPO = Path(__file__).resolve().parents[2]
 DIST = Path(os.environ.get("S3LECT_DIST_DIR", REPO / "dist")).resolve()
 
 PY = ["python3", "python3-venv"]
-# name -> what it holds. Two CPythons: bookworm's 3.11 and trixie's 3.13
-# (Debian ships one CPython per release; the roots are Debian's own).
+# name -> what it holds. Three CPythons (Debian ships one per release):
+# bullseye's 3.9 (the abi3 wheel's floor; glibc 2.31), bookworm's 3.11,
+# trixie's 3.13.
 SPECS = {
+    "bullseye-amd64": Spec("bullseye-amd64", "bullseye", "amd64", PY),
+    "bullseye-arm64": Spec("bullseye-arm64", "bullseye", "arm64", PY),
     "bookworm-amd64": Spec("bookworm-amd64", "bookworm", "amd64", PY),
     "bookworm-arm64": Spec("bookworm-arm64", "bookworm", "arm64", PY),
     "trixie-amd64": Spec("trixie-amd64", "trixie", "amd64", PY),

@@ -6,7 +6,7 @@ makes) are installed and run inside Debian minbase roots that have no C
 compiler, no libcurl and no libssl (roots.py), amd64 and arm64, the
 foreign one under qemu-user:
   - the wheel: pip-installed into a fresh venv of the root's own CPython
-    (bookworm's 3.11 and trixie's 3.13), imported, and electing against the
+    (bullseye's 3.9, bookworm's 3.11, trixie's 3.13), imported, and electing against the
     harness's MinIO on 127.0.0.1 beside an s3lect node outside the root; it
     hands over to that node when stopped;
   - the static CLI: two nodes in the root elect one leader; SIGTERM to it
@@ -58,9 +58,11 @@ def _host_env(minio, tmp_path: Path) -> dict[str, str]:
     return env
 
 
-# The roots the tests below use: both architectures' bookworm; trixie and
-# the SDK root only for the host's (a root under qemu costs minutes to make).
-USED = ["bookworm-amd64", "bookworm-arm64", f"trixie-{HOST_ARCH}", f"sdk-bookworm-{HOST_ARCH}"]
+# The roots the tests below use: both architectures' bookworm; bullseye,
+# trixie and the SDK root only for the host's (a root under qemu costs
+# minutes to make, and the CPython versions are not per architecture).
+WHEEL_ROOTS = ["bookworm-amd64", "bookworm-arm64", f"bullseye-{HOST_ARCH}", f"trixie-{HOST_ARCH}"]
+USED = WHEEL_ROOTS + [f"sdk-bookworm-{HOST_ARCH}"]
 
 
 @pytest.mark.parametrize("name", USED)
@@ -110,7 +112,7 @@ print("STOPPED", flush=True)
 """
 
 
-@pytest.mark.parametrize("name", ["bookworm-amd64", "bookworm-arm64", f"trixie-{HOST_ARCH}"])
+@pytest.mark.parametrize("name", WHEEL_ROOTS)
 def test_wheel_installs_and_elects_beside_a_node_outside(roots, name, minio, host_cli,
                                                           tmp_path):
     arch = SPECS[name].arch
