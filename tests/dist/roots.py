@@ -6,8 +6,9 @@ A root is a Debian minbase made by mmdebstrap with a few packages
 libssl and libcurl package (python3's stdlib depends on libssl3: without it
 Python runs, only its ssl and hashlib-with-OpenSSL modules cannot load,
 which pip installing a local wheel does not need). Each is cached as a
-tarball under ${S3LECT_CACHE:-~/.cache/s3lect}/roots/, named by suite,
-architecture and a hash of the whole mmdebstrap command; a test session
+tarball under ${S3LECT_CACHE:-~/.cache/s3lect}/roots/, named by the root's
+name (suite and architecture) and a hash of the whole mmdebstrap command
+(a root made by a newer recipe replaces those of older ones); a test session
 extracts the tarballs it needs into its own temporary directory.
 
 Programs run inside a root through nsrun.py: a user and a mount namespace
@@ -169,7 +170,7 @@ class Spec:
 
     def key(self) -> str:
         h = hashlib.sha256("\0".join(self.mmdebstrap_args() + [MIRROR]).encode()).hexdigest()
-        return f"{self.suite}-{self.arch}-{h[:12]}"
+        return f"{self.name}-{h[:12]}"
 
     def tarball(self) -> Path:
         return cache_dir() / f"{self.key()}.tar"
@@ -208,6 +209,10 @@ class Spec:
                 raise AssertionError(f"mmdebstrap failed (exit {r.returncode}):\n"
                                      f"{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
             part.rename(tar)
+            # Older recipes' roots of this name are of no further use.
+            for old in tar.parent.glob(f"{self.name}-" + "?" * 12 + ".tar"):
+                if old != tar:
+                    old.unlink()
         return tar
 
     def extract(self, dest: Path, log) -> Root:

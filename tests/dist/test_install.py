@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from artifacts import SPECS, need, unpack_cli
+from artifacts import DIST, SPECS, artifacts, need, unpack_cli
 from roots import HOST_ARCH, MACHINE, tar_members, unclean
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -69,6 +69,9 @@ USED = WHEEL_ROOTS + [f"sdk-bookworm-{HOST_ARCH}"]
 def test_root_has_no_compiler_libcurl_or_libssl(roots, name):
     """What the other tests rely on: the cached root is clean (gcc only in
     the SDK test's roots), and it has the packages it was made with."""
+    arch = SPECS[name].arch
+    if not any(artifacts(arch).values()):  # the release job has only its runner's
+        pytest.skip(f"no artifacts for {MACHINE[arch]} in {DIST}: {name} is not needed")
     root = roots(name)
     members = tar_members(SPECS[name].tarball())
     sdk = name.startswith("sdk-")
