@@ -134,12 +134,6 @@ def test_wheel_installs_and_elects_beside_a_node_outside(roots, name, minio, hos
     r = root.run([f"{t}/venv/bin/python", "-m", "pip", "install", "--no-index",
                   "--disable-pip-version-check", "--find-links", f"{t}/wheels", "s3lect"],
                  timeout=300 * slow, check=False)
-    if (r.returncode != 0 and os.environ.get("S3LECT_DIST_STAGED") == "today"
-            and not any("-abi3-" in w.name for w in wheels)):
-        # scripts/test stages today's wheel (one CPython's) until scripts/dist
-        # exists; with real release artifacts this is a failure.
-        pytest.xfail(f"today's wheel {[w.name for w in wheels]} is for one CPython only; "
-                     "the abi3 wheels of scripts/dist (issue 29 item 1) install here")
     assert r.returncode == 0, (f"pip found no wheel among {[w.name for w in wheels]} for this "
                                f"root's CPython:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
     installed = re.search(r"Successfully installed (s3lect-\S+)", r.stdout)
