@@ -13,10 +13,15 @@
 
 #include "libs3lect_cred_provider.h"
 
+/* memset through a volatile pointer: the compiler cannot prove what it calls,
+ * so it cannot drop the store as dead. explicit_bzero would do, but needs
+ * glibc 2.25 and the release builds target glibc 2.17 (docs/build.md). */
+static void *(*const volatile wipe_memset)(void *, int, size_t) = memset;
+
 static void wipe(void *p, size_t n)
 {
     if (p && n)
-        explicit_bzero(p, n);
+        wipe_memset(p, 0, n);
 }
 
 static void wipe_free(char *s)
