@@ -1480,6 +1480,22 @@ static void forget_reg(listener *l, peer_server *r)
     l->nregs--;
 }
 
+/* Takes r off l's stopped registrations, if it is on them. */
+static void untomb(listener *l, peer_server *r)
+{
+    if (!r->tprev && l->thead != r)
+        return;
+    if (r->tprev)
+        r->tprev->tnext = r->tnext;
+    else
+        l->thead = r->tnext;
+    if (r->tnext)
+        r->tnext->tprev = r->tprev;
+    else
+        l->ttail = r->tprev;
+    r->tnext = r->tprev = NULL;
+}
+
 /* Takes r off l->regs (and off the stopped ones). */
 static void unlink_reg(listener *l, peer_server *r)
 {
@@ -1490,17 +1506,7 @@ static void unlink_reg(listener *l, peer_server *r)
     if (r->next)
         r->next->prev = r->prev;
     r->next = r->prev = NULL;
-    if (r->tomb) {
-        if (r->tprev)
-            r->tprev->tnext = r->tnext;
-        else if (l->thead == r)
-            l->thead = r->tnext;
-        if (r->tnext)
-            r->tnext->tprev = r->tprev;
-        else if (l->ttail == r)
-            l->ttail = r->tprev;
-        r->tnext = r->tprev = NULL;
-    }
+    untomb(l, r);
 }
 
 /* Drops the stopped registrations whose grace is over: the oldest first
@@ -1509,8 +1515,9 @@ static void unlink_reg(listener *l, peer_server *r)
  * this costs nothing however many registrations there are. */
 static void expire_tombs(listener *l, int64_t now)
 {
-    while (l->thead && now >= l->thead->tomb_until) {
-        peer_server *r = l->thead;
+    peer_server *r;
+    while ((r = l->thead) != NULL && now >= r->tomb_until) {
+        untomb(l, r);
         unlink_reg(l, r);
         forget_reg(l, r);
         free(r->tomb_released);
