@@ -12,6 +12,8 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +25,62 @@ static CURLcode init_rc = CURLE_FAILED_INIT;
 static void init(void)
 {
     init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static int readable_file(const char *p)
+{
+    struct stat st;
+    return p && *p && stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, R_OK) == 0;
+}
+
+static int readable_dir(const char *p)
+{
+    struct stat st;
+    return p && *p && stat(p, &st) == 0 && S_ISDIR(st.st_mode) && access(p, R_OK | X_OK) == 0;
+}
+
+const char *http_pick_ca(const char *builtin_file, const char *builtin_dir, const char *env_file,
+                         const char *const *cands, size_t n)
+{
+    if (readable_file(builtin_file) || readable_dir(builtin_dir))
+        return NULL;
+    if (readable_file(env_file))
+        return env_file;
+    for (size_t i = 0; i < n; i++)
+        if (readable_file(cands[i]))
+            return cands[i];
+    return NULL;
+}
+
+static const char *system_ca;
+static pthread_once_t system_ca_once = PTHREAD_ONCE_INIT;
+static char system_ca_env[4096];
+
+static void find_system_ca(void)
+{
+    static const char *const cands[] = {
+        "/etc/ssl/certs/ca-certificates.crt",                /* Debian, Ubuntu, Alpine, Arch */
+        "/etc/pki/tls/certs/ca-bundle.crt",                  /* RHEL, Fedora, Amazon Linux */
+        "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", /* RHEL 7 and later */
+        "/etc/ssl/ca-bundle.pem",                            /* SUSE */
+        "/etc/ssl/cert.pem",                                 /* Alpine, BSDs */
+    };
+    const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+    const char *env = getenv("SSL_CERT_FILE");
+    if (env && strlen(env) < sizeof system_ca_env) {
+        memcpy(system_ca_env, env, strlen(env) + 1);
+        env = system_ca_env;
+    } else {
+        env = NULL;
+    }
+    system_ca = http_pick_ca(v ? v->cainfo : NULL, v ? v->capath : NULL, env, cands,
+                             sizeof cands / sizeof cands[0]);
+}
+
+const char *http_system_ca(void)
+{
+    pthread_once(&system_ca_once, find_system_ca);
+    return system_ca;
 }
 
 int http_global_init(char *err, size_t errlen)

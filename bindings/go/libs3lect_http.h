@@ -41,4 +41,18 @@ void http_body_clear(http_body *b);
 void http_easy_common(CURL *e, const char *url, long total_ms, long connect_ms, char *errbuf,
                       http_body *body);
 
+/* The CA bundle to trust for public TLS when none is configured: NULL when
+ * libcurl's own default (its built-in CA file or directory) is there, else
+ * SSL_CERT_FILE when set and readable, else the first readable of the
+ * distributions' usual bundle files (Debian, RHEL and Amazon Linux, SUSE,
+ * Alpine). A libcurl built elsewhere (the release wheel and static CLI
+ * name Debian's path) then still trusts the system's CAs on RHEL; none
+ * found: NULL, and verification fails as before (never open). Computed
+ * once per process. */
+const char *http_system_ca(void);
+/* The choice http_system_ca makes, from the given built-in file and
+ * directory (NULL: none), SSL_CERT_FILE's value and candidates (tests). */
+const char *http_pick_ca(const char *builtin_file, const char *builtin_dir, const char *env_file,
+                         const char *const *cands, size_t n);
+
 #endif

@@ -9,6 +9,7 @@
 
 #include "aws_creds.h"
 #include "config.h"
+#include "http.h"
 #include "s3_test.h"
 
 static char tmpdir[256];
@@ -312,6 +313,36 @@ static void test_bad_files(void)
     CHECK(aws_file_problem_take(msg, sizeof msg) == 0, "a missing file is a problem: [%s]", msg);
 }
 
+/* The CA bundle a release build trusts when libcurl's built-in one is
+ * missing (base/http.c http_pick_ca). */
+static void test_system_ca(void)
+{
+    char have[600], none[600], dir[600];
+    snprintf(have, sizeof have, "%s/bundle.pem", tmpdir);
+    snprintf(none, sizeof none, "%s/missing.pem", tmpdir);
+    snprintf(dir, sizeof dir, "%s", tmpdir);
+    FILE *f = fopen(have, "w");
+    CHECK(f != NULL, "write %s", have);
+    if (f)
+        fclose(f);
+    const char *cands[] = {none, dir, have};
+    CHECK(http_pick_ca(have, NULL, NULL, cands, 3) == NULL,
+          "libcurl's built-in file is there: it is used (NULL)");
+    CHECK(http_pick_ca(none, dir, NULL, cands, 3) == NULL,
+          "libcurl's built-in directory is there: it is used (NULL)");
+    const char *got = http_pick_ca(none, NULL, NULL, cands, 3);
+    CHECK(got && strcmp(got, have) == 0,
+          "built-in missing: the first readable candidate file (not a directory): %s",
+          got ? got : "(null)");
+    got = http_pick_ca(none, NULL, have, cands, 2);
+    CHECK(got && strcmp(got, have) == 0, "SSL_CERT_FILE before the candidates: %s",
+          got ? got : "(null)");
+    CHECK(http_pick_ca(none, none, none, cands, 2) == NULL,
+          "nothing readable: NULL (verification fails as before, never open)");
+    CHECK(http_pick_ca(NULL, NULL, NULL, NULL, 0) == NULL, "no built-in, nothing given: NULL");
+    unlink(have);
+}
+
 int main(void)
 {
     char *dir0 = t_tmpdir("creds");
@@ -321,6 +352,7 @@ int main(void)
     test_region();
     test_endpoint();
     test_bad_files();
+    test_system_ca();
     remove_files();
     char dir[512];
     snprintf(dir, sizeof dir, "%s/.aws", tmpdir);
