@@ -839,19 +839,13 @@ static pthread_once_t process_token_once = PTHREAD_ONCE_INIT;
 
 static void make_process_token(void)
 {
-    unsigned char rnd[PEER_PROCESS_LEN / 2];
+    uint8_t rnd[PEER_PROCESS_LEN / 2];
     if (cr_random(rnd, sizeof rnd) != 0) {
         /* Not a secret (it orders successors): unique enough without one. */
-        uint64_t a = (uint64_t)u_mono_ms() * 2654435761u ^ (uint64_t)getpid();
-        for (size_t i = 0; i < sizeof rnd; i++)
-            rnd[i] = (unsigned char)(a >> (8 * (i % 8))) ^ (unsigned char)(i * 37);
+        uint64_t a[2] = {(uint64_t)u_mono_ms(), (uint64_t)getpid()};
+        memcpy(rnd, a, sizeof rnd);
     }
-    static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < sizeof rnd; i++) {
-        process_token[2 * i] = hex[rnd[i] >> 4];
-        process_token[2 * i + 1] = hex[rnd[i] & 15];
-    }
-    process_token[PEER_PROCESS_LEN] = '\0';
+    cr_hex(rnd, sizeof rnd, process_token);
 }
 
 const char *peer_process_token(void)
