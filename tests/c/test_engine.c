@@ -966,6 +966,25 @@ static void t_peer_released(void)
     CHECK(k == EL_OP_PUT && op.if_match && strcmp(op.if_match, "r1") == 0,
           "a's release: b writes on its etag at once, without a read (op %d, if-match %s)", k,
           op.if_match ? op.if_match : "(none)");
+    /* A leader that lied (or a record overwritten since): the store refuses
+     * the write, b reads, finds a still holding, and does not lead. */
+    r = (st_result){0};
+    r.outcome = ST_PRECONDITION;
+    now += 5;
+    el_complete(&e, (el_time){now, 1700000000000 + now}, &r);
+    k = el_next(&e, (el_time){now, 1700000000000 + now}, &op, &wake);
+    CHECK(k == EL_OP_GET && !el_is_leader(&e, now),
+          "a refused write: b reads the store and does not lead (op %d)", k);
+    r = (st_result){0};
+    r.outcome = ST_OK;
+    st_result_set_body(&r, held, strlen(held));
+    st_result_set_etag(&r, "h3");
+    now += 5;
+    el_complete(&e, (el_time){now, 1700000000000 + now}, &r);
+    st_result_clear(&r);
+    k = el_next(&e, (el_time){now, 1700000000000 + now}, &op, &wake);
+    CHECK(k != EL_OP_PUT && !el_is_leader(&e, now),
+          "a holds the lock in the store: b follows, no write (op %d)", k);
     el_free(&e);
 }
 
