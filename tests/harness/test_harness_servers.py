@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -24,7 +25,7 @@ if str(TESTS) not in sys.path:
 
 from harness.dynamodb_local import DynamoDBLocal  # noqa: E402
 from harness.pgserver import PostgresServer  # noqa: E402
-from harness.servers import Server  # noqa: E402
+from harness.servers import Server, cache_dir  # noqa: E402
 
 boto3 = pytest.importorskip("boto3")  # comes with moto[server] (scripts/deps)
 from botocore.config import Config  # noqa: E402
@@ -294,3 +295,30 @@ def test_start_failures_carry_the_log(tmp_path: Path, monkeypatch: pytest.Monkey
     assert "exited with status" in str(e.value) and "S3lectDynamoDBLocal" in str(e.value)  # javac's complaint
     assert ddb.proc is None
     ddb.stop()
+
+
+@pytest.mark.parametrize("kind", ["minio", "moto", "dynamodb", "postgres"])
+def test_with_store_exports_a_lock_prefix_the_cli_elects_on(kind: str, clean_env: dict[str, str],
+                                                             s3lect_bin: Path) -> None:
+    """servers.py with-STORE -- CMD: CMD finds S3LECT_TEST_LOCK_PREFIX and
+    everything the CLI needs in its environment; a key appended to the prefix
+    is a lock the CLI leads and releases (the table made by init-store)."""
+    env = dict(clean_env)
+    env["S3LECT_CLI"] = str(s3lect_bin)
+    env["S3LECT_CACHE"] = str(cache_dir())  # clean_env's HOME has no cached servers
+    key = _name("prefix")
+    script = ('case "$S3LECT_TEST_LOCK_PREFIX" in "") echo "no prefix"; exit 3;; esac; '
+              '"$S3LECT_CLI" run --no-peer --lock "${S3LECT_TEST_LOCK_PREFIX}$1" -- '
+              'sh -c "echo LED-\\$S3LECT_TERM" || exit 4; '
+              '"$S3LECT_CLI" status --json --lock "${S3LECT_TEST_LOCK_PREFIX}$1"; '
+              'echo "STATUS-EXIT-$?"')
+    r = subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "servers.py"),
+                        f"with-{kind}", "--", "sh", "-c", script, "sh", key],
+                       env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
+    assert "LED-1" in r.stdout, r.stdout + r.stderr[-2000:]
+    assert "S3LECT_TEST_LOCK_PREFIX" not in r.stderr
+    # read back from the same store: the record of term 1, released (status
+    # exit 3: free) by the leader when its command ended
+    assert "STATUS-EXIT-3" in r.stdout, r.stdout + r.stderr[-2000:]
+    assert re.search(r'"term": ?1\b', r.stdout), r.stdout
