@@ -55,6 +55,10 @@ class GcpFakes:
         self.refresh_token = "1//rt-" + secrets.token_hex(16)
         self.subject_token = "subj-" + secrets.token_hex(16)
         self.audience = "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/q"
+        # The AWS identity source: the keys a test exports, the region.
+        self.aws_key_id = "AKIA" + secrets.token_hex(8).upper()
+        self.aws_secret = "aws-" + secrets.token_hex(16)
+        self.aws_region = "eu-west-3"
         self.issued: dict[str, float] = {}  # token -> expiry (time.time())
         self.sts_issued: set[str] = set()
         self.requests: list[str] = []  # "grant:jwt-bearer", "metadata", ...
@@ -122,7 +126,7 @@ class GcpFakes:
         with self._lock:
             toks = list(self.issued)
         return [body[:40], body[100:140], self.client_secret, self.refresh_token,
-                self.subject_token] + toks
+                self.subject_token, self.aws_secret] + toks
 
     # ---- files a test points GOOGLE_APPLICATION_CREDENTIALS at ----
 
@@ -145,7 +149,13 @@ class GcpFakes:
 
     def external_account_file(self, d: Path, fmt: str = "text", impersonate: bool = True) -> Path:
         tokfile = d / "subject-token"
-        if fmt == "json":
+        stt = "urn:ietf:params:oauth:token-type:jwt"
+        if fmt == "aws":
+            stt = "urn:ietf:params:aws:token-type:aws4_request"
+            source = {"environment_id": "aws1",
+                      "regional_cred_verification_url":
+                          "https://sts.{region}.amazonaws.com?Action=GetCallerIdentity&Version=2011-06-15"}
+        elif fmt == "json":
             tokfile.write_text(json.dumps({"id_token": self.subject_token}))
             source = {"file": str(tokfile), "format": {"type": "json",
                                                        "subject_token_field_name": "id_token"}}
@@ -153,7 +163,7 @@ class GcpFakes:
             tokfile.write_text(self.subject_token + "\n")
             source = {"file": str(tokfile)}
         cfg = {"type": "external_account", "audience": self.audience,
-               "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+               "subject_token_type": stt,
                "token_url": f"{self.url}/token", "credential_source": source}
         if impersonate:
             cfg["service_account_impersonation_url"] = (
@@ -208,8 +218,14 @@ class GcpFakes:
                 self._refuse(h, 400, "invalid_grant", "Bad Request")
                 return
         elif grant == "urn:ietf:params:oauth:grant-type:token-exchange":
-            if form.get("subject_token") != self.subject_token or form.get("audience") != self.audience:
-                self._refuse(h, 400, "invalid_grant", "The subject token is invalid")
+            if form.get("subject_token_type") == "urn:ietf:params:aws:token-type:aws4_request":
+                why = self._check_aws(form.get("subject_token", ""))
+                ok = not why
+            else:
+                why = "The subject token is invalid"
+                ok = form.get("subject_token") == self.subject_token
+            if not ok or form.get("audience") != self.audience:
+                self._refuse(h, 400, "invalid_grant", why or "audience")
                 return
             tok, life = self._issue("sts.")
             with self._lock:
@@ -240,6 +256,46 @@ class GcpFakes:
             return f"Invalid JWT: scope {claims.get('scope')}"
         if not (claims.get("iat", 0) <= now + 5 and now < claims.get("exp", 0) <= now + 3605):
             return "Invalid JWT: Token must be a short-lived token"
+        return ""
+
+    def _check_aws(self, token: str) -> str:
+        """A serialized GetCallerIdentity request signed with the test's keys
+        for the region's STS (what Google's STS replays to AWS)."""
+        try:
+            req = json.loads(urllib.parse.unquote(token))
+            headers = {x["key"].lower(): x["value"] for x in req["headers"]}
+        except (ValueError, KeyError, TypeError) as e:
+            return f"not a serialized AWS request ({type(e).__name__})"
+        want_url = (f"https://sts.{self.aws_region}.amazonaws.com"
+                    "?Action=GetCallerIdentity&Version=2011-06-15")
+        if req.get("url") != want_url or req.get("method") != "POST":
+            return f"url/method {req.get('url')} {req.get('method')}"
+        auth = headers.get("authorization", "")
+        date = headers.get("x-amz-date", "")
+        scope = f"Credential={self.aws_key_id}/{date[:8]}/{self.aws_region}/sts/aws4_request"
+        if not auth.startswith("AWS4-HMAC-SHA256 ") or scope not in auth or "Signature=" not in auth:
+            return "the request is not signed with the AWS keys for the region's STS"
+        if "x-goog-cloud-target-resource" not in auth or \
+                headers.get("x-goog-cloud-target-resource") != self.audience:
+            return "x-goog-cloud-target-resource missing or not signed"
+        if headers.get("host") != f"sts.{self.aws_region}.amazonaws.com":
+            return "host"
+        # Recompute the signature (SigV4, as AWS would).
+        import hashlib
+        import hmac
+        signed = auth.split("SignedHeaders=")[1].split(",")[0].split(";")
+        canon = "\n".join(["POST", "/", "Action=GetCallerIdentity&Version=2011-06-15",
+                           "".join(f"{k}:{headers[k].strip()}\n" for k in signed),
+                           ";".join(signed), hashlib.sha256(b"").hexdigest()])
+        sts = "\n".join(["AWS4-HMAC-SHA256", date,
+                         f"{date[:8]}/{self.aws_region}/sts/aws4_request",
+                         hashlib.sha256(canon.encode()).hexdigest()])
+        k = ("AWS4" + self.aws_secret).encode()
+        for part in (date[:8], self.aws_region, "sts", "aws4_request"):
+            k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+        sig = hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+        if auth.split("Signature=")[1] != sig:
+            return "SignatureDoesNotMatch"
         return ""
 
     def _get(self, h) -> None:

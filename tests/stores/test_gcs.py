@@ -181,7 +181,7 @@ def test_gcs_real_endpoint_is_never_unauthenticated(s3lect_bin, tmp_path):
 # ---- each credential source end to end ----
 
 SOURCES = ["service_account", "authorized_user", "authorized_user_adc", "external_file_text",
-           "external_file_json", "external_no_impersonation", "metadata"]
+           "external_file_json", "external_no_impersonation", "external_aws", "metadata"]
 
 
 def source_env(kind: str, fakes, fake_gcs, proxy, d: Path) -> tuple[dict[str, str], str, str]:
@@ -199,6 +199,11 @@ def source_env(kind: str, fakes, fake_gcs, proxy, d: Path) -> tuple[dict[str, st
         fakes.authorized_user_file(d)
         return cred_env(fake_gcs, proxy, CLOUDSDK_CONFIG=str(d)), \
             "gcloud application-default credentials", ""
+    if kind == "external_aws":
+        p = fakes.external_account_file(d, "aws")
+        return cred_env(fake_gcs, proxy, GOOGLE_APPLICATION_CREDENTIALS=str(p),
+                        AWS_ACCESS_KEY_ID=fakes.aws_key_id, AWS_SECRET_ACCESS_KEY=fakes.aws_secret,
+                        AWS_REGION=fakes.aws_region), "external_account", SA_EMAIL
     if kind.startswith("external"):
         p = fakes.external_account_file(d, "json" if kind.endswith("json") else "text",
                                         impersonate=kind != "external_no_impersonation")
