@@ -5,7 +5,7 @@
 libs3lect/src has one folder per layer, lowest first (the order of
 S3LECT_LAYERS in libs3lect/CMakeLists.txt):
 
-    base < config < aws < store < engine < peer < runtime < api
+    base < config < aws < gcp < azure < store < engine < peer < runtime < api
 
 A file may include headers of its own layer and lower ones (and the public
 s3lect.h), and may call functions defined in its own layer or lower ones.
@@ -41,6 +41,8 @@ CLI_INTERNAL = {
     "record.h": "status, watch and reset-term decode and write the lock record",
     "aws_creds.h": "whoami and check-store resolve the credential chain and say which source "
                    "answered",
+    "gcp_creds.h": "whoami resolves the Google credential chain of a gs:// lock and says which "
+                   "source answered",
     "crypto.h": "check-store's random scratch key name",
     "duration.h": "the one duration syntax (config/duration.c) for the CLI's own flags that are "
                   "not library options (--kill-timeout, --startup-timeout, --interval)",

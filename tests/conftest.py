@@ -130,6 +130,17 @@ def postgres() -> Iterator[PostgresServer]:
     yield from _start(server)
 
 
+@pytest.fixture(scope="session")
+def fake_gcs():
+    """fake-gcs-server (tests/harness/fake_gcs.py), built on first use."""
+    from harness.fake_gcs import FakeGCS
+    try:
+        server = FakeGCS()
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield from _start(server)
+
+
 @pytest.fixture(params=["minio", "moto"])
 def s3server(request: pytest.FixtureRequest) -> Server | ExternalServer:
     return request.getfixturevalue(request.param)

@@ -41,6 +41,8 @@ static const st_scheme schemes[] = {
      ST_SCHEME_AWS},
     {"postgres", "postgresql", st_postgres_parse, st_postgres_open, st_postgres_canonical, NULL, 0},
     {"route53", NULL, st_route53_parse, st_route53_open, st_route53_canonical, NULL, ST_SCHEME_AWS},
+    {"gs", NULL, st_gcs_parse, st_gcs_open, st_gcs_canonical, "gs://bucket/object (two slashes)",
+     0},
 };
 #define NSCHEMES (sizeof schemes / sizeof schemes[0])
 
@@ -116,13 +118,13 @@ static int location_parse(const char *url, st_location *out, char *err, size_t e
         snprintf(err, errlen,
                  "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
                  "path, dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME or "
-                 "route53://ZONE_ID/NAME",
+                 "route53://ZONE_ID/NAME or gs://BUCKET/OBJECT",
                  (int)(sl < 20 ? sl : 20), url);
     else
         snprintf(err, errlen,
                  "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
                  "path (for a file whose name has ':', write ./%.100s), dynamodb://, "
-                 "postgres:// or route53://",
+                 "postgres://, route53:// or gs://",
                  (int)(sl < 20 ? sl : 20), url, url);
     return S3LECT_EINVAL;
 }

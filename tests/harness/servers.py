@@ -25,6 +25,9 @@ $S3LECT_BUILD_DIR/bin/s3lect, else build/bin/s3lect).
         AWS_ENDPOINT_URL_DYNAMODB, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION
     python3 tests/harness/servers.py with-postgres -- CMD   # PostgreSQL (pgserver.py):
         PGHOST, PGPORT, PGUSER, PGDATABASE, S3LECT_PG_DSN
+    python3 tests/harness/servers.py with-gcs -- CMD        # fake-gcs-server (fake_gcs.py):
+        STORAGE_EMULATOR_HOST, S3LECT_TEST_GCS_ENDPOINT, S3LECT_TEST_BUCKET,
+        S3LECT_TEST_LOCK_PREFIX=gs://BUCKET/
 
 Every server can also be restart()ed on the same port and data, and paused
 (SIGSTOP) and resume()d, for tests of an unavailable or restarting backend.
@@ -364,7 +367,7 @@ def ensure_moto() -> None:
         raise ServerStartError(f"pip install 'moto[server]' failed:\n{r.stdout[-4000:]}")
 
 
-KINDS = ("minio", "moto", "dynamodb", "postgres")
+KINDS = ("minio", "moto", "dynamodb", "postgres", "gcs")
 
 
 def make_server(kind: str):
@@ -385,6 +388,12 @@ def make_server(kind: str):
         else:
             from .pgserver import PostgresServer
         return PostgresServer()
+    if kind == "gcs":
+        if __package__ in (None, ""):
+            from harness.fake_gcs import FakeGCS
+        else:
+            from .fake_gcs import FakeGCS
+        return FakeGCS()
     raise ValueError(f"unknown server kind {kind!r}")
 
 
@@ -399,6 +408,8 @@ def lock_prefix(kind: str, server) -> str:
         return f"{server.dsn}?key="
     if kind == "dynamodb":
         return f"dynamodb://{DYNAMODB_TABLE}/"
+    if kind == "gcs":
+        return f"gs://{server.bucket}/"
     return f"s3://{server.bucket}/"
 
 

@@ -297,7 +297,7 @@ def test_start_failures_carry_the_log(tmp_path: Path, monkeypatch: pytest.Monkey
     ddb.stop()
 
 
-@pytest.mark.parametrize("kind", ["minio", "moto", "dynamodb", "postgres"])
+@pytest.mark.parametrize("kind", ["minio", "moto", "dynamodb", "postgres", "gcs"])
 def test_with_store_exports_a_lock_prefix_the_cli_elects_on(kind: str, clean_env: dict[str, str],
                                                              s3lect_bin: Path) -> None:
     """servers.py with-STORE -- CMD: CMD finds S3LECT_TEST_LOCK_PREFIX and
@@ -322,3 +322,45 @@ def test_with_store_exports_a_lock_prefix_the_cli_elects_on(kind: str, clean_env
     # exit 3: free) by the leader when its command ended
     assert "STATUS-EXIT-3" in r.stdout, r.stdout + r.stderr[-2000:]
     assert re.search(r'"term": ?1\b', r.stdout), r.stdout
+
+
+# -- fake-gcs-server ----------------------------------------------------------
+
+def test_fake_gcs_generations_restart_and_pause(fake_gcs) -> None:
+    """ifGenerationMatch is honoured (the store's compare-and-set); a restart,
+    soft or hard, keeps the object and its generation; a paused server does
+    not answer."""
+    import urllib.error
+    import urllib.request
+    name = _name("gcs")
+    assert fake_gcs.put_object(name, b'{"v":1}') == 200
+    status, body, gen = fake_gcs.get_object(name)
+    assert status == 200 and body == b'{"v":1}' and gen.isdigit(), (status, body, gen)
+    base = f"{fake_gcs.endpoint}/upload/storage/v1/b/{fake_gcs.bucket}/o?uploadType=media&name={name}"
+
+    def upload(cond: str) -> int:
+        req = urllib.request.Request(f"{base}&ifGenerationMatch={cond}", data=b'{"v":2}',
+                                     method="POST", headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    assert upload("0") == 412, "a create over an existing object must fail"
+    assert upload(str(int(gen) + 1)) == 412, "a stale generation must fail"
+    assert upload(gen) == 200
+    _, body, gen2 = fake_gcs.get_object(name)
+    assert body == b'{"v":2}' and gen2 != gen
+    for hard in (False, True):
+        fake_gcs.restart(hard=hard)
+        assert fake_gcs.get_object(name)[1:] == (b'{"v":2}', gen2)
+    fake_gcs.pause()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"{fake_gcs.endpoint}/storage/v1/b", timeout=1)
+        assert time.monotonic() - t0 < 10
+    finally:
+        fake_gcs.resume()
+    assert fake_gcs.get_object(name)[0] == 200

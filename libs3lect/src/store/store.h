@@ -137,10 +137,10 @@ typedef struct st_scheme st_scheme;
 /* A parsed lock location. */
 typedef struct st_location {
     const st_scheme *scheme; /* the store it names */
-    /* s3: bucket; file: directory; dynamodb: table; route53: hosted zone id;
+    /* s3, gs: bucket; file: directory; dynamodb: table; route53: hosted zone id;
      * postgres: the libpq connection URI without s3lect's parameters */
     char *bucket;
-    /* s3: object key; file: file name inside the directory; dynamodb: the
+    /* s3, gs: object key (name); file: file name inside the directory; dynamodb: the
      * partition key's value; route53: the record name (lower case, with the
      * final dot); postgres: the lock's row name; custom: the key */
     char *key;
@@ -235,6 +235,7 @@ ST_STORE_FUNCS(file)
 ST_STORE_FUNCS(dynamodb)
 ST_STORE_FUNCS(postgres)
 ST_STORE_FUNCS(route53)
+ST_STORE_FUNCS(gcs)
 /* The custom store (the user's functions, cfg->custom): no URL of its own. */
 extern const st_scheme st_custom_scheme;
 int st_custom_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
