@@ -141,6 +141,17 @@ def fake_gcs():
     yield from _start(server)
 
 
+@pytest.fixture(scope="session")
+def etcd_server():
+    """etcd (tests/harness/etcd.py, Debian's etcd-server), plain HTTP, no auth."""
+    from harness.etcd import EtcdServer
+    try:
+        server = EtcdServer()
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield from _start(server)
+
+
 @pytest.fixture(params=["minio", "moto"])
 def s3server(request: pytest.FixtureRequest) -> Server | ExternalServer:
     return request.getfixturevalue(request.param)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fixtures of the native-store tests: one Backend per store, on the real
 servers the harness starts (DynamoDB Local, PostgreSQL, moto's Route 53,
-fake-gcs-server)."""
+fake-gcs-server, etcd)."""
 
 from __future__ import annotations
 
@@ -85,6 +85,10 @@ def make_backend(kind: str, request: pytest.FixtureRequest) -> Backend:
         gcs = request.getfixturevalue("fake_gcs")
         return Backend(kind, _gcs_env(gcs),
                        lambda name: f"gs://{gcs.bucket}/{name}-{secrets.token_hex(4)}", gcs)
+    if kind == "etcd":
+        etcd = request.getfixturevalue("etcd_server")
+        return Backend(kind, _gcs_env(etcd),  # the base environment and the server's
+                       lambda name: f"{etcd.lock_prefix()}{name}-{secrets.token_hex(4)}", etcd)
     moto = request.getfixturevalue("moto")
     zone = request.getfixturevalue("r53_zone")
     env = dict(_ddb_env(moto), AWS_ENDPOINT_URL_ROUTE_53=moto.endpoint)
@@ -112,7 +116,7 @@ def moto_dynamodb_backend(request) -> Backend:
                    lambda name: f"dynamodb://{table}/{name}-{secrets.token_hex(4)}", moto)
 
 
-@pytest.fixture(params=["dynamodb", "dynamodb-moto", "postgres", "gcs"])
+@pytest.fixture(params=["dynamodb", "dynamodb-moto", "postgres", "gcs", "etcd"])
 def cas_impl(request) -> Backend:
     """Every server that enforces compare-and-set, moto's DynamoDB included."""
     if request.param == "dynamodb-moto":
@@ -120,12 +124,12 @@ def cas_impl(request) -> Backend:
     return make_backend(request.param, request)
 
 
-@pytest.fixture(params=["dynamodb", "postgres", "route53", "gcs"])
+@pytest.fixture(params=["dynamodb", "postgres", "route53", "gcs", "etcd"])
 def backend(request) -> Backend:
     return make_backend(request.param, request)
 
 
-@pytest.fixture(params=["dynamodb", "postgres", "gcs"])
+@pytest.fixture(params=["dynamodb", "postgres", "gcs", "etcd"])
 def cas_backend(request) -> Backend:
     """The stores whose test server enforces compare-and-set."""
     return make_backend(request.param, request)
