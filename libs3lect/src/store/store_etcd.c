@@ -472,7 +472,12 @@ static void etcd_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
                            "%s: cannot talk to %s (%s): check the endpoints and, for etcds://, "
                            "the CA (--ca-file) and the client certificate (cert=, cert_key=)",
                            what, where, x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc));
-        else
+        else if (strstr(x->errbuf, "certificate"))
+            st_result_setf(out, ST_TRANSIENT,
+                           "%s: the TLS handshake with %s failed (%s): the server needs a client "
+                           "certificate it trusts (cert=, cert_key=); will retry",
+                           what, where, x->errbuf);
+        if (out->outcome == ST_TRANSIENT)
             next_endpoint(s, x->ep);
         xfer_free(x);
         return;
