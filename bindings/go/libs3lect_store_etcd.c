@@ -674,6 +674,9 @@ int st_etcd_open(const struct s3lect_config *cfg, const st_location *loc, st_sto
 static int usage(const char *url, const char *what, char *err, size_t errlen)
 {
     char *shown = st_lock_display(url);
+    for (unsigned char *p = (unsigned char *)shown; p && *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = '?'; /* one line */
     snprintf(err, errlen,
              "lock URL '%.200s': %s; write etcd://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...]/KEY"
              " (etcds:// for TLS, ?cert=FILE&cert_key=FILE for a client certificate)",
