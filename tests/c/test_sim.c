@@ -52,10 +52,14 @@
  *             atomic);
  *   gcs       a precondition failure (412 on ifGenerationMatch), etags are
  *             numeric generations, reads carry Date / Last-Modified (1 s),
- *             and the per-object write rate limit (429) comes in bursts.
+ *             and the per-object write rate limit (429) comes in bursts;
+ *   etcd      a precondition failure (the txn's compare fails), etags are
+ *             revisions (numbers that grow by more than one: other keys'
+ *             writes count too), no stamps, and "no leader" unavailability
+ *             (transient, not applied) comes in bursts (an etcd election).
  *
  *   test_sim [--seeds N] [--seconds S] [--seed X] [--shard K] [--nodes K]
- *            [--store s3|dynamodb|postgres|route53|gcs] [--stale-ms MS]
+ *            [--store s3|dynamodb|postgres|route53|gcs|etcd] [--stale-ms MS]
  *            [--break-skew | --break-suspend | --break-store-clock] [-v]
  */
 #include <math.h>
@@ -71,7 +75,7 @@
 #define MAXN 16
 #define MAXHIST 512
 
-enum { STORE_S3, STORE_DYNAMODB, STORE_POSTGRES, STORE_ROUTE53, STORE_GCS };
+enum { STORE_S3, STORE_DYNAMODB, STORE_POSTGRES, STORE_ROUTE53, STORE_GCS, STORE_ETCD };
 
 /* A past state of the store (route53: stale reads). */
 typedef struct past_state {
@@ -467,6 +471,9 @@ static void store_apply(sim *s, int kind, const char *body, size_t body_len, con
     if (s->store_kind == STORE_GCS) /* a generation: microseconds, always growing */
         snprintf(s->etag, sizeof s->etag, "%llu",
                  1700000000000000ULL + (unsigned long long)++s->etag_ctr);
+    else if (s->store_kind == STORE_ETCD) /* a revision: other keys' writes count too */
+        snprintf(s->etag, sizeof s->etag, "%llu",
+                 (unsigned long long)(++s->etag_ctr * 8 + (uint64_t)(urand(s) * 7)));
     else
         snprintf(s->etag, sizeof s->etag, "\"e%llu\"", (unsigned long long)++s->etag_ctr);
     r->outcome = ST_OK;
@@ -755,8 +762,10 @@ static void begin_phase(sim *s)
         s->p_late = urand(s) * 0.05;
         s->p_spike = urand(s) * 0.05;
         s->p_resend = urand(s) * 0.05;
-        if ((s->store_kind == STORE_DYNAMODB || s->store_kind == STORE_GCS) && urand(s) < 0.5)
-            s->p_5xx = 0.5 + urand(s) * 0.4; /* a throttling burst (GCS: 429) */
+        if ((s->store_kind == STORE_DYNAMODB || s->store_kind == STORE_GCS ||
+             s->store_kind == STORE_ETCD) &&
+            urand(s) < 0.5)
+            s->p_5xx = 0.5 + urand(s) * 0.4; /* a throttling burst (GCS: 429; etcd: no leader) */
         if (s->store_kind == STORE_POSTGRES)
             s->p_drop_reply += urand(s) * 0.2; /* connections drop after commits */
         s->heal_at = s->phase_end;
@@ -1014,7 +1023,8 @@ int main(int argc, char **argv)
     int seeds = 10, nodes = 7, break_skew = 0, break_suspend = 0, break_store = 0, verbose = 0;
     int store_kind = STORE_S3;
     int64_t stale_ms = 10000;
-    static const char *const store_names[] = {"s3", "dynamodb", "postgres", "route53", "gcs"};
+    static const char *const store_names[] = {"s3",      "dynamodb", "postgres",
+                                              "route53", "gcs",      "etcd"};
     int64_t seconds = 1000000;
     uint64_t first_seed = 0;
     int one_seed = 0, shard = 0;
@@ -1033,11 +1043,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--store") && i + 1 < argc) {
             const char *v = argv[++i];
             store_kind = -1;
-            for (int k = 0; k < 5; k++)
+            for (int k = 0; k < (int)(sizeof store_names / sizeof *store_names); k++)
                 if (!strcmp(v, store_names[k]))
                     store_kind = k;
             if (store_kind < 0) {
-                fprintf(stderr, "--store: s3, dynamodb, postgres, route53 or gcs\n");
+                fprintf(stderr, "--store: s3, dynamodb, postgres, route53, gcs or etcd\n");
                 return 2;
             }
         } else if (!strcmp(argv[i], "--stale-ms") && i + 1 < argc)
@@ -1052,7 +1062,7 @@ int main(int argc, char **argv)
             verbose = 1;
         else {
             fprintf(stderr, "usage: test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] "
-                            "[--store s3|dynamodb|postgres|route53|gcs] [--stale-ms MS] "
+                            "[--store s3|dynamodb|postgres|route53|gcs|etcd] [--stale-ms MS] "
                             "[--break-skew | --break-suspend | --break-store-clock] [-v]\n");
             return 2;
         }
