@@ -632,8 +632,9 @@ int st_etcd_open(const struct s3lect_config *cfg, const st_location *loc, st_sto
         oom = !s->eps_desc;
     }
     const char *user = loc->opt1, *password = loc->opt2;
-    if (!user && getenv("S3LECT_ETCD_USER") && *getenv("S3LECT_ETCD_USER"))
-        user = getenv("S3LECT_ETCD_USER");
+    const char *env_user = getenv("S3LECT_ETCD_USER");
+    if (!user && env_user && *env_user)
+        user = env_user;
     if (user && !password)
         password = getenv("S3LECT_ETCD_PASSWORD");
     if (!oom && ((cfg->ca_file && !(s->ca_file = u_strdup(cfg->ca_file))) ||

@@ -106,6 +106,12 @@ func gcsTarget(t *testing.T) storeTarget {
 	return storeTarget{kind: "gs", lock: "gs://" + v[1] + "/go-" + randomSuffix(), endpoint: v[0]}
 }
 
+func etcdTarget(t *testing.T) storeTarget {
+	v := needEnv(t, "etcd", "S3LECT_TEST_ETCD_ENDPOINT")
+	return storeTarget{kind: "etcd", lock: "etcd://" + strings.TrimPrefix(v[0], "http://") +
+		"/s3lect-test/go-" + randomSuffix()}
+}
+
 // storeConfig is a config with the tests' timings on the target's lock.
 func storeConfig(st storeTarget, id string) *ElectorConfig {
 	return &ElectorConfig{
@@ -136,6 +142,7 @@ func TestStoreElection(t *testing.T) {
 		{"postgres", postgresTarget},
 		{"route53", route53Target},
 		{"gcs", gcsTarget},
+		{"etcd", etcdTarget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testStoreElection(t, tc.target(t))

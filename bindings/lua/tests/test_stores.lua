@@ -119,6 +119,11 @@ function targets.gcs()
   return "gs://" .. bucket .. "/" .. unique("lua"), { endpoint = endpoint }, false
 end
 
+function targets.etcd()
+  local endpoint = need_env("etcd", "S3LECT_TEST_ETCD_ENDPOINT")
+  return "etcd://" .. endpoint:gsub("^http://", "") .. "/s3lect-test/" .. unique("lua"), {}, false
+end
+
 local function leaders_of(els)
   local out = {}
   for _, el in ipairs(els) do
@@ -129,7 +134,7 @@ local function leaders_of(els)
   return out
 end
 
-for _, kind in ipairs({ "dynamodb", "postgres", "route53", "gcs" }) do
+for _, kind in ipairs({ "dynamodb", "postgres", "route53", "gcs", "etcd" }) do
   T.test("stores: two electors on a " .. kind .. " lock, one leader, graceful handover", function(t)
     local lock, extra, staggered = targets[kind]()
     local ids, seen, lost, by_id = { "a", "b" }, {}, {}, {}
