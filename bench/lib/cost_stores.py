@@ -38,7 +38,7 @@ from common import (GET_USD_PER_1000, HOURS_PER_MONTH, PUT_USD_PER_1000, BenchEr
 from impls import DEFAULTS, NodeSpec, S3lectC, Timing
 from storeproxy import HttpTypeProxy, PgProxy
 
-STORES = ("s3", "dynamodb", "postgres", "route53", "gcs")
+STORES = ("s3", "dynamodb", "postgres", "route53", "gcs", "etcd")
 NODES = 3
 WINDOW = 120.0  # = cost.window_for(DEFAULTS, quick=False)
 QUICK_WINDOW = 60.0
@@ -408,10 +408,48 @@ class GcsBackend(Backend):
             run.record_bytes = len(body)
 
 
+class EtcdBackend(Backend):
+    """etcd's v3 JSON gateway on Debian's etcd (tests/harness/etcd.py), no
+    authentication: requests counted by path (kv/range a read, kv/txn a
+    conditional write, auth/authenticate a token). No per-request price:
+    the cost is your cluster's."""
+
+    name = "etcd"
+    aws = False
+
+    def start(self, s3lect: Path) -> None:
+        from harness.etcd import EtcdServer
+        self.server = EtcdServer().start()
+
+    def classify(self, method, path, headers):
+        p = path.split("?", 1)[0]
+        for op in ("kv/range", "kv/txn", "auth/authenticate"):
+            if p == f"/v3/{op}":
+                return op
+        return f"{method} {p}"
+
+    def lock_url(self, endpoint: str, key: str) -> str:
+        return f"etcd://{endpoint.split('://', 1)[-1]}/s3lect-bench/{key}"
+
+    def node_env(self) -> dict[str, str]:
+        return {}
+
+    def version(self) -> str:
+        import subprocess
+        from harness.etcd import etcd_binary
+        out = subprocess.run([etcd_binary(), "--version"], capture_output=True, text=True)
+        return out.stdout.splitlines()[0] if out.stdout else "etcd"
+
+    def inspect(self, run: StoreRun, key: str) -> None:
+        value, _rev = self.server.get_key(f"s3lect-bench/{key}")
+        if value is not None:
+            run.record_bytes = len(value)
+
+
 def make_backend(name: str, minio) -> Backend:
     return {"s3": lambda: S3Backend(minio), "dynamodb": DynamoDBBackend,
             "postgres": PostgresBackend, "route53": Route53Backend,
-            "gcs": GcsBackend}[name]()
+            "gcs": GcsBackend, "etcd": EtcdBackend}[name]()
 
 
 # ---- one measurement ----
@@ -640,6 +678,13 @@ def report(runs: list[StoreRun], command: str) -> tuple[str, str]:
                 f"{GCS_PRICES_AS_OF}. Measured on fake-gcs-server, which answers the same "
                 f"requests the same way (the store makes no other). The record is "
                 f"{r.record_bytes if r.record_bytes is not None else '?'} bytes.")
+        elif r.store == "etcd":
+            notes.append(
+                f"- **etcd**: the v3 JSON gateway counted by path: kv/range (the record read, "
+                f"linearizable) and kv/txn (a compare on mod_revision or create_revision, then "
+                f"a put, through raft); auth/authenticate once per token with a user. No "
+                f"per-request price: the cost is your cluster's. The record is "
+                f"{r.record_bytes if r.record_bytes is not None else '?'} bytes.")
         elif r.store == "s3":
             notes.append(
                 f"- **s3**: S3 Standard list prices (us-east-1): PUT ${PUT_USD_PER_1000} and GET "
@@ -665,7 +710,8 @@ Rates are counts in the window × 3600 / window ({windows}); {HOURS_PER_MONTH} h
 month. Request types: S3 by HTTP method; DynamoDB by action (GetItem: a read with
 ConsistentRead; PutItem: a conditional write); PostgreSQL by statement; Route 53
 ListResourceRecordSets (a read) and ChangeResourceRecordSets (a write: one DELETE +
-CREATE batch); GCS by JSON API operation (objects.get, objects.insert).
+CREATE batch); GCS by JSON API operation (objects.get, objects.insert); etcd by
+gateway path (kv/range, kv/txn).
 
 ### Per node
 
