@@ -71,6 +71,13 @@ GCS_THROTTLE_RESPONSE = (b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: appli
                          b"Content-Length: " + str(len(_GCS_THROTTLE_BODY)).encode() +
                          b"\r\nConnection: close\r\n\r\n" + _GCS_THROTTLE_BODY)
 
+# What etcd's v3 gateway answers while its cluster has no leader (an etcd
+# election): 503, gRPC code 14 (Unavailable).
+_ETCD_NO_LEADER_BODY = (b'{"error":"etcdserver: no leader","message":"etcdserver: no leader",'
+                        b'"code":14}')
+ETCD_NO_LEADER_RESPONSE = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json"
+                           b"\r\nContent-Length: " + str(len(_ETCD_NO_LEADER_BODY)).encode() +
+                           b"\r\nConnection: close\r\n\r\n" + _ETCD_NO_LEADER_BODY)
 
 _PRECONDITION_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error>'
                       b"<Code>PreconditionFailed</Code><Message>At least one of the pre-conditions "
@@ -584,7 +591,7 @@ class Backend:
     destroyed by the test, restartable for the store-restart fault), how a
     node reaches it through its own proxy, and the proxy's "slow down" answer.
 
-    name:         "minio", "dynamodb", "postgres" or "gcs" (the test's parameter)
+    name:         "minio", "dynamodb", "postgres", "gcs" or "etcd" (the test's parameter)
     restart_kind: the fault kind of a store restart
     answer:       (stats name, bytes) the proxies answer a flaky request with
                   instead of forwarding it, or None (binary protocol)
@@ -777,7 +784,36 @@ class GcsBackend(Backend):
         return "restart"
 
 
-BACKENDS = {b.name: b for b in (MinioBackend, DynamoDBBackend, PostgresBackend, GcsBackend)}
+class EtcdBackend(Backend):
+    """Debian's etcd, one member (a restart keeps the keys and their
+    revisions); each node's etcd:// URL names its own proxy's port; the proxies
+    answer a flaky request with etcd's 503 "no leader"."""
+
+    name = "etcd"
+    restart_kind = "etcd_restart"
+    answer = ("no_leader", ETCD_NO_LEADER_RESPONSE)
+
+    def __init__(self) -> None:
+        from harness.etcd import EtcdServer
+        self.server = EtcdServer()
+
+    def node_lock(self, key: str, proxy_port: int) -> str:
+        return f"etcd://127.0.0.1:{proxy_port}/chaos/{key}"
+
+    def node_args(self, proxy_port: int) -> list[str]:  # noqa: ARG002
+        return []
+
+    def status_args(self, key: str) -> list[str]:
+        return [self.node_lock(key, self.server.port)]
+
+    def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
+        hard = rng.random() < 0.5
+        self.server.restart(hard=hard)
+        return "SIGKILL" if hard else "restart"
+
+
+BACKENDS = {b.name: b for b in (MinioBackend, DynamoDBBackend, PostgresBackend, GcsBackend,
+                                EtcdBackend)}
 
 
 # ---------------------------------------------------------------------------

@@ -22,7 +22,10 @@ same port and data); `[gcs]` on fake-gcs-server (no token: the nodes'
 --endpoint is their proxy on loopback; the "slow down" answer is Cloud
 Storage's 429 rate limit, counted as `throttle`; the store restart is
 `gcs_restart`: SIGTERM or SIGKILL, then the server again on the same port
-and filesystem data). The checks are the same for every store; each store's
+and filesystem data); `[etcd]` on Debian's etcd (each node's etcd:// URL
+names its own proxy's port; the "slow down" answer is etcd's 503 "no
+leader", counted as `no_leader`; the store restart is `etcd_restart`:
+SIGTERM or SIGKILL, then etcd again on the same ports and data). The checks are the same for every store; each store's
 summary lines are prefixed with its name. `-k 'five_nodes and postgres'`
 picks one store.
 
@@ -76,7 +79,7 @@ STOP_BOUND_S = 1.0
 LIVENESS_BOUND_S = LEASE_S + 2 * FREQUENT_S + 8.0
 # At least one round of every kind runs anyway (~45-60 s); longer runs
 # (S3LECT_CHAOS_SECONDS) repeat kinds, which the test budget cannot afford.
-DEFAULT_SECONDS = {"minio": 45, "dynamodb": 45, "postgres": 45, "gcs": 45}
+DEFAULT_SECONDS = {"minio": 45, "dynamodb": 45, "postgres": 45, "gcs": 45, "etcd": 45}
 
 
 def conn_faults(backend: Backend) -> tuple[str, ...]:
@@ -342,7 +345,7 @@ def check_faketime(bin_: Path, status_args: list[str], env: dict[str, str]) -> N
     assert 95_000 <= age <= 110_000, f"libfaketime did not shift s3lect's wall clock: ageMs={age}"
 
 
-@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres", "gcs"])
+@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres", "gcs", "etcd"])
 def test_chaos_five_nodes(store: str, tmp_path: Path, s3lect_bin: Path,
                           chaos_summary: list[str]) -> None:
     if not FAKETIME_LIB.exists():
