@@ -206,6 +206,31 @@ def test_user_password_with_expiring_tokens(auth_etcd, cluster, s3lect_bin, tmp_
     assert r.returncode == 0, r
 
 
+SLOW = ["--lease-timeout", "6s", "--renew-interval", "2s", "--renew-deadline", "4s",
+        "--frequent-interval", "2s", "--infrequent-interval", "2s", "--max-clock-skew", "0"]
+
+
+def test_expired_tokens_are_replaced(cluster):
+    """etcd extends a simple token's TTL on each use (and keeps tokens over a
+    restart), so a steady leader's token never expires at etcd's default
+    TTL. With --auth-token-ttl 1 and a call every 2 s, every token has
+    expired by the next call: each is refused once (TRANSIENT), the next
+    call authenticates again, and the leader keeps its term."""
+    srv = _start(EtcdServer(auth=True, token_ttl=1))
+    try:
+        pw = srv.app_password
+        lock = f"etcd://{APP_USER}:{pw}@{srv.hostport}/{APP_PREFIX}{key('expiry')}"
+        nodes = cluster(lock, base_env(srv), n=2, extra=SLOW)
+        leader = wait_for(lambda: only_leader(nodes), 30, "a leader with authentication")
+        stays_leader(leader, 14, [n for n in nodes if n is not leader])
+        assert any("auth token was refused" in n.text() for n in nodes), \
+            [n.text() for n in nodes]
+        for n in nodes:
+            assert pw not in n.text()
+    finally:
+        srv.stop()
+
+
 def test_auth_failures_are_one_clear_line(auth_etcd, s3lect_bin):
     env = base_env(auth_etcd)
     pw = auth_etcd.app_password
