@@ -263,6 +263,23 @@ static int authenticate(etcd_store *s, int64_t timeout_ms, st_result *out)
     return rc;
 }
 
+/* The request's headers, with the current token; NULL when out of memory. */
+static struct curl_slist *make_headers(const etcd_store *s)
+{
+    struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
+    struct curl_slist *l = hl ? curl_slist_append(hl, "Content-Type: application/json") : NULL;
+    if (l && s->token) {
+        char *auth = u_asprintf("Authorization: %s", s->token);
+        l = auth ? curl_slist_append(hl, auth) : NULL;
+        aws_wipe_free(auth);
+    }
+    if (!l) {
+        wipe_list(hl);
+        return NULL;
+    }
+    return hl;
+}
+
 static st_xfer *etcd_begin(st_store *st, void *easy, const char *key, int put, const void *body,
                            size_t len, const char *if_match, int64_t timeout_ms, st_result *out)
 {
@@ -325,25 +342,8 @@ static st_xfer *etcd_begin(st_store *st, void *easy, const char *key, int put, c
     }
     free(k64);
     free(v64);
-    int oom = !json || !url;
-    struct curl_slist *hl = NULL;
-    const char *fixed[] = {"Expect:", "Content-Type: application/json"};
-    for (size_t i = 0; i < 2 && !oom; i++) {
-        struct curl_slist *l = curl_slist_append(hl, fixed[i]);
-        if (l)
-            hl = l;
-        else
-            oom = 1;
-    }
-    if (!oom && s->token) {
-        char *auth = u_asprintf("Authorization: %s", s->token);
-        struct curl_slist *l = auth ? curl_slist_append(hl, auth) : NULL;
-        aws_wipe_free(auth);
-        if (l)
-            hl = l;
-        else
-            oom = 1;
-    }
+    struct curl_slist *hl = json && url ? make_headers(s) : NULL;
+    int oom = !hl;
     x->headers = hl;
     if (oom) {
         free(url);
@@ -459,6 +459,39 @@ static void etcd_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         status = 0;
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
         out->http_status = (int)status;
+    }
+    /* A token etcd no longer knows (expired: --auth-token-ttl, or revoked)
+     * is refused before anything is applied: authenticate again and send
+     * the same request once more, so an expiry costs no failed call. */
+    if (cc == CURLE_OK && status == 401 && x->had_token && s->user && x->data.body &&
+        strstr(x->data.body, "invalid auth token")) {
+        aws_wipe_free(s->token);
+        s->token = NULL;
+        st_result tmp = {0};
+        size_t ep = s->cur;
+        s->cur = x->ep; /* authenticate where the request goes */
+        int arc = authenticate(s, x->timeout_ms, &tmp);
+        if (s->cur == x->ep)
+            s->cur = ep;
+        if (arc != 0) { /* its reason (a changed password, no member answering) */
+            char *w = out->warning;
+            *out = tmp;
+            out->warning = w;
+            xfer_free(x);
+            return;
+        }
+        struct curl_slist *hl = make_headers(s);
+        if (hl) {
+            curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, hl);
+            wipe_list(x->headers);
+            x->headers = hl;
+            http_body_clear(&x->data);
+            x->errbuf[0] = '\0';
+            cc = curl_easy_perform(x->easy);
+            status = 0;
+            curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+            out->http_status = (int)status;
+        }
     }
     curl_code = (int)cc;
     char where[1200];
