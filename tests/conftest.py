@@ -130,6 +130,17 @@ def postgres() -> Iterator[PostgresServer]:
     yield from _start(server)
 
 
+@pytest.fixture(scope="session")
+def azurite():
+    from harness.azurite import AzuriteServer
+
+    try:
+        server = AzuriteServer()  # installs Azurite from npm on first use
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield from _start(server)
+
+
 @pytest.fixture(params=["minio", "moto"])
 def s3server(request: pytest.FixtureRequest) -> Server | ExternalServer:
     return request.getfixturevalue(request.param)

@@ -41,6 +41,9 @@ static const st_scheme schemes[] = {
      ST_SCHEME_AWS},
     {"postgres", "postgresql", st_postgres_parse, st_postgres_open, st_postgres_canonical, NULL, 0},
     {"route53", NULL, st_route53_parse, st_route53_open, st_route53_canonical, NULL, ST_SCHEME_AWS},
+    {"az", NULL, st_azure_parse, st_azure_open, st_azure_canonical,
+     "az://ACCOUNT/CONTAINER/BLOB (two slashes)", 0},
+    {"https", NULL, st_azure_https_parse, st_azure_open, st_azure_canonical, NULL, 0},
 };
 #define NSCHEMES (sizeof schemes / sizeof schemes[0])
 
@@ -115,14 +118,14 @@ static int location_parse(const char *url, st_location *out, char *err, size_t e
     if (strncmp(url + sl, "://", 3) == 0)
         snprintf(err, errlen,
                  "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
-                 "path, dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME or "
-                 "route53://ZONE_ID/NAME",
+                 "path, dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME, "
+                 "route53://ZONE_ID/NAME or az://ACCOUNT/CONTAINER/BLOB",
                  (int)(sl < 20 ? sl : 20), url);
     else
         snprintf(err, errlen,
                  "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
                  "path (for a file whose name has ':', write ./%.100s), dynamodb://, "
-                 "postgres:// or route53://",
+                 "postgres://, route53:// or az://",
                  (int)(sl < 20 ? sl : 20), url, url);
     return S3LECT_EINVAL;
 }

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fixtures of the native-store tests: one Backend per store, on the real
-servers the harness starts (DynamoDB Local, PostgreSQL, moto's Route 53)."""
+servers the harness starts (DynamoDB Local, PostgreSQL, moto's Route 53, Azurite)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
 from harness.cli import Node, run  # noqa: E402
-from storeutil import ddb_env as _ddb_env, pg_env as _pg_env  # noqa: E402
+from storeutil import _base as _base_env, ddb_env as _ddb_env, pg_env as _pg_env  # noqa: E402
 
 
 @dataclass
@@ -70,6 +70,12 @@ def r53_zone(moto) -> str:
 
 
 def make_backend(kind: str, request: pytest.FixtureRequest) -> Backend:
+    if kind == "azure":
+        az = request.getfixturevalue("azurite")
+        env = _base_env()
+        env.update(az.env())
+        return Backend(kind, env,
+                       lambda name: f"{az.lock_prefix()}{name}-{secrets.token_hex(4)}.json", az)
     if kind == "dynamodb":
         ddb = request.getfixturevalue("dynamodb_local")
         table = request.getfixturevalue("ddb_table")
@@ -107,7 +113,7 @@ def moto_dynamodb_backend(request) -> Backend:
                    lambda name: f"dynamodb://{table}/{name}-{secrets.token_hex(4)}", moto)
 
 
-@pytest.fixture(params=["dynamodb", "dynamodb-moto", "postgres"])
+@pytest.fixture(params=["dynamodb", "dynamodb-moto", "postgres", "azure"])
 def cas_impl(request) -> Backend:
     """Every server that enforces compare-and-set, moto's DynamoDB included."""
     if request.param == "dynamodb-moto":
@@ -115,12 +121,12 @@ def cas_impl(request) -> Backend:
     return make_backend(request.param, request)
 
 
-@pytest.fixture(params=["dynamodb", "postgres", "route53"])
+@pytest.fixture(params=["dynamodb", "postgres", "route53", "azure"])
 def backend(request) -> Backend:
     return make_backend(request.param, request)
 
 
-@pytest.fixture(params=["dynamodb", "postgres"])
+@pytest.fixture(params=["dynamodb", "postgres", "azure"])
 def cas_backend(request) -> Backend:
     """The stores whose test server enforces compare-and-set."""
     return make_backend(request.param, request)

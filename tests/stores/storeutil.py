@@ -8,7 +8,7 @@ import os
 
 
 def _base() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_", "PG"))}
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_", "PG", "AZURE_"))}
 
 
 def ddb_env(server) -> dict[str, str]:
