@@ -69,25 +69,8 @@ void ah_signer_clear(ah_signer *g)
 #define CREDS_WARN_EVERY_MS 60000
 static void note_refresh_failure(ah_signer *g, st_result *out)
 {
-    /* The usual case costs a counter read: no new failure, or one reported
-     * less than a minute ago. */
-    if (aws_chain_is_static(g->chain) || aws_chain_failures(g->chain) <= g->creds_failures_seen)
-        return;
-    int64_t now = u_mono_ms();
-    if (g->creds_warned_at && now - g->creds_warned_at < CREDS_WARN_EVERY_MS)
-        return;
-    aws_chain_info info;
-    aws_chain_describe(g->chain, &info);
-    if (info.failures <= g->creds_failures_seen || !info.last_error[0])
-        return;
-    g->creds_failures_seen = info.failures;
-    g->creds_warned_at = now;
-    char until[40] = "";
-    if (info.expires_ms > 0)
-        u_format_rfc3339(info.expires_ms, until, sizeof until);
-    out->warning = u_asprintf("refreshing the credentials from %s failed (%s); the current ones "
-                              "are still used%s%s",
-                              info.source, info.last_error, until[0] ? " until " : "", until);
+    out->warning = aws_chain_refresh_warning(g->chain, &g->creds_failures_seen, &g->creds_warned_at,
+                                             CREDS_WARN_EVERY_MS);
 }
 
 int ah_signer_creds(ah_signer *g, st_result *out)

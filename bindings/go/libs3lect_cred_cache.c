@@ -406,6 +406,9 @@ int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t
                  "the credentials from %s expired at %s and could not be refreshed: %s", e->desc,
                  when, e->last_err[0] ? e->last_err : "the refresh is under way");
         rc = S3LECT_ETRANSIENT;
+    } else if (!e->cur.access_key_id) {
+        snprintf(err, errlen, "%s hands out a bearer token, not AWS keys", e->desc);
+        rc = S3LECT_EAUTH;
     } else {
         out->access_key_id = strdup(e->cur.access_key_id);
         out->secret_access_key = strdup(e->cur.secret_access_key);
@@ -423,6 +426,60 @@ int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t
     if (rc)
         aws_creds_clear(out);
     return rc;
+}
+
+int aws_chain_bearer(aws_chain *e, char **token, uint64_t *gen, char *err, size_t errlen)
+{
+    *token = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&e->mu);
+    int64_t now = u_wall_ms();
+    if (!e->have) {
+        snprintf(err, errlen, "no access token from %s yet: %s", e->desc,
+                 e->last_err[0] ? e->last_err : "the first fetch is under way");
+        rc = S3LECT_ETRANSIENT;
+    } else if (e->cur.expires_ms && now + EXPIRY_MARGIN_MS >= e->cur.expires_ms) {
+        char when[40];
+        u_format_rfc3339(e->cur.expires_ms, when, sizeof when);
+        snprintf(err, errlen,
+                 "the access token from %s expired at %s and could not be refreshed: %s", e->desc,
+                 when, e->last_err[0] ? e->last_err : "the refresh is under way");
+        rc = S3LECT_ETRANSIENT;
+    } else if (!e->cur.bearer) {
+        snprintf(err, errlen, "%s hands out AWS keys, not a bearer token", e->desc);
+        rc = S3LECT_EAUTH;
+    } else {
+        *token = strdup(e->cur.bearer);
+        if (gen)
+            *gen = e->gen;
+        if (!*token) {
+            snprintf(err, errlen, "out of memory");
+            rc = S3LECT_ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+char *aws_chain_refresh_warning(aws_chain *e, uint64_t *seen, int64_t *warned_at, int64_t every_ms)
+{
+    if (aws_chain_is_static(e) || aws_chain_failures(e) <= *seen)
+        return NULL;
+    int64_t now = u_mono_ms();
+    if (*warned_at && now - *warned_at < every_ms)
+        return NULL;
+    aws_chain_info info;
+    aws_chain_describe(e, &info);
+    if (info.failures <= *seen || !info.last_error[0])
+        return NULL;
+    *seen = info.failures;
+    *warned_at = now;
+    char until[40] = "";
+    if (info.expires_ms > 0)
+        u_format_rfc3339(info.expires_ms, until, sizeof until);
+    return u_asprintf("refreshing the credentials from %s failed (%s); the current ones are "
+                      "still used%s%s",
+                      info.source, info.last_error, until[0] ? " until " : "", until);
 }
 
 void aws_chain_stale(aws_chain *e, uint64_t gen)

@@ -3,7 +3,8 @@
 
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cred_cache.h - the credential cache and its refresher (cred_cache.c), as
- * a provider chain (cred_chain.c) sees them. Internal to the aws layer.
+ * a provider chain sees it: AWS's (cred_chain.c) and the token providers of
+ * the layers above aws (gcp, azure), which use it as is.
  *
  * A chain resolves which of its providers applies and hands the cache a new
  * entry (cred_entry_new): for static keys with ops NULL, cur filled and
@@ -12,6 +13,32 @@
  * cred_cache_open then shares, fetches, refreshes, backs off and reports
  * (aws_chain_get, aws_chain_describe, aws_chain_stale) the same way for
  * every provider. What is cached is an aws_fetched.
+ *
+ * How a bearer-token provider (an OAuth2 access token: GCP, Azure AD) plugs
+ * in, from its own layer:
+ *
+ *   static int my_fetch(const void *state, int first, const _Atomic int *abort,
+ *                       aws_fetched *out, char *err, size_t errlen)
+ *   {   ... out->bearer = the token (allocated), out->expires_ms = wall ms,
+ *       out->principal = "sa@project.iam.gserviceaccount.com" or "";
+ *       return 0, S3LECT_EAUTH (refused: err says what to fix) or
+ *       S3LECT_ETRANSIENT (no answer: retried with back-off). Blocks at most
+ *       its own timeout; gives up early when *abort becomes non-zero. Never
+ *       puts a token, key or assertion into err. }
+ *   static const cred_ops my_ops = {my_fetch, my_free_state, NULL};
+ *
+ *   struct aws_chain *e = cred_entry_new(&my_ops);   // NULL ops: static token
+ *   e->state = st;                                   // freed by my_free_state
+ *   e->key = u_strdup("gcp-sa\n/path/key.json\n..."); // unique per source:
+ *                                   // prefix it with the provider's name
+ *   snprintf(e->desc, sizeof e->desc, "service account key file %s", path);
+ *   (static: e->cur.bearer = token, e->cur.principal, e->have = 1; no key)
+ *   rc = cred_cache_open(e, 0 or AWS_CHAIN_NOWAIT, &chain, err, errlen);
+ *
+ * then per request aws_chain_bearer (a copy of the current token, never
+ * waiting for a fetch) and aws_chain_refresh_warning; after a 401
+ * aws_chain_stale; aws_chain_describe for whoami; aws_chain_release at the
+ * end. aws_chain_get (AWS keys) refuses a bearer-token entry.
  */
 #ifndef S3LECT_CRED_CACHE_H
 #define S3LECT_CRED_CACHE_H

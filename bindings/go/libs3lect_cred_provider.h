@@ -27,8 +27,11 @@ typedef struct aws_fetched {
     char *access_key_id;
     char *secret_access_key;
     char *session_token; /* NULL when none */
+    /* A bearer token (an OAuth2 access token: GCP, Azure AD) for token
+     * providers, which leave the three AWS fields NULL; NULL for AWS. */
+    char *bearer;
     int64_t expires_ms;  /* wall-clock ms since the epoch; 0: does not expire */
-    char principal[256]; /* role ARN, role name or account where known; "" otherwise */
+    char principal[256]; /* role ARN, service account e-mail etc. where known; "" otherwise */
 } aws_fetched;
 
 /* Wipes the secrets (explicit_bzero-like) and frees; leaves *f zeroed. Safe on

@@ -6,12 +6,21 @@
 /* clang-format on */
 
 /* SPDX-License-Identifier: Apache-2.0 */
-/* crypto.c - SHA-256, HMAC-SHA256 and random bytes on the OpenSSL API subset
- * that BoringSSL shares (one-shot SHA256(), HMAC(), RAND_bytes()). */
+/* crypto.c - SHA-256, HMAC-SHA256, random bytes, base64url and RS256 (JWTs)
+ * on the OpenSSL API subset that BoringSSL shares (one-shot SHA256(),
+ * HMAC(), RAND_bytes(), PEM_read_bio_PrivateKey, EVP_DigestSign*). */
 #include "libs3lect_crypto.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/bio.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
@@ -47,4 +56,164 @@ void cr_hex(const uint8_t *in, size_t len, char *out)
         out[2 * i + 1] = hex[in[i] & 15];
     }
     out[2 * len] = '\0';
+}
+
+/* ---- base64url, RS256 and JWTs (GCP service accounts, Azure client
+ * certificates) ---- */
+
+char *cr_base64url(const void *data, size_t len)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const uint8_t *p = data;
+    char *out = malloc(len / 3 * 4 + 5);
+    if (!out)
+        return NULL;
+    size_t o = 0, i = 0;
+    for (; i + 2 < len; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        out[o++] = tab[v >> 18 & 63];
+        out[o++] = tab[v >> 12 & 63];
+        out[o++] = tab[v >> 6 & 63];
+        out[o++] = tab[v & 63];
+    }
+    if (len - i == 1) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        out[o++] = tab[v >> 18 & 63];
+        out[o++] = tab[v >> 12 & 63];
+    } else if (len - i == 2) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
+        out[o++] = tab[v >> 18 & 63];
+        out[o++] = tab[v >> 12 & 63];
+        out[o++] = tab[v >> 6 & 63];
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int b64_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+' || c == '-')
+        return 62;
+    if (c == '/' || c == '_')
+        return 63;
+    return -1;
+}
+
+int cr_base64_decode(const char *in, size_t inlen, uint8_t **out, size_t *outlen)
+{
+    *out = NULL;
+    *outlen = 0;
+    while (inlen > 0 && in[inlen - 1] == '=')
+        inlen--;
+    if (inlen % 4 == 1)
+        return -1;
+    uint8_t *buf = malloc(inlen / 4 * 3 + 3);
+    if (!buf)
+        return -1;
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < inlen; i++) {
+        int v = b64_value(in[i]);
+        if (v < 0) {
+            free(buf);
+            return -1;
+        }
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            buf[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    *out = buf;
+    *outlen = o;
+    return 0;
+}
+
+int cr_rs256_sign(const char *pem, const void *data, size_t len, uint8_t **sig, size_t *siglen,
+                  char *err, size_t errlen)
+{
+    *sig = NULL;
+    *siglen = 0;
+    BIO *bio = BIO_new_mem_buf(pem, -1);
+    EVP_PKEY *key = bio ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
+    BIO_free(bio);
+    ERR_clear_error();
+    if (!key) {
+        snprintf(err, errlen,
+                 "the private key is not an unencrypted PEM private key (BEGIN PRIVATE KEY)");
+        return -1;
+    }
+    if (EVP_PKEY_id(key) != EVP_PKEY_RSA) {
+        EVP_PKEY_free(key);
+        snprintf(err, errlen, "the private key is not an RSA key (RS256 needs one)");
+        return -1;
+    }
+    int rc = -1;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    size_t n = 0;
+    uint8_t *buf = NULL;
+    if (ctx && EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, key) == 1 &&
+        EVP_DigestSignUpdate(ctx, data, len) == 1 && EVP_DigestSignFinal(ctx, NULL, &n) == 1 &&
+        (buf = malloc(n ? n : 1)) != NULL && EVP_DigestSignFinal(ctx, buf, &n) == 1) {
+        *sig = buf;
+        *siglen = n;
+        buf = NULL;
+        rc = 0;
+    } else {
+        snprintf(err, errlen, "cannot sign with the private key (RS256)");
+    }
+    free(buf);
+    EVP_MD_CTX_free(ctx);
+    EVP_PKEY_free(key);
+    ERR_clear_error();
+    return rc;
+}
+
+char *cr_jwt_rs256(const char *header_json, const char *claims_json, const char *pem, char *err,
+                   size_t errlen)
+{
+    char *h = cr_base64url(header_json, strlen(header_json));
+    char *c = cr_base64url(claims_json, strlen(claims_json));
+    char *input = NULL, *sig64 = NULL, *jwt = NULL;
+    uint8_t *sig = NULL;
+    size_t siglen = 0;
+    if (!h || !c)
+        goto oom;
+    size_t hl = strlen(h), cl = strlen(c);
+    input = malloc(hl + cl + 2);
+    if (!input)
+        goto oom;
+    memcpy(input, h, hl);
+    input[hl] = '.';
+    memcpy(input + hl + 1, c, cl + 1);
+    if (cr_rs256_sign(pem, input, hl + 1 + cl, &sig, &siglen, err, errlen) != 0)
+        goto out;
+    sig64 = cr_base64url(sig, siglen);
+    if (!sig64)
+        goto oom;
+    size_t sl = strlen(sig64);
+    jwt = malloc(hl + cl + sl + 3);
+    if (!jwt)
+        goto oom;
+    memcpy(jwt, input, hl + 1 + cl);
+    jwt[hl + 1 + cl] = '.';
+    memcpy(jwt + hl + cl + 2, sig64, sl + 1);
+    goto out;
+oom:
+    snprintf(err, errlen, "out of memory");
+out:
+    free(h);
+    free(c);
+    free(input);
+    free(sig);
+    free(sig64);
+    return jwt;
 }

@@ -6,6 +6,7 @@
  * expiry, a failing refresh keeping valid credentials, expiry, and the
  * immediate refresh after a server refused the credentials.
  * STS, SSO and MinIO are exercised by tests/test_s3_creds.py. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "aws_creds.h"
 #include "config.h"
+#include "cred_cache.h"
 #include "cred_parse.h"
 #include "cred_sources.h"
 #include "s3_test.h"
@@ -486,6 +488,83 @@ static void test_slow_source(void)
     aws_chain_release(c);
 }
 
+/* A bearer-token provider (how gcp/ and azure/ plug in, cred_cache.h): its
+ * tokens are cached, refreshed before expiry, a failed refresh keeps the
+ * valid one and is reported once, aws_chain_get refuses it. */
+static _Atomic int bearer_calls, bearer_fail;
+static int bearer_fetch(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
+                        char *err, size_t errlen)
+{
+    (void)state;
+    (void)first;
+    (void)abort;
+    int n = ++bearer_calls;
+    if (bearer_fail) {
+        snprintf(err, errlen, "token endpoint said no");
+        return S3LECT_ETRANSIENT;
+    }
+    out->bearer = u_asprintf("tok-%d", n);
+    out->expires_ms = u_wall_ms() + 1500;
+    snprintf(out->principal, sizeof out->principal, "sa@example.iam.gserviceaccount.com");
+    return 0;
+}
+static void bearer_free(void *state)
+{
+    free(state);
+}
+static const cred_ops bearer_ops = {bearer_fetch, bearer_free, NULL};
+
+static void test_bearer(void)
+{
+    aws_chain_test_refresh_permille(500);
+    struct aws_chain *e = cred_entry_new(&bearer_ops);
+    e->state = malloc(1);
+    e->key = u_strdup("test-bearer\n");
+    snprintf(e->desc, sizeof e->desc, "the test token source");
+    aws_chain *c = NULL;
+    char err[700] = "";
+    CHECK(cred_cache_open(e, 0, &c, err, sizeof err) == 0, "bearer chain opens: %s", err);
+    if (!c)
+        return;
+    char *tok = NULL;
+    uint64_t gen = 0;
+    CHECK(aws_chain_bearer(c, &tok, &gen, err, sizeof err) == 0 && tok && strcmp(tok, "tok-1") == 0,
+          "first token (%s)", err);
+    aws_wipe_free(tok);
+    aws_creds keys;
+    CHECK(aws_chain_get(c, &keys, NULL, err, sizeof err) == S3LECT_EAUTH,
+          "AWS keys refused on a bearer entry");
+    aws_creds_clear(&keys);
+    t_sleep_ms(1100);
+    CHECK(aws_chain_bearer(c, &tok, &gen, err, sizeof err) == 0 && tok && strcmp(tok, "tok-1") != 0,
+          "refreshed before expiry (%s)", tok ? tok : err);
+    aws_wipe_free(tok);
+    uint64_t seen = 0;
+    int64_t warned = 0;
+    char *w = aws_chain_refresh_warning(c, &seen, &warned, 60000);
+    CHECK(w == NULL, "no warning without a failure");
+    free(w);
+    bearer_fail = 1;
+    int64_t end = u_mono_ms() + 3000;
+    while (!w && u_mono_ms() < end) {
+        t_sleep_ms(50);
+        w = aws_chain_refresh_warning(c, &seen, &warned, 60000);
+    }
+    CHECK(w && strstr(w, "token endpoint said no") && strstr(w, "test token source"),
+          "refresh failure warned: %s", w ? w : "none");
+    free(w);
+    w = aws_chain_refresh_warning(c, &seen, &warned, 60000);
+    CHECK(w == NULL, "warned once a minute at most");
+    free(w);
+    t_sleep_ms(1600);
+    CHECK(aws_chain_bearer(c, &tok, NULL, err, sizeof err) == S3LECT_ETRANSIENT && !tok &&
+              strstr(err, "token endpoint said no"),
+          "expired token not handed out: %s", err);
+    bearer_fail = 0;
+    aws_chain_release(c);
+    aws_chain_test_refresh_permille(0);
+}
+
 int main(void)
 {
     char *d = t_tmpdir("credchain");
@@ -496,6 +575,7 @@ int main(void)
     test_profiles();
     test_refresh();
     test_slow_source();
+    test_bearer();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

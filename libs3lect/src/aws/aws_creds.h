@@ -91,6 +91,21 @@ int aws_chain_get(aws_chain *c, aws_creds *out, uint64_t *gen, char *err, size_t
  * see aws_chain_is_static). */
 void aws_chain_stale(aws_chain *c, uint64_t gen);
 
+/* The current bearer token, allocated into *token (wipe and free with
+ * aws_wipe_free), without blocking on anything but a mutex; *gen (may be
+ * NULL) receives its generation for aws_chain_stale. Returns 0,
+ * S3LECT_ETRANSIENT when there is none yet or it has expired (err names
+ * the source and why the refresh failed), S3LECT_EAUTH when the entry
+ * holds AWS keys, or S3LECT_ENOMEM. */
+int aws_chain_bearer(aws_chain *c, char **token, uint64_t *gen, char *err, size_t errlen);
+
+/* A refresh failed while the current credentials are still valid: the
+ * warning to hand the runtime (allocated; the caller frees), at most once
+ * per every_ms, else NULL. *seen (failures already reported) and
+ * *warned_at (mono ms of the last warning) are the caller's, zero at
+ * first. Costs a counter read when there is nothing new. */
+char *aws_chain_refresh_warning(aws_chain *c, uint64_t *seen, int64_t *warned_at, int64_t every_ms);
+
 /* 1 when the source hands out long-lived keys that are never refreshed
  * (config, environment, static profile keys). */
 int aws_chain_is_static(const aws_chain *c);

@@ -32,5 +32,6 @@ void aws_fetched_clear(aws_fetched *f)
     wipe_free(f->access_key_id);
     wipe_free(f->secret_access_key);
     wipe_free(f->session_token);
+    wipe_free(f->bearer);
     wipe(f, sizeof *f);
 }
