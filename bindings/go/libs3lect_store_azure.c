@@ -616,10 +616,11 @@ static int parse_rest(const char *url, const char *a, size_t an, const char *cb,
                       const char *usage, char *err, size_t errlen)
 {
     if (strpbrk(url, "?#")) {
+        /* Not quoted past the '?': it may be a SAS token's signature. */
         snprintf(err, errlen,
-                 "lock URL '%.200s' has a query or fragment ('?' or '#'); lock URLs take neither "
+                 "lock URL '%.*s...' has a query or fragment ('?' or '#'); lock URLs take neither "
                  "(give a SAS token in AZURE_STORAGE_SAS_TOKEN): %s",
-                 url, usage);
+                 (int)strcspn(url, "?#") < 200 ? (int)strcspn(url, "?#") : 200, url, usage);
         return S3LECT_EINVAL;
     }
     const char *slash = cb ? strchr(cb, '/') : NULL;
@@ -670,9 +671,10 @@ int st_azure_https_parse(const char *url, const char *rest, st_location *out, ch
         suffix_at = (size_t)(blob + 5 - rest);
     if (!suffix_at || memchr(rest, ':', hn) || memchr(rest, '@', hn)) {
         snprintf(err, errlen,
-                 "lock URL '%.200s': an https lock URL names an Azure blob, %s (or %s); for "
+                 "lock URL '%.*s': an https lock URL names an Azure blob, %s (or %s); for "
                  "another server give it with --endpoint and use az://ACCOUNT/CONTAINER/BLOB",
-                 url, usage, "an ACCOUNT.blob.core.usgovcloudapi.net or .chinacloudapi.cn host");
+                 (int)strcspn(url, "?#") < 200 ? (int)strcspn(url, "?#") : 200, url, usage,
+                 "an ACCOUNT.blob.core.usgovcloudapi.net or .chinacloudapi.cn host");
         return S3LECT_EINVAL;
     }
     int rc = parse_rest(url, rest, (size_t)(dot - rest), rest[hn] == '/' ? rest + hn + 1 : NULL,
