@@ -339,17 +339,23 @@ static void set_http_failure(const st_xfer *x, long status, int outcome, st_resu
                            AZ_ARGS(s, x->key), detail);
         break;
     case ST_AUTH:
-        if (s->creds.kind == AZ_CRED_SHARED_KEY && code_is(r, "AuthenticationFailed"))
+        if (s->creds.kind == AZ_CRED_SHARED_KEY &&
+            (code_is(r, "AuthenticationFailed") || code_is(r, "AuthorizationFailure")))
+            /* Azure says AuthenticationFailed for a wrong key, Azurite
+             * AuthorizationFailure (which Azure also uses for its firewall). */
             st_result_setf(out, outcome,
                            "Azure Storage rejected the Shared Key signature of %s " AZ_FMT
-                           " (%s): the key from %s is not a key of storage account '%s'; fix "
-                           "the key (az storage account keys list)",
+                           " (%s): the key from %s is not a key of storage account '%s' (or the "
+                           "account's network rules refuse this client); fix the key (az "
+                           "storage account keys list)",
                            x->method, AZ_ARGS(s, x->key), detail, src, s->account);
-        else if (s->creds.kind == AZ_CRED_SAS && code_is(r, "AuthenticationFailed"))
+        else if (s->creds.kind == AZ_CRED_SAS &&
+                 (code_is(r, "AuthenticationFailed") || code_is(r, "AuthorizationFailure")))
             st_result_setf(out, outcome,
                            "the SAS token from %s was refused for %s " AZ_FMT
-                           " (%s): it is expired, malformed or for another account or container; "
-                           "make a new one with read, create and write permission",
+                           " (%s): it is expired, malformed or for another account or container "
+                           "(or the account's network rules refuse this client); make a new one "
+                           "with read, create and write permission",
                            src, x->method, AZ_ARGS(s, x->key), detail);
         else
             st_result_setf(out, outcome,
