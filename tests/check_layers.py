@@ -41,6 +41,8 @@ CLI_INTERNAL = {
     "record.h": "status, watch and reset-term decode and write the lock record",
     "aws_creds.h": "whoami and check-store resolve the credential chain and say which source "
                    "answered",
+    "gcp_creds.h": "whoami resolves the Google credential chain of a gs:// lock and says which "
+                   "source answered",
     "crypto.h": "check-store's random scratch key name",
     "duration.h": "the one duration syntax (config/duration.c) for the CLI's own flags that are "
                   "not library options (--kill-timeout, --startup-timeout, --interval)",

@@ -41,6 +41,8 @@ static const st_scheme schemes[] = {
      ST_SCHEME_AWS},
     {"postgres", "postgresql", st_postgres_parse, st_postgres_open, st_postgres_canonical, NULL, 0},
     {"route53", NULL, st_route53_parse, st_route53_open, st_route53_canonical, NULL, ST_SCHEME_AWS},
+    {"gs", NULL, st_gcs_parse, st_gcs_open, st_gcs_canonical, "gs://bucket/object (two slashes)",
+     0},
     {"az", NULL, st_azure_parse, st_azure_open, st_azure_canonical,
      "az://ACCOUNT/CONTAINER/BLOB (two slashes)", 0},
     {"https", NULL, st_azure_https_parse, st_azure_open, st_azure_canonical, NULL, 0},
@@ -119,13 +121,13 @@ static int location_parse(const char *url, st_location *out, char *err, size_t e
         snprintf(err, errlen,
                  "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
                  "path, dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME, "
-                 "route53://ZONE_ID/NAME or az://ACCOUNT/CONTAINER/BLOB",
+                 "route53://ZONE_ID/NAME, gs://BUCKET/OBJECT or az://ACCOUNT/CONTAINER/BLOB",
                  (int)(sl < 20 ? sl : 20), url);
     else
         snprintf(err, errlen,
                  "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
                  "path (for a file whose name has ':', write ./%.100s), dynamodb://, "
-                 "postgres://, route53:// or az://",
+                 "postgres://, route53://, gs:// or az://",
                  (int)(sl < 20 ? sl : 20), url, url);
     return S3LECT_EINVAL;
 }

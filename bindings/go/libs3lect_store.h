@@ -140,11 +140,11 @@ typedef struct st_scheme st_scheme;
 /* A parsed lock location. */
 typedef struct st_location {
     const st_scheme *scheme; /* the store it names */
-    /* s3: bucket; file: directory; dynamodb: table; route53: hosted zone id;
+    /* s3, gs: bucket; file: directory; dynamodb: table; route53: hosted zone id;
      * postgres: the libpq connection URI without s3lect's parameters;
      * azure: storage account */
     char *bucket;
-    /* s3: object key; file: file name inside the directory; dynamodb: the
+    /* s3, gs: object key (name); file: file name inside the directory; dynamodb: the
      * partition key's value; route53: the record name (lower case, with the
      * final dot); postgres: the lock's row name; azure: the blob name;
      * custom: the key */
@@ -243,6 +243,7 @@ ST_STORE_FUNCS(file)
 ST_STORE_FUNCS(dynamodb)
 ST_STORE_FUNCS(postgres)
 ST_STORE_FUNCS(route53)
+ST_STORE_FUNCS(gcs)
 ST_STORE_FUNCS(azure)
 /* The Azure store's second spelling: https://ACCOUNT.blob.core.SUFFIX/CONTAINER/BLOB. */
 int st_azure_https_parse(const char *url, const char *rest, st_location *out, char *err,

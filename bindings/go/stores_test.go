@@ -31,6 +31,8 @@ type storeTarget struct {
 	accessKey, secretKey string
 	// route53: b starts once a leads (see TestStoreElection).
 	staggered bool
+	// gs: fake-gcs-server's endpoint (http on loopback: no token needed).
+	endpoint string
 }
 
 // needEnv returns the values of vars, or skips the test naming the unset ones.
@@ -99,6 +101,11 @@ func route53Target(t *testing.T) storeTarget {
 		accessKey: "s3lecttest", secretKey: "s3lecttest", staggered: true}
 }
 
+func gcsTarget(t *testing.T) storeTarget {
+	v := needEnv(t, "fake-gcs-server", "S3LECT_TEST_GCS_ENDPOINT", "S3LECT_TEST_GCS_BUCKET")
+	return storeTarget{kind: "gs", lock: "gs://" + v[1] + "/go-" + randomSuffix(), endpoint: v[0]}
+}
+
 // storeConfig is a config with the tests' timings on the target's lock.
 func storeConfig(st storeTarget, id string) *ElectorConfig {
 	return &ElectorConfig{
@@ -106,6 +113,7 @@ func storeConfig(st storeTarget, id string) *ElectorConfig {
 		ServerID:           id,
 		AccessKeyID:        st.accessKey,
 		SecretAccessKey:    st.secretKey,
+		Endpoint:           st.endpoint,
 		Region:             "us-east-1",
 		LeaderTimeout:      3 * time.Second,
 		RenewDeadline:      2 * time.Second,
@@ -127,6 +135,7 @@ func TestStoreElection(t *testing.T) {
 		{"dynamodb", dynamoDBTarget},
 		{"postgres", postgresTarget},
 		{"route53", route53Target},
+		{"gcs", gcsTarget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testStoreElection(t, tc.target(t))

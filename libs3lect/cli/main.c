@@ -33,12 +33,12 @@ static const char MAIN_HELP[] =
     "  check-store URL     check that the store enforces conditional writes\n"
     "  init-store URL      create the table a DynamoDB or PostgreSQL lock needs\n"
     "  reset-term URL      start the lock's terms again when they cannot grow (2^53 - 1)\n"
-    "  whoami URL          which source supplies the AWS credentials, and until when\n"
+    "  whoami URL          which source supplies the AWS or Google credentials, and until when\n"
     "  help [command]      show help for a command\n"
     "\n"
     "lock URLs: s3://bucket/key, file:///dir/key, or a plain path (file store),\n"
     "           dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME,\n"
-    "           route53://ZONE_ID/NAME, az://ACCOUNT/CONTAINER/BLOB or\n"
+    "           route53://ZONE_ID/NAME, gs://BUCKET/OBJECT, az://ACCOUNT/CONTAINER/BLOB or\n"
     "           https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB (docs/stores.md)\n"
     "durations: a number with a unit: 500ms, 2s, 1.5m, 1h, 1m30s (0 needs none)\n"
     "\n"
@@ -63,14 +63,17 @@ static const char MAIN_HELP[] =
     "lock URLs: s3://bucket/key (bucket: 3-63 of a-z 0-9 . -, legacy ones also A-Z _; key:\n"      \
     "at most 1024 bytes of UTF-8, no empty, '.' or '..' segments), file:///dir/key or a\n"         \
     "plain path (no '?' or '#' in s3:// and file:// URLs), dynamodb://TABLE/KEY,\n"                \
-    "postgres://HOST/DB?key=NAME, route53://ZONE_ID/NAME, az://ACCOUNT/CONTAINER/BLOB or\n"        \
-    "https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB (docs/stores.md); the scheme may\n"      \
-    "be upper case. Options are given once each; --opt=VALUE for a value that starts\n"            \
-    "with '-'.\n"                                                                                  \
+    "postgres://HOST/DB?key=NAME, route53://ZONE_ID/NAME, gs://BUCKET/OBJECT (Google\n"            \
+    "Cloud Storage: --endpoint, else STORAGE_EMULATOR_HOST, else Google's),\n"                     \
+    "az://ACCOUNT/CONTAINER/BLOB or https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB\n"        \
+    "(docs/stores.md); the scheme may be upper case. Options are given once each;\n"               \
+    "--opt=VALUE for a value that starts with '-'.\n"                                              \
     "credentials: the AWS SDKs' chain (environment, web identity, ~/.aws profiles with\n"          \
     "roles, SSO and credential_process, container and EC2 instance metadata; docs/s3.md),\n"       \
-    "never flags; 's3lect whoami URL' shows which source is used. Azure: Shared Key or SAS\n"      \
-    "from AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN.\n"
+    "never flags; gs:// locks: GOOGLE_APPLICATION_CREDENTIALS, gcloud's application-default\n"     \
+    "credentials, the metadata server (docs/stores.md); 's3lect whoami URL' shows which\n"         \
+    "source is used. az:// locks: Shared Key or SAS from AZURE_STORAGE_CONNECTION_STRING,\n"       \
+    "AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN.\n"
 
 static const char COMMON_HELP[] = LOCK_HELP;
 

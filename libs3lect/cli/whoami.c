@@ -9,6 +9,7 @@
 
 #include "aws_creds.h"
 #include "cli.h"
+#include "gcp_creds.h"
 #include "store.h"
 #include "util.h"
 
@@ -17,6 +18,10 @@
 static const char HELP[] =
     "usage: s3lect whoami URL [--json] [S3 options]\n"
     "\n"
+    "For gs:// locks: which Google source supplies the access token (key file,\n"
+    "gcloud application-default credentials, workload identity federation, the\n"
+    "metadata server; docs/stores.md), the service account and the token's\n"
+    "expiry. Otherwise:\n"
     "Says which source supplies the S3 credentials for the lock at URL (the\n"
     "provider chain of docs/s3.md: configuration, environment, web identity,\n"
     "profile, container, instance metadata), the principal where the source\n"
@@ -116,16 +121,18 @@ int cli_whoami(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     int is_aws = st_location_is_aws(&loc);
+    int is_gcs = loc.scheme && strcmp(loc.scheme->name, "gs") == 0;
     st_location_clear(&loc);
-    if (!is_aws) {
-        cli_usage_error(CMD,
-                        "this lock is not on an AWS store (s3://, dynamodb://, route53://); file "
-                        "locks use no credentials and postgres:// ones libpq's");
+    if (!is_aws && !is_gcs) {
+        cli_usage_error(CMD, "this lock is not on an AWS store (s3://, dynamodb://, route53://) or "
+                             "Google Cloud Storage (gs://); file locks use no credentials and "
+                             "postgres:// ones libpq's");
         s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;
     }
     aws_chain *ch;
-    int rc = aws_chain_open(cfg, 0, &ch, err, sizeof err);
+    int rc = is_gcs ? gcp_chain_open(cfg, 0, &ch, err, sizeof err)
+                    : aws_chain_open(cfg, 0, &ch, err, sizeof err);
     s3lect_config_free(cfg);
     if (rc) {
         fprintf(stderr, "s3lect %s: %s\n", CMD, err);
@@ -133,9 +140,17 @@ int cli_whoami(int argc, char **argv)
     }
     aws_chain_info in;
     aws_chain_describe(ch, &in);
-    aws_creds cur;
-    rc = aws_chain_get(ch, &cur, NULL, err, sizeof err);
-    aws_creds_clear(&cur);
+    if (is_gcs) {
+        char *token = NULL;
+        rc = aws_chain_bearer(ch, &token, NULL, err, sizeof err);
+        for (volatile char *p = token; p && *p; p++)
+            *p = '\0';
+        free(token);
+    } else {
+        aws_creds cur;
+        rc = aws_chain_get(ch, &cur, NULL, err, sizeof err);
+        aws_creds_clear(&cur);
+    }
     aws_chain_release(ch);
     if (o.json) {
         cJSON *j = cJSON_CreateObject();

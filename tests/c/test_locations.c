@@ -135,6 +135,26 @@ int main(void)
     bad("route53://Z1/bad name.com", "not a DNS record name", NULL);
     bad("route53://Z1/x.com?ttl=5", "query or fragment", NULL);
 
+    /* Google Cloud Storage. */
+    ok("gs://my-bucket/locks/leader.json", "gs", "my-bucket", "locks/leader.json", NULL, NULL,
+       NULL);
+    ok("GS://b_1.example.com/k", "gs", "b_1.example.com", "k", NULL, NULL, NULL);
+    ok("gs://bkt/caf\xc3\xa9 x", "gs", "bkt", "caf\xc3\xa9 x", NULL, NULL, NULL);
+    bad("gs://bucket", "needs a bucket and an object", NULL);
+    bad("gs://bucket/", "needs a bucket and an object", NULL);
+    bad("gs:/bucket/k", "gs://bucket/object", NULL);
+    bad("gs://Bucket/k", "invalid character", NULL);
+    bad("gs://ab/k", "3 to 63", NULL);
+    bad("gs://-ab/k", "start and end with a letter or digit", NULL);
+    bad("gs://abc-/k", "start and end with a letter or digit", NULL);
+    bad("gs://bkt/a//b", "segment", NULL);
+    bad("gs://bkt/a/../b", "segment", NULL);
+    bad("gs://bkt/a\nb", "control character", NULL);
+    bad("gs://bkt/\xff", "UTF-8", NULL);
+    bad("gs://bkt/k?generation=1", "query or fragment", NULL);
+    bad("gs://u:hunter2@bkt/k", "lock URL", "hunter2");
+    bad("gcs://bkt/k", "gs://BUCKET/OBJECT", NULL);
+
     /* A password never shows in a message, whatever the scheme. */
     bad("dynamodb://u:hunter2@locks/k", "lock URL", "hunter2");
     bad("s3://u:hunter2@bucket", "lock URL", "hunter2");

@@ -18,6 +18,9 @@ The same with the other stores' servers (the "with-" is optional):
         AWS_ENDPOINT_URL_DYNAMODB, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION
     python3 tests/harness/servers.py with-postgres -- CMD   # PostgreSQL (pgserver.py):
         PGHOST, PGPORT, PGUSER, PGDATABASE, S3LECT_PG_DSN
+    python3 tests/harness/servers.py with-gcs -- CMD        # fake-gcs-server (fake_gcs.py):
+        STORAGE_EMULATOR_HOST, S3LECT_TEST_GCS_ENDPOINT, S3LECT_TEST_BUCKET,
+        S3LECT_TEST_LOCK_PREFIX=gs://BUCKET/
     python3 tests/harness/servers.py with-azure -- CMD      # Azurite (azurite.py):
         AZURE_STORAGE_CONNECTION_STRING, S3LECT_TEST_LOCK_PREFIX=az://devstoreaccount1/s3lect-test/
 
@@ -359,7 +362,7 @@ def ensure_moto() -> None:
         raise ServerStartError(f"pip install 'moto[server]' failed:\n{r.stdout[-4000:]}")
 
 
-KINDS = ("minio", "moto", "dynamodb", "postgres", "azure")
+KINDS = ("minio", "moto", "dynamodb", "postgres", "gcs", "azure")
 
 
 def make_server(kind: str):
@@ -380,6 +383,12 @@ def make_server(kind: str):
         else:
             from .pgserver import PostgresServer
         return PostgresServer()
+    if kind == "gcs":
+        if __package__ in (None, ""):
+            from harness.fake_gcs import FakeGCS
+        else:
+            from .fake_gcs import FakeGCS
+        return FakeGCS()
     if kind == "azure":
         if __package__ in (None, ""):
             from harness.azurite import AzuriteServer
@@ -397,6 +406,8 @@ def server_env(kind: str, server) -> tuple[dict[str, str], str]:
         return env, f"{server.name} at {server.dsn}"
     if kind == "dynamodb":
         return env, f"{server.name} at {server.endpoint}"
+    if kind == "gcs":
+        return env, f"{server.name} at {server.endpoint}, bucket {server.bucket}"
     if kind == "azure":
         return env, f"{server.name} at {server.blob_endpoint}, container {server.container}"
     return env, f"{server.name} at {server.endpoint}, bucket {server.bucket}"
@@ -448,7 +459,7 @@ def with_server(kind: str, cmd: list[str]) -> int:
 def main(argv: list[str]) -> int:
     kind = argv[0].removeprefix("with-") if argv else ""
     if len(argv) < 3 or kind not in KINDS or argv[1] != "--":
-        print("usage: servers.py [with-]minio|moto|dynamodb|postgres|azure -- CMD [ARGS...]", file=sys.stderr)
+        print("usage: servers.py [with-]minio|moto|dynamodb|postgres|gcs|azure -- CMD [ARGS...]", file=sys.stderr)
         return 2
     return with_server(kind, argv[2:])
 

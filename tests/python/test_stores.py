@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Elections on the DynamoDB, PostgreSQL and Route 53 stores, from Python.
+"""Elections on the DynamoDB, PostgreSQL, Route 53 and GCS stores, from Python.
 
 The binding hands the lock URL to libs3lect unchanged; these tests prove that
 the stores chosen by dynamodb://, postgres:// and route53:// URLs elect
@@ -33,7 +33,7 @@ if str(TESTS) not in sys.path:
 
 from harness.store_servers import create_hosted_zone  # noqa: E402
 
-STORES = ["dynamodb", "postgres", "route53"]
+STORES = ["dynamodb", "postgres", "route53", "gcs"]
 #: Timings asked for by these tests (seconds), as in pyutil.FAST.
 TIMINGS = dict(lease_timeout=3.0, renew_deadline=2.0, renew_interval=0.5,
                frequent_interval=0.5, infrequent_interval=1.0, request_timeout=5.0)
@@ -91,6 +91,10 @@ def store(request: pytest.FixtureRequest, s3lect_bin: Path) -> Tuple[str, str, D
                        f"WHERE table_name = '{table}' ORDER BY column_name").split()
         assert cols == ["name", "record", "updated_at", "version"], cols
         return kind, url, {}
+    if kind == "gcs":
+        # fake-gcs-server; an http:// loopback endpoint needs no token.
+        gcs = request.getfixturevalue("fake_gcs")
+        return kind, f"gs://{gcs.bucket}/{_unique('py')}", dict(endpoint=gcs.endpoint)
     moto = request.getfixturevalue("moto")
     zone, domain = request.getfixturevalue("r53_zone")
     url = f"route53://{zone}/{_unique('lock')}.{domain}"

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fixtures of the native-store tests: one Backend per store, on the real
-servers the harness starts (DynamoDB Local, PostgreSQL, moto's Route 53, Azurite)."""
+servers the harness starts (DynamoDB Local, PostgreSQL, moto's Route 53,
+fake-gcs-server, Azurite)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
 from harness.cli import Node, run  # noqa: E402
-from storeutil import _base as _base_env, ddb_env as _ddb_env, pg_env as _pg_env  # noqa: E402
+from storeutil import _base as _base_env, ddb_env as _ddb_env, gcs_env as _gcs_env, pg_env as _pg_env  # noqa: E402
 
 
 @dataclass
@@ -86,6 +87,10 @@ def make_backend(kind: str, request: pytest.FixtureRequest) -> Backend:
         dsn = request.getfixturevalue("pg_ready")
         return Backend(kind, _pg_env(pg),
                        lambda name: f"{dsn}?key={name}-{secrets.token_hex(4)}", pg)
+    if kind == "gcs":
+        gcs = request.getfixturevalue("fake_gcs")
+        return Backend(kind, _gcs_env(gcs),
+                       lambda name: f"gs://{gcs.bucket}/{name}-{secrets.token_hex(4)}", gcs)
     moto = request.getfixturevalue("moto")
     zone = request.getfixturevalue("r53_zone")
     env = dict(_ddb_env(moto), AWS_ENDPOINT_URL_ROUTE_53=moto.endpoint)
@@ -113,7 +118,7 @@ def moto_dynamodb_backend(request) -> Backend:
                    lambda name: f"dynamodb://{table}/{name}-{secrets.token_hex(4)}", moto)
 
 
-@pytest.fixture(params=["dynamodb", "dynamodb-moto", "postgres", "azure"])
+@pytest.fixture(params=["dynamodb", "dynamodb-moto", "postgres", "gcs", "azure"])
 def cas_impl(request) -> Backend:
     """Every server that enforces compare-and-set, moto's DynamoDB included."""
     if request.param == "dynamodb-moto":
@@ -121,12 +126,12 @@ def cas_impl(request) -> Backend:
     return make_backend(request.param, request)
 
 
-@pytest.fixture(params=["dynamodb", "postgres", "route53", "azure"])
+@pytest.fixture(params=["dynamodb", "postgres", "route53", "gcs", "azure"])
 def backend(request) -> Backend:
     return make_backend(request.param, request)
 
 
-@pytest.fixture(params=["dynamodb", "postgres", "azure"])
+@pytest.fixture(params=["dynamodb", "postgres", "gcs", "azure"])
 def cas_backend(request) -> Backend:
     """The stores whose test server enforces compare-and-set."""
     return make_backend(request.param, request)

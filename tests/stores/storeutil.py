@@ -7,8 +7,20 @@ from __future__ import annotations
 import os
 
 
+_GCP_VARS = ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_CONFIG",
+             "GCE_METADATA_HOST", "STORAGE_EMULATOR_HOST")
+
+
 def _base() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_", "PG", "AZURE_"))}
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("AWS_", "S3LECT_", "PG", "AZURE_")) and k not in _GCP_VARS}
+
+
+def gcs_env(server) -> dict[str, str]:
+    """For fake-gcs-server: its endpoint as STORAGE_EMULATOR_HOST (no token)."""
+    env = _base()
+    env.update(server.env())
+    return env
 
 
 def ddb_env(server) -> dict[str, str]:

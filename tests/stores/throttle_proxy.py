@@ -24,6 +24,11 @@ ROUTE53_THROTTLE = (b"text/xml",
                     b'<?xml version="1.0"?>\n<ErrorResponse xmlns="https://route53.amazonaws.com/doc/'
                     b'2013-04-01/"><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate '
                     b"exceeded</Message></Error><RequestId>throttle-proxy</RequestId></ErrorResponse>")
+# What Cloud Storage answers past an object's write rate (one a second).
+GCS_THROTTLE = (b"application/json",
+                b'{"error":{"code":429,"message":"The object exceeded the rate limit for object '
+                b'mutation operations (create, update, and delete).","errors":[{"reason":'
+                b'"rateLimitExceeded"}]}}')
 
 
 def _read_message(sock: socket.socket, deadline: float) -> bytes | None:
@@ -75,13 +80,16 @@ def _read_message(sock: socket.socket, deadline: float) -> bytes | None:
 
 class ThrottleProxy:
     def __init__(self, upstream_port: int, answer: tuple[bytes, bytes] = DYNAMODB_THROTTLE,
-                 status: bytes = b"400 Bad Request", headers: bytes = b""):
-        """status and headers (complete "Name: value\r\n" lines): the
-        throttling answer's status line and extra headers (Azure's 503 and
-        x-ms-error-code: ServerBusy)."""
+                 status: bytes = b"400 Bad Request", check=None, headers: bytes = b""):
+        """status: the throttling answer's status line; headers: its extra
+        headers (complete "Name: value\r\n" lines: Azure's x-ms-error-code:
+        ServerBusy); check(request bytes) -> bool: a request it refuses is
+        answered 401 (a server that checks tokens)."""
         self.upstream = ("127.0.0.1", upstream_port)
         self.content_type, self.body = answer
         self.status, self.headers = status, headers
+        self.check = check
+        self.refused = 0
         self.throttle_until = 0.0
         self.throttled = 0
         self.forwarded = 0
@@ -133,6 +141,13 @@ class ThrottleProxy:
                               b"Content-Type: " + self.content_type +
                               b"\r\nContent-Length: " + str(len(self.body)).encode() +
                               b"\r\n\r\n" + self.body)
+                    continue
+                if self.check is not None and not self.check(req):
+                    with self._lock:
+                        self.refused += 1
+                    body = b'{"error":{"code":401,"message":"Invalid Credentials"}}'
+                    c.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json"
+                              b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
                     continue
                 with socket.create_connection(self.upstream, timeout=10) as u:
                     u.sendall(req)

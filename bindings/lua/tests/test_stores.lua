@@ -112,6 +112,13 @@ function targets.route53()
          { access_key_id = "s3lecttest", secret_access_key = "s3lecttest", region = "us-east-1" }, true
 end
 
+function targets.gcs()
+  local endpoint, bucket = need_env("fake-gcs-server", "S3LECT_TEST_GCS_ENDPOINT",
+                                    "S3LECT_TEST_GCS_BUCKET")
+  -- fake-gcs-server over http on loopback: no token needed.
+  return "gs://" .. bucket .. "/" .. unique("lua"), { endpoint = endpoint }, false
+end
+
 local function leaders_of(els)
   local out = {}
   for _, el in ipairs(els) do
@@ -122,7 +129,7 @@ local function leaders_of(els)
   return out
 end
 
-for _, kind in ipairs({ "dynamodb", "postgres", "route53" }) do
+for _, kind in ipairs({ "dynamodb", "postgres", "route53", "gcs" }) do
   T.test("stores: two electors on a " .. kind .. " lock, one leader, graceful handover", function(t)
     local lock, extra, staggered = targets[kind]()
     local ids, seen, lost, by_id = { "a", "b" }, {}, {}, {}

@@ -1,0 +1,643 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* store_gcs.c - the Google Cloud Storage store (gs://BUCKET/OBJECT): the
+ * JSON API with bearer tokens (gcp/gcp_creds.h), in the asynchronous
+ * begin/finish form the S3 store has (peer mode, the connection pool and
+ * max_connections work the same).
+ *
+ *   read:    GET  {endpoint}/storage/v1/b/BUCKET/o/OBJECT?alt=media
+ *            the body; the generation (x-goog-generation) is the etag
+ *   create:  POST {endpoint}/upload/storage/v1/b/BUCKET/o?uploadType=media
+ *            &name=OBJECT&ifGenerationMatch=0
+ *   replace: the same with ifGenerationMatch=GENERATION (the release too)
+ *
+ * 412 is a lost race, 404 a missing object (or bucket: fatal), 401/403 a
+ * refused token (one line naming the source and the permission), 408, 429
+ * and 5xx transient. The Date header is the store's clock, Last-Modified
+ * (or the upload's "updated") the record's write time (docs/algorithm.md
+ * "The store's clock"). Messages never hold the token.
+ */
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "aws_http.h"
+#include "config.h"
+#include "cred_parse.h"
+#include "gcp_creds.h"
+#include "http.h"
+#include "store.h"
+#include "util.h"
+
+#define GCS_DEFAULT_TIMEOUT_MS 10000
+#define GCS_DEFAULT_ENDPOINT "https://storage.googleapis.com"
+#define GCS_WARN_EVERY_MS 60000
+#define GCS_MAX_BODY (1024 * 1024)
+
+typedef struct gcs_store {
+    st_store base;
+    char *bucket;
+    char *origin;        /* scheme://host[:port] */
+    char *base_path;     /* the endpoint's path prefix ("" normally) */
+    char *endpoint_desc; /* for messages */
+    char *ca_file;
+    int64_t default_timeout_ms;
+    aws_chain *chain; /* NULL: no token (an emulator) */
+    uint64_t gen, failures_seen;
+    int64_t warned_at;
+    int stale;
+} gcs_store;
+
+/* ---- request state ---- */
+
+struct st_xfer {
+    gcs_store *s;
+    char *key;
+    int put;
+    int create; /* put without if_match */
+    char *if_match;
+    int64_t timeout_ms;
+    CURL *easy;
+    struct curl_slist *headers; /* holds the token: wiped when freed */
+    http_body data;
+    char errbuf[CURL_ERROR_SIZE];
+    char generation[32], date[64], last_modified[64];
+};
+
+static void xfer_free(st_xfer *x)
+{
+    if (!x)
+        return;
+    if (x->easy) {
+        curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, NULL);
+        curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, NULL);
+    }
+    for (struct curl_slist *l = x->headers; l; l = l->next)
+        aws_wipe(l->data, strlen(l->data));
+    curl_slist_free_all(x->headers);
+    http_body_clear(&x->data);
+    free(x->key);
+    free(x->if_match);
+    free(x);
+}
+
+static void header_value(const char *line, size_t n, size_t name_len, char *dst, size_t cap)
+{
+    const char *v = line + name_len, *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    size_t len = (size_t)(end - v);
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(dst, v, len);
+    dst[len] = '\0';
+}
+
+static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
+{
+    st_xfer *x = ud;
+    size_t n = size * nmemb;
+    if (n >= 5 && strncmp(line, "HTTP/", 5) == 0)
+        x->generation[0] = x->date[0] = x->last_modified[0] = '\0';
+    else if (n > 5 && strncasecmp(line, "Date:", 5) == 0)
+        header_value(line, n, 5, x->date, sizeof x->date);
+    else if (n > 14 && strncasecmp(line, "Last-Modified:", 14) == 0)
+        header_value(line, n, 14, x->last_modified, sizeof x->last_modified);
+    else if (n > 18 && strncasecmp(line, "x-goog-generation:", 18) == 0)
+        header_value(line, n, 18, x->generation, sizeof x->generation);
+    return n;
+}
+
+/* Percent-encodes everything but the unreserved characters (an object name
+ * in a path segment or a query value). */
+static char *pct(const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = malloc(strlen(s) * 3 + 1), *p = out;
+    if (!out)
+        return NULL;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            *c == '-' || *c == '.' || *c == '_' || *c == '~') {
+            *p++ = (char)*c;
+        } else {
+            *p++ = '%';
+            *p++ = hex[*c >> 4];
+            *p++ = hex[*c & 15];
+        }
+    }
+    *p = '\0';
+    return out;
+}
+
+/* The token for the next request (NULL without auth); -1 with out set. */
+static int take_token(gcs_store *s, char **token, st_result *out)
+{
+    *token = NULL;
+    if (!s->chain)
+        return 0;
+    if (s->stale) {
+        s->stale = 0;
+        aws_chain_stale(s->chain, s->gen);
+    }
+    char err[700];
+    int rc = aws_chain_bearer(s->chain, token, &s->gen, err, sizeof err);
+    if (rc) {
+        st_result_setf(out, rc == S3LECT_EAUTH ? ST_AUTH : ST_TRANSIENT, "%s; will retry", err);
+        return -1;
+    }
+    out->warning =
+        aws_chain_refresh_warning(s->chain, &s->failures_seen, &s->warned_at, GCS_WARN_EVERY_MS);
+    return 0;
+}
+
+static st_xfer *gcs_begin(st_store *st, void *easy, const char *key, int put, const void *body,
+                          size_t len, const char *if_match, int64_t timeout_ms, st_result *out)
+{
+    gcs_store *s = (gcs_store *)st;
+    memset(out, 0, sizeof *out);
+    if (!key || !*key) {
+        st_result_setf(out, ST_FATAL, "empty object name: use gs://%s/path/to/leader.json",
+                       s->bucket);
+        return NULL;
+    }
+    st_xfer *x = calloc(1, sizeof *x);
+    if (!x || !(x->key = u_strdup(key)) ||
+        (put && if_match && !(x->if_match = u_strdup(if_match)))) {
+        xfer_free(x);
+        st_result_setf(out, ST_TRANSIENT, "out of memory");
+        return NULL;
+    }
+    x->s = s;
+    x->put = put;
+    x->create = put && !if_match;
+    x->timeout_ms = timeout_ms > 0 ? timeout_ms : s->default_timeout_ms;
+    x->data.max = GCS_MAX_BODY;
+    if (put && if_match) {
+        /* A generation is a decimal number: anything else is not one of ours. */
+        if (!*if_match || strspn(if_match, "0123456789") != strlen(if_match) ||
+            strlen(if_match) > 20) {
+            /* No object has it: the write cannot match. */
+            st_result_setf(out, ST_PRECONDITION,
+                           "gs://%s/%s: '%.40s' is not a GCS generation, so it matches no "
+                           "version of the object",
+                           s->bucket, key, if_match);
+            xfer_free(x);
+            return NULL;
+        }
+    }
+    char *token;
+    if (take_token(s, &token, out) != 0) {
+        xfer_free(x);
+        return NULL;
+    }
+    char *eb = pct(s->bucket), *ek = pct(key), *url = NULL;
+    if (eb && ek) {
+        if (put)
+            url = u_asprintf("%s%s/upload/storage/v1/b/%s/o?uploadType=media&name=%s"
+                             "&ifGenerationMatch=%s",
+                             s->origin, s->base_path, eb, ek, if_match ? if_match : "0");
+        else
+            url =
+                u_asprintf("%s%s/storage/v1/b/%s/o/%s?alt=media", s->origin, s->base_path, eb, ek);
+    }
+    free(eb);
+    free(ek);
+    int oom = !url;
+    struct curl_slist *hl = NULL;
+    const char *fixed[] = {"Expect:", "Accept:", put ? "Content-Type: application/json" : NULL};
+    for (size_t i = 0; i < 3 && !oom; i++) {
+        if (!fixed[i])
+            continue;
+        struct curl_slist *l = curl_slist_append(hl, fixed[i]);
+        if (l)
+            hl = l;
+        else
+            oom = 1;
+    }
+    if (!oom && token) {
+        char *auth = u_asprintf("Authorization: Bearer %s", token);
+        struct curl_slist *l = auth ? curl_slist_append(hl, auth) : NULL;
+        aws_wipe_free(auth);
+        if (l)
+            hl = l;
+        else
+            oom = 1;
+    }
+    aws_wipe_free(token);
+    x->headers = hl;
+    if (oom) {
+        free(url);
+        xfer_free(x);
+        st_result_setf(out, ST_TRANSIENT, "out of memory");
+        return NULL;
+    }
+    CURL *e = easy;
+    x->easy = e;
+    curl_easy_reset(e);
+    http_easy_common(e, url, (long)x->timeout_ms, (long)x->timeout_ms, x->errbuf, &x->data);
+    free(url);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+    const char *ca = s->ca_file ? s->ca_file : http_system_ca();
+    if (ca)
+        curl_easy_setopt(e, CURLOPT_CAINFO, ca);
+    if (put) {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body ? body : "");
+    } else {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    }
+    return x;
+}
+
+/* An HTTP date (IMF-fixdate) as wall ms; -1 when s is not one. */
+static int http_date_ms(const char *s, int64_t *ms)
+{
+    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    char mon[4] = "";
+    int day, year, h, mi, sec, used = 0;
+    if (sscanf(s, "%*3[A-Za-z], %2d %3[A-Za-z] %4d %2d:%2d:%2d GMT%n", &day, mon, &year, &h, &mi,
+               &sec, &used) != 6 ||
+        used == 0 || s[used] != '\0' || strlen(mon) != 3)
+        return -1;
+    const char *m = strstr(months, mon);
+    if (!m || (m - months) % 3 != 0 || day < 1 || day > 31 || year < 1970 || h > 23 || mi > 59 ||
+        sec > 60)
+        return -1;
+    struct tm tm = {.tm_year = year - 1900,
+                    .tm_mon = (int)((m - months) / 3),
+                    .tm_mday = day,
+                    .tm_hour = h,
+                    .tm_min = mi,
+                    .tm_sec = sec};
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1)
+        return -1;
+    *ms = (int64_t)t * 1000;
+    return 0;
+}
+
+/* The error's message from a JSON error body ({"error":{"message":...}}). */
+static void error_detail(const http_body *b, long status, char *out, size_t n)
+{
+    cJSON *j = b->body ? cJSON_ParseWithLength(b->body, b->len) : NULL;
+    const cJSON *e = j ? cJSON_GetObjectItemCaseSensitive(j, "error") : NULL;
+    const cJSON *m = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "message") : NULL;
+    if (cJSON_IsString(m))
+        snprintf(out, n, "HTTP %ld: %.200s", status, m->valuestring);
+    else if (b->body && b->len && b->len < 200 && !strpbrk(b->body, "<{"))
+        snprintf(out, n, "HTTP %ld: %.*s", status, (int)strcspn(b->body, "\r\n"), b->body);
+    else
+        snprintf(out, n, "HTTP %ld", status);
+    cJSON_Delete(j);
+}
+
+static void http_failure(st_xfer *x, long status, st_result *out)
+{
+    gcs_store *s = x->s;
+    char detail[300];
+    error_detail(&x->data, status, detail, sizeof detail);
+    const char *method = x->put ? "POST" : "GET";
+    const char *perm = !x->put     ? "storage.objects.get"
+                       : x->create ? "storage.objects.create"
+                                   : "storage.objects.create and storage.objects.delete";
+    char src[400];
+    if (s->chain) {
+        aws_chain_info in;
+        aws_chain_describe(s->chain, &in);
+        snprintf(src, sizeof src, "%s%s%s%s", in.source, in.principal[0] ? " (" : "", in.principal,
+                 in.principal[0] ? ")" : "");
+    } else {
+        snprintf(src, sizeof src, "no credentials (emulator mode)");
+    }
+    if (status == 404) {
+        int bucket = strstr(detail, "ucket") != NULL;
+        if (x->put || bucket)
+            st_result_setf(out, ST_FATAL,
+                           "bucket '%s' does not exist at %s (%s): create it or fix the lock URL",
+                           s->bucket, s->endpoint_desc, detail);
+        else
+            st_result_setf(out, ST_NOT_FOUND, "gs://%s/%s does not exist (%s)", s->bucket, x->key,
+                           detail);
+    } else if (status == 412) {
+        if (x->create)
+            st_result_setf(out, ST_PRECONDITION,
+                           "gs://%s/%s already exists: another writer won (%s)", s->bucket, x->key,
+                           detail);
+        else
+            st_result_setf(out, ST_PRECONDITION,
+                           "gs://%s/%s changed since generation %s: another writer won (%s)",
+                           s->bucket, x->key, x->if_match, detail);
+    } else if (status == 401 || status == 403) {
+        if (status == 401)
+            s->stale = 1; /* an expired or revoked token: refresh once */
+        st_result_setf(out, ST_AUTH,
+                       "%s gs://%s/%s refused (%s): the credentials from %s lack %s on bucket "
+                       "'%s' (grant roles/storage.objectUser or a role with "
+                       "storage.objects.get, storage.objects.create and storage.objects.delete)",
+                       method, s->bucket, x->key, detail, src, perm, s->bucket);
+    } else if (status == 408 || status == 429 || status >= 500) {
+        st_result_setf(out, ST_TRANSIENT, "%s gs://%s/%s: temporary failure at %s (%s); will retry",
+                       method, s->bucket, x->key, s->endpoint_desc, detail);
+    } else if (status == 409) {
+        st_result_setf(out, ST_TRANSIENT,
+                       "%s gs://%s/%s raced another write at %s (%s); whether it landed is "
+                       "unknown: will read back",
+                       method, s->bucket, x->key, s->endpoint_desc, detail);
+    } else {
+        st_result_setf(out, ST_FATAL, "%s gs://%s/%s failed at %s (%s)", method, s->bucket, x->key,
+                       s->endpoint_desc, detail);
+    }
+}
+
+static void gcs_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
+{
+    gcs_store *s = (gcs_store *)st;
+    char *warning = out->warning;
+    memset(out, 0, sizeof *out);
+    out->warning = warning;
+    long status = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    out->http_status = (int)status;
+    CURLcode cc = (CURLcode)curl_code;
+    if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && x->data.too_large)) {
+        char what[1200];
+        snprintf(what, sizeof what, "%s gs://%s/%s", x->put ? "POST" : "GET", s->bucket, x->key);
+        ah_transport_failure(curl_code, x->errbuf, what, s->endpoint_desc, x->timeout_ms, out);
+        if (out->outcome == ST_FATAL)
+            st_result_setf(out, ST_FATAL,
+                           "%s: cannot talk to %s (%s): check the endpoint and, for HTTPS, the CA "
+                           "bundle (--ca-file)",
+                           what, s->endpoint_desc,
+                           x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc));
+        xfer_free(x);
+        return;
+    }
+    if (status < 200 || status > 299) {
+        http_failure(x, status, out);
+        xfer_free(x);
+        return;
+    }
+    int64_t modified = 0;
+    if (x->put) {
+        /* The upload answers with the object's metadata. */
+        cJSON *j = x->data.body ? cJSON_ParseWithLength(x->data.body, x->data.len) : NULL;
+        const cJSON *g = j ? cJSON_GetObjectItemCaseSensitive(j, "generation") : NULL;
+        if (cJSON_IsString(g) && strlen(g->valuestring) < sizeof x->generation)
+            snprintf(x->generation, sizeof x->generation, "%s", g->valuestring);
+        else if (cJSON_IsNumber(g) && g->valuedouble > 0)
+            snprintf(x->generation, sizeof x->generation, "%.0f", g->valuedouble);
+        cJSON_Delete(j);
+    } else if (x->last_modified[0]) {
+        http_date_ms(x->last_modified, &modified);
+    }
+    if (!x->generation[0] || strspn(x->generation, "0123456789") != strlen(x->generation)) {
+        st_result_setf(out, ST_FATAL,
+                       "%s gs://%s/%s: the server at %s sent no object generation; s3lect needs "
+                       "generations for conditional writes",
+                       x->put ? "POST" : "GET", s->bucket, x->key, s->endpoint_desc);
+    } else if (st_result_set_etag(out, x->generation) != 0 ||
+               (!x->put &&
+                st_result_set_body(out, x->data.body ? x->data.body : "", x->data.len) != 0)) {
+        st_result_setf(out, ST_TRANSIENT, "out of memory");
+    } else {
+        out->outcome = ST_OK;
+        if (!x->put && modified > 0 && http_date_ms(x->date, &out->server_now_ms) == 0)
+            out->server_modified_ms = modified;
+        else
+            out->server_now_ms = 0;
+        if (out->server_now_ms > 0)
+            out->server_res_ms = 1000;
+    }
+    xfer_free(x);
+}
+
+static const char *gcs_pool(const st_store *st)
+{
+    return ((const gcs_store *)st)->origin;
+}
+
+static void gcs_destroy(st_store *st)
+{
+    gcs_store *s = (gcs_store *)st;
+    if (!s)
+        return;
+    if (s->chain)
+        aws_chain_release(s->chain);
+    free(s->bucket);
+    free(s->origin);
+    free(s->base_path);
+    free(s->endpoint_desc);
+    free(s->ca_file);
+    free(s);
+}
+
+static const st_vtable gcs_vtable = {.name = "gcs",
+                                     .destroy = gcs_destroy,
+                                     .begin = gcs_begin,
+                                     .finish = gcs_finish,
+                                     .pool = gcs_pool};
+
+static int is_loopback_host(const char *h)
+{
+    unsigned char b[16];
+    if (strcasecmp(h, "localhost") == 0)
+        return 1;
+    if (inet_pton(AF_INET, h, b) == 1)
+        return b[0] == 127;
+    if (inet_pton(AF_INET6, h, b) == 1) {
+        static const unsigned char one[16] = {[15] = 1};
+        return memcmp(b, one, 16) == 0;
+    }
+    return 0;
+}
+
+/* The endpoint: the endpoint setting, STORAGE_EMULATOR_HOST (what Google's
+ * client libraries and fake-gcs-server use; "host:port" means http), else
+ * Google's. *emulator: requests may go without a token when no credentials
+ * are configured (STORAGE_EMULATOR_HOST, or http:// to a loopback host). */
+static int gcs_endpoint_resolve(const struct s3lect_config *cfg, char **url, int *emulator)
+{
+    const char *env = getenv("STORAGE_EMULATOR_HOST");
+    *emulator = 0;
+    if (cfg->endpoint && *cfg->endpoint) {
+        *url = u_strdup(cfg->endpoint);
+    } else if (env && *env) {
+        *url = strstr(env, "://") ? u_strdup(env) : u_asprintf("http://%s", env);
+        *emulator = 1;
+    } else {
+        *url = u_strdup(GCS_DEFAULT_ENDPOINT);
+    }
+    return *url ? 0 : S3LECT_ENOMEM;
+}
+
+int st_gcs_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out, char *err,
+                size_t errlen)
+{
+    *out = NULL;
+    int rc = http_global_init(err, errlen);
+    if (rc)
+        return rc;
+    gcs_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    s->base.vt = &gcs_vtable;
+    s->default_timeout_ms =
+        cfg->request_timeout > 0 ? cfg->request_timeout : GCS_DEFAULT_TIMEOUT_MS;
+    char *url = NULL;
+    int emulator = 0;
+    ah_endpoint ep = {0};
+    if (!(s->bucket = u_strdup(loc->bucket)) ||
+        (cfg->ca_file && !(s->ca_file = u_strdup(cfg->ca_file))) ||
+        gcs_endpoint_resolve(cfg, &url, &emulator) != 0) {
+        snprintf(err, errlen, "out of memory");
+        rc = S3LECT_ENOMEM;
+    }
+    if (!rc)
+        rc = ah_endpoint_parse(url, "GCS endpoint", &ep, err, errlen);
+    if (!rc) {
+        const char *scheme = ep.https ? "https" : "http";
+        s->origin = u_asprintf("%s://%s", scheme, ep.authority);
+        s->base_path = u_strdup(ep.base_path);
+        s->endpoint_desc = strcmp(url, GCS_DEFAULT_ENDPOINT) == 0
+                               ? u_strdup("Google Cloud Storage")
+                               : u_asprintf("%s://%s%s", scheme, ep.authority, ep.base_path);
+        if (!s->origin || !s->base_path || !s->endpoint_desc) {
+            snprintf(err, errlen, "out of memory");
+            rc = S3LECT_ENOMEM;
+        }
+        if (!ep.https && is_loopback_host(ep.host))
+            emulator = 1;
+    }
+    /* Fail early, with a message saying what to set, when there are no
+     * credentials; an emulator may go without. */
+    if (!rc)
+        rc = gcp_chain_open(cfg, emulator ? GCP_CHAIN_OPTIONAL : 0, &s->chain, err, errlen);
+    ah_endpoint_clear(&ep);
+    free(url);
+    if (rc) {
+        gcs_destroy(&s->base);
+        return rc;
+    }
+    *out = &s->base;
+    return 0;
+}
+
+/* GCS bucket names: 3-63 characters (up to 222 with dots) of a-z, 0-9, '-',
+ * '_' and '.', starting and ending with a letter or digit. */
+static int check_bucket(const char *url, const char *b, size_t bl, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < bl; i++) {
+        char c = b[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+              c == '_')) {
+            snprintf(err, errlen,
+                     "lock URL '%.200s': the bucket name has an invalid character; GCS bucket "
+                     "names use only a-z, 0-9, '-', '_' and '.'",
+                     url);
+            return S3LECT_EINVAL;
+        }
+    }
+    size_t max = memchr(b, '.', bl) ? 222 : 63;
+    if (bl < 3 || bl > max) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': the bucket name is %zu characters long; GCS bucket names "
+                 "have 3 to 63 (222 with dots)",
+                 url, bl);
+        return S3LECT_EINVAL;
+    }
+    int alnum = 1;
+    for (size_t i = 0; i < bl; i += bl - 1) {
+        char c = b[i];
+        alnum &= (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (bl == 1)
+            break;
+    }
+    if (!alnum) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': GCS bucket names start and end with a letter or digit", url);
+        return S3LECT_EINVAL;
+    }
+    return 0;
+}
+
+/* Object names: 1-1024 bytes of UTF-8 without control characters; for a
+ * lock no empty, "." or ".." segments. */
+static int check_object(const char *url, const char *key, char *err, size_t errlen)
+{
+    size_t n = strlen(key);
+    if (n > 1024) {
+        snprintf(err, errlen, "lock URL: the object name is %zu bytes long; GCS's limit is 1024",
+                 n);
+        return S3LECT_EINVAL;
+    }
+    for (const unsigned char *p = (const unsigned char *)key; *p;) {
+        if (st_is_control(p)) {
+            snprintf(err, errlen,
+                     "lock URL: the object name has a control character (byte 0x%02x at offset "
+                     "%zu); remove it",
+                     *p, (size_t)(p - (const unsigned char *)key));
+            return S3LECT_EINVAL;
+        }
+        size_t l = st_utf8_len(p);
+        if (!l) {
+            snprintf(err, errlen, "lock URL: the object name is not valid UTF-8 (at offset %zu)",
+                     (size_t)(p - (const unsigned char *)key));
+            return S3LECT_EINVAL;
+        }
+        p += l;
+    }
+    return st_check_segments(url, "object name", key, n, err, errlen);
+}
+
+int st_gcs_parse(const char *url, const char *b, st_location *out, char *err, size_t errlen)
+{
+    const char *slash = strchr(b, '/');
+    if (!slash || slash == b || !slash[1]) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' needs a bucket and an object: gs://bucket/path/to/leader.json",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    if (strpbrk(url, "?#")) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' has a query or fragment ('?' or '#'); lock URLs take neither: "
+                 "gs://bucket/object",
+                 url);
+        return S3LECT_EINVAL;
+    }
+    size_t bl = (size_t)(slash - b);
+    int rc = check_bucket(url, b, bl, err, errlen);
+    if (!rc)
+        rc = check_object(url, slash + 1, err, errlen);
+    if (rc)
+        return rc;
+    out->bucket = malloc(bl + 1);
+    out->key = u_strdup(slash + 1);
+    if (!out->bucket || !out->key) {
+        st_location_clear(out);
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    memcpy(out->bucket, b, bl);
+    out->bucket[bl] = '\0';
+    return 0;
+}
+
+int st_gcs_canonical(const st_location *loc, char **out)
+{
+    return st_canon_add(out, "gs://", loc->bucket, 0) || st_canon_add(out, "/", loc->key, 0);
+}

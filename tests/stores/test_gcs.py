@@ -1,0 +1,270 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The gs:// store beyond the shared store tests (test_stores_cli.py runs
+election, failover, handover, compare-and-set, restart and outage on it):
+throttling, bad URLs and credentials, and every Google credential source end
+to end.
+
+Every store operation goes to fake-gcs-server (tests/harness/fake_gcs.py).
+fake-gcs-server accepts any token, so the credential tests put an
+authenticating proxy in front of it (throttle_proxy.ThrottleProxy with a
+check): a request without a token the loopback token fakes
+(tests/harness/gcp_fakes.py) issued and that is still valid is answered 401.
+Every output is grepped for the fakes' throwaway secrets.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cli import FAST, only_leader, run, wait_for
+from storeutil import gcs_env
+
+LEASE_S = 3.0
+
+
+@pytest.fixture
+def fakes():
+    from harness.gcp_fakes import GcpFakes
+    f = GcpFakes()
+    yield f
+    f.close()
+
+
+@pytest.fixture
+def auth_proxy(fake_gcs, fakes):
+    """fake-gcs-server behind a proxy that requires a token the fakes issued."""
+    from throttle_proxy import GCS_THROTTLE, ThrottleProxy
+    p = ThrottleProxy(fake_gcs.port, GCS_THROTTLE, b"429 Too Many Requests", check=fakes.check_request)
+    yield p
+    p.close()
+
+
+def lock_url(fake_gcs, name: str) -> str:
+    return f"gs://{fake_gcs.bucket}/{name}-{secrets.token_hex(4)}"
+
+
+def cred_env(fake_gcs, proxy, **extra: str) -> dict[str, str]:
+    env = gcs_env(fake_gcs)
+    env["STORAGE_EMULATOR_HOST"] = f"127.0.0.1:{proxy.port}"
+    env.update(extra)
+    return env
+
+
+def assert_no_secret(fakes, *texts: str) -> None:
+    blob = "\n".join(texts)
+    for s in fakes.secrets():
+        assert s not in blob, f"a secret ({s[:6]}...) appears in an output"
+
+
+def one_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, f"expected one line, got:\n{text}"
+    return lines[0]
+
+
+# ---- throttling ----
+
+def test_gcs_throttling_is_ridden_out(fake_gcs, cluster):
+    from throttle_proxy import GCS_THROTTLE, ThrottleProxy
+    for status in (b"429 Too Many Requests", b"503 Service Unavailable"):
+        proxy = ThrottleProxy(fake_gcs.port, GCS_THROTTLE, status)
+        try:
+            env = dict(gcs_env(fake_gcs), STORAGE_EMULATOR_HOST=f"127.0.0.1:{proxy.port}")
+            nodes = cluster(lock_url(fake_gcs, "throttle"), env, n=2)
+            leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
+            term = leader.terms()[-1]
+            # Shorter than the renew deadline: retried, leadership kept.
+            proxy.throttle_for(1.2)
+            time.sleep(LEASE_S + 1)
+            assert proxy.throttled > 0, "the proxy throttled nothing"
+            assert leader.leading() and leader.terms()[-1] == term, leader.text()
+            assert sum(n.leading() for n in nodes) == 1
+            texts = "".join(n.text() for n in nodes)
+            assert "temporary failure" in texts and "will retry" in texts, texts
+            assert status.split()[0].decode() in texts, texts
+            # Longer than the lease: the leader steps down, one leader afterwards.
+            proxy.throttle_for(LEASE_S + 2)
+            wait_for(lambda: not leader.leading(), LEASE_S + 3, "the leader to step down")
+            wait_for(lambda: only_leader(nodes), LEASE_S + 20, "a leader after throttling")
+        finally:
+            for n in nodes:
+                n.stop()
+            proxy.close()
+
+
+# ---- bad URLs and credentials ----
+
+@pytest.mark.parametrize("url,want", [
+    ("gs://bucket", "needs a bucket and an object"),
+    ("gs://bucket/", "needs a bucket and an object"),
+    ("gs://Bad_Bucket/k", "invalid character"),
+    ("gs://ab/k", "3 to 63"),
+    ("gs://-bucket/k", "start and end with a letter or digit"),
+    ("gs://bucket/a//b", "segment"),
+    ("gs://bucket/k?x=1", "query or fragment"),
+    ("gs:/bucket/k", "gs://bucket/object"),
+    ("gcs://bucket/k", "gs://BUCKET/OBJECT"),
+])
+def test_gcs_bad_urls_are_one_clear_line(s3lect_bin, url, want):
+    r = run([str(s3lect_bin), "status", url], gcs_env_none())
+    assert r.returncode == 2, r
+    line = one_line(r.stderr)
+    assert want in line, line
+
+
+def gcs_env_none() -> dict[str, str]:
+    from storeutil import _base
+    return _base()
+
+
+def test_gcs_bad_credentials_are_one_clear_line(fake_gcs, fakes, auth_proxy, s3lect_bin, tmp_path):
+    lock = lock_url(fake_gcs, "badcreds")
+    # A key file that is not there.
+    env = cred_env(fake_gcs, auth_proxy, GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "none.json"))
+    r = run([str(s3lect_bin), "status", lock], env)
+    line = one_line(r.stderr)
+    assert r.returncode == 1 and "none.json" in line and "No such file" in line, line
+    # Not JSON; an unknown type.
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json")
+    r = run([str(s3lect_bin), "status", lock], dict(env, GOOGLE_APPLICATION_CREDENTIALS=str(bad)))
+    assert r.returncode == 1 and "not a JSON object" in one_line(r.stderr), r.stderr
+    bad.write_text(json.dumps({"type": "impersonated_something"}))
+    r = run([str(s3lect_bin), "status", lock], dict(env, GOOGLE_APPLICATION_CREDENTIALS=str(bad)))
+    assert r.returncode == 1 and "impersonated_something" in one_line(r.stderr), r.stderr
+    # A service account key the token endpoint does not know (another key pair).
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()).decode()
+    d = tmp_path / "other"
+    d.mkdir()
+    sa = fakes.service_account_file(d, pem=other)
+    r = run([str(s3lect_bin), "status", lock], dict(env, GOOGLE_APPLICATION_CREDENTIALS=str(sa)))
+    line = one_line(r.stderr)
+    assert r.returncode == 1 and "Invalid JWT Signature" in line and "HTTP 400" in line, line
+    assert "s3lect-test@" in line, line
+    # A revoked refresh token says to log in again.
+    d = tmp_path / "user"
+    d.mkdir()
+    au = fakes.authorized_user_file(d)
+    au.write_text(au.read_text().replace(fakes.refresh_token, "1//revoked"))
+    r = run([str(s3lect_bin), "status", lock], dict(env, GOOGLE_APPLICATION_CREDENTIALS=str(au)))
+    line = one_line(r.stderr)
+    assert r.returncode == 1 and "invalid_grant" in line and "application-default login" in line, line
+    # A token the server refuses: AUTH, naming the source and the permission.
+    r = run([str(s3lect_bin), "status", lock],
+            dict(env, GOOGLE_OAUTH_ACCESS_TOKEN="ya29.not-issued-" + secrets.token_hex(8)))
+    assert r.returncode == 1, r
+    assert "GOOGLE_OAUTH_ACCESS_TOKEN" in r.stderr and "storage.objects.get" in r.stderr, r.stderr
+    assert "not-issued" not in r.stderr
+    assert_no_secret(fakes, r.stdout, r.stderr)
+
+
+def test_gcs_real_endpoint_is_never_unauthenticated(s3lect_bin, tmp_path):
+    """No credentials and Google's endpoint: the chain ends at the metadata
+    server (here a closed port) and fails; it never goes without a token."""
+    env = dict(gcs_env_none(), GCE_METADATA_HOST="127.0.0.1:1", HOME=str(tmp_path))
+    r = run([str(s3lect_bin), "status", "gs://some-bucket/k", "--endpoint",
+             "https://storage.googleapis.invalid"], env)
+    assert r.returncode == 1
+    line = one_line(r.stderr)
+    assert "metadata server" in line and "127.0.0.1:1" in line, line
+
+
+# ---- each credential source end to end ----
+
+SOURCES = ["service_account", "authorized_user", "authorized_user_adc", "external_file_text",
+           "external_file_json", "external_no_impersonation", "external_aws", "metadata"]
+
+
+def source_env(kind: str, fakes, fake_gcs, proxy, d: Path) -> tuple[dict[str, str], str, str]:
+    """(env, what whoami names as the source, the principal) for kind."""
+    from harness.gcp_fakes import SA_EMAIL
+    if kind == "service_account":
+        p = fakes.service_account_file(d)
+        return cred_env(fake_gcs, proxy, GOOGLE_APPLICATION_CREDENTIALS=str(p)), \
+            "service account key", SA_EMAIL
+    if kind == "authorized_user":
+        p = fakes.authorized_user_file(d)
+        return cred_env(fake_gcs, proxy, GOOGLE_APPLICATION_CREDENTIALS=str(p)), \
+            "authorized_user", ""
+    if kind == "authorized_user_adc":
+        fakes.authorized_user_file(d)
+        return cred_env(fake_gcs, proxy, CLOUDSDK_CONFIG=str(d)), \
+            "gcloud application-default credentials", ""
+    if kind == "external_aws":
+        p = fakes.external_account_file(d, "aws")
+        return cred_env(fake_gcs, proxy, GOOGLE_APPLICATION_CREDENTIALS=str(p),
+                        AWS_ACCESS_KEY_ID=fakes.aws_key_id, AWS_SECRET_ACCESS_KEY=fakes.aws_secret,
+                        AWS_REGION=fakes.aws_region), "external_account", SA_EMAIL
+    if kind.startswith("external"):
+        p = fakes.external_account_file(d, "json" if kind.endswith("json") else "text",
+                                        impersonate=kind != "external_no_impersonation")
+        return cred_env(fake_gcs, proxy, GOOGLE_APPLICATION_CREDENTIALS=str(p)), \
+            "external_account", "" if kind == "external_no_impersonation" else SA_EMAIL
+    assert kind == "metadata"
+    return cred_env(fake_gcs, proxy, GCE_METADATA_HOST=f"127.0.0.1:{fakes.port}",
+                    HOME=str(d)), "metadata server", SA_EMAIL
+
+
+@pytest.mark.parametrize("kind", SOURCES)
+def test_gcs_credential_source_end_to_end(kind, fake_gcs, fakes, auth_proxy, s3lect_bin, tmp_path):
+    env, source, principal = source_env(kind, fakes, fake_gcs, auth_proxy, tmp_path)
+    lock = lock_url(fake_gcs, kind)
+    outs = []
+    r = run([str(s3lect_bin), "whoami", lock, "--json"], env)
+    outs += [r.stdout, r.stderr]
+    assert r.returncode == 0, r.stderr
+    who = json.loads(r.stdout)
+    assert source in who["source"] and who["usable"], who
+    assert (who["principal"] or "") == principal, who
+    assert who["expires"], who
+    r = run([str(s3lect_bin), "run", lock, "--id", "n1", *FAST, "--", "true"], env, timeout=60)
+    outs += [r.stdout, r.stderr]
+    assert r.returncode == 0, r.stderr
+    assert "acquired leadership" in r.stderr, r.stderr
+    r = run([str(s3lect_bin), "status", lock, "--json"], env)
+    outs += [r.stdout, r.stderr]
+    assert r.returncode in (0, 3) and json.loads(r.stdout), r.stderr
+    assert auth_proxy.forwarded >= 3 and auth_proxy.refused == 0, (auth_proxy.forwarded,
+                                                                   auth_proxy.refused)
+    # Without the source the proxy refuses: the test can fail.
+    r = run([str(s3lect_bin), "status", lock], cred_env(fake_gcs, auth_proxy,
+                                                         GOOGLE_OAUTH_ACCESS_TOKEN="ya29.x"))
+    assert r.returncode == 1 and auth_proxy.refused > 0
+    assert_no_secret(fakes, *outs)
+
+
+def test_gcs_token_refreshed_in_the_background(fake_gcs, fakes, auth_proxy, cluster, tmp_path):
+    """Tokens that live 9 s: the leader keeps leading across several of them,
+    each refreshed before it expires; a failing token endpoint is warned
+    about while the current token is still used, and a refresh that works
+    again in time costs nothing; all without a secret in the log."""
+    fakes.lifetime = 9
+    env, _, _ = source_env("service_account", fakes, fake_gcs, auth_proxy, tmp_path)
+    nodes = cluster(lock_url(fake_gcs, "refresh"), env, n=1)
+    leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
+    term = leader.terms()[-1]
+    time.sleep(14)
+    assert leader.leading() and leader.terms()[-1] == term, leader.text()
+    grants = fakes.requests.count("grant:jwt-bearer")
+    assert grants >= 3, f"only {grants} token fetches in 14 s of 9 s tokens"
+    assert auth_proxy.refused == 0, leader.text()
+    fakes.fail_status = 503
+    try:
+        wait_for(lambda: "refreshing the credentials from" in leader.text(), 10,
+                 "the refresh failure warning")
+    finally:
+        fakes.fail_status = 0
+    assert "still used" in leader.text() and "HTTP 503" in leader.text()
+    time.sleep(3)
+    assert leader.leading() and leader.terms()[-1] == term, leader.text()
+    assert auth_proxy.refused == 0, leader.text()
+    assert_no_secret(fakes, leader.text())
