@@ -225,3 +225,8 @@ class AzuriteServer(Server):
             ),
             "S3LECT_TEST_LOCK_PREFIX": self.lock_prefix(),
         }
+
+
+if __name__ == "__main__":
+    print(ensure_azurite())
+    sys.exit(0)
