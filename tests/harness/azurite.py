@@ -26,6 +26,7 @@ import os
 import secrets
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -86,10 +87,11 @@ class AzureError(RuntimeError):
 class AzureClient:
     """Shared Key requests to one account's blob endpoint (path-style)."""
 
-    def __init__(self, endpoint: str, account: str, key_b64: str):
+    def __init__(self, endpoint: str, account: str, key_b64: str, cafile: str | None = None):
         self.endpoint = endpoint.rstrip("/")  # http://127.0.0.1:PORT/ACCOUNT
         self.account = account
         self.key = base64.b64decode(key_b64)
+        self.context = ssl.create_default_context(cafile=cafile) if cafile else None
 
     def _sign(self, method: str, path: str, query: dict[str, str], headers: dict[str, str]) -> str:
         std = ["Content-Encoding", "Content-Language", "Content-Length", "Content-MD5",
@@ -126,7 +128,7 @@ class AzureClient:
         req = urllib.request.Request(f"{u.scheme}://{u.netloc}{path}{qs}", data=body,
                                      method=method, headers=h)
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=10, context=self.context) as r:
                 return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
         except urllib.error.HTTPError as e:
             raise AzureError(e.code, e.headers.get("x-ms-error-code", ""),
@@ -165,24 +167,49 @@ class AzureClient:
         return urllib.parse.urlencode(q)
 
 
+def _openssl(cwd: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
 class AzuriteServer(Server):
+    """https=True: TLS with a certificate for 127.0.0.1 from a CA made here
+    (ca_file), and Azure AD bearer tokens accepted (--oauth basic: Azurite
+    checks a token's issuer, audience and lifetime, not its signature; it
+    takes tokens over HTTPS only)."""
+
     name = "azurite"
 
-    def __init__(self, container: str = CONTAINER):
+    def __init__(self, container: str = CONTAINER, https: bool = False):
         super().__init__(container)
         self.launcher = ensure_azurite()
         self.account = ACCOUNT
         self.account_key = base64.b64encode(secrets.token_bytes(64)).decode()
         self.container = container
+        self.https = https
+        self.ca_file: str | None = None
+        if https:
+            d = self.workdir
+            _openssl(d, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
+                     "-out", "ca.pem", "-days", "2", "-subj", "/CN=s3lect-test-ca")
+            _openssl(d, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
+                     "server.csr", "-subj", "/CN=127.0.0.1")
+            (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+            _openssl(d, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                     "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
+            self.ca_file = str(d / "ca.pem")
 
     @property
     def blob_endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}/{self.account}"
+        return f"{'https' if self.https else 'http'}://127.0.0.1:{self.port}/{self.account}"
 
     def command(self) -> list[str]:
-        return [str(self.launcher), "--blobHost", "127.0.0.1", "--blobPort", str(self.port),
-                "--location", str(self.workdir / "data"), "--silent", "--skipApiVersionCheck",
-                "--disableProductStyleUrl"]
+        cmd = [str(self.launcher), "--blobHost", "127.0.0.1", "--blobPort", str(self.port),
+               "--location", str(self.workdir / "data"), "--silent", "--skipApiVersionCheck",
+               "--disableProductStyleUrl"]
+        if self.https:
+            cmd += ["--cert", str(self.workdir / "server.pem"), "--key",
+                    str(self.workdir / "server.key"), "--oauth", "basic"]
+        return cmd
 
     def process_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -200,7 +227,7 @@ class AzuriteServer(Server):
             return True
         except AzureError:
             return True
-        except OSError:
+        except (OSError, ssl.SSLError):
             return False
 
     def on_ready(self) -> None:
@@ -210,7 +237,8 @@ class AzuriteServer(Server):
             raise RuntimeError(f"creating container {self.container}: {e}") from e
 
     def client(self, key_b64: str | None = None) -> AzureClient:  # type: ignore[override]
-        return AzureClient(self.blob_endpoint, self.account, key_b64 or self.account_key)
+        return AzureClient(self.blob_endpoint, self.account, key_b64 or self.account_key,
+                           self.ca_file)
 
     def lock_prefix(self) -> str:
         return f"az://{self.account}/{self.container}/"

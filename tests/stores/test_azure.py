@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import http.server
 import itertools
+import json
 import secrets
 import threading
 import time
@@ -263,3 +264,108 @@ def test_check_store_fails_on_a_non_conditional_server(s3lect_bin):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+# ---- Entra ID (Azure AD) tokens, on Azurite over HTTPS with --oauth basic ----
+
+TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+CLIENT = "11111111-2222-3333-4444-" + "5" * 12
+
+
+@pytest.fixture(scope="module")
+def azurite_tls():
+    from harness.azurite import AzuriteServer
+    from harness.servers import ServerStartError
+    try:
+        server = AzuriteServer(https=True)
+        server.start()
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def entra():
+    from harness.azure_fakes import EntraFake
+    fake = EntraFake(TENANT, CLIENT)
+    yield fake
+    fake.close()
+
+
+def _tls_args(az) -> list[str]:
+    return ["--endpoint", az.blob_endpoint, "--ca-file", az.ca_file]
+
+
+def _entra_secrets(az, fake) -> list[str]:
+    return [az.account_key, fake.secret, fake.federated_token, fake.identity_header,
+            *fake.issued]
+
+
+def _entra_env(fake, kind: str, tmp_path) -> dict[str, str]:
+    env = dict(base_env(), AZURE_AUTHORITY_HOST=fake.url)
+    if kind == "client_secret":
+        env.update(AZURE_TENANT_ID=TENANT, AZURE_CLIENT_ID=CLIENT, AZURE_CLIENT_SECRET=fake.secret)
+    elif kind == "federated":
+        f = tmp_path / "azure-identity-token"
+        f.write_text(fake.federated_token + "\n")
+        env.update(AZURE_TENANT_ID=TENANT, AZURE_CLIENT_ID=CLIENT,
+                   AZURE_FEDERATED_TOKEN_FILE=str(f))
+    elif kind == "certificate":
+        pem = fake.use_certificate(tmp_path)
+        env.update(AZURE_TENANT_ID=TENANT, AZURE_CLIENT_ID=CLIENT,
+                   AZURE_CLIENT_CERTIFICATE_PATH=str(pem))
+    elif kind == "imds":
+        env.update(AZURE_POD_IDENTITY_AUTHORITY_HOST=fake.url)
+    elif kind == "appservice":
+        env.update(IDENTITY_ENDPOINT=f"{fake.url}/msi/token",
+                   IDENTITY_HEADER=fake.identity_header)
+    return env
+
+
+@pytest.mark.parametrize("kind", ["client_secret", "federated", "certificate", "imds",
+                                  "appservice"])
+def test_entra_token_sources_elect(azurite_tls, entra, cluster, s3lect_bin, tmp_path, kind):
+    """Each Entra ID source gets a token from its fake issuer (which checks
+    the secret, the federated token, the certificate assertion's signature,
+    the metadata headers) and the nodes elect on Azurite with it."""
+    from harness.cli import FAST
+    env = _entra_env(entra, kind, tmp_path)
+    nodes = cluster(_lock(azurite_tls, f"entra-{kind}"), env, n=2,
+                    extra=[*FAST, *_tls_args(azurite_tls)])
+    wait_for(lambda: only_leader(nodes), 30, "a leader")
+    assert kind in entra.requests and not entra.refused, (entra.requests, entra.refused)
+    r = run([str(s3lect_bin), "whoami", _lock(azurite_tls, "w"), "--json",
+             *_tls_args(azurite_tls)], env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["usable"] and info["expires"], info
+    assert CLIENT in info["principal"] and entra.oid in info["principal"], info
+    want = {"client_secret": "AZURE_CLIENT_SECRET", "federated": "AZURE_FEDERATED_TOKEN_FILE",
+            "certificate": "AZURE_CLIENT_CERTIFICATE_PATH", "imds": "IMDS",
+            "appservice": "App Service"}[kind]
+    assert want in info["source"], info
+    out = "".join(n.text() for n in nodes) + r.stdout + r.stderr
+    _assert_no_secret(out, _entra_secrets(azurite_tls, entra))
+
+
+def test_entra_refused_secret_is_one_line(azurite_tls, entra, s3lect_bin, tmp_path):
+    env = _entra_env(entra, "client_secret", tmp_path)
+    env["AZURE_CLIENT_SECRET"] = "wrong-" + secrets.token_hex(8)
+    r = run([str(s3lect_bin), "status", _lock(azurite_tls, "e"), *_tls_args(azurite_tls)], env,
+            timeout=60)
+    line = _one_line(r, ["Microsoft Entra ID", "HTTP 401", "AADSTS7000215"])
+    assert env["AZURE_CLIENT_SECRET"] not in line
+    _assert_no_secret(r.stdout + r.stderr, _entra_secrets(azurite_tls, entra))
+
+
+def test_explicit_key_wins_over_entra_and_whoami_says_so(azurite, entra, s3lect_bin, tmp_path):
+    env = dict(_entra_env(entra, "client_secret", tmp_path), **_key_env(azurite))
+    r = run([str(s3lect_bin), "whoami", _lock(azurite, "w"), "--json", "--endpoint",
+             azurite.blob_endpoint], env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["source"].startswith("AZURE_STORAGE_KEY") and "devstoreaccount1" in \
+        info["principal"], info
+    assert not entra.requests
+    _assert_no_secret(r.stdout + r.stderr, _entra_secrets(azurite, entra))

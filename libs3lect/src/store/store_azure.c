@@ -29,6 +29,8 @@
 
 #include "aws_http.h"
 #include "az_auth.h"
+#include "az_creds.h"
+#include "cred_parse.h"
 #include "config.h"
 #include "http.h"
 #include "sigv4.h"
@@ -48,7 +50,17 @@ typedef struct az_store {
     char *ca_file;
     int64_t default_timeout_ms;
     az_creds creds;
+    /* Entra ID, when no explicit credential is set: the shared token cache
+     * entry, the generation of the token last used, and the refresh-failure
+     * warnings already given. */
+    aws_chain *chain;
+    uint64_t gen, failures_seen;
+    int64_t warned_at;
+    int stale; /* the last token was refused: ask for a fresh one */
+    char source[320];
 } az_store;
+
+#define AZ_WARN_EVERY_MS 60000
 
 /* ---- one request ---- */
 
@@ -201,8 +213,34 @@ static st_xfer *az_begin(st_store *st, void *easy, const char *key, int put, con
         else
             h[nh++] = (az_header){"If-None-Match", "*"};
     }
+    char *bearer = NULL;
+    if (s->chain) {
+        if (s->stale) {
+            s->stale = 0;
+            aws_chain_stale(s->chain, s->gen);
+        }
+        char err[700];
+        int rc = aws_chain_bearer(s->chain, &bearer, &s->gen, err, sizeof err);
+        if (rc) {
+            free(path);
+            xfer_free(x);
+            st_result_setf(out, rc == S3LECT_EAUTH ? ST_AUTH : ST_TRANSIENT, "%s; will retry", err);
+            return NULL;
+        }
+        out->warning =
+            aws_chain_refresh_warning(s->chain, &s->failures_seen, &s->warned_at, AZ_WARN_EVERY_MS);
+    }
     struct curl_slist *hl = NULL;
     int oom = !path;
+    if (bearer) {
+        char *auth = u_asprintf("Bearer %s", bearer);
+        if (auth)
+            hl = add_header(hl, &oom, "Authorization", auth);
+        else
+            oom = 1;
+        aws_wipe_free(auth);
+        aws_wipe_free(bearer);
+    }
     for (size_t i = 0; i < nh; i++)
         if (strcmp(h[i].name, "Content-Length") != 0) /* libcurl sends it */
             hl = add_header(hl, &oom, h[i].name, h[i].value);
@@ -325,7 +363,7 @@ static void set_http_failure(const st_xfer *x, long status, int outcome, st_resu
     snprintf(detail, sizeof detail, "HTTP %ld%s%s%s%s%s%s%s", status, r->error_code[0] ? " " : "",
              r->error_code, msg[0] ? ": " : "", msg, r->request_id[0] ? " (request id " : "",
              r->request_id, r->request_id[0] ? ")" : "");
-    const char *src = s->creds.source;
+    const char *src = s->chain ? s->source : s->creds.source;
     switch (outcome) {
     case ST_NOT_FOUND:
         st_result_setf(out, outcome, AZ_FMT " does not exist (%s)", AZ_ARGS(s, x->key), detail);
@@ -420,6 +458,8 @@ static void az_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         int outcome = classify(status, r);
         if (outcome != ST_OK) {
             set_http_failure(x, status, outcome, out);
+            if (outcome == ST_AUTH && s->chain)
+                s->stale = 1;
         } else if (!r->etag[0]) {
             st_result_setf(out, ST_FATAL,
                            "%s " AZ_FMT ": the server at %s sent no ETag; s3lect needs ETags for "
@@ -458,6 +498,8 @@ static void az_destroy(st_store *st)
     free(s->endpoint_desc);
     free(s->ca_file);
     az_creds_clear(&s->creds);
+    if (s->chain)
+        aws_chain_release(s->chain);
     free(s);
 }
 
@@ -523,12 +565,13 @@ int st_azure_open(const struct s3lect_config *cfg, const st_location *loc, st_st
     }
     rc = az_creds_resolve(s->account, &s->creds, err, errlen);
     if (rc == 0 && s->creds.kind == AZ_CRED_NONE) {
-        snprintf(err, errlen,
-                 "no Azure credentials for storage account '%s': set "
-                 "AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_KEY (Shared Key) or "
-                 "AZURE_STORAGE_SAS_TOKEN (see docs/stores.md, \"Azure Blob Storage\")",
-                 s->account);
-        rc = S3LECT_EAUTH;
+        /* Entra ID: the Azure SDKs' default chain (az_creds.h). */
+        rc = az_chain_open(cfg, 0, &s->chain, err, errlen);
+        if (rc == 0) {
+            aws_chain_info info;
+            aws_chain_describe(s->chain, &info);
+            snprintf(s->source, sizeof s->source, "%s", info.source);
+        }
     }
     if (rc == 0) {
         if (cfg->endpoint) {
