@@ -369,3 +369,30 @@ def test_explicit_key_wins_over_entra_and_whoami_says_so(azurite, entra, s3lect_
         info["principal"], info
     assert not entra.requests
     _assert_no_secret(r.stdout + r.stderr, _entra_secrets(azurite, entra))
+
+
+def test_entra_token_refreshed_in_background_and_file_reread(azurite_tls, cluster, tmp_path):
+    """Tokens of 9 s: the cache refreshes them ahead of expiry while the
+    leader keeps its term; the federated token file is re-read at each
+    refresh (AKS rotates it), so a rotated token is what gets sent."""
+    from harness.azure_fakes import EntraFake
+    from harness.cli import FAST
+    fake = EntraFake(TENANT, CLIENT, lifetime=9)
+    try:
+        env = _entra_env(fake, "federated", tmp_path)
+        nodes = cluster(_lock(azurite_tls, "refresh"), env, n=1,
+                        extra=[*FAST, *_tls_args(azurite_tls)])
+        leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
+        term = leader.terms()[-1]
+        old = fake.federated_token
+        fake.federated_token = "s3lect-fed-rotated-" + secrets.token_hex(8)
+        (tmp_path / "azure-identity-token").write_text(fake.federated_token)
+        time.sleep(14)
+        assert fake.requests.count("federated") >= 3, fake.requests
+        assert leader.leading() and leader.terms()[-1] == term, leader.text()
+        # The fake takes only the rotated token since the rotation: a stale
+        # copy of the file's old content would have been refused.
+        assert not fake.refused, fake.refused
+        _assert_no_secret(leader.text(), [old, fake.federated_token, *fake.issued])
+    finally:
+        fake.close()
