@@ -315,6 +315,8 @@ static st_xfer *az_begin(st_store *st, void *easy, const char *key, int put, con
     return x;
 }
 
+static int classify(long status, const az_response *r);
+
 /* The <Message> of an Azure error body (first line only), or "". */
 static void error_message(const az_response *r, char *dst, size_t cap)
 {
@@ -334,6 +336,13 @@ static void error_message(const az_response *r, char *dst, size_t cap)
 static int code_is(const az_response *r, const char *code)
 {
     return strcmp(r->error_code, code) == 0;
+}
+
+int st_azure_outcome(long status, const char *error_code)
+{
+    az_response r;
+    snprintf(r.error_code, sizeof r.error_code, "%s", error_code ? error_code : "");
+    return classify(status, &r);
 }
 
 static int classify(long status, const az_response *r)

@@ -245,6 +245,9 @@ ST_STORE_FUNCS(azure)
 /* The Azure store's second spelling: https://ACCOUNT.blob.core.SUFFIX/CONTAINER/BLOB. */
 int st_azure_https_parse(const char *url, const char *rest, st_location *out, char *err,
                          size_t errlen);
+/* The outcome (ST_*) of an Azure Blob answer: HTTP status and its
+ * x-ms-error-code ("" when none); the simulation's azure model uses it. */
+int st_azure_outcome(long status, const char *error_code);
 /* The custom store (the user's functions, cfg->custom): no URL of its own. */
 extern const st_scheme st_custom_scheme;
 int st_custom_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
