@@ -106,6 +106,13 @@ func gcsTarget(t *testing.T) storeTarget {
 	return storeTarget{kind: "gs", lock: "gs://" + v[1] + "/go-" + randomSuffix(), endpoint: v[0]}
 }
 
+func azureTarget(t *testing.T) storeTarget {
+	// Azurite: the library reads AZURE_STORAGE_CONNECTION_STRING (account
+	// key and blob endpoint) from the environment.
+	v := needEnv(t, "Azurite", "S3LECT_TEST_AZURE_LOCK_PREFIX", "AZURE_STORAGE_CONNECTION_STRING")
+	return storeTarget{kind: "az", lock: v[0] + "go-" + randomSuffix() + ".json"}
+}
+
 // storeConfig is a config with the tests' timings on the target's lock.
 func storeConfig(st storeTarget, id string) *ElectorConfig {
 	return &ElectorConfig{
@@ -136,6 +143,7 @@ func TestStoreElection(t *testing.T) {
 		{"postgres", postgresTarget},
 		{"route53", route53Target},
 		{"gcs", gcsTarget},
+		{"azure", azureTarget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testStoreElection(t, tc.target(t))
