@@ -132,12 +132,14 @@ static int form_add(char **f, const char *name, const char *v)
 static const char *jstr(const cJSON *o, const char *name)
 {
     const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, name) : NULL;
-    return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
+    return v && cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
 }
 
 static int64_t jnum(const cJSON *o, const char *name)
 {
     const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, name) : NULL;
+    if (!v)
+        return 0;
     if (cJSON_IsNumber(v))
         return (int64_t)v->valuedouble;
     if (cJSON_IsString(v) && v->valuestring)
@@ -198,7 +200,7 @@ int az_parse_token(const char *body, size_t len, int64_t now_ms, aws_fetched *ou
         token_principal(tok, out->principal, sizeof out->principal);
     }
     cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "access_token");
-    if (cJSON_IsString(t) && t->valuestring)
+    if (t && cJSON_IsString(t) && t->valuestring)
         aws_wipe(t->valuestring, strlen(t->valuestring));
     cJSON_Delete(j);
     return rc;
