@@ -117,7 +117,7 @@ static cJSON *read_json(const char *path, char *err, size_t errlen, int *rc)
 static const char *jstr(const cJSON *o, const char *name)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    return cJSON_IsString(v) && v->valuestring[0] ? v->valuestring : NULL;
+    return v && cJSON_IsString(v) && v->valuestring[0] ? v->valuestring : NULL;
 }
 
 /* Wipes a cJSON tree's strings (keys, tokens) before deleting it. */
@@ -186,9 +186,9 @@ int gcp_parse_token(const char *body, size_t len, int64_t now_ms, aws_fetched *o
     const cJSON *ein = cJSON_GetObjectItemCaseSensitive(j, "expires_in");
     const char *etime = jstr(j, "expireTime");
     int64_t exp = 0;
-    if (cJSON_IsNumber(ein) && ein->valuedouble > 0)
+    if (ein && cJSON_IsNumber(ein) && ein->valuedouble > 0)
         exp = now_ms + (int64_t)(ein->valuedouble * 1000);
-    else if (cJSON_IsString(ein) && atoll(ein->valuestring) > 0)
+    else if (ein && cJSON_IsString(ein) && atoll(ein->valuestring) > 0)
         exp = now_ms + atoll(ein->valuestring) * 1000;
     else if (etime && u_parse_rfc3339(etime, &exp) != 0)
         exp = 0;
@@ -234,9 +234,9 @@ static int token_call(const gcp_src *s, const char *method, const char *url,
         char detail[300] = "";
         cJSON *j = cJSON_ParseWithLength(r.body, r.len);
         const cJSON *ev = j ? cJSON_GetObjectItemCaseSensitive(j, "error") : NULL;
-        const char *code = cJSON_IsString(ev) ? ev->valuestring : NULL;
+        const char *code = ev && cJSON_IsString(ev) ? ev->valuestring : NULL;
         const char *desc = jstr(j, "error_description");
-        if (cJSON_IsObject(ev))
+        if (ev && cJSON_IsObject(ev))
             desc = jstr(ev, "message");
         snprintf(detail, sizeof detail, "%s%s%.200s", code ? code : "", code && desc ? ": " : "",
                  desc ? desc : "");
@@ -626,7 +626,7 @@ static int fetch_external_account(const gcp_src *s, const cJSON *j, const _Atomi
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(j, "credential_source");
     if (!url)
         url = "https://sts.googleapis.com/v1/token";
-    if (!aud || !stt || !cJSON_IsObject(src)) {
+    if (!aud || !stt || !src || !cJSON_IsObject(src)) {
         snprintf(err, errlen, "the workload identity federation file %s lacks %s", s->path,
                  !aud   ? "audience"
                  : !stt ? "subject_token_type"

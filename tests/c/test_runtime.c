@@ -154,9 +154,12 @@ static void t_many_electors(void)
         peak_fds = fd > peak_fds ? fd : peak_fds;
         t_sleep_ms(300);
     }
-    /* The loop, 4 workers, 2 callback threads. */
-    CHECK(peak_threads <= base_threads + 8, "at most 8 threads for %d electors: %d (base %d)", MANY,
-          peak_threads - base_threads, base_threads);
+    /* The loop, 4 workers, 2 callback threads; each pool adds a thread when
+     * all of its own have been busy for RT_STUCK_MS (200 ms), which a loaded
+     * machine's slow fsyncs can cause once or twice: bounded all the same,
+     * nowhere near a thread per elector. */
+    CHECK(peak_threads <= base_threads + 16, "at most 16 threads for %d electors: %d (base %d)",
+          MANY, peak_threads - base_threads, base_threads);
     CHECK(peak_fds <= base_fds + 24, "a few descriptors for %d electors: %d more than before", MANY,
           peak_fds - base_fds);
     int leaders = 0;

@@ -64,6 +64,14 @@ THROTTLE_RESPONSE = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/x-a
                      b"\r\nConnection: close\r\n\r\n" + _THROTTLE_BODY)
 
 
+_GCS_THROTTLE_BODY = (b'{"error":{"code":429,"message":"The object exceeded the rate limit for '
+                      b'object mutation operations.","errors":[{"reason":"rateLimitExceeded"}]}}')
+# Cloud Storage's rate limit answer (its "slow down").
+GCS_THROTTLE_RESPONSE = (b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: " + str(len(_GCS_THROTTLE_BODY)).encode() +
+                         b"\r\nConnection: close\r\n\r\n" + _GCS_THROTTLE_BODY)
+
+
 _BUSY_BODY = (b'<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code>'
               b"<Message>The server is busy.</Message></Error>")
 # Azure Storage's throttling answer (its "slow down").
@@ -585,7 +593,7 @@ class Backend:
     destroyed by the test, restartable for the store-restart fault), how a
     node reaches it through its own proxy, and the proxy's "slow down" answer.
 
-    name:         "minio", "dynamodb", "postgres" or "azure" (the test's parameter)
+    name:         "minio", "dynamodb", "postgres", "gcs" or "azure" (the test's parameter)
     restart_kind: the fault kind of a store restart
     answer:       (stats name, bytes) the proxies answer a flaky request with
                   instead of forwarding it, or None (binary protocol)
@@ -753,6 +761,33 @@ class PostgresBackend(Backend):
         return how
 
 
+class GcsBackend(Backend):
+    """fake-gcs-server (filesystem backend: a restart keeps the bucket, the
+    objects and their generations); the proxies answer a flaky request with
+    Cloud Storage's 429. No token: the nodes' endpoints are http on loopback
+    (an emulator)."""
+
+    name = "gcs"
+    restart_kind = "gcs_restart"
+    answer = ("throttle", GCS_THROTTLE_RESPONSE)
+
+    def __init__(self) -> None:
+        from harness.fake_gcs import FakeGCS
+        self.server = FakeGCS()  # builds it on first use (ServerStartError)
+
+    def node_lock(self, key: str, proxy_port: int) -> str:  # noqa: ARG002
+        return f"gs://{self.server.bucket}/chaos/{key}.json"
+
+    def status_args(self, key: str) -> list[str]:
+        return [self.node_lock(key, 0), "--endpoint", self.server.endpoint]
+
+    def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
+        self.server.restart(hard=rng.random() < 0.5)
+        return "restart"
+
+
+
+
 class AzureBackend(Backend):
     """Azurite (tests/harness/azurite.py; its data survives a restart), with
     Shared Key from AZURE_STORAGE_KEY; each node's --endpoint is its proxy
@@ -785,7 +820,8 @@ class AzureBackend(Backend):
         return "SIGKILL" if hard else "restart"
 
 
-BACKENDS = {b.name: b for b in (MinioBackend, DynamoDBBackend, PostgresBackend, AzureBackend)}
+BACKENDS = {b.name: b for b in (MinioBackend, DynamoDBBackend, PostgresBackend, GcsBackend,
+                                       AzureBackend)}
 
 
 # ---------------------------------------------------------------------------

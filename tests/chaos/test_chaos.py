@@ -18,7 +18,11 @@ only connection faults — resets, lost responses, stalls, latency, partitions
 — since an HTTP answer means nothing in PostgreSQL's protocol; the store
 restart is `postgres_restart`: a crash — SIGKILL of every server process or
 an immediate shutdown — then recovery, or a fast shutdown and 0.5-3 s down;
-same port and data); `[azure]` on Azurite (Shared Key; each node's
+same port and data); `[gcs]` on fake-gcs-server (no token: the nodes'
+--endpoint is their proxy on loopback; the "slow down" answer is Cloud
+Storage's 429 rate limit, counted as `throttle`; the store restart is
+`gcs_restart`: SIGTERM or SIGKILL, then the server again on the same port
+and filesystem data); `[azure]` on Azurite (Shared Key; each node's
 --endpoint is its proxy; the "slow down" answer is Azure's 503 ServerBusy,
 counted as `busy`; the store restart is `azure_restart`: SIGTERM or SIGKILL,
 then the same port and data). The checks are the same for every store; each store's
@@ -75,7 +79,7 @@ STOP_BOUND_S = 1.0
 LIVENESS_BOUND_S = LEASE_S + 2 * FREQUENT_S + 8.0
 # At least one round of every kind runs anyway (~45-60 s); longer runs
 # (S3LECT_CHAOS_SECONDS) repeat kinds, which the test budget cannot afford.
-DEFAULT_SECONDS = {"minio": 45, "dynamodb": 45, "postgres": 45, "azure": 45}
+DEFAULT_SECONDS = {"minio": 45, "dynamodb": 45, "postgres": 45, "gcs": 45, "azure": 45}
 
 
 def conn_faults(backend: Backend) -> tuple[str, ...]:
@@ -341,7 +345,7 @@ def check_faketime(bin_: Path, status_args: list[str], env: dict[str, str]) -> N
     assert 95_000 <= age <= 110_000, f"libfaketime did not shift s3lect's wall clock: ageMs={age}"
 
 
-@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres", "azure"])
+@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres", "gcs", "azure"])
 def test_chaos_five_nodes(store: str, tmp_path: Path, s3lect_bin: Path,
                           chaos_summary: list[str]) -> None:
     if not FAKETIME_LIB.exists():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from roots import MACHINE, Spec
+from roots import HOST_ARCH, MACHINE, Spec
 
 REPO = Path(__file__).resolve().parents[2]
 DIST = Path(os.environ.get("S3LECT_DIST_DIR", REPO / "dist")).resolve()
@@ -33,6 +33,13 @@ SPECS = {
     "sdk-bookworm-arm64": Spec("sdk-bookworm-arm64", "bookworm", "arm64",
                                ["gcc", "libc6-dev", "pkg-config"]),
 }
+
+# The roots the tests use: both architectures' bookworm; bullseye, trixie
+# and the SDK root only for the host's (a root under qemu costs minutes to
+# make, and the CPython versions are not per architecture). prepare.py makes
+# them ahead of the tests.
+WHEEL_ROOTS = ["bookworm-amd64", "bookworm-arm64", f"bullseye-{HOST_ARCH}", f"trixie-{HOST_ARCH}"]
+USED = WHEEL_ROOTS + [f"sdk-bookworm-{HOST_ARCH}"]
 
 
 def version() -> str:

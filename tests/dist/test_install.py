@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from artifacts import DIST, SPECS, artifacts, need, unpack_cli
+from artifacts import DIST, SPECS, USED, WHEEL_ROOTS, artifacts, need, unpack_cli
 from roots import HOST_ARCH, MACHINE, tar_members, unclean
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -58,11 +58,6 @@ def _host_env(minio, tmp_path: Path) -> dict[str, str]:
     return env
 
 
-# The roots the tests below use: both architectures' bookworm; bullseye,
-# trixie and the SDK root only for the host's (a root under qemu costs
-# minutes to make, and the CPython versions are not per architecture).
-WHEEL_ROOTS = ["bookworm-amd64", "bookworm-arm64", f"bullseye-{HOST_ARCH}", f"trixie-{HOST_ARCH}"]
-USED = WHEEL_ROOTS + [f"sdk-bookworm-{HOST_ARCH}"]
 
 
 @pytest.mark.parametrize("name", USED)

@@ -12,7 +12,14 @@ Also a command line used by scripts/with-minio and scripts/with-moto:
 starts the server, exports S3LECT_TEST_ENDPOINT, S3LECT_TEST_BUCKET,
 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION=us-east-1, runs CMD,
 stops the server (even on failure or a signal) and exits with CMD's status.
-The same with the other stores' servers (the "with-" is optional):
+The same with the other stores' servers (the "with-" is optional).
+
+Every with-STORE also exports S3LECT_TEST_LOCK_PREFIX, a lock URL prefix to
+which a key name is appended to name a lock on that server
+("${S3LECT_TEST_LOCK_PREFIX}mykey"), with everything the CLI needs to reach
+it in the environment; a table the store needs (DynamoDB, PostgreSQL) is
+made first with `s3lect init-store` (the CLI: $S3LECT_CLI, else
+$S3LECT_BUILD_DIR/bin/s3lect, else build/bin/s3lect).
 
     python3 tests/harness/servers.py with-dynamodb -- CMD   # DynamoDB Local (dynamodb_local.py):
         AWS_ENDPOINT_URL_DYNAMODB, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION
@@ -398,16 +405,59 @@ def make_server(kind: str):
     raise ValueError(f"unknown server kind {kind!r}")
 
 
+# The lock URL prefix with_server exports as S3LECT_TEST_LOCK_PREFIX: a key
+# name appended to it names a lock of that server (docs/testing.md, "The
+# servers").
+DYNAMODB_TABLE = "s3lect-test-locks"
+
+
+def lock_prefix(kind: str, server) -> str:
+    if kind == "postgres":
+        return f"{server.dsn}?key="
+    if kind == "dynamodb":
+        return f"dynamodb://{DYNAMODB_TABLE}/"
+    if kind == "gcs":
+        return f"gs://{server.bucket}/"
+    if kind == "azure":
+        return server.lock_prefix()
+    return f"s3://{server.bucket}/"
+
+
+def default_cli() -> str | None:
+    """The s3lect CLI to run init-store with: S3LECT_CLI, else the build's."""
+    cli = os.environ.get("S3LECT_CLI")
+    if cli:
+        return cli
+    build = Path(os.environ.get("S3LECT_BUILD_DIR", REPO / "build"))
+    return str(build / "bin" / "s3lect") if (build / "bin" / "s3lect").is_file() else None
+
+
+def init_store(kind: str, env: dict[str, str], cli: str | None) -> None:
+    """Creates what a lock of the prefix needs (DynamoDB's table, PostgreSQL's)
+    with `s3lect init-store`; nothing for the object stores."""
+    if kind not in ("dynamodb", "postgres"):
+        return
+    if not cli:
+        raise ServerStartError(f"with-{kind}: init-store needs the s3lect CLI: build it "
+                               "(scripts/build) or set S3LECT_CLI")
+    full = dict(os.environ)
+    full.update(env)
+    r = subprocess.run([cli, "init-store", env["S3LECT_TEST_LOCK_PREFIX"] + "x"], env=full,
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise ServerStartError(f"with-{kind}: s3lect init-store failed (exit {r.returncode}): "
+                               f"{r.stderr.strip()}")
+
+
 def server_env(kind: str, server) -> tuple[dict[str, str], str]:
     """What with_server exports for kind, and a line describing the server."""
     env = dict(server.env())
+    env["S3LECT_TEST_LOCK_PREFIX"] = lock_prefix(kind, server)
     if kind == "postgres":
         env["S3LECT_PG_DSN"] = server.dsn
         return env, f"{server.name} at {server.dsn}"
     if kind == "dynamodb":
         return env, f"{server.name} at {server.endpoint}"
-    if kind == "gcs":
-        return env, f"{server.name} at {server.endpoint}, bucket {server.bucket}"
     if kind == "azure":
         return env, f"{server.name} at {server.blob_endpoint}, container {server.container}"
     return env, f"{server.name} at {server.endpoint}, bucket {server.bucket}"
@@ -449,6 +499,11 @@ def with_server(kind: str, cmd: list[str]) -> int:
     try:
         env = dict(os.environ)
         exported, what = server_env(kind, server)
+        try:
+            init_store(kind, exported, default_cli())
+        except (ServerStartError, OSError, subprocess.SubprocessError) as e:
+            print(f"with-{kind}: {e}", file=sys.stderr)
+            return 1
         env.update(exported)
         print(f"with-{kind}: {what}", file=sys.stderr)
         return run_child(f"with-{kind}", cmd, env)
@@ -459,7 +514,9 @@ def with_server(kind: str, cmd: list[str]) -> int:
 def main(argv: list[str]) -> int:
     kind = argv[0].removeprefix("with-") if argv else ""
     if len(argv) < 3 or kind not in KINDS or argv[1] != "--":
-        print("usage: servers.py [with-]minio|moto|dynamodb|postgres|gcs|azure -- CMD [ARGS...]", file=sys.stderr)
+        print(f"usage: servers.py [with-]{'|'.join(KINDS)} -- CMD [ARGS...]\n"
+              "  CMD gets S3LECT_TEST_LOCK_PREFIX (append a key name for a lock on the "
+              "server) and what the CLI needs to reach it", file=sys.stderr)
         return 2
     return with_server(kind, argv[2:])
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -24,7 +25,7 @@ if str(TESTS) not in sys.path:
 
 from harness.dynamodb_local import DynamoDBLocal  # noqa: E402
 from harness.pgserver import PostgresServer  # noqa: E402
-from harness.servers import Server  # noqa: E402
+from harness.servers import Server, cache_dir  # noqa: E402
 
 boto3 = pytest.importorskip("boto3")  # comes with moto[server] (scripts/deps)
 from botocore.config import Config  # noqa: E402
@@ -294,3 +295,72 @@ def test_start_failures_carry_the_log(tmp_path: Path, monkeypatch: pytest.Monkey
     assert "exited with status" in str(e.value) and "S3lectDynamoDBLocal" in str(e.value)  # javac's complaint
     assert ddb.proc is None
     ddb.stop()
+
+
+@pytest.mark.parametrize("kind", ["minio", "moto", "dynamodb", "postgres", "gcs"])
+def test_with_store_exports_a_lock_prefix_the_cli_elects_on(kind: str, clean_env: dict[str, str],
+                                                             s3lect_bin: Path) -> None:
+    """servers.py with-STORE -- CMD: CMD finds S3LECT_TEST_LOCK_PREFIX and
+    everything the CLI needs in its environment; a key appended to the prefix
+    is a lock the CLI leads and releases (the table made by init-store)."""
+    env = dict(clean_env)
+    env["S3LECT_CLI"] = str(s3lect_bin)
+    env["S3LECT_CACHE"] = str(cache_dir())  # clean_env's HOME has no cached servers
+    key = _name("prefix")
+    script = ('case "$S3LECT_TEST_LOCK_PREFIX" in "") echo "no prefix"; exit 3;; esac; '
+              '"$S3LECT_CLI" run --no-peer --lock "${S3LECT_TEST_LOCK_PREFIX}$1" -- '
+              'sh -c "echo LED-\\$S3LECT_TERM" || exit 4; '
+              '"$S3LECT_CLI" status --json --lock "${S3LECT_TEST_LOCK_PREFIX}$1"; '
+              'echo "STATUS-EXIT-$?"')
+    r = subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "servers.py"),
+                        f"with-{kind}", "--", "sh", "-c", script, "sh", key],
+                       env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
+    assert "LED-1" in r.stdout, r.stdout + r.stderr[-2000:]
+    assert "S3LECT_TEST_LOCK_PREFIX" not in r.stderr
+    # read back from the same store: the record of term 1, released (status
+    # exit 3: free) by the leader when its command ended
+    assert "STATUS-EXIT-3" in r.stdout, r.stdout + r.stderr[-2000:]
+    assert re.search(r'"term": ?1\b', r.stdout), r.stdout
+
+
+# -- fake-gcs-server ----------------------------------------------------------
+
+def test_fake_gcs_generations_restart_and_pause(fake_gcs) -> None:
+    """ifGenerationMatch is honoured (the store's compare-and-set); a restart,
+    soft or hard, keeps the object and its generation; a paused server does
+    not answer."""
+    import urllib.error
+    import urllib.request
+    name = _name("gcs")
+    assert fake_gcs.put_object(name, b'{"v":1}') == 200
+    status, body, gen = fake_gcs.get_object(name)
+    assert status == 200 and body == b'{"v":1}' and gen.isdigit(), (status, body, gen)
+    base = f"{fake_gcs.endpoint}/upload/storage/v1/b/{fake_gcs.bucket}/o?uploadType=media&name={name}"
+
+    def upload(cond: str) -> int:
+        req = urllib.request.Request(f"{base}&ifGenerationMatch={cond}", data=b'{"v":2}',
+                                     method="POST", headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    assert upload("0") == 412, "a create over an existing object must fail"
+    assert upload(str(int(gen) + 1)) == 412, "a stale generation must fail"
+    assert upload(gen) == 200
+    _, body, gen2 = fake_gcs.get_object(name)
+    assert body == b'{"v":2}' and gen2 != gen
+    for hard in (False, True):
+        fake_gcs.restart(hard=hard)
+        assert fake_gcs.get_object(name)[1:] == (b'{"v":2}', gen2)
+    fake_gcs.pause()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"{fake_gcs.endpoint}/storage/v1/b", timeout=1)
+        assert time.monotonic() - t0 < 10
+    finally:
+        fake_gcs.resume()
+    assert fake_gcs.get_object(name)[0] == 200

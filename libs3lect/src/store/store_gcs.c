@@ -293,8 +293,8 @@ static void error_detail(const http_body *b, long status, char *out, size_t n)
 {
     cJSON *j = b->body ? cJSON_ParseWithLength(b->body, b->len) : NULL;
     const cJSON *e = j ? cJSON_GetObjectItemCaseSensitive(j, "error") : NULL;
-    const cJSON *m = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "message") : NULL;
-    if (cJSON_IsString(m))
+    const cJSON *m = e && cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "message") : NULL;
+    if (m && cJSON_IsString(m))
         snprintf(out, n, "HTTP %ld: %.200s", status, m->valuestring);
     else if (b->body && b->len && b->len < 200 && !strpbrk(b->body, "<{"))
         snprintf(out, n, "HTTP %ld: %.*s", status, (int)strcspn(b->body, "\r\n"), b->body);
@@ -394,9 +394,9 @@ static void gcs_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         /* The upload answers with the object's metadata. */
         cJSON *j = x->data.body ? cJSON_ParseWithLength(x->data.body, x->data.len) : NULL;
         const cJSON *g = j ? cJSON_GetObjectItemCaseSensitive(j, "generation") : NULL;
-        if (cJSON_IsString(g) && strlen(g->valuestring) < sizeof x->generation)
+        if (g && cJSON_IsString(g) && strlen(g->valuestring) < sizeof x->generation)
             snprintf(x->generation, sizeof x->generation, "%s", g->valuestring);
-        else if (cJSON_IsNumber(g) && g->valuedouble > 0)
+        else if (g && cJSON_IsNumber(g) && g->valuedouble > 0)
             snprintf(x->generation, sizeof x->generation, "%.0f", g->valuedouble);
         cJSON_Delete(j);
     } else if (x->last_modified[0]) {
