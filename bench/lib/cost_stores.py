@@ -60,12 +60,6 @@ R53_API_LIMIT_PER_S = 5.0
 GCS_CLASS_A_USD_PER_1000 = 0.005
 GCS_CLASS_B_USD_PER_1000 = 0.0004
 GCS_PRICES_AS_OF = "2025 (Cloud Storage pricing page, Standard storage, regional)"
-# Azure Blob Storage pricing page, block blobs, general purpose v2, hot tier,
-# LRS, East US: write operations (Put Blob) $0.065 and read operations (Get
-# Blob) $0.005 per 10,000.
-AZ_WRITE_USD_PER_10000 = 0.065
-AZ_READ_USD_PER_10000 = 0.005
-AZ_PRICES_AS_OF = "2025 (Azure Blob Storage pricing page, hot tier, LRS, East US)"
 # Azure Blob Storage pricing page, block blobs, Hot tier, LRS, East US: write
 # operations (Put Blob) $0.065 per 10,000, read operations (Get Blob) $0.005
 # per 10,000. Check your region's and tier's prices.
@@ -461,46 +455,6 @@ class AzureBackend(Backend):
             pass
 
 
-class AzureBackend(Backend):
-    """Azure Blob Storage on Azurite (the account key of its development
-    account, Shared Key). Get Blob is a read operation, Put Blob a write."""
-
-    name = "azure"
-    aws = False
-    endpoint_flag = True
-
-    def start(self, s3lect: Path) -> None:
-        from harness.azurite import AzuriteServer
-        self.server = AzuriteServer(container="s3lect-bench").start()
-
-    def upstream(self) -> tuple[str, int]:
-        return "127.0.0.1", self.server.port
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.port}"
-
-    def classify(self, method, path, headers):
-        return {"GET": "GetBlob", "PUT": "PutBlob", "HEAD": "GetBlobProperties",
-                "DELETE": "DeleteBlob"}.get(method, method)
-
-    def lock_url(self, endpoint: str, key: str) -> str:
-        return f"{self.server.lock_prefix()}{key}"
-
-    def node_env(self) -> dict[str, str]:
-        # The key only: each node's --endpoint (its proxy) names the server.
-        return {"AZURE_STORAGE_ACCOUNT": self.server.account,
-                "AZURE_STORAGE_KEY": self.server.account_key}
-
-    def version(self) -> str:
-        from harness.azurite import AZURITE_VERSION
-        return f"Azurite {AZURITE_VERSION}"
-
-    def inspect(self, run: StoreRun, key: str) -> None:
-        body, _etag = self.server.client().get_blob(self.server.container, key)
-        run.record_bytes = len(body)
-
-
 def make_backend(name: str, minio) -> Backend:
     return {"s3": lambda: S3Backend(minio), "dynamodb": DynamoDBBackend,
             "postgres": PostgresBackend, "route53": Route53Backend,
@@ -634,8 +588,6 @@ def usd_month(run: StoreRun, counts_h: dict[str, float]) -> str:
         return f"{ddb_usd_month(run, counts_h):.4f}"
     if run.store == "route53":
         return "0 (API calls are not billed)"
-    if run.store == "azure":
-        return (f"{(counts_h.get('PutBlob', 0) * AZ_WRITE_USD_PER_10000 + counts_h.get('GetBlob', 0) * AZ_READ_USD_PER_10000) / 10000.0 * HOURS_PER_MONTH:.4f}")
     if run.store == "gcs":
         return (f"{(counts_h.get('objects.insert', 0) * GCS_CLASS_A_USD_PER_1000 + counts_h.get('objects.get', 0) * GCS_CLASS_B_USD_PER_1000) / 1000.0 * HOURS_PER_MONTH:.4f}")
     if run.store == "azure":
@@ -745,14 +697,6 @@ def report(runs: list[StoreRun], command: str) -> tuple[str, str]:
                 f"10,000), {AZ_PRICES_AS_OF}. Measured on Azurite, which answers the same "
                 f"requests the same way. The record is "
                 f"{r.record_bytes if r.record_bytes is not None else '?'} bytes.")
-        elif r.store == "azure":
-            notes.append(
-                f"- **azure**: Blob service requests by operation: GetBlob (the record with its "
-                f"ETag; a read operation, ${AZ_READ_USD_PER_10000} per 10,000) and PutBlob (a "
-                f"conditional Put Blob with If-Match or If-None-Match: *; a write operation, "
-                f"${AZ_WRITE_USD_PER_10000} per 10,000), {AZ_PRICES_AS_OF}. Measured on "
-                f"Azurite with Shared Key. The record is "
-                f"{r.record_bytes if r.record_bytes is not None else '?'} bytes.")
         elif r.store == "s3":
             notes.append(
                 f"- **s3**: S3 Standard list prices (us-east-1): PUT ${PUT_USD_PER_1000} and GET "
@@ -778,8 +722,7 @@ Rates are counts in the window × 3600 / window ({windows}); {HOURS_PER_MONTH} h
 month. Request types: S3 by HTTP method; DynamoDB by action (GetItem: a read with
 ConsistentRead; PutItem: a conditional write); PostgreSQL by statement; Route 53
 ListResourceRecordSets (a read) and ChangeResourceRecordSets (a write: one DELETE +
-CREATE batch); GCS by JSON API operation (objects.get, objects.insert); Azure by
-Blob service operation (GetBlob, PutBlob).
+CREATE batch); GCS by JSON API operation (objects.get, objects.insert).
 
 ### Per node
 
@@ -794,9 +737,7 @@ Blob service operation (GetBlob, PutBlob).
   2024-11-01 price reduction). Route 53: ${R53_ZONE_USD_MONTH:.2f} per hosted zone
   and month, API requests free, limit {R53_API_LIMIT_PER_S:g} requests/s per account.
   GCS: Class A ${GCS_CLASS_A_USD_PER_1000}, Class B ${GCS_CLASS_B_USD_PER_1000} per
-  1,000 operations (Standard storage, regional). Azure Blob: write operations
-  ${AZ_WRITE_USD_PER_10000}, read operations ${AZ_READ_USD_PER_10000} per 10,000 (hot,
-  LRS, East US). PostgreSQL: no per-request price. **Check current prices for your region**;
+  1,000 operations (Standard storage, regional). PostgreSQL: no per-request price. **Check current prices for your region**;
   these are list prices at the date given, without free tiers or discounts.
 {chr(10).join(notes)}
 
