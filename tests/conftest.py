@@ -131,6 +131,17 @@ def postgres() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture(scope="session")
+def azurite():
+    """Azurite (tests/harness/azurite.py), installed from npm on first use."""
+    from harness.azurite import AzuriteServer
+    try:
+        server = AzuriteServer()
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield from _start(server)
+
+
+@pytest.fixture(scope="session")
 def fake_gcs():
     """fake-gcs-server (tests/harness/fake_gcs.py), built on first use."""
     from harness.fake_gcs import FakeGCS

@@ -38,7 +38,7 @@ from common import (GET_USD_PER_1000, HOURS_PER_MONTH, PUT_USD_PER_1000, BenchEr
 from impls import DEFAULTS, NodeSpec, S3lectC, Timing
 from storeproxy import HttpTypeProxy, PgProxy
 
-STORES = ("s3", "dynamodb", "postgres", "route53", "gcs", "etcd")
+STORES = ("s3", "dynamodb", "postgres", "route53", "gcs", "azure", "etcd")
 NODES = 3
 WINDOW = 120.0  # = cost.window_for(DEFAULTS, quick=False)
 QUICK_WINDOW = 60.0
@@ -60,6 +60,12 @@ R53_API_LIMIT_PER_S = 5.0
 GCS_CLASS_A_USD_PER_1000 = 0.005
 GCS_CLASS_B_USD_PER_1000 = 0.0004
 GCS_PRICES_AS_OF = "2025 (Cloud Storage pricing page, Standard storage, regional)"
+# Azure Blob Storage pricing page, block blobs, Hot tier, LRS, East US: write
+# operations (Put Blob) $0.065 per 10,000, read operations (Get Blob) $0.005
+# per 10,000. Check your region's and tier's prices.
+AZ_WRITE_USD_PER_10000 = 0.065
+AZ_READ_USD_PER_10000 = 0.005
+AZ_PRICES_AS_OF = "2025 (Azure Blob Storage pricing page, block blob, Hot, LRS, East US)"
 
 
 @dataclass
@@ -408,6 +414,45 @@ class GcsBackend(Backend):
             run.record_bytes = len(body)
 
 
+class AzureBackend(Backend):
+    """Azure Blob Storage on Azurite (Shared Key with the server's throwaway
+    account key; each node's --endpoint is its counting proxy, to which the
+    store adds /ACCOUNT, Azurite's path-style). Get Blob is a read operation,
+    Put Blob a write operation."""
+
+    name = "azure"
+    aws = False
+    endpoint_flag = True
+
+    def start(self, s3lect: Path) -> None:
+        from harness.azurite import AzuriteServer
+        self.server = AzuriteServer(container="s3lect-bench").start()
+        self.bucket = self.server.container
+
+    def classify(self, method, path, headers):
+        if method == "GET":
+            return "GetBlob"
+        if method == "PUT" and headers.get("x-ms-blob-type"):
+            return "PutBlob"
+        return f"{method} {path.split('?', 1)[0]}"
+
+    def lock_url(self, endpoint: str, key: str) -> str:
+        return f"{self.server.lock_prefix()}{key}"
+
+    def node_env(self) -> dict[str, str]:
+        return {"AZURE_STORAGE_KEY": self.server.account_key,
+                "AZURE_STORAGE_ACCOUNT": self.server.account}
+
+    def version(self) -> str:
+        from harness.azurite import AZURITE_VERSION
+        return f"Azurite {AZURITE_VERSION}"
+
+    def inspect(self, run: StoreRun, key: str) -> None:
+        try:
+            body, _etag = self.server.client().get_blob(self.server.container, key)
+            run.record_bytes = len(body)
+        except Exception:  # noqa: BLE001 - the size is a note only
+            pass
 class EtcdBackend(Backend):
     """etcd's v3 JSON gateway on Debian's etcd (tests/harness/etcd.py), no
     authentication: requests counted by path (kv/range a read, kv/txn a
@@ -449,7 +494,8 @@ class EtcdBackend(Backend):
 def make_backend(name: str, minio) -> Backend:
     return {"s3": lambda: S3Backend(minio), "dynamodb": DynamoDBBackend,
             "postgres": PostgresBackend, "route53": Route53Backend,
-            "gcs": GcsBackend, "etcd": EtcdBackend}[name]()
+            "gcs": GcsBackend, "azure": AzureBackend,
+            "etcd": EtcdBackend}[name]()
 
 
 # ---- one measurement ----
@@ -581,6 +627,8 @@ def usd_month(run: StoreRun, counts_h: dict[str, float]) -> str:
         return "0 (API calls are not billed)"
     if run.store == "gcs":
         return (f"{(counts_h.get('objects.insert', 0) * GCS_CLASS_A_USD_PER_1000 + counts_h.get('objects.get', 0) * GCS_CLASS_B_USD_PER_1000) / 1000.0 * HOURS_PER_MONTH:.4f}")
+    if run.store == "azure":
+        return (f"{(counts_h.get('PutBlob', 0) * AZ_WRITE_USD_PER_10000 + counts_h.get('GetBlob', 0) * AZ_READ_USD_PER_10000) / 10000.0 * HOURS_PER_MONTH:.4f}")
     return "n/a (your server)"
 
 
@@ -678,6 +726,13 @@ def report(runs: list[StoreRun], command: str) -> tuple[str, str]:
                 f"{GCS_PRICES_AS_OF}. Measured on fake-gcs-server, which answers the same "
                 f"requests the same way (the store makes no other). The record is "
                 f"{r.record_bytes if r.record_bytes is not None else '?'} bytes.")
+        elif r.store == "azure":
+            notes.append(
+                f"- **azure**: Blob REST requests by operation: GetBlob (a read operation, "
+                f"${AZ_READ_USD_PER_10000} per 10,000) and PutBlob (a conditional Put Blob with "
+                f"If-Match / If-None-Match; a write operation, ${AZ_WRITE_USD_PER_10000} per "
+                f"10,000), {AZ_PRICES_AS_OF}. Measured on Azurite, which answers the same "
+                f"requests the same way. The record is "
         elif r.store == "etcd":
             notes.append(
                 f"- **etcd**: the v3 JSON gateway counted by path: kv/range (the record read, "

@@ -56,6 +56,39 @@ static void shown(const char *url, const char *want)
 
 int main(void)
 {
+    /* Azure Blob Storage */
+    ok("az://acct1/locks/app/leader.json", "az", "acct1", "app/leader.json", "locks", NULL, NULL);
+    ok("AZ://acct1/locks/x", "az", "acct1", "x", "locks", NULL, NULL);
+    ok("https://acct1.blob.core.windows.net/locks/a/b.json", "https", "acct1", "a/b.json", "locks",
+       NULL, NULL);
+    ok("https://acct1.blob.core.usgovcloudapi.net/locks/b", "https", "acct1", "b", "locks",
+       "core.usgovcloudapi.net", NULL);
+    bad("az://acct1/locks", "needs a container and a blob", NULL);
+    bad("az://acct1", "needs an account, a container and a blob", NULL);
+    bad("az://Acct1/locks/x", "not a storage account name", NULL);
+    bad("az://acct1/lo/x", "not a container name", NULL);
+    bad("az://acct1/lo--cks/x", "not a container name", NULL);
+    bad("az://acct1/locks/a//b", "blob name", NULL);
+    bad("az://acct1/locks/x?sig=hunter2", "query or fragment", "hunter2");
+    bad("az:/acct1/locks/x", "az://ACCOUNT/CONTAINER/BLOB (two slashes)", NULL);
+    bad("https://example.com/locks/x", "an https lock URL names an Azure blob", NULL);
+    bad("https://example.com/locks/x?sig=hunter2", "an https lock URL names", "hunter2");
+    bad("https://acct1.blob.core.windows.net/locks/x?se=1&sig=hunter2", "query", "hunter2");
+    bad("https://acct1.blob.core.windows.net:8443/locks/x", "an https lock URL names", NULL);
+    bad("https://acct1.blob.core.windows.net/locks", "needs a container and a blob", NULL);
+    {
+        char *c1 = st_lock_canonical("AZ://acct1/locks/x");
+        char *c2 = st_lock_canonical("https://acct1.blob.core.windows.net/locks/x");
+        char *c3 = st_lock_canonical("https://acct1.blob.core.chinacloudapi.cn/locks/x");
+        CHECK(c1 && strcmp(c1, "az://acct1/locks/x") == 0, "canonical %s", c1 ? c1 : "(null)");
+        CHECK(c2 && strcmp(c2, "az://acct1/locks/x") == 0, "canonical %s", c2 ? c2 : "(null)");
+        CHECK(c3 && strcmp(c3, "https://acct1.blob.core.chinacloudapi.cn/locks/x") == 0,
+              "canonical %s", c3 ? c3 : "(null)");
+        free(c1);
+        free(c2);
+        free(c3);
+    }
+
     /* DynamoDB */
     ok("dynamodb://locks/leader", "dynamodb", "locks", "leader", "LockID", NULL, NULL);
     ok("DynamoDB://my_table.v2/a/b", "dynamodb", "my_table.v2", "a/b", "LockID", NULL, NULL);
