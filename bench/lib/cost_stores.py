@@ -453,6 +453,8 @@ class AzureBackend(Backend):
             run.record_bytes = len(body)
         except Exception:  # noqa: BLE001 - the size is a note only
             pass
+
+
 class EtcdBackend(Backend):
     """etcd's v3 JSON gateway on Debian's etcd (tests/harness/etcd.py), no
     authentication: requests counted by path (kv/range a read, kv/txn a
@@ -733,6 +735,7 @@ def report(runs: list[StoreRun], command: str) -> tuple[str, str]:
                 f"If-Match / If-None-Match; a write operation, ${AZ_WRITE_USD_PER_10000} per "
                 f"10,000), {AZ_PRICES_AS_OF}. Measured on Azurite, which answers the same "
                 f"requests the same way. The record is "
+                f"{r.record_bytes if r.record_bytes is not None else '?'} bytes.")
         elif r.store == "etcd":
             notes.append(
                 f"- **etcd**: the v3 JSON gateway counted by path: kv/range (the record read, "

@@ -111,6 +111,8 @@ func azureTarget(t *testing.T) storeTarget {
 	// key and blob endpoint) from the environment.
 	v := needEnv(t, "Azurite", "S3LECT_TEST_AZURE_LOCK_PREFIX", "AZURE_STORAGE_CONNECTION_STRING")
 	return storeTarget{kind: "az", lock: v[0] + "go-" + randomSuffix() + ".json"}
+}
+
 func etcdTarget(t *testing.T) storeTarget {
 	v := needEnv(t, "etcd", "S3LECT_TEST_ETCD_ENDPOINT")
 	return storeTarget{kind: "etcd", lock: "etcd://" + strings.TrimPrefix(v[0], "http://") +
@@ -147,7 +149,8 @@ func TestStoreElection(t *testing.T) {
 		{"postgres", postgresTarget},
 		{"route53", route53Target},
 		{"gcs", gcsTarget},
-		{"azure", "etcd", azureTarget},
+		{"azure", azureTarget},
+		{"etcd", etcdTarget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testStoreElection(t, tc.target(t))

@@ -600,7 +600,8 @@ class Backend:
     destroyed by the test, restartable for the store-restart fault), how a
     node reaches it through its own proxy, and the proxy's "slow down" answer.
 
-    name:         "minio", "dynamodb", "postgres", "gcs" or "azure", "etcd" (the test's parameter)
+    name:         "minio", "dynamodb", "postgres", "gcs", "azure" or "etcd" (the test's
+                  parameter)
     restart_kind: the fault kind of a store restart
     answer:       (stats name, bytes) the proxies answer a flaky request with
                   instead of forwarding it, or None (binary protocol)
@@ -820,6 +821,13 @@ class AzureBackend(Backend):
 
     def status_args(self, key: str) -> list[str]:
         return [self.node_lock(key, 0), "--endpoint", self.server.blob_endpoint]
+
+    def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
+        hard = rng.random() < 0.5
+        self.server.restart(hard=hard)
+        return "SIGKILL" if hard else "restart"
+
+
 class EtcdBackend(Backend):
     """Debian's etcd, one member (a restart keeps the keys and their
     revisions); each node's etcd:// URL names its own proxy's port; the proxies

@@ -426,7 +426,7 @@ def lock_prefix(kind: str, server) -> str:
         return f"dynamodb://{DYNAMODB_TABLE}/"
     if kind == "gcs":
         return f"gs://{server.bucket}/"
-    if kind == "azure", "etcd":
+    if kind in ("azure", "etcd"):
         return server.lock_prefix()
     return f"s3://{server.bucket}/"
 

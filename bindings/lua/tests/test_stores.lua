@@ -125,6 +125,8 @@ function targets.azure()
   local prefix = need_env("Azurite", "S3LECT_TEST_AZURE_LOCK_PREFIX",
                           "AZURE_STORAGE_CONNECTION_STRING")
   return prefix .. unique("lua") .. ".json", {}, false
+end
+
 function targets.etcd()
   local endpoint = need_env("etcd", "S3LECT_TEST_ETCD_ENDPOINT")
   return "etcd://" .. endpoint:gsub("^http://", "") .. "/s3lect-test/" .. unique("lua"), {}, false
