@@ -29,6 +29,10 @@
  * begin, only when it holds no valid token) and sends the token in the
  * Authorization header; an expired token is replaced on the next request.
  * Messages never hold the password or the token.
+ *
+ * Those extra requests are made inside the call, so the store is a blocking
+ * one (get/put, run on the runtime's workers), not begin/finish on the
+ * loop thread: see etcd_blocking.
  */
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -614,11 +618,34 @@ static void etcd_destroy(st_store *st)
     free(s);
 }
 
-static const st_vtable etcd_vtable = {.name = "etcd",
-                                      .destroy = etcd_destroy,
-                                      .begin = etcd_begin,
-                                      .finish = etcd_finish,
-                                      .pool = etcd_pool};
+/* A blocking store (the runtime runs its calls on its workers, as
+ * PostgreSQL's), not an asynchronous one: authenticating, the retry after a
+ * refused token and the next endpoint after a refused connection are
+ * requests of their own made inside one call, and in an asynchronous store
+ * they would block the runtime's loop thread, and with it the timers of
+ * every other elector of the process (their step-downs among them). */
+static void etcd_blocking(st_store *st, const char *key, int put, const void *body, size_t len,
+                          const char *if_match, int64_t timeout_ms, st_result *out)
+{
+    CURL *h = st_easy(st, out);
+    st_xfer *x = h ? etcd_begin(st, h, key, put, body, len, if_match, timeout_ms, out) : NULL;
+    if (x)
+        etcd_finish(st, x, curl_easy_perform(h), out);
+}
+
+static void etcd_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
+{
+    etcd_blocking(st, key, 0, NULL, 0, NULL, timeout_ms, out);
+}
+
+static void etcd_put(st_store *st, const char *key, const void *data, size_t len,
+                     const char *if_match, int64_t timeout_ms, st_result *out)
+{
+    etcd_blocking(st, key, 1, data, len, if_match, timeout_ms, out);
+}
+
+static const st_vtable etcd_vtable = {
+    .name = "etcd", .get = etcd_get, .put = etcd_put, .destroy = etcd_destroy, .pool = etcd_pool};
 
 int st_etcd_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out, char *err,
                  size_t errlen)
