@@ -36,7 +36,7 @@ static const char HELP[] =
     "  - a write with a stale ETag is refused and changes nothing,\n"
     "  - If-Match on a missing key is refused and creates nothing,\n"
     "  - N racing writers with the same ETag: exactly one wins, each round.\n"
-    "URL is any lock URL: s3://, gs://, dynamodb://, postgres://, route53:// (the\n"
+    "URL is any lock URL: s3://, gs://, dynamodb://, postgres://, redis://, route53:// (the\n"
     "scratch record there is 's3lect-check-<random>.' in front of the name) or a\n"
     "file path; the checks are the same, in each store's own terms.\n"
     "It prints a pass/fail table. The scratch object is left in place (s3lect\n"

@@ -39,6 +39,7 @@ static const char MAIN_HELP[] =
     "lock URLs: s3://bucket/key, file:///dir/key, or a plain path (file store),\n"
     "           dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME,\n"
     "           route53://ZONE_ID/NAME, gs://BUCKET/OBJECT (docs/stores.md)\n"
+    "           redis://[[USER]:PASSWORD@]HOST:PORT/KEY (rediss:// for TLS)\n"
     "durations: a number with a unit: 500ms, 2s, 1.5m, 1h, 1m30s (0 needs none)\n"
     "\n"
     "  -h, --help          show this help\n"
@@ -62,6 +63,8 @@ static const char MAIN_HELP[] =
     "plain path (no '?' or '#' in s3:// and file:// URLs), dynamodb://TABLE/KEY,\n"                \
     "postgres://HOST/DB?key=NAME, route53://ZONE_ID/NAME, gs://BUCKET/OBJECT (Google\n"            \
     "Cloud Storage: --endpoint, else STORAGE_EMULATOR_HOST, else Google's)\n"                      \
+    "redis://[[USER]:PASSWORD@]HOST[:PORT]/KEY[?db=N] (a single Redis primary; rediss://\n"        \
+    "for TLS with --ca-file; the password may come from S3LECT_REDIS_PASSWORD instead)\n"          \
     "(docs/stores.md); the scheme may be upper case. Options are given once each;\n"               \
     "--opt=VALUE for a value that starts with '-'.\n"                                              \
     "credentials: the AWS SDKs' chain (environment, web identity, ~/.aws profiles with\n"          \
