@@ -28,6 +28,9 @@ $S3LECT_BUILD_DIR/bin/s3lect, else build/bin/s3lect).
     python3 tests/harness/servers.py with-gcs -- CMD        # fake-gcs-server (fake_gcs.py):
         STORAGE_EMULATOR_HOST, S3LECT_TEST_GCS_ENDPOINT, S3LECT_TEST_BUCKET,
         S3LECT_TEST_LOCK_PREFIX=gs://BUCKET/
+    python3 tests/harness/servers.py with-redis -- CMD      # redis-server (redis_server.py):
+        S3LECT_REDIS_PASSWORD (the ACL user's), S3LECT_TEST_LOCK_PREFIX=
+        redis://s3lect@127.0.0.1:PORT/s3lect/
 
 Every server can also be restart()ed on the same port and data, and paused
 (SIGSTOP) and resume()d, for tests of an unavailable or restarting backend.
@@ -367,7 +370,7 @@ def ensure_moto() -> None:
         raise ServerStartError(f"pip install 'moto[server]' failed:\n{r.stdout[-4000:]}")
 
 
-KINDS = ("minio", "moto", "dynamodb", "postgres", "gcs")
+KINDS = ("minio", "moto", "dynamodb", "postgres", "gcs", "redis")
 
 
 def make_server(kind: str):
@@ -394,6 +397,12 @@ def make_server(kind: str):
         else:
             from .fake_gcs import FakeGCS
         return FakeGCS()
+    if kind == "redis":
+        if __package__ in (None, ""):
+            from harness.redis_server import RedisServer
+        else:
+            from .redis_server import RedisServer
+        return RedisServer()
     raise ValueError(f"unknown server kind {kind!r}")
 
 
@@ -410,6 +419,8 @@ def lock_prefix(kind: str, server) -> str:
         return f"dynamodb://{DYNAMODB_TABLE}/"
     if kind == "gcs":
         return f"gs://{server.bucket}/"
+    if kind == "redis":
+        return server.lock_prefix
     return f"s3://{server.bucket}/"
 
 
@@ -446,7 +457,7 @@ def server_env(kind: str, server) -> tuple[dict[str, str], str]:
     if kind == "postgres":
         env["S3LECT_PG_DSN"] = server.dsn
         return env, f"{server.name} at {server.dsn}"
-    if kind == "dynamodb":
+    if kind in ("dynamodb", "redis"):
         return env, f"{server.name} at {server.endpoint}"
     return env, f"{server.name} at {server.endpoint}, bucket {server.bucket}"
 

@@ -223,6 +223,8 @@ int st_redis_open(const struct s3lect_config *cfg, const st_location *loc, st_st
 #include "http.h"
 
 #define RD_DEFAULT_TIMEOUT_MS 10000
+/* What the scripts run (Redis checks a script's commands against the ACL). */
+#define RD_ACL "+eval +evalsha +exists +hget +hmget +hset +time"
 
 /* KEYS[1] the lock; ARGV: record, expected version ("" to create), new version. */
 static const char write_script[] =
@@ -550,13 +552,13 @@ static void reply_error(rd_store *s, const char *what, const redisReply *r, st_r
         st_result_setf(out, ST_FATAL,
                        "Redis %s is a replica (%.100s): point the lock URL at the primary",
                        s->where, e);
-    else if (starts(e, "NOPERM"))
+    else if (starts(e, "NOPERM") || strstr(e, "can't run this command"))
         st_result_setf(out, ST_AUTH,
-                       "Redis %s refused %s (%.200s): the ACL user needs +eval +evalsha "
-                       "(+select with ?db=, +info optional) and the lock's key (~KEY) "
+                       "Redis %s refused %s (%.200s): the ACL user needs " RD_ACL
+                       " (+select with ?db=, +info optional) on the lock's key (~KEY) "
                        "(docs/stores.md)",
                        s->where, what, e);
-    else if (starts(e, "WRONGPASS") || starts(e, "NOAUTH") || starts(e, "WRONGPASS"))
+    else if (starts(e, "WRONGPASS") || starts(e, "NOAUTH"))
         st_result_setf(out, ST_AUTH,
                        "Redis %s refused the login (%.150s): fix the user or password (in the "
                        "lock URL or S3LECT_REDIS_PASSWORD)",
