@@ -141,15 +141,17 @@ typedef struct st_scheme st_scheme;
 typedef struct st_location {
     const st_scheme *scheme; /* the store it names */
     /* s3, gs: bucket; file: directory; dynamodb: table; route53: hosted zone id;
-     * postgres: the libpq connection URI without s3lect's parameters */
+     * postgres: the libpq connection URI without s3lect's parameters;
+     * redis: HOST:PORT ([V6]:PORT) */
     char *bucket;
     /* s3, gs: object key (name); file: file name inside the directory; dynamodb: the
      * partition key's value; route53: the record name (lower case, with the
      * final dot); postgres: the lock's row name; custom: the key */
     char *key;
-    /* dynamodb: partition key attribute name; postgres: table name */
+    /* dynamodb: partition key attribute name; postgres: table name; redis: user */
     char *opt1;
-    /* dynamodb: sort key attribute name and value (NULL when none) */
+    /* dynamodb: sort key attribute name and value (NULL when none); redis:
+     * password (decoded) and database number (NULL: 0) */
     char *opt2, *opt3;
 } st_location;
 
@@ -239,6 +241,7 @@ ST_STORE_FUNCS(dynamodb)
 ST_STORE_FUNCS(postgres)
 ST_STORE_FUNCS(route53)
 ST_STORE_FUNCS(gcs)
+ST_STORE_FUNCS(redis)
 /* The custom store (the user's functions, cfg->custom): no URL of its own. */
 extern const st_scheme st_custom_scheme;
 int st_custom_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,

@@ -106,6 +106,14 @@ func gcsTarget(t *testing.T) storeTarget {
 	return storeTarget{kind: "gs", lock: "gs://" + v[1] + "/go-" + randomSuffix(), endpoint: v[0]}
 }
 
+func redisTarget(t *testing.T) storeTarget {
+	if !haveRedis {
+		t.Skip("the bundle's Redis store needs the build tag s3lect_redis (scripts/test-go runs it)")
+	}
+	v := needEnv(t, "redis-server", "S3LECT_TEST_REDIS_LOCK_PREFIX", "S3LECT_REDIS_PASSWORD")
+	return storeTarget{kind: "redis", lock: v[0] + "go-" + randomSuffix()}
+}
+
 // storeConfig is a config with the tests' timings on the target's lock.
 func storeConfig(st storeTarget, id string) *ElectorConfig {
 	return &ElectorConfig{
@@ -136,6 +144,7 @@ func TestStoreElection(t *testing.T) {
 		{"postgres", postgresTarget},
 		{"route53", route53Target},
 		{"gcs", gcsTarget},
+		{"redis", redisTarget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testStoreElection(t, tc.target(t))

@@ -90,12 +90,12 @@ def _read_reply(f):
     raise ConnectionError(f"unexpected RESP line {line!r}")
 
 
-def make_tls_files(d: Path) -> tuple[Path, Path, Path]:
-    """A CA, and a server certificate it signs for 127.0.0.1 and localhost."""
+def make_tls_files(d: Path, san: str = "IP:127.0.0.1,DNS:localhost") -> tuple[Path, Path, Path]:
+    """A CA, and a server certificate it signs for san (127.0.0.1 and localhost)."""
     ca_key, ca, key, csr, crt = (d / n for n in ("ca.key", "ca.pem", "server.key", "server.csr",
                                                  "server.pem"))
     ext = d / "ext.cnf"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    ext.write_text(f"subjectAltName={san}\n")
     cmds = [
         ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
          "-nodes", "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", "/CN=s3lect test CA"],
@@ -115,7 +115,7 @@ class RedisServer(Server):
     name = "redis"
 
     def __init__(self, aof: bool = True, tls: bool = False, replica_of: "RedisServer | None" = None,
-                 acl: str = STORE_ACL):
+                 acl: str = STORE_ACL, tls_san: str = "IP:127.0.0.1,DNS:localhost"):
         super().__init__()
         self.binary = redis_binary()
         self.aof = aof
@@ -126,8 +126,9 @@ class RedisServer(Server):
         self.user = "s3lect"
         self.password = secrets.token_hex(12)
         self.ca_file = self.cert = self.key = None
+        self.tls_san = tls_san
         if tls:
-            self.ca_file, self.cert, self.key = make_tls_files(self.workdir)
+            self.ca_file, self.cert, self.key = make_tls_files(self.workdir, tls_san)
 
     @property
     def endpoint(self) -> str:
@@ -182,7 +183,8 @@ class RedisServer(Server):
         s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
         if self.tls:
             ctx = ssl.create_default_context(cafile=str(self.ca_file))
-            s = ctx.wrap_socket(s, server_hostname="127.0.0.1")
+            name = "127.0.0.1" if "IP:127.0.0.1" in self.tls_san else "localhost"
+            s = ctx.wrap_socket(s, server_hostname=name)
         with s:
             f = s.makefile("rb")
             auth = ["AUTH", user, password] if user else ["AUTH", self.admin_password]

@@ -26,6 +26,8 @@ nothing else uses, so it nests with scripts/with-minio in either order:
     S3LECT_TEST_ROUTE53_DOMAIN             its name, without the final dot
     S3LECT_TEST_GCS_ENDPOINT               fake-gcs-server's endpoint (http, loopback: no token)
     S3LECT_TEST_GCS_BUCKET                 its bucket, for gs://BUCKET/OBJECT locks
+    S3LECT_TEST_REDIS_LOCK_PREFIX          redis://s3lect@127.0.0.1:PORT/s3lect/ (append a key)
+    S3LECT_REDIS_PASSWORD                  the password of that ACL user (redis_server.py)
     S3LECT_CLI                             the s3lect CLI (--cli), to run init-store
 
 No table is created: the tests run `$S3LECT_CLI init-store URL` for theirs.
@@ -104,11 +106,11 @@ def main(argv: list[str]) -> int:
     try:
         env = dict(os.environ)
         try:
-            for kind in ("dynamodb", "postgres", "moto", "gcs"):
+            for kind in ("dynamodb", "postgres", "moto", "gcs", "redis"):
                 srv = make_server(kind)
                 servers.append(srv)
                 srv.start()
-            ddb, pg, moto, gcs = servers
+            ddb, pg, moto, gcs, rd = servers
             domain = f"s3lect-{secrets.token_hex(4)}.example.com"
             zone = create_hosted_zone(moto.endpoint, domain)
         except (ServerStartError, RuntimeError, OSError) as e:
@@ -124,12 +126,14 @@ def main(argv: list[str]) -> int:
             S3LECT_TEST_ROUTE53_DOMAIN=domain,
             S3LECT_TEST_GCS_ENDPOINT=gcs.endpoint,
             S3LECT_TEST_GCS_BUCKET=gcs.bucket,
+            S3LECT_TEST_REDIS_LOCK_PREFIX=rd.lock_prefix,
+            S3LECT_REDIS_PASSWORD=rd.password,
         )
         if cli is not None:
             env["S3LECT_CLI"] = str(Path(cli).resolve())
         print(f"store_servers: DynamoDB Local at {ddb.endpoint}, PostgreSQL at {pg.dsn}, "
               f"moto (Route 53 zone {zone} {domain}) at {moto.endpoint}, fake-gcs-server at "
-              f"{gcs.endpoint}", file=sys.stderr)
+              f"{gcs.endpoint}, redis-server at {rd.endpoint}", file=sys.stderr)
         return run_child("store_servers", cmd, env)
     finally:
         for srv in reversed(servers):

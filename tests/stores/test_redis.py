@@ -166,6 +166,19 @@ def test_tls_elects_and_checks_the_certificate(server_factory, cluster, s3lect_b
     assert r.returncode == 1 and "Redis 127.0.0.1" in r.stderr, r.stderr
 
 
+def test_tls_checks_the_host_name(server_factory, s3lect_bin):
+    """A certificate for localhost only: rediss://localhost works, the same
+    server as rediss://127.0.0.1 is refused (the name does not match)."""
+    srv = server_factory(tls=True, tls_san="DNS:localhost")
+    env = redis_env(srv)
+    ca = ["--ca-file", env["S3LECT_TEST_REDIS_CA_FILE"]]
+    good = f"rediss://{srv.user}@localhost:{srv.port}/{KEY_PREFIX}name"
+    r = run([str(s3lect_bin), "status", good, *ca], env)
+    assert r.returncode == 3, r.stdout + r.stderr
+    bad = f"rediss://{srv.user}@127.0.0.1:{srv.port}/{KEY_PREFIX}name"
+    _one_line(run([str(s3lect_bin), "status", bad, *ca], env), "not trusted")
+
+
 # ---- least privilege, replicas, Cluster ----
 
 def test_acl_with_exactly_the_store_commands(server_factory, s3lect_bin):

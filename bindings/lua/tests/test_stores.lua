@@ -119,6 +119,13 @@ function targets.gcs()
   return "gs://" .. bucket .. "/" .. unique("lua"), { endpoint = endpoint }, false
 end
 
+function targets.redis()
+  -- redis-server with the store's ACL user; the library reads the password
+  -- from S3LECT_REDIS_PASSWORD (exported by store_servers.py too).
+  local prefix = need_env("redis-server", "S3LECT_TEST_REDIS_LOCK_PREFIX", "S3LECT_REDIS_PASSWORD")
+  return prefix .. unique("lua"), {}, false
+end
+
 local function leaders_of(els)
   local out = {}
   for _, el in ipairs(els) do
@@ -129,7 +136,7 @@ local function leaders_of(els)
   return out
 end
 
-for _, kind in ipairs({ "dynamodb", "postgres", "route53", "gcs" }) do
+for _, kind in ipairs({ "dynamodb", "postgres", "route53", "gcs", "redis" }) do
   T.test("stores: two electors on a " .. kind .. " lock, one leader, graceful handover", function(t)
     local lock, extra, staggered = targets[kind]()
     local ids, seen, lost, by_id = { "a", "b" }, {}, {}, {}

@@ -211,9 +211,11 @@ int st_redis_open(const struct s3lect_config *cfg, const st_location *loc, st_st
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/sha.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -373,13 +375,21 @@ static int conn_open(rd_store *s, int64_t deadline, char *why, size_t wlen, int 
             SSL_CTX_set_verify(s->ctx, SSL_VERIFY_PEER, NULL);
             SSL_CTX_set_min_proto_version(s->ctx, TLS1_2_VERSION);
         }
+        /* The certificate must name the host: an IP address (SAN IP) or a
+         * DNS name (SAN DNS, also sent as SNI). OpenSSL's and BoringSSL's
+         * shared API. */
+        unsigned char ip[16];
+        int is_ip = inet_pton(AF_INET, s->host, ip) == 1 || inet_pton(AF_INET6, s->host, ip) == 1;
         s->ssl = SSL_new(s->ctx);
-        if (!s->ssl || SSL_set_fd(s->ssl, s->fd) != 1 || SSL_set1_host(s->ssl, s->host) != 1) {
+        X509_VERIFY_PARAM *vp = s->ssl ? SSL_get0_param(s->ssl) : NULL;
+        if (!s->ssl || SSL_set_fd(s->ssl, s->fd) != 1 || !vp ||
+            (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(vp, s->host)
+                   : X509_VERIFY_PARAM_set1_host(vp, s->host, 0)) != 1 ||
+            (!is_ip && SSL_set_tlsext_host_name(s->ssl, s->host) != 1)) {
             tls_error(why, wlen, "cannot set up TLS");
             conn_close(s);
             return -1;
         }
-        SSL_set_tlsext_host_name(s->ssl, s->host);
         for (;;) {
             int r = SSL_connect(s->ssl);
             if (r == 1)
