@@ -62,6 +62,14 @@ int st_redis_parse(const char *url, const char *rest, st_location *out, char *er
         return rd_oom(err, errlen);
     int rc = S3LECT_EINVAL, bad = 0;
     char *hostport = NULL;
+    const char *ctl = st_find_control(url);
+    if (ctl) {
+        /* Not quoted: the URL would break the line. */
+        snprintf(err, errlen,
+                 "lock URL: has a control character (byte 0x%02x at offset %zu): write %s",
+                 (unsigned char)*ctl, (size_t)(ctl - url), RD_USAGE);
+        goto done;
+    }
     if (strchr(url, '#')) {
         snprintf(err, errlen, "lock URL '%.200s' has a fragment ('#'); write %s", shown, RD_USAGE);
         goto done;
