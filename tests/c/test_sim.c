@@ -52,11 +52,15 @@
  *             atomic);
  *   gcs       a precondition failure (412 on ifGenerationMatch), etags are
  *             numeric generations, reads carry Date / Last-Modified (1 s),
- *             and the per-object write rate limit (429) comes in bursts.
+ *             and the per-object write rate limit (429) comes in bursts;
+ *   redis     a precondition failure (the script's "lost"), etags are random
+ *             version tokens, reads carry TIME and the write's stamp (1 ms),
+ *             connections drop after a script ran (applied, the answer lost)
+ *             and LOADING/BUSY answers (transient, not applied) come in bursts.
  *
  *   test_sim [--seeds N] [--seconds S] [--seed X] [--shard K] [--nodes K]
- *            [--store s3|dynamodb|postgres|route53|gcs] [--stale-ms MS]
- *            [--break-skew | --break-suspend | --break-store-clock] [-v]
+ *            [--store s3|dynamodb|postgres|route53|gcs|redis]
+ *            [--stale-ms MS] [--break-skew | --break-suspend | --break-store-clock] [-v]
  */
 #include <math.h>
 #include <stdio.h>
@@ -71,7 +75,7 @@
 #define MAXN 16
 #define MAXHIST 512
 
-enum { STORE_S3, STORE_DYNAMODB, STORE_POSTGRES, STORE_ROUTE53, STORE_GCS };
+enum { STORE_S3, STORE_DYNAMODB, STORE_POSTGRES, STORE_ROUTE53, STORE_GCS, STORE_REDIS };
 
 /* A past state of the store (route53: stale reads). */
 typedef struct past_state {
@@ -373,9 +377,9 @@ static int64_t store_now_us(const sim *s)
  * now() and updated_at in ms; the others give no stamps. */
 static void store_stamp(sim *s, st_result *r)
 {
-    int64_t res = s->store_kind == STORE_S3 || s->store_kind == STORE_GCS ? 1000
-                  : s->store_kind == STORE_POSTGRES                       ? 1
-                                                                          : 0;
+    int64_t res = s->store_kind == STORE_S3 || s->store_kind == STORE_GCS           ? 1000
+                  : s->store_kind == STORE_POSTGRES || s->store_kind == STORE_REDIS ? 1
+                                                                                    : 0;
     if (!res)
         return;
     int64_t now_ms = store_now_us(s) / 1000, mod_ms = s->mod_us / 1000;
@@ -467,6 +471,9 @@ static void store_apply(sim *s, int kind, const char *body, size_t body_len, con
     if (s->store_kind == STORE_GCS) /* a generation: microseconds, always growing */
         snprintf(s->etag, sizeof s->etag, "%llu",
                  1700000000000000ULL + (unsigned long long)++s->etag_ctr);
+    else if (s->store_kind == STORE_REDIS) /* a random token (hex; the store's has 32 digits) */
+        snprintf(s->etag, sizeof s->etag, "%08x%016llx", (unsigned)(urand(s) * 4294967295.0),
+                 (unsigned long long)++s->etag_ctr);
     else
         snprintf(s->etag, sizeof s->etag, "\"e%llu\"", (unsigned long long)++s->etag_ctr);
     r->outcome = ST_OK;
@@ -755,9 +762,11 @@ static void begin_phase(sim *s)
         s->p_late = urand(s) * 0.05;
         s->p_spike = urand(s) * 0.05;
         s->p_resend = urand(s) * 0.05;
-        if ((s->store_kind == STORE_DYNAMODB || s->store_kind == STORE_GCS) && urand(s) < 0.5)
-            s->p_5xx = 0.5 + urand(s) * 0.4; /* a throttling burst (GCS: 429) */
-        if (s->store_kind == STORE_POSTGRES)
+        if ((s->store_kind == STORE_DYNAMODB || s->store_kind == STORE_GCS ||
+             s->store_kind == STORE_REDIS) &&
+            urand(s) < 0.5)
+            s->p_5xx = 0.5 + urand(s) * 0.4; /* a throttling burst (GCS: 429; Redis: LOADING) */
+        if (s->store_kind == STORE_POSTGRES || s->store_kind == STORE_REDIS)
             s->p_drop_reply += urand(s) * 0.2; /* connections drop after commits */
         s->heal_at = s->phase_end;
         /* Partitions and pauses, all healed by the end of the phase. */
@@ -1014,7 +1023,8 @@ int main(int argc, char **argv)
     int seeds = 10, nodes = 7, break_skew = 0, break_suspend = 0, break_store = 0, verbose = 0;
     int store_kind = STORE_S3;
     int64_t stale_ms = 10000;
-    static const char *const store_names[] = {"s3", "dynamodb", "postgres", "route53", "gcs"};
+    static const char *const store_names[] = {"s3",      "dynamodb", "postgres",
+                                              "route53", "gcs",      "redis"};
     int64_t seconds = 1000000;
     uint64_t first_seed = 0;
     int one_seed = 0, shard = 0;
@@ -1033,11 +1043,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--store") && i + 1 < argc) {
             const char *v = argv[++i];
             store_kind = -1;
-            for (int k = 0; k < 5; k++)
+            for (int k = 0; k < 6; k++)
                 if (!strcmp(v, store_names[k]))
                     store_kind = k;
             if (store_kind < 0) {
-                fprintf(stderr, "--store: s3, dynamodb, postgres, route53 or gcs\n");
+                fprintf(stderr, "--store: s3, dynamodb, postgres, route53, gcs or redis\n");
                 return 2;
             }
         } else if (!strcmp(argv[i], "--stale-ms") && i + 1 < argc)
@@ -1052,7 +1062,7 @@ int main(int argc, char **argv)
             verbose = 1;
         else {
             fprintf(stderr, "usage: test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] "
-                            "[--store s3|dynamodb|postgres|route53|gcs] [--stale-ms MS] "
+                            "[--store s3|dynamodb|postgres|route53|gcs|redis] [--stale-ms MS] "
                             "[--break-skew | --break-suspend | --break-store-clock] [-v]\n");
             return 2;
         }
@@ -1129,7 +1139,8 @@ int main(int argc, char **argv)
         CHECK(stale > 0, "the route53 model served no stale read");
     printf("simulation: %llu reads stamped by the store's clock, %llu store clock jumps\n",
            (unsigned long long)stamped, (unsigned long long)jumps);
-    if (store_kind == STORE_S3 || store_kind == STORE_POSTGRES || store_kind == STORE_GCS)
+    if (store_kind == STORE_S3 || store_kind == STORE_POSTGRES || store_kind == STORE_GCS ||
+        store_kind == STORE_REDIS)
         CHECK(stamped > 0, "the %s model stamped no read", store_names[store_kind]);
     printf("simulation: seeds %llu..%llu, %d nodes, %lld simulated s/seed (%.3g total), %llu "
            "engine steps, %.0f steps/s, %llu faults, %llu acquisitions, %llu peer answers, "
