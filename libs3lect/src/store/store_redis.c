@@ -151,7 +151,6 @@ int st_redis_parse(const char *url, const char *rest, st_location *out, char *er
         goto decode;
     if ((rc = st_check_text(shown, "key", out->key, 1024, err, errlen)) != 0)
         goto done;
-    rc = S3LECT_EINVAL;
     st_qparam ps[] = {{"db", &out->opt3}};
     if ((rc = st_parse_query(shown, RD_USAGE, q ? q + 1 : NULL, ps, 1, NULL, err, errlen)) != 0)
         goto done;
