@@ -189,6 +189,9 @@ def test_acl_with_exactly_the_store_commands(server_factory, s3lect_bin):
     env = redis_env(srv)
     r = run([str(s3lect_bin), "check-store", _lock(srv, "acl"), "--rounds", "2"], env, timeout=120)
     assert r.returncode == 0 and "all 7 checks passed" in r.stdout, r.stdout + r.stderr
+    # It says what it verified on Redis, and what it cannot.
+    assert "a primary, not a replica" in r.stdout and "not in Cluster mode" in r.stdout, r.stdout
+    assert "replication is asynchronous" in r.stdout, r.stdout
     srv.call("ACL", "SETUSER", srv.user, "-hset")
     r = run([str(s3lect_bin), "check-store", _lock(srv, "acl2"), "--rounds", "1"], env, timeout=60)
     assert r.returncode == 1, r.stdout + r.stderr
