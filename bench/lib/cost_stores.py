@@ -38,7 +38,7 @@ from common import (GET_USD_PER_1000, HOURS_PER_MONTH, PUT_USD_PER_1000, BenchEr
 from impls import DEFAULTS, NodeSpec, S3lectC, Timing
 from storeproxy import HttpTypeProxy, PgProxy
 
-STORES = ("s3", "dynamodb", "postgres", "route53")
+STORES = ("s3", "dynamodb", "postgres", "route53", "gcs")
 NODES = 3
 WINDOW = 120.0  # = cost.window_for(DEFAULTS, quick=False)
 QUICK_WINDOW = 60.0
@@ -54,6 +54,12 @@ DDB_PRICES_AS_OF = "2024-11-01 (AWS DynamoDB pricing page, on-demand, us-east-1)
 # per second per AWS account (Route 53 quotas page).
 R53_ZONE_USD_MONTH = 0.50
 R53_API_LIMIT_PER_S = 5.0
+# Google Cloud Storage pricing page, Standard storage in a region (us-east1):
+# Class A operations (objects.insert) $0.005 per 1,000, Class B
+# (objects.get) $0.0004 per 1,000; deletes are free.
+GCS_CLASS_A_USD_PER_1000 = 0.005
+GCS_CLASS_B_USD_PER_1000 = 0.0004
+GCS_PRICES_AS_OF = "2025 (Cloud Storage pricing page, Standard storage, regional)"
 
 
 @dataclass
@@ -110,8 +116,9 @@ class StoreS3lect(S3lectC):
         i = argv.index("--lock")
         argv[i + 1] = self.backend.lock_url(spec.endpoint, spec.key)
         if not self.backend.aws:
-            j = argv.index("--endpoint")
-            del argv[j:j + 2]
+            if not self.backend.endpoint_flag:
+                j = argv.index("--endpoint")
+                del argv[j:j + 2]
             j = argv.index("--region")
             del argv[j:j + 2]
         return argv
@@ -125,6 +132,7 @@ class Backend:
 
     name = ""
     aws = True  # takes --endpoint/--region and AWS credentials
+    endpoint_flag = False  # not AWS, but takes --endpoint (the counting proxy)
     staggered = False  # start one node, the others once it leads
 
     def __init__(self):
@@ -360,9 +368,50 @@ class Route53Backend(Backend):
             run.record_bytes = sum(len(r["Value"]) for r in sets[0]["ResourceRecords"])
 
 
+class GcsBackend(Backend):
+    """Google Cloud Storage's JSON API on fake-gcs-server (no credentials:
+    the store sends none to an http:// loopback emulator). Objects' reads
+    are Class B operations, uploads Class A."""
+
+    name = "gcs"
+    aws = False
+    endpoint_flag = True
+
+    def start(self, s3lect: Path) -> None:
+        from harness.fake_gcs import FakeGCS
+        self.server = FakeGCS(bucket="s3lect-bench").start()
+        self.bucket = self.server.bucket
+
+    def classify(self, method, path, headers):
+        p = path.split("?", 1)[0]
+        if method == "GET" and "/o/" in p:
+            return "objects.get"
+        if method == "POST" and p.startswith("/upload/"):
+            return "objects.insert"
+        if method == "DELETE":
+            return "objects.delete"
+        return f"{method} {p}"
+
+    def lock_url(self, endpoint: str, key: str) -> str:
+        return f"gs://{self.bucket}/{key}"
+
+    def node_env(self) -> dict[str, str]:
+        return {}
+
+    def version(self) -> str:
+        from harness.fake_gcs import FAKE_GCS_VERSION
+        return f"fake-gcs-server {FAKE_GCS_VERSION}"
+
+    def inspect(self, run: StoreRun, key: str) -> None:
+        status, body, _gen = self.server.get_object(key)
+        if status == 200:
+            run.record_bytes = len(body)
+
+
 def make_backend(name: str, minio) -> Backend:
     return {"s3": lambda: S3Backend(minio), "dynamodb": DynamoDBBackend,
-            "postgres": PostgresBackend, "route53": Route53Backend}[name]()
+            "postgres": PostgresBackend, "route53": Route53Backend,
+            "gcs": GcsBackend}[name]()
 
 
 # ---- one measurement ----
@@ -492,6 +541,8 @@ def usd_month(run: StoreRun, counts_h: dict[str, float]) -> str:
         return f"{ddb_usd_month(run, counts_h):.4f}"
     if run.store == "route53":
         return "0 (API calls are not billed)"
+    if run.store == "gcs":
+        return (f"{(counts_h.get('objects.insert', 0) * GCS_CLASS_A_USD_PER_1000 + counts_h.get('objects.get', 0) * GCS_CLASS_B_USD_PER_1000) / 1000.0 * HOURS_PER_MONTH:.4f}")
     return "n/a (your server)"
 
 
@@ -580,6 +631,15 @@ def report(runs: list[StoreRun], command: str) -> tuple[str, str]:
                 "`SET statement_timeout` on each new connection; pooled connections stay "
                 "open, so a steady cluster opens none. No per-request price: the cost is "
                 "your server's. " + "; ".join(r.notes) + ".")
+        elif r.store == "gcs":
+            notes.append(
+                f"- **gcs**: the JSON API counted by operation: objects.get (the record read "
+                f"with its generation; a Class B operation, ${GCS_CLASS_B_USD_PER_1000} per "
+                f"1,000) and objects.insert (a conditional upload with ifGenerationMatch; "
+                f"Class A, ${GCS_CLASS_A_USD_PER_1000} per 1,000), Standard storage, "
+                f"{GCS_PRICES_AS_OF}. Measured on fake-gcs-server, which answers the same "
+                f"requests the same way (the store makes no other). The record is "
+                f"{r.record_bytes if r.record_bytes is not None else '?'} bytes.")
         elif r.store == "s3":
             notes.append(
                 f"- **s3**: S3 Standard list prices (us-east-1): PUT ${PUT_USD_PER_1000} and GET "
@@ -605,7 +665,7 @@ Rates are counts in the window × 3600 / window ({windows}); {HOURS_PER_MONTH} h
 month. Request types: S3 by HTTP method; DynamoDB by action (GetItem: a read with
 ConsistentRead; PutItem: a conditional write); PostgreSQL by statement; Route 53
 ListResourceRecordSets (a read) and ChangeResourceRecordSets (a write: one DELETE +
-CREATE batch).
+CREATE batch); GCS by JSON API operation (objects.get, objects.insert).
 
 ### Per node
 
@@ -619,7 +679,8 @@ CREATE batch).
   ${DDB_USD_PER_MILLION_RRU} per million read request units (after the
   2024-11-01 price reduction). Route 53: ${R53_ZONE_USD_MONTH:.2f} per hosted zone
   and month, API requests free, limit {R53_API_LIMIT_PER_S:g} requests/s per account.
-  PostgreSQL: no per-request price. **Check current prices for your region**;
+  GCS: Class A ${GCS_CLASS_A_USD_PER_1000}, Class B ${GCS_CLASS_B_USD_PER_1000} per
+  1,000 operations (Standard storage, regional). PostgreSQL: no per-request price. **Check current prices for your region**;
   these are list prices at the date given, without free tiers or discounts.
 {chr(10).join(notes)}
 
