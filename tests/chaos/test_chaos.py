@@ -22,7 +22,11 @@ same port and data); `[gcs]` on fake-gcs-server (no token: the nodes'
 --endpoint is their proxy on loopback; the "slow down" answer is Cloud
 Storage's 429 rate limit, counted as `throttle`; the store restart is
 `gcs_restart`: SIGTERM or SIGKILL, then the server again on the same port
-and filesystem data). The checks are the same for every store; each store's
+and filesystem data); `[redis]` on redis-server (the store's ACL user, the
+append-only file fsynced on every write; each node's redis:// URL names its
+own proxy's port; connection faults only, as for PostgreSQL; the store
+restart is `redis_restart`: SIGTERM or SIGKILL, then the server again on
+the same port and data). The checks are the same for every store; each store's
 summary lines are prefixed with its name. `-k 'five_nodes and postgres'`
 picks one store.
 
@@ -76,7 +80,7 @@ STOP_BOUND_S = 1.0
 LIVENESS_BOUND_S = LEASE_S + 2 * FREQUENT_S + 8.0
 # At least one round of every kind runs anyway (~45-60 s); longer runs
 # (S3LECT_CHAOS_SECONDS) repeat kinds, which the test budget cannot afford.
-DEFAULT_SECONDS = {"minio": 45, "dynamodb": 45, "postgres": 45, "gcs": 45}
+DEFAULT_SECONDS = {"minio": 45, "dynamodb": 45, "postgres": 45, "gcs": 45, "redis": 45}
 
 
 def conn_faults(backend: Backend) -> tuple[str, ...]:
@@ -342,7 +346,7 @@ def check_faketime(bin_: Path, status_args: list[str], env: dict[str, str]) -> N
     assert 95_000 <= age <= 110_000, f"libfaketime did not shift s3lect's wall clock: ageMs={age}"
 
 
-@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres", "gcs"])
+@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres", "gcs", "redis"])
 def test_chaos_five_nodes(store: str, tmp_path: Path, s3lect_bin: Path,
                           chaos_summary: list[str]) -> None:
     if not FAKETIME_LIB.exists():

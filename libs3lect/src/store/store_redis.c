@@ -224,6 +224,8 @@ int st_redis_open(const struct s3lect_config *cfg, const st_location *loc, st_st
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -282,6 +284,45 @@ static void conn_close(rd_store *s)
         redisReaderFree(s->reader);
         s->reader = NULL;
     }
+}
+
+/* OpenSSL writes with write(2): a write to a connection the server closed
+ * would raise SIGPIPE and kill the process. During a TLS call SIGPIPE is
+ * blocked in this thread, and one it raised is taken back before the mask
+ * is restored (one pending from elsewhere is left alone). */
+typedef struct sigpipe_guard {
+    int active, was_pending;
+    sigset_t old;
+} sigpipe_guard;
+
+static void sigpipe_block(sigpipe_guard *g, int tls)
+{
+    g->active = tls;
+    if (!tls)
+        return;
+    sigset_t pipe_set, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    g->was_pending = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &g->old);
+}
+
+static void sigpipe_unblock(sigpipe_guard *g)
+{
+    if (!g->active)
+        return;
+    sigset_t pipe_set, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigemptyset(&pending);
+    if (!g->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
 /* Waits for events on the socket until the deadline: 1 ready, 0 timed out, -1 failed. */
@@ -680,6 +721,10 @@ static int conn_ready(rd_store *s, int64_t deadline, st_result *out)
     return rc;
 }
 
+static redisReply *run_script_on(rd_store *s, const char *what, const char *script, const char *sha,
+                                 const char *key, int nargs, const char *args[],
+                                 const size_t arglens[], int64_t deadline, st_result *out);
+
 /* Runs a script by its SHA, and by its text when the server lacks it.
  * Returns the reply (not an error reply), or NULL with out set. */
 static redisReply *run_script(rd_store *s, const char *what, const char *script, const char *sha,
@@ -687,6 +732,17 @@ static redisReply *run_script(rd_store *s, const char *what, const char *script,
                               const size_t arglens[], int64_t timeout_ms, st_result *out)
 {
     int64_t deadline = u_mono_ms() + (timeout_ms > 0 ? timeout_ms : s->default_timeout_ms);
+    sigpipe_guard g;
+    sigpipe_block(&g, s->tls);
+    redisReply *r = run_script_on(s, what, script, sha, key, nargs, args, arglens, deadline, out);
+    sigpipe_unblock(&g);
+    return r;
+}
+
+static redisReply *run_script_on(rd_store *s, const char *what, const char *script, const char *sha,
+                                 const char *key, int nargs, const char *args[],
+                                 const size_t arglens[], int64_t deadline, st_result *out)
+{
     if (conn_ready(s, deadline, out) != 0)
         return NULL;
     const char *argv[8] = {"EVALSHA", sha, "1", key};
