@@ -44,6 +44,9 @@ CLI_INTERNAL = {
     "gcp_creds.h": "whoami resolves the Google credential chain of a gs:// lock and says which "
                    "source answered",
     "crypto.h": "check-store's random scratch key name",
+    "az_auth.h": "whoami names the explicit Azure credential source (Shared Key, SAS) and "
+                 "a SAS token's expiry",
+    "az_creds.h": "whoami resolves the Entra ID chain and says which source answered",
     "duration.h": "the one duration syntax (config/duration.c) for the CLI's own flags that are "
                   "not library options (--kill-timeout, --startup-timeout, --interval)",
 }

@@ -131,11 +131,33 @@ def postgres() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture(scope="session")
+def azurite():
+    """Azurite (tests/harness/azurite.py), installed from npm on first use."""
+    from harness.azurite import AzuriteServer
+    try:
+        server = AzuriteServer()
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield from _start(server)
+
+
+@pytest.fixture(scope="session")
 def fake_gcs():
     """fake-gcs-server (tests/harness/fake_gcs.py), built on first use."""
     from harness.fake_gcs import FakeGCS
     try:
         server = FakeGCS()
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield from _start(server)
+
+
+@pytest.fixture(scope="session")
+def etcd_server():
+    """etcd (tests/harness/etcd.py, Debian's etcd-server), plain HTTP, no auth."""
+    from harness.etcd import EtcdServer
+    try:
+        server = EtcdServer()
     except ServerStartError as e:
         pytest.fail(str(e), pytrace=False)
     yield from _start(server)

@@ -41,7 +41,7 @@ from common import (GET_USD_PER_1000, HOURS_PER_MONTH, PUT_USD_PER_1000, BenchEr
 from impls import DEFAULTS, NodeSpec, S3lectC, Timing
 from storeproxy import HttpTypeProxy, PgProxy, RedisProxy
 
-STORES = ("s3", "dynamodb", "postgres", "route53", "gcs", "redis")
+STORES = ("s3", "dynamodb", "postgres", "route53", "gcs", "azure", "etcd", "redis")
 NODES = 3
 WINDOW = 120.0  # = cost.window_for(DEFAULTS, quick=False)
 QUICK_WINDOW = 60.0
@@ -63,6 +63,12 @@ R53_API_LIMIT_PER_S = 5.0
 GCS_CLASS_A_USD_PER_1000 = 0.005
 GCS_CLASS_B_USD_PER_1000 = 0.0004
 GCS_PRICES_AS_OF = "2025 (Cloud Storage pricing page, Standard storage, regional)"
+# Azure Blob Storage pricing page, block blobs, Hot tier, LRS, East US: write
+# operations (Put Blob) $0.065 per 10,000, read operations (Get Blob) $0.005
+# per 10,000. Check your region's and tier's prices.
+AZ_WRITE_USD_PER_10000 = 0.065
+AZ_READ_USD_PER_10000 = 0.005
+AZ_PRICES_AS_OF = "2025 (Azure Blob Storage pricing page, block blob, Hot, LRS, East US)"
 
 
 @dataclass
@@ -411,6 +417,85 @@ class GcsBackend(Backend):
             run.record_bytes = len(body)
 
 
+class AzureBackend(Backend):
+    """Azure Blob Storage on Azurite (Shared Key with the server's throwaway
+    account key; each node's --endpoint is its counting proxy, to which the
+    store adds /ACCOUNT, Azurite's path-style). Get Blob is a read operation,
+    Put Blob a write operation."""
+
+    name = "azure"
+    aws = False
+    endpoint_flag = True
+
+    def start(self, s3lect: Path) -> None:
+        from harness.azurite import AzuriteServer
+        self.server = AzuriteServer(container="s3lect-bench").start()
+        self.bucket = self.server.container
+
+    def classify(self, method, path, headers):
+        if method == "GET":
+            return "GetBlob"
+        if method == "PUT" and headers.get("x-ms-blob-type"):
+            return "PutBlob"
+        return f"{method} {path.split('?', 1)[0]}"
+
+    def lock_url(self, endpoint: str, key: str) -> str:
+        return f"{self.server.lock_prefix()}{key}"
+
+    def node_env(self) -> dict[str, str]:
+        return {"AZURE_STORAGE_KEY": self.server.account_key,
+                "AZURE_STORAGE_ACCOUNT": self.server.account}
+
+    def version(self) -> str:
+        from harness.azurite import AZURITE_VERSION
+        return f"Azurite {AZURITE_VERSION}"
+
+    def inspect(self, run: StoreRun, key: str) -> None:
+        try:
+            body, _etag = self.server.client().get_blob(self.server.container, key)
+            run.record_bytes = len(body)
+        except Exception:  # noqa: BLE001 - the size is a note only
+            pass
+
+
+class EtcdBackend(Backend):
+    """etcd's v3 JSON gateway on Debian's etcd (tests/harness/etcd.py), no
+    authentication: requests counted by path (kv/range a read, kv/txn a
+    conditional write, auth/authenticate a token). No per-request price:
+    the cost is your cluster's."""
+
+    name = "etcd"
+    aws = False
+
+    def start(self, s3lect: Path) -> None:
+        from harness.etcd import EtcdServer
+        self.server = EtcdServer().start()
+
+    def classify(self, method, path, headers):
+        p = path.split("?", 1)[0]
+        for op in ("kv/range", "kv/txn", "auth/authenticate"):
+            if p == f"/v3/{op}":
+                return op
+        return f"{method} {p}"
+
+    def lock_url(self, endpoint: str, key: str) -> str:
+        return f"etcd://{endpoint.split('://', 1)[-1]}/s3lect-bench/{key}"
+
+    def node_env(self) -> dict[str, str]:
+        return {}
+
+    def version(self) -> str:
+        import subprocess
+        from harness.etcd import etcd_binary
+        out = subprocess.run([etcd_binary(), "--version"], capture_output=True, text=True)
+        return out.stdout.splitlines()[0] if out.stdout else "etcd"
+
+    def inspect(self, run: StoreRun, key: str) -> None:
+        value, _rev = self.server.get_key(f"s3lect-bench/{key}")
+        if value is not None:
+            run.record_bytes = len(value)
+
+
 class RedisBackend(Backend):
     """redis-server (tests/harness/redis_server.py: the append-only file
     fsynced on every write, the store's ACL user; its password from
@@ -451,10 +536,13 @@ class RedisBackend(Backend):
             run.record_bytes = len(rec)
 
 
+
+
 def make_backend(name: str, minio) -> Backend:
     return {"s3": lambda: S3Backend(minio), "dynamodb": DynamoDBBackend,
             "postgres": PostgresBackend, "route53": Route53Backend,
-            "gcs": GcsBackend, "redis": RedisBackend}[name]()
+            "gcs": GcsBackend, "azure": AzureBackend,
+            "etcd": EtcdBackend, "redis": RedisBackend}[name]()
 
 
 # ---- one measurement ----
@@ -590,6 +678,8 @@ def usd_month(run: StoreRun, counts_h: dict[str, float]) -> str:
         return "0 (API calls are not billed)"
     if run.store == "gcs":
         return (f"{(counts_h.get('objects.insert', 0) * GCS_CLASS_A_USD_PER_1000 + counts_h.get('objects.get', 0) * GCS_CLASS_B_USD_PER_1000) / 1000.0 * HOURS_PER_MONTH:.4f}")
+    if run.store == "azure":
+        return (f"{(counts_h.get('PutBlob', 0) * AZ_WRITE_USD_PER_10000 + counts_h.get('GetBlob', 0) * AZ_READ_USD_PER_10000) / 10000.0 * HOURS_PER_MONTH:.4f}")
     return "n/a (your server)"
 
 
@@ -697,6 +787,21 @@ def report(runs: list[StoreRun], command: str) -> tuple[str, str]:
                 f"{GCS_PRICES_AS_OF}. Measured on fake-gcs-server, which answers the same "
                 f"requests the same way (the store makes no other). The record is "
                 f"{r.record_bytes if r.record_bytes is not None else '?'} bytes.")
+        elif r.store == "azure":
+            notes.append(
+                f"- **azure**: Blob REST requests by operation: GetBlob (a read operation, "
+                f"${AZ_READ_USD_PER_10000} per 10,000) and PutBlob (a conditional Put Blob with "
+                f"If-Match / If-None-Match; a write operation, ${AZ_WRITE_USD_PER_10000} per "
+                f"10,000), {AZ_PRICES_AS_OF}. Measured on Azurite, which answers the same "
+                f"requests the same way. The record is "
+                f"{r.record_bytes if r.record_bytes is not None else '?'} bytes.")
+        elif r.store == "etcd":
+            notes.append(
+                f"- **etcd**: the v3 JSON gateway counted by path: kv/range (the record read, "
+                f"linearizable) and kv/txn (a compare on mod_revision or create_revision, then "
+                f"a put, through raft); auth/authenticate once per token with a user. No "
+                f"per-request price: the cost is your cluster's. The record is "
+                f"{r.record_bytes if r.record_bytes is not None else '?'} bytes.")
         elif r.store == "s3":
             notes.append(
                 f"- **s3**: S3 Standard list prices (us-east-1): PUT ${PUT_USD_PER_1000} and GET "
@@ -722,7 +827,8 @@ Rates are counts in the window × 3600 / window ({windows}); {HOURS_PER_MONTH} h
 month. Request types: S3 by HTTP method; DynamoDB by action (GetItem: a read with
 ConsistentRead; PutItem: a conditional write); PostgreSQL by statement; Route 53
 ListResourceRecordSets (a read) and ChangeResourceRecordSets (a write: one DELETE +
-CREATE batch); GCS by JSON API operation (objects.get, objects.insert).
+CREATE batch); GCS by JSON API operation (objects.get, objects.insert); etcd by
+gateway path (kv/range, kv/txn).
 
 ### Per node
 

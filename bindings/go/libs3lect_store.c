@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "libs3lect_config.h"
@@ -382,4 +383,31 @@ void st_destroy(st_store *s)
         curl_easy_cleanup(s->easy);
     s->easy = NULL;
     s->vt->destroy(s);
+}
+
+/* st_http_date_ms: store.h. */
+int st_http_date_ms(const char *s, int64_t *ms)
+{
+    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    char mon[4] = "";
+    int day, year, h, mi, sec, used = 0;
+    if (sscanf(s, "%*3[A-Za-z], %2d %3[A-Za-z] %4d %2d:%2d:%2d GMT%n", &day, mon, &year, &h, &mi,
+               &sec, &used) != 6 ||
+        used == 0 || s[used] != '\0' || strlen(mon) != 3)
+        return -1;
+    const char *m = strstr(months, mon);
+    if (!m || (m - months) % 3 != 0 || day < 1 || day > 31 || year < 1970 || h > 23 || mi > 59 ||
+        sec > 60)
+        return -1;
+    struct tm tm = {.tm_year = year - 1900,
+                    .tm_mon = (int)((m - months) / 3),
+                    .tm_mday = day,
+                    .tm_hour = h,
+                    .tm_min = mi,
+                    .tm_sec = sec};
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1)
+        return -1;
+    *ms = (int64_t)t * 1000;
+    return 0;
 }

@@ -106,6 +106,19 @@ func gcsTarget(t *testing.T) storeTarget {
 	return storeTarget{kind: "gs", lock: "gs://" + v[1] + "/go-" + randomSuffix(), endpoint: v[0]}
 }
 
+func azureTarget(t *testing.T) storeTarget {
+	// Azurite: the library reads AZURE_STORAGE_CONNECTION_STRING (account
+	// key and blob endpoint) from the environment.
+	v := needEnv(t, "Azurite", "S3LECT_TEST_AZURE_LOCK_PREFIX", "AZURE_STORAGE_CONNECTION_STRING")
+	return storeTarget{kind: "az", lock: v[0] + "go-" + randomSuffix() + ".json"}
+}
+
+func etcdTarget(t *testing.T) storeTarget {
+	v := needEnv(t, "etcd", "S3LECT_TEST_ETCD_ENDPOINT")
+	return storeTarget{kind: "etcd", lock: "etcd://" + strings.TrimPrefix(v[0], "http://") +
+		"/s3lect-test/go-" + randomSuffix()}
+}
+
 func redisTarget(t *testing.T) storeTarget {
 	if !haveRedis {
 		t.Skip("the bundle's Redis store needs the build tag s3lect_redis (scripts/test-go runs it)")
@@ -144,6 +157,8 @@ func TestStoreElection(t *testing.T) {
 		{"postgres", postgresTarget},
 		{"route53", route53Target},
 		{"gcs", gcsTarget},
+		{"azure", azureTarget},
+		{"etcd", etcdTarget},
 		{"redis", redisTarget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

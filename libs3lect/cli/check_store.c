@@ -36,9 +36,9 @@ static const char HELP[] =
     "  - a write with a stale ETag is refused and changes nothing,\n"
     "  - If-Match on a missing key is refused and creates nothing,\n"
     "  - N racing writers with the same ETag: exactly one wins, each round.\n"
-    "URL is any lock URL: s3://, gs://, dynamodb://, postgres://, redis://, route53:// (the\n"
-    "scratch record there is 's3lect-check-<random>.' in front of the name) or a\n"
-    "file path; the checks are the same, in each store's own terms.\n"
+    "URL is any lock URL: s3://, gs://, az://, etcd://, redis://, dynamodb://, postgres://,\n"
+    "route53:// (the scratch record there is 's3lect-check-<random>.' in front of the\n"
+    "name) or a file path; the checks are the same, in each store's own terms.\n"
     "It prints a pass/fail table. The scratch object is left in place (s3lect\n"
     "needs no delete permission); remove it when you like.\n"
     "\n"
@@ -556,6 +556,7 @@ int cli_init_store(int argc, char **argv)
                 ICMD, store->vt->name,
                 strcmp(store->vt->name, "s3") == 0        ? "a bucket"
                 : strcmp(store->vt->name, "route53") == 0 ? "a hosted zone"
+                : strcmp(store->vt->name, "azure") == 0   ? "a container"
                                                           : "a directory");
         exit_code = CLI_EXIT_ERROR;
     } else {

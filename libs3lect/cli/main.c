@@ -38,7 +38,9 @@ static const char MAIN_HELP[] =
     "\n"
     "lock URLs: s3://bucket/key, file:///dir/key, or a plain path (file store),\n"
     "           dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME,\n"
-    "           route53://ZONE_ID/NAME, gs://BUCKET/OBJECT (docs/stores.md)\n"
+    "           route53://ZONE_ID/NAME, gs://BUCKET/OBJECT, az://ACCOUNT/CONTAINER/BLOB or\n"
+    "           https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB (docs/stores.md)\n"
+    "           etcd://HOST:PORT[,HOST:PORT...]/KEY, etcds:// (TLS)\n"
     "           redis://[[USER]:PASSWORD@]HOST:PORT/KEY (rediss:// for TLS)\n"
     "durations: a number with a unit: 500ms, 2s, 1.5m, 1h, 1m30s (0 needs none)\n"
     "\n"
@@ -56,13 +58,19 @@ static const char MAIN_HELP[] =
     "AWS)\n"                                                                                       \
     "  --region REGION         S3 region: letters, digits, '-', '_' (default: AWS_REGION,\n"       \
     "                          AWS_DEFAULT_REGION, us-east-1)\n"                                   \
+    "                          (az://: the account's blob endpoint, e.g. Azurite's\n"              \
+    "                          http://127.0.0.1:10000/ACCOUNT)\n"                                  \
     "  --path-style            path-style S3 addressing (automatic for IPs and localhost)\n"       \
     "  --ca-file FILE          PEM CA bundle for HTTPS\n"                                          \
     "lock URLs: s3://bucket/key (bucket: 3-63 of a-z 0-9 . -, legacy ones also A-Z _; key:\n"      \
     "at most 1024 bytes of UTF-8, no empty, '.' or '..' segments), file:///dir/key or a\n"         \
     "plain path (no '?' or '#' in s3:// and file:// URLs), dynamodb://TABLE/KEY,\n"                \
     "postgres://HOST/DB?key=NAME, route53://ZONE_ID/NAME, gs://BUCKET/OBJECT (Google\n"            \
-    "Cloud Storage: --endpoint, else STORAGE_EMULATOR_HOST, else Google's)\n"                      \
+    "Cloud Storage: --endpoint, else STORAGE_EMULATOR_HOST, else Google's),\n"                     \
+    "az://ACCOUNT/CONTAINER/BLOB or https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB,\n"       \
+    "etcd://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...]/KEY (etcd's v3 JSON API; endpoints\n"       \
+    "tried in turn; password also from S3LECT_ETCD_USER/S3LECT_ETCD_PASSWORD), etcds:// for\n"     \
+    "TLS (--ca-file; ?cert=FILE&cert_key=FILE for a client certificate),\n"                        \
     "redis://[[USER]:PASSWORD@]HOST[:PORT]/KEY[?db=N] (a single Redis primary; rediss://\n"        \
     "for TLS with --ca-file; the password may come from S3LECT_REDIS_PASSWORD instead)\n"          \
     "(docs/stores.md); the scheme may be upper case. Options are given once each;\n"               \
@@ -71,7 +79,8 @@ static const char MAIN_HELP[] =
     "roles, SSO and credential_process, container and EC2 instance metadata; docs/s3.md),\n"       \
     "never flags; gs:// locks: GOOGLE_APPLICATION_CREDENTIALS, gcloud's application-default\n"     \
     "credentials, the metadata server (docs/stores.md); 's3lect whoami URL' shows which\n"         \
-    "source is used.\n"
+    "source is used. az:// locks: Shared Key or SAS from AZURE_STORAGE_CONNECTION_STRING,\n"       \
+    "AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN.\n"
 
 static const char COMMON_HELP[] = LOCK_HELP;
 

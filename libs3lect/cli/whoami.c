@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "aws_creds.h"
+#include "az_auth.h"
+#include "az_creds.h"
 #include "cli.h"
 #include "gcp_creds.h"
 #include "store.h"
@@ -21,7 +23,9 @@ static const char HELP[] =
     "For gs:// locks: which Google source supplies the access token (key file,\n"
     "gcloud application-default credentials, workload identity federation, the\n"
     "metadata server; docs/stores.md), the service account and the token's\n"
-    "expiry. Otherwise:\n"
+    "expiry. For az:// locks: the explicit Shared Key or SAS source, or the\n"
+    "Entra ID source (client secret or certificate, workload identity, managed\n"
+    "identity), the token's appid/oid and its expiry. Otherwise:\n"
     "Says which source supplies the S3 credentials for the lock at URL (the\n"
     "provider chain of docs/s3.md: configuration, environment, web identity,\n"
     "profile, container, instance metadata), the principal where the source\n"
@@ -122,25 +126,69 @@ int cli_whoami(int argc, char **argv)
     }
     int is_aws = st_location_is_aws(&loc);
     int is_gcs = loc.scheme && strcmp(loc.scheme->name, "gs") == 0;
+    int is_az = loc.scheme &&
+                (strcmp(loc.scheme->name, "az") == 0 || strcmp(loc.scheme->name, "https") == 0);
+    char account[64];
+    snprintf(account, sizeof account, "%s", is_az && loc.bucket ? loc.bucket : "");
     st_location_clear(&loc);
-    if (!is_aws && !is_gcs) {
-        cli_usage_error(CMD, "this lock is not on an AWS store (s3://, dynamodb://, route53://) or "
-                             "Google Cloud Storage (gs://); file locks use no credentials and "
-                             "postgres:// ones libpq's");
+    aws_chain_info in;
+    memset(&in, 0, sizeof in);
+    int explicit_az = 0;
+    if (is_az) {
+        /* An explicit Shared Key or SAS is used before any Entra ID source. */
+        az_creds ac;
+        if (az_creds_resolve(account, &ac, err, sizeof err) != 0) {
+            fprintf(stderr, "s3lect %s: %s\n", CMD, err);
+            s3lect_config_free(cfg);
+            return CLI_EXIT_ERROR;
+        }
+        if (ac.kind != AZ_CRED_NONE) {
+            explicit_az = 1;
+            snprintf(in.source, sizeof in.source, "%s (%s)", ac.source,
+                     ac.kind == AZ_CRED_SAS ? "SAS token" : "Shared Key");
+            snprintf(in.principal, sizeof in.principal, "storage account %s", account);
+            const char *se = ac.sas ? strstr(ac.sas, "se=") : NULL;
+            if (se && (se == ac.sas || se[-1] == '&')) {
+                char when[64];
+                size_t n = strcspn(se + 3, "&");
+                snprintf(when, sizeof when, "%.*s", (int)(n < 60 ? n : 60), se + 3);
+                for (char *c = when, *d = when;; c++) { /* %3A -> ':' */
+                    if (c[0] == '%' && c[1] == '3' && (c[2] == 'A' || c[2] == 'a')) {
+                        *d++ = ':';
+                        c += 2;
+                    } else if (!(*d++ = *c)) {
+                        break;
+                    }
+                }
+                if (u_parse_rfc3339(when, &in.expires_ms) != 0)
+                    in.expires_ms = 0;
+            }
+        }
+        az_creds_clear(&ac);
+    }
+    if (!is_aws && !is_gcs && !is_az) {
+        cli_usage_error(
+            CMD, "this lock is not on an AWS store (s3://, dynamodb://, route53://), "
+                 "Google Cloud Storage (gs://) or Azure (az://); file locks use no credentials and "
+                 "postgres:// ones libpq's");
         s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;
     }
-    aws_chain *ch;
-    int rc = is_gcs ? gcp_chain_open(cfg, 0, &ch, err, sizeof err)
-                    : aws_chain_open(cfg, 0, &ch, err, sizeof err);
+    aws_chain *ch = NULL;
+    int rc = explicit_az ? 0
+             : is_az     ? az_chain_open(cfg, 0, &ch, err, sizeof err)
+             : is_gcs    ? gcp_chain_open(cfg, 0, &ch, err, sizeof err)
+                         : aws_chain_open(cfg, 0, &ch, err, sizeof err);
     s3lect_config_free(cfg);
     if (rc) {
         fprintf(stderr, "s3lect %s: %s\n", CMD, err);
         return CLI_EXIT_ERROR;
     }
-    aws_chain_info in;
-    aws_chain_describe(ch, &in);
-    if (is_gcs) {
+    if (ch)
+        aws_chain_describe(ch, &in);
+    if (!ch) {
+        /* explicit Azure credentials: nothing to fetch */
+    } else if (is_gcs || is_az) {
         char *token = NULL;
         rc = aws_chain_bearer(ch, &token, NULL, err, sizeof err);
         for (volatile char *p = token; p && *p; p++)
@@ -151,7 +199,8 @@ int cli_whoami(int argc, char **argv)
         rc = aws_chain_get(ch, &cur, NULL, err, sizeof err);
         aws_creds_clear(&cur);
     }
-    aws_chain_release(ch);
+    if (ch)
+        aws_chain_release(ch);
     if (o.json) {
         cJSON *j = cJSON_CreateObject();
         if (!j)

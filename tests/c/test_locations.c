@@ -56,6 +56,39 @@ static void shown(const char *url, const char *want)
 
 int main(void)
 {
+    /* Azure Blob Storage */
+    ok("az://acct1/locks/app/leader.json", "az", "acct1", "app/leader.json", "locks", NULL, NULL);
+    ok("AZ://acct1/locks/x", "az", "acct1", "x", "locks", NULL, NULL);
+    ok("https://acct1.blob.core.windows.net/locks/a/b.json", "https", "acct1", "a/b.json", "locks",
+       NULL, NULL);
+    ok("https://acct1.blob.core.usgovcloudapi.net/locks/b", "https", "acct1", "b", "locks",
+       "core.usgovcloudapi.net", NULL);
+    bad("az://acct1/locks", "needs a container and a blob", NULL);
+    bad("az://acct1", "needs an account, a container and a blob", NULL);
+    bad("az://Acct1/locks/x", "not a storage account name", NULL);
+    bad("az://acct1/lo/x", "not a container name", NULL);
+    bad("az://acct1/lo--cks/x", "not a container name", NULL);
+    bad("az://acct1/locks/a//b", "blob name", NULL);
+    bad("az://acct1/locks/x?sig=hunter2", "query or fragment", "hunter2");
+    bad("az:/acct1/locks/x", "az://ACCOUNT/CONTAINER/BLOB (two slashes)", NULL);
+    bad("https://example.com/locks/x", "an https lock URL names an Azure blob", NULL);
+    bad("https://example.com/locks/x?sig=hunter2", "an https lock URL names", "hunter2");
+    bad("https://acct1.blob.core.windows.net/locks/x?se=1&sig=hunter2", "query", "hunter2");
+    bad("https://acct1.blob.core.windows.net:8443/locks/x", "an https lock URL names", NULL);
+    bad("https://acct1.blob.core.windows.net/locks", "needs a container and a blob", NULL);
+    {
+        char *c1 = st_lock_canonical("AZ://acct1/locks/x");
+        char *c2 = st_lock_canonical("https://acct1.blob.core.windows.net/locks/x");
+        char *c3 = st_lock_canonical("https://acct1.blob.core.chinacloudapi.cn/locks/x");
+        CHECK(c1 && strcmp(c1, "az://acct1/locks/x") == 0, "canonical %s", c1 ? c1 : "(null)");
+        CHECK(c2 && strcmp(c2, "az://acct1/locks/x") == 0, "canonical %s", c2 ? c2 : "(null)");
+        CHECK(c3 && strcmp(c3, "https://acct1.blob.core.chinacloudapi.cn/locks/x") == 0,
+              "canonical %s", c3 ? c3 : "(null)");
+        free(c1);
+        free(c2);
+        free(c3);
+    }
+
     /* DynamoDB */
     ok("dynamodb://locks/leader", "dynamodb", "locks", "leader", "LockID", NULL, NULL);
     ok("DynamoDB://my_table.v2/a/b", "dynamodb", "my_table.v2", "a/b", "LockID", NULL, NULL);
@@ -122,6 +155,47 @@ int main(void)
     bad("gs://u:hunter2@bkt/k", "lock URL", "hunter2");
     bad("gcs://bkt/k", "gs://BUCKET/OBJECT", NULL);
 
+    /* etcd: endpoints (lower case, port defaulted), key as written, user and
+     * password decoded, the client certificate files. */
+    ok("etcd://127.0.0.1:2379/locks/leader", "etcd", "http://127.0.0.1:2379", "locks/leader", NULL,
+       NULL, NULL);
+    ok("ETCD://Host-A,host-b:3000,[::1]:4000//k", "etcd",
+       "http://host-a:2379,host-b:3000,[::1]:4000", "/k", NULL, NULL, NULL);
+    ok("etcds://u%40x:p%3Ass@h:1/a/b", "etcd", "https://h:1", "a/b", "u@x", "p:ss", NULL);
+    ok("etcd://app@h:1/k", "etcd", "http://h:1", "k", "app", NULL, NULL);
+    ok("etcds://h:1/k?cert=/c.pem&cert_key=/k.pem", "etcd", "https://h:1", "k", NULL, NULL,
+       "/c.pem\n/k.pem");
+    ok("etcds://h:1/k?cert=/both.pem", "etcd", "https://h:1", "k", NULL, NULL, "/both.pem\n");
+    bad("etcd://h:1", "needs endpoints and a key", NULL);
+    bad("etcd://h:1/", "needs endpoints and a key", NULL);
+    bad("etcd://h:1/?cert=a", "needs endpoints and a key", NULL);
+    bad("etcd:///k", "an endpoint is empty", NULL);
+    bad("etcd://a:1,/k", "an endpoint is empty", NULL);
+    bad("etcd://a:/k", "port is not a number", NULL);
+    bad("etcd://a:65536/k", "port is not a number", NULL);
+    bad("etcd://a:1x/k", "port is not a number", NULL);
+    bad("etcd://a b/k", "invalid character", NULL);
+    bad("etcd://[::1/k", "lacks its ']'", NULL);
+    bad("etcd://[::g]:1/k", "invalid character", NULL);
+    bad("etcd://[::1]x/k", "after its ']'", NULL);
+    bad("etcd://:pw@h:1/k", "no user name", "pw@");
+    bad("etcd://h:1/k?tls=1", "unknown parameter 'tls'", NULL);
+    bad("etcd://h:1/k?cert=/c", "need TLS", NULL);
+    bad("etcds://h:1/k?cert_key=/k", "cert_key= needs cert=", NULL);
+    bad("etcd://h:1/k#x", "no fragment", NULL);
+    bad("etcd://h:1/a\nb", "control character", NULL);
+    bad("etcd:h/k", "etcd://HOST:PORT/KEY", NULL);
+    bad("etcd://a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:8,i:9,j:10,k:11,l:12,m:13,n:14,o:15,p:16,q:17/k",
+        "more than 16 endpoints", NULL);
+    bad("etcd://u:hunter2@h:0/k", "etcd://u:***@h:0/k", "hunter2");
+    bad("etcd://u:hunter2@h:1/k?x=1", "lock URL", "hunter2");
+    shown("etcd://u:hunter2@a:1,b:2/k", "etcd://u:***@a:1,b:2/k");
+    {
+        char *c = st_lock_canonical("ETCDS://U:pw@Host:1,h2/k?cert=/c");
+        CHECK(c && strcmp(c, "etcds://host:1,h2:2379/k") == 0, "canonical etcd: %s",
+              c ? c : "(null)");
+        free(c);
+    }
     /* Redis: bucket HOST:PORT, key, opt1 user, opt2 password, opt3 db (NULL: 0). */
     ok("redis://127.0.0.1:6379/locks/app", "redis", "127.0.0.1:6379", "locks/app", NULL, NULL,
        NULL);

@@ -71,6 +71,22 @@ GCS_THROTTLE_RESPONSE = (b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: appli
                          b"Content-Length: " + str(len(_GCS_THROTTLE_BODY)).encode() +
                          b"\r\nConnection: close\r\n\r\n" + _GCS_THROTTLE_BODY)
 
+# What etcd's v3 gateway answers while its cluster has no leader (an etcd
+# election): 503, gRPC code 14 (Unavailable).
+_ETCD_NO_LEADER_BODY = (b'{"error":"etcdserver: no leader","message":"etcdserver: no leader",'
+                        b'"code":14}')
+ETCD_NO_LEADER_RESPONSE = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json"
+                           b"\r\nContent-Length: " + str(len(_ETCD_NO_LEADER_BODY)).encode() +
+                           b"\r\nConnection: close\r\n\r\n" + _ETCD_NO_LEADER_BODY)
+
+_BUSY_BODY = (b'<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code>'
+              b"<Message>The server is busy.</Message></Error>")
+# Azure Storage's throttling answer (its "slow down").
+BUSY_RESPONSE = (b"HTTP/1.1 503 Server Busy\r\nContent-Type: application/xml\r\n"
+                 b"x-ms-error-code: ServerBusy\r\n"
+                 b"Content-Length: " + str(len(_BUSY_BODY)).encode() +
+                 b"\r\nConnection: close\r\n\r\n" + _BUSY_BODY)
+
 
 _PRECONDITION_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error>'
                       b"<Code>PreconditionFailed</Code><Message>At least one of the pre-conditions "
@@ -584,7 +600,8 @@ class Backend:
     destroyed by the test, restartable for the store-restart fault), how a
     node reaches it through its own proxy, and the proxy's "slow down" answer.
 
-    name:         "minio", "dynamodb", "postgres", "gcs" or "redis" (the test's parameter)
+    name:         "minio", "dynamodb", "postgres", "gcs", "azure", "etcd" or "redis" (the
+                  test's parameter)
     restart_kind: the fault kind of a store restart
     answer:       (stats name, bytes) the proxies answer a flaky request with
                   instead of forwarding it, or None (binary protocol)
@@ -777,6 +794,66 @@ class GcsBackend(Backend):
         return "restart"
 
 
+class AzureBackend(Backend):
+    """Azurite (tests/harness/azurite.py; its data survives a restart), with
+    Shared Key from AZURE_STORAGE_KEY; each node's --endpoint is its proxy
+    (http://127.0.0.1:PORT, to which the store adds /ACCOUNT, Azurite's
+    path-style); the proxies answer a flaky request with 503 ServerBusy.
+    A restart is a SIGTERM or a SIGKILL and the server again on the same
+    port and data."""
+
+    name = "azure"
+    restart_kind = "azure_restart"
+    answer = ("busy", BUSY_RESPONSE)
+
+    def __init__(self) -> None:
+        from harness.azurite import AzuriteServer
+        self.server = AzuriteServer()  # installs Azurite on first use
+
+    def env(self) -> dict[str, str]:
+        return dict(AZURE_STORAGE_KEY=self.server.account_key,
+                    AZURE_STORAGE_ACCOUNT=self.server.account)
+
+    def node_lock(self, key: str, proxy_port: int) -> str:  # noqa: ARG002
+        return f"{self.server.lock_prefix()}chaos/{key}.json"
+
+    def status_args(self, key: str) -> list[str]:
+        return [self.node_lock(key, 0), "--endpoint", self.server.blob_endpoint]
+
+    def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
+        hard = rng.random() < 0.5
+        self.server.restart(hard=hard)
+        return "SIGKILL" if hard else "restart"
+
+
+class EtcdBackend(Backend):
+    """Debian's etcd, one member (a restart keeps the keys and their
+    revisions); each node's etcd:// URL names its own proxy's port; the proxies
+    answer a flaky request with etcd's 503 "no leader"."""
+
+    name = "etcd"
+    restart_kind = "etcd_restart"
+    answer = ("no_leader", ETCD_NO_LEADER_RESPONSE)
+
+    def __init__(self) -> None:
+        from harness.etcd import EtcdServer
+        self.server = EtcdServer()
+
+    def node_lock(self, key: str, proxy_port: int) -> str:
+        return f"etcd://127.0.0.1:{proxy_port}/chaos/{key}"
+
+    def node_args(self, proxy_port: int) -> list[str]:  # noqa: ARG002
+        return []
+
+    def status_args(self, key: str) -> list[str]:
+        return [self.node_lock(key, self.server.port)]
+
+    def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
+        hard = rng.random() < 0.5
+        self.server.restart(hard=hard)
+        return "SIGKILL" if hard else "restart"
+
+
 class RedisBackend(Backend):
     """redis-server with its append-only file fsynced on every write (a
     restart, SIGTERM or SIGKILL, keeps every acknowledged write; docs/stores.md
@@ -812,7 +889,7 @@ class RedisBackend(Backend):
 
 
 BACKENDS = {b.name: b for b in (MinioBackend, DynamoDBBackend, PostgresBackend, GcsBackend,
-                                RedisBackend)}
+                                       AzureBackend, EtcdBackend, RedisBackend)}
 
 
 # ---------------------------------------------------------------------------

@@ -22,11 +22,17 @@ same port and data); `[gcs]` on fake-gcs-server (no token: the nodes'
 --endpoint is their proxy on loopback; the "slow down" answer is Cloud
 Storage's 429 rate limit, counted as `throttle`; the store restart is
 `gcs_restart`: SIGTERM or SIGKILL, then the server again on the same port
-and filesystem data); `[redis]` on redis-server (the store's ACL user, the
-append-only file fsynced on every write; each node's redis:// URL names its
-own proxy's port; connection faults only, as for PostgreSQL; the store
-restart is `redis_restart`: SIGTERM or SIGKILL, then the server again on
-the same port and data). The checks are the same for every store; each store's
+and filesystem data); `[azure]` on Azurite (Shared Key; each node's
+--endpoint is its proxy; the "slow down" answer is Azure's 503 ServerBusy,
+counted as `busy`; the store restart is `azure_restart`: SIGTERM or SIGKILL,
+then the same port and data); `[etcd]` on Debian's etcd (each node's etcd:// URL
+names its own proxy's port; the "slow down" answer is etcd's 503 "no
+leader", counted as `no_leader`; the store restart is `etcd_restart`:
+SIGTERM or SIGKILL, then etcd again on the same ports and data); `[redis]` on
+redis-server (the store's ACL user, the append-only file fsynced on every
+write; each node's redis:// URL names its own proxy's port; connection faults
+only, as for PostgreSQL; the store restart is `redis_restart`: SIGTERM or
+SIGKILL, then the server again on the same port and data). The checks are the same for every store; each store's
 summary lines are prefixed with its name. `-k 'five_nodes and postgres'`
 picks one store.
 
@@ -80,7 +86,8 @@ STOP_BOUND_S = 1.0
 LIVENESS_BOUND_S = LEASE_S + 2 * FREQUENT_S + 8.0
 # At least one round of every kind runs anyway (~45-60 s); longer runs
 # (S3LECT_CHAOS_SECONDS) repeat kinds, which the test budget cannot afford.
-DEFAULT_SECONDS = {"minio": 45, "dynamodb": 45, "postgres": 45, "gcs": 45, "redis": 45}
+DEFAULT_SECONDS = {"minio": 45, "dynamodb": 45, "postgres": 45, "gcs": 45, "azure": 45,
+                   "etcd": 45, "redis": 45}
 
 
 def conn_faults(backend: Backend) -> tuple[str, ...]:
@@ -330,7 +337,7 @@ def chaos_seconds(backend: str) -> float:
 
 def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items()
-            if not k.startswith(("AWS_", "S3LECT_TEST_", "LD_PRELOAD", "FAKETIME", "PG"))}
+            if not k.startswith(("AWS_", "S3LECT_TEST_", "LD_PRELOAD", "FAKETIME", "PG", "AZURE_"))}
 
 
 def check_faketime(bin_: Path, status_args: list[str], env: dict[str, str]) -> None:
@@ -346,7 +353,8 @@ def check_faketime(bin_: Path, status_args: list[str], env: dict[str, str]) -> N
     assert 95_000 <= age <= 110_000, f"libfaketime did not shift s3lect's wall clock: ageMs={age}"
 
 
-@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres", "gcs", "redis"])
+@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres", "gcs", "azure", "etcd",
+                                   "redis"])
 def test_chaos_five_nodes(store: str, tmp_path: Path, s3lect_bin: Path,
                           chaos_summary: list[str]) -> None:
     if not FAKETIME_LIB.exists():

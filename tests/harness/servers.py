@@ -28,6 +28,10 @@ $S3LECT_BUILD_DIR/bin/s3lect, else build/bin/s3lect).
     python3 tests/harness/servers.py with-gcs -- CMD        # fake-gcs-server (fake_gcs.py):
         STORAGE_EMULATOR_HOST, S3LECT_TEST_GCS_ENDPOINT, S3LECT_TEST_BUCKET,
         S3LECT_TEST_LOCK_PREFIX=gs://BUCKET/
+    python3 tests/harness/servers.py with-azure -- CMD      # Azurite (azurite.py):
+        AZURE_STORAGE_CONNECTION_STRING, S3LECT_TEST_LOCK_PREFIX=az://devstoreaccount1/s3lect-test/
+    python3 tests/harness/servers.py with-etcd -- CMD       # etcd (etcd.py, Debian's etcd-server):
+        S3LECT_TEST_ETCD_ENDPOINT, S3LECT_TEST_LOCK_PREFIX=etcd://127.0.0.1:PORT/s3lect-test/
     python3 tests/harness/servers.py with-redis -- CMD      # redis-server (redis_server.py):
         S3LECT_REDIS_PASSWORD (the ACL user's), S3LECT_TEST_LOCK_PREFIX=
         redis://s3lect@127.0.0.1:PORT/s3lect/
@@ -370,7 +374,7 @@ def ensure_moto() -> None:
         raise ServerStartError(f"pip install 'moto[server]' failed:\n{r.stdout[-4000:]}")
 
 
-KINDS = ("minio", "moto", "dynamodb", "postgres", "gcs", "redis")
+KINDS = ("minio", "moto", "dynamodb", "postgres", "gcs", "azure", "etcd", "redis")
 
 
 def make_server(kind: str):
@@ -397,6 +401,18 @@ def make_server(kind: str):
         else:
             from .fake_gcs import FakeGCS
         return FakeGCS()
+    if kind == "azure":
+        if __package__ in (None, ""):
+            from harness.azurite import AzuriteServer
+        else:
+            from .azurite import AzuriteServer
+        return AzuriteServer()
+    if kind == "etcd":
+        if __package__ in (None, ""):
+            from harness.etcd import EtcdServer
+        else:
+            from .etcd import EtcdServer
+        return EtcdServer()
     if kind == "redis":
         if __package__ in (None, ""):
             from harness.redis_server import RedisServer
@@ -419,6 +435,8 @@ def lock_prefix(kind: str, server) -> str:
         return f"dynamodb://{DYNAMODB_TABLE}/"
     if kind == "gcs":
         return f"gs://{server.bucket}/"
+    if kind in ("azure", "etcd"):
+        return server.lock_prefix()
     if kind == "redis":
         return server.lock_prefix
     return f"s3://{server.bucket}/"
@@ -457,8 +475,10 @@ def server_env(kind: str, server) -> tuple[dict[str, str], str]:
     if kind == "postgres":
         env["S3LECT_PG_DSN"] = server.dsn
         return env, f"{server.name} at {server.dsn}"
-    if kind in ("dynamodb", "redis"):
+    if kind in ("dynamodb", "etcd", "redis"):
         return env, f"{server.name} at {server.endpoint}"
+    if kind == "azure":
+        return env, f"{server.name} at {server.blob_endpoint}, container {server.container}"
     return env, f"{server.name} at {server.endpoint}, bucket {server.bucket}"
 
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The servers of the table, DNS and GCS stores for the bindings' suites.
+"""The servers of the table, DNS, GCS, Azure and etcd stores for the bindings' suites.
 
     python3 tests/harness/store_servers.py [--cli PATH] -- CMD [ARGS...]
 
@@ -26,6 +26,9 @@ nothing else uses, so it nests with scripts/with-minio in either order:
     S3LECT_TEST_ROUTE53_DOMAIN             its name, without the final dot
     S3LECT_TEST_GCS_ENDPOINT               fake-gcs-server's endpoint (http, loopback: no token)
     S3LECT_TEST_GCS_BUCKET                 its bucket, for gs://BUCKET/OBJECT locks
+    AZURE_STORAGE_CONNECTION_STRING        Azurite's (azurite.py): account key and blob endpoint
+    S3LECT_TEST_AZURE_LOCK_PREFIX          az://devstoreaccount1/s3lect-test/ (append a name)
+    S3LECT_TEST_ETCD_ENDPOINT              etcd's client URL (http://127.0.0.1:PORT, no auth)
     S3LECT_TEST_REDIS_LOCK_PREFIX          redis://s3lect@127.0.0.1:PORT/s3lect/ (append a key)
     S3LECT_REDIS_PASSWORD                  the password of that ACL user (redis_server.py)
     S3LECT_CLI                             the s3lect CLI (--cli), to run init-store
@@ -106,11 +109,11 @@ def main(argv: list[str]) -> int:
     try:
         env = dict(os.environ)
         try:
-            for kind in ("dynamodb", "postgres", "moto", "gcs", "redis"):
+            for kind in ("dynamodb", "postgres", "moto", "gcs", "azure", "etcd", "redis"):
                 srv = make_server(kind)
                 servers.append(srv)
                 srv.start()
-            ddb, pg, moto, gcs, rd = servers
+            ddb, pg, moto, gcs, az, etcd, rd = servers
             domain = f"s3lect-{secrets.token_hex(4)}.example.com"
             zone = create_hosted_zone(moto.endpoint, domain)
         except (ServerStartError, RuntimeError, OSError) as e:
@@ -126,6 +129,9 @@ def main(argv: list[str]) -> int:
             S3LECT_TEST_ROUTE53_DOMAIN=domain,
             S3LECT_TEST_GCS_ENDPOINT=gcs.endpoint,
             S3LECT_TEST_GCS_BUCKET=gcs.bucket,
+            AZURE_STORAGE_CONNECTION_STRING=az.env()["AZURE_STORAGE_CONNECTION_STRING"],
+            S3LECT_TEST_AZURE_LOCK_PREFIX=az.lock_prefix(),
+            S3LECT_TEST_ETCD_ENDPOINT=etcd.endpoint,
             S3LECT_TEST_REDIS_LOCK_PREFIX=rd.lock_prefix,
             S3LECT_REDIS_PASSWORD=rd.password,
         )
@@ -133,7 +139,8 @@ def main(argv: list[str]) -> int:
             env["S3LECT_CLI"] = str(Path(cli).resolve())
         print(f"store_servers: DynamoDB Local at {ddb.endpoint}, PostgreSQL at {pg.dsn}, "
               f"moto (Route 53 zone {zone} {domain}) at {moto.endpoint}, fake-gcs-server at "
-              f"{gcs.endpoint}, redis-server at {rd.endpoint}", file=sys.stderr)
+              f"{gcs.endpoint}, Azurite at {az.blob_endpoint}, etcd at {etcd.endpoint}, "
+              f"redis-server at {rd.endpoint}", file=sys.stderr)
         return run_child("store_servers", cmd, env)
     finally:
         for srv in reversed(servers):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Elections on the DynamoDB, PostgreSQL, Route 53, GCS and Redis stores, from Python.
+"""Elections on the DynamoDB, PostgreSQL, Route 53, GCS, Azure, etcd and Redis stores, from Python.
 
 The binding hands the lock URL to libs3lect unchanged; these tests prove that
 the stores chosen by dynamodb://, postgres:// and route53:// URLs elect
@@ -33,7 +33,7 @@ if str(TESTS) not in sys.path:
 
 from harness.store_servers import create_hosted_zone  # noqa: E402
 
-STORES = ["dynamodb", "postgres", "route53", "gcs", "redis"]
+STORES = ["dynamodb", "postgres", "route53", "gcs", "azure", "etcd", "redis"]
 #: Timings asked for by these tests (seconds), as in pyutil.FAST.
 TIMINGS = dict(lease_timeout=3.0, renew_deadline=2.0, renew_interval=0.5,
                frequent_interval=0.5, infrequent_interval=1.0, request_timeout=5.0)
@@ -102,6 +102,17 @@ def store(request: pytest.FixtureRequest, s3lect_bin: Path) -> Tuple[str, str, D
         # fake-gcs-server; an http:// loopback endpoint needs no token.
         gcs = request.getfixturevalue("fake_gcs")
         return kind, f"gs://{gcs.bucket}/{_unique('py')}", dict(endpoint=gcs.endpoint)
+    if kind == "azure":
+        # Azurite; the library reads the connection string (Shared Key and
+        # the blob endpoint) from the environment when the elector opens.
+        az = request.getfixturevalue("azurite")
+        mp = request.getfixturevalue("monkeypatch")
+        for k, v in az.env().items():
+            mp.setenv(k, v)
+        return kind, f"{az.lock_prefix()}{_unique('py')}.json", {}
+    if kind == "etcd":
+        etcd = request.getfixturevalue("etcd_server")
+        return kind, f"{etcd.lock_prefix()}{_unique('py')}", {}
     moto = request.getfixturevalue("moto")
     zone, domain = request.getfixturevalue("r53_zone")
     url = f"route53://{zone}/{_unique('lock')}.{domain}"

@@ -13,7 +13,7 @@ _GCP_VARS = ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_OAUTH_ACCESS_TOKEN", "CLO
 
 def _base() -> dict[str, str]:
     return {k: v for k, v in os.environ.items()
-            if not k.startswith(("AWS_", "S3LECT_", "PG")) and k not in _GCP_VARS}
+            if not k.startswith(("AWS_", "S3LECT_", "PG", "AZURE_")) and k not in _GCP_VARS}
 
 
 def gcs_env(server) -> dict[str, str]:

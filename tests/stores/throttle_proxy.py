@@ -14,6 +14,11 @@ import time
 THROTTLE_BODY = (b'{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",'
                  b'"message":"The level of configured provisioned throughput for the table was exceeded."}')
 DYNAMODB_THROTTLE = (b"application/x-amz-json-1.0", THROTTLE_BODY)
+# What Azure Storage answers when an account or partition is over its limits
+# (with status 503 or 429 and x-ms-error-code: ServerBusy).
+AZURE_THROTTLE = (b"application/xml",
+                  b'<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code><Message>'
+                  b"The server is busy.</Message></Error>")
 # What Route 53 answers past its 5 requests per second per account.
 ROUTE53_THROTTLE = (b"text/xml",
                     b'<?xml version="1.0"?>\n<ErrorResponse xmlns="https://route53.amazonaws.com/doc/'
@@ -27,7 +32,7 @@ GCS_THROTTLE = (b"application/json",
 
 
 def _read_message(sock: socket.socket, deadline: float) -> bytes | None:
-    """One HTTP message (head + Content-Length body), or None on EOF/timeout."""
+    """One HTTP message (head + Content-Length or chunked body), or None on EOF/timeout."""
     buf = b""
     while b"\r\n\r\n" not in buf:
         if time.monotonic() > deadline:
@@ -41,10 +46,25 @@ def _read_message(sock: socket.socket, deadline: float) -> bytes | None:
         buf += data
     head, _, rest = buf.partition(b"\r\n\r\n")
     length = 0
+    chunked = False
     for line in head.split(b"\r\n")[1:]:
         k, _, v = line.partition(b":")
         if k.strip().lower() == b"content-length":
             length = int(v.strip() or 0)
+        if k.strip().lower() == b"transfer-encoding" and b"chunked" in v.lower():
+            chunked = True  # Azurite's error answers: relayed up to the last chunk
+    while chunked and not (rest.startswith(b"0\r\n\r\n") or b"\r\n0\r\n\r\n" in rest):
+        if time.monotonic() > deadline:
+            return None
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            continue
+        if not data:
+            return None
+        rest += data
+    if chunked:
+        return head + b"\r\n\r\n" + rest
     while len(rest) < length:
         if time.monotonic() > deadline:
             return None
@@ -60,12 +80,14 @@ def _read_message(sock: socket.socket, deadline: float) -> bytes | None:
 
 class ThrottleProxy:
     def __init__(self, upstream_port: int, answer: tuple[bytes, bytes] = DYNAMODB_THROTTLE,
-                 status: bytes = b"400 Bad Request", check=None):
-        """status: the throttling answer's status line; check(request bytes) -> bool:
-        a request it refuses is answered 401 (a server that checks tokens)."""
+                 status: bytes = b"400 Bad Request", check=None, headers: bytes = b""):
+        """status: the throttling answer's status line; headers: its extra
+        headers (complete "Name: value\r\n" lines: Azure's x-ms-error-code:
+        ServerBusy); check(request bytes) -> bool: a request it refuses is
+        answered 401 (a server that checks tokens)."""
         self.upstream = ("127.0.0.1", upstream_port)
         self.content_type, self.body = answer
-        self.status = status
+        self.status, self.headers = status, headers
         self.check = check
         self.refused = 0
         self.throttle_until = 0.0
@@ -115,7 +137,8 @@ class ThrottleProxy:
                 if time.monotonic() < self.throttle_until:
                     with self._lock:
                         self.throttled += 1
-                    c.sendall(b"HTTP/1.1 " + self.status + b"\r\nContent-Type: " + self.content_type +
+                    c.sendall(b"HTTP/1.1 " + self.status + b"\r\n" + self.headers +
+                              b"Content-Type: " + self.content_type +
                               b"\r\nContent-Length: " + str(len(self.body)).encode() +
                               b"\r\n\r\n" + self.body)
                     continue

@@ -119,6 +119,19 @@ function targets.gcs()
   return "gs://" .. bucket .. "/" .. unique("lua"), { endpoint = endpoint }, false
 end
 
+function targets.azure()
+  -- Azurite: the library reads AZURE_STORAGE_CONNECTION_STRING (account key
+  -- and blob endpoint) from the environment.
+  local prefix = need_env("Azurite", "S3LECT_TEST_AZURE_LOCK_PREFIX",
+                          "AZURE_STORAGE_CONNECTION_STRING")
+  return prefix .. unique("lua") .. ".json", {}, false
+end
+
+function targets.etcd()
+  local endpoint = need_env("etcd", "S3LECT_TEST_ETCD_ENDPOINT")
+  return "etcd://" .. endpoint:gsub("^http://", "") .. "/s3lect-test/" .. unique("lua"), {}, false
+end
+
 function targets.redis()
   -- redis-server with the store's ACL user; the library reads the password
   -- from S3LECT_REDIS_PASSWORD (exported by store_servers.py too).
@@ -136,7 +149,7 @@ local function leaders_of(els)
   return out
 end
 
-for _, kind in ipairs({ "dynamodb", "postgres", "route53", "gcs", "redis" }) do
+for _, kind in ipairs({ "dynamodb", "postgres", "route53", "gcs", "azure", "etcd", "redis" }) do
   T.test("stores: two electors on a " .. kind .. " lock, one leader, graceful handover", function(t)
     local lock, extra, staggered = targets[kind]()
     local ids, seen, lost, by_id = { "a", "b" }, {}, {}, {}

@@ -139,16 +139,24 @@ typedef struct st_location {
     const st_scheme *scheme; /* the store it names */
     /* s3, gs: bucket; file: directory; dynamodb: table; route53: hosted zone id;
      * postgres: the libpq connection URI without s3lect's parameters;
+     * azure: storage account;
+     * etcd: "http[s]://H1:P1[,H2:P2...]" (the endpoints);
      * redis: HOST:PORT ([V6]:PORT) */
     char *bucket;
     /* s3, gs: object key (name); file: file name inside the directory; dynamodb: the
      * partition key's value; route53: the record name (lower case, with the
-     * final dot); postgres: the lock's row name; custom: the key */
+     * final dot); postgres: the lock's row name; azure: the blob name;
+     * custom: the key */
     char *key;
-    /* dynamodb: partition key attribute name; postgres: table name; redis: user */
+    /* dynamodb: partition key attribute name; postgres: table name; azure:
+     * container; etcd: the user (NULL when none); redis: the user */
     char *opt1;
-    /* dynamodb: sort key attribute name and value (NULL when none); redis:
-     * password (decoded) and database number (NULL: 0) */
+    /* dynamodb: sort key attribute name and value (NULL when none); azure:
+     * opt2 the endpoint suffix of an https URL other than core.windows.net
+     * ("core.usgovcloudapi.net"), else NULL;
+     * etcd: the password (opt2) and "CERT\nKEY" files (opt3), NULL when none;
+     * redis: the password (opt2, decoded) and the database number (opt3,
+     * NULL: 0) */
     char *opt2, *opt3;
 } st_location;
 
@@ -238,6 +246,14 @@ ST_STORE_FUNCS(dynamodb)
 ST_STORE_FUNCS(postgres)
 ST_STORE_FUNCS(route53)
 ST_STORE_FUNCS(gcs)
+ST_STORE_FUNCS(azure)
+/* The Azure store's second spelling: https://ACCOUNT.blob.core.SUFFIX/CONTAINER/BLOB. */
+int st_azure_https_parse(const char *url, const char *rest, st_location *out, char *err,
+                         size_t errlen);
+/* The outcome (ST_*) of an Azure Blob answer: HTTP status and its
+ * x-ms-error-code ("" when none); the simulation's azure model uses it. */
+int st_azure_outcome(long status, const char *error_code);
+ST_STORE_FUNCS(etcd)
 ST_STORE_FUNCS(redis)
 /* The custom store (the user's functions, cfg->custom): no URL of its own. */
 extern const st_scheme st_custom_scheme;
@@ -276,5 +292,8 @@ int st_parse_query(const char *url, const char *usage, const char *q, const st_q
 /* Appends prefix and v to *out, percent-encoding (encode) what would make a
  * query ambiguous. Nonzero when out of memory. */
 int st_canon_add(char **out, const char *prefix, const char *v, int encode);
+/* An HTTP date, IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT", the Date and
+ * Last-Modified headers), as wall ms in *ms. 0, or -1 when s is not one. */
+int st_http_date_ms(const char *s, int64_t *ms);
 
 #endif

@@ -196,34 +196,6 @@ struct st_xfer {
     ah_call call;
 };
 
-/* An HTTP date, IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT", what S3 and
- * MinIO send), as wall ms. 0, or -1 when s is not one. */
-static int http_date_ms(const char *s, int64_t *ms)
-{
-    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
-    char mon[4] = "";
-    int day, year, h, mi, sec, used = 0;
-    if (sscanf(s, "%*3[A-Za-z], %2d %3[A-Za-z] %4d %2d:%2d:%2d GMT%n", &day, mon, &year, &h, &mi,
-               &sec, &used) != 6 ||
-        used == 0 || s[used] != '\0' || strlen(mon) != 3)
-        return -1;
-    const char *m = strstr(months, mon);
-    if (!m || (m - months) % 3 != 0 || day < 1 || day > 31 || year < 1970 || h > 23 || mi > 59 ||
-        sec > 60)
-        return -1;
-    struct tm tm = {.tm_year = year - 1900,
-                    .tm_mon = (int)((m - months) / 3),
-                    .tm_mday = day,
-                    .tm_hour = h,
-                    .tm_min = mi,
-                    .tm_sec = sec};
-    time_t t = timegm(&tm);
-    if (t == (time_t)-1)
-        return -1;
-    *ms = (int64_t)t * 1000;
-    return 0;
-}
-
 static void xfer_free(st_xfer *x)
 {
     if (!x)
@@ -336,8 +308,8 @@ static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         } else {
             out->outcome = ST_OK;
             /* Both HTTP dates are whole seconds (the fraction dropped). */
-            if (!put && http_date_ms(resp->date, &out->server_now_ms) == 0 &&
-                http_date_ms(resp->last_modified, &out->server_modified_ms) != 0)
+            if (!put && st_http_date_ms(resp->date, &out->server_now_ms) == 0 &&
+                st_http_date_ms(resp->last_modified, &out->server_modified_ms) != 0)
                 out->server_now_ms = 0;
             if (out->server_now_ms > 0)
                 out->server_res_ms = 1000;
