@@ -163,6 +163,18 @@ def etcd_server():
     yield from _start(server)
 
 
+@pytest.fixture(scope="session")
+def redis():
+    """redis-server (tests/harness/redis_server.py): append-only file fsynced
+    on every write, the store's ACL user, password in S3LECT_REDIS_PASSWORD."""
+    from harness.redis_server import RedisServer
+    try:
+        server = RedisServer()
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield from _start(server)
+
+
 @pytest.fixture(params=["minio", "moto"])
 def s3server(request: pytest.FixtureRequest) -> Server | ExternalServer:
     return request.getfixturevalue(request.param)

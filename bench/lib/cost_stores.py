@@ -12,6 +12,9 @@ is attributed to the node that sent it:
   dynamodb  DynamoDB Local               X-Amz-Target action (GetItem, PutItem)
   postgres  PostgreSQL (pgserver.py)     statements by first keyword, from the
                                          wire protocol; connections
+  redis     redis-server (redis_server.py) commands by name, from RESP (the
+                                         read and write scripts apart);
+                                         connections
   route53   moto's server                ListResourceRecordSets (GET …/rrset),
                                          ChangeResourceRecordSets (POST …/rrset/)
 
@@ -36,9 +39,9 @@ from cluster import Cluster
 from common import (GET_USD_PER_1000, HOURS_PER_MONTH, PUT_USD_PER_1000, BenchError, log,
                     md_table)
 from impls import DEFAULTS, NodeSpec, S3lectC, Timing
-from storeproxy import HttpTypeProxy, PgProxy
+from storeproxy import HttpTypeProxy, PgProxy, RedisProxy
 
-STORES = ("s3", "dynamodb", "postgres", "route53", "gcs", "azure", "etcd")
+STORES = ("s3", "dynamodb", "postgres", "route53", "gcs", "azure", "etcd", "redis")
 NODES = 3
 WINDOW = 120.0  # = cost.window_for(DEFAULTS, quick=False)
 QUICK_WINDOW = 60.0
@@ -493,11 +496,53 @@ class EtcdBackend(Backend):
             run.record_bytes = len(value)
 
 
+class RedisBackend(Backend):
+    """redis-server (tests/harness/redis_server.py: the append-only file
+    fsynced on every write, the store's ACL user; its password from
+    S3LECT_REDIS_PASSWORD). One Lua script per read and per write."""
+
+    name = "redis"
+    aws = False
+
+    def start(self, s3lect: Path) -> None:
+        from harness.redis_server import RedisServer
+        self.server = RedisServer().start()
+
+    def upstream(self) -> tuple[str, int]:
+        return "127.0.0.1", self.server.port
+
+    def proxy(self):
+        return RedisProxy(*self.upstream())
+
+    def lock_url(self, endpoint: str, key: str) -> str:
+        from harness.redis_server import KEY_PREFIX
+        port = endpoint.rsplit(":", 1)[1]
+        return f"redis://{self.server.user}@127.0.0.1:{port}/{KEY_PREFIX}{key}"
+
+    def node_env(self) -> dict[str, str]:
+        return {"S3LECT_REDIS_PASSWORD": self.server.password}
+
+    def version(self) -> str:
+        try:
+            return subprocess.run([self.server.binary, "--version"], stdout=subprocess.PIPE,
+                                  text=True, timeout=30).stdout.split(" sha=")[0].strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return "redis-server"
+
+    def inspect(self, run: StoreRun, key: str) -> None:
+        from harness.redis_server import KEY_PREFIX
+        rec = self.server.call("HGET", KEY_PREFIX + key, "r")
+        if rec is not None:
+            run.record_bytes = len(rec)
+
+
+
+
 def make_backend(name: str, minio) -> Backend:
     return {"s3": lambda: S3Backend(minio), "dynamodb": DynamoDBBackend,
             "postgres": PostgresBackend, "route53": Route53Backend,
             "gcs": GcsBackend, "azure": AzureBackend,
-            "etcd": EtcdBackend}[name]()
+            "etcd": EtcdBackend, "redis": RedisBackend}[name]()
 
 
 # ---- one measurement ----
@@ -562,6 +607,10 @@ def run_store(base: S3lectC, backend: Backend, quick: bool, logdir: Path) -> Sto
             fcount += 1
             role = f"follower {fcount}"
         counts = {k: v for k, v in d.items() if v}
+        if backend.name == "redis":
+            counts["connections"] = d.get("connections", 0)
+            run.notes.append(f"{role}: {totals[slot].get('connections', 0)} connection(s) opened "
+                             f"from start to the end of the window")
         if backend.name == "postgres":
             counts["connections"] = d.get("connections", 0)
             run.notes.append(f"{role}: {totals[slot].get('connections', 0)} connection(s) opened "
@@ -672,7 +721,7 @@ def report(runs: list[StoreRun], command: str) -> tuple[str, str]:
         summary_rows.append([r.store, f"{r.per_hour(cl_total):.0f}", cl_h, cluster_usd_month(r)])
         for n in r.nodes:
             extra = (f"; connections opened in the window {n.counts.get('connections', 0)}"
-                     if r.store == "postgres" else "")
+                     if r.store in ("postgres", "redis") else "")
             detail_rows.append([r.store, n.role, n.node_id,
                                 _fmt_counts(n.counts, types) + extra,
                                 _fmt_counts(n.counts, types, r.per_hour),
@@ -719,6 +768,16 @@ def report(runs: list[StoreRun], command: str) -> tuple[str, str]:
                 "`SET statement_timeout` on each new connection; pooled connections stay "
                 "open, so a steady cluster opens none. No per-request price: the cost is "
                 "your server's. " + "; ".join(r.notes) + ".")
+        elif r.store == "redis":
+            notes.append(
+                "- **redis**: commands by name, counted from RESP: `EVALSHA (read)` is the "
+                "read script (HMGET of the record, its version and stamp, and TIME), "
+                "`EVALSHA (write)` the compare-and-set script; `EVAL` only when the server "
+                "had not cached a script (NOSCRIPT), and `AUTH` and `INFO` once per new "
+                "connection (one per node, kept open). No per-request price: the cost is "
+                "your server's. The record is "
+                f"{r.record_bytes if r.record_bytes is not None else '?'} bytes. "
+                + "; ".join(r.notes) + ".")
         elif r.store == "gcs":
             notes.append(
                 f"- **gcs**: the JSON API counted by operation: objects.get (the record read "

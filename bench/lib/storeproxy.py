@@ -103,3 +103,56 @@ class PgProxy(CountingProxy):
             pass
         finally:
             _shutdown(client, upstream)
+
+
+def resp_commands(buf: bytes) -> tuple[list[list[bytes]], bytes]:
+    """The complete RESP arrays of bulk strings (commands as a client sends
+    them) at the start of buf, and what is left (an incomplete command)."""
+    out = []
+    while buf.startswith(b"*"):
+        end = buf.find(b"\r\n")
+        if end < 0:
+            break
+        n, pos, args = int(buf[1:end]), end + 2, []
+        for _ in range(n):
+            e = buf.find(b"\r\n", pos)
+            if e < 0 or buf[pos:pos + 1] != b"$":
+                return out, buf
+            ln = int(buf[pos + 1:e])
+            if len(buf) < e + 2 + ln + 2:
+                return out, buf
+            args.append(buf[e + 2:e + 2 + ln])
+            pos = e + 2 + ln + 2
+        out.append(args)
+        buf = buf[pos:]
+    return out, buf
+
+
+class RedisProxy(CountingProxy):
+    """Counts Redis commands by name, from RESP (plain TCP: the bench's
+    server has no TLS). The store's two scripts are told apart by their
+    argument count: EVALSHA SHA 1 KEY is the read, EVALSHA SHA 1 KEY RECORD
+    IF_MATCH VERSION the write (EVAL likewise, when the script was not
+    cached). Connections are counted as they are accepted."""
+
+    def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
+        with self._lock:
+            self.counts["connections"] += 1
+        buf = b""
+        try:
+            while not self._stop.is_set():
+                data = client.recv(65536)
+                if not data:
+                    break
+                upstream.sendall(data)
+                cmds, buf = resp_commands(buf + data)
+                for args in cmds:
+                    name = args[0].decode("ascii", "replace").upper() if args else "(empty)"
+                    if name in ("EVALSHA", "EVAL"):
+                        name += " (write)" if len(args) > 4 else " (read)"
+                    with self._lock:
+                        self.counts[name] += 1
+        except (OSError, ValueError):
+            pass
+        finally:
+            _shutdown(client, upstream)

@@ -119,6 +119,14 @@ func etcdTarget(t *testing.T) storeTarget {
 		"/s3lect-test/go-" + randomSuffix()}
 }
 
+func redisTarget(t *testing.T) storeTarget {
+	if !haveRedis {
+		t.Skip("the bundle's Redis store needs the build tag s3lect_redis (scripts/test-go runs it)")
+	}
+	v := needEnv(t, "redis-server", "S3LECT_TEST_REDIS_LOCK_PREFIX", "S3LECT_REDIS_PASSWORD")
+	return storeTarget{kind: "redis", lock: v[0] + "go-" + randomSuffix()}
+}
+
 // storeConfig is a config with the tests' timings on the target's lock.
 func storeConfig(st storeTarget, id string) *ElectorConfig {
 	return &ElectorConfig{
@@ -151,6 +159,7 @@ func TestStoreElection(t *testing.T) {
 		{"gcs", gcsTarget},
 		{"azure", azureTarget},
 		{"etcd", etcdTarget},
+		{"redis", redisTarget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testStoreElection(t, tc.target(t))

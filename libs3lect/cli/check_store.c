@@ -36,9 +36,9 @@ static const char HELP[] =
     "  - a write with a stale ETag is refused and changes nothing,\n"
     "  - If-Match on a missing key is refused and creates nothing,\n"
     "  - N racing writers with the same ETag: exactly one wins, each round.\n"
-    "URL is any lock URL: s3://, gs://, az://, etcd://, dynamodb://, postgres://, route53:// (the\n"
-    "scratch record there is 's3lect-check-<random>.' in front of the name) or a\n"
-    "file path; the checks are the same, in each store's own terms.\n"
+    "URL is any lock URL: s3://, gs://, az://, etcd://, redis://, dynamodb://, postgres://,\n"
+    "route53:// (the scratch record there is 's3lect-check-<random>.' in front of the\n"
+    "name) or a file path; the checks are the same, in each store's own terms.\n"
     "It prints a pass/fail table. The scratch object is left in place (s3lect\n"
     "needs no delete permission); remove it when you like.\n"
     "\n"
@@ -485,6 +485,13 @@ int cli_check_store(int argc, char **argv)
         printf("stopped: the store cannot be used as configured (see the message above)\n");
     else if (c.failed == 0)
         printf("all %d checks passed: this store enforces conditional writes\n", c.passed);
+    if (rc >= 0 && c.failed == 0 && strcmp(c.store->vt->name, "redis") == 0)
+        printf("redis: verified on this server: it takes writes (a primary, not a replica), "
+               "is not in Cluster mode (unless the ACL hides INFO), and runs s3lect's "
+               "compare-and-set script atomically; not verifiable from here: replication "
+               "is asynchronous and persistence is the server's setting (appendonly yes, "
+               "appendfsync always): a failover or a restart that loses a write can give two "
+               "leaders (docs/stores.md)\n");
     else
         printf("%d of %d checks FAILED: this store does not reliably enforce conditional writes; "
                "do not use it for s3lect\n",

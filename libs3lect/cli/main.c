@@ -41,6 +41,7 @@ static const char MAIN_HELP[] =
     "           route53://ZONE_ID/NAME, gs://BUCKET/OBJECT, az://ACCOUNT/CONTAINER/BLOB or\n"
     "           https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB (docs/stores.md)\n"
     "           etcd://HOST:PORT[,HOST:PORT...]/KEY, etcds:// (TLS)\n"
+    "           redis://[[USER]:PASSWORD@]HOST:PORT/KEY (rediss:// for TLS)\n"
     "durations: a number with a unit: 500ms, 2s, 1.5m, 1h, 1m30s (0 needs none)\n"
     "\n"
     "  -h, --help          show this help\n"
@@ -69,7 +70,9 @@ static const char MAIN_HELP[] =
     "az://ACCOUNT/CONTAINER/BLOB or https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB,\n"       \
     "etcd://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...]/KEY (etcd's v3 JSON API; endpoints\n"       \
     "tried in turn; password also from S3LECT_ETCD_USER/S3LECT_ETCD_PASSWORD), etcds:// for\n"     \
-    "TLS (--ca-file; ?cert=FILE&cert_key=FILE for a client certificate)\n"                         \
+    "TLS (--ca-file; ?cert=FILE&cert_key=FILE for a client certificate),\n"                        \
+    "redis://[[USER]:PASSWORD@]HOST[:PORT]/KEY[?db=N] (a single Redis primary; rediss://\n"        \
+    "for TLS with --ca-file; the password may come from S3LECT_REDIS_PASSWORD instead)\n"          \
     "(docs/stores.md); the scheme may be upper case. Options are given once each;\n"               \
     "--opt=VALUE for a value that starts with '-'.\n"                                              \
     "credentials: the AWS SDKs' chain (environment, web identity, ~/.aws profiles with\n"          \

@@ -39,8 +39,13 @@ test -f "$libdir/libs3lect.a"
 PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --static --libs s3lect | grep -q -- -lpthread
 deps=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --libs libcurl libcjson)
 tls=$(pkg-config --libs libssl libcrypto 2>/dev/null || echo "-lssl -lcrypto")
+# hiredis when the library was built with the Redis store (S3LECT_REDIS).
+redis=""
+if PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --print-requires-private s3lect | grep -qx hiredis; then
+    redis=$(pkg-config --libs hiredis)
+fi
 # shellcheck disable=SC2086
-cc "$src/examples/basic.c" -I"$tmp/prefix/include" "$libdir/libs3lect.a" $deps $tls -lpthread -lm \
+cc "$src/examples/basic.c" -I"$tmp/prefix/include" "$libdir/libs3lect.a" $deps $tls $redis -lpthread -lm \
     -o "$tmp/basic-static"
 if ldd "$tmp/basic-static" | grep -q libs3lect; then
     echo "install: the program linked with libs3lect.a still needs libs3lect.so" >&2

@@ -196,6 +196,37 @@ int main(void)
               c ? c : "(null)");
         free(c);
     }
+    /* Redis: bucket HOST:PORT, key, opt1 user, opt2 password, opt3 db (NULL: 0). */
+    ok("redis://127.0.0.1:6379/locks/app", "redis", "127.0.0.1:6379", "locks/app", NULL, NULL,
+       NULL);
+    ok("redis://cache.internal/k", "redis", "cache.internal:6379", "k", NULL, NULL, NULL);
+    ok("REDIS://h:1/k?db=3", "redis", "h:1", "k", NULL, NULL, "3");
+    ok("redis://h:1/k?db=0", "redis", "h:1", "k", NULL, NULL, NULL);
+    ok("rediss://elector:s%40cret@[::1]:6380/a%2Fb", "rediss", "[::1]:6380", "a/b", "elector",
+       "s@cret", NULL);
+    ok("redis://:pw@h/k", "redis", "h:6379", "k", NULL, "pw", NULL);
+    ok("redis://elector@h/k", "redis", "h:6379", "k", "elector", NULL, NULL);
+    ok("redis://elector:@h/k", "redis", "h:6379", "k", "elector", NULL, NULL);
+    bad("redis://h:6379", "names no key", NULL);
+    bad("redis://h:6379/", "names no key", NULL);
+    bad("redis://h/?db=1", "names no key", NULL);
+    bad("redis:///k", "names no server", NULL);
+    bad("redis://h:0/k", "from 1 to 65535", NULL);
+    bad("redis://h:65536/k", "from 1 to 65535", NULL);
+    bad("redis://h:x/k", "from 1 to 65535", NULL);
+    bad("redis://h:/k", "from 1 to 65535", NULL);
+    bad("redis://[::1/k", "IPv6", NULL);
+    bad("redis://[::1]x/k", "[ADDRESS]:PORT", NULL);
+    bad("redis://h^/k", "not a host name", NULL);
+    bad("redis://h/k?db=a", "database number", NULL);
+    bad("redis://h/k?db=123456", "database number", NULL);
+    bad("redis://h/k?user=u", "unknown parameter", NULL);
+    bad("redis://h/k#x", "fragment", NULL);
+    bad("redis://h/a\nb", "control character", NULL);
+    bad("redis://u%zz@h/k", "%-escape", NULL);
+    bad("redis://u:hunter2@h", "lock URL", "hunter2");
+    bad("redis:h/k", "redis://HOST:PORT/KEY", NULL);
+    bad("rediss:/h/k", "rediss://HOST:PORT/KEY", NULL);
 
     /* A password never shows in a message, whatever the scheme. */
     bad("dynamodb://u:hunter2@locks/k", "lock URL", "hunter2");
@@ -213,6 +244,9 @@ int main(void)
           "postgres://h/db?key=k&password=***&sslmode=require");
     shown("postgres://u:p%40ss@h/db?password=a&password=b",
           "postgres://u:***@h/db?password=***&password=***");
+    shown("redis://elector:hunter2@h:6379/k", "redis://elector:***@h:6379/k");
+    shown("rediss://:hunter2@h/k", "rediss://:***@h/k");
+    shown("redis://elector@h/k", "redis://elector@h/k");
     shown("s3://bucket/key", "s3://bucket/key");
     shown("/tmp/a:b@c", "/tmp/a:b@c");
     return t_done("locations");

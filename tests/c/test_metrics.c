@@ -57,6 +57,12 @@ static void test_canonical_lock(void)
          "postgres://u:other@db:5432/app?key=k1&table=t",
          "POSTGRES://u:x@db:5432/app?key=k1&table=t",
          "postgres://u:***@db:5432/app?key=k1&table=t"},
+        /* Redis: the server and key, not the user (one lock for every user). */
+        {"redis://u:secret@h:6379/locks/a?db=2", "REDIS://h/locks/a?db=2",
+         "redis://other:other@h:6379/locks/%61?db=2", "redis://h:6379/locks/a?db=2"},
+        {"redis://h/k", "redis://h:6379/k?db=0", "redis://u@h:6379/k", "redis://h:6379/k"},
+        {"rediss://[::1]/k", "rediss://:secret@[::1]:6379/k", "REDISS://[::1]/k",
+         "rediss://[::1]:6379/k"},
     };
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         for (int j = 0; j < 3; j++) {

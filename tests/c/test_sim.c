@@ -61,11 +61,15 @@
  *   etcd      a precondition failure (the txn's compare fails), etags are
  *             revisions (numbers that grow by more than one: other keys'
  *             writes count too), no stamps, and "no leader" unavailability
- *             (transient, not applied) comes in bursts (an etcd election).
+ *             (transient, not applied) comes in bursts (an etcd election);
+ *   redis     a precondition failure (the script's "lost"), etags are random
+ *             version tokens, reads carry TIME and the write's stamp (1 ms),
+ *             connections drop after a script ran (applied, the answer lost)
+ *             and LOADING/BUSY answers (transient, not applied) come in bursts.
  *
  *   test_sim [--seeds N] [--seconds S] [--seed X] [--shard K] [--nodes K]
- *            [--store s3|dynamodb|postgres|route53|gcs|azure|etcd] [--stale-ms MS]
- *            [--break-skew | --break-suspend | --break-store-clock] [-v]
+ *            [--store s3|dynamodb|postgres|route53|gcs|azure|etcd|redis]
+ *            [--stale-ms MS] [--break-skew | --break-suspend | --break-store-clock] [-v]
  */
 #include <math.h>
 #include <stdio.h>
@@ -88,7 +92,8 @@ enum {
     STORE_ROUTE53,
     STORE_GCS,
     STORE_AZURE,
-    STORE_ETCD
+    STORE_ETCD,
+    STORE_REDIS
 };
 /* Lost creates the azure model answered 409 BlobAlreadyExists. */
 static unsigned long long azure_409s;
@@ -396,8 +401,8 @@ static void store_stamp(sim *s, st_result *r)
     int64_t res =
         s->store_kind == STORE_S3 || s->store_kind == STORE_GCS || s->store_kind == STORE_AZURE
             ? 1000
-        : s->store_kind == STORE_POSTGRES ? 1
-                                          : 0;
+        : s->store_kind == STORE_POSTGRES || s->store_kind == STORE_REDIS ? 1
+                                                                          : 0;
     if (!res)
         return;
     int64_t now_ms = store_now_us(s) / 1000, mod_ms = s->mod_us / 1000;
@@ -501,6 +506,9 @@ static void store_apply(sim *s, int kind, const char *body, size_t body_len, con
     else if (s->store_kind == STORE_ETCD) /* a revision: other keys' writes count too */
         snprintf(s->etag, sizeof s->etag, "%llu",
                  (unsigned long long)(++s->etag_ctr * 8 + (uint64_t)(urand(s) * 7)));
+    else if (s->store_kind == STORE_REDIS) /* a random token (hex; the store's has 32 digits) */
+        snprintf(s->etag, sizeof s->etag, "%08x%016llx", (unsigned)(urand(s) * 4294967295.0),
+                 (unsigned long long)++s->etag_ctr);
     else
         snprintf(s->etag, sizeof s->etag, "\"e%llu\"", (unsigned long long)++s->etag_ctr);
     r->outcome = ST_OK;
@@ -790,10 +798,12 @@ static void begin_phase(sim *s)
         s->p_spike = urand(s) * 0.05;
         s->p_resend = urand(s) * 0.05;
         if ((s->store_kind == STORE_DYNAMODB || s->store_kind == STORE_GCS ||
-             s->store_kind == STORE_AZURE || s->store_kind == STORE_ETCD) &&
+             s->store_kind == STORE_AZURE || s->store_kind == STORE_ETCD ||
+             s->store_kind == STORE_REDIS) &&
             urand(s) < 0.5)
-            s->p_5xx = 0.5 + urand(s) * 0.4; /* a throttling burst (GCS: 429; etcd: no leader) */
-        if (s->store_kind == STORE_POSTGRES)
+            s->p_5xx =
+                0.5 + urand(s) * 0.4; /* a burst (GCS: 429; etcd: no leader; Redis: LOADING) */
+        if (s->store_kind == STORE_POSTGRES || s->store_kind == STORE_REDIS)
             s->p_drop_reply += urand(s) * 0.2; /* connections drop after commits */
         s->heal_at = s->phase_end;
         /* Partitions and pauses, all healed by the end of the phase. */
@@ -1051,7 +1061,7 @@ int main(int argc, char **argv)
     int store_kind = STORE_S3;
     int64_t stale_ms = 10000;
     static const char *const store_names[] = {"s3",  "dynamodb", "postgres", "route53",
-                                              "gcs", "azure",    "etcd"};
+                                              "gcs", "azure",    "etcd",     "redis"};
     int64_t seconds = 1000000;
     uint64_t first_seed = 0;
     int one_seed = 0, shard = 0;
@@ -1074,7 +1084,8 @@ int main(int argc, char **argv)
                 if (!strcmp(v, store_names[k]))
                     store_kind = k;
             if (store_kind < 0) {
-                fprintf(stderr, "--store: s3, dynamodb, postgres, route53, gcs, azure or etcd\n");
+                fprintf(stderr,
+                        "--store: s3, dynamodb, postgres, route53, gcs, azure, etcd or redis\n");
                 return 2;
             }
         } else if (!strcmp(argv[i], "--stale-ms") && i + 1 < argc)
@@ -1088,9 +1099,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-v"))
             verbose = 1;
         else {
-            fprintf(stderr, "usage: test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] "
-                            "[--store s3|dynamodb|postgres|route53|gcs|azure|etcd] [--stale-ms MS] "
-                            "[--break-skew | --break-suspend | --break-store-clock] [-v]\n");
+            fprintf(stderr,
+                    "usage: test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] "
+                    "[--store s3|dynamodb|postgres|route53|gcs|azure|etcd|redis] [--stale-ms MS] "
+                    "[--break-skew | --break-suspend | --break-store-clock] [-v]\n");
             return 2;
         }
     }
@@ -1178,7 +1190,7 @@ int main(int argc, char **argv)
               "throttling wrongly");
     }
     if (store_kind == STORE_S3 || store_kind == STORE_POSTGRES || store_kind == STORE_GCS ||
-        store_kind == STORE_AZURE)
+        store_kind == STORE_AZURE || store_kind == STORE_REDIS)
         CHECK(stamped > 0, "the %s model stamped no read", store_names[store_kind]);
     printf("simulation: seeds %llu..%llu, %d nodes, %lld simulated s/seed (%.3g total), %llu "
            "engine steps, %.0f steps/s, %llu faults, %llu acquisitions, %llu peer answers, "

@@ -600,8 +600,8 @@ class Backend:
     destroyed by the test, restartable for the store-restart fault), how a
     node reaches it through its own proxy, and the proxy's "slow down" answer.
 
-    name:         "minio", "dynamodb", "postgres", "gcs", "azure" or "etcd" (the test's
-                  parameter)
+    name:         "minio", "dynamodb", "postgres", "gcs", "azure", "etcd" or "redis" (the
+                  test's parameter)
     restart_kind: the fault kind of a store restart
     answer:       (stats name, bytes) the proxies answer a flaky request with
                   instead of forwarding it, or None (binary protocol)
@@ -794,8 +794,6 @@ class GcsBackend(Backend):
         return "restart"
 
 
-
-
 class AzureBackend(Backend):
     """Azurite (tests/harness/azurite.py; its data survives a restart), with
     Shared Key from AZURE_STORAGE_KEY; each node's --endpoint is its proxy
@@ -856,8 +854,42 @@ class EtcdBackend(Backend):
         return "SIGKILL" if hard else "restart"
 
 
+class RedisBackend(Backend):
+    """redis-server with its append-only file fsynced on every write (a
+    restart, SIGTERM or SIGKILL, keeps every acknowledged write; docs/stores.md
+    says why it must) and the store's ACL user, its password in
+    S3LECT_REDIS_PASSWORD. Each node's redis:// URL names its own proxy's
+    port; no "slow down" answer (binary protocol)."""
+
+    name = "redis"
+    restart_kind = "redis_restart"
+    answer = None
+
+    def __init__(self) -> None:
+        from harness.redis_server import RedisServer
+        self.server = RedisServer(aof=True)  # ServerStartError without redis-server
+
+    def env(self) -> dict[str, str]:
+        return {"S3LECT_REDIS_PASSWORD": self.server.password}
+
+    def node_lock(self, key: str, proxy_port: int) -> str:
+        from harness.redis_server import KEY_PREFIX
+        return f"redis://{self.server.user}@127.0.0.1:{proxy_port}/{KEY_PREFIX}chaos/{key}"
+
+    def node_args(self, proxy_port: int) -> list[str]:  # noqa: ARG002
+        return []
+
+    def status_args(self, key: str) -> list[str]:
+        return [self.node_lock(key, self.server.port)]
+
+    def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
+        hard = rng.random() < 0.5
+        self.server.restart(hard=hard)
+        return "SIGKILL" if hard else "SIGTERM"
+
+
 BACKENDS = {b.name: b for b in (MinioBackend, DynamoDBBackend, PostgresBackend, GcsBackend,
-                                       AzureBackend, EtcdBackend)}
+                                       AzureBackend, EtcdBackend, RedisBackend)}
 
 
 # ---------------------------------------------------------------------------

@@ -28,7 +28,11 @@ counted as `busy`; the store restart is `azure_restart`: SIGTERM or SIGKILL,
 then the same port and data); `[etcd]` on Debian's etcd (each node's etcd:// URL
 names its own proxy's port; the "slow down" answer is etcd's 503 "no
 leader", counted as `no_leader`; the store restart is `etcd_restart`:
-SIGTERM or SIGKILL, then etcd again on the same ports and data). The checks are the same for every store; each store's
+SIGTERM or SIGKILL, then etcd again on the same ports and data); `[redis]` on
+redis-server (the store's ACL user, the append-only file fsynced on every
+write; each node's redis:// URL names its own proxy's port; connection faults
+only, as for PostgreSQL; the store restart is `redis_restart`: SIGTERM or
+SIGKILL, then the server again on the same port and data). The checks are the same for every store; each store's
 summary lines are prefixed with its name. `-k 'five_nodes and postgres'`
 picks one store.
 
@@ -83,7 +87,7 @@ LIVENESS_BOUND_S = LEASE_S + 2 * FREQUENT_S + 8.0
 # At least one round of every kind runs anyway (~45-60 s); longer runs
 # (S3LECT_CHAOS_SECONDS) repeat kinds, which the test budget cannot afford.
 DEFAULT_SECONDS = {"minio": 45, "dynamodb": 45, "postgres": 45, "gcs": 45, "azure": 45,
-                   "etcd": 45}
+                   "etcd": 45, "redis": 45}
 
 
 def conn_faults(backend: Backend) -> tuple[str, ...]:
@@ -349,7 +353,8 @@ def check_faketime(bin_: Path, status_args: list[str], env: dict[str, str]) -> N
     assert 95_000 <= age <= 110_000, f"libfaketime did not shift s3lect's wall clock: ageMs={age}"
 
 
-@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres", "gcs", "azure", "etcd"])
+@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres", "gcs", "azure", "etcd",
+                                   "redis"])
 def test_chaos_five_nodes(store: str, tmp_path: Path, s3lect_bin: Path,
                           chaos_summary: list[str]) -> None:
     if not FAKETIME_LIB.exists():

@@ -32,6 +32,9 @@ $S3LECT_BUILD_DIR/bin/s3lect, else build/bin/s3lect).
         AZURE_STORAGE_CONNECTION_STRING, S3LECT_TEST_LOCK_PREFIX=az://devstoreaccount1/s3lect-test/
     python3 tests/harness/servers.py with-etcd -- CMD       # etcd (etcd.py, Debian's etcd-server):
         S3LECT_TEST_ETCD_ENDPOINT, S3LECT_TEST_LOCK_PREFIX=etcd://127.0.0.1:PORT/s3lect-test/
+    python3 tests/harness/servers.py with-redis -- CMD      # redis-server (redis_server.py):
+        S3LECT_REDIS_PASSWORD (the ACL user's), S3LECT_TEST_LOCK_PREFIX=
+        redis://s3lect@127.0.0.1:PORT/s3lect/
 
 Every server can also be restart()ed on the same port and data, and paused
 (SIGSTOP) and resume()d, for tests of an unavailable or restarting backend.
@@ -371,7 +374,7 @@ def ensure_moto() -> None:
         raise ServerStartError(f"pip install 'moto[server]' failed:\n{r.stdout[-4000:]}")
 
 
-KINDS = ("minio", "moto", "dynamodb", "postgres", "gcs", "azure", "etcd")
+KINDS = ("minio", "moto", "dynamodb", "postgres", "gcs", "azure", "etcd", "redis")
 
 
 def make_server(kind: str):
@@ -410,6 +413,12 @@ def make_server(kind: str):
         else:
             from .etcd import EtcdServer
         return EtcdServer()
+    if kind == "redis":
+        if __package__ in (None, ""):
+            from harness.redis_server import RedisServer
+        else:
+            from .redis_server import RedisServer
+        return RedisServer()
     raise ValueError(f"unknown server kind {kind!r}")
 
 
@@ -428,6 +437,8 @@ def lock_prefix(kind: str, server) -> str:
         return f"gs://{server.bucket}/"
     if kind in ("azure", "etcd"):
         return server.lock_prefix()
+    if kind == "redis":
+        return server.lock_prefix
     return f"s3://{server.bucket}/"
 
 
@@ -464,7 +475,7 @@ def server_env(kind: str, server) -> tuple[dict[str, str], str]:
     if kind == "postgres":
         env["S3LECT_PG_DSN"] = server.dsn
         return env, f"{server.name} at {server.dsn}"
-    if kind in ("dynamodb", "etcd"):
+    if kind in ("dynamodb", "etcd", "redis"):
         return env, f"{server.name} at {server.endpoint}"
     if kind == "azure":
         return env, f"{server.name} at {server.blob_endpoint}, container {server.container}"

@@ -29,6 +29,8 @@ nothing else uses, so it nests with scripts/with-minio in either order:
     AZURE_STORAGE_CONNECTION_STRING        Azurite's (azurite.py): account key and blob endpoint
     S3LECT_TEST_AZURE_LOCK_PREFIX          az://devstoreaccount1/s3lect-test/ (append a name)
     S3LECT_TEST_ETCD_ENDPOINT              etcd's client URL (http://127.0.0.1:PORT, no auth)
+    S3LECT_TEST_REDIS_LOCK_PREFIX          redis://s3lect@127.0.0.1:PORT/s3lect/ (append a key)
+    S3LECT_REDIS_PASSWORD                  the password of that ACL user (redis_server.py)
     S3LECT_CLI                             the s3lect CLI (--cli), to run init-store
 
 No table is created: the tests run `$S3LECT_CLI init-store URL` for theirs.
@@ -107,11 +109,11 @@ def main(argv: list[str]) -> int:
     try:
         env = dict(os.environ)
         try:
-            for kind in ("dynamodb", "postgres", "moto", "gcs", "azure", "etcd"):
+            for kind in ("dynamodb", "postgres", "moto", "gcs", "azure", "etcd", "redis"):
                 srv = make_server(kind)
                 servers.append(srv)
                 srv.start()
-            ddb, pg, moto, gcs, az, etcd = servers
+            ddb, pg, moto, gcs, az, etcd, rd = servers
             domain = f"s3lect-{secrets.token_hex(4)}.example.com"
             zone = create_hosted_zone(moto.endpoint, domain)
         except (ServerStartError, RuntimeError, OSError) as e:
@@ -130,12 +132,15 @@ def main(argv: list[str]) -> int:
             AZURE_STORAGE_CONNECTION_STRING=az.env()["AZURE_STORAGE_CONNECTION_STRING"],
             S3LECT_TEST_AZURE_LOCK_PREFIX=az.lock_prefix(),
             S3LECT_TEST_ETCD_ENDPOINT=etcd.endpoint,
+            S3LECT_TEST_REDIS_LOCK_PREFIX=rd.lock_prefix,
+            S3LECT_REDIS_PASSWORD=rd.password,
         )
         if cli is not None:
             env["S3LECT_CLI"] = str(Path(cli).resolve())
         print(f"store_servers: DynamoDB Local at {ddb.endpoint}, PostgreSQL at {pg.dsn}, "
               f"moto (Route 53 zone {zone} {domain}) at {moto.endpoint}, fake-gcs-server at "
-              f"{gcs.endpoint}, Azurite at {az.blob_endpoint}, etcd at {etcd.endpoint}", file=sys.stderr)
+              f"{gcs.endpoint}, Azurite at {az.blob_endpoint}, etcd at {etcd.endpoint}, "
+              f"redis-server at {rd.endpoint}", file=sys.stderr)
         return run_child("store_servers", cmd, env)
     finally:
         for srv in reversed(servers):

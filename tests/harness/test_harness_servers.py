@@ -297,7 +297,8 @@ def test_start_failures_carry_the_log(tmp_path: Path, monkeypatch: pytest.Monkey
     ddb.stop()
 
 
-@pytest.mark.parametrize("kind", ["minio", "moto", "dynamodb", "postgres", "gcs", "azure", "etcd"])
+@pytest.mark.parametrize("kind", ["minio", "moto", "dynamodb", "postgres", "gcs", "azure", "etcd",
+                                  "redis"])
 def test_with_store_exports_a_lock_prefix_the_cli_elects_on(kind: str, clean_env: dict[str, str],
                                                              s3lect_bin: Path) -> None:
     """servers.py with-STORE -- CMD: CMD finds S3LECT_TEST_LOCK_PREFIX and
@@ -364,3 +365,35 @@ def test_fake_gcs_generations_restart_and_pause(fake_gcs) -> None:
     finally:
         fake_gcs.resume()
     assert fake_gcs.get_object(name)[0] == 200
+
+
+# -- redis-server -------------------------------------------------------------
+
+def test_redis_server_aof_restart_pause_and_acl() -> None:
+    """With the append-only file a restart, soft or hard, keeps the data;
+    without it a restart empties the server; a paused server does not
+    answer; the store's ACL user reaches only keys under s3lect/."""
+    from harness.redis_server import KEY_PREFIX, RedisServer, RespError
+    with RedisServer() as srv:
+        key = KEY_PREFIX + _name("rd")
+        assert srv.call("HSET", key, "v", "1") == 1
+        srv.restart(hard=True)
+        assert srv.call("HGET", key, "v") == b"1"
+        srv.restart()
+        assert srv.call("HGET", key, "v") == b"1"
+        assert srv.call("HGET", key, "v", user=srv.user, password=srv.password) == b"1"
+        with pytest.raises(RespError, match="NOPERM"):
+            srv.call("HGET", "elsewhere", "v", user=srv.user, password=srv.password)
+        with pytest.raises(RespError, match="NOPERM"):
+            srv.call("DEL", key, user=srv.user, password=srv.password)
+        srv.pause()
+        try:
+            with pytest.raises(OSError):
+                srv.call("PING", timeout=1)
+        finally:
+            srv.resume()
+        assert srv.call("PING") == "PONG"
+    with RedisServer(aof=False) as srv:
+        srv.call("HSET", KEY_PREFIX + "x", "v", "1")
+        srv.restart(hard=True)
+        assert srv.call("EXISTS", KEY_PREFIX + "x") == 0

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Elections on the DynamoDB, PostgreSQL, Route 53, GCS, Azure and etcd stores, from Python.
+"""Elections on the DynamoDB, PostgreSQL, Route 53, GCS, Azure, etcd and Redis stores, from Python.
 
 The binding hands the lock URL to libs3lect unchanged; these tests prove that
 the stores chosen by dynamodb://, postgres:// and route53:// URLs elect
@@ -33,7 +33,7 @@ if str(TESTS) not in sys.path:
 
 from harness.store_servers import create_hosted_zone  # noqa: E402
 
-STORES = ["dynamodb", "postgres", "route53", "gcs", "azure", "etcd"]
+STORES = ["dynamodb", "postgres", "route53", "gcs", "azure", "etcd", "redis"]
 #: Timings asked for by these tests (seconds), as in pyutil.FAST.
 TIMINGS = dict(lease_timeout=3.0, renew_deadline=2.0, renew_interval=0.5,
                frequent_interval=0.5, infrequent_interval=1.0, request_timeout=5.0)
@@ -91,6 +91,13 @@ def store(request: pytest.FixtureRequest, s3lect_bin: Path) -> Tuple[str, str, D
                        f"WHERE table_name = '{table}' ORDER BY column_name").split()
         assert cols == ["name", "record", "updated_at", "version"], cols
         return kind, url, {}
+    if kind == "redis":
+        # redis-server with the store's ACL user; the library reads its
+        # password from S3LECT_REDIS_PASSWORD.
+        rd = request.getfixturevalue("redis")
+        os.environ["S3LECT_REDIS_PASSWORD"] = rd.password
+        request.addfinalizer(lambda: os.environ.pop("S3LECT_REDIS_PASSWORD", None))
+        return kind, f"{rd.lock_prefix}{_unique('py')}", {}
     if kind == "gcs":
         # fake-gcs-server; an http:// loopback endpoint needs no token.
         gcs = request.getfixturevalue("fake_gcs")

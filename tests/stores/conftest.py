@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fixtures of the native-store tests: one Backend per store, on the real
 servers the harness starts (DynamoDB Local, PostgreSQL, moto's Route 53,
-fake-gcs-server, Azurite, etcd)."""
+fake-gcs-server, Azurite, etcd, redis-server)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ if str(Path(__file__).parent) not in sys.path:
 
 from harness.cli import Node, run  # noqa: E402
 from storeutil import _base as _base_env, ddb_env as _ddb_env, gcs_env as _gcs_env, pg_env as _pg_env  # noqa: E402
+from storeutil import redis_env as _redis_env  # noqa: E402
 
 
 @dataclass
@@ -95,6 +96,11 @@ def make_backend(kind: str, request: pytest.FixtureRequest) -> Backend:
         etcd = request.getfixturevalue("etcd_server")
         return Backend(kind, _gcs_env(etcd),  # the base environment and the server's
                        lambda name: f"{etcd.lock_prefix()}{name}-{secrets.token_hex(4)}", etcd)
+    if kind == "redis":
+        rd = request.getfixturevalue("redis")
+        return Backend(kind, _redis_env(rd),
+                       lambda name: f"{rd.lock_prefix}{name}-{secrets.token_hex(4)}", rd,
+                       notes=["a single primary, append-only file fsynced on every write"])
     moto = request.getfixturevalue("moto")
     zone = request.getfixturevalue("r53_zone")
     env = dict(_ddb_env(moto), AWS_ENDPOINT_URL_ROUTE_53=moto.endpoint)
@@ -122,7 +128,7 @@ def moto_dynamodb_backend(request) -> Backend:
                    lambda name: f"dynamodb://{table}/{name}-{secrets.token_hex(4)}", moto)
 
 
-@pytest.fixture(params=["dynamodb", "dynamodb-moto", "postgres", "gcs", "azure", "etcd"])
+@pytest.fixture(params=["dynamodb", "dynamodb-moto", "postgres", "gcs", "azure", "etcd", "redis"])
 def cas_impl(request) -> Backend:
     """Every server that enforces compare-and-set, moto's DynamoDB included."""
     if request.param == "dynamodb-moto":
@@ -130,12 +136,12 @@ def cas_impl(request) -> Backend:
     return make_backend(request.param, request)
 
 
-@pytest.fixture(params=["dynamodb", "postgres", "route53", "gcs", "azure", "etcd"])
+@pytest.fixture(params=["dynamodb", "postgres", "route53", "gcs", "azure", "etcd", "redis"])
 def backend(request) -> Backend:
     return make_backend(request.param, request)
 
 
-@pytest.fixture(params=["dynamodb", "postgres", "gcs", "azure", "etcd"])
+@pytest.fixture(params=["dynamodb", "postgres", "gcs", "azure", "etcd", "redis"])
 def cas_backend(request) -> Backend:
     """The stores whose test server enforces compare-and-set."""
     return make_backend(request.param, request)

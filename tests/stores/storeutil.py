@@ -23,6 +23,14 @@ def gcs_env(server) -> dict[str, str]:
     return env
 
 
+def redis_env(server) -> dict[str, str]:
+    """For redis-server: the ACL user's password (S3LECT_REDIS_PASSWORD) and,
+    with TLS, the CA (S3LECT_TEST_REDIS_CA_FILE, for --ca-file)."""
+    env = _base()
+    env.update(server.env())
+    return env
+
+
 def ddb_env(server) -> dict[str, str]:
     """For an AWS server (DynamoDB Local, moto): its credentials and endpoint."""
     env = _base()

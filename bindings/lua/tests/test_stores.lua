@@ -132,6 +132,13 @@ function targets.etcd()
   return "etcd://" .. endpoint:gsub("^http://", "") .. "/s3lect-test/" .. unique("lua"), {}, false
 end
 
+function targets.redis()
+  -- redis-server with the store's ACL user; the library reads the password
+  -- from S3LECT_REDIS_PASSWORD (exported by store_servers.py too).
+  local prefix = need_env("redis-server", "S3LECT_TEST_REDIS_LOCK_PREFIX", "S3LECT_REDIS_PASSWORD")
+  return prefix .. unique("lua"), {}, false
+end
+
 local function leaders_of(els)
   local out = {}
   for _, el in ipairs(els) do
@@ -142,7 +149,7 @@ local function leaders_of(els)
   return out
 end
 
-for _, kind in ipairs({ "dynamodb", "postgres", "route53", "gcs", "azure", "etcd" }) do
+for _, kind in ipairs({ "dynamodb", "postgres", "route53", "gcs", "azure", "etcd", "redis" }) do
   T.test("stores: two electors on a " .. kind .. " lock, one leader, graceful handover", function(t)
     local lock, extra, staggered = targets[kind]()
     local ids, seen, lost, by_id = { "a", "b" }, {}, {}, {}

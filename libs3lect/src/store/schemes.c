@@ -41,6 +41,9 @@ static const st_scheme schemes[] = {
     {"https", NULL, st_azure_https_parse, st_azure_open, st_azure_canonical, NULL, 0},
     {"etcd", "etcds", st_etcd_parse, st_etcd_open, st_etcd_canonical,
      "etcd://HOST:PORT/KEY (two slashes)", 0},
+    {"redis", NULL, st_redis_parse, st_redis_open, st_redis_canonical, "redis://HOST:PORT/KEY", 0},
+    {"rediss", NULL, st_redis_parse, st_redis_open, st_redis_canonical, "rediss://HOST:PORT/KEY",
+     0},
 };
 #define NSCHEMES (sizeof schemes / sizeof schemes[0])
 
@@ -116,14 +119,14 @@ static int location_parse(const char *url, st_location *out, char *err, size_t e
         snprintf(err, errlen,
                  "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
                  "path, dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME, "
-                 "route53://ZONE_ID/NAME, gs://BUCKET/OBJECT, az://ACCOUNT/CONTAINER/BLOB or "
-                 "etcd://HOST:PORT/KEY",
+                 "route53://ZONE_ID/NAME, gs://BUCKET/OBJECT, az://ACCOUNT/CONTAINER/BLOB, "
+                 "etcd://HOST:PORT/KEY or redis://HOST:PORT/KEY",
                  (int)(sl < 20 ? sl : 20), url);
     else
         snprintf(err, errlen,
                  "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
                  "path (for a file whose name has ':', write ./%.100s), dynamodb://, "
-                 "postgres://, route53://, gs://, az:// or etcd://",
+                 "postgres://, route53://, gs://, az://, etcd:// or redis://",
                  (int)(sl < 20 ? sl : 20), url, url);
     return S3LECT_EINVAL;
 }

@@ -140,7 +140,8 @@ typedef struct st_location {
     /* s3, gs: bucket; file: directory; dynamodb: table; route53: hosted zone id;
      * postgres: the libpq connection URI without s3lect's parameters;
      * azure: storage account;
-     * etcd: "http[s]://H1:P1[,H2:P2...]" (the endpoints) */
+     * etcd: "http[s]://H1:P1[,H2:P2...]" (the endpoints);
+     * redis: HOST:PORT ([V6]:PORT) */
     char *bucket;
     /* s3, gs: object key (name); file: file name inside the directory; dynamodb: the
      * partition key's value; route53: the record name (lower case, with the
@@ -148,12 +149,14 @@ typedef struct st_location {
      * custom: the key */
     char *key;
     /* dynamodb: partition key attribute name; postgres: table name; azure:
-     * container; etcd: the user (NULL when none) */
+     * container; etcd: the user (NULL when none); redis: the user */
     char *opt1;
     /* dynamodb: sort key attribute name and value (NULL when none); azure:
      * opt2 the endpoint suffix of an https URL other than core.windows.net
      * ("core.usgovcloudapi.net"), else NULL;
-     * etcd: the password (opt2) and "CERT\nKEY" files (opt3), NULL when none */
+     * etcd: the password (opt2) and "CERT\nKEY" files (opt3), NULL when none;
+     * redis: the password (opt2, decoded) and the database number (opt3,
+     * NULL: 0) */
     char *opt2, *opt3;
 } st_location;
 
@@ -251,6 +254,7 @@ int st_azure_https_parse(const char *url, const char *rest, st_location *out, ch
  * x-ms-error-code ("" when none); the simulation's azure model uses it. */
 int st_azure_outcome(long status, const char *error_code);
 ST_STORE_FUNCS(etcd)
+ST_STORE_FUNCS(redis)
 /* The custom store (the user's functions, cfg->custom): no URL of its own. */
 extern const st_scheme st_custom_scheme;
 int st_custom_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
