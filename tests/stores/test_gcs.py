@@ -14,9 +14,13 @@ Every output is grepped for the fakes' throwaway secrets.
 
 from __future__ import annotations
 
+import http.server
+import itertools
 import json
 import secrets
+import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -268,3 +272,84 @@ def test_gcs_token_refreshed_in_the_background(fake_gcs, fakes, auth_proxy, clus
     assert leader.leading() and leader.terms()[-1] == term, leader.text()
     assert auth_proxy.refused == 0, leader.text()
     assert_no_secret(fakes, leader.text())
+
+
+# ---- check-store against a server that ignores ifGenerationMatch ----
+
+class _CarelessGcsServer(http.server.ThreadingHTTPServer):
+    """Answers the JSON API's object read and media upload like GCS but
+    ignores ifGenerationMatch: every upload lands. What check-store must
+    catch (a store without compare-and-swap cannot elect one leader)."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        self.objects: dict[str, tuple[bytes, int]] = {}
+        self.generations = itertools.count(1)
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _CarelessGcsHandler)
+
+
+class _CarelessGcsHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self, code: int, body: bytes = b"", headers: dict[str, str] | None = None):
+        self.send_response(code)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _name(self) -> str:
+        u = urllib.parse.urlsplit(self.path)
+        if u.path.startswith("/upload/"):
+            return urllib.parse.parse_qs(u.query).get("name", [""])[0]
+        return urllib.parse.unquote(u.path.split("/o/", 1)[-1])
+
+    def do_GET(self):
+        with self.server.lock:
+            got = self.server.objects.get(self._name())
+        if not got:
+            self._answer(404, b'{"error":{"code":404,"message":"No such object"}}',
+                         {"Content-Type": "application/json"})
+        else:
+            self._answer(200, got[0], {"x-goog-generation": str(got[1])})
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        name = self._name()
+        with self.server.lock:
+            gen = next(self.server.generations)
+            self.server.objects[name] = (body, gen)
+        meta = json.dumps({"name": name, "generation": str(gen)}).encode()
+        self._answer(200, meta, {"Content-Type": "application/json",
+                                 "x-goog-generation": str(gen)})
+
+    def do_DELETE(self):
+        with self.server.lock:
+            self.server.objects.pop(self._name(), None)
+        self._answer(204)
+
+
+def test_check_store_passes_on_the_emulator_and_fails_without_conditions(fake_gcs, s3lect_bin):
+    r = run([str(s3lect_bin), "check-store", f"gs://{fake_gcs.bucket}/check.json", "--racers",
+             "4", "--rounds", "2"], gcs_env(fake_gcs), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    srv = _CarelessGcsServer()
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        env = gcs_env(fake_gcs)
+        env.pop("STORAGE_EMULATOR_HOST", None)
+        r = run([str(s3lect_bin), "check-store", "gs://careless/check.json", "--endpoint",
+                 f"http://127.0.0.1:{srv.server_address[1]}", "--racers", "4", "--rounds", "2"],
+                env, timeout=120)
+        assert r.returncode != 0, r.stdout + r.stderr
+        assert "FAIL" in r.stdout, r.stdout + r.stderr
+    finally:
+        srv.shutdown()
+        srv.server_close()
