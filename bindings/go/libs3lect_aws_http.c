@@ -199,22 +199,6 @@ int ah_endpoint_parse(const char *url, const char *what, ah_endpoint *e, char *e
 
 /* ---- responses ---- */
 
-/* Copies a header's value (after "Name:") without surrounding whitespace. */
-static void header_value(const char *line, size_t n, size_t name_len, char *dst, size_t cap)
-{
-    const char *v = line + name_len;
-    const char *end = line + n;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
-        end--;
-    size_t len = (size_t)(end - v);
-    if (len >= cap)
-        len = cap - 1;
-    memcpy(dst, v, len);
-    dst[len] = '\0';
-}
-
 static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
 {
     ah_response *r = ud;
@@ -225,13 +209,13 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
         r->bucket_region[0] = '\0';
         r->date[0] = r->last_modified[0] = '\0';
     } else if (n > 5 && strncasecmp(line, "Date:", 5) == 0) {
-        header_value(line, n, 5, r->date, sizeof r->date);
+        http_header_value(line, n, 5, r->date, sizeof r->date);
     } else if (n > 14 && strncasecmp(line, "Last-Modified:", 14) == 0) {
-        header_value(line, n, 14, r->last_modified, sizeof r->last_modified);
+        http_header_value(line, n, 14, r->last_modified, sizeof r->last_modified);
     } else if (n > 5 && strncasecmp(line, "ETag:", 5) == 0) {
-        header_value(line, n, 5, r->etag, sizeof r->etag);
+        http_header_value(line, n, 5, r->etag, sizeof r->etag);
     } else if (n > 20 && strncasecmp(line, "x-amz-bucket-region:", 20) == 0) {
-        header_value(line, n, 20, r->bucket_region, sizeof r->bucket_region);
+        http_header_value(line, n, 20, r->bucket_region, sizeof r->bucket_region);
     }
     return n;
 }

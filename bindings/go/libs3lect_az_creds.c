@@ -29,6 +29,7 @@
 #include "libs3lect_crypto.h"
 #include "libs3lect_http.h"
 #include "libs3lect_s3lect.h"
+#include "libs3lect_net.h"
 #include "libs3lect_util.h"
 
 #define AZ_TIMEOUT_MS 10000
@@ -142,18 +143,6 @@ static const char *jstr(const cJSON *o, const char *name)
     return v && cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
 }
 
-static int64_t jnum(const cJSON *o, const char *name)
-{
-    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, name) : NULL;
-    if (!v)
-        return 0;
-    if (cJSON_IsNumber(v))
-        return (int64_t)v->valuedouble;
-    if (cJSON_IsString(v) && v->valuestring)
-        return atoll(v->valuestring);
-    return 0;
-}
-
 /* The token's appid (or azp) and oid claims, "appid X, oid Y", into dst. */
 static void token_principal(const char *tok, char *dst, size_t cap)
 {
@@ -183,33 +172,9 @@ static void token_principal(const char *tok, char *dst, size_t cap)
 int az_parse_token(const char *body, size_t len, int64_t now_ms, aws_fetched *out, char *err,
                    size_t errlen)
 {
-    cJSON *j = cJSON_ParseWithLength(body, len);
-    if (!j || !cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        snprintf(err, errlen, "the answer is not a JSON object");
-        return S3LECT_EAUTH;
-    }
-    const char *tok = jstr(j, "access_token");
-    int64_t in = jnum(j, "expires_in"), on = jnum(j, "expires_on");
-    int64_t exp = on > 0 ? on * 1000 : in > 0 ? now_ms + in * 1000 : 0;
-    int rc = 0;
-    if (!tok) {
-        snprintf(err, errlen, "the answer has no access_token");
-        rc = S3LECT_EAUTH;
-    } else if (exp <= 0) {
-        snprintf(err, errlen, "the answer has no expires_in or expires_on");
-        rc = S3LECT_EAUTH;
-    } else if (!(out->bearer = u_strdup(tok))) {
-        snprintf(err, errlen, "out of memory");
-        rc = S3LECT_ENOMEM;
-    } else {
-        out->expires_ms = exp;
-        token_principal(tok, out->principal, sizeof out->principal);
-    }
-    cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "access_token");
-    if (t && cJSON_IsString(t) && t->valuestring)
-        aws_wipe(t->valuestring, strlen(t->valuestring));
-    cJSON_Delete(j);
+    int rc = aws_parse_bearer(body, len, now_ms, out, err, errlen);
+    if (rc == 0)
+        token_principal(out->bearer, out->principal, sizeof out->principal);
     return rc;
 }
 
@@ -218,38 +183,11 @@ static int token_call(const az_src *s, const char *method, const char *url,
                       const char *const *headers, const char *body, const char *what,
                       const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen)
 {
-    aws_http_resp r;
-    char e[300] = "";
-    int64_t timeout = s->last_resort ? AZ_IMDS_PROBE_TIMEOUT_MS : s->timeout_ms;
-    int rc = aws_http(method, url, headers, body, body ? strlen(body) : 0, s->ca_file, timeout,
-                      abort, &r, e, sizeof e);
-    if (rc) {
-        snprintf(err, errlen, "%s did not answer: %s", what, e);
-        return rc;
-    }
-    if (r.status == 200) {
-        rc = az_parse_token(r.body, r.len, u_wall_ms(), out, e, sizeof e);
-        if (rc)
-            snprintf(err, errlen, "%s gave no usable token: %s", what, e);
-    } else {
-        /* {"error":"invalid_client","error_description":"AADSTS7000215: ..."}
-         * (IMDS and App Service answer the same shape); neither holds a secret. */
-        cJSON *j = cJSON_ParseWithLength(r.body ? r.body : "", r.len);
-        const char *code = jstr(j, "error");
-        const char *desc = jstr(j, "error_description");
-        char detail[320] = "";
-        if (code || desc)
-            snprintf(detail, sizeof detail, " (%s%s%.220s)", code ? code : "",
-                     code && desc ? ": " : "", desc ? desc : "");
-        for (char *c = detail; *c; c++)
-            if (*c == '\r' || *c == '\n')
-                *c = ' ';
-        cJSON_Delete(j);
-        int transient = r.status == 408 || r.status == 429 || r.status >= 500;
-        snprintf(err, errlen, "%s answered HTTP %ld%s", what, r.status, detail);
-        rc = transient ? S3LECT_ETRANSIENT : S3LECT_EAUTH;
-    }
-    aws_http_resp_clear(&r);
+    int rc = aws_token_call(method, url, headers, body, what, s->ca_file,
+                            s->last_resort ? AZ_IMDS_PROBE_TIMEOUT_MS : s->timeout_ms, abort, out,
+                            err, errlen);
+    if (rc == 0)
+        token_principal(out->bearer, out->principal, sizeof out->principal);
     return rc;
 }
 
@@ -432,12 +370,7 @@ static int is_loopback_url(const char *url)
         return 0;
     memcpy(host, h, n);
     host[n] = '\0';
-    unsigned char a[16];
-    if (inet_pton(AF_INET, host, a) == 1)
-        return a[0] == 127;
-    if (inet_pton(AF_INET6, host, a) == 1)
-        return strcmp(host, "::1") == 0;
-    return strcmp(host, "localhost") == 0;
+    return u_is_loopback_host(host);
 }
 
 /* A tenant id (GUID) or domain: letters, digits, '-' and '.' (it goes into the URL). */

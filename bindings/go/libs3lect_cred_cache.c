@@ -389,27 +389,37 @@ int aws_chain_is_static(const aws_chain *e)
     return !e->ops;
 }
 
+/* 0 when the entry holds current credentials of the kind asked for (bearer:
+ * an access token, else AWS keys), else why not. Holds e->mu. */
+static int cur_usable_locked(const struct aws_chain *e, int bearer, char *err, size_t errlen)
+{
+    const char *what = bearer ? "access token" : "credentials";
+    if (!e->have) {
+        snprintf(err, errlen, "no %s from %s yet: %s", what, e->desc,
+                 e->last_err[0] ? e->last_err : "the first fetch is under way");
+        return S3LECT_ETRANSIENT;
+    }
+    if (e->cur.expires_ms && u_wall_ms() + EXPIRY_MARGIN_MS >= e->cur.expires_ms) {
+        char when[40];
+        u_format_rfc3339(e->cur.expires_ms, when, sizeof when);
+        snprintf(err, errlen, "the %s from %s expired at %s and could not be refreshed: %s", what,
+                 e->desc, when, e->last_err[0] ? e->last_err : "the refresh is under way");
+        return S3LECT_ETRANSIENT;
+    }
+    if (bearer ? !e->cur.bearer : !e->cur.access_key_id) {
+        snprintf(err, errlen, "%s hands out %s", e->desc,
+                 bearer ? "AWS keys, not a bearer token" : "a bearer token, not AWS keys");
+        return S3LECT_EAUTH;
+    }
+    return 0;
+}
+
 int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    int rc = 0;
     pthread_mutex_lock(&e->mu);
-    int64_t now = u_wall_ms();
-    if (!e->have) {
-        snprintf(err, errlen, "no credentials from %s yet: %s", e->desc,
-                 e->last_err[0] ? e->last_err : "the first fetch is under way");
-        rc = S3LECT_ETRANSIENT;
-    } else if (e->cur.expires_ms && now + EXPIRY_MARGIN_MS >= e->cur.expires_ms) {
-        char when[40];
-        u_format_rfc3339(e->cur.expires_ms, when, sizeof when);
-        snprintf(err, errlen,
-                 "the credentials from %s expired at %s and could not be refreshed: %s", e->desc,
-                 when, e->last_err[0] ? e->last_err : "the refresh is under way");
-        rc = S3LECT_ETRANSIENT;
-    } else if (!e->cur.access_key_id) {
-        snprintf(err, errlen, "%s hands out a bearer token, not AWS keys", e->desc);
-        rc = S3LECT_EAUTH;
-    } else {
+    int rc = cur_usable_locked(e, 0, err, errlen);
+    if (rc == 0) {
         out->access_key_id = strdup(e->cur.access_key_id);
         out->secret_access_key = strdup(e->cur.secret_access_key);
         out->session_token = e->cur.session_token ? strdup(e->cur.session_token) : NULL;
@@ -431,24 +441,9 @@ int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t
 int aws_chain_bearer(aws_chain *e, char **token, uint64_t *gen, char *err, size_t errlen)
 {
     *token = NULL;
-    int rc = 0;
     pthread_mutex_lock(&e->mu);
-    int64_t now = u_wall_ms();
-    if (!e->have) {
-        snprintf(err, errlen, "no access token from %s yet: %s", e->desc,
-                 e->last_err[0] ? e->last_err : "the first fetch is under way");
-        rc = S3LECT_ETRANSIENT;
-    } else if (e->cur.expires_ms && now + EXPIRY_MARGIN_MS >= e->cur.expires_ms) {
-        char when[40];
-        u_format_rfc3339(e->cur.expires_ms, when, sizeof when);
-        snprintf(err, errlen,
-                 "the access token from %s expired at %s and could not be refreshed: %s", e->desc,
-                 when, e->last_err[0] ? e->last_err : "the refresh is under way");
-        rc = S3LECT_ETRANSIENT;
-    } else if (!e->cur.bearer) {
-        snprintf(err, errlen, "%s hands out AWS keys, not a bearer token", e->desc);
-        rc = S3LECT_EAUTH;
-    } else {
+    int rc = cur_usable_locked(e, 1, err, errlen);
+    if (rc == 0) {
         *token = strdup(e->cur.bearer);
         if (gen)
             *gen = e->gen;

@@ -9,6 +9,7 @@
 /* cred_http.c - one HTTP request with a libcurl easy handle, for the
  * credential sources (STS, SSO). Bodies are capped, wiped when freed, and
  * header lines (which may hold tokens) are wiped before they are freed. */
+#include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "libs3lect_cred_parse.h"
 #include "libs3lect_cred_sources.h"
 #include "libs3lect_s3lect.h"
+#include "libs3lect_util.h"
 
 #define MAX_BODY (256 * 1024)
 
@@ -149,4 +151,47 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
         }
     }
     return 0;
+}
+
+int aws_token_call(const char *method, const char *url, const char *const *headers,
+                   const char *body, const char *what, const char *ca_file, int64_t timeout_ms,
+                   const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen)
+{
+    aws_http_resp r;
+    char e[300] = "";
+    int rc = aws_http(method, url, headers, body, body ? strlen(body) : 0, ca_file, timeout_ms,
+                      abort, &r, e, sizeof e);
+    if (rc) {
+        snprintf(err, errlen, "%s did not answer: %s", what, e);
+        return rc;
+    }
+    if (r.status == 200) {
+        rc = aws_parse_bearer(r.body, r.len, u_wall_ms(), out, e, sizeof e);
+        if (rc)
+            snprintf(err, errlen, "%s gave no usable token: %s", what, e);
+    } else {
+        /* OAuth2: {"error":"invalid_grant","error_description":"..."} (Entra
+         * ID, IMDS and App Service too); Google APIs: {"error":{"message":
+         * "..."}}. Neither holds a secret. */
+        cJSON *j = cJSON_ParseWithLength(r.body ? r.body : "", r.len);
+        const cJSON *ev = j ? cJSON_GetObjectItemCaseSensitive(j, "error") : NULL;
+        const cJSON *dv = j ? cJSON_GetObjectItemCaseSensitive(j, "error_description") : NULL;
+        if (ev && cJSON_IsObject(ev))
+            dv = cJSON_GetObjectItemCaseSensitive(ev, "message");
+        const char *code = ev && cJSON_IsString(ev) ? ev->valuestring : NULL;
+        const char *desc = dv && cJSON_IsString(dv) ? dv->valuestring : NULL;
+        char detail[320] = "";
+        if (code || desc)
+            snprintf(detail, sizeof detail, " (%.80s%s%.220s)", code ? code : "",
+                     code && desc ? ": " : "", desc ? desc : "");
+        for (char *c = detail; *c; c++)
+            if ((unsigned char)*c < 0x20)
+                *c = ' ';
+        cJSON_Delete(j);
+        int transient = r.status == 408 || r.status == 429 || r.status >= 500;
+        snprintf(err, errlen, "%s answered HTTP %ld%s", what, r.status, detail);
+        rc = transient ? S3LECT_ETRANSIENT : S3LECT_EAUTH;
+    }
+    aws_http_resp_clear(&r);
+    return rc;
 }

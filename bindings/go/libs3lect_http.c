@@ -158,3 +158,17 @@ void http_easy_common(CURL *e, const char *url, long total_ms, long connect_ms, 
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, body);
 }
+
+void http_header_value(const char *line, size_t n, size_t name_len, char *dst, size_t cap)
+{
+    const char *v = line + name_len, *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    size_t len = (size_t)(end - v);
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(dst, v, len);
+    dst[len] = '\0';
+}

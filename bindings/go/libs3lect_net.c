@@ -13,6 +13,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -54,4 +55,18 @@ int u_listen(const struct addrinfo *res, int any, int sock_flags, int backlog, i
     if (err_no)
         *err_no = last;
     return -1;
+}
+
+int u_is_loopback_host(const char *host)
+{
+    unsigned char b[16];
+    if (strcasecmp(host, "localhost") == 0)
+        return 1;
+    if (inet_pton(AF_INET, host, b) == 1)
+        return b[0] == 127;
+    if (inet_pton(AF_INET6, host, b) == 1) {
+        static const unsigned char one[16] = {[15] = 1};
+        return memcmp(b, one, 16) == 0;
+    }
+    return 0;
 }

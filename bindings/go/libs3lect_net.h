@@ -14,6 +14,10 @@ struct addrinfo;
  * added to the socket type (SOCK_NONBLOCK; SOCK_CLOEXEC always is). Returns
  * the descriptor and sets *port (may be NULL) to the port bound, or -1 with
  * *err_no set. */
+/* Is host ("127.0.0.1", "::1", "localhost"; no brackets, no port) a
+ * loopback address? 127.0.0.0/8, ::1 and "localhost" (any case). */
+int u_is_loopback_host(const char *host);
+
 int u_listen(const struct addrinfo *res, int any, int sock_flags, int backlog, int *port,
              int *err_no);
 

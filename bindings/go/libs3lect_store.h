@@ -276,6 +276,17 @@ size_t st_utf8_len(const unsigned char *p);
  * what names the part in the message ("key", "path"). */
 int st_check_segments(const char *url, const char *what, const char *path, size_t n, char *err,
                       size_t errlen);
+
+/* "BUCKET/OBJECT" after "SCHEME://" (the S3 and GCS forms): checks the URL
+ * has both and no query or fragment, then the bucket and the object name
+ * with the store's own rules, and fills out->bucket and out->key. form is
+ * the spelling to show ("s3://bucket/key"), an_object the object's name
+ * with its article ("a key", "an object"). */
+int st_parse_bucket_object(
+    const char *url, const char *rest, const char *form, const char *an_object,
+    int (*check_bucket)(const char *url, const char *b, size_t bl, char *err, size_t errlen),
+    int (*check_object)(const char *url, const char *key, char *err, size_t errlen),
+    st_location *out, char *err, size_t errlen);
 /* Checks a name or value: 1 to max bytes of UTF-8 without control characters. */
 int st_check_text(const char *url, const char *what, const char *v, size_t max, char *err,
                   size_t errlen);

@@ -92,20 +92,6 @@ struct st_xfer {
     char errbuf[CURL_ERROR_SIZE];
 };
 
-static void header_value(const char *line, size_t n, size_t name_len, char *dst, size_t cap)
-{
-    const char *v = line + name_len, *end = line + n;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
-        end--;
-    size_t len = (size_t)(end - v);
-    if (len >= cap)
-        len = cap - 1;
-    memcpy(dst, v, len);
-    dst[len] = '\0';
-}
-
 static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
 {
     az_response *r = ud;
@@ -128,7 +114,7 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
         size_t nl = strlen(keep[i].name);
         if (n > nl && strncasecmp(line, keep[i].name, nl) == 0)
-            header_value(line, n, nl, (char *)r + keep[i].off, keep[i].cap);
+            http_header_value(line, n, nl, (char *)r + keep[i].off, keep[i].cap);
     }
     return n;
 }

@@ -537,36 +537,8 @@ static int check_s3_key(const char *url, const char *key, char *err, size_t errl
 
 int st_s3_parse(const char *url, const char *b, st_location *out, char *err, size_t errlen)
 {
-    const char *slash = strchr(b, '/');
-    if (!slash || slash == b || !slash[1]) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s' needs a bucket and a key: s3://bucket/path/to/leader.json",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    if (strpbrk(url, "?#")) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s' has a query or fragment ('?' or '#'); lock URLs take neither: "
-                 "s3://bucket/key",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    size_t bl = (size_t)(slash - b);
-    int rc = check_bucket(url, b, bl, err, errlen);
-    if (!rc)
-        rc = check_s3_key(url, slash + 1, err, errlen);
-    if (rc)
-        return rc;
-    out->bucket = malloc(bl + 1);
-    out->key = u_strdup(slash + 1);
-    if (!out->bucket || !out->key) {
-        st_location_clear(out);
-        snprintf(err, errlen, "out of memory");
-        return S3LECT_ENOMEM;
-    }
-    memcpy(out->bucket, b, bl);
-    out->bucket[bl] = '\0';
-    return 0;
+    return st_parse_bucket_object(url, b, "s3://bucket/key", "a key", check_bucket, check_s3_key,
+                                  out, err, errlen);
 }
 
 int st_s3_canonical(const st_location *loc, char **out)

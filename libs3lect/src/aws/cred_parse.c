@@ -380,3 +380,57 @@ int aws_parse_sts_response(const char *buf, size_t len, aws_fetched *out, char *
     }
     return finish(out, what, err, errlen);
 }
+
+/* A JSON number, or a string of digits, as an integer; 0 when neither. */
+static int64_t json_int(const cJSON *j, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
+    if (v && cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e15)
+        return (int64_t)v->valuedouble;
+    if (v && cJSON_IsString(v) && v->valuestring)
+        return atoll(v->valuestring) > 0 ? atoll(v->valuestring) : 0;
+    return 0;
+}
+
+int aws_parse_bearer(const char *buf, size_t len, int64_t now_ms, aws_fetched *out, char *err,
+                     size_t errlen)
+{
+    cJSON *j = cJSON_ParseWithLength(buf, len);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        snprintf(err, errlen, "the answer is not a JSON object");
+        return S3LECT_EAUTH;
+    }
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "access_token");
+    if (!t || !cJSON_IsString(t))
+        t = cJSON_GetObjectItemCaseSensitive(j, "accessToken");
+    const char *tok = t && cJSON_IsString(t) && t->valuestring[0] ? t->valuestring : NULL;
+    const cJSON *et = cJSON_GetObjectItemCaseSensitive(j, "expireTime");
+    int64_t in = json_int(j, "expires_in"), on = json_int(j, "expires_on"), exp = 0;
+    if (on > 0)
+        exp = on * 1000;
+    else if (in > 0)
+        exp = now_ms + in * 1000;
+    else if (et && cJSON_IsString(et) && u_parse_rfc3339(et->valuestring, &exp) != 0)
+        exp = 0;
+    int rc = 0;
+    if (!tok) {
+        snprintf(err, errlen, "the answer has no access_token");
+        rc = S3LECT_EAUTH;
+    } else if (exp <= 0) {
+        snprintf(err, errlen, "the answer has no expires_in, expires_on or expireTime");
+        rc = S3LECT_EAUTH;
+    } else if (strpbrk(tok, "\r\n")) {
+        snprintf(err, errlen, "the access token has a line break");
+        rc = S3LECT_EAUTH;
+    } else if (!(out->bearer = u_strdup(tok))) {
+        snprintf(err, errlen, "out of memory");
+        rc = S3LECT_ENOMEM;
+    } else {
+        out->expires_ms = exp;
+    }
+    if (tok)
+        aws_wipe((char *)tok, strlen(tok));
+    cJSON_Delete(j);
+    return rc;
+}

@@ -70,6 +70,16 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
              aws_http_resp *out, char *err, size_t errlen);
 void aws_http_resp_clear(aws_http_resp *r);
 
+/* One request to an OAuth2 token endpoint (GCP's and Azure's sources), its
+ * answer parsed by aws_parse_bearer into out. what names the endpoint in
+ * messages ("the token endpoint https://..."). A refusal's message carries
+ * the answer's error and error_description (or Google's error.message),
+ * which hold no secret. Returns 0; S3LECT_ETRANSIENT when no answer came or
+ * on 408, 429 and 5xx; S3LECT_EAUTH otherwise. */
+int aws_token_call(const char *method, const char *url, const char *const *headers,
+                   const char *body, const char *what, const char *ca_file, int64_t timeout_ms,
+                   const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen);
+
 /* ---- STS (cred_sts.c) ---- */
 
 typedef struct aws_sts_ctx {

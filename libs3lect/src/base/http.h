@@ -47,6 +47,12 @@ void http_easy_common(CURL *e, const char *url, long total_ms, long connect_ms, 
  * found: NULL, and verification fails as before (never open). Computed
  * once per process. */
 const char *http_system_ca(void);
+
+/* A response header line's value (what follows the name_len bytes of
+ * "Name:") without surrounding blanks or the line end, as a NUL-terminated
+ * string cut to cap bytes (for libcurl's header callbacks; line is not
+ * NUL-terminated, n is its length). */
+void http_header_value(const char *line, size_t n, size_t name_len, char *dst, size_t cap);
 /* The choice http_system_ca makes, from the given built-in file and
  * directory (NULL: none), SSL_CERT_FILE's value and candidates (tests). */
 const char *http_pick_ca(const char *builtin_file, const char *builtin_dir, const char *env_file,

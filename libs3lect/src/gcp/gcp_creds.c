@@ -167,39 +167,7 @@ static int form_add(char **out, size_t *len, size_t *cap, const char *name, cons
 int gcp_parse_token(const char *body, size_t len, int64_t now_ms, aws_fetched *out, char *err,
                     size_t errlen)
 {
-    cJSON *j = cJSON_ParseWithLength(body, len);
-    if (!j || !cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        snprintf(err, errlen, "the answer is not a JSON object");
-        return S3LECT_EAUTH;
-    }
-    const char *tok = jstr(j, "access_token");
-    if (!tok)
-        tok = jstr(j, "accessToken");
-    const cJSON *ein = cJSON_GetObjectItemCaseSensitive(j, "expires_in");
-    const char *etime = jstr(j, "expireTime");
-    int64_t exp = 0;
-    if (ein && cJSON_IsNumber(ein) && ein->valuedouble > 0)
-        exp = now_ms + (int64_t)(ein->valuedouble * 1000);
-    else if (ein && cJSON_IsString(ein) && atoll(ein->valuestring) > 0)
-        exp = now_ms + atoll(ein->valuestring) * 1000;
-    else if (etime && u_parse_rfc3339(etime, &exp) != 0)
-        exp = 0;
-    int rc = 0;
-    if (!tok) {
-        snprintf(err, errlen, "the answer has no access_token");
-        rc = S3LECT_EAUTH;
-    } else if (exp <= 0) {
-        snprintf(err, errlen, "the answer has no expires_in or expireTime");
-        rc = S3LECT_EAUTH;
-    } else if (!(out->bearer = u_strdup(tok))) {
-        snprintf(err, errlen, "out of memory");
-        rc = S3LECT_ENOMEM;
-    } else {
-        out->expires_ms = exp;
-    }
-    json_wipe_delete(j);
-    return rc;
+    return aws_parse_bearer(body, len, now_ms, out, err, errlen);
 }
 
 /* One request to a token endpoint; the answer parsed into out. what names
@@ -208,39 +176,9 @@ static int token_call(const gcp_src *s, const char *method, const char *url,
                       const char *const *headers, const char *body, const char *what,
                       const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen)
 {
-    aws_http_resp r;
-    char e[300] = "";
-    int64_t timeout = s->md_last_resort ? GCP_MD_PROBE_TIMEOUT_MS : s->timeout_ms;
-    int rc = aws_http(method, url, headers, body, body ? strlen(body) : 0, s->ca_file, timeout,
-                      abort, &r, e, sizeof e);
-    if (rc) {
-        snprintf(err, errlen, "%s did not answer: %s", what, e);
-        return rc;
-    }
-    if (r.status == 200) {
-        rc = gcp_parse_token(r.body, r.len, u_wall_ms(), out, e, sizeof e);
-        if (rc)
-            snprintf(err, errlen, "%s gave no usable token: %s", what, e);
-    } else {
-        /* OAuth2 errors: {"error":"invalid_grant","error_description":"..."};
-         * Google APIs: {"error":{"message":"..."}}. Neither holds a secret. */
-        char detail[300] = "";
-        cJSON *j = cJSON_ParseWithLength(r.body, r.len);
-        const cJSON *ev = j ? cJSON_GetObjectItemCaseSensitive(j, "error") : NULL;
-        const char *code = ev && cJSON_IsString(ev) ? ev->valuestring : NULL;
-        const char *desc = jstr(j, "error_description");
-        if (ev && cJSON_IsObject(ev))
-            desc = jstr(ev, "message");
-        snprintf(detail, sizeof detail, "%s%s%.200s", code ? code : "", code && desc ? ": " : "",
-                 desc ? desc : "");
-        cJSON_Delete(j);
-        int transient = r.status == 408 || r.status == 429 || r.status >= 500;
-        snprintf(err, errlen, "%s answered HTTP %ld%s%s%s", what, r.status, detail[0] ? " (" : "",
-                 detail, detail[0] ? ")" : "");
-        rc = transient ? S3LECT_ETRANSIENT : S3LECT_EAUTH;
-    }
-    aws_http_resp_clear(&r);
-    return rc;
+    return aws_token_call(method, url, headers, body, what, s->ca_file,
+                          s->md_last_resort ? GCP_MD_PROBE_TIMEOUT_MS : s->timeout_ms, abort, out,
+                          err, errlen);
 }
 
 static int token_form_post(const gcp_src *s, const char *url, const char *form, const char *what,

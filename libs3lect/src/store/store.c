@@ -404,3 +404,42 @@ int st_http_date_ms(const char *s, int64_t *ms)
     *ms = (int64_t)t * 1000;
     return 0;
 }
+
+int st_parse_bucket_object(
+    const char *url, const char *rest, const char *form, const char *an_object,
+    int (*check_bucket)(const char *url, const char *b, size_t bl, char *err, size_t errlen),
+    int (*check_object)(const char *url, const char *key, char *err, size_t errlen),
+    st_location *out, char *err, size_t errlen)
+{
+    const char *slash = strchr(rest, '/');
+    size_t sl = strcspn(form, "/");
+    if (!slash || slash == rest || !slash[1]) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' needs a bucket and %s: %.*s/bucket/path/to/leader.json", url,
+                 an_object, (int)sl + 1, form);
+        return S3LECT_EINVAL;
+    }
+    if (strpbrk(url, "?#")) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s' has a query or fragment ('?' or '#'); lock URLs take neither: "
+                 "%s",
+                 url, form);
+        return S3LECT_EINVAL;
+    }
+    size_t bl = (size_t)(slash - rest);
+    int rc = check_bucket(url, rest, bl, err, errlen);
+    if (!rc)
+        rc = check_object(url, slash + 1, err, errlen);
+    if (rc)
+        return rc;
+    out->bucket = malloc(bl + 1);
+    out->key = u_strdup(slash + 1);
+    if (!out->bucket || !out->key) {
+        st_location_clear(out);
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    memcpy(out->bucket, rest, bl);
+    out->bucket[bl] = '\0';
+    return 0;
+}

@@ -30,6 +30,7 @@
 #include "cred_parse.h"
 #include "gcp_creds.h"
 #include "http.h"
+#include "net.h"
 #include "store.h"
 #include "util.h"
 
@@ -85,20 +86,6 @@ static void xfer_free(st_xfer *x)
     free(x);
 }
 
-static void header_value(const char *line, size_t n, size_t name_len, char *dst, size_t cap)
-{
-    const char *v = line + name_len, *end = line + n;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
-        end--;
-    size_t len = (size_t)(end - v);
-    if (len >= cap)
-        len = cap - 1;
-    memcpy(dst, v, len);
-    dst[len] = '\0';
-}
-
 static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
 {
     st_xfer *x = ud;
@@ -106,11 +93,11 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
     if (n >= 5 && strncmp(line, "HTTP/", 5) == 0)
         x->generation[0] = x->date[0] = x->last_modified[0] = '\0';
     else if (n > 5 && strncasecmp(line, "Date:", 5) == 0)
-        header_value(line, n, 5, x->date, sizeof x->date);
+        http_header_value(line, n, 5, x->date, sizeof x->date);
     else if (n > 14 && strncasecmp(line, "Last-Modified:", 14) == 0)
-        header_value(line, n, 14, x->last_modified, sizeof x->last_modified);
+        http_header_value(line, n, 14, x->last_modified, sizeof x->last_modified);
     else if (n > 18 && strncasecmp(line, "x-goog-generation:", 18) == 0)
-        header_value(line, n, 18, x->generation, sizeof x->generation);
+        http_header_value(line, n, 18, x->generation, sizeof x->generation);
     return n;
 }
 
@@ -261,33 +248,6 @@ static st_xfer *gcs_begin(st_store *st, void *easy, const char *key, int put, co
     return x;
 }
 
-/* An HTTP date (IMF-fixdate) as wall ms; -1 when s is not one. */
-static int http_date_ms(const char *s, int64_t *ms)
-{
-    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
-    char mon[4] = "";
-    int day, year, h, mi, sec, used = 0;
-    if (sscanf(s, "%*3[A-Za-z], %2d %3[A-Za-z] %4d %2d:%2d:%2d GMT%n", &day, mon, &year, &h, &mi,
-               &sec, &used) != 6 ||
-        used == 0 || s[used] != '\0' || strlen(mon) != 3)
-        return -1;
-    const char *m = strstr(months, mon);
-    if (!m || (m - months) % 3 != 0 || day < 1 || day > 31 || year < 1970 || h > 23 || mi > 59 ||
-        sec > 60)
-        return -1;
-    struct tm tm = {.tm_year = year - 1900,
-                    .tm_mon = (int)((m - months) / 3),
-                    .tm_mday = day,
-                    .tm_hour = h,
-                    .tm_min = mi,
-                    .tm_sec = sec};
-    time_t t = timegm(&tm);
-    if (t == (time_t)-1)
-        return -1;
-    *ms = (int64_t)t * 1000;
-    return 0;
-}
-
 /* The error's message from a JSON error body ({"error":{"message":...}}). */
 static void error_detail(const http_body *b, long status, char *out, size_t n)
 {
@@ -400,7 +360,7 @@ static void gcs_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
             snprintf(x->generation, sizeof x->generation, "%.0f", g->valuedouble);
         cJSON_Delete(j);
     } else if (x->last_modified[0]) {
-        http_date_ms(x->last_modified, &modified);
+        st_http_date_ms(x->last_modified, &modified);
     }
     if (!x->generation[0] || strspn(x->generation, "0123456789") != strlen(x->generation)) {
         st_result_setf(out, ST_FATAL,
@@ -413,7 +373,7 @@ static void gcs_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         st_result_setf(out, ST_TRANSIENT, "out of memory");
     } else {
         out->outcome = ST_OK;
-        if (!x->put && modified > 0 && http_date_ms(x->date, &out->server_now_ms) == 0)
+        if (!x->put && modified > 0 && st_http_date_ms(x->date, &out->server_now_ms) == 0)
             out->server_modified_ms = modified;
         else
             out->server_now_ms = 0;
@@ -448,20 +408,6 @@ static const st_vtable gcs_vtable = {.name = "gcs",
                                      .begin = gcs_begin,
                                      .finish = gcs_finish,
                                      .pool = gcs_pool};
-
-static int is_loopback_host(const char *h)
-{
-    unsigned char b[16];
-    if (strcasecmp(h, "localhost") == 0)
-        return 1;
-    if (inet_pton(AF_INET, h, b) == 1)
-        return b[0] == 127;
-    if (inet_pton(AF_INET6, h, b) == 1) {
-        static const unsigned char one[16] = {[15] = 1};
-        return memcmp(b, one, 16) == 0;
-    }
-    return 0;
-}
 
 /* The endpoint: the endpoint setting, STORAGE_EMULATOR_HOST (what Google's
  * client libraries and fake-gcs-server use; "host:port" means http), else
@@ -519,7 +465,7 @@ int st_gcs_open(const struct s3lect_config *cfg, const st_location *loc, st_stor
             snprintf(err, errlen, "out of memory");
             rc = S3LECT_ENOMEM;
         }
-        if (!ep.https && is_loopback_host(ep.host))
+        if (!ep.https && u_is_loopback_host(ep.host))
             emulator = 1;
     }
     /* Fail early, with a message saying what to set, when there are no
@@ -605,36 +551,8 @@ static int check_object(const char *url, const char *key, char *err, size_t errl
 
 int st_gcs_parse(const char *url, const char *b, st_location *out, char *err, size_t errlen)
 {
-    const char *slash = strchr(b, '/');
-    if (!slash || slash == b || !slash[1]) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s' needs a bucket and an object: gs://bucket/path/to/leader.json",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    if (strpbrk(url, "?#")) {
-        snprintf(err, errlen,
-                 "lock URL '%.200s' has a query or fragment ('?' or '#'); lock URLs take neither: "
-                 "gs://bucket/object",
-                 url);
-        return S3LECT_EINVAL;
-    }
-    size_t bl = (size_t)(slash - b);
-    int rc = check_bucket(url, b, bl, err, errlen);
-    if (!rc)
-        rc = check_object(url, slash + 1, err, errlen);
-    if (rc)
-        return rc;
-    out->bucket = malloc(bl + 1);
-    out->key = u_strdup(slash + 1);
-    if (!out->bucket || !out->key) {
-        st_location_clear(out);
-        snprintf(err, errlen, "out of memory");
-        return S3LECT_ENOMEM;
-    }
-    memcpy(out->bucket, b, bl);
-    out->bucket[bl] = '\0';
-    return 0;
+    return st_parse_bucket_object(url, b, "gs://bucket/object", "an object", check_bucket,
+                                  check_object, out, err, errlen);
 }
 
 int st_gcs_canonical(const st_location *loc, char **out)
