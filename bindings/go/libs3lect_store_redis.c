@@ -270,10 +270,6 @@ typedef struct rd_store {
     char *ca_file;
     char write_sha[41], read_sha[41];
     int64_t default_timeout_ms;
-    /* A lock key this store object saw exist (read or written), and since
-     * when it has been missing (0: not missing): see rd_get. */
-    char *seen_key;
-    int64_t vanished_at, vanish_hold_ms;
     /* the connection */
     int fd;
     SSL_CTX *ctx;
@@ -809,48 +805,6 @@ static int reply_ms(const redisReply *r, int64_t *out)
     return 0;
 }
 
-/* The key exists: remember it. */
-static void seen(rd_store *s, const char *key)
-{
-    s->vanished_at = 0;
-    if (!s->seen_key || strcmp(s->seen_key, key) != 0) {
-        free(s->seen_key);
-        s->seen_key = u_strdup(key); /* NULL when out of memory: no hold */
-    }
-}
-
-/* The key does not exist. s3lect never deletes a lock, so a key this store
- * object saw exist was lost by Redis: a restart without persistence, a
- * FLUSHALL, eviction, a failover to a replica that missed writes, or a DEL
- * by hand. Its leader may still run its command until its next renewal is
- * refused; taking the lock at once could make a second leader. So for one
- * lease_timeout the read is a transient error saying so, then "not found"
- * (the engine then creates the lock, with terms counted again from 1). */
-static void vanished(rd_store *s, const char *key, st_result *out)
-{
-    if (!s->seen_key || strcmp(s->seen_key, key) != 0 || s->vanish_hold_ms <= 0) {
-        st_result_setf(out, ST_NOT_FOUND, "no key '%s' on Redis %s", key, s->where);
-        return;
-    }
-    int64_t now = u_mono_ms();
-    if (!s->vanished_at)
-        s->vanished_at = now;
-    if (now - s->vanished_at < s->vanish_hold_ms) {
-        st_result_setf(out, ST_TRANSIENT,
-                       "the lock key '%s' vanished from Redis %s (restarted without persistence, "
-                       "flushed, evicted, or failed over to a replica that missed writes): "
-                       "treating it as free only after one lease_timeout (%lld ms) so that its "
-                       "leader can stop first; run Redis with appendonly yes, appendfsync always "
-                       "and noeviction (docs/stores.md)",
-                       key, s->where, (long long)s->vanish_hold_ms);
-        return;
-    }
-    free(s->seen_key);
-    s->seen_key = NULL;
-    s->vanished_at = 0;
-    st_result_setf(out, ST_NOT_FOUND, "no key '%s' on Redis %s", key, s->where);
-}
-
 static void rd_get(st_store *st, const char *key, int64_t timeout_ms, st_result *out)
 {
     rd_store *s = (rd_store *)st;
@@ -864,7 +818,11 @@ static void rd_get(st_store *st, const char *key, int64_t timeout_ms, st_result 
         st_result_setf(out, ST_TRANSIENT, "Redis %s answered the read script unexpectedly",
                        s->where);
     } else if (r->element[0]->integer == 0) {
-        vanished(s, key, out);
+        /* s3lect never deletes a lock: a key it saw was lost by Redis (a
+         * restart without persistence, FLUSHALL, eviction, a failover to a
+         * replica that missed writes) or deleted by hand. The engine treats
+         * a vanished lock as held for one lease (election.c, vanished). */
+        st_result_setf(out, ST_NOT_FOUND, "no key '%s' on Redis %s", key, s->where);
     } else if (r->element[1]->type != REDIS_REPLY_STRING ||
                r->element[2]->type != REDIS_REPLY_STRING || !r->element[2]->len) {
         st_result_setf(out, ST_FATAL,
@@ -879,7 +837,6 @@ static void rd_get(st_store *st, const char *key, int64_t timeout_ms, st_result 
         st_result_setf(out, ST_TRANSIENT, "out of memory");
     } else {
         out->outcome = ST_OK;
-        seen(s, key);
         int64_t mod = 0, sec = 0, usec = 0;
         if (reply_ms(r->element[3], &mod) == 0 && reply_ms(r->element[4], &sec) == 0 &&
             reply_ms(r->element[5], &usec) == 0 && mod > 0 && sec > 0) {
@@ -916,7 +873,6 @@ static void rd_put(st_store *st, const char *key, const void *data, size_t len,
             st_result_setf(out, ST_TRANSIENT, "out of memory");
         else
             out->outcome = ST_OK;
-        seen(s, key);
     } else if (if_match) {
         st_result_setf(out, ST_PRECONDITION,
                        "key '%s' on Redis %s changed since version %s (or is gone): another "
@@ -948,7 +904,6 @@ static void rd_destroy(st_store *st)
     free(s->where);
     free(s->origin);
     free(s->ca_file);
-    free(s->seen_key);
     free(s);
 }
 
@@ -979,7 +934,6 @@ int st_redis_open(const struct s3lect_config *cfg, const st_location *loc, st_st
     s->fd = -1;
     s->tls = loc->scheme && strcmp(loc->scheme->name, "rediss") == 0;
     s->default_timeout_ms = cfg->request_timeout > 0 ? cfg->request_timeout : RD_DEFAULT_TIMEOUT_MS;
-    s->vanish_hold_ms = cfg->lease_timeout;
     /* bucket: HOST:PORT or [V6]:PORT */
     const char *hp = loc->bucket, *colon = strrchr(hp, ':');
     int v6 = hp[0] == '[';

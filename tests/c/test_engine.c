@@ -1003,6 +1003,114 @@ static void t_released_is_free(void)
     el_free(&e);
 }
 
+/* b's record, written now by b's clock (lastUpdated = our wall clock). */
+static void mem_set_b(mem *m, int64_t now, int64_t term)
+{
+    char buf[300], ts[40];
+    u_format_rfc3339(1700000000000 + now, ts, sizeof ts);
+    snprintf(buf, sizeof buf,
+             "{\"leaderID\":\"b\",\"lastUpdated\":\"%s\",\"term\":%lld,\"leaseMs\":15000}", ts,
+             (long long)term);
+    mem_set(m, buf);
+}
+
+/* s3lect never deletes a lock, so a record that vanishes was removed by
+ * someone else (by hand, a lifecycle rule, a store that lost it). Its holder
+ * may lead until its next renewal is refused, and a write of any node, with
+ * a lease up to max_lease_timeout, may have landed after our last read: the
+ * lock counts as held that long from the first "not found", whatever was
+ * seen last, and is then taken. */
+static void t_vanished_record_is_held(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    const int64_t HOLD = 4 * P.lease; /* max_lease_timeout's default */
+    el_params q = P;
+    q.infrequent = 3000; /* a notices the delete within 3 s */
+    el_init(&e, &q, "a", "127.0.0.1:1", "inc-x", 7);
+    /* b leads and renews every 5 s; a follows. */
+    for (int i = 0; i < 6; i++) {
+        m.now = now;
+        mem_set_b(&m, now, 3);
+        run_until(&e, &m, &now, now + 5000, &c);
+    }
+    CHECK(c.acquired == 0 && m.puts == 0, "a follows b's live record (%d PUTs)", m.puts);
+    m.exists = 0; /* deleted by hand, just after b's last renewal */
+    int64_t gone = now;
+    int errs = c.errors;
+    run_until(&e, &m, &now, gone + HOLD - 200, &c);
+    CHECK(c.acquired == 0 && m.puts == 0,
+          "no write while the vanished lock's holder may still lead (%d PUTs)", m.puts);
+    CHECK(c.errors > errs && e.last_error == S3LECT_ENOTFOUND && e.last_error_msg &&
+              strstr(e.last_error_msg, "vanished") && strstr(e.last_error_msg, "held by 'b'"),
+          "the vanish is reported, naming the holder: %s",
+          e.last_error_msg ? e.last_error_msg : "(none)");
+    CHECK(m.gets >= 3, "it keeps reading meanwhile (%d GETs)", m.gets);
+    run_until(&e, &m, &now, gone + q.infrequent + HOLD + 1000, &c);
+    CHECK(c.acquired == 1 && c.last_term == 4,
+          "takes the lock max_lease_timeout after it vanished, term above the last seen (%d, %lld)",
+          c.acquired, (long long)c.last_term);
+    el_free(&e);
+
+    /* The record comes back during the hold (b, or a node that never saw
+     * it, writes one): it is followed like any record. */
+    restart(&e, &m, &c, &now);
+    for (int i = 0; i < 3; i++) {
+        m.now = now;
+        mem_set_b(&m, now, 7);
+        run_until(&e, &m, &now, now + 5000, &c);
+    }
+    m.exists = 0;
+    run_until(&e, &m, &now, now + 6000, &c);
+    for (int i = 0; i < 6; i++) {
+        m.now = now;
+        mem_set_b(&m, now, 8);
+        run_until(&e, &m, &now, now + 5000, &c);
+    }
+    CHECK(c.acquired == 0 && m.puts == 0, "a record back in the hold is followed (%d PUTs)",
+          m.puts);
+    el_free(&e);
+
+    /* A released record that vanishes is held too: a node may have taken
+     * it since our last read. */
+    restart(&e, &m, &c, &now);
+    mem_set(&m, "{\"leaderID\":\"\",\"lastUpdated\":\"0001-01-01T00:00:00Z\",\"term\":9}");
+    m.fail_puts = ST_TRANSIENT; /* it sees it, cannot take it yet */
+    run_until(&e, &m, &now, now + 2000, &c);
+    m.fail_puts = 0;
+    m.exists = 0;
+    int gets0 = m.gets;
+    for (int guard = 0; guard < 100 && m.gets == gets0; guard++)
+        run_until(&e, &m, &now, now + 100, &c);
+    int64_t t0 = now;
+    CHECK(m.gets > gets0 && e.vanish_until >= now + HOLD - 1000,
+          "a released record that vanishes is held too (%lld ms)",
+          (long long)(e.vanish_until - now));
+    run_until(&e, &m, &now, t0 + HOLD - 100, &c);
+    CHECK(c.acquired == 0, "no acquisition in the hold (%d)", c.acquired);
+    run_until(&e, &m, &now, t0 + HOLD + P.frequent + 1000, &c);
+    CHECK(c.acquired == 1 && c.last_term == 10, "then taken, term above the last seen (%d, %lld)",
+          c.acquired, (long long)c.last_term);
+    el_free(&e);
+
+    /* Our own record vanishes: the refused renewal makes us step down; we
+     * cannot know that nobody took over while our renewals failed, so it is
+     * held like any other. */
+    lead(&e, &m, &c, &now);
+    m.exists = 0;
+    int64_t t1 = now;
+    run_until(&e, &m, &now, now + P.renew_interval + 1000, &c);
+    CHECK(c.lost == 1 && !el_is_leader(&e, now), "its own vanished record: steps down (%d)",
+          c.lost);
+    run_until(&e, &m, &now, t1 + HOLD, &c);
+    CHECK(c.acquired == 1, "and waits (%d acquired)", c.acquired);
+    run_until(&e, &m, &now, t1 + P.renew_interval + HOLD + P.frequent + 2000, &c);
+    CHECK(c.acquired == 2 && el_is_leader(&e, now), "then leads again (%d acquired)", c.acquired);
+    el_free(&e);
+}
+
 static void t_lost_race_and_expiry(void)
 {
     el_engine e;
@@ -1532,6 +1640,7 @@ int main(void)
     t_takeover_after_lease();
     t_wall_clock_rule();
     t_released_is_free();
+    t_vanished_record_is_held();
     t_peer_released();
     t_term_after_go_leader();
     t_peer_key();

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Deterministic simulation of many electors against a simulated linearizable
  * store, with latency, lost requests and replies, late-landing writes,
- * node<->store partitions, process pauses, clock rate error and wall-clock
- * skew. Checks, at every event:
+ * node<->store partitions, process pauses, clock rate error, wall-clock
+ * skew and deletes of the lock object (by hand, a lifecycle rule, a store
+ * that lost it; at most once per two leases and a poll). Checks, at every
+ * event:
  *   - no two nodes report is_leader at the same true instant;
  *   - a node with a valid lease holds the highest term ever written;
  *   - terms in the store never decrease and grow on every change of holder;
@@ -116,8 +118,9 @@ enum {
     EV_PEER_ARRIVE,
     EV_PEER_DEADLINE,
     EV_CLOCK_STEP,
-    EV_RESET,     /* the operator resets an exhausted term (gen: the write it follows) */
-    EV_STORE_JUMP /* --break-store-clock: the store's clock jumps forward */
+    EV_RESET,      /* the operator resets an exhausted term (gen: the write it follows) */
+    EV_STORE_JUMP, /* --break-store-clock: the store's clock jumps forward */
+    EV_DELETE      /* the lock object is deleted (by hand, a lifecycle rule, a lost store) */
 };
 
 /* A write that lands after its sender gave up on it. */
@@ -218,7 +221,8 @@ typedef struct sim {
     /* Terms near the limit. */
     int near_limit;
     int64_t resets, exhausted_skips, acq_after_reset;
-    int64_t last_exhausted; /* true µs of the last write at the limit, or reset */
+    int64_t deletes, last_delete; /* lock objects deleted; true µs of the last one */
+    int64_t last_exhausted;       /* true µs of the last write at the limit, or reset */
 } sim;
 
 static double urand(sim *s)
@@ -324,7 +328,10 @@ static void check_safety(sim *s, int who)
         leaders++;
         if (first < 0)
             first = i;
-        if (nd->eng.term != s->max_term_written) {
+        /* After a delete, terms may start lower (a node that did not see
+         * the last term); the old leader keeps its own until it stops. */
+        if (nd->eng.term != s->max_term_written &&
+            !(s->deletes && s->t - s->last_delete < ms_to_us(4 * max_lease(s)))) {
             s->violations++;
             if (s->violations < 5)
                 fprintf(stderr, "  t=%.3fs node %d leads with term %lld but term %lld exists\n",
@@ -552,6 +559,46 @@ static void store_set(sim *s, const char *body)
         if (s->nhist < MAXHIST)
             s->nhist++;
     }
+}
+
+/* Someone deletes the lock object (by hand, a lifecycle or TTL rule, a
+ * store restarted without its data). s3lect never deletes one, so the
+ * holder learns it at its next renewal; until then it leads, and no other
+ * node may acquire before its command tree's kill deadline (checked in
+ * on_events). Terms may start lower afterwards: the record that counted
+ * them is gone. */
+static void store_delete(sim *s)
+{
+    int64_t gap = 0;
+    for (int i = 0; i < s->n; i++) {
+        el_params *p = &s->nodes[i].p;
+        int64_t g = 2 * p->lease + p->infrequent + p->frequent;
+        gap = g > gap ? g : gap;
+    }
+    if (!s->exists || (s->deletes && s->t - s->last_delete < ms_to_us(gap)))
+        return;
+    s->exists = 0;
+    s->store_term = 0;
+    s->max_term_written = 0;
+    s->store_holder[0] = '\0';
+    for (int i = 0; i < s->n; i++)
+        s->nodes[i].acquired_term = 0;
+    s->deletes++;
+    s->last_delete = s->t;
+    if (s->store_kind == STORE_ROUTE53) {
+        past_state *h = &s->hist[s->hist_next];
+        free(h->body);
+        h->body = NULL;
+        h->t = s->t;
+        h->exists = 0;
+        h->body_len = 0;
+        h->etag[0] = '\0';
+        s->hist_next = (s->hist_next + 1) % MAXHIST;
+        if (s->nhist < MAXHIST)
+            s->nhist++;
+    }
+    if (s->verbose)
+        printf("  t=%.3fs the lock object is deleted\n", s->t / 1e6);
 }
 
 static void operator_reset(sim *s, uint64_t gen)
@@ -836,6 +883,11 @@ static void begin_phase(sim *s)
         }
         for (int k = 0; s->break_store && k < 3; k++) /* the store's clock jumps */
             push(s, s->t + (int64_t)(urand(s) * len), EV_STORE_JUMP, -1, 0);
+        /* The lock object is deleted (at most once per two leases and a
+         * poll: two deletes closer than that can hide a leader from a node
+         * that saw the lock missing in between; docs/stores.md). */
+        if (!s->near_limit && urand(s) < 0.25)
+            push(s, s->t + (int64_t)(urand(s) * len), EV_DELETE, -1, 0);
     } else {
         int64_t bound = liveness_bound(s);
         s->phase_end = s->t + bound + (int64_t)(urand(s) * 600e6);
@@ -981,6 +1033,10 @@ static void run(sim *s, int64_t seconds)
             operator_reset(s, ev.gen);
             continue;
         }
+        if (ev.type == EV_DELETE) {
+            store_delete(s);
+            continue;
+        }
         if (ev.type == EV_STORE_JUMP) {
             s->store_off += (int64_t)(1e6 + urand(s) * 59e6); /* 1 to 60 s ahead */
             s->store_jumps++;
@@ -1118,6 +1174,7 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &a);
     uint64_t steps = 0, faults = 0, changes = 0, peer_answers = 0, csteps = 0, suspends = 0;
     uint64_t stale = 0;
+    int64_t deletes = 0;
     int64_t near = 0, resets = 0, skips = 0;
     int broken = break_skew || break_suspend || break_store;
     uint64_t stamped = 0, jumps = 0;
@@ -1137,6 +1194,7 @@ int main(int argc, char **argv)
         suspends += s->suspends;
         checks += s->liveness_checks;
         stale += s->stale_reads;
+        deletes += s->deletes;
         stamped += s->stamped_reads;
         jumps += s->store_jumps;
         if (s->near_limit && !broken) {
@@ -1174,6 +1232,10 @@ int main(int argc, char **argv)
     printf("simulation: %lld seeds started next to a term near 2^53 - 1: %lld operator resets, "
            "%lld liveness checks skipped while the term could not grow\n",
            (long long)near, (long long)resets, (long long)skips);
+    printf("simulation: %lld lock objects deleted under a leader or follower\n",
+           (long long)deletes);
+    if (seeds >= 4)
+        CHECK(deletes > 0, "no seed deleted the lock object");
     if (store_kind == STORE_ROUTE53)
         CHECK(stale > 0, "the route53 model served no stale read");
     printf("simulation: %llu reads stamped by the store's clock, %llu store clock jumps\n",

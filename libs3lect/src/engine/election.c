@@ -178,6 +178,7 @@ void el_free(el_engine *e)
     free(e->pdown_addr);
     free(e->pdown_inc);
     free(e->pdown_why);
+    free(e->vanish_msg);
     free(e->ann_addr);
     free(e->last_error_msg);
     free(e->my_body);
@@ -457,6 +458,8 @@ static void become_leader(el_engine *e, const char *etag, int64_t sent_at, int64
     e->rel_body = e->rel_etag = NULL;
     u_setstr(&e->etag, etag);
     e->exists = 1;
+    e->rec_known = e->ever_known = 1;
+    e->answer_at = now.mono;
     e->first_seen = now.mono;
     e->seen_wall = now.wall;
     e->renewed_at = sent_at;
@@ -701,10 +704,65 @@ static void peer_down_alive(el_engine *e)
     emit_error(e, S3LECT_ETRANSIENT, msg);
 }
 
+/* The record we knew is gone (a read said "not found" after one that found
+ * it). s3lect never deletes a lock: a release writes a released record. So
+ * someone else removed it: a delete by hand, a lifecycle or TTL rule, a
+ * store restarted without its data, a failover to a replica that missed
+ * writes. Whatever we saw last (a live holder, a released record, our own),
+ * another node may have written since, leads, and runs its command until its
+ * next renewal is refused; that write was sent before the delete, so before
+ * this answer, and its lease counts from its send: its holder has stopped by
+ * now + its lease, at most max_lease_timeout (above which no record's leaseMs
+ * is honoured anyway).
+ * Until then the lock counts as held. The same holds for a node that saw
+ * the lock missing, then had no answer for a while (blind ms: a partition,
+ * a pause), so that another node may have made it, led, and lost it to a
+ * second delete unseen. A node that has never seen a record (a fresh
+ * cluster, a node started after the delete) cannot know and takes a missing
+ * lock at once; so does one whose reads showed it missing all along. */
+static void vanished(el_engine *e, int64_t now, int64_t blind)
+{
+    /* The unseen writer's lease may be longer than ours: wait the longest a
+     * record's leaseMs is honoured (max_lease_timeout, 4 L by default). */
+    int64_t L = e->p.max_lease > 0 ? e->p.max_lease : 4 * e->p.lease;
+    e->vanish_until = now + L;
+    char last[200];
+    if (blind > 0)
+        snprintf(last, sizeof last,
+                 "missing, %lld ms ago, with no answer since: a node may have made it "
+                 "meanwhile",
+                 (long long)blind);
+    else if (e->corrupt)
+        snprintf(last, sizeof last, "an unreadable record");
+    else if (rec_released(&e->cur))
+        snprintf(last, sizeof last, "released, term %lld", (long long)e->cur.term);
+    else
+        snprintf(last, sizeof last, "held by '%.100s', term %lld",
+                 e->cur.leader_id ? e->cur.leader_id : "", (long long)e->cur.term);
+    char msg[700];
+    snprintf(msg, sizeof msg,
+             "the lock object vanished from the store (last seen: %s): deleted by hand or by "
+             "a lifecycle/TTL rule, or lost by the store (restarted without its data, flushed, "
+             "failed over). Treating the lock as held for max_lease_timeout (%lld ms) so that any "
+             "leader stops first, then taking it. Never delete a lock that is in use; "
+             "docs/stores.md says what each store needs to keep it",
+             last, (long long)L);
+    u_setstr(&e->vanish_msg, msg);
+    emit_error(e, S3LECT_ENOTFOUND, msg);
+}
+
 static void observe(el_engine *e, el_time now, const st_result *r)
 {
     e->seen_wall = now.wall;
     if (r->outcome == ST_NOT_FOUND) {
+        /* Missing after a record, or after so long without an answer (a
+         * partition, a pause, failed reads) that a node may have made one
+         * and had it deleted meanwhile. */
+        int64_t blind = e->ever_known ? now.mono - e->answer_at : 0;
+        if (e->rec_known || blind > e->p.frequent * 3 / 2)
+            vanished(e, now.mono, e->rec_known ? 0 : blind);
+        e->rec_known = 0;
+        e->answer_at = now.mono;
         if (e->exists != 0 && e->ann_valid && e->ann_id && e->ann_id[0])
             announce(e, "", "", e->max_term);
         forget_etag(e);
@@ -719,12 +777,21 @@ static void observe(el_engine *e, el_time now, const st_result *r)
                        "start again at 1");
             e->max_term = 0;
         }
-        if (now.mono < write_gate(e))
+        if (now.mono < e->vanish_until) {
+            set_error(e, S3LECT_ENOTFOUND, e->vanish_msg); /* kept in the status */
+            /* Read again at the usual pace meanwhile: a record that comes
+             * back (a node that did not see it go writes one) is followed. */
+            int64_t at = now.mono + u_jitter(&e->rng, e->p.frequent, 0.1);
+            schedule(e, EL_K_GET, at < e->vanish_until ? at : e->vanish_until);
+        } else if (now.mono < write_gate(e))
             schedule(e, EL_K_GET, write_gate(e));
         else
             schedule(e, EL_K_ACQUIRE, now.mono);
         return;
     }
+    e->vanish_until = 0;
+    e->rec_known = e->ever_known = 1;
+    e->answer_at = now.mono;
     int changed = !e->etag || strcmp(e->etag, r->etag ? r->etag : "") != 0;
     if (changed) {
         u_setstr(&e->etag, r->etag ? r->etag : "");
@@ -1087,6 +1154,8 @@ static void on_renew(el_engine *e, el_time now, const st_result *r)
         e->my_body = a.body;
         u_setstr(&e->etag, r->etag);
         e->renewed_at = a.sent_at;
+        e->rec_known = 1;
+        e->answer_at = now.mono;
         e->seen_wall = now.wall;
         e->cur.last_updated_ms = now.wall;
         schedule_renewal(e, a.sent_at);

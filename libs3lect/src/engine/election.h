@@ -122,6 +122,14 @@ typedef struct el_engine {
     rec cur;
     int corrupt;
     int64_t max_term;
+    /* The record vanished (a delete by hand, a lifecycle rule, a store that
+     * lost it) while another node held it: treated as held until this mono
+     * ms (0: no hold). s3lect itself never deletes a lock. */
+    int64_t vanish_until;
+    int rec_known;     /* the last answer about the record (read or our write) found one */
+    int ever_known;    /* some answer ever found one (or we wrote one) */
+    int64_t answer_at; /* mono ms of that last answer */
+    char *vanish_msg;  /* what the status says meanwhile */
 
     /* Leader. */
     int64_t renewed_at; /* mono send time of the last successful write */
