@@ -82,6 +82,7 @@ class Report:
     max_overlap_s: float = 0.0
     regain_s: list[tuple[str, float]] = field(default_factory=list)
     max_gap_s: float = 0.0  # longest time without a running CMD after the first one
+    gaps_s: list[float] = field(default_factory=list)  # every such time, in order
     max_tree_tail_s: float = 0.0  # longest a descendant ran on after its tree's CMD ended
 
     def ok(self) -> bool:
@@ -210,10 +211,11 @@ def check(cmd_log: str, node_logs: dict[str, str], pauses: list[Pause],
     covered_to = observe[0] if observe else None
     for s in segs:
         if covered_to is not None and s.start > covered_to:
-            rep.max_gap_s = max(rep.max_gap_s, s.start - covered_to)
+            rep.gaps_s.append(s.start - covered_to)
         covered_to = s.end if covered_to is None else max(covered_to, s.end)
-    if observe:
-        rep.max_gap_s = max(rep.max_gap_s, observe[1] - (covered_to or observe[0]))
+    if observe and observe[1] > (covered_to or observe[0]):
+        rep.gaps_s.append(observe[1] - (covered_to or observe[0]))
+    rep.max_gap_s = max(rep.gaps_s, default=0.0)
 
     # (b) terms strictly increase from one leader to the next.
     #     The one exception: a node that stepped down because a renewal went

@@ -114,7 +114,7 @@ def test_gap_counts_the_edges_of_an_observation_window():
     inner = ck.check(log, acquired(a=[1], b=[2]), [], {}, [], **BOUNDS)
     assert inner.max_gap_s == 1.0
     window = ck.check(log, acquired(a=[1], b=[2]), [], {}, [], **BOUNDS, observe=(0.0, 30.0))
-    assert window.max_gap_s == 20.0
+    assert window.max_gap_s == 20.0 and window.gaps_s == [5.0, 1.0, 20.0]
     nobody = ck.check("", {}, [], {}, [], **BOUNDS, observe=(0.0, 30.0))
     assert nobody.max_gap_s == 30.0
 
