@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The public API end to end on the file store and a custom store: threads,
  * callbacks, poll mode, waits, stop semantics, validation messages. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "s3lect.h"
 #include "testutil.h"
@@ -694,6 +698,71 @@ static void t_heartbeat(void)
     s3lect_free_elector(e);
 }
 
+/* Stores that block (etcd over the shared HTTP layer's blocking driver,
+ * Redis through hiredis, PostgreSQL through libpq) run their requests on the
+ * runtime's worker threads, never on the loop thread every elector of the
+ * process shares. With their server stalled (a listener that never accepts:
+ * connected, never answered) for longer than a file lock's renew deadline,
+ * the file lock's leader in the same process must keep leading (its
+ * renewals on time), as it did before etcd's requests once ran on the loop
+ * thread and made it step down. */
+static void t_stalled_stores_beside_file(void)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 64) == 0 &&
+              getsockname(lfd, (struct sockaddr *)&sa, &sl) == 0,
+          "a listener that never accepts");
+    int port = ntohs(sa.sin_port);
+    char urls[3][200];
+    snprintf(urls[0], sizeof urls[0], "etcd://127.0.0.1:%d/stalled", port);
+    snprintf(urls[1], sizeof urls[1], "redis://127.0.0.1:%d/stalled", port);
+    snprintf(urls[2], sizeof urls[2], "postgres://u@127.0.0.1:%d/db?key=stalled", port);
+    s3lect_elector *stalled[3] = {0};
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        s3lect_config *c = t_fast_config(urls[i], "stalled");
+        s3lect_config_set_int(c, S3LECT_OPT_REQUEST_TIMEOUT, 5000);
+        s3lect_elector *e = NULL;
+        if (s3lect_new(c, &e) == 0 && s3lect_start(e) == 0) {
+            stalled[n++] = e;
+        } else {
+            char msg[300] = "";
+            s3lect_config_errmsg(c, msg, sizeof msg);
+            printf("stalled stores: %s not built in or refused (%s)\n", urls[i], msg);
+            s3lect_free_elector(e);
+        }
+        s3lect_config_free(c);
+    }
+    CHECK(n >= 1, "at least the etcd store is built in (%d stalled electors)", n);
+    char lock[512];
+    snprintf(lock, sizeof lock, "file://%s/beside-stalled.json", g_dir);
+    cbstate st;
+    memset(&st, 0, sizeof st);
+    pthread_mutex_init(&st.mu, NULL);
+    s3lect_elector *f = t_fast_elector(lock, "f");
+    set_all(f, &st);
+    CHECK(s3lect_start(f) == 0, "start the file elector");
+    CHECK(wait_one_leader(&f, 1, 5000) == 0, "the file elector leads beside stalled stores");
+    /* 4 s: four times its renew deadline (900 ms), and most of the stalled
+     * requests' 5 s timeout. */
+    int64_t end = u_mono_ms() + 4000, dropped_at = 0;
+    while (u_mono_ms() < end && !dropped_at) {
+        if (!s3lect_is_leader(f))
+            dropped_at = u_mono_ms();
+        t_sleep_ms(5);
+    }
+    cbstate c = snap(&st);
+    CHECK(!dropped_at && c.lost == 0,
+          "the file elector kept leading while %d stores stalled (lost %d, reason %d)", n, c.lost,
+          c.last_reason);
+    s3lect_free_elector(f);
+    for (int i = 0; i < n; i++)
+        s3lect_free_elector(stalled[i]);
+    close(lfd);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -710,5 +779,6 @@ int main(int argc, char **argv)
     t_dispatch_twice();
     t_stop_from_store_callback();
     t_heartbeat();
+    t_stalled_stores_beside_file();
     return t_done("api");
 }
