@@ -32,9 +32,9 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from harness.servers import START_TIMEOUT_S, ServerStartError, free_port  # noqa: E402
+    from harness.servers import START_TIMEOUT_S, ServerStartError, free_port, wait_stopped  # noqa: E402
 else:
-    from .servers import START_TIMEOUT_S, ServerStartError, free_port
+    from .servers import START_TIMEOUT_S, ServerStartError, free_port, wait_stopped
 
 PG_ROOT = Path("/usr/lib/postgresql")
 USER = "s3lect"
@@ -320,6 +320,7 @@ class PostgresServer:
         if self.proc is not None:
             os.kill(self.proc.pid, signal.SIGSTOP)
             self._signal_all(signal.SIGSTOP)
+            wait_stopped(self.proc.pid)  # the postmaster accepts; its stop is what counts
 
     def resume(self) -> None:
         if self.proc is not None:

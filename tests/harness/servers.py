@@ -74,6 +74,24 @@ def cache_dir() -> Path:
     return Path(os.environ.get("S3LECT_CACHE", str(Path.home() / ".cache" / "s3lect")))
 
 
+def wait_stopped(pid: int, timeout: float = 5.0) -> bool:
+    """Waits (bounded) until every thread of pid is stopped (state T or t);
+    False if it did not happen in time or the process is gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            states = []
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            return False
+        if states and all(st in ("T", "t") for st in states):
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -262,9 +280,13 @@ class Server(S3Access):
 
     def pause(self) -> None:
         """SIGSTOP to the server's whole process group: it stops answering
-        (connections are accepted by the kernel but never served)."""
+        (connections are accepted by the kernel but never served). Returns
+        once every thread of the server is stopped: kill() returns before a
+        busy multi-threaded process has stopped, and on a loaded machine a
+        request sent at once was seen answered."""
         if self.proc is not None:
             os.killpg(self.proc.pid, signal.SIGSTOP)
+            wait_stopped(self.proc.pid)
 
     def resume(self) -> None:
         if self.proc is not None:
