@@ -435,6 +435,22 @@ static int gcs_endpoint_resolve(const struct s3lect_config *cfg, char **url, int
     return *url ? 0 : S3LECT_ENOMEM;
 }
 
+int st_gcs_emulator(const struct s3lect_config *cfg, int *emulator, char *err, size_t errlen)
+{
+    char *url = NULL;
+    ah_endpoint ep = {0};
+    int rc = gcs_endpoint_resolve(cfg, &url, emulator);
+    if (rc)
+        snprintf(err, errlen, "out of memory");
+    else
+        rc = ah_endpoint_parse(url, "GCS endpoint", &ep, err, errlen);
+    if (!rc && !ep.https && u_is_loopback_host(ep.host))
+        *emulator = 1;
+    ah_endpoint_clear(&ep);
+    free(url);
+    return rc;
+}
+
 int st_gcs_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out, char *err,
                 size_t errlen)
 {
@@ -472,11 +488,11 @@ int st_gcs_open(const struct s3lect_config *cfg, const st_location *loc, st_stor
             snprintf(err, errlen, "out of memory");
             rc = S3LECT_ENOMEM;
         }
-        if (!ep.https && u_is_loopback_host(ep.host))
-            emulator = 1;
     }
     /* Fail early, with a message saying what to set, when there are no
      * credentials; an emulator may go without. */
+    if (!rc)
+        rc = st_gcs_emulator(cfg, &emulator, err, errlen);
     if (!rc)
         rc = gcp_chain_open(cfg, emulator ? GCP_CHAIN_OPTIONAL : 0, &s->chain, err, errlen);
     ah_endpoint_clear(&ep);

@@ -117,26 +117,22 @@ static int unreachable(const st_result *r)
  * reference to the same cache entry, so this fetches nothing new). */
 static void print_credentials(const s3lect_config *cfg)
 {
-    st_location loc;
     char err[600];
     int n = s3lect_config_get_str(cfg, S3LECT_OPT_LOCK, NULL, 0);
     char *lock = n >= 0 ? malloc((size_t)n + 1) : NULL;
     if (!lock)
         return;
     s3lect_config_get_str(cfg, S3LECT_OPT_LOCK, lock, (size_t)n + 1);
-    int bad = st_location_parse(lock, &loc, err, sizeof err) != 0;
-    free(lock);
-    if (bad)
-        return;
-    int is_aws = st_location_is_aws(&loc);
-    st_location_clear(&loc);
-    aws_chain *ch;
-    if (!is_aws || aws_chain_open(cfg, AWS_CHAIN_NOWAIT, &ch, err, sizeof err) != 0)
-        return;
     aws_chain_info in;
-    aws_chain_describe(ch, &in);
-    aws_chain_release(ch);
-    cli_print_credentials(&in, "  ", stdout);
+    int no_token = 0;
+    int cr = cli_credentials_info(cfg, lock, 0, &in, &no_token, err, sizeof err);
+    free(lock);
+    if (cr != CLI_CRED_OK)
+        return;
+    if (no_token)
+        printf("  credentials: %s\n", in.source);
+    else
+        cli_print_credentials(&in, "  ", stdout);
 }
 
 /* ---- the racing writers ---- */

@@ -106,24 +106,21 @@ static int parse(int argc, char **argv, cli_opts *o)
     return 0;
 }
 
-int cli_whoami(int argc, char **argv)
+/* The credentials a lock's store would use: source, principal, expiry (in).
+ * fetch: fetch them now (whoami: are they usable?), else only describe what
+ * the cache holds (check-store: its store fetched them already). Returns
+ * CLI_CRED_NONE for a lock whose store takes no cloud credentials (file,
+ * postgres://), CLI_CRED_ERROR with err when they cannot even be looked up,
+ * CLI_CRED_UNUSABLE with err when fetching them failed, else CLI_CRED_OK;
+ * *no_token: a gs:// emulator that takes requests without any. */
+int cli_credentials_info(const s3lect_config *cfg, const char *lock, int fetch, aws_chain_info *in,
+                         int *no_token, char *err, size_t errlen)
 {
-    cli_opts o;
-    int p = parse(argc, argv, &o);
-    if (p)
-        return p > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-    if (!o.id)
-        o.id = "s3lect-cli";
-    s3lect_config *cfg = cli_config(CMD, &o);
-    if (!cfg)
-        return CLI_EXIT_USAGE;
-    char err[600];
+    memset(in, 0, sizeof *in);
+    *no_token = 0;
     st_location loc;
-    if (st_location_parse(o.lock, &loc, err, sizeof err) != 0) {
-        cli_usage_error(CMD, "%s", err);
-        s3lect_config_free(cfg);
-        return CLI_EXIT_USAGE;
-    }
+    if (st_location_parse(lock, &loc, err, errlen) != 0)
+        return CLI_CRED_ERROR;
     int is_aws = st_location_is_aws(&loc);
     int is_gcs = loc.scheme && strcmp(loc.scheme->name, "gs") == 0;
     int is_az = loc.scheme &&
@@ -131,22 +128,18 @@ int cli_whoami(int argc, char **argv)
     char account[64];
     snprintf(account, sizeof account, "%s", is_az && loc.bucket ? loc.bucket : "");
     st_location_clear(&loc);
-    aws_chain_info in;
-    memset(&in, 0, sizeof in);
-    int explicit_az = 0;
+    if (!is_aws && !is_gcs && !is_az)
+        return CLI_CRED_NONE;
     if (is_az) {
         /* An explicit Shared Key or SAS is used before any Entra ID source. */
         az_creds ac;
-        if (az_creds_resolve(account, &ac, err, sizeof err) != 0) {
-            fprintf(stderr, "s3lect %s: %s\n", CMD, err);
-            s3lect_config_free(cfg);
-            return CLI_EXIT_ERROR;
-        }
-        if (ac.kind != AZ_CRED_NONE) {
-            explicit_az = 1;
-            snprintf(in.source, sizeof in.source, "%s (%s)", ac.source,
-                     ac.kind == AZ_CRED_SAS ? "SAS token" : "Shared Key");
-            snprintf(in.principal, sizeof in.principal, "storage account %s", account);
+        if (az_creds_resolve(account, &ac, err, errlen) != 0)
+            return CLI_CRED_ERROR;
+        int kind = ac.kind;
+        if (kind != AZ_CRED_NONE) {
+            snprintf(in->source, sizeof in->source, "%s (%s)", ac.source,
+                     kind == AZ_CRED_SAS ? "SAS token" : "Shared Key");
+            snprintf(in->principal, sizeof in->principal, "storage account %s", account);
             const char *se = ac.sas ? strstr(ac.sas, "se=") : NULL;
             if (se && (se == ac.sas || se[-1] == '&')) {
                 char when[64];
@@ -160,47 +153,84 @@ int cli_whoami(int argc, char **argv)
                         break;
                     }
                 }
-                if (u_parse_rfc3339(when, &in.expires_ms) != 0)
-                    in.expires_ms = 0;
+                if (u_parse_rfc3339(when, &in->expires_ms) != 0)
+                    in->expires_ms = 0;
             }
         }
         az_creds_clear(&ac);
+        if (kind != AZ_CRED_NONE)
+            return CLI_CRED_OK; /* explicit: nothing to fetch */
     }
-    if (!is_aws && !is_gcs && !is_az) {
+    int flags = fetch ? 0 : AWS_CHAIN_NOWAIT;
+    int emulator = 0; /* gs:// only: an emulator takes requests without a token */
+    aws_chain *ch = NULL;
+    int rc = is_gcs ? st_gcs_emulator(cfg, &emulator, err, errlen) : 0;
+    if (!rc)
+        rc = is_az    ? az_chain_open(cfg, flags, &ch, err, errlen)
+             : is_gcs ? gcp_chain_open(cfg, flags | (emulator ? GCP_CHAIN_OPTIONAL : 0), &ch, err,
+                                       errlen)
+                      : aws_chain_open(cfg, flags, &ch, err, errlen);
+    if (rc)
+        return CLI_CRED_ERROR;
+    if (!ch) {
+        *no_token = 1;
+        snprintf(in->source, sizeof in->source,
+                 "none needed: an emulator (STORAGE_EMULATOR_HOST, or an http:// loopback "
+                 "endpoint) takes requests without a token");
+        return CLI_CRED_OK;
+    }
+    aws_chain_describe(ch, in);
+    if (fetch && (is_gcs || is_az)) {
+        char *token = NULL;
+        rc = aws_chain_bearer(ch, &token, NULL, err, errlen);
+        for (volatile char *p = token; p && *p; p++)
+            *p = '\0';
+        free(token);
+    } else if (fetch) {
+        aws_creds cur;
+        rc = aws_chain_get(ch, &cur, NULL, err, errlen);
+        aws_creds_clear(&cur);
+    }
+    aws_chain_release(ch);
+    return rc ? CLI_CRED_UNUSABLE : CLI_CRED_OK;
+}
+
+int cli_whoami(int argc, char **argv)
+{
+    cli_opts o;
+    int p = parse(argc, argv, &o);
+    if (p)
+        return p > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    if (!o.id)
+        o.id = "s3lect-cli";
+    s3lect_config *cfg = cli_config(CMD, &o);
+    if (!cfg)
+        return CLI_EXIT_USAGE;
+    char err[600];
+    aws_chain_info in;
+    int no_token = 0;
+    int cr = cli_credentials_info(cfg, o.lock, 1, &in, &no_token, err, sizeof err);
+    s3lect_config_free(cfg);
+    if (cr == CLI_CRED_NONE) {
         cli_usage_error(
             CMD, "this lock is not on an AWS store (s3://, dynamodb://, route53://), "
                  "Google Cloud Storage (gs://) or Azure (az://); file locks use no credentials and "
                  "postgres:// ones libpq's");
-        s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;
     }
-    aws_chain *ch = NULL;
-    int rc = explicit_az ? 0
-             : is_az     ? az_chain_open(cfg, 0, &ch, err, sizeof err)
-             : is_gcs    ? gcp_chain_open(cfg, 0, &ch, err, sizeof err)
-                         : aws_chain_open(cfg, 0, &ch, err, sizeof err);
-    s3lect_config_free(cfg);
-    if (rc) {
+    if (cr == CLI_CRED_ERROR) {
+        /* a lock URL that does not parse is a usage error, as before */
+        st_location loc;
+        char perr[600];
+        if (st_location_parse(o.lock, &loc, perr, sizeof perr) != 0) {
+            cli_usage_error(CMD, "%s", perr);
+            return CLI_EXIT_USAGE;
+        }
+        st_location_clear(&loc);
         fprintf(stderr, "s3lect %s: %s\n", CMD, err);
         return CLI_EXIT_ERROR;
     }
-    if (ch)
-        aws_chain_describe(ch, &in);
-    if (!ch) {
-        /* explicit Azure credentials: nothing to fetch */
-    } else if (is_gcs || is_az) {
-        char *token = NULL;
-        rc = aws_chain_bearer(ch, &token, NULL, err, sizeof err);
-        for (volatile char *p = token; p && *p; p++)
-            *p = '\0';
-        free(token);
-    } else {
-        aws_creds cur;
-        rc = aws_chain_get(ch, &cur, NULL, err, sizeof err);
-        aws_creds_clear(&cur);
-    }
-    if (ch)
-        aws_chain_release(ch);
+    int rc = cr == CLI_CRED_UNUSABLE;
     if (o.json) {
         cJSON *j = cJSON_CreateObject();
         if (!j)
@@ -225,6 +255,8 @@ int cli_whoami(int argc, char **argv)
             printf("%s\n", txt);
         free(txt);
         cJSON_Delete(j);
+    } else if (no_token) {
+        printf("credentials: %s\n", in.source);
     } else {
         cli_print_credentials(&in, "", stdout);
         if (rc)

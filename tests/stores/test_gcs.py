@@ -180,6 +180,25 @@ def test_gcs_real_endpoint_is_never_unauthenticated(s3lect_bin, tmp_path):
     assert r.returncode == 1
     line = one_line(r.stderr)
     assert "metadata server" in line and "127.0.0.1:1" in line, line
+    # whoami says the same: no token, not usable.
+    r = run([str(s3lect_bin), "whoami", "gs://some-bucket/k", "--endpoint",
+             "https://storage.googleapis.invalid", "--json"], env)
+    assert r.returncode == 1 and not json.loads(r.stdout)["usable"], (r.stdout, r.stderr)
+
+
+def test_gcs_whoami_on_an_emulator_says_no_token_is_needed(fake_gcs, s3lect_bin, tmp_path):
+    """With no Google credentials configured, requests to an emulator go
+    without a token (as the store sends them); whoami says so rather than
+    "no Google credentials found"."""
+    env = dict(gcs_env_none(), HOME=str(tmp_path), **fake_gcs.env())
+    lock = lock_url(fake_gcs, "whoami")
+    r = run([str(s3lect_bin), "whoami", lock, "--json"], env)
+    assert r.returncode == 0, r.stderr
+    who = json.loads(r.stdout)
+    assert who["usable"] and who["source"].startswith("none needed: an emulator"), who
+    r = run([str(s3lect_bin), "whoami", lock], env)
+    assert r.returncode == 0 and r.stdout.startswith("credentials: none needed"), r.stdout
+    assert "expires" not in r.stdout, r.stdout
 
 
 # ---- each credential source end to end ----
@@ -339,6 +358,8 @@ def test_check_store_passes_on_the_emulator_and_fails_without_conditions(fake_gc
     r = run([str(s3lect_bin), "check-store", f"gs://{fake_gcs.bucket}/check.json", "--racers",
              "4", "--rounds", "2"], gcs_env(fake_gcs), timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+    # It names the credentials it used: none, on an emulator.
+    assert "credentials: none needed: an emulator" in r.stdout, r.stdout
     srv = _CarelessGcsServer()
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()

@@ -246,6 +246,10 @@ ST_STORE_FUNCS(dynamodb)
 ST_STORE_FUNCS(postgres)
 ST_STORE_FUNCS(route53)
 ST_STORE_FUNCS(gcs)
+/* Whether requests to the configured GCS endpoint may go without a token
+ * when no Google credentials are configured: STORAGE_EMULATOR_HOST, or an
+ * http:// loopback endpoint (an emulator). 0, or an error (err says it). */
+int st_gcs_emulator(const struct s3lect_config *cfg, int *emulator, char *err, size_t errlen);
 ST_STORE_FUNCS(azure)
 /* The Azure store's second spelling: https://ACCOUNT.blob.core.SUFFIX/CONTAINER/BLOB. */
 int st_azure_https_parse(const char *url, const char *rest, st_location *out, char *err,
