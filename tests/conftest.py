@@ -22,6 +22,7 @@ A server that cannot start fails the tests that need it, with its log.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -32,6 +33,18 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
+
+def _interrupt(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config):  # noqa: ARG001
+    """SIGTERM (an interrupted scripts/test stops its side-by-side lane with
+    it; CI stops a job with it) ends the session as Ctrl-C does: the
+    fixtures' teardown still runs and stops every server and node they
+    started, which live in sessions of their own."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
 
 from harness.dynamodb_local import DynamoDBLocal  # noqa: E402
 from harness.pgserver import PostgresServer  # noqa: E402
