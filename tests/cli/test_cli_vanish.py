@@ -50,9 +50,14 @@ def test_deleted_lock_is_held_then_taken_and_never_two_commands(tmp_path):
                  "sleep", f"{tag}{n}"],
                 stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True))
         wait_for(lambda: len(running_commands(tag)) == 1, timeout=30, what="one command")
-        time.sleep(LEASE)  # every follower has read the record (they poll every second)
         first = running_commands(tag)
         assert len(first) == 1, first
+        leader = f"n{first[0][-1]}"
+        # Every follower has read the record (a node that never saw it cannot
+        # know it vanished: docs/algorithm.md).
+        wait_for(lambda: all(f"leader is {leader}" in log.read_text() for log in logs),
+                 timeout=15, what="every node to see the leader")
+        assert running_commands(tag) == first
         lock.unlink()
         t0 = time.monotonic()
         seen, back = [], None
