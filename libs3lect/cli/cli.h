@@ -72,7 +72,13 @@ int cli_whoami(int argc, char **argv);
 struct aws_chain_info;
 void cli_print_credentials(const struct aws_chain_info *info, const char *indent, FILE *f);
 /* The credentials a lock's store would use (whoami.c): see there. */
-enum { CLI_CRED_OK = 0, CLI_CRED_NONE = 1, CLI_CRED_UNUSABLE = 2, CLI_CRED_ERROR = 3 };
+enum {
+    CLI_CRED_OK = 0,
+    CLI_CRED_NONE = 1,
+    CLI_CRED_UNUSABLE = 2,
+    CLI_CRED_ERROR = 3,
+    CLI_CRED_BADLOCK = 4
+};
 int cli_credentials_info(const struct s3lect_config *cfg, const char *lock, int fetch,
                          struct aws_chain_info *in, int *no_token, char *err, size_t errlen);
 

@@ -109,7 +109,8 @@ static int parse(int argc, char **argv, cli_opts *o)
 /* The credentials a lock's store would use: source, principal, expiry (in).
  * fetch: fetch them now (whoami: are they usable?), else only describe what
  * the cache holds (check-store: its store fetched them already). Returns
- * CLI_CRED_NONE for a lock whose store takes no cloud credentials (file,
+ * CLI_CRED_BADLOCK with err for a lock URL that does not parse, CLI_CRED_NONE
+ * for a lock whose store takes no cloud credentials (file,
  * postgres://), CLI_CRED_ERROR with err when they cannot even be looked up,
  * CLI_CRED_UNUSABLE with err when fetching them failed, else CLI_CRED_OK;
  * *no_token: a gs:// emulator that takes requests without any. */
@@ -120,7 +121,7 @@ int cli_credentials_info(const s3lect_config *cfg, const char *lock, int fetch, 
     *no_token = 0;
     st_location loc;
     if (st_location_parse(lock, &loc, err, errlen) != 0)
-        return CLI_CRED_ERROR;
+        return CLI_CRED_BADLOCK;
     int is_aws = st_location_is_aws(&loc);
     int is_gcs = loc.scheme && strcmp(loc.scheme->name, "gs") == 0;
     int is_az = loc.scheme &&
@@ -218,15 +219,11 @@ int cli_whoami(int argc, char **argv)
                  "postgres:// ones libpq's");
         return CLI_EXIT_USAGE;
     }
+    if (cr == CLI_CRED_BADLOCK) {
+        cli_usage_error(CMD, "%s", err);
+        return CLI_EXIT_USAGE;
+    }
     if (cr == CLI_CRED_ERROR) {
-        /* a lock URL that does not parse is a usage error, as before */
-        st_location loc;
-        char perr[600];
-        if (st_location_parse(o.lock, &loc, perr, sizeof perr) != 0) {
-            cli_usage_error(CMD, "%s", perr);
-            return CLI_EXIT_USAGE;
-        }
-        st_location_clear(&loc);
         fprintf(stderr, "s3lect %s: %s\n", CMD, err);
         return CLI_EXIT_ERROR;
     }
