@@ -151,6 +151,7 @@ static inline void fake_state(void *ctx, peer_state *st)
     st->version = f->version;
     st->leading = f->leading;
     st->term = f->term;
+    st->etag_hash = peer_etag_hash(f->leading ? f->etag : "");
     pthread_mutex_unlock(&f->mu);
 }
 

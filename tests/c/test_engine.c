@@ -753,6 +753,11 @@ typedef struct duo {
     int64_t wa, wb;
     int parked; /* b's long poll waits for a's next write */
     char parked_etag[64];
+    /* a froze (a_alive 0 too): no reset reaches b, whose parked check fails
+     * only at its own deadline (wait + timeout from its send). */
+    int frozen;
+    int64_t parked_until;
+    int64_t b_acquired_at; /* when b first led (0: not yet) */
 } duo;
 
 static void duo_step(duo *d, el_engine *e, int64_t *wake, int64_t now)
@@ -769,6 +774,8 @@ static void duo_step(duo *d, el_engine *e, int64_t *wake, int64_t now)
             d->msgs++;
         if (ev[i].type == S3LECT_EVENT_ACQUIRED)
             c->acquired++;
+        if (e == d->b && ev[i].type == S3LECT_EVENT_ACQUIRED && !d->b_acquired_at)
+            d->b_acquired_at = now;
         el_event_clear(&ev[i]);
     }
     free(ev);
@@ -783,6 +790,7 @@ static void duo_step(duo *d, el_engine *e, int64_t *wake, int64_t now)
             r.peer_failure = d->peer_mode;
         } else if (op.if_match && !strcmp(op.if_match, d->m->etag)) {
             d->parked = 1; /* a long poll: answered when a writes again */
+            d->parked_until = now + op.peer_wait + op.timeout_ms;
             snprintf(d->parked_etag, sizeof d->parked_etag, "%s", op.if_match);
             *wake = INT64_MAX;
             return;
@@ -806,7 +814,17 @@ static void duo_run(duo *d, int64_t *now, int64_t until)
     for (int guard = 0; guard < 1000000 && *now <= until; guard++) {
         if (d->a_alive && d->wa <= *now)
             duo_step(d, d->a, &d->wa, *now);
-        if (d->parked && (!d->a_alive || strcmp(d->parked_etag, d->m->etag) != 0)) {
+        if (d->parked && d->frozen && *now >= d->parked_until) {
+            st_result r; /* nothing came back: the check's own timeout */
+            memset(&r, 0, sizeof r);
+            st_result_setf(&r, ST_TRANSIENT, "timed out");
+            r.peer_failure = ST_PEER_UNREACHABLE;
+            el_complete(d->b, (el_time){*now, 1700000000000 + *now}, &r);
+            st_result_clear(&r);
+            d->parked = 0;
+            d->wb = *now;
+        } else if (d->parked && !d->frozen &&
+                   (!d->a_alive || strcmp(d->parked_etag, d->m->etag) != 0)) {
             st_result r;
             if (d->a_alive) {
                 mem_do(d->m, &(el_op){.kind = EL_OP_GET}, &r);
@@ -826,6 +844,8 @@ static void duo_run(duo *d, int64_t *now, int64_t until)
         int64_t next = d->wb;
         if (d->a_alive && d->wa < next)
             next = d->wa;
+        if (d->parked && d->frozen && d->parked_until < next)
+            next = d->parked_until;
         *now = next > *now ? next : *now + 1;
     }
 }
@@ -887,6 +907,51 @@ static void t_peer_fallback(void)
           d2.cb.acquired, d2.msgs);
     el_free(&a);
     el_free(&b);
+}
+
+/* A leader that freezes (SIGSTOP, a host that lost power or was cut off):
+ * no reset reaches its followers. Whatever the peer check does, a follower
+ * reads the store and takes over by the end of the lease of the last record
+ * it saw plus its frequent interval, never before that lease ends; in peer
+ * mode (the check left unanswered) and in S3 mode (a stable follower whose
+ * infrequent interval is twice the lease: before, it read 30 s apart). */
+static void t_frozen_leader(void)
+{
+    for (int peer = 0; peer <= 1; peer++) {
+        el_params pp = P; /* lease 15 s, renew 5 s, frequent 5 s, infrequent 30 s */
+        pp.peer = peer;
+        pp.peer_wait = 30000;
+        for (int64_t freeze = 31000; freeze <= 47000; freeze += 4000) {
+            el_engine a, b;
+            mem m = {0};
+            int64_t now = 100;
+            el_init(&a, &pp, "a", "10.0.0.1:4444", "inc-a", 7);
+            el_init(&b, &pp, "b", "10.0.0.2:5555", "inc-b", 9);
+            duo d = {.a = &a, .b = &b, .m = &m, .peer_mode = ST_PEER_OK, .a_alive = 1};
+            d.wb = 2000; /* a leads first */
+            duo_run(&d, &now, freeze);
+            CHECK(d.ca.acquired == 1 && d.cb.acquired == 0, "a leads, b follows");
+            int64_t last = a.renewed_at; /* the send of a's last renewal */
+            d.a_alive = 0;
+            d.frozen = 1;
+            duo_run(&d, &now, last + pp.lease - 1);
+            CHECK(d.cb.acquired == 0, "%s, frozen at %lld: b waits out a's lease",
+                  peer ? "peer" : "s3", (long long)freeze);
+            /* Peer mode: b heard every renewal, so it counts from the last
+             * one. S3 mode (this store gives no clock to backdate by): b saw
+             * the last renewal at its next read, at most a lease after it. */
+            int64_t bound = last + pp.lease + (peer ? pp.frequent : pp.lease + 100);
+            duo_run(&d, &now, bound + 1000);
+            CHECK(d.cb.acquired == 1 && d.b_acquired_at <= bound,
+                  "%s, frozen at %lld: b leads %lld ms after the end of a's lease (at most "
+                  "%lld)",
+                  peer ? "peer" : "s3", (long long)freeze,
+                  (long long)(d.b_acquired_at - last - pp.lease),
+                  (long long)(bound - last - pp.lease));
+            el_free(&a);
+            el_free(&b);
+        }
+    }
 }
 
 /* The successor's released record (docs/peer.md "One successor"): a
@@ -1299,7 +1364,9 @@ static void t_polling(void)
     mem m = {0};
     counts c = {0};
     int64_t now = 100;
-    /* A healthy leader renewing every 5 s; a follower should poll every ~30 s. */
+    /* A healthy leader renewing every 5 s; a stable follower polls every
+     * infrequent_interval (30 s), but never later than the lease's end of
+     * the record it saw (15 s): a frozen leader is replaced at its lease. */
     init(&e, "a");
     int polls = 0;
     for (int64_t t = 0; t < 300000; t += 5000) {
@@ -1313,8 +1380,8 @@ static void t_polling(void)
         polls += m.gets - g;
     }
     CHECK(c.acquired == 0, "healthy leader is never taken over");
-    CHECK(polls >= 9 && polls <= 13,
-          "stable follower polls about every infrequent_interval: %d "
+    CHECK(polls >= 18 && polls <= 22,
+          "stable follower polls every min(infrequent_interval, lease): %d "
           "GETs in 300 s",
           polls);
     el_free(&e);
@@ -1645,6 +1712,7 @@ int main(void)
     t_term_after_go_leader();
     t_peer_key();
     t_peer_fallback();
+    t_frozen_leader();
     t_lost_race_and_expiry();
     t_stop_releases();
     t_veto();

@@ -763,8 +763,14 @@ static void test_stop_is_not_a_failure(void)
     errlog lb = {.mu = PTHREAD_MUTEX_INITIALIZER};
     s3lect_config *ca_ = node_cfg(lock, "leader-a", addr);
     s3lect_config *cb_ = node_cfg(lock, "follower-b", "127.0.0.1:1");
-    /* A check that would last 10 s: the stop must cut it short. */
+    /* A check that would last about 10 s: the stop must cut it short (a
+     * check ends by the lease's end whatever peer_timeout says, and its
+     * timeout is at most frequent_interval: both long here). */
     s3lect_config_set_int(cb_, S3LECT_OPT_PEER_TIMEOUT, 10000);
+    s3lect_config_set_int(cb_, S3LECT_OPT_LEASE_TIMEOUT, 12000);
+    s3lect_config_set_int(cb_, S3LECT_OPT_RENEW_DEADLINE, 8000);
+    s3lect_config_set_int(cb_, S3LECT_OPT_FREQUENT_INTERVAL, 10000);
+    s3lect_config_set_int(cb_, S3LECT_OPT_INFREQUENT_INTERVAL, 10000);
     s3lect_elector *a = make_elector(ca_, NULL), *b = make_elector(cb_, &lb);
     s3lect_config_free(ca_);
     s3lect_config_free(cb_);

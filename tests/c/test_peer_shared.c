@@ -213,7 +213,8 @@ static void t_two_locks(void)
               (long long)took);
     }
 
-    /* A batch naming both: renewals (every 500 ms) do not answer it; A's stop does. */
+    /* A batch naming both without etags (leadership alone): renewals (every
+     * 500 ms) do not answer it; A's stop does. */
     post_call pc = {.port = port};
     snprintf(pc.payload, sizeof pc.payload,
              "{\"wait\":6000,\"locks\":[{\"incarnation\":\"%s\",\"term\":%lld,\"etag\":\"\"},"

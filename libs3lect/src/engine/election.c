@@ -639,6 +639,21 @@ static int64_t expiry_at(const el_engine *e)
     return e->first_seen + L;
 }
 
+/* When a follower that saw a live holder reads the store next: after
+ * `period` (±10 %), but never past the end of that record's lease, so that
+ * a holder that froze, lost power or was cut off right after the read is
+ * replaced at its lease, not a whole infrequent interval later (issue 38;
+ * docs/algorithm.md "Polling"). A live holder's renewals keep moving the
+ * lease's end, so this costs one read per lease at most. */
+static int64_t stable_read_at(el_engine *e, int64_t now, int64_t period)
+{
+    int64_t at = now + u_jitter(&e->rng, period, 0.1);
+    int64_t end = expiry_at(e);
+    if (end >= at)
+        return at;
+    return end > now ? end : now;
+}
+
 /* The current record's leader is the one whose endpoint failed (pdown_*). */
 static int peer_down_leader(const el_engine *e)
 {
@@ -885,9 +900,9 @@ static void observe(el_engine *e, el_time now, const st_result *r)
         if (peer_usable(e, now.mono))
             schedule(e, EL_K_PEER, now.mono); /* long-poll the leader instead of S3 */
         else if (down) /* its endpoint failed: the store, as often as in transition */
-            schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.frequent, 0.1));
+            schedule(e, EL_K_GET, stable_read_at(e, now.mono, e->p.frequent));
         else
-            schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.infrequent, 0.1));
+            schedule(e, EL_K_GET, stable_read_at(e, now.mono, e->p.infrequent));
     } else {
         e->stable = 0;
         int64_t at = now.mono + u_jitter(&e->rng, e->p.frequent, 0.1);
@@ -1049,7 +1064,7 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
          * peer mode, until the record names another leader. */
         u_setstr(&e->peer_off_id, e->cur.leader_id ? e->cur.leader_id : "");
         u_setstr(&e->peer_off_addr, e->cur.leader_addr ? e->cur.leader_addr : "");
-        schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.infrequent, 0.1));
+        schedule(e, EL_K_GET, stable_read_at(e, now.mono, e->p.infrequent));
         end_cycle(e);
         return;
     }
@@ -1425,8 +1440,22 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
         int64_t left = e->renewed_at + e->p.renew_deadline - now.mono;
         return issue(e, EL_K_RENEW, op, left < e->p.request_timeout ? left : e->p.request_timeout);
     }
-    case EL_K_PEER:
-        if (e->role == EL_FOLLOWER && peer_usable(e, now.mono)) {
+    case EL_K_PEER: {
+        /* The check ends, answered or not, by the end of the lease of the
+         * record we know (docs/peer.md "A frozen or cut-off leader"): a
+         * leader whose host froze, lost power or was cut off sends no
+         * reset, and a long poll left to run its whole wait would keep
+         * this follower off the store past that lease. The wait ends
+         * peer_timeout (at most a frequent interval) before it, so that
+         * even an answer that never comes is given up at the lease's end. */
+        int64_t left = expiry_at(e) - now.mono;
+        if (e->role == EL_FOLLOWER && left > 0 && peer_usable(e, now.mono)) {
+            int64_t t = e->p.release_timeout; /* peer_timeout, on top of the wait */
+            if (t > e->p.frequent)
+                t = e->p.frequent;
+            if (t > left)
+                t = left;
+            int64_t wait = left - t < e->p.peer_wait ? left - t : e->p.peer_wait;
             e->pending = EL_K_PEER + 1;
             op->kind = EL_OP_PEER;
             op->if_match = e->etag;
@@ -1434,11 +1463,12 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
             op->peer_id = e->cur.leader_id;
             op->peer_key = e->cur.peer_key;
             op->peer_inc = e->cur.incarnation;
-            op->peer_wait = e->p.peer_wait;
-            op->timeout_ms = e->p.release_timeout; /* peer_timeout, on top of the wait */
+            op->peer_wait = wait > 0 ? wait : 0;
+            op->timeout_ms = t > 0 ? t : 1;
             return EL_OP_PEER;
         }
         break;
+    }
     case EL_K_VERIFY:
         if (e->role == EL_LEADER) {
             int64_t left = e->renewed_at + e->p.renew_deadline - now.mono;
