@@ -632,9 +632,10 @@ static void t_suspend(void)
     CHECK(l.lost >= 1 && l.at - woke <= 1600, "LOST within ~1 s of waking (%lld ms)",
           (long long)(l.at - woke));
     pthread_mutex_unlock(&l.mu);
-    /* It reclaims its own record (no other node): leader again, same term. */
-    CHECK(s3lect_wait_for_leadership(e, 8000) == 0 && s3lect_term(e) == 1,
-          "leads again on its own record, same term (term %lld)", (long long)s3lect_term(e));
+    /* It reclaims its own record (no other node): leader again, with a new
+     * term (a new leadership). */
+    CHECK(s3lect_wait_for_leadership(e, 8000) == 0 && s3lect_term(e) == 2,
+          "leads again on its own record, term 2 (term %lld)", (long long)s3lect_term(e));
     s3lect_free_elector(e);
 }
 

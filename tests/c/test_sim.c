@@ -216,6 +216,10 @@ typedef struct sim {
     uint64_t peer_answers, peer_fallbacks;
     /* Results. */
     int violations;
+    /* The highest term any node acquired since the last delete or reset:
+     * every acquisition (a reclaim of one's own record included) must
+     * carry a greater one (no two leaderships share a term). */
+    int64_t max_acq_term;
     uint64_t steps, ops, faults, leader_changes, clock_steps, suspends;
     int64_t liveness_checks;
     /* Terms near the limit. */
@@ -377,6 +381,17 @@ static void on_events(sim *s, node *nd, int idx)
                             "node %d's command tree\n",
                             s->t / 1e6, idx, (s->nodes[j].kill_at - s->t) / 1e6, j);
             }
+            if (evs[i].term <= s->max_acq_term) {
+                s->violations++;
+                if (s->violations < 5)
+                    fprintf(stderr,
+                            "  t=%.3fs: node %d acquired term %lld, not above term %lld "
+                            "acquired before: two leaderships share a term\n",
+                            s->t / 1e6, idx, (long long)evs[i].term,
+                            (long long)s->max_acq_term);
+            }
+            if (evs[i].term > s->max_acq_term)
+                s->max_acq_term = evs[i].term;
             if (evs[i].term < nd->acquired_term) {
                 s->violations++;
                 fprintf(stderr, "  node %d acquired term %lld after term %lld\n", idx,
@@ -583,6 +598,7 @@ static void store_delete(sim *s)
     s->store_holder[0] = '\0';
     for (int i = 0; i < s->n; i++)
         s->nodes[i].acquired_term = 0;
+    s->max_acq_term = 0;
     s->deletes++;
     s->last_delete = s->t;
     if (s->store_kind == STORE_ROUTE53) {
@@ -612,6 +628,7 @@ static void operator_reset(sim *s, uint64_t gen)
     s->store_holder[0] = '\0';
     for (int i = 0; i < s->n; i++)
         s->nodes[i].acquired_term = 0; /* terms start again, on purpose */
+    s->max_acq_term = 0;
     s->resets++;
     s->last_exhausted = s->t;
     if (s->verbose)

@@ -217,13 +217,13 @@ def check(cmd_log: str, node_logs: dict[str, str], pauses: list[Pause],
         rep.gaps_s.append(observe[1] - (covered_to or observe[0]))
     rep.max_gap_s = max(rep.gaps_s, default=0.0)
 
-    # (b) terms strictly increase from one leader to the next.
-    #     The one exception: a node that stepped down because a renewal went
-    #     unanswered, then read the record and found that renewal had landed,
-    #     leads again on its own write with the same term (docs/algorithm.md,
-    #     "Writes with an unknown outcome"); nobody else can lead in between.
-    for prev, cur in zip(rep.instances, rep.instances[1:]):
-        if cur.term < prev.term or (cur.term == prev.term and cur.node != prev.node):
+    # (b) terms strictly increase from one command run to the next: no two
+    #     leaderships share a term, not even two of one node (a node that
+    #     stepped down and takes its own record back writes a new term:
+    #     docs/algorithm.md "Terms").
+    runs = [i for i in rep.instances if i.root in (0, i.pid)]  # each tree's CMD
+    for prev, cur in zip(runs, runs[1:]):
+        if cur.term <= prev.term:
             rep.violations.append(
                 f"term: {cur.node} started with term {cur.term} at {cur.start:.3f} after "
                 f"{prev.node} led with term {prev.term}")
@@ -232,7 +232,7 @@ def check(cmd_log: str, node_logs: dict[str, str], pauses: list[Pause],
     acq = acquired_terms(node_logs)
     seen: dict[int, tuple[str, str]] = {}
     for term, node, log in acq:
-        if term in seen and seen[term][0] != node:  # same node: re-adopted, see above
+        if term in seen:
             rep.violations.append(
                 f"acquired: term {term} acquired twice ({seen[term][0]} in {seen[term][1]}, "
                 f"{node} in {log})")

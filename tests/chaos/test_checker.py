@@ -94,13 +94,19 @@ def test_malformed_log_is_a_violation():
     assert kinds(rep) == ["cmdlog"]
 
 
-def test_same_node_may_readopt_its_term_but_two_nodes_may_not_share_one():
-    # a's renewal went unanswered, it stepped down, then found the renewal had
-    # landed and led again on it with the same term: allowed.
+def test_no_two_leaderships_share_a_term_not_even_one_nodes():
+    # a stepped down and led again: with the same term that is two command
+    # runs under one fencing token (issue 38 item 4), a violation.
     again = cmdlog(("start", 1, "a", 10, 1.0), ("end", 1, "a", 10, 3.0),
                    ("start", 1, "a", 11, 3.2), ("end", 1, "a", 11, 6.0),
                    ("start", 2, "b", 20, 9.0), ("end", 2, "b", 20, 20.0))
     rep = ck.check(again, acquired(a=[1, 1], b=[2]), [], {}, [], **BOUNDS)
+    assert set(kinds(rep)) >= {"acquired", "term"}, rep.violations
+    # With a new term it is fine.
+    renewed = cmdlog(("start", 1, "a", 10, 1.0), ("end", 1, "a", 10, 3.0),
+                     ("start", 2, "a", 11, 3.2), ("end", 2, "a", 11, 6.0),
+                     ("start", 3, "b", 20, 9.0), ("end", 3, "b", 20, 20.0))
+    rep = ck.check(renewed, acquired(a=[1, 2], b=[3]), [], {}, [], **BOUNDS)
     assert rep.ok(), rep.violations
     shared = cmdlog(("start", 1, "a", 10, 1.0), ("end", 1, "a", 10, 3.0),
                     ("start", 1, "b", 20, 9.0), ("end", 1, "b", 20, 20.0))

@@ -513,8 +513,9 @@ static int body_is_ours(const el_engine *e, const st_result *r)
  * the record itself was a renewal or a takeover made under the rules, so
  * leading from the new write's send time is as safe as any renewal. This
  * "reclaim" keeps a node that stepped down (renewals timed out, a write
- * landed after its sender gave up, a pause) from waiting L on its own record
- * and starting a new term. */
+ * landed after its sender gave up, a pause) from waiting L on its own
+ * record; it still writes a new term (acquire_term): the command run of the
+ * old one was stopped. */
 static int own_record(const el_engine *e)
 {
     /* Only the very record we last held as leader (its etag unchanged: a
@@ -529,15 +530,16 @@ static int own_record(const el_engine *e)
            e->cur.term >= e->max_term && e->cur.term > 0;
 }
 
-/* The term our next acquisition write carries: the record's (a reclaim), or
- * one more than the highest we know. 0 when that cannot be written and read
- * back exactly (past REC_TERM_MAX, or a record whose term is already past
- * it): then no node takes the lock over, rather than repeat a term or start
- * again at 1 (docs/algorithm.md, "Terms"). */
+/* The term our next acquisition write carries: one more than the highest
+ * we know, a reclaim of our own record included: a node that stepped down
+ * has stopped (or is stopping) the command run of that term, and the one
+ * it starts now is another leadership, with a fencing token of its own
+ * (issue 38; docs/algorithm.md "Terms"). 0 when that cannot be written and
+ * read back exactly (past REC_TERM_MAX, or a record whose term is already
+ * past it): then no node takes the lock over, rather than repeat a term or
+ * start again at 1. */
 static int64_t acquire_term(const el_engine *e)
 {
-    if (own_record(e))
-        return e->cur.term;
     if (e->exists == 1 && e->corrupt && e->cur.term_too_large)
         return 0;
     int64_t base = e->exists == 1 && !e->corrupt ? e->cur.term : 0;
@@ -933,7 +935,14 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
         e->auth_create_tried = 0;
         if (r->outcome == ST_OK && attempt_landed(e, r) && !e->att.release) {
             el_attempt a = e->att;
-            if (e->role == EL_FOLLOWER && now.mono < e->slow_until) {
+            if (e->role == EL_FOLLOWER && a.term <= e->term) {
+                /* A renewal of the leadership this node lost landed after
+                 * it stepped down: the record is its own, but that
+                 * leadership's command run was stopped, so it is taken back
+                 * as a reclaim (own_record), with a new term. */
+                u_setstr(&e->led_etag, r->etag);
+                attempt_clear(&e->att);
+            } else if (e->role == EL_FOLLOWER && now.mono < e->slow_until) {
                 /* Holding off after repeated slow losses: not leading on
                  * it is always safe; the record is then anyone's. */
                 attempt_clear(&e->att);
