@@ -9,8 +9,11 @@
  *
  * The safety rule (docs/cli.md, "Why the tree is dead before another node
  * leads"): every process of the tree is dead by the hard deadline
- *     last successful renewal's send time + lease_timeout - margin,
- * the earliest moment (less the margin) at which another node may take over.
+ *     last successful renewal's send time + renew_deadline + kill_timeout
+ *     (at most lease_timeout - margin),
+ * which the node's records announce (holdMs = that + margin), so that no
+ * other node takes over before it: not by the lease, and not by a store
+ * clock that runs ahead (issue 38).
  * We sample it from the elector before starting CMD and on every loop turn
  * while leading, and hand it to the shim, which SIGKILLs the tree when it
  * passes unless it was extended; we enforce it ourselves too.
@@ -205,8 +208,12 @@ static int sample(runner *r, int64_t now)
     s3lect_status_free(st);
     if (!lead || left <= 0)
         return 0;
-    /* now was read before the snapshot: an older now gives an earlier deadline. */
-    int64_t hard = now + left + (r->lease - r->deadline) - r->margin;
+    /* now was read before the snapshot: an older now gives an earlier
+     * deadline. now + left = the last renewal's send + renew_deadline, when
+     * leadership ends; the kill timeout after that (at most lease -
+     * renew_deadline - margin, check_timing) is what the records' holdMs
+     * announces, less the margin. */
+    int64_t hard = now + left + r->kill_timeout;
     if (hard > r->hard)
         r->hard = hard;
     return 1;
@@ -548,6 +555,16 @@ int cli_run(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     s3lect_config_set_bool(cfg, S3LECT_OPT_POLL_MODE, 1);
+    /* The records say how long after a renewal's send this node's command
+     * tree may still run (the hard deadline, plus the margin for clock
+     * rates and the kill itself): a follower never backdates them by the
+     * store's clock past that (docs/algorithm.md "The store's clock"). */
+    int64_t hold = 0, want = r.deadline + r.kill_timeout + r.margin;
+    s3lect_config_get_int(cfg, S3LECT_OPT_LEADER_HOLD, &hold);
+    if (want > r.lease)
+        want = r.lease;
+    if (hold < want)
+        s3lect_config_set_int(cfg, S3LECT_OPT_LEADER_HOLD, want);
     char id[300];
     s3lect_config_get_str(cfg, S3LECT_OPT_SERVER_ID, id, sizeof id);
     r.id = id;

@@ -31,7 +31,7 @@ typedef struct mem {
     int64_t mod_at; /* mono ms of the last write */
 } mem;
 
-static el_params P = {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0};
+static el_params P = {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0, 0};
 
 /* The engine parameters a default configuration gives (what users get). */
 static el_params default_params(void)
@@ -1606,8 +1606,10 @@ static int64_t acquire_time(el_engine *e, mem *m, int64_t *now, int64_t until, i
  * stamps. */
 static void t_store_clock(void)
 {
+    /* A library node's record: its leadership ends renew_deadline after a
+     * write's send (holdMs 10000), so up to L - holdMs = 5 s of credit. */
     const char *rec_b = "{\"leaderID\":\"b\",\"lastUpdated\":\"2023-11-14T22:13:25.000Z\","
-                        "\"term\":4,\"leaseMs\":15000}";
+                        "\"term\":4,\"leaseMs\":15000,\"holdMs\":10000}";
     el_params p = P;
     p.infrequent = 10000;
     /* Every phase of the store's seconds against the write and the first
@@ -1677,6 +1679,47 @@ static void t_store_clock(void)
         CHECK(c.acquired == 1, "%s: takeover at receipt + renew_deadline (%d)",
               jump ? "store clock jumped" : "old record", c.acquired);
         el_free(&e);
+    }
+
+    /* Issue 38: the credit never brings a takeover before the old leader's
+     * holdMs from the receipt (its command tree's kill deadline under s3lect
+     * run), whatever the store's clock says: Date ahead of Last-Modified by
+     * 3 s, 30 s or an hour (the stamps claim the record is that much older).
+     * holdMs 14720 (s3lect run's defaults: credit at most 280 ms), 12000 (a
+     * shorter --kill-timeout: at most 3 s), and none (Go s3lect, an older
+     * version: no credit). */
+    {
+        static const int64_t holds[] = {14720, 12000, 0};
+        static const int64_t aheads[] = {3000, 30000, 3600000};
+        for (int h = 0; h < 3; h++)
+            for (int k = 0; k < 3; k++) {
+                char body[300], hold_field[40] = "";
+                if (holds[h])
+                    snprintf(hold_field, sizeof hold_field, ",\"holdMs\":%lld",
+                             (long long)holds[h]);
+                snprintf(body, sizeof body,
+                         "{\"leaderID\":\"b\",\"lastUpdated\":\"2023-11-14T22:13:25.000Z\","
+                         "\"term\":4,\"leaseMs\":15000%s}",
+                         hold_field);
+                el_engine e;
+                mem m = {0};
+                m.clock_res = 1000;
+                m.clock_off = 1700000000000;
+                m.clock_jump = aheads[k];
+                m.now = 4900; /* written just before the first read */
+                mem_set(&m, body);
+                int64_t now = 5000;
+                el_init(&e, &p, "a", "", "inc", 6);
+                counts c = {0};
+                int64_t hold = holds[h] ? holds[h] : p.lease;
+                run_until(&e, &m, &now, 5000 + hold - 10, &c);
+                CHECK(c.acquired == 0, "holdMs %lld, Date %lld ms ahead: took over before holdMs",
+                      (long long)holds[h], (long long)aheads[k]);
+                run_until(&e, &m, &now, 5000 + hold + 100, &c);
+                CHECK(c.acquired == 1, "holdMs %lld, Date %lld ms ahead: takes over at holdMs (%d)",
+                      (long long)holds[h], (long long)aheads[k], c.acquired);
+                el_free(&e);
+            }
     }
 
     /* No stamps (DynamoDB, Route 53, file, custom, peer answers), or a record

@@ -491,6 +491,11 @@ class Elector:
             every node's ``lease_timeout`` must be at most every other node's
             bound. Fixed when the elector is created.
         request_timeout: timeout of one store request [10 s].
+        leader_hold: how long after the send of its last successful renewal
+            this node's leadership may still act -- what you run under it is
+            stopped by then [0 = renew_deadline; raised to it when below].
+            Written in the records as ``holdMs``: a follower never backdates
+            a record by the store's clock so far that it leads before this.
         max_connections, worker_threads, callback_threads: sizes of
             libs3lect's shared runtime, one per process (docs/threading.md):
             the most connections to one S3 endpoint [64, 1..1024], the
@@ -591,6 +596,7 @@ class Elector:
         max_clock_skew: Optional[Duration] = None,
         max_lease_timeout: Optional[Duration] = None,
         request_timeout: Optional[Duration] = None,
+        leader_hold: Optional[Duration] = None,
         max_connections: Optional[int] = None,
         worker_threads: Optional[int] = None,
         callback_threads: Optional[int] = None,
@@ -685,6 +691,7 @@ class Elector:
                 max_clock_skew=max_clock_skew,
                 max_lease_timeout=max_lease_timeout,
                 request_timeout=request_timeout,
+                leader_hold=leader_hold,
                 max_connections=max_connections,
                 worker_threads=worker_threads,
                 callback_threads=callback_threads,

@@ -423,6 +423,7 @@ static char *make_body(el_engine *e, int released, int64_t term, int64_t wall, s
     r.last_updated_ms = wall;
     r.term = term;
     r.lease_ms = e->p.lease;
+    r.hold_ms = released ? 0 : (e->p.hold > e->p.renew_deadline ? e->p.hold : e->p.renew_deadline);
     r.incarnation = released ? "" : e->incarnation;
     r.peer_key = released ? "" : e->peer_key;
     char *s = rec_encode(&r);
@@ -598,17 +599,30 @@ static int holder_presumed_dead(const el_engine *e, el_time now)
  * updated_at): the stamps are truncated to res, so the true age exceeds
  * their difference − res. Only for a foreign holder's record (not ours,
  * not released, not corrupt); 0 when the store gave no stamps (a peer
- * answer, DynamoDB, Route 53, the file store, a custom store). Capped at
- * our own margin L − renew_deadline (credit_cap): however far the store's
- * clock jumps between the write's stamp and the answer, a follower never
- * counts the lease from more than that before the receipt of its first
- * sight, so it cannot take over before send + L' − (L − renew_deadline) ≥
- * send + renew_deadline: a holder whose renew_deadline is at most that has
- * stopped leading (every node with the same timings; docs/algorithm.md,
- * "The store's clock"). */
+ * answer, DynamoDB, Route 53, the file store, a custom store).
+ *
+ * Capped at leaseMs' − holdMs (credit_cap; L' the lease the follower waits
+ * for this record, holdMs how long after the write's send its writer's
+ * leadership may still act: its command tree's kill deadline plus margin
+ * under s3lect run, renew_deadline for a library node): whatever the store's
+ * clock says — a Date that runs ahead of Last-Modified (front ends and
+ * storage nodes without clock sync), a jump of any size — a follower counts
+ * the lease from at most that much before the receipt of its first sight,
+ * so it takes over no earlier than receipt + holdMs > send + holdMs: after
+ * the old leader and everything it ran have stopped (issue 38;
+ * docs/algorithm.md "The store's clock"). A record without holdMs (Go
+ * s3lect, older versions) gets no credit. Never more than our own margin
+ * L − renew_deadline either. */
 static int64_t credit_cap(const el_engine *e)
 {
-    return e->p.lease > e->p.renew_deadline ? e->p.lease - e->p.renew_deadline : 0;
+    int64_t own = e->p.lease > e->p.renew_deadline ? e->p.lease - e->p.renew_deadline : 0;
+    if (e->corrupt || e->cur.hold_ms <= 0)
+        return 0;
+    int64_t L = e->p.lease;
+    if (e->cur.lease_ms > L)
+        L = e->cur.lease_ms;
+    int64_t cap = L > e->cur.hold_ms ? L - e->cur.hold_ms : 0;
+    return cap < own ? cap : own;
 }
 
 static int64_t store_credit(const el_engine *e, const st_result *r)

@@ -36,6 +36,12 @@ typedef struct el_params {
     int peer;          /* peer mode: stable followers long-poll the leader */
     int64_t peer_wait; /* long-poll wait */
     int64_t max_lease; /* a record's leaseMs is read as at most this (0: 4 × lease) */
+    /* How long after the send of its last successful write this node's
+     * leadership may still act (s3lect run: its command tree's kill
+     * deadline plus margin); at least renew_deadline (0: renew_deadline).
+     * Written in its records as holdMs; bounds the store-clock credit a
+     * follower may give them (docs/algorithm.md "The store's clock"). */
+    int64_t hold;
 } el_params;
 
 /* A leader whose peer endpoint failed is followed through the store, and
