@@ -66,3 +66,94 @@ def test_takeover_counts_from_the_write(s3lect_bin, tmp_path, s3env, minio):
         a.stop()
         if b:
             b.stop()
+
+
+# ---- issue 38 item 2: a store clock that runs ahead never costs the kill deadline ----
+
+# Both nodes at s3lect run's default kill timeout (the largest safe one:
+# L - D - margin = 4.734 s here), so the records announce holdMs = L.
+SKEW_TIMING = ["--lease-timeout", "8s", "--renew-interval", "1s", "--renew-deadline", "3s",
+               "--frequent-interval", "500ms", "--infrequent-interval", "1s", "--no-peer"]
+# The command ignores SIGTERM (slow to stop) and beats every 20 ms with the
+# monotonic clock every process on this machine shares.
+SLOW_CMD = ("import os, signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "f = open(sys.argv[1], 'a', buffering=1)\n"
+            "f.write('start %s %.4f\\n' % (os.environ['S3LECT_LEADER_ID'], time.monotonic()))\n"
+            "while True:\n"
+            "    f.write('hb %s %.4f\\n' % (os.environ['S3LECT_LEADER_ID'], time.monotonic()))\n"
+            "    time.sleep(0.02)\n")
+
+
+@pytest.mark.parametrize("ahead_s", [3, 30, 3600])
+def test_date_ahead_never_starts_a_command_before_the_kill_deadline(
+        ahead_s, s3lect_bin, tmp_path, s3env, minio):
+    """The follower's answers carry a Date `ahead_s` ahead of Last-Modified
+    (a proxy rewrites it); the leader is cut off from the store without a
+    reset while its command ignores SIGTERM, so it runs until the hard
+    deadline. Before issue 38 the follower credited the record's apparent
+    age up to L - renew_deadline (5 s) and started its command while the old
+    one still ran (2.3-4.4 s of two commands in the hostile runs); now the
+    records' holdMs (= L at the default kill timeout) leaves no credit."""
+    import os
+    import subprocess
+    import sys
+    from urllib.parse import urlparse
+
+    from harness.dateproxy import DateProxy
+
+    up = urlparse(minio.endpoint)
+    pa = DateProxy(up.hostname, up.port)  # the leader's: cut later
+    pb = DateProxy(up.hostname, up.port, date_ahead_s=ahead_s)  # the follower's
+    lock = f"s3://{minio.bucket}/cli/date-ahead-{secrets.token_hex(4)}.json"
+    beats = tmp_path / "beats.log"
+    procs: list[subprocess.Popen] = []
+
+    def node(nid: str, proxy: DateProxy) -> subprocess.Popen:
+        env = dict(s3env)
+        env["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
+        p = subprocess.Popen(
+            [str(s3lect_bin), "run", "--lock", lock, "--id", nid, *SKEW_TIMING, "--",
+             sys.executable, "-c", SLOW_CMD, str(beats)],
+            stdout=open(tmp_path / f"{nid}.log", "w"), stderr=subprocess.STDOUT, env=env,
+            start_new_session=True)
+        procs.append(p)
+        return p
+
+    def lines() -> list[tuple[str, str, float]]:
+        out = []
+        for ln in beats.read_text().splitlines() if beats.exists() else []:
+            parts = ln.split()
+            if len(parts) == 3:
+                out.append((parts[0], parts[1], float(parts[2])))
+        return out
+
+    try:
+        node("a", pa)
+        wait_for(lambda: any(k == "start" and n == "a" for k, n, _ in lines()), 20, "a's command")
+        node("b", pb)
+        wait_for(lambda: pb.answers >= 3, 20, "b to read the lock through its proxy")
+        time.sleep(2)  # b has seen a renewal as a changed record
+        pa.cut = True  # a cannot reach the store; no reset reaches it
+        cut = time.monotonic()
+        wait_for(lambda: any(k == "start" and n == "b" for k, n, _ in lines()), 30,
+                 "b's command to start")
+        b_start = min(t for k, n, t in lines() if k == "start" and n == "b")
+        a_last = max(t for k, n, t in lines() if n == "a")
+        overlap = a_last - b_start
+        assert overlap < 0, (
+            f"Date {ahead_s} s ahead: b's command started {overlap:.3f} s before a's last beat "
+            f"(a cut at {cut:.3f}): two commands ran at once")
+        # b took over within about a lease of the cut (it counts from its
+        # first sight of a's last record, not earlier).
+        assert b_start - cut < 8 + 1 + 3, b_start - cut
+    finally:
+        pa.cut = False
+        for p in procs:
+            try:
+                os.killpg(p.pid, 9)
+            except ProcessLookupError:
+                pass
+            p.wait(timeout=10)
+        pa.close()
+        pb.close()

@@ -1,0 +1,197 @@
+# SPDX-License-Identifier: Apache-2.0
+"""An HTTP/1.1 proxy for loopback tests that plays two faults of the field:
+
+* ``date_ahead_s``: the ``Date`` of every answer runs that many seconds ahead
+  of (negative: behind) the server's, as when the front end that stamps
+  answers and the storage node that stamped ``Last-Modified`` have no clock
+  sync (issue 38 item 2);
+* ``cut``: while set, nothing is forwarded either way and no connection is
+  closed: a host cut off without a TCP reset (a dropped link, a DROP rule).
+
+Requests stream through untouched (the request side only notes each method,
+so that an answer to HEAD is known to have no body); answers are parsed
+just enough to rewrite the header block: Content-Length and chunked bodies.
+"""
+from __future__ import annotations
+
+import collections
+import email.utils
+import socket
+import threading
+import time
+
+
+class DateProxy:
+    def __init__(self, upstream_host: str, upstream_port: int, date_ahead_s: float = 0.0):
+        self.upstream = (upstream_host, upstream_port)
+        self.date_ahead_s = date_ahead_s
+        self.cut = False
+        self.answers = 0  # answers whose Date was rewritten
+        self._lock = threading.Lock()
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self._sock.settimeout(0.2)
+        self.port = self._sock.getsockname()[1]
+        self._stop = threading.Event()
+        self._conns: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        t = threading.Thread(target=self._accept, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self._stop.set()
+        self._sock.close()
+        with self._lock:
+            for c in self._conns:
+                try:
+                    c.close()
+                except OSError:
+                    pass
+        for t in self._threads:
+            t.join(timeout=5)
+
+    # ---- plumbing ----
+
+    def _hold(self) -> None:
+        while self.cut and not self._stop.is_set():
+            time.sleep(0.02)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self._sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            try:
+                upstream = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            methods: collections.deque[str] = collections.deque()
+            with self._lock:
+                self._conns += [client, upstream]
+            for target, args in ((self._requests, (client, upstream, methods)),
+                                 (self._answers, (upstream, client, methods))):
+                t = threading.Thread(target=target, args=args, daemon=True)
+                t.start()
+                self._threads.append(t)
+
+    @staticmethod
+    def _shut(*socks: socket.socket) -> None:
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _requests(self, client: socket.socket, upstream: socket.socket,
+                  methods: collections.deque[str]) -> None:
+        buf, need = b"", 0
+        try:
+            while not self._stop.is_set():
+                data = client.recv(65536)
+                if not data:
+                    break
+                self._hold()
+                buf += data
+                while True:  # note the method of each request in the data
+                    if need:
+                        take = min(need, len(buf))
+                        buf, need = buf[take:], need - take
+                        if need:
+                            break
+                    end = buf.find(b"\r\n\r\n")
+                    if end < 0:
+                        break
+                    head, buf = buf[:end].decode("latin-1"), buf[end + 4:]
+                    methods.append(head.split(" ", 1)[0])
+                    for line in head.split("\r\n")[1:]:
+                        k, _, v = line.partition(":")
+                        if k.strip().lower() == "content-length":
+                            need = int(v.strip() or 0)
+                upstream.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._shut(client, upstream)
+
+    def _rewrite(self, head: str) -> str:
+        lines = head.split("\r\n")
+        for i, line in enumerate(lines):
+            k, _, v = line.partition(":")
+            if k.strip().lower() == "date":
+                try:
+                    t = email.utils.parsedate_to_datetime(v.strip()).timestamp()
+                except (TypeError, ValueError):
+                    continue
+                lines[i] = "Date: " + email.utils.formatdate(t + self.date_ahead_s, usegmt=True)
+                with self._lock:
+                    self.answers += 1
+        return "\r\n".join(lines)
+
+    def _answers(self, upstream: socket.socket, client: socket.socket,
+                 methods: collections.deque[str]) -> None:
+        buf = b""
+
+        def more() -> bool:
+            nonlocal buf
+            data = upstream.recv(65536)
+            if not data:
+                return False
+            buf += data
+            return True
+
+        def forward(n: int) -> bool:  # n bytes of body as they come
+            nonlocal buf
+            while n > 0:
+                if not buf and not more():
+                    return False
+                take = min(n, len(buf))
+                self._hold()
+                client.sendall(buf[:take])
+                buf, n = buf[take:], n - take
+            return True
+
+        try:
+            while not self._stop.is_set():
+                while b"\r\n\r\n" not in buf:
+                    if not more():
+                        return
+                end = buf.index(b"\r\n\r\n")
+                head, buf = buf[:end].decode("latin-1"), buf[end + 4:]
+                status = int(head.split(" ", 2)[1]) if " " in head else 0
+                method = methods.popleft() if methods else "GET"
+                hdrs = {}
+                for line in head.split("\r\n")[1:]:
+                    k, _, v = line.partition(":")
+                    hdrs[k.strip().lower()] = v.strip()
+                self._hold()
+                client.sendall((self._rewrite(head) + "\r\n\r\n").encode("latin-1"))
+                if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+                    continue
+                if "chunked" in hdrs.get("transfer-encoding", "").lower():
+                    while True:
+                        while b"\r\n" not in buf:
+                            if not more():
+                                return
+                        i = buf.index(b"\r\n")
+                        size = int(buf[:i].split(b";")[0], 16)
+                        if not forward(i + 2 + size + 2):
+                            return
+                        if size == 0:
+                            break
+                else:
+                    if not forward(int(hdrs.get("content-length") or 0)):
+                        return
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._shut(client, upstream)
