@@ -78,8 +78,8 @@ typedef struct runner {
     int child_status; /* its exit status for our exit code */
     /* --startup-timeout: until the store is first reached */
     int reached;         /* the store answered once (a read or a write) */
-    int saw_transient;   /* an error that may heal (network, 5xx, throttling) */
-    int saw_permanent;   /* an error that will not (EAUTH, EFATAL) */
+    int saw_transient;   /* the latest error may heal (network, 5xx, throttling) */
+    int saw_permanent;   /* the latest error will not (EAUTH, EFATAL) */
     char permanent[512]; /* the last permanent error's message */
 } runner;
 
@@ -284,18 +284,26 @@ static void on_error(s3lect_elector *e, const s3lect_event *ev, void *ud)
     (void)e;
     runner *r = ud;
     int code = s3lect_event_code(ev);
+    /* The latest class of error counts (issue 38): a store that refused
+     * connections for its first seconds (a pod started before its network)
+     * and then answers with a permanent error is as hopeless as one that
+     * did so from the start. A transient error after a permanent one starts
+     * the wait again; a permanent one after transient ones ends it. */
     if (code == S3LECT_EAUTH || code == S3LECT_EFATAL || code == S3LECT_EINVAL) {
         r->saw_permanent = 1;
+        r->saw_transient = 0;
         snprintf(r->permanent, sizeof r->permanent, "%s", s3lect_event_message(ev));
     } else {
         r->saw_transient = 1;
+        r->saw_permanent = 0;
     }
     say("error: %s", s3lect_event_message(ev));
 }
 
 /* 1 when the node must give up: it never reached its store (sample() notes
- * when it does), saw only errors that will not heal by themselves, and
- * --startup-timeout passed. */
+ * when it does), its latest errors will not heal by themselves (every one
+ * since the last that might), and --startup-timeout passed since it
+ * started. */
 static int startup_failed(const runner *r, int64_t now, int64_t started, int64_t timeout)
 {
     return timeout > 0 && !r->reached && r->saw_permanent && !r->saw_transient &&

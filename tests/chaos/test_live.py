@@ -300,3 +300,38 @@ def test_a_store_that_comes_up_late_does_not_make_it_exit(s3lect_bin, minio, cle
             os.killpg(p.pid, signal.SIGKILL)
         p.wait(timeout=10)
         proxy.close()
+
+
+def test_store_down_then_wrong_secret_exits_by_the_startup_timeout(s3lect_bin, minio, clean_env):
+    """Issue 38 item 5: connections refused for the first 10 s (a pod started
+    before its network), then the store answers SignatureDoesNotMatch (a
+    wrong secret): the early transient error does not defeat
+    --startup-timeout; the node exits 1 by the timeout (15 s) + 5 s, naming
+    the error. Before, it was still running after 200 s."""
+    env = dict(clean_env)
+    env.update(minio.env())
+    env["AWS_SECRET_ACCESS_KEY"] = "wrong" + secrets.token_hex(8)
+    proxy = Proxy("late-wrong", int(minio.endpoint.rsplit(":", 1)[1]), seed=11)
+    proxy.set(mode="reset")
+    lock = f"s3://{minio.bucket}/live/late-wrong-{secrets.token_hex(3)}.json"
+    t = time.monotonic()
+    p = subprocess.Popen([str(s3lect_bin), "run", "--lock", lock, "--id", "lw", *TIMING,
+                          "--endpoint", f"http://127.0.0.1:{proxy.port}", "--startup-timeout",
+                          "15s", "--", "sleep", "600"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        time.sleep(10)
+        assert p.poll() is None, f"exited with {p.returncode} while the store was down"
+        proxy.heal()
+        out, _ = p.communicate(timeout=30)
+        took = time.monotonic() - t
+        assert p.returncode == 1, f"exit {p.returncode} after {took:.1f} s:\n{out}"
+        assert 15.0 <= took <= 15.0 + 5.0, f"exited after {took:.1f} s (startup timeout 15 s)"
+        assert "never reached" in out and "SignatureDoesNotMatch" in out, out
+        assert "started command" not in out, out
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
+        proxy.close()
