@@ -348,3 +348,19 @@ def test_key_not_written_by_s3lect_is_named(server_factory, s3lect_bin):
     base = f"redis://{srv.user}@127.0.0.1:{srv.port}/{KEY_PREFIX}"
     _one_line(run([str(s3lect_bin), "status", base + "str"], env), "holds another type")
     _one_line(run([str(s3lect_bin), "status", base + "hash"], env), "not written by s3lect")
+
+
+def test_oversized_value_is_a_corrupt_record_taken_over_after_a_lease(server_factory, cluster):
+    """Issue 38 item 10: a hand-written record over 64 KiB is a corrupt
+    record, as on every object store (GCS, Azure, S3): the nodes say so,
+    with what happens next and what to do, and one leads after a lease.
+    Before, it was FATAL ("not an s3lect lock") and no node led."""
+    srv = server_factory()
+    lock = _lock(srv, "oversized")
+    srv.call("HSET", _key(lock), "r", "x" * (70 * 1024), "v", "hand-written", "t", "0")
+    nodes = cluster(lock, redis_env(srv), n=2)
+    leader = wait_for(lambda: only_leader(nodes), LEASE_S + 20, "a leader over the oversized value")
+    text = "".join(n.text() for n in nodes)
+    assert "larger than 64 KiB" in text and "taken over once it has stood unchanged" in text, text
+    assert "not an s3lect lock" not in text.replace("not an s3lect record", ""), text
+    assert leader.terms()[-1] >= 1

@@ -829,11 +829,20 @@ static void observe(el_engine *e, el_time now, const st_result *r)
         e->exists = 1;
         e->first_seen = e->seen_recv = now.mono;
         rec_clear(&e->cur);
-        char err[400];
+        char err[700];
         e->corrupt = rec_parse(r->body, r->body_len, &e->cur, err, sizeof err) != 0;
         if (e->corrupt) {
-            if (e->cur.term_too_large)
+            if (e->cur.term_too_large) {
                 term_stuck_msg(e, err, sizeof err);
+            } else {
+                /* Say what happens next and what to do (issue 38). */
+                size_t n = strlen(err);
+                snprintf(err + n, sizeof err - n,
+                         ": not an s3lect record; it is taken over once it has stood "
+                         "unchanged for lease_timeout (%lld ms). If something else keeps "
+                         "writing this key, give the lock another key or stop that writer",
+                         (long long)e->p.lease);
+            }
             set_error(e, S3LECT_ECORRUPT, err);
             report(e, now.mono, EL_REP_RECORD, S3LECT_ECORRUPT, err);
         } else {
