@@ -396,3 +396,37 @@ def test_entra_token_refreshed_in_background_and_file_reread(azurite_tls, cluste
         _assert_no_secret(leader.text(), [old, fake.federated_token, *fake.issued])
     finally:
         fake.close()
+
+
+def test_a_blob_lease_on_the_lock_is_a_clear_fatal_error(azurite, cluster):
+    """Issue 38 item 9: another client takes an infinite blob lease on the
+    lock blob (a backup tool, `az storage blob lease acquire`): every write
+    is refused (LeaseIdMissing, 412 on Azurite). Each node says what holds
+    the blob and how to break the lease (not a silent `lost_race`), and once
+    the lease is broken the lock is led again within a lease."""
+    lock = _lock(azurite, "leased")
+    blob = lock.split("/", 3)[3]
+    container, name = blob.split("/", 1)
+    nodes = cluster(lock, _conn_env(azurite), n=2)
+    wait_for(lambda: only_leader(nodes), 30, "a leader")
+    client = azurite.client()
+    client.request("PUT", f"{container}/{name}", {"comp": "lease"},
+                   headers={"x-ms-lease-action": "acquire", "x-ms-lease-duration": "-1"})
+    leased = time.monotonic()
+    try:
+        # The leader's next renewal is refused: it steps down, and nobody leads.
+        wait_for(lambda: only_leader(nodes) is None, LEASE_S + 10, "the leader to step down")
+        wait_for(lambda: all("blob lease break" in n.text() for n in nodes), LEASE_S + 20,
+                 "every node to say how to break the lease")
+        text = "".join(n.text() for n in nodes)
+        assert "another client holds a blob lease" in text, text
+        for n in nodes:
+            assert n.text().count("az storage blob lease break") <= 2, n.text()
+    finally:
+        client.request("PUT", f"{container}/{name}", {"comp": "lease"},
+                       headers={"x-ms-lease-action": "break", "x-ms-lease-break-period": "0"})
+    broken = time.monotonic()
+    wait_for(lambda: only_leader(nodes), LEASE_S + 10, "a leader once the lease is broken")
+    took = time.monotonic() - broken
+    assert took <= LEASE_S + 8.0, f"led again {took:.1f} s after the break (lease {LEASE_S} s)"
+    print(f"refused for {broken - leased:.1f} s; led again {took:.1f} s after the break")
