@@ -320,3 +320,26 @@ def test_endpoint_that_cannot_start_with_metrics(tmp_path):
     assert r.returncode == 0, (r.stdout, r.stderr, text)
     assert "running without peer mode" in text, text
     assert 's3lect_leader{lock="s3://bucket/key",id="n1"} 0' in r.stdout, r.stdout[:2000]
+
+
+def test_full_connection_table_is_named(nodes):
+    """Issue 38 item 11b: a leader whose peer endpoint's connection table is
+    full (512 connections, here held by raw TCP clients that never start
+    TLS) closes a follower's connection before the handshake. The follower
+    says the table is full, not that the port "cannot be reached"
+    (firewall)."""
+    a = nodes("a")
+    wait_for(lambda: "started command" in a.text(), 10, "a to lead")
+    port = int(record(nodes.lock_path)["leaderAddr"].rsplit(":", 1)[1])
+    held: list[socket.socket] = []
+    try:
+        for _ in range(560):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            held.append(s)
+        b = nodes("b")
+        wait_for(lambda: "connection table is most likely full" in b.text(), 20,
+                 "b to say the leader's connection table is full")
+        assert "open port" not in b.text(), b.text()
+    finally:
+        for s in held:
+            s.close()

@@ -723,15 +723,29 @@ static void peer_down_alive(el_engine *e)
     if (colon && colon[1])
         snprintf(port, sizeof port, "%s", colon + 1);
     char msg[1000];
-    snprintf(
-        msg, sizeof msg,
-        "peer mode: leader '%.100s' holds the lock and renews it, but its peer endpoint %.100s "
-        "cannot be reached from this node (%.500s); following the lock through the store "
-        "every frequent_interval (%lld ms) instead, and trying the endpoint again now and "
-        "then. Let this node reach %.100s over TCP (open port %s on the leader's host and "
-        "any firewall between), or turn peer mode off (s3lect run --no-peer; peer_mode 0)",
-        e->pdown_id ? e->pdown_id : "", addr, e->pdown_why ? e->pdown_why : "",
-        (long long)e->p.frequent, addr, port[0] ? port : "of its address");
+    if (e->pdown_why && strstr(e->pdown_why, "closed during the TLS handshake"))
+        /* Reached, then dropped before TLS by a live leader: what its peer
+         * endpoint does with a connection beyond its table (issue 38). */
+        snprintf(msg, sizeof msg,
+                 "peer mode: leader '%.100s' holds the lock and renews it, but its peer endpoint "
+                 "%.100s accepts this node's connections and closes them before the TLS "
+                 "handshake (%.400s): its connection table is most likely full (512 "
+                 "connections per process: many follower processes, or clients that hold "
+                 "connections open). Following the lock through the store every "
+                 "frequent_interval (%lld ms) instead, and trying the endpoint again now and "
+                 "then; fewer follower processes per leader, or --no-peer on some, make room",
+                 e->pdown_id ? e->pdown_id : "", addr, e->pdown_why, (long long)e->p.frequent);
+    else
+        snprintf(
+            msg, sizeof msg,
+            "peer mode: leader '%.100s' holds the lock and renews it, but its peer endpoint "
+            "%.100s cannot be reached from this node (%.500s); following the lock through the "
+            "store every frequent_interval (%lld ms) instead, and trying the endpoint again now "
+            "and then. Let this node reach %.100s over TCP (open port %s on the leader's host "
+            "and any firewall between), or turn peer mode off (s3lect run --no-peer; peer_mode "
+            "0)",
+            e->pdown_id ? e->pdown_id : "", addr, e->pdown_why ? e->pdown_why : "",
+            (long long)e->p.frequent, addr, port[0] ? port : "of its address");
     emit_error(e, S3LECT_ETRANSIENT, msg);
 }
 

@@ -280,6 +280,8 @@ void peer_client_finish(peer_client *c, int curl_code, int aborted, st_result *o
  * when any of them changes (protocol: docs/peer.md). The runtime's hub
  * (runtime/peer_hub.c) groups them; this layer builds the body, runs the
  * transfer and reads the answer. */
+/* peer_batch_read's reason for an answer that lists no entry. */
+#define PEER_BATCH_NONE_ANSWERED "no entry answered"
 #define PEER_BATCH_SEND_LOCKS 1024 /* entries a follower sends in one batch (server: 4096) */
 #define PEER_BATCH_SEND_BODY (PEER_MAX_BATCH_BODY - 4096) /* request body (server: 1 MiB) */
 #define PEER_BATCH_MAX_ANSWER (64 * 1024 * 1024)

@@ -1091,6 +1091,18 @@ static void answer_batch(conn *c, int changed_only)
         items[k].record = status == 200 ? bodies[k] : NULL;
         k++;
     }
+    if (changed_only && k == 0 && n > 0) {
+        /* What changed changed back while the answer was made (a leader
+         * that stepped down and took its record back): an answer naming no
+         * lock reads as malformed to a follower; answer every entry with its
+         * state instead (issue 38). */
+        for (size_t i = 0; i < n; i++)
+            free(bodies[i]);
+        free(items);
+        free(bodies);
+        answer_batch(c, 0);
+        return;
+    }
     char *out = peer_batch_answer(items, k);
     for (size_t i = 0; i < k; i++)
         free(bodies[i]);
