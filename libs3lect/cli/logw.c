@@ -3,7 +3,9 @@
 #include "logw.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <poll.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -144,5 +146,28 @@ void logw_flush(int64_t stall_ms)
         struct timespec ts = u_cond_deadline(u_mono_ms() + 20, 20);
         pthread_cond_timedwait(&cv, &mu, &ts);
     }
+    /* Nobody reads stderr: what is still queued is lost. Count it, and say
+     * so if a few bytes still fit (issue 38: lines were lost uncounted). */
+    uint64_t lost = 0;
+    for (size_t i = 0; i < len; i++)
+        lost += ring[(head + i) % LOGW_CAP] == '\n';
+    if (len > 0 && lost == 0)
+        lost = 1; /* a partial line */
+    dropped_total += lost;
+    uint64_t unsaid = dropped_unreported + lost;
+    int fd = fd_out;
     pthread_mutex_unlock(&mu);
+    if (unsaid > 0 && fd >= 0) {
+        char note[160];
+        int n = snprintf(note, sizeof note,
+                         "s3lect: %llu log line(s) not written at exit: stderr was not read "
+                         "for %lld ms\n",
+                         (unsigned long long)unsaid, (long long)stall_ms);
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0) {
+            ssize_t w = write(fd, note, (size_t)n); /* best effort: a full pipe refuses it */
+            (void)w;
+            fcntl(fd, F_SETFL, fl);
+        }
+    }
 }

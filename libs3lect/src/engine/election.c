@@ -891,11 +891,14 @@ static void observe(el_engine *e, el_time now, const st_result *r)
                 announce(e, e->cur.leader_id, e->cur.leader_addr, e->cur.term);
             if (u_streq(e->cur.leader_id, e->id) && !u_streq(e->cur.incarnation, e->incarnation) &&
                 !rec_released(&e->cur) && !e->misconfig_reported) {
-                char msg[320];
+                char msg[700];
                 snprintf(msg, sizeof msg,
-                         "another process (incarnation %.40s) holds the lock with this server id "
-                         "'%.100s': give every process its own id",
-                         e->cur.incarnation, e->id);
+                         "the lock names this server id '%.100s' with another incarnation "
+                         "(%.40s): either an earlier run of this node (it was restarted while it "
+                         "led, or the store restored an old record after a lossy failover: "
+                         "harmless, the record is taken over when its lease ends), or another "
+                         "process using the same id (give every process its own id)",
+                         e->id, e->cur.incarnation);
                 emit_error(e, S3LECT_EINVAL, msg);
                 e->misconfig_reported = 1;
             }
