@@ -57,3 +57,23 @@ def test_outages_are_probed_not_stormed(own_minio, clean_env, build_dir):
         limit = 5 * (TIMINGS[0] + TIMINGS[3]) / 1000
         assert o.relead_s is not None and o.relead_s <= limit, f"every lock led again: {what}"
     assert r.most_leaders <= 1, "never two leaders of one lock"
+
+
+def test_the_footprint_bench_builds_against_this_build(build_dir, tmp_path):
+    """Issue 44 item 5: bench/run footprint links libs3lect.a with the
+    libraries this build's s3lect.pc names (hiredis where the Redis store is
+    built): built here once, so the link cannot rot unseen again."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for p in (root / "bench" / "lib", root / "bench", root / "tests"):
+        if str(p) not in sys.path:
+            sys.path.insert(0, str(p))
+    import footprint  # bench/lib/footprint.py
+
+    exe = footprint.build(Path(build_dir), tmp_path / "footprint")
+    r = subprocess.run([str(exe)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=30)
+    assert r.returncode != 0 and "usage: footprint" in r.stderr, (r.returncode, r.stderr)

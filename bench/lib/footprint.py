@@ -63,13 +63,29 @@ def build(build_dir: Path, out: Path, include_dir: Path | None = None) -> Path:
     if not lib.exists():
         raise BenchError(f"{lib} does not exist: build the library first (ninja -C {build_dir})")
     out.parent.mkdir(parents=True, exist_ok=True)
-    deps = subprocess.run(["pkg-config", "--libs", "libcurl", "libcjson", "openssl"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # What the static library needs, from the build's own s3lect.pc (its
+    # Requires.private lists every library this build links: hiredis where
+    # the Redis store is built, libpq's loader...), so that the link follows
+    # the build; an older build without one falls back to the base set.
+    # (The shared forms of those libraries: --static would also ask for
+    # libcurl's own private dependencies.)
+    pc = build_dir / "libs3lect" / "s3lect.pc"
+    pkgs, extra = ["libcurl", "libcjson", "openssl"], []
+    if pc.exists():
+        for line in pc.read_text().splitlines():
+            key, _, val = line.partition(":")
+            if key.strip() == "Requires.private":
+                pkgs = val.replace(",", " ").split()
+            elif key.strip() == "Libs.private":
+                extra = val.split()
+    q = ["pkg-config", "--libs", *pkgs]
+    deps = subprocess.run(q, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if deps.returncode != 0:
-        raise BenchError(f"pkg-config cannot find libcurl/libcjson/openssl: {deps.stderr}")
+        raise BenchError(f"{' '.join(q)} failed: {deps.stderr}")
+    flags = deps.stdout.split() + extra
     cc = os.environ.get("CC", "cc")
     argv = [cc, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{include_dir}", str(src),
-            "-o", str(out), str(lib), *deps.stdout.split(), "-lpthread", "-lm"]
+            "-o", str(out), str(lib), *flags, "-lpthread", "-lm", "-ldl"]
     r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         raise BenchError(f"building footprint failed:\n{' '.join(argv)}\n{r.stdout}")
