@@ -20,6 +20,7 @@ typedef struct mem {
     int puts, gets;
     int fail_next;      /* outcome to return instead of applying, 0 = none */
     int fail_puts;      /* every PUT answers this outcome, not applied (0 = none) */
+    int fail_all;       /* every request answers this outcome (an outage; 0 = none) */
     int land_then_fail; /* apply the next PUT, then answer TRANSIENT (reply lost, 409) */
     int dup_next;       /* apply the next PUT, then answer a resent copy of it */
     /* The store's clock (docs/algorithm.md, "The store's clock"): with
@@ -45,6 +46,10 @@ static el_params default_params(void)
 static void mem_do(mem *m, const el_op *op, st_result *r)
 {
     memset(r, 0, sizeof *r);
+    if (m->fail_all) {
+        r->outcome = m->fail_all;
+        return;
+    }
     if (m->fail_next) {
         r->outcome = m->fail_next;
         m->fail_next = 0;
@@ -910,6 +915,60 @@ static void t_peer_fallback(void)
     el_free(&b);
 }
 
+/* A store outage (issue 38 item 7): for 20 s every store request fails
+ * and so does every peer check (the leader cannot renew, its endpoint stops
+ * answering). Once the store is back and the leader renews (with a new term
+ * if it stepped down), the follower is back on long polls within a frequent
+ * interval, not on store reads every frequent_interval for 5 minutes. */
+static void t_peer_after_outage(void)
+{
+    el_params pp = P; /* lease 15 s, renew 5 s, deadline 10 s, frequent 5 s */
+    pp.peer = 1;
+    pp.peer_wait = 30000;
+    for (int64_t outage = 8000; outage <= 20000; outage += 12000) {
+        el_engine a, b;
+        mem m = {0};
+        int64_t now = 100;
+        /* b waits a longer lease, so that a (which takes its own record
+         * back at once, with a new term, once the store answers) leads on:
+         * what matters here is how b follows it. */
+        el_params pb = pp;
+        pb.lease = 60000;
+        el_init(&a, &pp, "a", "10.0.0.1:4444", "inc-a", 7);
+        el_init(&b, &pb, "b", "10.0.0.2:5555", "inc-b", 9);
+        duo d = {.a = &a, .b = &b, .m = &m, .peer_mode = ST_PEER_OK, .a_alive = 1};
+        d.wb = 2000;
+        duo_run(&d, &now, 40000);
+        CHECK(d.ca.acquired == 1 && d.cb.acquired == 0 && d.gets <= 2, "a leads, b long-polls");
+        m.fail_all = ST_TRANSIENT;
+        d.peer_mode = ST_PEER_UNREACHABLE;
+        if (d.parked) { /* the outage breaks the parked long poll too */
+            st_result r;
+            memset(&r, 0, sizeof r);
+            st_result_setf(&r, ST_TRANSIENT, "timed out");
+            r.peer_failure = ST_PEER_UNREACHABLE;
+            el_complete(&b, (el_time){now, 1700000000000 + now}, &r);
+            st_result_clear(&r);
+            d.parked = 0;
+            d.wb = now;
+        }
+        duo_run(&d, &now, 40000 + outage);
+        m.fail_all = 0;
+        d.peer_mode = ST_PEER_OK;
+        duo_run(&d, &now, 40000 + outage + 30000); /* back, and a settles */
+        int g0 = d.gets, p0 = d.peers;
+        duo_run(&d, &now, 40000 + outage + 30000 + 120000);
+        CHECK(d.cb.acquired == 0 && a.role == EL_LEADER, "a leads on (b acquired %d)",
+              d.cb.acquired);
+        CHECK(d.gets - g0 <= 2 && d.peers - p0 >= 5,
+              "outage %lld ms: b is back on long polls (%d store reads, %d peer checks in the "
+              "2 minutes after)",
+              (long long)outage, d.gets - g0, d.peers - p0);
+        el_free(&a);
+        el_free(&b);
+    }
+}
+
 /* A leader that freezes (SIGSTOP, a host that lost power or was cut off):
  * no reset reaches its followers. Whatever the peer check does, a follower
  * reads the store and takes over by the end of the lease of the last record
@@ -1757,6 +1816,7 @@ int main(void)
     t_peer_key();
     t_peer_fallback();
     t_frozen_leader();
+    t_peer_after_outage();
     t_lost_race_and_expiry();
     t_stop_releases();
     t_veto();

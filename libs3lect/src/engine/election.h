@@ -163,6 +163,12 @@ typedef struct el_engine {
     int pdown_unreachable; /* the failure was connect/timeout: say so once it proves alive */
     int pdown_renewals;    /* changes of its record seen since (2: it is alive) */
     int pdown_said;        /* the fallback was reported for this leader */
+    int64_t pdown_term;    /* the term of the leadership whose endpoint failed */
+    int64_t pdown_since;   /* mono ms of the failure that started the fallback */
+    /* mono ms of this node's last failed store request (0: none): a peer
+     * check that failed while the store was failing too was the outage's,
+     * not the endpoint's (issue 38: a read storm after an outage). */
+    int64_t store_fail_at;
     char *pdown_why;
 
     /* Announced leader (for LEADER_CHANGED). */
