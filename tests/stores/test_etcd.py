@@ -149,8 +149,9 @@ def test_silent_endpoint_moves_to_the_next(etcd_server, cluster):
         term = leader.terms()[-1]
         proxy.set(mode="blackhole")
         time.sleep(LEASE_S * 2)
+        # Each request gives the silent endpoint half its time and then goes
+        # to the next within the same call: nothing fails, nothing to say.
         assert leader.leading() and leader.terms()[-1] == term, leader.text()
-        assert "will retry" in leader.text() or "timed out" in leader.text(), leader.text()
     finally:
         proxy.close()
 
@@ -321,3 +322,29 @@ def test_oversized_value_is_a_corrupt_record_taken_over_after_a_lease(etcd_serve
     text = "".join(n.text() for n in nodes)
     assert "larger than 64 KiB" in text and "taken over once it has stood unchanged" in text, text
     assert leader.terms()[-1] >= 1
+
+
+def test_member_cut_from_the_quorum_restarts_no_command(etcd_server, cluster, tmp_path):
+    """Issue 38 item 8: the first endpoint accepts and never answers (a
+    member cut off from the quorum), at the default request timeout and a
+    2 s renew deadline. A renewal gives it half its time, then sends the
+    same request to the next endpoint: the leader never steps down, and its
+    command is never restarted (before: the whole renewal timed out on the
+    silent member, the leader stepped down and took its record back 17 ms
+    later, restarting its command)."""
+    from chaos_lib import Proxy
+    proxy = Proxy("etcd-cut", etcd_server.port, seed=3, answer=None)
+    try:
+        lock = (f"etcd://127.0.0.1:{proxy.port},127.0.0.1:{etcd_server.port}/s3lect-test/"
+                f"{key('cut')}")
+        nodes = cluster(lock, base_env(etcd_server), n=1)
+        leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
+        wait_for(leader.cmd_wrote_start, 10, "the leader's command")
+        proxy.set(mode="blackhole")
+        time.sleep(30)
+        assert leader.leading(), leader.text()
+        assert "lost leadership" not in leader.text(), leader.text()
+        starts = started_lines(tmp_path / "cmd.log")
+        assert len(starts) == 1, f"the command was restarted: {starts}\n{leader.text()}"
+    finally:
+        proxy.close()
