@@ -79,6 +79,8 @@ static const opt_def opt_defs[] = {
     [S3LECT_OPT_MAX_CONNECTIONS] = {"max_connections", S3LECT_OPTION_INT, 1, 1024, 64, OFF(max_connections), RT_SIZE},
     [S3LECT_OPT_WORKER_THREADS] = {"worker_threads", S3LECT_OPTION_INT, 1, 64, 4, OFF(worker_threads), RT_SIZE},
     [S3LECT_OPT_CALLBACK_THREADS] = {"callback_threads", S3LECT_OPTION_INT, 1, 64, 2, OFF(callback_threads), RT_SIZE},
+    /* 0: renew_deadline */
+    [S3LECT_OPT_LEADER_HOLD] = {"leader_hold", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(leader_hold), TIMING},
 };
 /* clang-format on */
 

@@ -308,6 +308,7 @@ static int note_failure(el_engine *e, int64_t now, const st_result *r, int write
     const char *msg = r->message ? r->message : s3lect_strerror(code);
     set_error(e, code, msg);
     e->error_is_write = write;
+    e->store_fail_at = now;
     e->consecutive_fails++;
     e->retry++;
     if (write || r->outcome != ST_TRANSIENT || e->retry >= 3)
@@ -430,6 +431,7 @@ static char *make_body(el_engine *e, int released, int64_t term, int64_t wall, s
     r.last_updated_ms = wall;
     r.term = term;
     r.lease_ms = e->p.lease;
+    r.hold_ms = released ? 0 : (e->p.hold > e->p.renew_deadline ? e->p.hold : e->p.renew_deadline);
     r.incarnation = released ? "" : e->incarnation;
     r.peer_key = released ? "" : e->peer_key;
     char *s = rec_encode(&r);
@@ -520,8 +522,9 @@ static int body_is_ours(const el_engine *e, const st_result *r)
  * the record itself was a renewal or a takeover made under the rules, so
  * leading from the new write's send time is as safe as any renewal. This
  * "reclaim" keeps a node that stepped down (renewals timed out, a write
- * landed after its sender gave up, a pause) from waiting L on its own record
- * and starting a new term. */
+ * landed after its sender gave up, a pause) from waiting L on its own
+ * record; it still writes a new term (acquire_term): the command run of the
+ * old one was stopped. */
 static int own_record(const el_engine *e)
 {
     /* Only the very record we last held as leader (its etag unchanged: a
@@ -536,15 +539,16 @@ static int own_record(const el_engine *e)
            e->cur.term >= e->max_term && e->cur.term > 0;
 }
 
-/* The term our next acquisition write carries: the record's (a reclaim), or
- * one more than the highest we know. 0 when that cannot be written and read
- * back exactly (past REC_TERM_MAX, or a record whose term is already past
- * it): then no node takes the lock over, rather than repeat a term or start
- * again at 1 (docs/algorithm.md, "Terms"). */
+/* The term our next acquisition write carries: one more than the highest
+ * we know, a reclaim of our own record included: a node that stepped down
+ * has stopped (or is stopping) the command run of that term, and the one
+ * it starts now is another leadership, with a fencing token of its own
+ * (issue 38; docs/algorithm.md "Terms"). 0 when that cannot be written and
+ * read back exactly (past REC_TERM_MAX, or a record whose term is already
+ * past it): then no node takes the lock over, rather than repeat a term or
+ * start again at 1. */
 static int64_t acquire_term(const el_engine *e)
 {
-    if (own_record(e))
-        return e->cur.term;
     if (e->exists == 1 && e->corrupt && e->cur.term_too_large)
         return 0;
     int64_t base = e->exists == 1 && !e->corrupt ? e->cur.term : 0;
@@ -603,17 +607,30 @@ static int holder_presumed_dead(const el_engine *e, el_time now)
  * updated_at): the stamps are truncated to res, so the true age exceeds
  * their difference − res. Only for a foreign holder's record (not ours,
  * not released, not corrupt); 0 when the store gave no stamps (a peer
- * answer, DynamoDB, Route 53, the file store, a custom store). Capped at
- * our own margin L − renew_deadline (credit_cap): however far the store's
- * clock jumps between the write's stamp and the answer, a follower never
- * counts the lease from more than that before the receipt of its first
- * sight, so it cannot take over before send + L' − (L − renew_deadline) ≥
- * send + renew_deadline: a holder whose renew_deadline is at most that has
- * stopped leading (every node with the same timings; docs/algorithm.md,
- * "The store's clock"). */
+ * answer, DynamoDB, Route 53, the file store, a custom store).
+ *
+ * Capped at leaseMs' − holdMs (credit_cap; L' the lease the follower waits
+ * for this record, holdMs how long after the write's send its writer's
+ * leadership may still act: its command tree's kill deadline plus margin
+ * under s3lect run, renew_deadline for a library node): whatever the store's
+ * clock says — a Date that runs ahead of Last-Modified (front ends and
+ * storage nodes without clock sync), a jump of any size — a follower counts
+ * the lease from at most that much before the receipt of its first sight,
+ * so it takes over no earlier than receipt + holdMs > send + holdMs: after
+ * the old leader and everything it ran have stopped (issue 38;
+ * docs/algorithm.md "The store's clock"). A record without holdMs (Go
+ * s3lect, older versions) gets no credit. Never more than our own margin
+ * L − renew_deadline either. */
 static int64_t credit_cap(const el_engine *e)
 {
-    return e->p.lease > e->p.renew_deadline ? e->p.lease - e->p.renew_deadline : 0;
+    int64_t own = e->p.lease > e->p.renew_deadline ? e->p.lease - e->p.renew_deadline : 0;
+    if (e->corrupt || e->cur.hold_ms <= 0)
+        return 0;
+    int64_t L = e->p.lease;
+    if (e->cur.lease_ms > L)
+        L = e->cur.lease_ms;
+    int64_t cap = L > e->cur.hold_ms ? L - e->cur.hold_ms : 0;
+    return cap < own ? cap : own;
 }
 
 static int64_t store_credit(const el_engine *e, const st_result *r)
@@ -646,11 +663,27 @@ static int64_t expiry_at(const el_engine *e)
     return e->first_seen + L;
 }
 
+/* When a follower that saw a live holder reads the store next: after
+ * `period` (±10 %), but never past the end of that record's lease, so that
+ * a holder that froze, lost power or was cut off right after the read is
+ * replaced at its lease, not a whole infrequent interval later (issue 38;
+ * docs/algorithm.md "Polling"). A live holder's renewals keep moving the
+ * lease's end, so this costs one read per lease at most. */
+static int64_t stable_read_at(el_engine *e, int64_t now, int64_t period)
+{
+    int64_t at = now + u_jitter(&e->rng, period, 0.1);
+    int64_t end = expiry_at(e);
+    if (end >= at)
+        return at;
+    return end > now ? end : now;
+}
+
 /* The current record's leader is the one whose endpoint failed (pdown_*). */
 static int peer_down_leader(const el_engine *e)
 {
     return e->pdown_id && u_streq(e->pdown_id, e->cur.leader_id) &&
-           u_streq(e->pdown_addr, e->cur.leader_addr) && u_streq(e->pdown_inc, e->cur.incarnation);
+           u_streq(e->pdown_addr, e->cur.leader_addr) &&
+           u_streq(e->pdown_inc, e->cur.incarnation) && e->pdown_term == e->cur.term;
 }
 
 /* Peer mode: a stable follower asks the leader (over HTTPS) instead of S3. */
@@ -673,6 +706,7 @@ static void peer_down(el_engine *e, int64_t now, const st_result *r)
         u_setstr(&e->pdown_id, e->cur.leader_id ? e->cur.leader_id : "");
         u_setstr(&e->pdown_addr, e->cur.leader_addr ? e->cur.leader_addr : "");
         u_setstr(&e->pdown_inc, e->cur.incarnation ? e->cur.incarnation : "");
+        e->pdown_term = e->cur.term;
         e->pdown_wait = e->pdown_first > 0 ? e->pdown_first : EL_PEER_RETRY_MS;
         e->pdown_said = 0;
     } else {
@@ -680,6 +714,7 @@ static void peer_down(el_engine *e, int64_t now, const st_result *r)
         e->pdown_wait = e->pdown_wait * 2 > max ? max : e->pdown_wait * 2;
     }
     e->pdown_until = now + e->pdown_wait;
+    e->pdown_since = now;
     e->pdown_unreachable = r->peer_failure == ST_PEER_UNREACHABLE;
     e->pdown_renewals = 0;
     u_setstr(&e->pdown_why, r->message ? r->message : "the peer check failed");
@@ -699,15 +734,29 @@ static void peer_down_alive(el_engine *e)
     if (colon && colon[1])
         snprintf(port, sizeof port, "%s", colon + 1);
     char msg[1000];
-    snprintf(
-        msg, sizeof msg,
-        "peer mode: leader '%.100s' holds the lock and renews it, but its peer endpoint %.100s "
-        "cannot be reached from this node (%.500s); following the lock through the store "
-        "every frequent_interval (%lld ms) instead, and trying the endpoint again now and "
-        "then. Let this node reach %.100s over TCP (open port %s on the leader's host and "
-        "any firewall between), or turn peer mode off (s3lect run --no-peer; peer_mode 0)",
-        e->pdown_id ? e->pdown_id : "", addr, e->pdown_why ? e->pdown_why : "",
-        (long long)e->p.frequent, addr, port[0] ? port : "of its address");
+    if (e->pdown_why && strstr(e->pdown_why, "closed during the TLS handshake"))
+        /* Reached, then dropped before TLS by a live leader: what its peer
+         * endpoint does with a connection beyond its table (issue 38). */
+        snprintf(msg, sizeof msg,
+                 "peer mode: leader '%.100s' holds the lock and renews it, but its peer endpoint "
+                 "%.100s accepts this node's connections and closes them before the TLS "
+                 "handshake (%.400s): its connection table is most likely full (512 "
+                 "connections per process: many follower processes, or clients that hold "
+                 "connections open). Following the lock through the store every "
+                 "frequent_interval (%lld ms) instead, and trying the endpoint again now and "
+                 "then; fewer follower processes per leader, or --no-peer on some, make room",
+                 e->pdown_id ? e->pdown_id : "", addr, e->pdown_why, (long long)e->p.frequent);
+    else
+        snprintf(
+            msg, sizeof msg,
+            "peer mode: leader '%.100s' holds the lock and renews it, but its peer endpoint "
+            "%.100s cannot be reached from this node (%.500s); following the lock through the "
+            "store every frequent_interval (%lld ms) instead, and trying the endpoint again now "
+            "and then. Let this node reach %.100s over TCP (open port %s on the leader's host "
+            "and any firewall between), or turn peer mode off (s3lect run --no-peer; peer_mode "
+            "0)",
+            e->pdown_id ? e->pdown_id : "", addr, e->pdown_why ? e->pdown_why : "",
+            (long long)e->p.frequent, addr, port[0] ? port : "of its address");
     emit_error(e, S3LECT_ETRANSIENT, msg);
 }
 
@@ -805,11 +854,20 @@ static void observe(el_engine *e, el_time now, const st_result *r)
         e->exists = 1;
         e->first_seen = e->seen_recv = now.mono;
         rec_clear(&e->cur);
-        char err[400];
+        char err[700];
         e->corrupt = rec_parse(r->body, r->body_len, &e->cur, err, sizeof err) != 0;
         if (e->corrupt) {
-            if (e->cur.term_too_large)
+            if (e->cur.term_too_large) {
                 term_stuck_msg(e, err, sizeof err);
+            } else {
+                /* Say what happens next and what to do (issue 38). */
+                size_t n = strlen(err);
+                snprintf(err + n, sizeof err - n,
+                         ": not an s3lect record; it is taken over once it has stood "
+                         "unchanged for lease_timeout (%lld ms). If something else keeps "
+                         "writing this key, give the lock another key or stop that writer",
+                         (long long)e->p.lease);
+            }
             set_error(e, S3LECT_ECORRUPT, err);
             report(e, now.mono, EL_REP_RECORD, S3LECT_ECORRUPT, err);
         } else {
@@ -844,11 +902,14 @@ static void observe(el_engine *e, el_time now, const st_result *r)
                 announce(e, e->cur.leader_id, e->cur.leader_addr, e->cur.term);
             if (u_streq(e->cur.leader_id, e->id) && !u_streq(e->cur.incarnation, e->incarnation) &&
                 !rec_released(&e->cur) && !e->misconfig_reported) {
-                char msg[320];
+                char msg[700];
                 snprintf(msg, sizeof msg,
-                         "another process (incarnation %.40s) holds the lock with this server id "
-                         "'%.100s': give every process its own id",
-                         e->cur.incarnation, e->id);
+                         "the lock names this server id '%.100s' with another incarnation "
+                         "(%.40s): either an earlier run of this node (it was restarted while it "
+                         "led, or the store restored an old record after a lossy failover: "
+                         "harmless, the record is taken over when its lease ends), or another "
+                         "process using the same id (give every process its own id)",
+                         e->id, e->cur.incarnation);
                 emit_error(e, S3LECT_EINVAL, msg);
                 e->misconfig_reported = 1;
             }
@@ -884,6 +945,17 @@ static void observe(el_engine *e, el_time now, const st_result *r)
     int fresh = looks_fresh(e, now);
     e->lost_races = 0; /* someone holds it: the races are over */
     e->refused_n = 0;  /* and our refused writes are explained */
+    if (changed && fresh && e->p.peer && peer_down_leader(e) && e->store_fail_at > 0 &&
+        e->store_fail_at >= e->pdown_since - e->p.frequent) {
+        /* The endpoint failed while the store failed too (an outage: the
+         * leader could not renew, this node could not read): the leader
+         * renews again, so its endpoint is tried again now, not minutes
+         * later (issue 38: 10,000 followers read the store at 490 GET/s
+         * for 5 minutes after a 20 s outage). A leader that stepped down
+         * meanwhile comes back with a new term: a fresh start anyway. */
+        free(e->pdown_id);
+        e->pdown_id = NULL;
+    }
     if (changed && fresh) {
         e->stable = 1;
         int down = e->p.peer && peer_down_leader(e);
@@ -892,9 +964,9 @@ static void observe(el_engine *e, el_time now, const st_result *r)
         if (peer_usable(e, now.mono))
             schedule(e, EL_K_PEER, now.mono); /* long-poll the leader instead of S3 */
         else if (down) /* its endpoint failed: the store, as often as in transition */
-            schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.frequent, 0.1));
+            schedule(e, EL_K_GET, stable_read_at(e, now.mono, e->p.frequent));
         else
-            schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.infrequent, 0.1));
+            schedule(e, EL_K_GET, stable_read_at(e, now.mono, e->p.infrequent));
     } else {
         e->stable = 0;
         int64_t at = now.mono + u_jitter(&e->rng, e->p.frequent, 0.1);
@@ -925,7 +997,14 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
         e->auth_create_tried = 0;
         if (r->outcome == ST_OK && attempt_landed(e, r) && !e->att.release) {
             el_attempt a = e->att;
-            if (e->role == EL_FOLLOWER && now.mono < e->slow_until) {
+            if (e->role == EL_FOLLOWER && a.term <= e->term) {
+                /* A renewal of the leadership this node lost landed after
+                 * it stepped down: the record is its own, but that
+                 * leadership's command run was stopped, so it is taken back
+                 * as a reclaim (own_record), with a new term. */
+                u_setstr(&e->led_etag, r->etag);
+                attempt_clear(&e->att);
+            } else if (e->role == EL_FOLLOWER && now.mono < e->slow_until) {
                 /* Holding off after repeated slow losses: not leading on
                  * it is always safe; the record is then anyone's. */
                 attempt_clear(&e->att);
@@ -1056,7 +1135,7 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
          * peer mode, until the record names another leader. */
         u_setstr(&e->peer_off_id, e->cur.leader_id ? e->cur.leader_id : "");
         u_setstr(&e->peer_off_addr, e->cur.leader_addr ? e->cur.leader_addr : "");
-        schedule(e, EL_K_GET, now.mono + u_jitter(&e->rng, e->p.infrequent, 0.1));
+        schedule(e, EL_K_GET, stable_read_at(e, now.mono, e->p.infrequent));
         end_cycle(e);
         return;
     }
@@ -1432,8 +1511,22 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
         int64_t left = e->renewed_at + e->p.renew_deadline - now.mono;
         return issue(e, EL_K_RENEW, op, left < e->p.request_timeout ? left : e->p.request_timeout);
     }
-    case EL_K_PEER:
-        if (e->role == EL_FOLLOWER && peer_usable(e, now.mono)) {
+    case EL_K_PEER: {
+        /* The check ends, answered or not, by the end of the lease of the
+         * record we know (docs/peer.md "A frozen or cut-off leader"): a
+         * leader whose host froze, lost power or was cut off sends no
+         * reset, and a long poll left to run its whole wait would keep
+         * this follower off the store past that lease. The wait ends
+         * peer_timeout (at most a frequent interval) before it, so that
+         * even an answer that never comes is given up at the lease's end. */
+        int64_t left = expiry_at(e) - now.mono;
+        if (e->role == EL_FOLLOWER && left > 0 && peer_usable(e, now.mono)) {
+            int64_t t = e->p.release_timeout; /* peer_timeout, on top of the wait */
+            if (t > e->p.frequent)
+                t = e->p.frequent;
+            if (t > left)
+                t = left;
+            int64_t wait = left - t < e->p.peer_wait ? left - t : e->p.peer_wait;
             e->pending = EL_K_PEER + 1;
             op->kind = EL_OP_PEER;
             op->if_match = e->etag;
@@ -1441,11 +1534,12 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
             op->peer_id = e->cur.leader_id;
             op->peer_key = e->cur.peer_key;
             op->peer_inc = e->cur.incarnation;
-            op->peer_wait = e->p.peer_wait;
-            op->timeout_ms = e->p.release_timeout; /* peer_timeout, on top of the wait */
+            op->peer_wait = wait > 0 ? wait : 0;
+            op->timeout_ms = t > 0 ? t : 1;
             return EL_OP_PEER;
         }
         break;
+    }
     case EL_K_VERIFY:
         if (e->role == EL_LEADER) {
             int64_t left = e->renewed_at + e->p.renew_deadline - now.mono;

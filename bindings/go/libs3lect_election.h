@@ -39,6 +39,12 @@ typedef struct el_params {
     int peer;          /* peer mode: stable followers long-poll the leader */
     int64_t peer_wait; /* long-poll wait */
     int64_t max_lease; /* a record's leaseMs is read as at most this (0: 4 × lease) */
+    /* How long after the send of its last successful write this node's
+     * leadership may still act (s3lect run: its command tree's kill
+     * deadline plus margin); at least renew_deadline (0: renew_deadline).
+     * Written in its records as holdMs; bounds the store-clock credit a
+     * follower may give them (docs/algorithm.md "The store's clock"). */
+    int64_t hold;
 } el_params;
 
 /* A leader whose peer endpoint failed is followed through the store, and
@@ -160,6 +166,12 @@ typedef struct el_engine {
     int pdown_unreachable; /* the failure was connect/timeout: say so once it proves alive */
     int pdown_renewals;    /* changes of its record seen since (2: it is alive) */
     int pdown_said;        /* the fallback was reported for this leader */
+    int64_t pdown_term;    /* the term of the leadership whose endpoint failed */
+    int64_t pdown_since;   /* mono ms of the failure that started the fallback */
+    /* mono ms of this node's last failed store request (0: none): a peer
+     * check that failed while the store was failing too was the outage's,
+     * not the endpoint's (issue 38: a read storm after an outage). */
+    int64_t store_fail_at;
     char *pdown_why;
 
     /* Announced leader (for LEADER_CHANGED). */

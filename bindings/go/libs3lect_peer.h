@@ -49,12 +49,24 @@ typedef int (*peer_view_fn)(void *ctx, peer_view *v);
 typedef int (*peer_wait_fn)(void *ctx, uint64_t version, int64_t deadline);
 
 /* The cheap part of the view, for the server's re-checks of pending long
- * polls: its version, whether it leads (as view would say) and its term. */
+ * polls: its version, whether it leads (as view would say), its term and
+ * the hash of its etag (peer_etag_hash; that of "" when not leading). */
 typedef struct peer_state {
     uint64_t version;
     int leading;
     int64_t term;
+    uint64_t etag_hash;
 } peer_state;
+
+/* FNV-1a of an etag: a batch entry's etag against the leader's, without
+ * allocating (a renewal changes it; docs/peer.md "Batched follower checks"). */
+static inline uint64_t peer_etag_hash(const char *etag)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *p = etag ? etag : ""; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return h;
+}
 typedef void (*peer_state_fn)(void *ctx, peer_state *st);
 
 typedef struct peer_source {
@@ -75,7 +87,7 @@ typedef struct peer_source {
 #define PEER_MAX_BODY 65536               /* body of a GET/HEAD read and dropped; larger → 400 */
 #define PEER_MAX_BATCH_BODY (1024 * 1024) /* body of a batch POST; larger → 413 */
 #define PEER_MAX_BATCH_LOCKS 4096         /* entries of a batch; more → 400 */
-#define PEER_BATCH_GATHER_MS 20           /* a batch gathers further changes this long */
+#define PEER_BATCH_GATHER_MS 20           /* a batch gathers further renewals this long */
 #define PEER_PROCESS_LEN 32               /* hex digits of a process token */
 
 /* This process's token (32 hex digits, random, made once): what its checks
@@ -271,6 +283,8 @@ void peer_client_finish(peer_client *c, int curl_code, int aborted, st_result *o
  * when any of them changes (protocol: docs/peer.md). The runtime's hub
  * (runtime/peer_hub.c) groups them; this layer builds the body, runs the
  * transfer and reads the answer. */
+/* peer_batch_read's reason for an answer that lists no entry. */
+#define PEER_BATCH_NONE_ANSWERED "no entry answered"
 #define PEER_BATCH_SEND_LOCKS 1024 /* entries a follower sends in one batch (server: 4096) */
 #define PEER_BATCH_SEND_BODY (PEER_MAX_BATCH_BODY - 4096) /* request body (server: 1 MiB) */
 #define PEER_BATCH_MAX_ANSWER (64 * 1024 * 1024)

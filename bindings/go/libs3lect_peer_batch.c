@@ -204,7 +204,7 @@ int peer_batch_read(const char *body, size_t len, const peer_batch_lock *ents, s
         answered++;
     }
     if (answered == 0 && n > 0)
-        rc = malformed(why, whylen, "no entry answered");
+        rc = malformed(why, whylen, PEER_BATCH_NONE_ANSWERED);
 out:
     if (rc != 0)
         peer_batch_results_clear(ans, n);

@@ -1065,7 +1065,7 @@ int peer_client_finish_batch(peer_client *c, int curl_code, const peer_batch_loc
     curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
     out->http_status = (int)status;
     int cls = PEER_FAIL_NONE, rv = PEER_BATCH_FAILED;
-    char why[120];
+    char why[120] = "";
     if (cc == CURLE_WRITE_ERROR && resp->too_large)
         cls = fail(out, PEER_FAIL_TOO_LARGE,
                    "the batch answer of leader %s is larger than %zu bytes: not an s3lect peer "
@@ -1081,7 +1081,15 @@ int peer_client_finish_batch(peer_client *c, int curl_code, const peer_batch_loc
                    "peer_health_path (the same on every node) and that its --addr is an s3lect "
                    "peer endpoint",
                    addr, status, c->path ? c->path : "");
-    else if (peer_batch_read(resp->body, resp->len, ents, n, ans, why, sizeof why) != 0)
+    else if (peer_batch_read(resp->body, resp->len, ents, n, ans, why, sizeof why) != 0 &&
+             strcmp(why, PEER_BATCH_NONE_ANSWERED) == 0)
+        /* Not malformed (issue 38): an older leader answered so when its
+         * leadership changed and came back while it made the answer. */
+        cls = fail(out, PEER_FAIL_OTHER,
+                   "leader %s answered the batched check with no entry (its leadership changed "
+                   "while it answered); reading the store meanwhile",
+                   addr);
+    else if (why[0])
         cls = fail(out, PEER_FAIL_MALFORMED,
                    "the batch answer of leader %s is malformed (%s): no entry of it counts; check "
                    "that its --addr is an s3lect peer endpoint and that every node advertises "

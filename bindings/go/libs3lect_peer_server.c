@@ -751,6 +751,7 @@ static void reg_state(peer_server *r, peer_state *st)
         cJSON *o = st->leading ? cJSON_Parse(v.body) : NULL;
         cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "term");
         st->term = cJSON_IsNumber(t) ? (int64_t)t->valuedouble : 0;
+        st->etag_hash = peer_etag_hash(st->leading && v.etag ? v.etag : "");
         cJSON_Delete(o);
     }
     peer_view_clear(&v);
@@ -1033,15 +1034,22 @@ static void start_get(conn *c, int64_t now)
     c->checked_at = now;
 }
 
-/* 1 when the entry's lock has changed for the follower that sent it. */
+/* How the entry's lock has changed for the follower that sent it: 0 not at
+ * all, CH_RENEWED a renewal (same leader and term, another etag: the
+ * follower's lease clock restarts from its receipt), CH_LEADERSHIP the end
+ * of this leadership or another term (a release: answered at once). */
+enum { CH_NONE = 0, CH_RENEWED = 1, CH_LEADERSHIP = 2 };
 static int entry_changed(listener *l, const peer_batch_entry *e)
 {
     peer_server *r = lookup(l, e->incarnation);
     if (!r || r->tomb)
-        return 1;
+        return CH_LEADERSHIP;
     peer_state st;
     reg_state(r, &st);
-    return !st.leading || st.term != e->term;
+    if (!st.leading || st.term != e->term)
+        return CH_LEADERSHIP;
+    /* An entry without an etag asks about leadership alone. */
+    return e->etag[0] && st.etag_hash != peer_etag_hash(e->etag) ? CH_RENEWED : CH_NONE;
 }
 
 static void answer_batch(conn *c, int changed_only)
@@ -1090,6 +1098,18 @@ static void answer_batch(conn *c, int changed_only)
         items[k].record = status == 200 ? bodies[k] : NULL;
         k++;
     }
+    if (changed_only && k == 0 && n > 0) {
+        /* What changed changed back while the answer was made (a leader
+         * that stepped down and took its record back): an answer naming no
+         * lock reads as malformed to a follower; answer every entry with its
+         * state instead (issue 38). */
+        for (size_t i = 0; i < n; i++)
+            free(bodies[i]);
+        free(items);
+        free(bodies);
+        answer_batch(c, 0);
+        return;
+    }
     char *out = peer_batch_answer(items, k);
     for (size_t i = 0; i < k; i++)
         free(bodies[i]);
@@ -1105,11 +1125,16 @@ static void answer_batch(conn *c, int changed_only)
 }
 
 /* Re-checks a pending batch. full: every entry, else those whose
- * registration was notified since the last check. */
+ * registration was notified since the last check. A release or a change of
+ * leader or term is answered at once (a successor is waiting for it); a
+ * renewal waits PEER_BATCH_GATHER_MS for others to answer with it, which at
+ * scale (thousands of locks renewed every few seconds on one connection)
+ * turns one answer per renewal into one per gathering, and costs a
+ * follower's lease clock at most that much. */
 static void check_batch(conn *c, int64_t now, int full)
 {
     listener *l = c->l;
-    int changed = c->gather_at != 0;
+    int changed = c->gather_at != 0 ? CH_RENEWED : CH_NONE;
     if (c->regs_epoch != g.reg_epoch) {
         /* Resolved once per change of the registrations, not per check:
          * thousands of entries are re-checked at every notification. */
@@ -1117,24 +1142,26 @@ static void check_batch(conn *c, int64_t now, int full)
             c->regs[i] = lookup(l, c->batch.e[i].incarnation);
         c->regs_epoch = g.reg_epoch;
     }
-    for (size_t i = 0; i < c->batch.n && !changed; i++) {
+    for (size_t i = 0; i < c->batch.n && changed != CH_LEADERSHIP; i++) {
         peer_batch_entry *e = &c->batch.e[i];
         peer_server *r = c->regs[i];
         if (!r || r->tomb) {
-            changed = 1;
+            changed = CH_LEADERSHIP;
             break;
         }
         uint64_t gen = __atomic_load_n(&r->gen, __ATOMIC_ACQUIRE);
         if (!full && gen == c->gens[i])
             continue;
         c->gens[i] = gen;
-        changed = entry_changed(l, e);
+        int ch = entry_changed(l, e);
+        if (ch > changed)
+            changed = ch;
     }
-    if (changed && !c->gather_at)
+    if (changed == CH_RENEWED && !c->gather_at)
         c->gather_at = now + PEER_BATCH_GATHER_MS;
-    if (changed && now >= c->gather_at)
+    if (changed == CH_LEADERSHIP || (changed == CH_RENEWED && now >= c->gather_at))
         answer_batch(c, 1);
-    else if (!changed && now >= c->wait_deadline)
+    else if (changed == CH_NONE && now >= c->wait_deadline)
         answer_batch(c, 0);
 }
 

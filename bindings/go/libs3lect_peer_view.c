@@ -109,6 +109,7 @@ static void peer_state_cb(void *ctx, peer_state *st)
     st->version = e->peer_version;
     st->leading = answers_leading(e);
     st->term = e->eng.term;
+    st->etag_hash = peer_etag_hash(st->leading && e->eng.etag ? e->eng.etag : "");
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -141,6 +141,11 @@ int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen)
             cJSON_IsString(pk) && rec_peer_key_valid(pk->valuestring) ? pk->valuestring : "";
         if (!(out->peer_key = u_strdup(v)))
             rc = -2;
+        /* Auxiliary too: anything but a non-negative integer reads as
+         * absent, which only costs the follower its store-clock credit. */
+        int64_t hold = 0;
+        if (get_int(root, "holdMs", 0, &hold) == 0)
+            out->hold_ms = hold;
     }
     free(lu);
     cJSON_Delete(root);
@@ -169,9 +174,10 @@ char *rec_encode(const rec *r)
         u_format_rfc3339(r->last_updated_ms, lu, sizeof lu);
     /* Integers as integers: cJSON prints doubles with 15 significant digits
      * when that reads back within an epsilon, which changes values near 2^53. */
-    char term[24], lease[24];
+    char term[24], lease[24], hold[24];
     snprintf(term, sizeof term, "%lld", (long long)r->term);
     snprintf(lease, sizeof lease, "%lld", (long long)r->lease_ms);
+    snprintf(hold, sizeof hold, "%lld", (long long)r->hold_ms);
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
@@ -180,6 +186,7 @@ char *rec_encode(const rec *r)
         cJSON_AddStringToObject(o, "leaderAddr", r->leader_addr ? r->leader_addr : "") &&
         cJSON_AddStringToObject(o, "lastUpdated", lu) && cJSON_AddRawToObject(o, "term", term) &&
         cJSON_AddRawToObject(o, "leaseMs", lease) &&
+        (r->hold_ms <= 0 || cJSON_AddRawToObject(o, "holdMs", hold)) &&
         cJSON_AddStringToObject(o, "incarnation", r->incarnation ? r->incarnation : "") &&
         (!r->peer_key || !r->peer_key[0] ||
          cJSON_AddStringToObject(o, "peerKeySha256", r->peer_key)))

@@ -22,6 +22,9 @@ typedef struct rec {
     char *peer_key;          /* "peerKeySha256": base64 SHA-256 of the peer endpoint's
                                 public key (zero-config peer mode); "" when absent or
                                 not 44 base64 characters (then ignored, never corrupt) */
+    int64_t hold_ms;         /* "holdMs": how long after this write's send its writer's
+                                leadership may still act (what it runs is stopped by
+                                then); 0 when absent or malformed (then unknown) */
     int term_too_large;      /* set by a failed rec_parse: the term was 2^53 or more */
 } rec;
 

@@ -40,6 +40,7 @@ el_params rt_params(const s3lect_config *c)
         .request_timeout = c->request_timeout,
         .peer = c->peer_mode,
         .max_lease = c->max_lease_timeout > 0 ? c->max_lease_timeout : 4 * c->lease_timeout,
+        .hold = c->leader_hold,
     };
     /* The long-poll wait: the follower's infrequent interval, but at least
      * two renew intervals, so that a live leader's next renewal (not the

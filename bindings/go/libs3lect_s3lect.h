@@ -246,7 +246,15 @@ typedef enum s3lect_option {
     /** int (a count) [2], 1..64: callback threads of the shared runtime; more are
      *  added for as long as every one is held by a slow callback. Process-wide,
      *  largest value. */
-    S3LECT_OPT_CALLBACK_THREADS = 32
+    S3LECT_OPT_CALLBACK_THREADS = 32,
+    /** int ms [0 = renew_deadline], 0..86400000: how long after the send of its last
+     *  successful renewal this node's leadership may still act (what the application
+     *  runs under it is stopped by then); raised to renew_deadline when below it. It is
+     *  written in the node's records as holdMs, and a follower backdates a record's
+     *  age on the store's clock (S3, PostgreSQL) by at most leaseMs - holdMs, so no
+     *  skew or jump of the store's clock lets another node lead before it. `s3lect
+     *  run` sets it to its command tree's kill deadline plus margin. */
+    S3LECT_OPT_LEADER_HOLD = 33
 } s3lect_option;
 
 /**

@@ -21,8 +21,8 @@
  * Outcomes: 2xx OK; 412 ConditionNotMet and 409 BlobAlreadyExists (a create
  * that lost the race) PRECONDITION; 404 BlobNotFound NOT_FOUND; 404
  * ContainerNotFound and other 404s FATAL; 401/403 AUTH; 408, 429, 5xx
- * TRANSIENT; the 409s of a lease held on the blob (LeaseIdMissing,
- * LeaseAlreadyPresent) or an archived blob FATAL (s3lect takes no leases:
+ * TRANSIENT; a lease held on the blob (LeaseIdMissing, LeaseAlreadyPresent,
+ * under 409 or 412) or an archived blob FATAL (s3lect takes no leases:
  * someone else does); other 409s TRANSIENT (read back); other 4xx and 3xx
  * FATAL. Messages never contain a key, a SAS or a signature.
  */
@@ -335,14 +335,22 @@ static int classify(long status, const az_response *r)
 {
     if (status >= 200 && status < 300)
         return ST_OK;
+    /* A lease someone else holds on the blob (a backup or sync tool, `az
+     * storage blob lease acquire`) refuses every write, under 412 as well
+     * as 409 (LeaseIdMissing): not a lost race but an outage until it is
+     * broken, said as such (issue 38). s3lect itself takes no leases. */
+    if ((status == 409 || status == 412) &&
+        (code_is(r, "LeaseIdMissing") || code_is(r, "LeaseAlreadyPresent") ||
+         code_is(r, "LeaseIdMismatchWithBlobOperation") || code_is(r, "LeaseLost") ||
+         code_is(r, "LeaseNotPresentWithBlobOperation")))
+        return ST_FATAL;
     if (status == 412)
         return ST_PRECONDITION;
     if (status == 409) {
         if (code_is(r, "BlobAlreadyExists"))
             return ST_PRECONDITION; /* If-None-Match: * lost the race */
-        if (code_is(r, "LeaseIdMissing") || code_is(r, "LeaseAlreadyPresent") ||
-            code_is(r, "LeaseIdMismatchWithBlobOperation") || code_is(r, "BlobArchived") ||
-            code_is(r, "BlobBeingRehydrated") || code_is(r, "BlobImmutableDueToPolicy"))
+        if (code_is(r, "BlobArchived") || code_is(r, "BlobBeingRehydrated") ||
+            code_is(r, "BlobImmutableDueToPolicy"))
             return ST_FATAL;
         return ST_TRANSIENT;
     }
@@ -413,11 +421,22 @@ static void set_http_failure(const st_xfer *x, long status, int outcome, st_resu
                            "container '%s' does not exist in storage account '%s' at %s (%s): "
                            "create it (az storage container create --name %s) or fix the lock URL",
                            s->container, s->account, s->endpoint_desc, detail, s->container);
+        else if (code_is(r, "LeaseIdMissing") || code_is(r, "LeaseAlreadyPresent") ||
+                 code_is(r, "LeaseIdMismatchWithBlobOperation") || code_is(r, "LeaseLost") ||
+                 code_is(r, "LeaseNotPresentWithBlobOperation"))
+            st_result_setf(out, outcome,
+                           "%s " AZ_FMT " was refused at %s (%s): another client holds a blob "
+                           "lease on the lock blob (a backup or sync tool, or 'az storage blob "
+                           "lease acquire'); s3lect takes no leases, and no node can write the "
+                           "lock until it is broken: az storage blob lease break --account-name "
+                           "%s --container-name %s --blob-name %s, and keep that tool away from "
+                           "this blob. The lock is led again within a lease of the break",
+                           x->method, AZ_ARGS(s, x->key), s->endpoint_desc, detail, s->account,
+                           s->container, x->key);
         else if (status == 409)
             st_result_setf(out, outcome,
-                           "%s " AZ_FMT " was refused at %s (%s): the blob is leased, archived "
-                           "or immutable; s3lect takes no leases: break the lease or use "
-                           "another blob",
+                           "%s " AZ_FMT " was refused at %s (%s): the blob is archived "
+                           "or immutable: use another blob",
                            x->method, AZ_ARGS(s, x->key), s->endpoint_desc, detail);
         else if (status == 404)
             st_result_setf(out, outcome,

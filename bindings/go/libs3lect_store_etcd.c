@@ -73,7 +73,8 @@ struct st_xfer {
     int put, create;
     char *if_match;
     int64_t timeout_ms;
-    size_t ep; /* the endpoint this request went to */
+    int64_t deadline; /* mono ms: the whole call's end (timeout_ms from its start) */
+    size_t ep;        /* the endpoint this request went to */
     int had_token;
     CURL *easy;
     struct curl_slist *headers; /* holds the token: wiped when freed */
@@ -320,6 +321,7 @@ static st_xfer *etcd_begin(st_store *st, void *easy, const char *key, int put, c
     x->put = put;
     x->create = put && !if_match;
     x->timeout_ms = timeout_ms > 0 ? timeout_ms : s->default_timeout_ms;
+    x->deadline = u_mono_ms() + x->timeout_ms;
     x->data.max = ETCD_MAX_BODY;
     if (s->user && !s->token) {
         int rc = authenticate(s, x->timeout_ms, out);
@@ -366,7 +368,12 @@ static st_xfer *etcd_begin(st_store *st, void *easy, const char *key, int put, c
     CURL *e = easy;
     x->easy = e;
     curl_easy_reset(e);
-    easy_setup(s, e, url, x->timeout_ms, x->errbuf, &x->data, hl);
+    /* With several endpoints the first attempt gets half the time, so that
+     * one member that accepts and never answers (cut from the quorum) leaves
+     * time for the next within the renew deadline (issue 38): at least two
+     * attempts fit in every call. */
+    int64_t attempt = s->neps > 1 ? x->timeout_ms / 2 : x->timeout_ms;
+    easy_setup(s, e, url, attempt > 0 ? attempt : 1, x->errbuf, &x->data, hl);
     free(url);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(json));
     curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, json);
@@ -465,6 +472,31 @@ static void etcd_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         curl_easy_setopt(x->easy, CURLOPT_URL, url);
         curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS,
                          (long)(x->timeout_ms < 1000 ? x->timeout_ms : 1000));
+        cc = curl_easy_perform(x->easy);
+        free(url);
+        status = 0;
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+        out->http_status = (int)status;
+    }
+    /* A member that accepted the request and did not answer in its half of
+     * the time (cut from the quorum, overloaded): the same request goes to
+     * the next endpoint with what is left. A write may have been applied
+     * there after all; resent, it then fails its revision compare, which
+     * the elector reads back as it does any resent copy of its own write. */
+    for (size_t tries = 1; cc == CURLE_OPERATION_TIMEDOUT && tries < s->neps; tries++) {
+        int64_t left = x->deadline - u_mono_ms();
+        if (left < 50)
+            break;
+        next_endpoint(s, x->ep);
+        x->ep = s->cur;
+        char *url = u_asprintf("%s/v3/kv/%s", s->eps[x->ep], x->put ? "txn" : "range");
+        if (!url)
+            break;
+        http_body_clear(&x->data);
+        x->errbuf[0] = '\0';
+        curl_easy_setopt(x->easy, CURLOPT_URL, url);
+        curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)left);
+        curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)(left < 1000 ? left : 1000));
         cc = curl_easy_perform(x->easy);
         free(url);
         status = 0;
@@ -578,12 +610,11 @@ static void etcd_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
                 st_result_setf(out, ST_FATAL,
                                "etcd range of key '%.200s' at %s: the value is not base64", x->key,
                                where);
-            else if (n > ST_MAX_OBJECT)
-                st_result_setf(out, ST_FATAL,
-                               "etcd key '%.200s' holds %ld bytes: not an s3lect lock record",
-                               x->key, n);
             else if (st_result_set_etag(out, mod) != 0 ||
-                     st_result_set_body(out, dec, (size_t)n) != 0)
+                     /* Over 64 KiB: enough for the record parser to call it
+                      * corrupt, as every object store's does (issue 38). */
+                     st_result_set_body(out, dec,
+                                        n > ST_MAX_OBJECT ? ST_MAX_OBJECT + 1 : (size_t)n) != 0)
                 st_result_setf(out, ST_TRANSIENT, "out of memory");
             else
                 out->outcome = ST_OK;

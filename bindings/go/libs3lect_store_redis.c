@@ -829,10 +829,11 @@ static void rd_get(st_store *st, const char *key, int64_t timeout_ms, st_result 
                        "key '%s' on Redis %s has no record or version: it was not written by "
                        "s3lect; delete it (DEL) or use another key",
                        key, s->where);
-    } else if (r->element[1]->len > ST_MAX_OBJECT) {
-        st_result_setf(out, ST_FATAL, "key '%s' on Redis %s holds %zu bytes: not an s3lect lock",
-                       key, s->where, (size_t)r->element[1]->len);
-    } else if (st_result_set_body(out, r->element[1]->str, r->element[1]->len) != 0 ||
+    } else if (st_result_set_body(out, r->element[1]->str,
+                                  /* Over 64 KiB: what the record parser needs to call it
+                                   * corrupt, as every object store's does (issue 38). */
+                                  r->element[1]->len > ST_MAX_OBJECT ? ST_MAX_OBJECT + 1
+                                                                     : r->element[1]->len) != 0 ||
                st_result_set_etag(out, r->element[2]->str) != 0) {
         st_result_setf(out, ST_TRANSIENT, "out of memory");
     } else {

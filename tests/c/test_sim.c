@@ -167,7 +167,7 @@ typedef struct node {
     op_state op;
     char id[16];
     int64_t acquired_term;
-    int64_t kill_at; /* true µs: the kill deadline of its command tree while it led */
+    int64_t kill_at;    /* true µs: the kill deadline of its command tree while it led */
     int64_t kill_after; /* ms after a renewal's send at which s3lect run kills the tree */
 } node;
 
@@ -393,8 +393,7 @@ static void on_events(sim *s, node *nd, int idx)
              * belongs to the terms the delete wiped out (the record that
              * counted them is gone; docs/algorithm.md "A lock that
              * vanishes"): it is compared with none after it. */
-            int before_delete =
-                s->deletes && true_at(nd, nd->eng.renewed_at) < s->last_delete;
+            int before_delete = s->deletes && true_at(nd, nd->eng.renewed_at) < s->last_delete;
             if (before_delete) {
                 /* nothing: see above */
             } else if (evs[i].term <= s->max_acq_term) {
@@ -403,8 +402,7 @@ static void on_events(sim *s, node *nd, int idx)
                     fprintf(stderr,
                             "  t=%.3fs: node %d acquired term %lld, not above term %lld "
                             "acquired before: two leaderships share a term\n",
-                            s->t / 1e6, idx, (long long)evs[i].term,
-                            (long long)s->max_acq_term);
+                            s->t / 1e6, idx, (long long)evs[i].term, (long long)s->max_acq_term);
             }
             if (!before_delete && evs[i].term > s->max_acq_term)
                 s->max_acq_term = evs[i].term;

@@ -67,7 +67,7 @@ struct st_xfer {
     char *if_match;
     int64_t timeout_ms;
     int64_t deadline; /* mono ms: the whole call's end (timeout_ms from its start) */
-    size_t ep; /* the endpoint this request went to */
+    size_t ep;        /* the endpoint this request went to */
     int had_token;
     CURL *easy;
     struct curl_slist *headers; /* holds the token: wiped when freed */
