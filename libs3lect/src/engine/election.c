@@ -1510,13 +1510,12 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
          * leader whose host froze, lost power or was cut off sends no
          * reset, and a long poll left to run its whole wait would keep
          * this follower off the store past that lease. The wait ends
-         * peer_timeout (at most a frequent interval) before it, so that
-         * even an answer that never comes is given up at the lease's end. */
+         * peer_timeout before it (the time a check has on top of its wait,
+         * to connect and to answer), so that even an answer that never
+         * comes is given up at the lease's end. */
         int64_t left = expiry_at(e) - now.mono;
         if (e->role == EL_FOLLOWER && left > 0 && peer_usable(e, now.mono)) {
             int64_t t = e->p.release_timeout; /* peer_timeout, on top of the wait */
-            if (t > e->p.frequent)
-                t = e->p.frequent;
             if (t > left)
                 t = left;
             int64_t wait = left - t < e->p.peer_wait ? left - t : e->p.peer_wait;
