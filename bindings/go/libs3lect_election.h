@@ -63,12 +63,13 @@ typedef struct el_op {
     int kind;
     const char *body; /* PUT body, owned by the engine until el_complete */
     size_t body_len;
-    const char *if_match;  /* PUT: NULL = If-None-Match: * ; PEER: the etag we know */
-    const char *peer_addr; /* PEER: the leader's address */
-    const char *peer_id;   /* PEER: the leader id we expect */
-    const char *peer_key;  /* PEER: the record's peerKeySha256 to pin ("" = none) */
-    const char *peer_inc;  /* PEER: the record's incarnation, names the elector ("" = none) */
-    int64_t peer_wait;     /* PEER: long-poll wait */
+    const char *if_match;   /* PUT: NULL = If-None-Match: * ; PEER: the etag we know */
+    const char *peer_addr;  /* PEER: the leader's address */
+    const char *peer_id;    /* PEER: the leader id we expect */
+    const char *peer_key;   /* PEER: the record's peerKeySha256 to pin ("" = none) */
+    const char *peer_inc;   /* PEER: the record's incarnation, names the elector ("" = none) */
+    const char *peer_proof; /* PEER: the record's succKey from a store read ("" = none) */
+    int64_t peer_wait;      /* PEER: long-poll wait */
     int64_t timeout_ms;
 } el_op;
 
@@ -105,6 +106,14 @@ typedef struct el_engine {
     el_params p;
     char *id, *addr, *incarnation;
     char *peer_key; /* our endpoint's key fingerprint, written in our records ("" = none) */
+    /* A secret of this elector written in its records and never shown by
+     * its peer endpoint: a follower proves it read the lock from the store
+     * by presenting it, and only such a follower is named successor
+     * (docs/peer.md "One successor"; issue 38). "" = none. */
+    char *succ_key;
+    /* The successor key of the record we follow, from a store read, and
+     * the incarnation it belongs to (peer answers never carry it). */
+    char *proof, *proof_inc;
     u_rng rng;
 
     int role;
@@ -229,6 +238,9 @@ void el_free(el_engine *e);
 /* Sets the address and peer key fingerprint our records carry (before the
  * first el_next: the runtime learns them when the peer endpoint is bound). */
 int el_set_self(el_engine *e, const char *addr, const char *peer_key);
+/* Sets the successor key our records carry (32 hex digits; before the
+ * first el_next). */
+int el_set_succ_key(el_engine *e, const char *key);
 void el_set_params(el_engine *e, const el_params *p);
 
 int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake);

@@ -60,6 +60,7 @@ int rt_peer_single(rt_runtime *rt, s3lect_elector *e, st_result *res)
     const char *path = e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
     peer_client_set_pin(e->pc, op->peer_key);
     peer_client_set_incarnation(e->pc, op->peer_inc);
+    peer_client_set_proof(e->pc, op->peer_proof);
     CURL *h = peer_client_begin(e->pc, op->peer_addr, path, op->if_match, op->peer_wait,
                                 op->timeout_ms, op->peer_id, res);
     if (!h) {

@@ -77,6 +77,10 @@ typedef struct peer_source {
      * view() every PEER_RECHECK_MS; with it, on peer_server_notify() (and
      * every second as a safety net). */
     peer_state_fn state;
+    /* The successor key the elector's records carry (32 hex digits; "" =
+     * none): only a follower that presents it (it read the record from the
+     * store) is named successor (docs/peer.md "One successor"). */
+    char succ_key[33];
 } peer_source;
 
 /* ---- HTTP: parsing and answering (pure; fuzzed) ------------------------- */
@@ -103,6 +107,7 @@ typedef struct peer_request {
     char incarnation[PEER_INC_MAX + 1]; /* ?incarnation= (hex), "" if absent */
     int64_t wait_ms;                    /* ?wait= capped at PEER_MAX_WAIT_MS, 0 if absent */
     char process[PEER_PROCESS_LEN + 1]; /* ?process= (hex): the asking process, "" if absent */
+    char proof[33];                     /* ?proof= (32 hex): the record's succKey, "" if absent */
     int keep_alive;                     /* HTTP/1.1 without "Connection: close" */
     size_t header_len;                  /* bytes consumed by request line + headers + CRLFCRLF */
     size_t content_length;
@@ -132,6 +137,7 @@ typedef struct peer_batch_entry {
     char incarnation[PEER_INC_MAX + 1];
     int64_t term;
     char etag[160];
+    char proof[33]; /* "proof": the record's succKey ("" if absent or malformed) */
 } peer_batch_entry;
 typedef struct peer_batch {
     int64_t wait_ms; /* capped at PEER_MAX_WAIT_MS */
@@ -252,6 +258,10 @@ void peer_client_set_pin(peer_client *c, const char *pin);
  * "&incarnation=" picks that elector on a listener shared by several; NULL,
  * "" or anything but PEER_INC_MAX hex digits at most = not sent). */
 void peer_client_set_incarnation(peer_client *c, const char *inc);
+/* The proof the next checks present (the record's succKey, read from the
+ * store: it makes this follower eligible to be named successor; NULL or
+ * anything but 32 lower-case hex digits = none). */
+void peer_client_set_proof(peer_client *c, const char *proof);
 
 /* GET https://{addr}{path}?wait=<wait_ms>&etag=<etag> and expect the leader
  * `expect_id`. On success out->outcome = ST_OK, out->body = the record JSON as
@@ -297,6 +307,7 @@ typedef struct peer_batch_lock {
     int64_t term;
     const char *etag;
     const char *expect_id;
+    const char *proof; /* the record's succKey from a store read (NULL or "": none) */
 } peer_batch_lock;
 
 /* What the answer says of one entry. status 0: not in the answer. 200: body

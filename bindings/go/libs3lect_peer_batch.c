@@ -49,7 +49,9 @@ char *peer_batch_request(const peer_batch_lock *ents, size_t n, int64_t wait_ms,
         snprintf(num, sizeof num, "%lld", (long long)(ents[i].term < 0 ? 0 : ents[i].term));
         if (!o || !cJSON_AddStringToObject(o, "incarnation", ents[i].incarnation) ||
             !cJSON_AddRawToObject(o, "term", num) ||
-            !cJSON_AddStringToObject(o, "etag", ents[i].etag ? ents[i].etag : "")) {
+            !cJSON_AddStringToObject(o, "etag", ents[i].etag ? ents[i].etag : "") ||
+            (ents[i].proof && ents[i].proof[0] &&
+             !cJSON_AddStringToObject(o, "proof", ents[i].proof))) {
             cJSON_Delete(root);
             return NULL;
         }
@@ -63,10 +65,11 @@ char *peer_batch_request(const peer_batch_lock *ents, size_t n, int64_t wait_ms,
 
 size_t peer_batch_lock_size(const peer_batch_lock *ent)
 {
-    /* {"incarnation":"","term":,"etag":""}, with every etag byte escaped
-     * as \u00XX at worst, and a 16-digit term. */
+    /* {"incarnation":"","term":,"etag":"","proof":""}, with every etag
+     * byte escaped as \u00XX at worst, and a 16-digit term. */
     size_t etag = ent->etag ? strlen(ent->etag) : 0;
-    return 48 + strlen(ent->incarnation) + 16 + 6 * etag;
+    size_t proof = ent->proof && ent->proof[0] ? 11 + strlen(ent->proof) : 0;
+    return 48 + strlen(ent->incarnation) + 16 + 6 * etag + proof;
 }
 
 int peer_released_record(const cJSON *rel, char **body, char **etag)

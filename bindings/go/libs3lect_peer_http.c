@@ -162,6 +162,15 @@ static int parse_query(const char *q, size_t n, peer_request *req)
                 ok = u_hexval((unsigned char)req->process[j]) >= 0;
             if (!ok)
                 req->process[0] = '\0';
+        } else if (kl >= 0 && strcmp(key, "proof") == 0) {
+            /* The record's succKey: 32 lower-case hex digits, else none. */
+            long pl = pct_decode(val, vlen, 1, req->proof, sizeof req->proof);
+            int ok = pl == 32;
+            for (long j = 0; ok && j < pl; j++)
+                ok = (req->proof[j] >= '0' && req->proof[j] <= '9') ||
+                     (req->proof[j] >= 'a' && req->proof[j] <= 'f');
+            if (!ok)
+                req->proof[0] = '\0';
         } else if (kl >= 0 && strcmp(key, "etag") == 0) {
             /* An etag that does not fit cannot be ours: refuse it rather
              * than compare a truncated copy. */
@@ -476,6 +485,11 @@ static int parse_entry(const cJSON *o, peer_batch_entry *e)
     }
     memcpy(e->incarnation, inc->valuestring, il + 1);
     memcpy(e->etag, etag->valuestring, el + 1);
+    /* Optional: the record's succKey (anything else reads as none). */
+    const cJSON *proof = cJSON_GetObjectItemCaseSensitive(o, "proof");
+    if (cJSON_IsString(proof) && strlen(proof->valuestring) == 32 &&
+        strspn(proof->valuestring, "0123456789abcdef") == 32)
+        memcpy(e->proof, proof->valuestring, 33);
     return 0;
 }
 

@@ -321,7 +321,7 @@ static size_t batch_fill(rt_hub_group *g, rt_hub_batch *b, int64_t now, int64_t 
         size_t slot = 0;
         long k = find_entry(b, tab, cap, p, &slot);
         if (k == -1) {
-            peer_batch_lock pe = {p->hub_inc, p->hub_term, p->op.if_match, NULL};
+            peer_batch_lock pe = {p->hub_inc, p->hub_term, p->op.if_match, NULL, p->op.peer_proof};
             if (b->n > 0 && size + peer_batch_lock_size(&pe) > PEER_BATCH_SEND_BODY)
                 break;
             char *inc = u_strdup(p->hub_inc), *id = u_strdup(p->op.peer_id ? p->op.peer_id : "");
@@ -332,7 +332,7 @@ static size_t batch_fill(rt_hub_group *g, rt_hub_batch *b, int64_t now, int64_t 
             }
             size += peer_batch_lock_size(&pe);
             k = (long)b->n++;
-            b->ents[k] = (peer_batch_lock){inc, p->hub_term, NULL, id};
+            b->ents[k] = (peer_batch_lock){inc, p->hub_term, NULL, id, NULL};
             tab[slot] = (size_t)k + 1;
             b->live++;
         }
@@ -380,13 +380,15 @@ static void batch_send(rt_runtime *rt, rt_hub_group *g, rt_hub_batch *b, int64_t
     int64_t wait = 0, timeout = 0;
     size_t n = batch_fill(g, b, now, max_wait, &wait, &timeout);
     if (n == 0)
-        return;                    /* out of memory: they wait for the next turn */
-    for (size_t i = 0; i < n; i++) /* borrowed from the engine while the body is built */
+        return;                      /* out of memory: they wait for the next turn */
+    for (size_t i = 0; i < n; i++) { /* borrowed from the engine while the body is built */
         b->ents[i].etag = b->who[i]->op.if_match ? b->who[i]->op.if_match : "";
+        b->ents[i].proof = b->who[i]->op.peer_proof;
+    }
     size_t len = 0;
     char *body = peer_batch_request(b->ents, n, wait, &len);
     for (size_t i = 0; i < n; i++)
-        b->ents[i].etag = NULL;
+        b->ents[i].etag = b->ents[i].proof = NULL;
     st_result res = {0};
     CURL *h = NULL;
     if (body && (b->pc || peer_client_new(NULL, &b->pc, NULL, 0) == 0)) {

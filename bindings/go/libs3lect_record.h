@@ -22,6 +22,9 @@ typedef struct rec {
     char *peer_key;          /* "peerKeySha256": base64 SHA-256 of the peer endpoint's
                                 public key (zero-config peer mode); "" when absent or
                                 not 44 base64 characters (then ignored, never corrupt) */
+    char *succ_key;          /* "succKey": 32 hex digits the holder's peer endpoint never
+                                shows, so that presenting them proves a store read (one
+                                successor, docs/peer.md); "" when absent or malformed */
     int64_t hold_ms;         /* "holdMs": how long after this write's send its writer's
                                 leadership may still act (what it runs is stopped by
                                 then); 0 when absent or malformed (then unknown) */
@@ -35,6 +38,9 @@ typedef struct rec {
 #define REC_PEER_KEY_LEN 44 /* base64 of 32 bytes */
 /* 1 if s is REC_PEER_KEY_LEN characters of standard base64 ending in '='. */
 int rec_peer_key_valid(const char *s);
+#define REC_SUCC_KEY_LEN 32 /* lower-case hex of 16 random bytes */
+/* 1 if s is REC_SUCC_KEY_LEN lower-case hexadecimal digits. */
+int rec_succ_key_valid(const char *s);
 
 /* Parses body. Returns 0, or S3LECT_ECORRUPT with a one-line reason in err
  * (then out is cleared, but out->term_too_large says whether the reason was a

@@ -17,9 +17,9 @@
 #define INC_C "00000000000000000000000000000001"
 
 static const peer_batch_lock ents[3] = {
-    {INC_A, 7, "\"etag-a\"", "node1"},
-    {INC_B, 0, "", "node2"},
-    {INC_C, 3, "e\\c", NULL},
+    {INC_A, 7, "\"etag-a\"", "node1", NULL},
+    {INC_B, 0, "", "node2", NULL},
+    {INC_C, 3, "e\\c", NULL, NULL},
 };
 
 static void test_request(void)
@@ -58,12 +58,12 @@ static void test_request(void)
     char etag[161];
     memset(etag, 'x', 160);
     etag[160] = '\0';
-    peer_batch_lock big = {INC_A, 9007199254740991LL, etag, "n"};
+    peer_batch_lock big = {INC_A, 9007199254740991LL, etag, "n", NULL};
     CHECK(64 + PEER_BATCH_SEND_LOCKS * peer_batch_lock_size(&big) > PEER_BATCH_SEND_BODY,
           "the size bound (not the entry cap) limits batches of long etags");
     peer_batch_lock *many = calloc(PEER_BATCH_SEND_LOCKS, sizeof *many);
     for (size_t i = 0; i < PEER_BATCH_SEND_LOCKS; i++)
-        many[i] = (peer_batch_lock){INC_A, 5, "\"0123456789abcdef0123456789abcdef\"", "n"};
+        many[i] = (peer_batch_lock){INC_A, 5, "\"0123456789abcdef0123456789abcdef\"", "n", NULL};
     body = peer_batch_request(many, PEER_BATCH_SEND_LOCKS, 60000, &len);
     CHECK(body && len < PEER_BATCH_SEND_BODY, "1024 usual entries: %zu bytes", len);
     free(body);

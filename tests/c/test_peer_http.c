@@ -359,7 +359,7 @@ static void test_answers(void)
     free(body);
 
     /* A failing view: an error code, no body. */
-    peer_source bad = {failing_view, fake_wait, &f, NULL};
+    peer_source bad = {failing_view, fake_wait, &f, NULL, ""};
     answer(&bad, "/health/leadership", "GET", &status, &body, &rc);
     CHECK(rc == S3LECT_ENOMEM && body == NULL && status == 503, "view failure: rc %d status %d", rc,
           status);

@@ -1295,6 +1295,81 @@ static void *batch_thread(void *arg)
     return NULL;
 }
 
+/* ---- one successor: only a follower that read the store (issue 38) ---- */
+
+typedef struct get_call {
+    int port;
+    char target[512];
+    int status;
+    char resp[4096];
+} get_call;
+
+static void *get_thread(void *arg)
+{
+    get_call *g = arg;
+    tcli t;
+    unsigned long reason;
+    int status = -1;
+    if (tcli_open(&t, g->port, 0, &reason) == 0) {
+        char req[1024], hdr[4096];
+        snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", g->target);
+        send_str(&t, req);
+        status = tcli_response(&t, 0, hdr, sizeof hdr, g->resp, sizeof g->resp);
+    }
+    tcli_close(&t);
+    __atomic_store_n(&g->status, status, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+#define SUCC_KEY "0123456789abcdef0123456789abcdef"
+
+/* Long polls of two processes wait on a leader whose records carry a
+ * successor key; one of them presents it (it read the record from the
+ * store), the other only a process token and the etag this endpoint shows
+ * (a forger). When leadership ends, the forger is told to yield and the
+ * store reader is named, whichever asked first. */
+static void test_successor_needs_the_key(void)
+{
+    for (int forger_first = 0; forger_first < 2; forger_first++) {
+        fake_source f;
+        fake_init(&f, 1, "\"s1\"");
+        peer_source src = fake_source_notified(&f);
+        memcpy(src.succ_key, SUCC_KEY, sizeof src.succ_key);
+        char err[512];
+        peer_server *s = register_on("127.0.0.1:0", 0, INC_A, &src, err, sizeof err);
+        CHECK(s != NULL, "registered: %s", err);
+        if (!s) {
+            fake_destroy(&f);
+            continue;
+        }
+        int port = peer_server_port(s);
+        get_call forged = {.port = port}, real = {.port = port};
+        snprintf(forged.target, sizeof forged.target,
+                 PATH "?incarnation=" INC_A "&wait=5000&etag=%%22s1%%22&process=%s",
+                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+        snprintf(real.target, sizeof real.target,
+                 PATH "?incarnation=" INC_A "&wait=5000&etag=%%22s1%%22&process=%s&proof=" SUCC_KEY,
+                 "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+        pthread_t t1, t2;
+        pthread_create(&t1, NULL, get_thread, forger_first ? &forged : &real);
+        t_sleep_ms(200);
+        pthread_create(&t2, NULL, get_thread, forger_first ? &real : &forged);
+        t_sleep_ms(300);
+        fake_set(&f, 0, NULL); /* leadership ends */
+        peer_server_notify(s);
+        pthread_join(t1, NULL);
+        pthread_join(t2, NULL);
+        CHECK(forged.status == 404 && strstr(forged.resp, "\"yield\":true"),
+              "%s: the forger is told to yield: %d %s",
+              forger_first ? "forger first" : "forger second", forged.status, forged.resp);
+        CHECK(real.status == 404 && !strstr(real.resp, "yield"),
+              "%s: the follower that read the store is named: %d %s",
+              forger_first ? "forger first" : "forger second", real.status, real.resp);
+        peer_server_stop(s);
+        fake_destroy(&f);
+    }
+}
+
 static void test_batch(void)
 {
     fake_source fa, fb;
@@ -1528,6 +1603,7 @@ int main(int argc, char **argv)
     test_shared_listener();
     test_explicit_port_conflict();
     test_batch();
+    test_successor_needs_the_key();
     test_evict_idle();
     test_pipelined_many();
     char cmd[600];

@@ -17,9 +17,9 @@
 #include "peer.h"
 
 static const peer_batch_lock ents[3] = {
-    {"0123456789abcdef0123456789abcdef", 7, "\"a\"", "node1"},
-    {"fedcba9876543210fedcba9876543210", 0, "", "node2"},
-    {"00000000000000000000000000000001", 3, "c", NULL},
+    {"0123456789abcdef0123456789abcdef", 7, "\"a\"", "node1", NULL},
+    {"fedcba9876543210fedcba9876543210", 0, "", "node2", NULL},
+    {"00000000000000000000000000000001", 3, "c", NULL, NULL},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

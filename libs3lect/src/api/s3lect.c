@@ -224,6 +224,18 @@ int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
     memcpy(&seed, rnd + 16, sizeof seed);
     el_params p = rt_params(e->cfg);
     rc = el_init(&e->eng, &p, e->cfg->server_id, e->cfg->server_addr, e->incarnation, seed);
+    if (rc == 0) { /* the successor key: 16 more random bytes, never shown by the endpoint */
+        uint8_t sk[16];
+        char hex[33];
+        rc = cr_random(sk, sizeof sk) != 0 ? S3LECT_EIO : 0;
+        if (rc == 0) {
+            cr_hex(sk, sizeof sk, hex);
+            memcpy(e->succ_key, hex, sizeof hex);
+            rc = el_set_succ_key(&e->eng, hex);
+        }
+        if (rc)
+            el_free(&e->eng);
+    }
     if (rc) {
         free_handle(e);
         return rc;

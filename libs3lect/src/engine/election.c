@@ -158,6 +158,13 @@ int el_set_self(el_engine *e, const char *addr, const char *peer_key)
     return 0;
 }
 
+int el_set_succ_key(el_engine *e, const char *key)
+{
+    if (!rec_succ_key_valid(key))
+        return S3LECT_EINVAL;
+    return u_setstr(&e->succ_key, key) == 0 ? 0 : S3LECT_ENOMEM;
+}
+
 static void attempt_clear(el_attempt *a)
 {
     free(a->body);
@@ -169,6 +176,9 @@ void el_free(el_engine *e)
     free(e->id);
     free(e->addr);
     free(e->peer_key);
+    free(e->succ_key);
+    free(e->proof);
+    free(e->proof_inc);
     free(e->incarnation);
     free(e->etag);
     free(e->ann_id);
@@ -427,6 +437,7 @@ static char *make_body(el_engine *e, int released, int64_t term, int64_t wall, s
     r.hold_ms = released ? 0 : (e->p.hold > e->p.renew_deadline ? e->p.hold : e->p.renew_deadline);
     r.incarnation = released ? "" : e->incarnation;
     r.peer_key = released ? "" : e->peer_key;
+    r.succ_key = released ? "" : e->succ_key;
     char *s = rec_encode(&r);
     *len = s ? strlen(s) : 0;
     return s;
@@ -889,6 +900,12 @@ static void observe(el_engine *e, el_time now, const st_result *r)
             }
             if (e->cur.term > e->max_term)
                 e->max_term = e->cur.term;
+            /* The successor key comes with store reads only (the endpoint
+             * strips it): kept for that incarnation across peer answers. */
+            if (e->cur.succ_key && e->cur.succ_key[0]) {
+                u_setstr(&e->proof, e->cur.succ_key);
+                u_setstr(&e->proof_inc, e->cur.incarnation ? e->cur.incarnation : "");
+            }
             if (rec_released(&e->cur))
                 announce(e, "", "", e->cur.term);
             else
@@ -1526,6 +1543,7 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
             op->peer_id = e->cur.leader_id;
             op->peer_key = e->cur.peer_key;
             op->peer_inc = e->cur.incarnation;
+            op->peer_proof = e->proof && u_streq(e->proof_inc, e->cur.incarnation) ? e->proof : "";
             op->peer_wait = wait > 0 ? wait : 0;
             op->timeout_ms = t > 0 ? t : 1;
             return EL_OP_PEER;

@@ -20,7 +20,18 @@ void rec_clear(rec *r)
     free(r->leader_addr);
     free(r->incarnation);
     free(r->peer_key);
+    free(r->succ_key);
     memset(r, 0, sizeof *r);
+}
+
+int rec_succ_key_valid(const char *s)
+{
+    if (!s || strlen(s) != REC_SUCC_KEY_LEN)
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return 0;
+    return 1;
 }
 
 int rec_peer_key_valid(const char *s)
@@ -139,6 +150,11 @@ int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen)
         int64_t hold = 0;
         if (get_int(root, "holdMs", 0, &hold) == 0)
             out->hold_ms = hold;
+        const cJSON *sk = cJSON_GetObjectItemCaseSensitive(root, "succKey");
+        const char *k =
+            cJSON_IsString(sk) && rec_succ_key_valid(sk->valuestring) ? sk->valuestring : "";
+        if (!(out->succ_key = u_strdup(k)))
+            rc = -2;
     }
     free(lu);
     cJSON_Delete(root);
@@ -180,6 +196,7 @@ char *rec_encode(const rec *r)
         cJSON_AddStringToObject(o, "lastUpdated", lu) && cJSON_AddRawToObject(o, "term", term) &&
         cJSON_AddRawToObject(o, "leaseMs", lease) &&
         (r->hold_ms <= 0 || cJSON_AddRawToObject(o, "holdMs", hold)) &&
+        (!r->succ_key || !r->succ_key[0] || cJSON_AddStringToObject(o, "succKey", r->succ_key)) &&
         cJSON_AddStringToObject(o, "incarnation", r->incarnation ? r->incarnation : "") &&
         (!r->peer_key || !r->peer_key[0] ||
          cJSON_AddStringToObject(o, "peerKeySha256", r->peer_key)))

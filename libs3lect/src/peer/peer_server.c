@@ -905,10 +905,16 @@ static int waits_on(const conn *x, const peer_server *r)
  * process waits (this process may be stopping them all: SIGTERM). Only
  * ordering: every write stays conditional, and a successor that does not
  * take over leaves the lock to the others' next read. */
-static int answer_yields(conn *c, peer_server *r, uint64_t ver)
+static int answer_yields(conn *c, peer_server *r, uint64_t ver, const char *proof)
 {
     if (!r || !c->req.process[0])
         return 0; /* a health probe, an older s3lect: neither named nor told */
+    /* Only a follower that read the lock from the store (it presents the
+     * record's succKey, which this endpoint never shows) can be named: any
+     * client can send a process token and the etag it read here, and one
+     * named in place of the real followers made them all wait (issue 38). */
+    if (r->src.succ_key[0] && strcmp(proof ? proof : "", r->src.succ_key) != 0)
+        return 1;
     if (r->nom_set && (r->tomb || r->nom_ver == ver))
         return 1;
     if (c->local)
@@ -937,7 +943,7 @@ static void answer_get(conn *c, peer_server *r)
          * the others with "yield" (answer_yields). */
         free(body);
         body = NULL;
-        if (answer_yields(c, r, v.version))
+        if (answer_yields(c, r, v.version, c->req.proof))
             body = u_strdup(NOT_LEADER_YIELD);
         else if (v.released)
             body = u_asprintf("{\"error\":\"this node is not the leader\",\"released\":%s}",
@@ -1081,7 +1087,7 @@ static void answer_batch(conn *c, int changed_only)
             peer_view_clear(&v);
         items[k].incarnation = e->incarnation;
         items[k].status = status;
-        items[k].yield = status == 404 && answer_yields(c, r, ver);
+        items[k].yield = status == 404 && answer_yields(c, r, ver, e->proof);
         if (status == 404 && !items[k].yield && released) {
             bodies[k] = released; /* the successor's: freed with the bodies */
             released = NULL;

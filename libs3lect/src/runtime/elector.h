@@ -53,6 +53,7 @@ struct s3lect_elector {
     char *lock_shown; /* cfg->lock as it may be shown: st_lock_display */
     char *lock_label; /* the canonical lock (metrics label): st_lock_canonical */
     char incarnation[33];
+    char succ_key[33]; /* the successor key of its records (hex), for the endpoint */
 
     pthread_mutex_t mu;      /* guards everything below unless said otherwise */
     pthread_cond_t state_cv; /* waiters: leadership, cycle, done, stopped */

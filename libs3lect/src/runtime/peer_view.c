@@ -50,6 +50,8 @@ static int view_locked(s3lect_elector *e, peer_view *v)
     if (!o)
         return S3LECT_ENOMEM;
     cJSON_DeleteItemFromObjectCaseSensitive(o, "etag");
+    /* Never shown: presenting it proves a store read (one successor). */
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "succKey");
     cJSON_AddStringToObject(o, "etag", v->etag);
     if (!cJSON_GetObjectItemCaseSensitive(o, "term"))
         cJSON_AddNumberToObject(o, "term", (double)e->eng.term);
@@ -108,7 +110,8 @@ static void peer_state_cb(void *ctx, peer_state *st)
 
 peer_source rt_peer_source(s3lect_elector *e)
 {
-    peer_source src = {peer_view_cb, peer_wait_cb, e, peer_state_cb};
+    peer_source src = {peer_view_cb, peer_wait_cb, e, peer_state_cb, ""};
+    memcpy(src.succ_key, e->succ_key, sizeof src.succ_key);
     return src;
 }
 
