@@ -157,7 +157,11 @@ static void check_peer(peer_client *pc, int port, const char *etag, int64_t wait
 {
     char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-    peer_client_check(pc, addr, PATH, etag, wait_ms, 3000, expect_id, NULL, out);
+    /* 10 s on top of the wait: a TLS handshake under TSan on a loaded
+     * 2-core machine (the test command beside the other sanitizer builds)
+     * took more than 3 s once (issue 38 item 12); no check here relies on
+     * the timeout firing. */
+    peer_client_check(pc, addr, PATH, etag, wait_ms, 10000, expect_id, NULL, out);
 }
 
 /* ---- a raw TLS client (OpenSSL API) ---- */
