@@ -1007,6 +1007,20 @@ static int64_t read_backoff(el_engine *e, int n)
     return u_jitter(&e->rng, d < cap ? d : cap, 0.1);
 }
 
+/* A leader's wait before retry n of a failed renewal (or its read-back):
+ * the usual delays (immediate, +100 ms, +1 s, then every second), but never
+ * more than a third of what is left of its renew deadline, so that at least
+ * two more attempts fit: a store that throttles or fails for a little less
+ * than the deadline does not cost the leadership, and with it a restart of
+ * what runs under it (issue 38 item 8). */
+static int64_t leader_retry_delay(el_engine *e, int64_t now, int n)
+{
+    int64_t d = n <= 3 ? el_retry_delay(e, n) : 1000;
+    int64_t left = e->renewed_at + e->p.renew_deadline - now;
+    int64_t third = left / 3 > 50 ? left / 3 : 50;
+    return d < third ? d : third;
+}
+
 static void on_get(el_engine *e, el_time now, const st_result *r)
 {
     if (r->outcome == ST_OK || r->outcome == ST_NOT_FOUND) {
@@ -1095,7 +1109,7 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
     int64_t delay =
         (r->outcome == ST_TRANSIENT && n <= 3) ? el_retry_delay(e, n) : read_backoff(e, n);
     if (e->role == EL_LEADER) {
-        schedule(e, EL_K_VERIFY, now.mono + (n <= 3 ? el_retry_delay(e, n) : 1000));
+        schedule(e, EL_K_VERIFY, now.mono + leader_retry_delay(e, now.mono, n));
         return;
     }
     e->stable = 0;
@@ -1286,7 +1300,7 @@ static void on_renew(el_engine *e, el_time now, const st_result *r)
         return;
     }
     int n = note_failure(e, now.mono, r, 1);
-    int64_t delay = n <= 3 ? el_retry_delay(e, n) : 1000;
+    int64_t delay = leader_retry_delay(e, now.mono, n);
     if (r->outcome == ST_TRANSIENT) {
         /* Unknown outcome (the attempt is kept): read before writing again. */
         schedule(e, EL_K_VERIFY, now.mono + delay);
@@ -1535,13 +1549,16 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
          * reset, and a long poll left to run its whole wait would keep
          * this follower off the store past that lease. The wait ends
          * peer_timeout before it (the time a check has on top of its wait,
-         * to connect and to answer), so that even an answer that never
-         * comes is given up at the lease's end. */
+         * to connect and to answer; at most half the time left), so that
+         * even an answer that never comes is given up at the lease's end. */
         int64_t left = expiry_at(e) - now.mono;
         if (e->role == EL_FOLLOWER && left > 0 && peer_usable(e, now.mono)) {
-            int64_t t = e->p.release_timeout; /* peer_timeout, on top of the wait */
-            if (t > left)
-                t = left;
+            /* peer_timeout on top of the wait, but at most half of what is
+             * left: a peer_timeout as long as the lease would leave no wait,
+             * and every check would come back at once. */
+            int64_t t = e->p.release_timeout;
+            if (t > left / 2)
+                t = left / 2 > 0 ? left / 2 : left;
             int64_t wait = left - t < e->p.peer_wait ? left - t : e->p.peer_wait;
             e->pending = EL_K_PEER + 1;
             op->kind = EL_OP_PEER;
