@@ -140,6 +140,13 @@ type ElectorConfig struct {
 	MaxLeaseTimeout time.Duration
 	// RequestTimeout bounds one store request (default 10s).
 	RequestTimeout time.Duration
+	// LeaderHold is how long after the send of its last successful renewal
+	// this node's leadership may still act: what the application runs
+	// under it is stopped by then. Default 0: RenewDeadline (raised to it
+	// when below). The records carry it as holdMs, and a follower never
+	// backdates a record by the store's clock so far that it leads before
+	// it (docs/algorithm.md "The store's clock").
+	LeaderHold time.Duration
 
 	// PeerListen is the address the leadership endpoint listens on (default
 	// ServerAddr, else the address of the interface that routes to the
