@@ -456,36 +456,18 @@ static void etcd_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
     out->http_status = (int)status;
     CURLcode cc = (CURLcode)curl_code;
-    /* A refused connection sent nothing: the same request goes to the next
-     * endpoints now (a write too), each connect bounded by a second, so
-     * one member down costs no failed call. */
-    for (size_t tries = 1;
-         (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST) && tries < s->neps;
-         tries++) {
-        next_endpoint(s, x->ep);
-        x->ep = s->cur;
-        char *url = u_asprintf("%s/v3/kv/%s", s->eps[x->ep], x->put ? "txn" : "range");
-        if (!url)
-            break;
-        http_body_clear(&x->data);
-        x->errbuf[0] = '\0';
-        curl_easy_setopt(x->easy, CURLOPT_URL, url);
-        curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS,
-                         (long)(x->timeout_ms < 1000 ? x->timeout_ms : 1000));
-        cc = curl_easy_perform(x->easy);
-        free(url);
-        status = 0;
-        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-        out->http_status = (int)status;
-    }
-    /* A member that accepted the request and did not answer in its half of
-     * the time (cut from the quorum, overloaded): the same request goes to
-     * the next endpoint with what is left. A write may have been applied
-     * there after all; resent, it then fails its revision compare, which
-     * the elector reads back as it does any resent copy of its own write. */
-    for (size_t tries = 1; cc == CURLE_OPERATION_TIMEDOUT && tries < s->neps; tries++) {
+    /* The same request goes to the next endpoint, within the call's time:
+     * after a refused connection (nothing was sent: a write too), each
+     * connect bounded by a second, so one member down costs no failed call;
+     * and after a member that accepted it and did not answer in its half of
+     * the time (cut from the quorum, overloaded). A write may have been
+     * applied there after all; resent, it then fails its revision compare,
+     * which the elector reads back as it does any resent copy of its own
+     * write. */
+    for (size_t tries = 1; tries < s->neps; tries++) {
+        int refused = cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST;
         int64_t left = x->deadline - u_mono_ms();
-        if (left < 50)
+        if (!(refused || cc == CURLE_OPERATION_TIMEDOUT) || left < 50)
             break;
         next_endpoint(s, x->ep);
         x->ep = s->cur;
