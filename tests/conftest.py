@@ -34,6 +34,15 @@ REPO = TESTS.parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
+# Every test elects on a lock name of its own that never existed: no leader of
+# it can be running, so its nodes may create it at once instead of waiting the
+# lease that protects a lock deleted under a running leader (new_lock_wait,
+# docs/algorithm.md "A lock that vanishes"). Every `s3lect` a test starts
+# inherits this; the tests of that wait (tests/cli/test_cli_vanish.py,
+# tests/stores/test_new_lock.py, the simulation) take it out again.
+os.environ.setdefault("S3LECT_NEW_LOCK_WAIT", "0")
+
+
 def _interrupt(signum, frame):  # noqa: ARG001
     raise KeyboardInterrupt(f"signal {signum}")
 

@@ -147,6 +147,16 @@ type ElectorConfig struct {
 	// backdates a record by the store's clock so far that it leads before
 	// it (docs/algorithm.md "The store's clock").
 	LeaderHold time.Duration
+	// NewLockWait is how long a node that has never seen the lock waits,
+	// after reading it missing, before it creates it: a lock deleted (by
+	// hand, a lifecycle or TTL rule, a store that lost its data) while a
+	// leader this node cannot see still runs must not get a second leader.
+	// A brand-new lock pays it once, on its first start. Default 0: the
+	// lease (LeaderTimeout, at least LeaderHold). A negative value creates a
+	// missing lock at once: only where no leader of it can be running (a
+	// lock name never used before, a test). With mixed timings, set it to
+	// the longest LeaderTimeout of any node of the lock.
+	NewLockWait time.Duration
 
 	// PeerListen is the address the leadership endpoint listens on (default
 	// ServerAddr, else the address of the interface that routes to the
@@ -222,6 +232,11 @@ func invalid(format string, args ...any) error {
 // 0 rather than a mistake (MaxClockSkew: the rule is off).
 var negativeIsZero = map[string]bool{"max_clock_skew": true}
 
+// zeroIsDefault are the duration options whose library default is not a
+// value a Go field can hold as its zero: 0 sends the default (-1), and a
+// negative value sends 0 (NewLockWait: at once).
+var zeroIsDefault = map[string]bool{"new_lock_wait": true}
+
 // fillDefaults replaces zero fields by the values the elector will use:
 // libs3lect's defaults and the timings it derives (fillFromLibrary).
 func (c *ElectorConfig) fillDefaults() error {
@@ -234,7 +249,7 @@ func (c *ElectorConfig) fillDefaults() error {
 	for _, o := range libOptions {
 		f, ok := c.configField(o)
 		switch {
-		case !ok || negativeIsZero[o.name]:
+		case !ok || negativeIsZero[o.name] || zeroIsDefault[o.name]:
 		case o.isDuration() && f.Int() < 0:
 			return invalid("%s must not be negative (got %v); use 0 for the default", o.field, time.Duration(f.Int()))
 		case o.isCount() && f.Int() < 0:
@@ -300,6 +315,9 @@ func (c *ElectorConfig) fillFromLibrary() error {
 	for _, o := range unset {
 		f, _ := c.configField(o)
 		v, _ := readCOption(cc.p, o).(int64)
+		if zeroIsDefault[o.name] {
+			continue // its zero is the default
+		}
 		if o.isDuration() {
 			v *= int64(time.Millisecond)
 		}
@@ -344,9 +362,13 @@ func (c *ElectorConfig) LoadEnv(environ []string) error {
 		if rc != C.S3LECT_OK {
 			return &Error{Code: Code(rc), Op: "config", Msg: "S3LECT_" + strings.ToUpper(o.name) + ": " + msg}
 		}
-		if o.isDuration() {
+		switch {
+		case zeroIsDefault[o.name] && v < 0: // the default: the zero field
+		case zeroIsDefault[o.name] && v == 0: // at once: a negative field
+			f.SetInt(-1)
+		case o.isDuration():
 			f.SetInt(int64(v) * int64(time.Millisecond))
-		} else {
+		default:
 			f.SetInt(int64(v))
 		}
 	}
@@ -432,6 +454,15 @@ func (cc *cconfig) durField(o optionInfo, f reflect.Value) {
 	d := time.Duration(f.Int())
 	if negativeIsZero[o.name] {
 		d = max(d, 0)
+	}
+	if zeroIsDefault[o.name] {
+		switch {
+		case d == 0:
+			cc.fail(C.s3lect_config_set_int(cc.p, o.opt, C.int64_t(o.def)), o.field)
+			return
+		case d < 0:
+			d = 0
+		}
 	}
 	cc.dur(o.opt, o.field, d)
 }

@@ -81,6 +81,8 @@ static const opt_def opt_defs[] = {
     [S3LECT_OPT_CALLBACK_THREADS] = {"callback_threads", S3LECT_OPTION_INT, 1, 64, 2, OFF(callback_threads), RT_SIZE},
     /* 0: renew_deadline */
     [S3LECT_OPT_LEADER_HOLD] = {"leader_hold", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(leader_hold), TIMING},
+    /* -1: lease_timeout, at least leader_hold */
+    [S3LECT_OPT_NEW_LOCK_WAIT] = {"new_lock_wait", S3LECT_OPTION_INT, -1, DAY_MS, -1, OFF(new_lock_wait), TIMING},
 };
 /* clang-format on */
 

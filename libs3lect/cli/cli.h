@@ -31,6 +31,7 @@ typedef struct cli_opts {
     int64_t lease, renew, deadline, frequent, infrequent, skew, kill_timeout, interval;
     int64_t startup_timeout; /* run: -1 = default (60 s), 0 = retry for ever */
     int64_t max_lease;       /* 0: default (4 x lease) */
+    int64_t new_lock_wait;   /* -1: default (the lease) */
     int json;
     const char *log_format;     /* run: "text" (default) or "json" */
     int log_time;               /* run: RFC 3339 time before each text line */

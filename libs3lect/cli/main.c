@@ -131,6 +131,10 @@ static const char RUN_HELP[] =
     "  --frequent-interval D   follower poll period in transitions (default 5s)\n"
     "  --infrequent-interval D follower poll period when stable (default 30s)\n"
     "  --max-clock-skew D      wall-clock takeover rule's skew bound (default 0: off)\n"
+    "  --new-lock-wait D       a node that never saw the lock waits D before creating a\n"
+    "                          missing one: it may have been deleted under a leader still\n"
+    "                          running (default: the lease timeout; 0: at once, only where\n"
+    "                          no leader of this lock can be running)\n"
     "  --kill-timeout D        SIGTERM→SIGKILL grace for CMD's tree; default and largest\n"
     "                          allowed: lease-timeout - renew-deadline - margin, where\n"
     "                          margin = 2 x lease-timeout/1000 + 250ms (4.72s by default)\n"
@@ -491,6 +495,7 @@ static size_t opt_defs(cli_opts *o, opt_def *out)
         {"--frequent-interval", K_DUR, C_RUN, NULL, &o->frequent, NULL},
         {"--infrequent-interval", K_DUR, C_RUN, NULL, &o->infrequent, NULL},
         {"--max-clock-skew", K_DUR, C_RUN, NULL, &o->skew, NULL},
+        {"--new-lock-wait", K_DUR, C_RUN, NULL, &o->new_lock_wait, NULL},
         {"--kill-timeout", K_DUR, C_RUN, NULL, &o->kill_timeout, NULL},
         {"--startup-timeout", K_DUR, C_RUN, NULL, &o->startup_timeout, NULL},
         {"--interval", K_DUR, C_WATCH, NULL, &o->interval, NULL},
@@ -743,6 +748,7 @@ s3lect_config *cli_config(const char *cmd, const cli_opts *given)
                 {o->frequent, S3LECT_OPT_FREQUENT_INTERVAL},
                 {o->infrequent, S3LECT_OPT_INFREQUENT_INTERVAL},
                 {o->skew, S3LECT_OPT_MAX_CLOCK_SKEW},
+                {o->new_lock_wait, S3LECT_OPT_NEW_LOCK_WAIT},
                 {o->max_lease > 0 ? o->max_lease : -1, S3LECT_OPT_MAX_LEASE_TIMEOUT}};
     for (size_t k = 0; !rc && k < sizeof ints / sizeof ints[0]; k++)
         if (ints[k].v >= 0)
@@ -769,6 +775,7 @@ void cli_opts_init(cli_opts *o)
     o->path_style = -1;
     o->peer = -1;
     o->lease = o->renew = o->deadline = o->frequent = o->infrequent = o->skew = -1;
+    o->new_lock_wait = -1;
     o->kill_timeout = -1;
     o->startup_timeout = -1;
     o->interval = 1000;

@@ -297,7 +297,9 @@ static void on_error(s3lect_elector *e, const s3lect_event *ev, void *ud)
         r->saw_transient = 1;
         r->saw_permanent = 0;
     }
-    say("error: %s", s3lect_event_message(ev));
+    /* A missing lock (new, or deleted under a leader) is a situation the
+     * message explains, and the node waits it out: a warning. */
+    say("%s%s", code == S3LECT_ENOTFOUND ? "warning: " : "error: ", s3lect_event_message(ev));
 }
 
 /* 1 when the node must give up: it never reached its store (sample() notes

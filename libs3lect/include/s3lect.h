@@ -251,7 +251,16 @@ typedef enum s3lect_option {
      *  age on the store's clock (S3, PostgreSQL) by at most leaseMs - holdMs, so no
      *  skew or jump of the store's clock lets another node lead before it. `s3lect
      *  run` sets it to its command tree's kill deadline plus margin. */
-    S3LECT_OPT_LEADER_HOLD = 33
+    S3LECT_OPT_LEADER_HOLD = 33,
+    /** int ms [-1 = lease_timeout, at least leader_hold], -1..86400000: how long a
+     *  node that has never seen the lock waits, after reading it missing, before it
+     *  creates it: a lock deleted (by hand, a lifecycle or TTL rule, a store that lost
+     *  its data) while a leader this node cannot see still runs must not get a second
+     *  leader. A brand-new lock pays it once, on its first start. 0 creates a missing
+     *  lock at once: only where no leader of it can be running (a lock name never used
+     *  before, a test). With mixed timings, set it to the longest lease_timeout of any
+     *  node of the lock. */
+    S3LECT_OPT_NEW_LOCK_WAIT = 34
 } s3lect_option;
 
 /**

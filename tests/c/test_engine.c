@@ -32,7 +32,7 @@ typedef struct mem {
     int64_t mod_at; /* mono ms of the last write */
 } mem;
 
-static el_params P = {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0, 0};
+static el_params P = {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0, 0, 0};
 
 /* The engine parameters a default configuration gives (what users get). */
 static el_params default_params(void)
@@ -217,8 +217,10 @@ static void t_create_and_renew(void)
     int64_t now = 1000;
     init(&e, "a");
     run_until(&e, &m, &now, 1100, &c);
-    CHECK(c.acquired == 1 && c.last_term == 1,
-          "creates the record and leads with term 1 (%d, %lld)", c.acquired,
+    /* A lock it creates starts from its wall clock in ms (the create was
+     * sent at mono 1001): a lock deleted and made again never repeats a term. */
+    CHECK(c.acquired == 1 && c.last_term == 1700000000000 + 1001,
+          "creates the record and leads with its clock's term (%d, %lld)", c.acquired,
           (long long)c.last_term);
     CHECK(el_is_leader(&e, now), "leader after create");
     int gets = m.gets, puts = m.puts;
@@ -401,7 +403,7 @@ static void t_409_is_ambiguous(void)
     }
     CHECK(c.lost == 0 && c.acquired == 1 && el_is_leader(&e, now),
           "six 409s on renewals: no step-down (lost %d, acquired %d)", c.lost, c.acquired);
-    CHECK(e.term == 1, "same term");
+    CHECK(e.term == c.last_term, "same term");
     el_free(&e);
 }
 
@@ -438,7 +440,7 @@ static void t_late_landing_write(void)
     /* Now it lands. */
     mem_set(&m, body);
     run_until(&e, &m, &now, now + 20000, &c);
-    CHECK(c.acquired == 1 && c.last_term == 1 && el_is_leader(&e, now),
+    CHECK(c.acquired == 1 && c.last_term > 1700000000000 && el_is_leader(&e, now),
           "leads on its late-landing write, same term (acquired %d term %lld)", c.acquired,
           (long long)c.last_term);
     el_free(&e);
@@ -511,7 +513,8 @@ static void t_slow_store(void)
     CHECK(c.lost == 0 || c.last_reason == S3LECT_LOST_RENEW_TIMEOUT,
           "a slow store is named renew_timeout, never lease_expired (reason %d)", c.last_reason);
     CHECK(warned >= 1 && warned <= 3, "the latency is reported once, rate-limited (%d)", warned);
-    CHECK(e.max_term == 1, "no new term over its own record (%lld)", (long long)e.max_term);
+    CHECK(e.max_term == c.last_term, "no new term over its own record (%lld)",
+          (long long)e.max_term);
     el_free(&e);
 }
 
@@ -621,14 +624,15 @@ static void t_reclaim_own_record(void)
     counts c;
     int64_t now;
     lead(&e, &m, &c, &now);
+    int64_t t1 = c.last_term;
     m.fail_puts = ST_TRANSIENT;
     run_until(&e, &m, &now, 100 + 16000, &c);
     CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_RENEW_TIMEOUT,
           "failing renewals: LOST(renew_timeout) (lost %d reason %d)", c.lost, c.last_reason);
     m.fail_puts = 0;
     run_until(&e, &m, &now, now + P.frequent * 3, &c);
-    CHECK(c.acquired == 2 && c.last_term == 2 && el_is_leader(&e, now),
-          "takes its own record back, term 2, well before L (acquired %d term %lld)", c.acquired,
+    CHECK(c.acquired == 2 && c.last_term == t1 + 1 && el_is_leader(&e, now),
+          "takes its own record back, term + 1, well before L (acquired %d term %lld)", c.acquired,
           (long long)c.last_term);
     el_free(&e);
 }
@@ -1139,6 +1143,59 @@ static void mem_set_b(mem *m, int64_t now, int64_t term)
     mem_set(m, buf);
 }
 
+/* A node that has never seen the lock and reads it missing cannot tell a
+ * brand-new lock from one deleted under a leader it cannot see: it waits
+ * new_lock_wait before creating it (issue 38 item 3), reading meanwhile, and
+ * follows a record that appears; the lock it creates starts from its clock's
+ * term, above any term of the deleted one. With 0 it creates at once. */
+static void t_new_lock_wait(void)
+{
+    el_engine e;
+    mem m = {0};
+    counts c = {0};
+    int64_t now = 100;
+    el_params q = P;
+    q.new_lock_wait = 15000;
+    el_init(&e, &q, "a", "127.0.0.1:1", "inc-x", 7);
+    run_until(&e, &m, &now, 100 + 15000 - 50, &c);
+    CHECK(m.puts == 0 && c.acquired == 0, "no create during new_lock_wait (%d PUTs)", m.puts);
+    CHECK(m.gets >= 3, "reads at the usual pace meanwhile (%d GETs)", m.gets);
+    CHECK(e.last_error == S3LECT_ENOTFOUND && e.last_error_msg &&
+              strstr(e.last_error_msg, "new_lock_wait") && strstr(e.last_error_msg, "15000 ms"),
+          "the status says why it waits: %s", e.last_error_msg ? e.last_error_msg : "(none)");
+    run_until(&e, &m, &now, 100 + 15000 + P.frequent + 1000, &c);
+    CHECK(c.acquired == 1 && c.last_term > 1700000000000 + 15000,
+          "creates it after the wait, with its clock's term (%d, %lld)", c.acquired,
+          (long long)c.last_term);
+    el_free(&e);
+
+    /* A record that appears during the wait (the old leader writes again, or
+     * another node created it) is followed; no create. */
+    memset(&m, 0, sizeof m);
+    memset(&c, 0, sizeof c);
+    now = 100;
+    el_init(&e, &q, "a", "127.0.0.1:1", "inc-x", 7);
+    run_until(&e, &m, &now, 3000, &c);
+    for (int i = 0; i < 6; i++) {
+        m.now = now;
+        mem_set_b(&m, now, 3);
+        run_until(&e, &m, &now, now + 5000, &c);
+    }
+    CHECK(m.puts == 0 && c.acquired == 0 && e.max_term == 3,
+          "follows the record that appeared (%d PUTs, term %lld)", m.puts, (long long)e.max_term);
+    el_free(&e);
+
+    /* 0: at once. */
+    memset(&m, 0, sizeof m);
+    memset(&c, 0, sizeof c);
+    now = 100;
+    q.new_lock_wait = 0;
+    el_init(&e, &q, "a", "127.0.0.1:1", "inc-x", 7);
+    run_until(&e, &m, &now, 300, &c);
+    CHECK(c.acquired == 1, "new_lock_wait 0 creates at once (%d)", c.acquired);
+    el_free(&e);
+}
+
 /* s3lect never deletes a lock, so a record that vanishes was removed by
  * someone else (by hand, a lifecycle rule, a store that lost it). Its holder
  * may lead until its next renewal is refused, and a write of any node, with
@@ -1174,8 +1231,8 @@ static void t_vanished_record_is_held(void)
           e.last_error_msg ? e.last_error_msg : "(none)");
     CHECK(m.gets >= 3, "it keeps reading meanwhile (%d GETs)", m.gets);
     run_until(&e, &m, &now, gone + q.infrequent + HOLD + 1000, &c);
-    CHECK(c.acquired == 1 && c.last_term == 4,
-          "takes the lock max_lease_timeout after it vanished, term above the last seen (%d, %lld)",
+    CHECK(c.acquired == 1 && c.last_term > 1700000000000,
+          "takes the lock max_lease_timeout after it vanished, term from its clock (%d, %lld)",
           c.acquired, (long long)c.last_term);
     el_free(&e);
 
@@ -1216,8 +1273,8 @@ static void t_vanished_record_is_held(void)
     run_until(&e, &m, &now, t0 + HOLD - 100, &c);
     CHECK(c.acquired == 0, "no acquisition in the hold (%d)", c.acquired);
     run_until(&e, &m, &now, t0 + HOLD + P.frequent + 1000, &c);
-    CHECK(c.acquired == 1 && c.last_term == 10, "then taken, term above the last seen (%d, %lld)",
-          c.acquired, (long long)c.last_term);
+    CHECK(c.acquired == 1 && c.last_term > 1700000000000,
+          "then taken, term from its clock (%d, %lld)", c.acquired, (long long)c.last_term);
     el_free(&e);
 
     /* Our own record vanishes: the refused renewal makes us step down; we
@@ -1307,7 +1364,7 @@ static void t_stop_releases(void)
     drain(&e, &c);
     CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_STOPPED, "LOST(stopped)");
     CHECK(strstr(m.body, "\"leaderID\":\"\"") && strstr(m.body, "0001-01-01T00:00:00Z") &&
-              strstr(m.body, "\"term\":1"),
+              strstr(m.body, "\"term\":1700000000101"),
           "released record keeps the term: %s", m.body);
     k = el_next(&e, (el_time){now + 2, 0}, &op, &wake);
     CHECK(k == EL_OP_DONE, "done after stop");
@@ -1321,7 +1378,8 @@ static void t_veto(void)
     counts c;
     int64_t now;
     lead(&e, &m, &c, &now);
-    el_veto(&e, 1);
+    int64_t t1 = e.term;
+    el_veto(&e, t1);
     run_until(&e, &m, &now, 300, &c);
     CHECK(c.lost == 1 && c.last_reason == S3LECT_LOST_HOOK_FAILED, "veto → LOST(hook_failed)");
     CHECK(strstr(m.body, "\"leaderID\":\"\"") != NULL, "veto releases the lock");
@@ -1329,7 +1387,7 @@ static void t_veto(void)
     run_until(&e, &m, &now, 300 + 3000, &c);
     CHECK(c.acquired == 1, "does not compete during the back-off");
     run_until(&e, &m, &now, 300 + 7000, &c);
-    CHECK(c.acquired == 2 && c.last_term == 2, "competes again after the back-off");
+    CHECK(c.acquired == 2 && c.last_term == t1 + 1, "competes again after the back-off");
     el_free(&e);
 }
 
@@ -1380,14 +1438,14 @@ static void t_resent_write_kept(void)
     run_until(&e, &m, &now, 100 + 60000, &c);
     CHECK(c.lost == 0 && c.acquired == 1 && el_is_leader(&e, now),
           "renews on the landed write's etag afterwards (lost %d)", c.lost);
-    CHECK(e.term == 1, "same term (%lld)", (long long)e.term);
+    CHECK(e.term == c.last_term, "same term (%lld)", (long long)e.term);
     el_free(&e);
 
     /* The same for the create: its copy finds the object and gets 412. */
     restart(&e, &m, &c, &now);
     m.dup_next = 1;
     run_until(&e, &m, &now, 200, &c);
-    CHECK(c.acquired == 1 && c.last_term == 1 && el_is_leader(&e, now),
+    CHECK(c.acquired == 1 && c.last_term > 1700000000000 && el_is_leader(&e, now),
           "leads on its landed create at once (acquired %d)", c.acquired);
     CHECK(m.puts == 2, "no further write (%d PUTs)", m.puts);
     el_free(&e);
@@ -1810,6 +1868,7 @@ int main(void)
     t_takeover_after_lease();
     t_wall_clock_rule();
     t_released_is_free();
+    t_new_lock_wait();
     t_vanished_record_is_held();
     t_peer_released();
     t_term_after_go_leader();

@@ -81,8 +81,8 @@ static void t_count_and_names(void)
             highest = g_enums[i].value;
     CHECK(count == highest, "s3lect_option_count() = %d, the header's last option is %d", count,
           highest);
-    CHECK(count == S3LECT_OPT_LEADER_HOLD, "count %d, last enumerator %d", count,
-          (int)S3LECT_OPT_LEADER_HOLD);
+    CHECK(count == S3LECT_OPT_NEW_LOCK_WAIT, "count %d, last enumerator %d", count,
+          (int)S3LECT_OPT_NEW_LOCK_WAIT);
     CHECK(g_nenums == count, "the header has %d options numbered up to %d (gaps?)", g_nenums,
           count);
     for (int i = 0; i < g_nenums; i++) {

@@ -37,6 +37,13 @@
  *                    wall clocks apart and stepping by more than the bound;
  *   --break-suspend  the lease clock stops during a suspend (CLOCK_MONOTONIC
  *                    semantics instead of CLOCK_BOOTTIME);
+ *   --break-new-lock  new_lock_wait 0: a node started right after a delete
+ *                    (it never saw the lock) creates it at once, while the
+ *                    old leader's command tree still runs (issue 38 item 3).
+ *                    Otherwise every node waits the longest lease or hold
+ *                    of the lock's nodes (its documented setting with mixed
+ *                    timings); nodes restart (kill -9 and start) at random,
+ *                    and often right after a delete.
  *   --break-store-clock  the records claim holdMs = renew_deadline while the
  *                    command tree lives to the default kill deadline (the cap
  *                    before issue 38): with the store's Date running ahead of
@@ -73,7 +80,8 @@
  *
  *   test_sim [--seeds N] [--seconds S] [--seed X] [--shard K] [--nodes K]
  *            [--store s3|dynamodb|postgres|route53|gcs|azure|etcd|redis]
- *            [--stale-ms MS] [--break-skew | --break-suspend | --break-store-clock] [-v]
+ *            [--stale-ms MS]
+ *            [--break-skew | --break-suspend | --break-store-clock | --break-new-lock] [-v]
  */
 #include <math.h>
 #include <stdio.h>
@@ -122,7 +130,8 @@ enum {
     EV_CLOCK_STEP,
     EV_RESET,      /* the operator resets an exhausted term (gen: the write it follows) */
     EV_STORE_JUMP, /* the store's clock, or its Date alone, jumps */
-    EV_DELETE      /* the lock object is deleted (by hand, a lifecycle rule, a lost store) */
+    EV_DELETE,     /* the lock object is deleted (by hand, a lifecycle rule, a lost store) */
+    EV_RESTART     /* a node's process is killed and started again: a fresh engine */
 };
 
 /* A write that lands after its sender gave up on it. */
@@ -184,7 +193,8 @@ typedef struct peer_wait {
 
 typedef struct sim {
     u_rng g;
-    int n, break_skew, break_suspend, break_store, verbose;
+    int n, break_skew, break_suspend, break_store, break_new_lock, verbose;
+    uint64_t restarts;
     node nodes[MAXN];
     sim_ev *heap;
     size_t nheap, capheap;
@@ -590,6 +600,42 @@ static void store_set(sim *s, const char *body)
     }
 }
 
+/* Node i's process dies (kill -9, a rolling restart) and starts again: a
+ * fresh engine that has never seen the lock, with a new incarnation. Its
+ * request in flight is dropped (its answer goes nowhere), long polls it
+ * served fail, and its command tree, if it led, lives to its kill deadline
+ * (kill_at stays). Right after a delete this is the node that cannot tell
+ * a vanished lock from a new one (issue 38 item 3). */
+static void peer_try_answer(sim *s, int k, int force);
+static void node_restart(sim *s, int i)
+{
+    node *nd = &s->nodes[i];
+    if (s->t < nd->susp_end) { /* a suspended machine: after it wakes */
+        push(s, nd->susp_end, EV_RESTART, i, 0);
+        return;
+    }
+    if (nd->paused_until > s->t)
+        nd->paused_until = s->t; /* kill -9 ends a SIGSTOP */
+    el_free(&nd->eng);
+    free(nd->op.body);
+    free(nd->op.if_match);
+    st_result_clear(&nd->op.res);
+    uint64_t id = nd->op.id;
+    memset(&nd->op, 0, sizeof nd->op);
+    nd->op.id = id;
+    nd->gen++;
+    s->restarts++;
+    char inc[32];
+    snprintf(inc, sizeof inc, "inc%d-r%llu", i, (unsigned long long)s->restarts);
+    el_init(&nd->eng, &nd->p, nd->id, nd->id, inc, u_rng_next(&s->g));
+    for (int k = 0; k < MAXWAIT; k++)
+        if (s->waits[k].active && s->waits[k].server == i)
+            peer_try_answer(s, k, 1);
+    push(s, s->t + (int64_t)(urand(s) * 200e3), EV_WAKE, i, nd->gen);
+    if (s->verbose)
+        printf("  t=%.3fs node %d restarts\n", s->t / 1e6, i);
+}
+
 /* Someone deletes the lock object (by hand, a lifecycle or TTL rule, a
  * store restarted without its data). s3lect never deletes one, so the
  * holder learns it at its next renewal; until then it leads, and no other
@@ -615,6 +661,10 @@ static void store_delete(sim *s)
     s->max_acq_term = 0;
     s->deletes++;
     s->last_delete = s->t;
+    /* A node (re)starts right after: it never saw the lock (issue 38). */
+    if (urand(s) < 0.7)
+        push(s, s->t + (int64_t)(urand(s) * 1e6), EV_RESTART,
+             (int)(u_rng_next(&s->g) % (uint64_t)s->n), 0);
     if (s->store_kind == STORE_ROUTE53) {
         past_state *h = &s->hist[s->hist_next];
         free(h->body);
@@ -919,6 +969,9 @@ static void begin_phase(sim *s)
          * that saw the lock missing in between; docs/stores.md). */
         if (!s->near_limit && urand(s) < 0.25)
             push(s, s->t + (int64_t)(urand(s) * len), EV_DELETE, -1, 0);
+        if (urand(s) < 0.3) /* a node is killed and started again */
+            push(s, s->t + (int64_t)(urand(s) * len), EV_RESTART,
+                 (int)(u_rng_next(&s->g) % (uint64_t)s->n), 0);
     } else {
         int64_t bound = liveness_bound(s);
         s->phase_end = s->t + bound + (int64_t)(urand(s) * 600e6);
@@ -948,10 +1001,11 @@ static void check_liveness(sim *s)
 /* ---- setup and main loop ---- */
 
 static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspend, int break_store,
-                  int store_kind, int64_t stale_ms)
+                  int break_new_lock, int store_kind, int64_t stale_ms)
 {
     memset(s, 0, sizeof *s);
     s->break_store = break_store;
+    s->break_new_lock = break_new_lock;
     s->store_kind = store_kind;
     s->stale_us = store_kind == STORE_ROUTE53 ? ms_to_us(stale_ms) : 0;
     if (store_kind == STORE_ROUTE53) { /* the record does not exist at first */
@@ -969,11 +1023,11 @@ static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspen
     s->date_off = urand(s) < 0.4 ? 0 : (int64_t)((urand(s) * 2 - 1) * 60e6);
     /* Mixed timing configs, all valid: renew_interval < renew_deadline < lease. */
     static const el_params configs[] = {
-        {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0, 0},
-        {15000, 5000, 10000, 5000, 15000, 0, 3000, 10000, 0, 0, 0, 0},
-        {10000, 2000, 6000, 2000, 10000, 0, 3000, 5000, 0, 0, 0, 0},
-        {20000, 4000, 12000, 3000, 20000, 0, 3000, 8000, 0, 0, 0, 0},
-        {6000, 1000, 3000, 1000, 6000, 0, 3000, 2000, 0, 0, 0, 0},
+        {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0, 0, 0},
+        {15000, 5000, 10000, 5000, 15000, 0, 3000, 10000, 0, 0, 0, 0, 0},
+        {10000, 2000, 6000, 2000, 10000, 0, 3000, 5000, 0, 0, 0, 0, 0},
+        {20000, 4000, 12000, 3000, 20000, 0, 3000, 8000, 0, 0, 0, 0, 0},
+        {6000, 1000, 3000, 1000, 6000, 0, 3000, 2000, 0, 0, 0, 0, 0},
     };
     /* The default: the wall-clock rule off. --break-skew turns it on. */
     int64_t skew = break_skew ? 2000 : 0;
@@ -999,6 +1053,7 @@ static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspen
             nd->p.hold = nd->p.renew_deadline;
         }
         nd->p.peer_wait = nd->p.infrequent;
+        nd->p.new_lock_wait = 0; /* set below, once every node's timings are known */
         nd->rate = (urand(s) * 2 - 1) * 1e-3;
         nd->mono_off = (int64_t)(urand(s) * 1e12);
         /* Wall clocks: hours apart (nothing may depend on them by default);
@@ -1007,6 +1062,20 @@ static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspen
         nd->wall_off = 1700000000000000LL + (int64_t)(urand(s) * spread);
         nd->lat_mean = 5000 + urand(s) * 60000;
         snprintf(nd->id, sizeof nd->id, "n%d", i);
+    }
+    /* A node that never saw the lock waits new_lock_wait before creating it:
+     * with mixed timings, the longest lease (or hold) of any node of the lock,
+     * as docs/algorithm.md says to configure it. --break-new-lock: 0, a missing
+     * lock created at once (before issue 38). */
+    int64_t nlw = 0;
+    for (int i = 0; i < n; i++) {
+        el_params *p = &s->nodes[i].p;
+        int64_t w = p->hold > p->lease ? p->hold : p->lease;
+        nlw = w > nlw ? w : nlw;
+    }
+    for (int i = 0; i < n; i++) {
+        node *nd = &s->nodes[i];
+        nd->p.new_lock_wait = break_new_lock ? 0 : nlw;
         char inc[16];
         snprintf(inc, sizeof inc, "inc%d", i);
         el_init(&nd->eng, &nd->p, nd->id, nd->id, inc, u_rng_next(&s->g));
@@ -1082,6 +1151,10 @@ static void run(sim *s, int64_t seconds)
         }
         if (ev.type == EV_DELETE) {
             store_delete(s);
+            continue;
+        }
+        if (ev.type == EV_RESTART) {
+            node_restart(s, ev.node);
             continue;
         }
         if (ev.type == EV_STORE_JUMP) {
@@ -1169,6 +1242,7 @@ static void run(sim *s, int64_t seconds)
 int main(int argc, char **argv)
 {
     int seeds = 10, nodes = 7, break_skew = 0, break_suspend = 0, break_store = 0, verbose = 0;
+    int break_new_lock = 0;
     int store_kind = STORE_S3;
     int64_t stale_ms = 10000;
     static const char *const store_names[] = {"s3",  "dynamodb", "postgres", "route53",
@@ -1207,13 +1281,16 @@ int main(int argc, char **argv)
             break_suspend = 1;
         else if (!strcmp(argv[i], "--break-store-clock"))
             break_store = 1;
+        else if (!strcmp(argv[i], "--break-new-lock"))
+            break_new_lock = 1;
         else if (!strcmp(argv[i], "-v"))
             verbose = 1;
         else {
             fprintf(stderr,
                     "usage: test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] "
                     "[--store s3|dynamodb|postgres|route53|gcs|azure|etcd|redis] [--stale-ms MS] "
-                    "[--break-skew | --break-suspend | --break-store-clock] [-v]\n");
+                    "[--break-skew | --break-suspend | --break-store-clock | --break-new-lock] "
+                    "[-v]\n");
             return 2;
         }
     }
@@ -1231,14 +1308,16 @@ int main(int argc, char **argv)
     uint64_t stale = 0;
     int64_t deletes = 0;
     int64_t near = 0, resets = 0, skips = 0;
-    int broken = break_skew || break_suspend || break_store;
+    int broken = break_skew || break_suspend || break_store || break_new_lock;
+    uint64_t restarts = 0;
     uint64_t stamped = 0, jumps = 0;
     int64_t checks = 0;
     int caught = 0;
     sim *s = malloc(sizeof *s);
     for (int k = 0; k < seeds; k++) {
         uint64_t seed = first_seed + (uint64_t)k;
-        setup(s, seed, nodes, break_skew, break_suspend, break_store, store_kind, stale_ms);
+        setup(s, seed, nodes, break_skew, break_suspend, break_store, break_new_lock, store_kind,
+              stale_ms);
         s->verbose = verbose;
         run(s, seconds);
         steps += s->steps;
@@ -1250,6 +1329,7 @@ int main(int argc, char **argv)
         checks += s->liveness_checks;
         stale += s->stale_reads;
         deletes += s->deletes;
+        restarts += s->restarts;
         stamped += s->stamped_reads;
         jumps += s->store_jumps;
         if (s->near_limit && !broken) {
@@ -1287,8 +1367,9 @@ int main(int argc, char **argv)
     printf("simulation: %lld seeds started next to a term near 2^53 - 1: %lld operator resets, "
            "%lld liveness checks skipped while the term could not grow\n",
            (long long)near, (long long)resets, (long long)skips);
-    printf("simulation: %lld lock objects deleted under a leader or follower\n",
-           (long long)deletes);
+    printf("simulation: %lld lock objects deleted under a leader or follower, %llu node "
+           "restarts\n",
+           (long long)deletes, (unsigned long long)restarts);
     if (seeds >= 4)
         CHECK(deletes > 0, "no seed deleted the lock object");
     if (store_kind == STORE_ROUTE53)
@@ -1326,14 +1407,21 @@ int main(int argc, char **argv)
         CHECK(caught > 0,
               "a lease clock that stops in suspend must produce a detectable violation");
     }
+    if (break_new_lock) {
+        printf("break-new-lock: the checker caught a violation in %d of %d seeds\n", caught, seeds);
+        CHECK(caught > 0, "nodes that create a missing lock they never saw at once, started "
+                          "right after a delete under a leader, must produce a detectable "
+                          "violation");
+    }
     if (break_store) {
         printf("break-store-clock: the checker caught a violation in %d of %d seeds\n", caught,
                seeds);
         CHECK(caught > 0, "records that claim a shorter hold than their command tree lives, under "
                           "a store clock that runs ahead, must produce a detectable violation");
     }
-    return t_done(break_skew      ? "simulation (broken clocks)"
-                  : break_suspend ? "simulation (clock stops in suspend)"
-                  : break_store   ? "simulation (store clock jumps)"
-                                  : "simulation");
+    return t_done(break_skew       ? "simulation (broken clocks)"
+                  : break_suspend  ? "simulation (clock stops in suspend)"
+                  : break_store    ? "simulation (store clock jumps)"
+                  : break_new_lock ? "simulation (missing lock created at once)"
+                                   : "simulation");
 }

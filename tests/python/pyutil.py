@@ -16,6 +16,7 @@ FAST: Dict[str, float] = dict(
     frequent_interval=0.5,
     infrequent_interval=1.0,
     request_timeout=5.0,
+    new_lock_wait=0.0,  # a lock name of its own: no leader can be running
 )
 
 

@@ -496,6 +496,14 @@ class Elector:
             stopped by then [0 = renew_deadline; raised to it when below].
             Written in the records as ``holdMs``: a follower never backdates
             a record by the store's clock so far that it leads before this.
+        new_lock_wait: how long a node that has never seen the lock waits,
+            after reading it missing, before it creates it -- a lock deleted
+            (by hand, a lifecycle or TTL rule, a store that lost its data)
+            while a leader this node cannot see still runs must not get a
+            second leader. A brand-new lock pays it once, on its first start
+            [None = lease_timeout, at least leader_hold]. 0 creates a missing
+            lock at once: only where no leader of it can be running (a lock
+            name never used before, a test).
         max_connections, worker_threads, callback_threads: sizes of
             libs3lect's shared runtime, one per process (docs/threading.md):
             the most connections to one S3 endpoint [64, 1..1024], the
@@ -597,6 +605,7 @@ class Elector:
         max_lease_timeout: Optional[Duration] = None,
         request_timeout: Optional[Duration] = None,
         leader_hold: Optional[Duration] = None,
+        new_lock_wait: Optional[Duration] = None,
         max_connections: Optional[int] = None,
         worker_threads: Optional[int] = None,
         callback_threads: Optional[int] = None,
@@ -692,6 +701,7 @@ class Elector:
                 max_lease_timeout=max_lease_timeout,
                 request_timeout=request_timeout,
                 leader_hold=leader_hold,
+                new_lock_wait=new_lock_wait,
                 max_connections=max_connections,
                 worker_threads=worker_threads,
                 callback_threads=callback_threads,

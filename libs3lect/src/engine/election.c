@@ -551,13 +551,29 @@ static int own_record(const el_engine *e)
  * read back exactly (past REC_TERM_MAX, or a record whose term is already
  * past it): then no node takes the lock over, rather than repeat a term or
  * start again at 1. */
-static int64_t acquire_term(const el_engine *e)
+/* The first term of a lock this node creates (it found none): at least the
+ * wall clock in ms. A lock deleted and created again must not repeat a term
+ * that an earlier leadership of it carried (terms are fencing tokens), and
+ * nothing of the old record is left to count from; its terms began at the
+ * clock of its own creation and grew by one per leadership, so they stay
+ * below this one as long as fewer than one leadership per ms went by on
+ * average and the clocks of the two creators agree within the time between
+ * (docs/algorithm.md "Terms"). A clock out of range gives no floor. */
+static int64_t creation_floor(int64_t wall)
+{
+    return wall > 0 && wall < REC_TERM_MAX / 2 ? wall : 0;
+}
+
+static int64_t acquire_term(const el_engine *e, int64_t wall)
 {
     if (e->exists == 1 && e->corrupt && e->cur.term_too_large)
         return 0;
     int64_t base = e->exists == 1 && !e->corrupt ? e->cur.term : 0;
     int64_t t = base > e->max_term ? base : e->max_term;
-    return t >= REC_TERM_MAX ? 0 : t + 1;
+    if (t >= REC_TERM_MAX)
+        return 0;
+    int64_t floor = e->exists == 1 ? 0 : creation_floor(wall);
+    return t + 1 > floor ? t + 1 : floor;
 }
 
 static void term_stuck_msg(const el_engine *e, char *msg, size_t n)
@@ -778,8 +794,9 @@ static void peer_down_alive(el_engine *e)
  * the lock missing, then had no answer for a while (blind ms: a partition,
  * a pause), so that another node may have made it, led, and lost it to a
  * second delete unseen. A node that has never seen a record (a fresh
- * cluster, a node started after the delete) cannot know and takes a missing
- * lock at once; so does one whose reads showed it missing all along. */
+ * cluster, a node started after the delete) cannot know: it waits
+ * new_lock_wait once (new_lock below); one whose reads showed the lock
+ * missing all along since then takes it. */
 static void vanished(el_engine *e, int64_t now, int64_t blind)
 {
     /* The unseen writer's lease may be longer than ours: wait the longest a
@@ -811,6 +828,32 @@ static void vanished(el_engine *e, int64_t now, int64_t blind)
     emit_error(e, S3LECT_ENOTFOUND, msg);
 }
 
+/* The lock is missing and this node has never seen it: a brand-new lock, or
+ * one deleted (by hand, a lifecycle or TTL rule, a flushed or restarted
+ * store) under a leader this node cannot see, which leads until its next
+ * renewal is refused and whose work runs until its hold ends. No read tells
+ * the two apart, so wait new_lock_wait (one lease by default: the longest a
+ * leader with our timings may still act after its last write, which was
+ * sent before the delete, so before this answer) and read at the usual pace
+ * meanwhile: a record that appears is followed. A brand-new lock pays this
+ * once, on its first start. */
+static void new_lock(el_engine *e, int64_t now)
+{
+    e->new_lock_waited = 1;
+    if (e->p.new_lock_wait <= 0)
+        return;
+    e->vanish_until = now + e->p.new_lock_wait;
+    char msg[600];
+    snprintf(msg, sizeof msg,
+             "no lock in the store yet: creating it in %lld ms (new_lock_wait), unless a node "
+             "does first. A lock deleted while its leader runs looks the same as a new one, and "
+             "that leader stops by then; a brand-new lock waits this once. Set new_lock_wait to "
+             "0 (s3lect --new-lock-wait 0) only where no leader of this lock can be running",
+             (long long)e->p.new_lock_wait);
+    u_setstr(&e->vanish_msg, msg);
+    emit_error(e, S3LECT_ENOTFOUND, msg);
+}
+
 static void observe(el_engine *e, el_time now, const st_result *r)
 {
     e->seen_wall = now.wall;
@@ -821,6 +864,8 @@ static void observe(el_engine *e, el_time now, const st_result *r)
         int64_t blind = e->ever_known ? now.mono - e->answer_at : 0;
         if (e->rec_known || blind > e->p.frequent * 3 / 2)
             vanished(e, now.mono, e->rec_known ? 0 : blind);
+        else if (!e->ever_known && !e->new_lock_waited)
+            new_lock(e, now.mono);
         e->rec_known = 0;
         e->answer_at = now.mono;
         if (e->exists != 0 && e->ann_valid && e->ann_id && e->ann_id[0])
@@ -834,7 +879,7 @@ static void observe(el_engine *e, el_time now, const st_result *r)
             /* Deleted after its term ran out: a reset by hand. Say so. */
             emit_error(e, S3LECT_ECORRUPT,
                        "the lock object was deleted after its term reached 2^53 - 1: terms "
-                       "start again at 1");
+                       "start again (the next from the creating node's clock in ms)");
             e->max_term = 0;
         }
         if (now.mono < e->vanish_until) {
@@ -941,7 +986,7 @@ static void observe(el_engine *e, el_time now, const st_result *r)
     }
     int free_now = !e->corrupt && rec_released(&e->cur);
     if (free_now || own_record(e) || holder_presumed_dead(e, now)) {
-        if (!acquire_term(e)) {
+        if (!acquire_term(e, now.wall)) {
             term_stuck(e, now.mono);
             return;
         }
@@ -1503,7 +1548,7 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
         }
         /* One more than any term we know, or the record's own (a reclaim:
          * a renewal of our own record); never one past REC_TERM_MAX. */
-        int64_t term = acquire_term(e);
+        int64_t term = acquire_term(e, now.wall);
         if (!term) {
             term_stuck(e, now.mono);
             *wake = e->next_at;

@@ -42,6 +42,11 @@ typedef struct el_params {
      * Written in its records as holdMs; bounds the store-clock credit a
      * follower may give them (docs/algorithm.md "The store's clock"). */
     int64_t hold;
+    /* A node that has never seen the lock and reads it missing waits this long
+     * before creating it (0: creates it at once; the config's default is
+     * max(lease, hold)): the lock may have been deleted under a leader it cannot
+     * see, which runs until its next renewal is refused. */
+    int64_t new_lock_wait;
 } el_params;
 
 /* A leader whose peer endpoint failed is followed through the store, and
@@ -141,10 +146,11 @@ typedef struct el_engine {
      * lost it) while another node held it: treated as held until this mono
      * ms (0: no hold). s3lect itself never deletes a lock. */
     int64_t vanish_until;
-    int rec_known;     /* the last answer about the record (read or our write) found one */
-    int ever_known;    /* some answer ever found one (or we wrote one) */
-    int64_t answer_at; /* mono ms of that last answer */
-    char *vanish_msg;  /* what the status says meanwhile */
+    int rec_known;       /* the last answer about the record (read or our write) found one */
+    int ever_known;      /* some answer ever found one (or we wrote one) */
+    int64_t answer_at;   /* mono ms of that last answer */
+    char *vanish_msg;    /* what the status says meanwhile */
+    int new_lock_waited; /* a never-seen lock: the new_lock_wait was begun */
 
     /* Leader. */
     int64_t renewed_at; /* mono send time of the last successful write */
