@@ -416,12 +416,13 @@ static void on_events(sim *s, node *nd, int idx)
             }
             if (!before_delete && evs[i].term > s->max_acq_term)
                 s->max_acq_term = evs[i].term;
-            if (evs[i].term < nd->acquired_term) {
+            if (!before_delete && evs[i].term < nd->acquired_term) {
                 s->violations++;
                 fprintf(stderr, "  node %d acquired term %lld after term %lld\n", idx,
                         (long long)evs[i].term, (long long)nd->acquired_term);
             }
-            nd->acquired_term = evs[i].term;
+            if (!before_delete)
+                nd->acquired_term = evs[i].term;
             if (s->resets)
                 s->acq_after_reset++;
             if (s->verbose)

@@ -86,7 +86,7 @@ def endpoint():
 @pytest.fixture
 def env(tmp_path, endpoint):
     """No AWS settings from the caller; throwaway credentials; S3 at the counting listener."""
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))}
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
     e.update(HOME=str(tmp_path), AWS_ACCESS_KEY_ID="AKIDTESTONLY",
              AWS_SECRET_ACCESS_KEY="throwaway-test-secret", AWS_REGION="us-east-1",
              AWS_ENDPOINT_URL=f"http://127.0.0.1:{endpoint.port}")

@@ -52,7 +52,7 @@ def has_ipv6() -> bool:
 
 @pytest.fixture
 def env():
-    return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))}
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
 
 
 def cli(env, *args, timeout=8):

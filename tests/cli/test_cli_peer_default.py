@@ -49,7 +49,7 @@ class Node:
         self.lock = lock
         self.port = free_port()
         self.log = tmp / f"{nid}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
         env.update(env_add or {})
         # A flag in extra replaces TIMING's (a flag may be given once).
         timing = [x for i in range(0, len(TIMING), 2) if TIMING[i] not in extra
@@ -251,7 +251,7 @@ def test_endpoint_that_cannot_start(tmp_path, asked):
     why = _netns_ok()
     if why:
         pytest.skip(why)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
     env.update(AWS_ACCESS_KEY_ID="AKIDTHROWAWAY", AWS_SECRET_ACCESS_KEY="throwaway-secret",
                AWS_REGION="us-east-1")
     log = tmp_path / "run.log"
@@ -304,7 +304,7 @@ def test_endpoint_that_cannot_start_with_metrics(tmp_path):
         pytest.skip(why)
     if not shutil.which("ip"):
         pytest.skip("the ip command (iproute2) is missing: needed to bring up lo in the namespace")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
     env.update(AWS_ACCESS_KEY_ID="AKIDTHROWAWAY", AWS_SECRET_ACCESS_KEY="throwaway-secret",
                AWS_REGION="us-east-1")
     log = tmp_path / "run.log"

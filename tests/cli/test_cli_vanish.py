@@ -12,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from harness.cli import running_commands
 from harness.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,21 +21,6 @@ BIN = Path(os.environ.get("S3LECT_BUILD_DIR", ROOT / "build")) / "bin" / "s3lect
 LEASE = 3.0
 FAST = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
         "--frequent-interval", "500ms", "--infrequent-interval", "1s", "--kill-timeout", "500ms"]
-
-
-def running_commands(tag):
-    """Ids of the nodes whose command (`sleep <tag><n>`) is running now."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if len(argv) >= 2 and argv[0].endswith(b"sleep") and argv[1].startswith(tag.encode()):
-            found.append(argv[1].decode())
-    return found
 
 
 def test_deleted_lock_is_held_then_taken_and_never_two_commands(tmp_path):

@@ -21,7 +21,7 @@ FLAGS = {"lease_timeout", "max_lease_timeout", "renew_interval", "renew_deadline
 
 
 def run(tmp_path, given, as_flags):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
     args = [str(BIN), "run", "--lock", str(tmp_path / "l.json"), "--print-config"]
     for name, text in given.items():
         if as_flags and name in FLAGS:

@@ -106,7 +106,7 @@ def free_port() -> int:
 
 @pytest.fixture
 def clean_env(tmp_path):
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))}
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
     e["HOME"] = str(tmp_path)
     return e
 

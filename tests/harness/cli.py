@@ -132,3 +132,20 @@ def started_lines(marker: Path) -> list[tuple[str, int]]:
         if len(parts) == 3 and parts[0] == "start":
             out.append((parts[1], int(parts[2])))
     return out
+
+
+def running_commands(tag: str) -> list[str]:
+    """The arguments of every running `sleep <tag>...` process: a test gives
+    each node the command `sleep <tag><n>` with a tag no other process uses,
+    and this is the truth about which commands run, from /proc."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) >= 2 and argv[0].endswith(b"sleep") and argv[1].startswith(tag.encode()):
+            found.append(argv[1].decode())
+    return found

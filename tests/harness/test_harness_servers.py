@@ -317,12 +317,13 @@ def test_with_store_exports_a_lock_prefix_the_cli_elects_on(kind: str, clean_env
                         f"with-{kind}", "--", "sh", "-c", script, "sh", key],
                        env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
-    assert "LED-1" in r.stdout, r.stdout + r.stderr[-2000:]
+    assert re.search(r"LED-\d{13}\b", r.stdout), r.stdout + r.stderr[-2000:]
     assert "S3LECT_TEST_LOCK_PREFIX" not in r.stderr
-    # read back from the same store: the record of term 1, released (status
-    # exit 3: free) by the leader when its command ended
+    # read back from the same store: the record of that term (the creating
+    # node's clock in ms), released (status exit 3: free) by the leader when
+    # its command ended
     assert "STATUS-EXIT-3" in r.stdout, r.stdout + r.stderr[-2000:]
-    assert re.search(r'"term": ?1\b', r.stdout), r.stdout
+    assert re.search(r'"term": ?\d{13}\b', r.stdout), r.stdout
 
 
 # -- fake-gcs-server ----------------------------------------------------------

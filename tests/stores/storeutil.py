@@ -12,8 +12,10 @@ _GCP_VARS = ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_OAUTH_ACCESS_TOKEN", "CLO
 
 
 def _base() -> dict[str, str]:
+    # S3LECT_NEW_LOCK_WAIT stays: tests/conftest.py says why.
     return {k: v for k, v in os.environ.items()
-            if not k.startswith(("AWS_", "S3LECT_", "PG", "AZURE_")) and k not in _GCP_VARS}
+            if (not k.startswith(("AWS_", "S3LECT_", "PG", "AZURE_")) and k not in _GCP_VARS)
+            or k == "S3LECT_NEW_LOCK_WAIT"}
 
 
 def gcs_env(server) -> dict[str, str]:

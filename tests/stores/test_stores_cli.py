@@ -193,7 +193,7 @@ def test_dynamodb_throttling_is_ridden_out(dynamodb_local, ddb_table, cluster, s
     try:
         env = dict(dynamodb_local.env(), AWS_ENDPOINT_URL_DYNAMODB=proxy.endpoint)
         import os
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_"))},
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"},
                **env}
         nodes = cluster(f"dynamodb://{ddb_table}/throttle", env, n=2)
         leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
@@ -380,7 +380,7 @@ def strict_r53():
     from fake_route53 import FakeRoute53
     fake = FakeRoute53()
     import os
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_", "PG"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_", "PG")) or k == "S3LECT_NEW_LOCK_WAIT"}
     env.update(AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="not-a-secret",
                AWS_REGION="us-east-1", AWS_ENDPOINT_URL_ROUTE_53=fake.endpoint)
     yield fake, env
