@@ -54,14 +54,17 @@ func ExampleNewS3Elector() {
 	if err := elector.WaitForLeadership(ctx); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("leader:", elector.IsLeader(), "term:", elector.Term())
+	// The lock is new: the first start waits NewLockWait (one LeaderTimeout
+	// by default) in case it was deleted under a running leader, and the
+	// first term is the clock in ms (terms never repeat across a recreation).
+	fmt.Println("leader:", elector.IsLeader(), "term from the clock:", elector.Term() > 1e12)
 	if err := elector.Stop(); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("leader after stop:", elector.IsLeader())
 	// Output:
 	// acquired: starting leader-only work
-	// leader: true term: 1
+	// leader: true term from the clock: true
 	// lost: stopping leader-only work
 	// leader after stop: false
 }

@@ -85,6 +85,7 @@ func s3Config(s s3Target, key, id string) *ElectorConfig {
 		MaxClockSkew:       500 * time.Millisecond,
 		PeerTimeout:        time.Second,
 		RequestTimeout:     2 * time.Second,
+		NewLockWait:        -1, // each test's lock is new: create it at once
 	}
 }
 
@@ -103,6 +104,7 @@ func fileConfig(t *testing.T, lock, id string) *ElectorConfig {
 		InfrequentInterval: testInfrequent,
 		MaxClockSkew:       500 * time.Millisecond,
 		PeerTimeout:        time.Second,
+		NewLockWait:        -1, // each test's lock is new: create it at once
 	}
 }
 

@@ -131,7 +131,7 @@ func TestLeadershipStatusJSON(t *testing.T) {
 			t.Errorf("status JSON lacks the Go s3lect field %q: %v", k, m)
 		}
 	}
-	if m["isLeader"] != true || m["leaderID"] != "node-1" || m["serverID"] != "node-1" || m["term"] != float64(1) {
+	if m["isLeader"] != true || m["leaderID"] != "node-1" || m["serverID"] != "node-1" || m["term"] != float64(el.Term()) {
 		t.Fatalf("status JSON: %v", m)
 	}
 	raw, err := el.StatusJSON()
@@ -307,5 +307,46 @@ func TestEnablePeerModeBeforeStart(t *testing.T) {
 	acquired.Wait()
 	if el.PeerPort() == 0 {
 		t.Fatal("Start did not start the leadership endpoint after EnablePeerMode")
+	}
+}
+
+// NewLockWait: by default (zero) an elector that has never seen the lock
+// waits one LeaderTimeout before creating a missing one (it may have been
+// deleted under a leader still running) and says why; a negative value
+// creates it at once.
+func TestNewLockWaitDefaultAndAtOnce(t *testing.T) {
+	log := testLogger(t)
+	cfg := fileConfig(t, "", "waits")
+	cfg.NewLockWait = 0
+	el := newElector(t, log, cfg, nil)
+	began := time.Now()
+	start(t, el)
+	time.Sleep(testLease - 500*time.Millisecond)
+	if el.IsLeader() {
+		t.Fatalf("led %v after start: before NewLockWait (%v)", time.Since(began), testLease)
+	}
+	if st := el.GetLeadershipStatus(); !strings.Contains(st.LastError, "new_lock_wait") && !strings.Contains(st.LastError, "NewLockWait") {
+		t.Errorf("the status does not say why it waits: %q", st.LastError)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := el.WaitForLeadership(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took < testLease-200*time.Millisecond {
+		t.Fatalf("led %v after start, before NewLockWait", took)
+	}
+
+	cfg = fileConfig(t, "", "at-once")
+	if cfg.NewLockWait >= 0 {
+		t.Fatal("fileConfig creates at once")
+	}
+	el = newElector(t, log, cfg, nil)
+	began = time.Now()
+	start(t, el)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel2()
+	if err := el.WaitForLeadership(ctx2); err != nil {
+		t.Fatalf("NewLockWait < 0: not leading %v after start: %v", time.Since(began), err)
 	}
 }

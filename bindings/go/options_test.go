@@ -146,6 +146,10 @@ func TestOptionsBoundsAndDefaultsFromLibrary(t *testing.T) {
 		}
 		switch o.name {
 		case "renew_interval", "renew_deadline", "infrequent_interval": // derived (TestConfigDefaults)
+		case "new_lock_wait": // its zero is libs3lect's default, -1 (zeroIsDefault)
+			if got := f.Int(); got != 0 || o.def != -1 {
+				t.Errorf("%s default %v, want 0 (libs3lect's %d ms)", o.field, time.Duration(got), o.def)
+			}
 		default:
 			if got := time.Duration(f.Int()); got != time.Duration(o.def)*time.Millisecond {
 				t.Errorf("%s default %v, libs3lect's is %d ms", o.field, got, o.def)

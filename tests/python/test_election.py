@@ -109,3 +109,26 @@ def test_concurrent_getters_while_running(electors, s3_lock, s3_settings):
     for t in ts:
         t.join()
     assert errors == []
+
+
+def test_a_new_lock_is_created_after_new_lock_wait(electors, tmp_path):
+    """The default new_lock_wait (one lease): an elector that has never seen
+    the lock waits it out before creating a missing one (it may have been
+    deleted under a leader still running), and says why in its status; the
+    lock's first term is its clock in ms. new_lock_wait=0 creates at once."""
+    lock = f"file://{tmp_path}/new.json"
+    el = electors(lock, server_id="first", new_lock_wait=None)  # the default: lease_timeout 3 s
+    t0 = time.monotonic()
+    el.start()
+    time.sleep(2.0)
+    assert not el.is_leader, "created a missing lock it never saw before new_lock_wait"
+    assert "new_lock_wait" in (el.status().last_error or ""), el.status()
+    assert el.wait_for_leadership(timeout=10), "never created the lock after new_lock_wait"
+    took = time.monotonic() - t0
+    assert 3.0 - 0.2 <= took <= 3.0 + 5, f"led {took:.2f} s after start"
+    assert abs(el.term / 1000 - time.time()) < 600, f"term {el.term} is not the clock in ms"
+    other = electors(f"file://{tmp_path}/other.json", server_id="at-once", new_lock_wait=0)
+    t0 = time.monotonic()
+    other.start()
+    assert other.wait_for_leadership(timeout=5)
+    assert time.monotonic() - t0 < 2.0

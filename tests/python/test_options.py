@@ -149,7 +149,7 @@ def test_runtime_sizes_are_counts(tmp_path):
         assert (info.type, info.min, info.max, info.default) == (
             _core.S3LECT_OPTION_INT, lo, hi, default), name
     el = s3lect.Elector(f"file://{tmp_path}/l", server_id="a", max_connections=200,
-                        worker_threads=8, callback_threads=3)
+                        worker_threads=8, callback_threads=3, new_lock_wait=0)
     try:
         cfg = el.get_config()
         assert (cfg["max_connections"], cfg["worker_threads"], cfg["callback_threads"]) == (200, 8, 3)

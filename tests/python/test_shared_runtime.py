@@ -13,7 +13,7 @@ import s3lect
 
 def test_store_function_cannot_stop_another_elector(tmp_path):
     """From a custom store call, stop() on any elector is refused at once."""
-    other = s3lect.Elector(f"file://{tmp_path}/other", server_id="o").start()
+    other = s3lect.Elector(f"file://{tmp_path}/other", server_id="o", new_lock_wait=0).start()
     seen: List[BaseException] = []
     done = threading.Event()
 
@@ -42,7 +42,7 @@ def test_store_function_cannot_stop_another_elector(tmp_path):
 def test_peer_response_from_another_electors_callback(tmp_path):
     """Only the elector's own callbacks are refused peer_response(): another
     elector's callback, on a thread of the same runtime, may call it."""
-    a = s3lect.Elector(f"file://{tmp_path}/a", server_id="a").start()
+    a = s3lect.Elector(f"file://{tmp_path}/a", server_id="a", new_lock_wait=0).start()
     assert a.wait_for_leadership(timeout=10)
     got: List[Any] = []
     done = threading.Event()
@@ -54,7 +54,8 @@ def test_peer_response_from_another_electors_callback(tmp_path):
             got.append(exc)
         done.set()
 
-    b = s3lect.Elector(f"file://{tmp_path}/b", server_id="b", on_acquire=on_acquire).start()
+    b = s3lect.Elector(f"file://{tmp_path}/b", server_id="b", on_acquire=on_acquire,
+                       new_lock_wait=0).start()
     try:
         assert done.wait(10), "b never acquired"
         assert got == [200], got

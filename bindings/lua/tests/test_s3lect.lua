@@ -27,6 +27,7 @@ local FAST = {
   infrequent_interval = 1,
   request_timeout = 5,
   peer_timeout = 2,
+  new_lock_wait = 0, -- each test's lock is new: no leader of it can be running
 }
 
 -- A longer lease, to tell "released at once" from "taken over after expiry".
@@ -37,6 +38,7 @@ local SLOW_LEASE = {
   frequent_interval = 0.5,
   infrequent_interval = 1,
   request_timeout = 5,
+  new_lock_wait = 0,
   peer_timeout = 2,
 }
 

@@ -33,6 +33,7 @@ local TIMINGS = {
   frequent_interval = 0.5,
   infrequent_interval = 1,
   request_timeout = 5,
+  new_lock_wait = 0, -- each test's lock is new: no leader of it can be running
 }
 local TAKEOVER_BOUND = 6
 

@@ -137,6 +137,9 @@ def to_ms(name: str, value: Any) -> int:
         )
     if math.isnan(seconds) or math.isinf(seconds):
         raise ConfigError(f"{name} must be a finite duration, got {value!r}")
+    info = OPTIONS.get(name)
+    if seconds < 0 and info is not None and info.min < 0 and round(seconds * 1000.0) >= info.min:
+        return int(round(seconds * 1000.0))  # new_lock_wait's -1 ms: the default
     if seconds < 0:
         raise ConfigError(
             f"{name} must not be negative, got {seconds:g} s; pass seconds (e.g. {name}=15) "
