@@ -113,8 +113,11 @@ int peer_client_new(const struct s3lect_config *cfg, peer_client **out, char *er
     if (rc)
         return rc;
     peer_client *c = calloc(1, sizeof *c);
-    if (!c || !(c->curl = curl_easy_init()) ||
-        (cfg && pp_set(&c->ca, cfg->peer_ca.data, cfg->peer_ca.len) != 0) ||
+    /* c->curl is made by the first check that needs it (ensure_curl):
+     * zero-config followers check through their process's batches
+     * (runtime/peer_hub.c) and never do, and an easy handle is several KiB
+     * per elector (issue 44 item 4). */
+    if (!c || (cfg && pp_set(&c->ca, cfg->peer_ca.data, cfg->peer_ca.len) != 0) ||
         (cfg && pp_set(&c->client_cert, cfg->peer_client_cert.data, cfg->peer_client_cert.len))) {
         peer_client_free(c);
         snprintf(err, errlen, "out of memory");
@@ -171,8 +174,9 @@ int peer_client_set_ca(peer_client *c, const void *pem, size_t len)
 {
     if (!c)
         return S3LECT_EINVAL;
-    curl_easy_reset(c->curl); /* drop the handle's pointer to the old bytes */
-    c->fresh_next = 1;        /* nothing verified under the old CA is reused */
+    if (c->curl)
+        curl_easy_reset(c->curl); /* drop the handle's pointer to the old bytes */
+    c->fresh_next = 1;            /* nothing verified under the old CA is reused */
     return pp_set(&c->ca, pem, len);
 }
 
@@ -856,6 +860,14 @@ const char *peer_process_token(void)
     return process_token;
 }
 
+/* The easy handle, made on first use (peer_client_new says why); 0 or -1. */
+static int ensure_curl(peer_client *c)
+{
+    if (!c->curl)
+        c->curl = curl_easy_init();
+    return c->curl ? 0 : -1;
+}
+
 /* Prepares the check on c->curl. Returns PEER_FAIL_NONE with c->curl ready,
  * or -1 - class when it ended at once (out filled). */
 static int begin(peer_client *c, const char *addr, const char *path, const char *etag,
@@ -863,6 +875,8 @@ static int begin(peer_client *c, const char *addr, const char *path, const char 
 {
     memset(out, 0, sizeof *out);
     inflight_clear(c);
+    if (ensure_curl(c) != 0)
+        return -1 - fail(out, PEER_FAIL_OTHER, "peer check of leader %s: out of memory", addr);
     int rc = target(c, addr, &path, &wait_ms, &timeout_ms, out);
     if (rc != PEER_FAIL_NONE)
         return rc;
@@ -1015,6 +1029,11 @@ void *peer_client_begin_batch(peer_client *c, const char *addr, const char *path
     inflight_clear(c);
     c->post = body;
     c->last_fail = PEER_FAIL_NONE;
+    if (ensure_curl(c) != 0) {
+        c->last_fail = fail(out, PEER_FAIL_OTHER, "peer check of leader %s: out of memory", addr);
+        inflight_clear(c);
+        return NULL;
+    }
     int rc = target(c, addr, &path, &wait_ms, &timeout_ms, out);
     if (rc != PEER_FAIL_NONE) {
         c->last_fail = -1 - rc;
