@@ -149,6 +149,8 @@ int main(int argc, char **argv)
         s3lect_config *c = s3lect_config_new();
         s3lect_config_set_str(c, S3LECT_OPT_LOCK, lock);
         s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, eid);
+        /* a new lock: no leader of it can be running (new_lock_wait) */
+        s3lect_config_set_int(c, S3LECT_OPT_NEW_LOCK_WAIT, 0);
         s3lect_config_set_int(c, S3LECT_OPT_PEER_MODE, 1);
         s3lect_config_set_int(c, S3LECT_OPT_LEASE_TIMEOUT, 3000);
         s3lect_config_set_int(c, S3LECT_OPT_RENEW_INTERVAL, 500);

@@ -347,6 +347,8 @@ static s3lect_config *node_cfg(const char *lock, const char *id, const char *add
     s3lect_config_set_str(c, S3LECT_OPT_LOCK, lock);
     s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, id);
     s3lect_config_set_str(c, S3LECT_OPT_SERVER_ADDR, addr);
+    /* a new lock: no leader of it can be running (new_lock_wait) */
+    s3lect_config_set_int(c, S3LECT_OPT_NEW_LOCK_WAIT, 0);
     s3lect_config_set_int(c, S3LECT_OPT_LEASE_TIMEOUT, 2000);
     s3lect_config_set_int(c, S3LECT_OPT_RENEW_INTERVAL, 250);
     s3lect_config_set_int(c, S3LECT_OPT_RENEW_DEADLINE, 1000);

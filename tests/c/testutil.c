@@ -75,6 +75,8 @@ struct s3lect_config *t_fast_config(const char *lock, const char *id)
     s3lect_config_set_str(c, S3LECT_OPT_LOCK, lock);
     s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, id);
     s3lect_config_set_int(c, S3LECT_OPT_LEASE_TIMEOUT, 1500);
+    /* a new lock: no leader of it can be running (new_lock_wait) */
+    s3lect_config_set_int(c, S3LECT_OPT_NEW_LOCK_WAIT, 0);
     s3lect_config_set_int(c, S3LECT_OPT_RENEW_INTERVAL, 300);
     s3lect_config_set_int(c, S3LECT_OPT_RENEW_DEADLINE, 900);
     s3lect_config_set_int(c, S3LECT_OPT_FREQUENT_INTERVAL, 200);
