@@ -14,10 +14,13 @@ import threading
 from collections import Counter
 
 
-class CountingProxy:
+class LoopbackProxy:
+    """A TCP listener on 127.0.0.1 that connects each client to the upstream
+    server and runs the subclass's workers (``_workers``) on the pair; close()
+    stops it and every connection it made."""
+
     def __init__(self, upstream_host: str, upstream_port: int):
         self.upstream = (upstream_host, upstream_port)
-        self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -36,10 +39,6 @@ class CountingProxy:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def snapshot(self) -> Counter[str]:
-        with self._lock:
-            return Counter(self.counts)
-
     def close(self) -> None:
         self._stop.set()
         self._sock.close()
@@ -51,6 +50,18 @@ class CountingProxy:
                     pass
         for t in self._threads:
             t.join(timeout=5)
+
+    @staticmethod
+    def _shut(*socks: socket.socket) -> None:
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _workers(self, client: socket.socket, upstream: socket.socket):
+        """(function, args) pairs, each run on a thread of its own."""
+        raise NotImplementedError
 
     def _accept(self) -> None:
         while not self._stop.is_set():
@@ -70,11 +81,23 @@ class CountingProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._conns += [client, upstream]
-            for target, args in ((self._requests, (client, upstream)),
-                                 (self._pipe, (upstream, client))):
+            for target, args in self._workers(client, upstream):
                 t = threading.Thread(target=target, args=args, daemon=True)
                 t.start()
                 self._threads.append(t)
+
+
+class CountingProxy(LoopbackProxy):
+    def __init__(self, upstream_host: str, upstream_port: int):
+        self.counts: Counter[str] = Counter()
+        super().__init__(upstream_host, upstream_port)
+
+    def snapshot(self) -> Counter[str]:
+        with self._lock:
+            return Counter(self.counts)
+
+    def _workers(self, client: socket.socket, upstream: socket.socket):
+        return ((self._requests, (client, upstream)), (self._pipe, (upstream, client)))
 
     def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         try:
@@ -86,11 +109,7 @@ class CountingProxy:
         except OSError:
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            self._shut(src, dst)
 
     def key(self, method: str, path: str, headers: dict[str, str]) -> str:
         """What a request is counted as (header names lower-case): its method;
@@ -130,8 +149,4 @@ class CountingProxy:
         except OSError:
             pass
         finally:
-            for s in (client, upstream):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            self._shut(client, upstream)

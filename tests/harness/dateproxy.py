@@ -17,45 +17,17 @@ from __future__ import annotations
 import collections
 import email.utils
 import socket
-import threading
 import time
 
+from harness.countproxy import LoopbackProxy
 
-class DateProxy:
+
+class DateProxy(LoopbackProxy):
     def __init__(self, upstream_host: str, upstream_port: int, date_ahead_s: float = 0.0):
-        self.upstream = (upstream_host, upstream_port)
         self.date_ahead_s = date_ahead_s
         self.cut = False
         self.answers = 0  # answers whose Date was rewritten
-        self._lock = threading.Lock()
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(16)
-        self._sock.settimeout(0.2)
-        self.port = self._sock.getsockname()[1]
-        self._stop = threading.Event()
-        self._conns: list[socket.socket] = []
-        self._threads: list[threading.Thread] = []
-        t = threading.Thread(target=self._accept, daemon=True)
-        t.start()
-        self._threads.append(t)
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self._stop.set()
-        self._sock.close()
-        with self._lock:
-            for c in self._conns:
-                try:
-                    c.close()
-                except OSError:
-                    pass
-        for t in self._threads:
-            t.join(timeout=5)
+        super().__init__(upstream_host, upstream_port)
 
     # ---- plumbing ----
 
@@ -63,34 +35,10 @@ class DateProxy:
         while self.cut and not self._stop.is_set():
             time.sleep(0.02)
 
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self._sock.accept()
-            except (socket.timeout, OSError):
-                continue
-            try:
-                upstream = socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            methods: collections.deque[str] = collections.deque()
-            with self._lock:
-                self._conns += [client, upstream]
-            for target, args in ((self._requests, (client, upstream, methods)),
-                                 (self._answers, (upstream, client, methods))):
-                t = threading.Thread(target=target, args=args, daemon=True)
-                t.start()
-                self._threads.append(t)
-
-    @staticmethod
-    def _shut(*socks: socket.socket) -> None:
-        for s in socks:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+    def _workers(self, client: socket.socket, upstream: socket.socket):
+        methods: collections.deque[str] = collections.deque()
+        return ((self._requests, (client, upstream, methods)),
+                (self._answers, (upstream, client, methods)))
 
     def _requests(self, client: socket.socket, upstream: socket.socket,
                   methods: collections.deque[str]) -> None:
