@@ -43,6 +43,7 @@ def trial(bin_: Path, mode: str, k: int, tmp: Path) -> tuple[float, float]:
             procs.append(subprocess.Popen(
                 [str(bin_), "run", "--lock", lock, "--id", nid, *extra, "--", "sleep", "600"],
                 stdout=subprocess.DEVNULL, stderr=open(d / f"{nid}.log", "w"),
+                env=dict(os.environ, S3LECT_NEW_LOCK_WAIT="0"),  # a fresh lock: "a" leads at once
                 start_new_session=True))
             time.sleep(1.5)
         time.sleep(6.5 + k * 1.3)  # a different renewal phase each trial
