@@ -142,6 +142,21 @@ class Node:
         self.cluster._mark_dead(self, t, trial)
         return t
 
+    def freeze(self) -> float:
+        """SIGSTOP to the node's process group and its command's group: the
+        host frozen or powered off (no reset reaches anyone, the tree cannot
+        act); marked dead from then on. Returns the time. The trial kills it
+        (kill9(trial=False)) once another node leads."""
+        t = time.monotonic()
+        for pg in (self.proc.pid, self.cmd_pid):
+            if pg:
+                try:
+                    os.killpg(pg, signal.SIGSTOP)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        self.cluster._mark_dead(self, t, True)
+        return t
+
     def sigterm(self) -> float:
         t = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)

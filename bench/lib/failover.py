@@ -105,6 +105,11 @@ class Run:
     variant: str = "plain"
     kill: list[float] = field(default_factory=list)
     term: list[float] = field(default_factory=list)
+    # Leader frozen (SIGSTOP of its whole tree): seconds to the new leader,
+    # and per trial the physical bound (the frozen leader's last renewal's
+    # lastUpdated + lease, from the signal) when the record could be read.
+    freeze: list[float] = field(default_factory=list)
+    freeze_bound: list[float | None] = field(default_factory=list)
     lead_overlap: tuple[float, int] = (0.0, 0)
     cmd_overlap: tuple[float, int] = (0.0, 0)
     extra_acquisitions: int = 0
@@ -125,7 +130,22 @@ class Run:
         return f"{self.impl}-{self.timing.name}-{self.mode}{v}"
 
 
-def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run) -> float:
+def _rfc3339(text: str) -> float:
+    """Seconds since the epoch of a record's lastUpdated (RFC 3339: s3lect
+    writes ms and 'Z'; Go s3lect may write ns or an offset)."""
+    import datetime
+    import re
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", text)
+    if not m:
+        raise ValueError(f"not an RFC 3339 time: {text!r}")
+    off = 0 if m[3] == "Z" else (1 if m[3][0] == "+" else -1) * (
+        int(m[3][1:3]) * 3600 + int(m[3][4:6]) * 60)
+    base = datetime.datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+    return base + (float(m[2]) if m[2] else 0.0) - off
+
+
+def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run, read_record=None) -> float:
     t = cl.timing
     settle_timeout = 2 * (t.lease + t.infrequent + t.frequent) + 30
     ldr = cl.wait(cl.settled_leader, settle_timeout, "one leader followed by every node")
@@ -141,6 +161,17 @@ def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run) -> float:
     if kind == "kill":
         t0 = ldr.kill9()
         bound = t.kill_target(cl.mode)
+    elif kind == "freeze":
+        t0 = ldr.freeze()
+        wall0 = time.time()
+        bound = t.lease + t.frequent + 1
+        # The physical bound: the frozen leader's last write, as the store has
+        # it (its lastUpdated, this machine's clock), plus the lease.
+        phys = None
+        rec = read_record() if read_record else None
+        if rec and rec.get("leaderID") == ldr.id and rec.get("lastUpdated"):
+            phys = _rfc3339(rec["lastUpdated"]) + t.lease - wall0
+        run.freeze_bound.append(phys)
     else:
         t0 = ldr.sigterm()
         cl.mark(t0, ldr, "term")
@@ -151,6 +182,8 @@ def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run) -> float:
     if cl.impl.has_term and ev.data["term"] <= old_term:
         raise BenchError(f"new leader {ev.node.id} has term {ev.data['term']}, "
                          f"not above {old_term}")
+    if kind == "freeze":
+        ldr.kill9(trial=False)  # SIGKILL ends a stopped process too
     rc = ldr.wait(30)
     if kind == "term" and rc != 0:
         run.bad_exits.append(f"{ldr.id} exited {rc} after SIGTERM")
@@ -167,11 +200,14 @@ def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run) -> float:
 
 def run_config(impl: Impl, server, timing: Timing, mode: str, variant: str, trials: int,
                rng: random.Random, logdir: Path, pki, plot_fn,
-               zero_config: bool | None = None, restart_delay: float | None = None) -> Run:
+               zero_config: bool | None = None, restart_delay: float | None = None,
+               events: tuple[str, ...] = ("kill", "term"), read_record=None) -> Run:
     """zero_config: peer mode without certificate flags where the
     implementation has it (default: impls.zero_config_for(timing, mode));
     restart_delay: largest random delay before a stopped node is restarted
-    (default RESTART_DELAY)."""
+    (default RESTART_DELAY); events: which trials, in order ("kill", "term",
+    "freeze"); read_record(key): the lock's record as a dict (for the
+    physical bound of "freeze" trials)."""
     run = Run(impl.name, timing, mode, variant)
     run.restart_delay = RESTART_DELAY if restart_delay is None else restart_delay
     key = f"bench/failover/{int(time.time())}-{run.tag}.json"
@@ -187,9 +223,12 @@ def run_config(impl: Impl, server, timing: Timing, mode: str, variant: str, tria
     t_start = time.monotonic()
     try:
         cl.start()
-        for kind, out in (("kill", run.kill), ("term", run.term)):
+        outs = {"kill": run.kill, "term": run.term, "freeze": run.freeze}
+        rr = (lambda: read_record(key)) if read_record else None
+        for kind in events:
+            out = outs[kind]
             for i in range(trials):
-                took = _trial(cl, kind, rng, run)
+                took = _trial(cl, kind, rng, run, rr)
                 out.append(took)
                 log(f"  {run.tag} {kind} #{i + 1}/{trials}: {took:.2f}s")
         # Let the last restarted node join, so the timeline ends settled.
