@@ -84,7 +84,7 @@ def run_all(impls: list, server, seed: int, logdir, pki, trials: int,
             errors.append(f"{row.name}: {e}")
 
     threads = []
-    for k, row in enumerate(ROWS):
+    for row in ROWS:
         impl = by_name.get(row.impl)
         if impl is None:
             skipped.append(f"{row.name}: {row.impl} is not measured in this run")
