@@ -112,7 +112,8 @@ def run_all(impls: list, server, rng, logdir, pki, quick: bool, trials: int | No
         t0 = time.monotonic()
         fruns.append(failover.run_config(impl, server, DEFAULTS, row.mode, "plain", n, rng,
                                          logdir, pki, plot_fn, zero_config=True,
-                                         restart_delay=delay))
+                                         restart_delay=delay,
+                                         read_record=failover.record_reader(server)))
         log(f"defaults: {row.name} failover took {(time.monotonic() - t0) / 60:.1f} min "
             f"(estimated {(n * (row.est_kill + row.est_term) + ROW_OVERHEAD) / 60:.1f})")
     for row in ROWS:
@@ -264,6 +265,19 @@ def report(fruns: list, cruns: list, skipped: list[str], quick: bool,
               fmt_s(percentile(r.kill, 90)), fmt_s(percentile(r.kill, 99)),
               f"{percentile(r.term, 50):.3f}", f"{percentile(r.term, 90):.3f}",
               f"{percentile(r.term, 99):.3f}"] for r in fruns]
+    # Distance to the physical limit, per kill -9 trial: the killed leader's
+    # last renewal (its record's lastUpdated as read from the store right
+    # after the signal) + lease is the earliest any node may lead.
+    brows, trows = [], []
+    for r in fruns:
+        ex = [t - b for t, b in zip(r.kill, r.kill_bound) if b is not None]
+        brows.append([name_of(r), r.mode_label, len(ex),
+                      f"{percentile(ex, 50):+.2f}" if ex else "–",
+                      f"{percentile(ex, 99):+.2f}" if ex else "–",
+                      f"{max(ex):+.2f}" if ex else "–"])
+        for i, (t, b) in enumerate(zip(r.kill, r.kill_bound)):
+            trows.append([name_of(r), i + 1, f"{t:.2f}", "–" if b is None else f"{b:.2f}",
+                          "–" if b is None else f"{t - b:+.2f}"])
     crows = []
     for r in cruns:
         fol = r.role("follower")
@@ -321,6 +335,22 @@ Whole defaults bench: {minutes:.1f} min.
 
 {md_table(["row", "mode", "trials", "kill -9 p50", "p90", "p99", "SIGTERM p50", "p90", "p99"],
           frows)}
+
+## Distance to the physical bound (kill -9)
+
+The bound of a trial is the killed leader's last renewal as the store has it
+(the record's `lastUpdated`, read right after the signal; this machine's
+clock) plus the lease, counted from the signal: no follower may lead before
+it. The excess is what each implementation adds. (A frozen leader's rows are
+in hostdeath.md, `bench/run hostdeath`.)
+
+{md_table(["row", "mode", "trials with a bound", "excess p50 s", "p99 s", "max s"], brows)}
+
+<details><summary>Per trial</summary>
+
+{md_table(["row", "trial", "kill -9 → new leader s", "physical bound s", "excess s"], trows)}
+
+</details>
 
 ## Store requests per hour
 

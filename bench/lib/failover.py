@@ -110,6 +110,7 @@ class Run:
     # lastUpdated + lease, from the signal) when the record could be read.
     freeze: list[float] = field(default_factory=list)
     freeze_bound: list[float | None] = field(default_factory=list)
+    kill_bound: list[float | None] = field(default_factory=list)  # the same for kill -9
     lead_overlap: tuple[float, int] = (0.0, 0)
     cmd_overlap: tuple[float, int] = (0.0, 0)
     extra_acquisitions: int = 0
@@ -128,6 +129,24 @@ class Run:
     def tag(self) -> str:
         v = "" if self.variant == "plain" else f"-{self.variant}"
         return f"{self.impl}-{self.timing.name}-{self.mode}{v}"
+
+
+def record_reader(server):
+    """read(key) -> the lock record at key on the bench's S3 server, as a dict
+    (None when missing or not JSON): for the physical bound of a trial."""
+    import json
+    from harness.s3client import S3Client
+    client = S3Client(server.endpoint, server.access_key, server.secret_key)
+
+    def read(key: str):
+        r = client.get(server.bucket, key)
+        if r.status != 200:
+            return None
+        try:
+            return json.loads(r.body)
+        except ValueError:
+            return None
+    return read
 
 
 def _rfc3339(text: str) -> float:
@@ -158,20 +177,18 @@ def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run, read_record=Non
     old_term = ldr.term
     with cl.cv:
         idx = len(cl.events)
-    if kind == "kill":
-        t0 = ldr.kill9()
-        bound = t.kill_target(cl.mode)
-    elif kind == "freeze":
-        t0 = ldr.freeze()
+    if kind in ("kill", "freeze"):
+        t0 = ldr.kill9() if kind == "kill" else ldr.freeze()
         wall0 = time.time()
-        bound = t.lease + t.frequent + 1
-        # The physical bound: the frozen leader's last write, as the store has
-        # it (its lastUpdated, this machine's clock), plus the lease.
+        bound = t.kill_target(cl.mode) if kind == "kill" else t.lease + t.frequent + 1
+        # The physical bound: the old leader's last write, as the store has it
+        # (its lastUpdated, this machine's clock), plus the lease, from the
+        # signal: no node may lead earlier.
         phys = None
         rec = read_record() if read_record else None
         if rec and rec.get("leaderID") == ldr.id and rec.get("lastUpdated"):
             phys = _rfc3339(rec["lastUpdated"]) + t.lease - wall0
-        run.freeze_bound.append(phys)
+        (run.kill_bound if kind == "kill" else run.freeze_bound).append(phys)
     else:
         t0 = ldr.sigterm()
         cl.mark(t0, ldr, "term")

@@ -20,7 +20,6 @@ interval + 1 s (21 s) and ≤ Go s3lect's p99 in the same run.
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -50,21 +49,6 @@ ROWS = [
 ]
 
 
-def _reader(server):
-    from harness.s3client import S3Client
-    client = S3Client(server.endpoint, server.access_key, server.secret_key)
-
-    def read(key: str):
-        r = client.get(server.bucket, key)
-        if r.status != 200:
-            return None
-        try:
-            return json.loads(r.body)
-        except ValueError:
-            return None
-    return read
-
-
 def run_all(impls: list, server, seed: int, logdir, pki, trials: int,
             restart_delay: float) -> tuple[list, list[str]]:
     """The rows at once (one thread each); (runs, rows not run with why)."""
@@ -72,7 +56,7 @@ def run_all(impls: list, server, seed: int, logdir, pki, trials: int,
     runs: dict[str, object] = {}
     errors: list[str] = []
     skipped: list[str] = []
-    read = _reader(server)
+    read = failover.record_reader(server)
 
     def one(row: Row, rng: random.Random) -> None:
         try:
