@@ -354,6 +354,7 @@ static void t_thousand(void)
         CHECK(st == 200 && strstr(body, want), "elector %d answers: %d %s", i, st, body);
     }
     int64_t s0 = t_now_ms();
+    t_delay_mark();
     pthread_t th[4];
     stopper sl[4];
     for (int i = 0; i < 4; i++) {
@@ -365,7 +366,12 @@ static void t_thousand(void)
     int64_t stop_ms = t_now_ms() - s0;
     fprintf(stderr, "   stop of %d leaders (one release write each): %lld ms\n", MANY,
             (long long)stop_ms);
-    CHECK(stop_ms < 10000, "stopping %d peer-mode leaders takes %lld ms", MANY, (long long)stop_ms);
+    /* Time the machine's other load kept a thread of ours off the CPU is
+     * not the stop's (issue 38 item 12: a loaded CI took 40 s under TSan). */
+    int64_t delayed = t_delay_max_ms();
+    CHECK(stop_ms < 10000 + delayed,
+          "stopping %d peer-mode leaders takes %lld ms (a thread of ours waited %lld ms for a CPU)",
+          MANY, (long long)stop_ms, (long long)delayed);
     for (int i = 0; i < MANY; i++)
         s3lect_free_elector(e[i]);
     free(e);

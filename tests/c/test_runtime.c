@@ -282,6 +282,7 @@ static void t_spread_first_requests(void)
         e[i] = custom_elector(&f[i], id);
     }
     int64_t t0 = t_now_ms();
+    t_delay_mark();
     for (int i = 0; i < SPREAD_N; i++)
         CHECK(e[i] && s3lect_start(e[i]) == 0, "start %d", i);
     int64_t end = t_now_ms() + 10000;
@@ -313,7 +314,17 @@ static void t_spread_first_requests(void)
             (long long)at[0], (long long)at[SPREAD_N - 1], burst);
     CHECK(at[SPREAD_N - 1] - at[0] >= 150, "spread over at least 150 ms: %lld",
           (long long)(at[SPREAD_N - 1] - at[0]));
-    CHECK(burst <= SPREAD_N / 3, "no burst: at most a third in any 20 ms (%d)", burst);
+    /* A thread of ours kept off the CPU for long by the machine's other load
+     * (a loaded CI under TSan: 197 of 300 in 20 ms) sends what fell due
+     * meanwhile at once: a burst the runtime did not make, so the check is
+     * not judged then (and says so). Our own threads alone delay each other
+     * by tens of ms on 2 cores. */
+    int64_t delayed = t_delay_max_ms();
+    if (delayed >= 200)
+        fprintf(stderr, "   burst not judged: a thread of ours waited %lld ms for a CPU\n",
+                (long long)delayed);
+    else
+        CHECK(burst <= SPREAD_N / 3, "no burst: at most a third in any 20 ms (%d)", burst);
     CHECK(at[SPREAD_N - 1] <= 1000 + 500, "none later than one renew_interval (+500 ms): %lld",
           (long long)at[SPREAD_N - 1]);
     /* A lone start, a second after the crowd, is not delayed. */

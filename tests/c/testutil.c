@@ -69,6 +69,70 @@ int t_count_entries(const char *path)
     return n;
 }
 
+#define T_MAX_TASKS 1024
+static struct {
+    long tid;
+    long long delay_ns;
+} t_marks[T_MAX_TASKS];
+static int t_nmarks;
+
+/* Calls fn(tid, run_delay_ns, arg) for each thread of this process. */
+static void t_each_task(void (*fn)(long, long long, void *), void *arg)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", de->d_name);
+        FILE *f = fopen(path, "r");
+        unsigned long long run = 0, wait = 0;
+        if (!f)
+            continue;
+        if (fscanf(f, "%llu %llu", &run, &wait) == 2)
+            fn(atol(de->d_name), (long long)wait, arg);
+        fclose(f);
+    }
+    closedir(d);
+}
+
+static void t_mark_one(long tid, long long ns, void *arg)
+{
+    (void)arg;
+    if (t_nmarks < T_MAX_TASKS) {
+        t_marks[t_nmarks].tid = tid;
+        t_marks[t_nmarks].delay_ns = ns;
+        t_nmarks++;
+    }
+}
+
+void t_delay_mark(void)
+{
+    t_nmarks = 0;
+    t_each_task(t_mark_one, NULL);
+}
+
+static void t_max_one(long tid, long long ns, void *arg)
+{
+    long long base = 0; /* a thread started since the mark: all of its delay */
+    for (int i = 0; i < t_nmarks; i++)
+        if (t_marks[i].tid == tid)
+            base = t_marks[i].delay_ns;
+    long long *max = arg;
+    if (ns - base > *max)
+        *max = ns - base;
+}
+
+int64_t t_delay_max_ms(void)
+{
+    long long max = 0;
+    t_each_task(t_max_one, &max);
+    return (int64_t)(max / 1000000);
+}
+
 struct s3lect_config *t_fast_config(const char *lock, const char *id)
 {
     s3lect_config *c = s3lect_config_new();

@@ -18,6 +18,14 @@ int64_t t_now_ms(void);
 /* Entries of a directory, without dot files (/proc/self/task: threads); -1
  * if it cannot be read. */
 int t_count_entries(const char *path);
+/* Scheduler delay (issue 38 item 12): how long this process's threads have
+ * waited on a run queue (runnable, not running: the machine's other load)
+ * since t_delay_mark(), the most of any one thread, in ms, from
+ * /proc/self/task/<tid>/schedstat; 0 where that cannot be read. A bound on
+ * wall time that load, not the code, can break adds it, or a check that
+ * load decides says it was not judged. */
+void t_delay_mark(void);
+int64_t t_delay_max_ms(void);
 /* A config for lock and id with short timings (lease 1.5 s, renew 0.3 s,
  * deadline 0.9 s, polls 0.2 s / 0.6 s) for tests on the file store. */
 struct s3lect_config *t_fast_config(const char *lock, const char *id);
