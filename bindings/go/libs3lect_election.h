@@ -154,6 +154,7 @@ typedef struct el_engine {
     int64_t answer_at;   /* mono ms of that last answer */
     char *vanish_msg;    /* what the status says meanwhile */
     int new_lock_waited; /* a never-seen lock: the new_lock_wait was begun */
+    int64_t overdue_for; /* the seen_recv whose overdue renewal sent us to the store */
 
     /* Leader. */
     int64_t renewed_at; /* mono send time of the last successful write */

@@ -767,7 +767,8 @@ typedef struct duo {
      * only at its own deadline (wait + timeout from its send). */
     int frozen;
     int64_t parked_until;
-    int64_t b_acquired_at; /* when b first led (0: not yet) */
+    int64_t parked_wait_end; /* a live leader answers the poll then, unchanged */
+    int64_t b_acquired_at;   /* when b first led (0: not yet) */
 } duo;
 
 static void duo_step(duo *d, el_engine *e, int64_t *wake, int64_t now)
@@ -801,6 +802,7 @@ static void duo_step(duo *d, el_engine *e, int64_t *wake, int64_t now)
         } else if (op.if_match && !strcmp(op.if_match, d->m->etag)) {
             d->parked = 1; /* a long poll: answered when a writes again */
             d->parked_until = now + op.peer_wait + op.timeout_ms;
+            d->parked_wait_end = now + op.peer_wait;
             snprintf(d->parked_etag, sizeof d->parked_etag, "%s", op.if_match);
             *wake = INT64_MAX;
             return;
@@ -834,7 +836,8 @@ static void duo_run(duo *d, int64_t *now, int64_t until)
             d->parked = 0;
             d->wb = *now;
         } else if (d->parked && !d->frozen &&
-                   (!d->a_alive || strcmp(d->parked_etag, d->m->etag) != 0)) {
+                   (!d->a_alive || strcmp(d->parked_etag, d->m->etag) != 0 ||
+                    *now >= d->parked_wait_end)) {
             st_result r;
             if (d->a_alive) {
                 mem_do(d->m, &(el_op){.kind = EL_OP_GET}, &r);
@@ -856,6 +859,8 @@ static void duo_run(duo *d, int64_t *now, int64_t until)
             next = d->wa;
         if (d->parked && d->frozen && d->parked_until < next)
             next = d->parked_until;
+        if (d->parked && !d->frozen && d->a_alive && d->parked_wait_end < next)
+            next = d->parked_wait_end;
         *now = next > *now ? next : *now + 1;
     }
 }
@@ -1016,6 +1021,79 @@ static void t_frozen_leader(void)
             el_free(&b);
         }
     }
+}
+
+/* A leader that froze (or was cut off) after its renewal landed in the store
+ * but before the follower's long poll was answered (bench/run hostdeath,
+ * trial 9: the batched answer is gathered 20 ms after a renewal): the
+ * follower never hears that renewal. It must not meet it only at the lease
+ * end of the one before and count a whole lease from there (+10 s at the
+ * defaults): an overdue renewal sends it to the store, so it sees the unheard
+ * one within renew_interval + 1 s + peer_timeout of it. */
+static void t_frozen_between_write_and_answer(void)
+{
+    el_params pp = P; /* lease 15 s, renew 5 s, frequent 5 s, infrequent 30 s */
+    pp.peer = 1;
+    pp.peer_wait = 30000;
+    for (int64_t freeze = 31000; freeze <= 43000; freeze += 3000) {
+        el_engine a, b;
+        mem m = {0};
+        int64_t now = 100;
+        el_init(&a, &pp, "a", "10.0.0.1:4444", "inc-a", 7);
+        el_init(&b, &pp, "b", "10.0.0.2:5555", "inc-b", 9);
+        duo d = {.a = &a, .b = &b, .m = &m, .peer_mode = ST_PEER_OK, .a_alive = 1};
+        d.wb = 2000; /* a leads first */
+        duo_run(&d, &now, freeze);
+        CHECK(d.ca.acquired == 1 && d.cb.acquired == 0, "a leads, b follows");
+        /* a's next renewal lands; a freezes before b's poll is answered. */
+        now = d.wa;
+        duo_step(&d, &a, &d.wa, now);
+        int64_t last = a.renewed_at;
+        CHECK(last == now, "a's renewal was sent (%lld at %lld)", (long long)last, (long long)now);
+        d.a_alive = 0;
+        d.frozen = 1;
+        duo_run(&d, &now, last + pp.lease - 1);
+        CHECK(d.cb.acquired == 0, "frozen at %lld: b waits out a's lease", (long long)freeze);
+        int64_t bound = last + pp.lease + 1000 + pp.release_timeout + 500;
+        duo_run(&d, &now, last + 2 * pp.lease + 1000);
+        CHECK(d.cb.acquired == 1 && d.b_acquired_at <= bound,
+              "frozen at %lld after an unheard renewal: b leads %lld ms after the end of its "
+              "lease (at most %lld)",
+              (long long)freeze, (long long)(d.b_acquired_at - last - pp.lease),
+              (long long)(bound - last - pp.lease));
+        el_free(&a);
+        el_free(&b);
+    }
+}
+
+/* A live leader whose renewals come late (a slow store) costs its followers
+ * one store read per renewal heard, not a loop of checks. */
+static void t_overdue_renewal_reads_once(void)
+{
+    el_params pp = P;
+    pp.peer = 1;
+    pp.peer_wait = 30000;
+    el_engine a, b;
+    mem m = {0};
+    int64_t now = 100;
+    el_init(&a, &pp, "a", "10.0.0.1:4444", "inc-a", 7);
+    el_init(&b, &pp, "b", "10.0.0.2:5555", "inc-b", 9);
+    duo d = {.a = &a, .b = &b, .m = &m, .peer_mode = ST_PEER_OK, .a_alive = 1};
+    d.wb = 2000;
+    duo_run(&d, &now, 30000);
+    int gets = d.gets, peers = d.peers;
+    duo_run(&d, &now, 90000); /* renewals on time: no store read */
+    CHECK(d.gets == gets, "renewals on time: b reads the store %d times", d.gets - gets);
+    /* a stalls 4 s (its store is slow): its renewal comes 4 s late once. */
+    d.wa += 4000;
+    gets = d.gets;
+    peers = d.peers;
+    duo_run(&d, &now, 100000);
+    CHECK(d.cb.acquired == 0 && d.gets - gets == 1,
+          "one overdue renewal: one store read (%d), b follows", d.gets - gets);
+    CHECK(d.peers - peers <= 6, "and no loop of checks (%d)", d.peers - peers);
+    el_free(&a);
+    el_free(&b);
 }
 
 /* The successor's released record (docs/peer.md "One successor"): a
@@ -1875,6 +1953,8 @@ int main(void)
     t_peer_key();
     t_peer_fallback();
     t_frozen_leader();
+    t_frozen_between_write_and_answer();
+    t_overdue_renewal_reads_once();
     t_peer_after_outage();
     t_lost_race_and_expiry();
     t_stop_releases();

@@ -1598,6 +1598,26 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
             if (t > left / 2)
                 t = left / 2 > 0 ? left / 2 : left;
             int64_t wait = left - t < e->p.peer_wait ? left - t : e->p.peer_wait;
+            /* The leader renews every renew_interval (ours: the timings
+             * assumed alike) and the answer to this poll comes with each
+             * renewal. One that is overdue by more than a second (a fifth of
+             * the interval if longer) may have landed in the store unheard:
+             * the leader froze or was cut off between its write and its
+             * answer. Read the store then, once per renewal heard, rather than
+             * at the lease's end: an unheard renewal met only there would be
+             * counted from that first sight, a lease too late (bench/run
+             * hostdeath: +10 s). A live leader's renewals come in time and
+             * cost nothing more. */
+            int64_t slack = e->p.renew_interval / 5 > 1000 ? e->p.renew_interval / 5 : 1000;
+            int64_t due = e->seen_recv + e->p.renew_interval + slack;
+            if (e->seen_recv > 0 && now.mono >= due) {
+                if (e->overdue_for != e->seen_recv) {
+                    e->overdue_for = e->seen_recv;
+                    break; /* a store read, below */
+                }
+            } else if (e->seen_recv > 0 && due - now.mono < wait) {
+                wait = due - now.mono;
+            }
             e->pending = EL_K_PEER + 1;
             op->kind = EL_OP_PEER;
             op->if_match = e->etag;
