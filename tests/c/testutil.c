@@ -133,6 +133,17 @@ int64_t t_delay_max_ms(void)
     return (int64_t)(max / 1000000);
 }
 
+int64_t t_thread_delay_us(void)
+{
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    unsigned long long run = 0, wait = 0;
+    if (!f)
+        return 0;
+    int n = fscanf(f, "%llu %llu", &run, &wait);
+    fclose(f);
+    return n == 2 ? (int64_t)(wait / 1000) : 0;
+}
+
 struct s3lect_config *t_fast_config(const char *lock, const char *id)
 {
     s3lect_config *c = s3lect_config_new();

@@ -26,6 +26,10 @@ int t_count_entries(const char *path);
  * load decides says it was not judged. */
 void t_delay_mark(void);
 int64_t t_delay_max_ms(void);
+/* The calling thread's own run-queue wait so far, in µs (0 where it cannot
+ * be read): a call's wall time less its growth is the time the call took
+ * itself, blocked or running, without the machine's other load. */
+int64_t t_thread_delay_us(void);
 /* A config for lock and id with short timings (lease 1.5 s, renew 0.3 s,
  * deadline 0.9 s, polls 0.2 s / 0.6 s) for tests on the file store. */
 struct s3lect_config *t_fast_config(const char *lock, const char *id);
