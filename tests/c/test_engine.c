@@ -771,6 +771,15 @@ typedef struct duo {
     int64_t b_acquired_at;   /* when b first led (0: not yet) */
 } duo;
 
+/* Leader-to-be a and follower b on one store, b's checks of a's endpoint
+ * answered as peer_mode says. */
+static duo duo_new(el_engine *a, el_params *pa, el_engine *b, el_params *pb, mem *m, int peer_mode)
+{
+    el_init(a, pa, "a", "10.0.0.1:4444", "inc-a", 7);
+    el_init(b, pb, "b", "10.0.0.2:5555", "inc-b", 9);
+    return (duo){.a = a, .b = b, .m = m, .peer_mode = peer_mode, .a_alive = 1};
+}
+
 static void duo_step(duo *d, el_engine *e, int64_t *wake, int64_t now)
 {
     el_op op;
@@ -876,9 +885,7 @@ static void t_peer_fallback(void)
     el_engine a, b;
     mem m = {0};
     int64_t now = 100;
-    el_init(&a, &pp, "a", "10.0.0.1:4444", "inc-a", 7);
-    el_init(&b, &pp, "b", "10.0.0.2:5555", "inc-b", 9);
-    duo d = {.a = &a, .b = &b, .m = &m, .peer_mode = ST_PEER_UNREACHABLE, .a_alive = 1};
+    duo d = duo_new(&a, &pp, &b, &pp, &m, ST_PEER_UNREACHABLE);
     d.wb = 2000; /* a leads first */
     duo_run(&d, &now, 60000);
     CHECK(d.ca.acquired == 1 && d.cb.acquired == 0, "a leads, b follows");
@@ -910,9 +917,7 @@ static void t_peer_fallback(void)
     /* A crash looks the same to the peer check: no message, b takes over. */
     memset(&m, 0, sizeof m);
     now = 100;
-    el_init(&a, &pp, "a", "10.0.0.1:4444", "inc-a", 7);
-    el_init(&b, &pp, "b", "10.0.0.2:5555", "inc-b", 9);
-    duo d2 = {.a = &a, .b = &b, .m = &m, .peer_mode = ST_PEER_OK, .a_alive = 1};
+    duo d2 = duo_new(&a, &pp, &b, &pp, &m, ST_PEER_OK);
     d2.wb = 2000;
     duo_run(&d2, &now, 30000);
     d2.a_alive = 0;
@@ -943,9 +948,7 @@ static void t_peer_after_outage(void)
          * what matters here is how b follows it. */
         el_params pb = pp;
         pb.lease = 60000;
-        el_init(&a, &pp, "a", "10.0.0.1:4444", "inc-a", 7);
-        el_init(&b, &pb, "b", "10.0.0.2:5555", "inc-b", 9);
-        duo d = {.a = &a, .b = &b, .m = &m, .peer_mode = ST_PEER_OK, .a_alive = 1};
+        duo d = duo_new(&a, &pp, &b, &pb, &m, ST_PEER_OK);
         d.wb = 2000;
         duo_run(&d, &now, 40000);
         CHECK(d.ca.acquired == 1 && d.cb.acquired == 0 && d.gets <= 2, "a leads, b long-polls");
@@ -994,9 +997,7 @@ static void t_frozen_leader(void)
             el_engine a, b;
             mem m = {0};
             int64_t now = 100;
-            el_init(&a, &pp, "a", "10.0.0.1:4444", "inc-a", 7);
-            el_init(&b, &pp, "b", "10.0.0.2:5555", "inc-b", 9);
-            duo d = {.a = &a, .b = &b, .m = &m, .peer_mode = ST_PEER_OK, .a_alive = 1};
+            duo d = duo_new(&a, &pp, &b, &pp, &m, ST_PEER_OK);
             d.wb = 2000; /* a leads first */
             duo_run(&d, &now, freeze);
             CHECK(d.ca.acquired == 1 && d.cb.acquired == 0, "a leads, b follows");
@@ -1039,9 +1040,7 @@ static void t_frozen_between_write_and_answer(void)
         el_engine a, b;
         mem m = {0};
         int64_t now = 100;
-        el_init(&a, &pp, "a", "10.0.0.1:4444", "inc-a", 7);
-        el_init(&b, &pp, "b", "10.0.0.2:5555", "inc-b", 9);
-        duo d = {.a = &a, .b = &b, .m = &m, .peer_mode = ST_PEER_OK, .a_alive = 1};
+        duo d = duo_new(&a, &pp, &b, &pp, &m, ST_PEER_OK);
         d.wb = 2000; /* a leads first */
         duo_run(&d, &now, freeze);
         CHECK(d.ca.acquired == 1 && d.cb.acquired == 0, "a leads, b follows");
@@ -1076,9 +1075,7 @@ static void t_overdue_renewal_reads_once(void)
     el_engine a, b;
     mem m = {0};
     int64_t now = 100;
-    el_init(&a, &pp, "a", "10.0.0.1:4444", "inc-a", 7);
-    el_init(&b, &pp, "b", "10.0.0.2:5555", "inc-b", 9);
-    duo d = {.a = &a, .b = &b, .m = &m, .peer_mode = ST_PEER_OK, .a_alive = 1};
+    duo d = duo_new(&a, &pp, &b, &pp, &m, ST_PEER_OK);
     d.wb = 2000;
     duo_run(&d, &now, 30000);
     int gets = d.gets, peers = d.peers;
