@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import run
+from harness.cli import CHECK_STORE_PASSED, check_store_verdict, run
 
 CHECKS = [
     "create-if-absent (If-None-Match: *) creates the object",
@@ -44,6 +44,7 @@ def test_passes_on_real_s3_servers(s3server, s3lect_bin, clean_env):
     table = results(r.stdout)
     assert r.returncode == 0, f"check-store failed on {s3server.name}:\n{r.stdout}\n{r.stderr}"
     assert table == {c: "PASS" for c in CHECKS}, r.stdout
+    assert check_store_verdict(r.stdout) == CHECK_STORE_PASSED
     assert "8 racing writers x 5 rounds" in r.stdout
     # The lock itself is never touched; the scratch object sits next to it.
     k = lock.split("/", 3)[3]
@@ -59,6 +60,7 @@ def test_passes_on_the_file_store(s3lect_bin, clean_env, tmp_path):
              "--rounds", "3"], clean_env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert results(r.stdout) == {c: "PASS" for c in CHECKS}
+    assert check_store_verdict(r.stdout) == CHECK_STORE_PASSED
 
 
 class LyingS3(http.server.BaseHTTPRequestHandler):
@@ -117,7 +119,9 @@ def test_fails_on_a_store_that_ignores_conditions(lying_server, s3lect_bin, clea
     assert table[CHECKS[0]] == "PASS"  # plain writes do work there
     for check in (CHECKS[1], CHECKS[4], CHECKS[5], CHECKS[6]):
         assert table.get(check) == "FAIL", f"{check} should fail:\n{r.stdout}"
-    assert "do not use it for s3lect" in r.stdout
+    assert check_store_verdict(r.stdout) == (
+        "4 of 7 checks FAILED: this store does not reliably enforce conditional writes; "
+        "do not use it for s3lect"), r.stdout
     assert "4 of 4 writers with the same If-Match won" in r.stdout
 
 
@@ -127,7 +131,9 @@ def test_wrong_credentials_stop_with_the_reason(minio, s3lect_bin, clean_env):
     env["AWS_SECRET_ACCESS_KEY"] = "wrong-" + secrets.token_hex(8)
     r = run([str(s3lect_bin), "check-store", f"s3://{minio.bucket}/check/auth.json"], env)
     assert r.returncode == 1
-    assert "FAIL" in r.stdout and "SignatureDoesNotMatch" in r.stdout and "stopped" in r.stdout
+    assert "FAIL" in r.stdout and "SignatureDoesNotMatch" in r.stdout
+    assert check_store_verdict(r.stdout) == (
+        "stopped: the store cannot be used as configured (see the message above)"), r.stdout
     assert env["AWS_SECRET_ACCESS_KEY"] not in r.stdout + r.stderr
 
 

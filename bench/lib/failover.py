@@ -110,6 +110,10 @@ class Run:
     # lastUpdated + lease, from the signal) when the record could be read.
     freeze: list[float] = field(default_factory=list)
     freeze_bound: list[float | None] = field(default_factory=list)
+    # Leader cut off (its store address and peer port dropped, no reset):
+    # the same two, from the cut.
+    cut: list[float] = field(default_factory=list)
+    cut_bound: list[float | None] = field(default_factory=list)
     kill_bound: list[float | None] = field(default_factory=list)  # the same for kill -9
     lead_overlap: tuple[float, int] = (0.0, 0)
     cmd_overlap: tuple[float, int] = (0.0, 0)
@@ -164,7 +168,19 @@ def _rfc3339(text: str) -> float:
     return base + (float(m[2]) if m[2] else 0.0) - off
 
 
-def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run, read_record=None) -> float:
+def _leader_port(rec, ldr) -> int | None:
+    """The peer port the record gives for ldr (leaderAddr), if it names ldr."""
+    addr = rec.get("leaderAddr") if rec and rec.get("leaderID") == ldr.id else None
+    if not addr or ":" not in addr:
+        return None
+    try:
+        return int(addr.rsplit(":", 1)[1])
+    except ValueError:
+        return None
+
+
+def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run, read_record=None,
+           cut=None) -> float:
     t = cl.timing
     settle_timeout = 2 * (t.lease + t.infrequent + t.frequent) + 30
     ldr = cl.wait(cl.settled_leader, settle_timeout, "one leader followed by every node")
@@ -177,9 +193,18 @@ def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run, read_record=Non
     old_term = ldr.term
     with cl.cv:
         idx = len(cl.events)
-    if kind in ("kill", "freeze"):
-        t0 = ldr.kill9() if kind == "kill" else ldr.freeze()
-        wall0 = time.time()
+    link = None
+    if kind in ("kill", "freeze", "cut"):
+        if kind == "cut":
+            # Its peer port from the record (read before the cut: the bench's
+            # reader is not cut off, but the record names the port).
+            port = _leader_port(read_record() if read_record else None, ldr)
+            t0 = time.monotonic()
+            link = cut(ldr, port)
+            cl.mark(t0, ldr, "cut")
+        else:
+            t0 = ldr.kill9() if kind == "kill" else ldr.freeze()
+        wall0 = time.time() - (time.monotonic() - t0)
         bound = t.kill_target(cl.mode) if kind == "kill" else t.lease + t.frequent + 1
         # The physical bound: the old leader's last write, as the store has it
         # (its lastUpdated, this machine's clock), plus the lease, from the
@@ -188,7 +213,7 @@ def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run, read_record=Non
         rec = read_record() if read_record else None
         if rec and rec.get("leaderID") == ldr.id and rec.get("lastUpdated"):
             phys = _rfc3339(rec["lastUpdated"]) + t.lease - wall0
-        (run.kill_bound if kind == "kill" else run.freeze_bound).append(phys)
+        {"kill": run.kill_bound, "freeze": run.freeze_bound, "cut": run.cut_bound}[kind].append(phys)
     else:
         t0 = ldr.sigterm()
         cl.mark(t0, ldr, "term")
@@ -199,6 +224,20 @@ def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run, read_record=Non
     if cl.impl.has_term and ev.data["term"] <= old_term:
         raise BenchError(f"new leader {ev.node.id} has term {ev.data['term']}, "
                          f"not above {old_term}")
+    if kind == "cut":
+        # The link comes back after a random while; the node stays up and
+        # must rejoin as a follower (the next trial waits until every node
+        # follows one leader).
+        if run.restart_delay > 0:
+            time.sleep(rng.uniform(0, run.restart_delay))
+        link.heal()
+        if ldr.proc.poll() is not None:
+            run.bad_exits.append(f"{ldr.id} exited {ldr.proc.returncode} while cut off")
+            cl.start_slot(ldr.slot)
+        with cl.cv:
+            run.extra_acquisitions += sum(
+                1 for e in cl.events[idx:] if e.kind == "acquired" and e is not ev)
+        return took
     if kind == "freeze":
         ldr.kill9(trial=False)  # SIGKILL ends a stopped process too
     rc = ldr.wait(30)
@@ -218,13 +257,16 @@ def _trial(cl: Cluster, kind: str, rng: random.Random, run: Run, read_record=Non
 def run_config(impl: Impl, server, timing: Timing, mode: str, variant: str, trials: int,
                rng: random.Random, logdir: Path, pki, plot_fn,
                zero_config: bool | None = None, restart_delay: float | None = None,
-               events: tuple[str, ...] = ("kill", "term"), read_record=None) -> Run:
+               events: tuple[str, ...] = ("kill", "term"), read_record=None,
+               endpoint_for=None, cut=None) -> Run:
     """zero_config: peer mode without certificate flags where the
     implementation has it (default: impls.zero_config_for(timing, mode));
     restart_delay: largest random delay before a stopped node is restarted
     (default RESTART_DELAY); events: which trials, in order ("kill", "term",
-    "freeze"); read_record(key): the lock's record as a dict (for the
-    physical bound of "freeze" trials)."""
+    "freeze", "cut"); read_record(key): the lock's record as a dict (for the
+    physical bound of "freeze" and "cut" trials); endpoint_for(slot): the
+    store endpoint of a slot's nodes; cut(node, peer_port): cuts the node
+    off, returning an object whose heal() ends the cut ("cut" trials)."""
     run = Run(impl.name, timing, mode, variant)
     run.restart_delay = RESTART_DELAY if restart_delay is None else restart_delay
     key = f"bench/failover/{int(time.time())}-{run.tag}.json"
@@ -235,17 +277,17 @@ def run_config(impl: Impl, server, timing: Timing, mode: str, variant: str, tria
     if zero_config is None:
         zero_config = zero_config_for(timing, mode)
     cl = Cluster(impl, NODES, server, key, timing, mode, logdir / run.tag, pki, cmd=cmd,
-                 zero_config=zero_config)
+                 zero_config=zero_config, endpoint_for=endpoint_for)
     run.peer_setup = cl.peer_setup()
     t_start = time.monotonic()
     try:
         cl.start()
-        outs = {"kill": run.kill, "term": run.term, "freeze": run.freeze}
+        outs = {"kill": run.kill, "term": run.term, "freeze": run.freeze, "cut": run.cut}
         rr = (lambda: read_record(key)) if read_record else None
         for kind in events:
             out = outs[kind]
             for i in range(trials):
-                took = _trial(cl, kind, rng, run, rr)
+                took = _trial(cl, kind, rng, run, rr, cut)
                 out.append(took)
                 log(f"  {run.tag} {kind} #{i + 1}/{trials}: {took:.2f}s")
         # Let the last restarted node join, so the timeline ends settled.

@@ -477,21 +477,23 @@ int cli_check_store(int argc, char **argv)
     print_credentials(c.cfg);
     fflush(stdout);
     rc = run_checks(&c, nracers, rounds);
-    if (rc < 0)
+    /* One verdict, whatever the store. */
+    if (rc < 0) {
         printf("stopped: the store cannot be used as configured (see the message above)\n");
-    else if (c.failed == 0)
+    } else if (c.failed == 0) {
         printf("all %d checks passed: this store enforces conditional writes\n", c.passed);
-    if (rc >= 0 && c.failed == 0 && strcmp(c.store->vt->name, "redis") == 0)
-        printf("redis: verified on this server: it takes writes (a primary, not a replica), "
-               "is not in Cluster mode (unless the ACL hides INFO), and runs s3lect's "
-               "compare-and-set script atomically; not verifiable from here: replication "
-               "is asynchronous and persistence is the server's setting (appendonly yes, "
-               "appendfsync always): a failover or a restart that loses a write can give two "
-               "leaders (docs/stores.md)\n");
-    else
+        if (strcmp(c.store->vt->name, "redis") == 0)
+            printf("redis: verified on this server: it takes writes (a primary, not a replica), "
+                   "is not in Cluster mode (unless the ACL hides INFO), and runs s3lect's "
+                   "compare-and-set script atomically; not verifiable from here: replication "
+                   "is asynchronous and persistence is the server's setting (appendonly yes, "
+                   "appendfsync always): a failover or a restart that loses a write can give "
+                   "two leaders (docs/stores.md)\n");
+    } else {
         printf("%d of %d checks FAILED: this store does not reliably enforce conditional writes; "
                "do not use it for s3lect\n",
                c.failed, c.passed + c.failed);
+    }
     if (c.created)
         printf("note: the scratch object %s was left in place; delete it when you like\n",
                c.scratch);

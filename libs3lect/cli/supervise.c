@@ -173,7 +173,7 @@ enum { W_COUNT = 0, W_RECORD = 1, W_REAP = 2 };
 /* The library's own children (a credential_process and what it starts) are
  * left out when `own` is set: they are s3lect's, not the command's. The
  * shim, a forked copy whose library threads are gone, never takes that lock. */
-static int walk_ex(pid_t root, pid_t spare, int sig, int mode, int own)
+static int walk_ex(pid_t root, pid_t spare, int sig, int mode, int own, pid_t skip_pgid)
 {
     DIR *d = opendir("/proc");
     if (!d)
@@ -234,7 +234,7 @@ static int walk_ex(pid_t root, pid_t spare, int sig, int mode, int own)
         if (p->pid == spare)
             continue;
         live++;
-        if (sig)
+        if (sig && !(skip_pgid > 0 && p->pgid == skip_pgid))
             signal_checked(p, sig);
         if (mode == W_RECORD) {
             pid_t *ne = realloc(excluded, (n_excluded + 1) * sizeof *ne);
@@ -252,7 +252,7 @@ static int walk_ex(pid_t root, pid_t spare, int sig, int mode, int own)
 
 static int walk(pid_t root, pid_t spare, int sig, int record)
 {
-    return walk_ex(root, spare, sig, record ? W_RECORD : W_COUNT, 0);
+    return walk_ex(root, spare, sig, record ? W_RECORD : W_COUNT, 0, 0);
 }
 
 int sv_tree_signal(pid_t root, pid_t spare, int sig)
@@ -262,17 +262,17 @@ int sv_tree_signal(pid_t root, pid_t spare, int sig)
 
 int sv_own_tree_signal(pid_t root, pid_t spare, int sig)
 {
-    return walk_ex(root, spare, sig, W_COUNT, 1);
+    return walk_ex(root, spare, sig, W_COUNT, 1, 0);
 }
 
 int sv_exclude_present(pid_t root)
 {
-    return walk_ex(root, 0, 0, W_RECORD, 1);
+    return walk_ex(root, 0, 0, W_RECORD, 1, 0);
 }
 
 int sv_reap_strays(pid_t root, pid_t spare)
 {
-    return walk_ex(root, spare, 0, W_REAP, 1);
+    return walk_ex(root, spare, 0, W_REAP, 1, 0);
 }
 
 void sv_forget(pid_t pid)
@@ -339,11 +339,16 @@ static void begin_stop(shim *s, int why, int64_t kill_at)
     s->stopping = 1;
     s->why = why;
     s->kill_at = kill_at < s->hard ? kill_at : s->hard;
-    if (!s->cmd_done) {
-        kill(-s->cmd, SIGTERM); /* CMD's group first: a pipeline gets it at once */
+    /* One SIGTERM per process and stop (issue 39 item 1: a second one reads
+     * as "give up the graceful stop" to many programs). CMD's group first,
+     * at once (a pipeline, CMD itself); then every other process below the
+     * shim (a setsid child, one that changed its group), skipping the
+     * members of CMD's group, which have theirs. Without /proc only the
+     * group can be reached. */
+    int grouped = !s->cmd_done && kill(-s->cmd, SIGTERM) == 0;
+    int live = walk_ex(s->self, 0, SIGTERM, W_COUNT, 0, grouped ? s->cmd : 0);
+    if (live < 0 && !grouped && !s->cmd_done)
         kill(s->cmd, SIGTERM);
-    }
-    live_count(s, SIGTERM);
 }
 
 static void start_killing(shim *s, int why)

@@ -149,3 +149,17 @@ def running_commands(tag: str) -> list[str]:
         if len(argv) >= 2 and argv[0].endswith(b"sleep") and argv[1].startswith(tag.encode()):
             found.append(argv[1].decode())
     return found
+
+
+CHECK_STORE_PASSED = "all 7 checks passed: this store enforces conditional writes"
+CHECK_STORE_VERDICTS = (r"all \d+ checks passed: ", r"\d+ of \d+ checks FAILED: ", r"stopped: ")
+
+
+def check_store_verdict(stdout: str) -> str:
+    """The one verdict line `s3lect check-store` printed (passed, FAILED or
+    stopped); fails the test when it printed none or more than one (issue 39
+    item 2: a passing store was also told it FAILED)."""
+    lines = [ln for ln in stdout.splitlines()
+             if any(re.match(p, ln) for p in CHECK_STORE_VERDICTS)]
+    assert len(lines) == 1, f"check-store printed {len(lines)} verdicts, not one:\n{stdout}"
+    return lines[0]

@@ -35,6 +35,7 @@ class OutageProxy:
         self.mode = "up"
         # By tenth of a monotonic second.
         self.requests: Counter[int] = Counter()
+        self.gets: Counter[int] = Counter()  # of which GET (store reads)
         self.connects: Counter[int] = Counter()
         self.resets: Counter[int] = Counter()  # connections reset (down, or no upstream)
         self._writers: set[asyncio.StreamWriter] = set()
@@ -66,11 +67,12 @@ class OutageProxy:
         self._loop.call_soon_threadsafe(stop)
         self._thread.join(10)
 
-    def rates(self, t0: float, t1: float) -> list[tuple[float, int]]:
+    def rates(self, t0: float, t1: float, gets: bool = False) -> list[tuple[float, int]]:
         """(t, requests + reset connections in [t, t + 1 s)) for every t from t0
-        in steps of 0.1 s with t + 1 ≤ t1: every one-second window."""
+        in steps of 0.1 s with t + 1 ≤ t1: every one-second window. gets: GET
+        requests only (reads of the store)."""
         b0, b1 = round(t0 * 10), round(t1 * 10)
-        n = [self.requests[b] + self.resets[b] for b in range(b0, b1)]
+        n = [self.gets[b] if gets else self.requests[b] + self.resets[b] for b in range(b0, b1)]
         return [(b0 / 10 + i / 10, sum(n[i:i + 10])) for i in range(0, len(n) - 9)]
 
     # -- the event loop thread --
@@ -140,7 +142,10 @@ class OutageProxy:
                     if end < 0:
                         break
                     head, buf = buf[:end].decode("latin-1"), buf[end + 4:]
-                    self.requests[int(time.monotonic() * 10)] += 1
+                    tenth = int(time.monotonic() * 10)
+                    self.requests[tenth] += 1
+                    if head.startswith("GET "):
+                        self.gets[tenth] += 1
                     for line in head.split("\r\n")[1:]:
                         k, _, v = line.partition(":")
                         if k.strip().lower() == "content-length":

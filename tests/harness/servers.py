@@ -317,9 +317,13 @@ def _http_status(url: str) -> int:
 class MinioServer(Server):
     name = "minio"
 
-    def __init__(self, bucket: str = DEFAULT_BUCKET, binary: str | None = None):
+    def __init__(self, bucket: str = DEFAULT_BUCKET, binary: str | None = None,
+                 listen_host: str = "127.0.0.1"):
+        """listen_host "": every address (only for a network namespace that
+        has nothing but loopback, such as bench/lib/netcut.py's)."""
         super().__init__(bucket)
         self.binary = binary or ensure_minio()
+        self.listen_host = listen_host
 
     def command(self) -> list[str]:
         return [
@@ -327,7 +331,7 @@ class MinioServer(Server):
             "server",
             "--quiet",
             "--address",
-            f"127.0.0.1:{self.port}",
+            f"{self.listen_host}:{self.port}",
             str(self.workdir / "data"),
         ]
 

@@ -14,13 +14,14 @@ import base64
 import http.server
 import itertools
 import json
+import re
 import secrets
 import threading
 import time
 
 import pytest
 
-from harness.cli import only_leader, probe, run, wait_for
+from harness.cli import CHECK_STORE_PASSED, check_store_verdict, only_leader, probe, run, wait_for
 from storeutil import _base as base_env
 
 LEASE_S = 3.0
@@ -73,6 +74,7 @@ def test_racing_writers_check_store(azurite, s3lect_bin):
              "--rounds", "5"], _conn_env(azurite), timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "exactly one wins each round" in r.stdout
+    assert check_store_verdict(r.stdout) == CHECK_STORE_PASSED
     _assert_no_secret(r.stdout + r.stderr, _secrets(azurite))
 
 
@@ -260,6 +262,8 @@ def test_check_store_fails_on_a_non_conditional_server(s3lect_bin):
                  "--rounds", "2"], env, timeout=120)
         assert r.returncode != 0, r.stdout + r.stderr
         assert "FAIL" in r.stdout, r.stdout + r.stderr
+        assert re.fullmatch(r"\d of 7 checks FAILED: .*do not use it for s3lect",
+                            check_store_verdict(r.stdout)), r.stdout
         _assert_no_secret(r.stdout + r.stderr, [key])
     finally:
         srv.shutdown()

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import FAST, Node, only_leader, run, started_lines, wait_for
+from harness.cli import (CHECK_STORE_PASSED, FAST, Node, check_store_verdict, only_leader, run,
+                         started_lines, wait_for)
 from harness.etcd import APP_PREFIX, APP_USER, EtcdServer, make_pki
 from harness.servers import ServerStartError
 from storeutil import gcs_env as base_env  # the base environment plus the server's
@@ -164,6 +165,7 @@ def test_tls_with_a_ca_and_a_client_certificate(tls_etcd, pki, cluster, s3lect_b
     env = base_env(tls_etcd)
     r = run([str(s3lect_bin), "check-store", lock, "--ca-file", str(pki["ca"])], env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert check_store_verdict(r.stdout) == CHECK_STORE_PASSED
     nodes = cluster(lock, env, n=2, extra=FAST + ["--ca-file", str(pki["ca"])])
     leader = wait_for(lambda: only_leader(nodes), 30, "a leader over TLS")
     stays_leader(leader, 2, [n for n in nodes if n is not leader])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import http.server
 import itertools
 import json
+import re
 import secrets
 import threading
 import time
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import FAST, only_leader, run, wait_for
+from harness.cli import CHECK_STORE_PASSED, FAST, check_store_verdict, only_leader, run, wait_for
 from storeutil import gcs_env
 
 LEASE_S = 3.0
@@ -358,6 +359,7 @@ def test_check_store_passes_on_the_emulator_and_fails_without_conditions(fake_gc
     r = run([str(s3lect_bin), "check-store", f"gs://{fake_gcs.bucket}/check.json", "--racers",
              "4", "--rounds", "2"], gcs_env(fake_gcs), timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert check_store_verdict(r.stdout) == CHECK_STORE_PASSED
     # It names the credentials it used: none, on an emulator.
     assert "credentials: none needed: an emulator" in r.stdout, r.stdout
     srv = _CarelessGcsServer()
@@ -371,6 +373,8 @@ def test_check_store_passes_on_the_emulator_and_fails_without_conditions(fake_gc
                 env, timeout=120)
         assert r.returncode != 0, r.stdout + r.stderr
         assert "FAIL" in r.stdout, r.stdout + r.stderr
+        assert re.fullmatch(r"\d of 7 checks FAILED: .*do not use it for s3lect",
+                            check_store_verdict(r.stdout)), r.stdout
     finally:
         srv.shutdown()
         srv.server_close()
