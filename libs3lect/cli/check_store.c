@@ -419,7 +419,8 @@ static int parse_args(const char *cmd, const char *help, const char *example, in
         if (r > 0)
             continue;
         if (a[0] == '-') {
-            cli_usage_error(cmd, "unknown option '%s'", a);
+            static const char *const own[] = {"--racers", "--rounds", NULL};
+            cli_unknown_option(cmd, a, nracers ? own : NULL);
             return CLI_EXIT_USAGE;
         }
         if (o->lock) {

@@ -54,6 +54,10 @@ int cli_env_opts(const char *cmd, cli_opts *o);
 /* Builds a config from the options; prints the error and returns NULL on failure. */
 s3lect_config *cli_config(const char *cmd, const cli_opts *o);
 void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "unknown option '--lease-timout'; did you mean --lease-timeout?": the
+ * error for an option cmd does not know, with the closest of its options
+ * (the common ones, and extra: cmd's own, NULL-terminated) when one is close. */
+void cli_unknown_option(const char *cmd, const char *arg, const char *const *extra);
 
 /* `run --metrics-listen`: GET /metrics over plain HTTP from its own thread. */
 typedef struct cli_metrics cli_metrics;

@@ -810,7 +810,7 @@ static int parse_read_cmd(const char *cmd, int argc, char **argv, cli_opts *o, c
             if (r > 0)
                 continue;
             if (argv[i][0] == '-' && argv[i][1] != '\0') {
-                cli_usage_error(cmd, "unknown option '%.100s'", argv[i]);
+                cli_unknown_option(cmd, argv[i], NULL);
                 return -1;
             }
         }
@@ -1285,6 +1285,48 @@ static int unknown_command(const char *cmd)
                         "init-store, whoami, reset-term, help",
                         cmd);
     return CLI_EXIT_USAGE;
+}
+
+/* An option's closeness to what was typed: a typo (at most 2 edits, fewer
+ * than the name is long) of the name before any '='. */
+static void closest_option(const char *typed, size_t n, const char *name, const char **best,
+                           size_t *best_d)
+{
+    char t[40];
+    if (n >= sizeof t)
+        return;
+    memcpy(t, typed, n);
+    t[n] = '\0';
+    size_t d = edit_distance(t, name);
+    if (d <= 2 && d < n - 2 && d < *best_d) {
+        *best = name;
+        *best_d = d;
+    }
+}
+
+void cli_unknown_option(const char *cmd, const char *arg, const char *const *extra)
+{
+    const char *eq = strchr(arg, '=');
+    size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+    const char *best = NULL;
+    size_t best_d = 9;
+    if (arg[0] == '-' && arg[1] == '-') {
+        cli_opts scratch;
+        memset(&scratch, 0, sizeof scratch);
+        opt_def opts[MAX_OPT_DEFS];
+        size_t nopts = opt_defs(&scratch, opts);
+        unsigned bit = cmd_bit(cmd);
+        for (size_t k = 0; k < nopts; k++)
+            if (opts[k].cmds & bit)
+                closest_option(arg, n, opts[k].name, &best, &best_d);
+        for (size_t k = 0; extra && extra[k]; k++)
+            closest_option(arg, n, extra[k], &best, &best_d);
+        closest_option(arg, n, "--help", &best, &best_d);
+    }
+    if (best)
+        cli_usage_error(cmd, "unknown option '%.100s'; did you mean %s?", arg, best);
+    else
+        cli_usage_error(cmd, "unknown option '%.100s'", arg);
 }
 
 int main(int argc, char **argv)

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,6 +82,9 @@ typedef struct runner {
     int saw_transient;   /* the latest error may heal (network, 5xx, throttling) */
     int saw_permanent;   /* the latest error will not (EAUTH, EFATAL) */
     char permanent[512]; /* the last permanent error's message */
+    int refused_only;    /* every error so far: a connection refused (nothing listens) */
+    int other_error;     /* some error was not */
+    int said_refused;    /* "nothing listens at ..." was said */
 } runner;
 
 /* --log-format json / --log-time (set once, before the first line). */
@@ -289,6 +293,13 @@ static void on_error(s3lect_elector *e, const s3lect_event *ev, void *ud)
      * and then answers with a permanent error is as hopeless as one that
      * did so from the start. A transient error after a permanent one starts
      * the wait again; a permanent one after transient ones ends it. */
+    /* "Connection refused" (curl: "Couldn't connect to server", libpq,
+     * hiredis and the etcd client say "refused"): nothing listens there. */
+    const char *msg = s3lect_event_message(ev);
+    if (code == S3LECT_ETRANSIENT && (strstr(msg, "refused") || strstr(msg, "Couldn't connect")))
+        r->refused_only = !r->other_error;
+    else if (code != S3LECT_ENOTFOUND && code != S3LECT_EPRECONDITION)
+        r->other_error = 1, r->refused_only = 0;
     if (code == S3LECT_EAUTH || code == S3LECT_EFATAL || code == S3LECT_EINVAL) {
         r->saw_permanent = 1;
         r->saw_transient = 0;
@@ -360,6 +371,11 @@ static void shim_ended(runner *r, int status)
         if (r->done_why == SV_WHY_EXITED && !r->stop_sent && r->leading && !r->stopping) {
             r->child_done = 1; /* it ended by itself: hand leadership over and leave */
             r->child_status = r->done_code;
+            say("the command ended by itself while leading: s3lect run releases the lock and "
+                "exits with its status (%d), as a supervisor that cannot run its command "
+                "has nothing to lead for; restart it from systemd or Kubernetes to compete "
+                "again",
+                r->done_code);
         }
     } else {
         /* Killed by someone: CMD died with it (PR_SET_PDEATHSIG); anything else
@@ -420,7 +436,7 @@ static int parse_run(int argc, char **argv, cli_opts *o, char ***cmd)
         if (rc > 0)
             continue;
         if (argv[i][0] == '-') {
-            cli_usage_error("run", "unknown option '%s'", argv[i]);
+            cli_unknown_option("run", argv[i], NULL);
             return -1;
         }
         if (!o->lock) {
@@ -536,6 +552,83 @@ static int check_timing(runner *r, const s3lect_config *cfg, int64_t kill_timeou
     return 0;
 }
 
+/* --print-config: the values this node would run with (issue 39 item 7),
+ * before run's own checks: the library's integer options with their derived
+ * defaults resolved as the library and run resolve them, then run's kill
+ * timeout (none when the timings leave no time to stop the command, which
+ * run refuses). */
+static void print_config(const s3lect_config *cfg, int64_t kill_timeout)
+{
+    int64_t lease = 0, deadline = 0, hold = 0;
+    s3lect_config_get_int(cfg, S3LECT_OPT_LEASE_TIMEOUT, &lease);
+    s3lect_config_get_int(cfg, S3LECT_OPT_RENEW_DEADLINE, &deadline);
+    s3lect_config_get_int(cfg, S3LECT_OPT_LEADER_HOLD, &hold);
+    int64_t margin = kill_margin(lease), safe = lease - deadline - margin;
+    int64_t kill = kill_timeout >= 0 ? kill_timeout : safe;
+    int64_t want = deadline + kill + margin; /* what cli_run sets leader_hold to */
+    if (want > lease)
+        want = lease;
+    if (safe >= 0 && hold < want)
+        hold = want;
+    for (int opt = 1; opt <= s3lect_option_count(); opt++) {
+        const char *name;
+        int type;
+        int64_t v;
+        if (s3lect_option_info(opt, &name, &type, NULL, NULL, NULL) != S3LECT_OK ||
+            type != S3LECT_OPTION_INT || s3lect_config_get_int(cfg, opt, &v) != S3LECT_OK)
+            continue;
+        if (opt == S3LECT_OPT_MAX_LEASE_TIMEOUT && v <= 0)
+            v = 4 * lease; /* the library's default: 4 leases */
+        else if (opt == S3LECT_OPT_LEADER_HOLD)
+            v = hold;
+        else if (opt == S3LECT_OPT_NEW_LOCK_WAIT && v < 0)
+            v = lease > hold ? lease : hold; /* max(lease, leader_hold) */
+        printf("%s=%lld\n", name, (long long)v);
+    }
+    if (safe >= 0)
+        printf("kill_timeout=%lld\n", (long long)kill);
+    else
+        printf("kill_timeout=none\n");
+}
+
+/* 0 when execvp could run c: a path to an executable file, or a name found
+ * in PATH (execvp's default when PATH is unset); else the errno it would
+ * meet. Checked before the node competes for the lock (issue 39 item 6): a
+ * typo must not take a term, and under Restart=on-failure every retry would
+ * take another. */
+static int command_runnable(const char *c)
+{
+    struct stat st;
+    if (!*c)
+        return ENOENT;
+    if (strchr(c, '/')) {
+        if (stat(c, &st) != 0)
+            return errno;
+        if (S_ISDIR(st.st_mode))
+            return EISDIR;
+        return access(c, X_OK) == 0 ? 0 : errno;
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/bin:/usr/bin";
+    int seen_denied = 0;
+    for (const char *p = path;; p++) {
+        const char *end = strchr(p, ':');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char full[4096];
+        int len = snprintf(full, sizeof full, "%.*s%s%s", (int)n, p, n ? "/" : "", c);
+        if (len > 0 && (size_t)len < sizeof full && stat(full, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (access(full, X_OK) == 0)
+                return 0;
+            seen_denied = 1;
+        }
+        if (!end)
+            break;
+        p = end;
+    }
+    return seen_denied ? EACCES : ENOENT;
+}
+
 int cli_run(int argc, char **argv)
 {
     sv_note_inherited_fds(); /* before s3lect opens any */
@@ -548,21 +641,25 @@ int cli_run(int argc, char **argv)
     s3lect_config *cfg = cli_config("run", &o);
     if (!cfg)
         return CLI_EXIT_USAGE;
-    if (o.print_config) { /* the library's integer options, before run's own checks */
-        for (int opt = 1; opt <= s3lect_option_count(); opt++) {
-            const char *name;
-            int type;
-            int64_t v;
-            if (s3lect_option_info(opt, &name, &type, NULL, NULL, NULL) == S3LECT_OK &&
-                type == S3LECT_OPTION_INT && s3lect_config_get_int(cfg, opt, &v) == S3LECT_OK)
-                printf("%s=%lld\n", name, (long long)v);
-        }
+    if (o.print_config) {
+        print_config(cfg, o.kill_timeout);
         s3lect_config_free(cfg);
         return CLI_EXIT_OK;
     }
     if (check_timing(&r, cfg, o.kill_timeout) != 0) {
         s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;
+    }
+    int cerr = command_runnable(r.cmd[0]);
+    if (cerr) {
+        fprintf(stderr,
+                "s3lect run: cannot run '%.400s': %s; nothing was started and the lock was "
+                "not touched\n",
+                r.cmd[0],
+                cerr == ENOENT && !strchr(r.cmd[0], '/') ? "no such command on PATH"
+                                                         : strerror(cerr));
+        s3lect_config_free(cfg);
+        return 127; /* what a shell returns for a command it cannot find */
     }
     s3lect_config_set_bool(cfg, S3LECT_OPT_POLL_MODE, 1);
     /* The records say how long after a renewal's send this node's command
@@ -637,9 +734,18 @@ int cli_run(int argc, char **argv)
     }
     char *shown = st_lock_display(o.lock);
     say("following %s as %s", shown ? shown : "the lock", id);
-    free(shown);
-    if (metrics)
-        say("metrics at http://%s/metrics port=%d", o.metrics_listen, cli_metrics_port(metrics));
+    if (metrics) {
+        /* An address a user can paste: ":9464" and "0.0.0.0:9464" listen on
+         * every address, of which this host's loopback is one. */
+        char host[300];
+        const char *ml = o.metrics_listen, *colon = strrchr(ml, ':');
+        size_t hl = colon ? (size_t)(colon - ml) : 0;
+        snprintf(host, sizeof host, "%.*s", (int)hl, ml);
+        int any = !host[0] || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "[::]") == 0 ||
+                  strcmp(host, "*") == 0;
+        say("metrics at http://%s:%d/metrics%s", any ? "localhost" : host,
+            cli_metrics_port(metrics), any ? " (listening on every address)" : "");
+    }
     int64_t started = u_mono_ms(), startup = o.startup_timeout < 0 ? 60000 : o.startup_timeout;
     int gave_up = 0;
     for (;;) {
@@ -656,6 +762,17 @@ int cli_run(int argc, char **argv)
                 d, r.permanent);
             gave_up = 1;
             r.stopping = 1;
+        }
+        if (!r.said_refused && !r.reached && r.refused_only && startup > 0 &&
+            now - started >= startup) {
+            r.said_refused = 1;
+            say("warning: nothing listens at the store's address (%s): every connection was "
+                "refused for %lld ms (--startup-timeout); a wrong port or host? Still waiting, "
+                "as for a store that is not up yet",
+                o.endpoint ? o.endpoint
+                : shown    ? shown
+                           : o.lock,
+                (long long)startup);
         }
         if (r.leading && !lead) {
             r.leading = 0;
@@ -736,6 +853,7 @@ int cli_run(int argc, char **argv)
         s3lect_dispatch(r.el, 0);
     }
     close(sfd);
+    free(shown);
     cli_metrics_stop(metrics);
     s3lect_free_elector(r.el);
     /* The last lines out, unless nobody reads them. */

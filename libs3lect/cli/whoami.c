@@ -90,7 +90,8 @@ static int parse(int argc, char **argv, cli_opts *o)
         if (r > 0)
             continue;
         if (a[0] == '-') {
-            cli_usage_error(CMD, "unknown option '%s'", a);
+            static const char *const own[] = {"--json", NULL};
+            cli_unknown_option(CMD, a, own);
             return -1;
         }
         if (o->lock) {

@@ -84,6 +84,16 @@ KEEP = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "GOPROXY", "GONOSUMDB", "GON
         "https_proxy", "no_proxy", "CC")
 
 
+def readme_commands() -> list[str]:
+    """The sh block of bindings/go/README.md that points a program at a
+    local checkout: its command lines."""
+    text = (ROOT / "bindings/go/README.md").read_text()
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        if "go mod edit -replace" in block:
+            return [ln.strip() for ln in block.splitlines() if ln.strip()]
+    raise AssertionError("bindings/go/README.md has no sh block with go mod edit -replace")
+
+
 def header_version() -> str:
     text = (ROOT / "libs3lect/include/s3lect.h").read_text()
     m = re.search(r'^#define S3LECT_VERSION_STRING "([0-9.]+)"', text, re.M)
@@ -143,10 +153,16 @@ def test_go_get_builds_with_a_c_compiler_alone(tmp_path):
     (app / "main.go").write_text(PROGRAM)
     started = time.monotonic()
     run([GO, "mod", "init", "example.com/gogetcheck"], app, env, 60, "go mod init")
-    run([GO, "mod", "edit", f"-replace={MODULE}={mod}"], app, env, 60, "go mod edit -replace")
-    # A `replace` by a directory stands for any version; without a required
-    # version `go get` would ask the proxy for the latest release.
-    run([GO, "get", f"{MODULE}@v0.0.0"], app, env, 300, "go get")
+    # The README's commands, as written there (issue 39 item 4), with the
+    # checkout's path in place of its placeholder. A `replace` by a directory
+    # stands for any version; without a required version `go get` would ask
+    # the proxy for the latest release.
+    lines = readme_commands()
+    assert lines == [f"go mod edit -replace {MODULE}=/path/to/s3lect/bindings/go",
+                     f"go get {MODULE}@v0.0.0", "go build ./..."], lines
+    for line in lines:
+        argv = line.replace("/path/to/s3lect/bindings/go", str(mod)).split()
+        r = run([GO, *argv[1:]], app, env, 900, line)
     exe = tmp_path / "gogetcheck"
     r = run([GO, "build", "-o", str(exe), "."], app, env, 900, "go build")
     build_s = time.monotonic() - started

@@ -38,6 +38,13 @@ def test_leadership_changes_are_logged_at_info(electors, tmp_path, caplog):
     assert lost[0].s3lect_reason == "stopped"
     assert _records(caplog, f"leader of {lock} is now node-a", logging.INFO), caplog.text
     assert _records(caplog, f"leader of {lock} is now node-b", logging.INFO), caplog.text
+    # The logger's name says s3lect; a message does not say it again (with
+    # logging.basicConfig() a line read "INFO:s3lect:s3lect: node-a ...").
+    twice = [r.getMessage() for r in caplog.records
+             if r.name == "s3lect" and r.getMessage().startswith("s3lect")]
+    assert not twice, twice
+    assert logging.Formatter(logging.BASIC_FORMAT).format(acq[0]) == \
+        f"INFO:s3lect:node-a acquired leadership of {lock} (term {term_a})"
     # In order: a acquired before it lost, and b acquired after that.
     msgs = [r.getMessage() for r in caplog.records if r.name == "s3lect"]
     i_acq = next(i for i, m in enumerate(msgs) if "node-a acquired" in m)

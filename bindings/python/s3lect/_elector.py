@@ -65,7 +65,7 @@ _DEFAULT_PEER_PATH = "/health/leadership"
 def _free_handle(handle: Any) -> None:
     rc = _core.s3lect_free_elector(handle)
     if rc not in (_core.S3LECT_OK,):
-        log.error("s3lect: freeing an elector failed: %s", _core.s3lect_strerror(rc))
+        log.error("freeing an elector failed: %s", _core.s3lect_strerror(rc))
 
 
 def _free_later(handle: Any) -> None:
@@ -94,7 +94,7 @@ def _stop_all_at_exit() -> None:
         try:
             el.stop()
         except Exception:  # noqa: BLE001 - keep stopping the others
-            log.exception("s3lect: stopping %r at exit failed", el)
+            log.exception("stopping %r at exit failed", el)
     with _reapers_lock:
         pending = list(_reapers)
     for t in pending:
@@ -200,7 +200,7 @@ class _Dispatch:
 
     def _failed(self, name: str, exc: BaseException, extra: str = "") -> None:
         self.callback_errors.append(exc)
-        self.logger.error("s3lect: %s callback raised%s", name, extra, exc_info=exc)
+        self.logger.error("%s callback raised%s", name, extra, exc_info=exc)
 
     def _call(self, name: str, fn: Optional[Callable[..., Any]], *args: Any) -> None:
         if fn is None:
@@ -273,7 +273,7 @@ class _Dispatch:
                         f"the coroutine of {name} was cancelled: "
                         + ("the elector is stopping" if self.stopping
                            else "the event loop is not running"))
-                self.logger.debug("s3lect: not waiting for the coroutine of %s: the event "
+                self.logger.debug("not waiting for the coroutine of %s: the event "
                                   "loop is not free to run it now", name)
                 return None
 
@@ -307,21 +307,21 @@ class _Dispatch:
         extra = {"s3lect_server_id": self.server_id, "s3lect_lock": self.lock_shown,
                  "s3lect_event": ev.type.value, "s3lect_term": ev.term}
         if ev.type is EventType.ACQUIRED:
-            self.logger.info("s3lect: %s acquired leadership of %s (term %d)",
+            self.logger.info("%s acquired leadership of %s (term %d)",
                              self.server_id, self.lock_shown, ev.term, extra=extra)
         elif ev.type is EventType.LOST:
             reason = ev.reason.value if ev.reason is not None else "unknown"
             extra["s3lect_reason"] = reason
-            self.logger.info("s3lect: %s lost leadership of %s (term %d): %s",
+            self.logger.info("%s lost leadership of %s (term %d): %s",
                              self.server_id, self.lock_shown, ev.term, reason, extra=extra)
         elif ev.type is EventType.LEADER_CHANGED:
             extra["s3lect_leader_id"] = ev.leader_id
             if ev.leader_id:
-                self.logger.info("s3lect: leader of %s is now %s%s (term %d)", self.lock_shown,
+                self.logger.info("leader of %s is now %s%s (term %d)", self.lock_shown,
                                  ev.leader_id, f" at {ev.leader_addr}" if ev.leader_addr else "",
                                  ev.term, extra=extra)
             else:
-                self.logger.info("s3lect: %s has no leader (term %d)", self.lock_shown,
+                self.logger.info("%s has no leader (term %d)", self.lock_shown,
                                  ev.term, extra=extra)
 
     def _event(self, t: Tuple[Any, ...]) -> None:
@@ -346,7 +346,7 @@ class _Dispatch:
             else:
                 level = logging.WARNING
             self._last_logged_error = key
-            self.logger.log(level, "s3lect: %s: %s (%s)", self.server_id, ev.message,
+            self.logger.log(level, "%s: %s (%s)", self.server_id, ev.message,
                             _core.s3lect_strerror(ev.code),
                             extra={"s3lect_server_id": self.server_id,
                                    "s3lect_lock": self.lock_shown, "s3lect_event": "error",

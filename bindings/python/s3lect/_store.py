@@ -153,7 +153,7 @@ class StoreAdapter:
         if isinstance(exc, (FatalStoreError, ConfigError)):
             return (_core.S3LECT_STORE_FATAL, None, None, msg)
         if not isinstance(exc, TransientError):
-            self.logger.error("s3lect: %s; treated as a transient failure", msg, exc_info=exc)
+            self.logger.error("%s; treated as a transient failure", msg, exc_info=exc)
         return (_core.S3LECT_STORE_TRANSIENT, None, None, msg)
 
     @staticmethod

@@ -115,7 +115,14 @@ static int location_parse(const char *url, st_location *out, char *err, size_t e
             out->scheme = sc;
         return rc;
     }
-    if (strncmp(url + sl, "://", 3) == 0)
+    if (strncmp(url + sl, "://", 3) == 0 && ((sl == 4 && strncasecmp(url, "http", 4) == 0) ||
+                                             (sl == 5 && strncasecmp(url, "https", 5) == 0)))
+        snprintf(err, errlen,
+                 "'%.200s' is a server's address, not a lock URL: for S3 or an S3-compatible "
+                 "server (MinIO, Ceph, R2...) write --lock s3://BUCKET/KEY --endpoint "
+                 "%.*s://HOST:PORT (the endpoint without the bucket and key)",
+                 url, (int)sl, url);
+    else if (strncmp(url + sl, "://", 3) == 0)
         snprintf(err, errlen,
                  "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
                  "path, dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME, "
