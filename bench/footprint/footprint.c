@@ -799,6 +799,24 @@ int main(int argc, char **argv)
             pthread_mutex_lock(&g_out);
             print_errors(&o, ms);
             pthread_mutex_unlock(&g_out);
+        } else if (sscanf(line, "status %lld", &ms) == 1) {
+            /* {"status":[...]}: s3lect_status_json of every elector here on key MS */
+            pthread_mutex_lock(&g_out);
+            fputs("{\"status\":[", stdout);
+            int first = 1;
+            for (long k = 0; k < o.count; k++) {
+                char *js = NULL;
+                if (gidx(&o, k) / o.per_key != ms)
+                    continue;
+                if (s3lect_status_json(es[k], &js) == S3LECT_OK && js) {
+                    printf("%s%s", first ? "" : ",", js);
+                    first = 0;
+                }
+                s3lect_free(js);
+            }
+            fputs("]}\n", stdout);
+            fflush(stdout);
+            pthread_mutex_unlock(&g_out);
         } else if (sscanf(line, "acquired %lld", &ms) == 1) {
             pthread_mutex_lock(&g_out);
             print_acquired(&o, ms);

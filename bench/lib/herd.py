@@ -108,6 +108,8 @@ class PeerHerd:
     late_gets_mean: float = 0.0  # GET/s, mean from BACK_BY_S after recovery to the end
     late_gets_max: int = 0  # the most in any one second of that span
     back_at_s: float | None = None  # first s after recovery from which every second is steady
+    roles_after: list = field(default_factory=list)  # (s, keys led, followers ok, two leaders)
+    wrong_sample: str = ""  # the status of the electors of one key whose followers name another
     keys_led_at_end: int = 0
     two_leaders_at_end: int = 0
     note: str = ""
@@ -175,7 +177,19 @@ def run_peer(impls: list, server, quick: bool, logdir: Path, log) -> PeerHerd:
         proxy.set_mode("up")
         rec = time.monotonic()
         res.outage_gets_max = max((n for _, n in proxy.rates(o0, rec, gets=True)), default=0)
-        time.sleep(after_s)
+        # Every 5 s after it: keys led, followers naming their key's leader.
+        while time.monotonic() < rec + after_s:
+            time.sleep(max(0.0, min(5.0, rec + after_s - time.monotonic())))
+            r = footprint._roles(procs, keys)
+            res.roles_after.append((round(time.monotonic() - rec), r["keys_led"],
+                                    r["followers_ok"], r["n_two_leaders"]))
+            if r["followers_wrong"] and not res.wrong_sample and time.monotonic() > rec + 20:
+                res.wrong_sample = _wrong_sample(procs, keys)
+                log(f"herd peer: a follower naming another than its key's leader: "
+                    f"{res.wrong_sample}")
+            log(f"herd peer: +{res.roles_after[-1][0]} s: keys led {r['keys_led']}/{keys}, "
+                f"followers naming the leader {r['followers_ok']} (naming another "
+                f"{r['followers_wrong']}, in no follower state {r['followers_not_following']})")
         per = proxy.rates(rec, rec + after_s, gets=True)[::10]
         res.after = [(round(t - rec), n) for t, n in per]
         res.after_reqs = [(round(t - rec), n) for t, n in proxy.rates(rec, rec + after_s)[::10]]
@@ -198,6 +212,38 @@ def run_peer(impls: list, server, quick: bool, logdir: Path, log) -> PeerHerd:
             p.close()
         proxy.close()
     return res
+
+
+def _wrong_sample(procs, keys: int) -> str:
+    """The status (s3lect_status_json) of every elector of one key whose
+    followers name another than the key's leader: what they wait for."""
+    import json
+    import footprint
+    per = []
+    for p in procs:
+        p.send("roles")
+        while True:
+            v = p.line(60, "roles")
+            if v.startswith('{"roles"'):
+                per.append(json.loads(v)["roles"])
+                break
+    leads = {}
+    for d in per:
+        for k, who in d["lead"].items():
+            leads.setdefault(k, []).append(who)
+    for d in per:
+        for k, named in d["follow"].items():
+            if any([who] != leads.get(k) for who in named):
+                out = []
+                for p in procs:
+                    p.send(f"status {k}")
+                    while True:
+                        v = p.line(60, "status")
+                        if v.startswith('{"status"'):
+                            out += json.loads(v)["status"]
+                            break
+                return f"key {k} led by {leads.get(k)}: " + json.dumps(out)
+    return ""
 
 
 def steady_limit(r: PeerHerd) -> float:
