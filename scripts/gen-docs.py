@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Generates the s3lect man page and its bash and zsh completion from the
-binary's own --help texts, so that they cannot drift from it.
+"""Generates the s3lect man page and the zsh completion (zsh's #compdef format,
+for an fpath directory) from the binary's own --help texts, and the bash and
+fish completion with `s3lect completion SHELL` (from the CLI's option
+table), so that they cannot drift from it.
 
 Usage: scripts/gen-docs.py S3LECT_BINARY OUT_DIR
-Writes OUT_DIR/man/s3lect.1, OUT_DIR/completion/s3lect.bash and
-OUT_DIR/completion/_s3lect. The build (CMake target s3lect_docs) runs it
-after building the CLI; `cmake --install` installs the three files.
+Writes OUT_DIR/man/s3lect.1, OUT_DIR/completion/s3lect.bash,
+OUT_DIR/completion/_s3lect and OUT_DIR/completion/s3lect.fish. The build
+(CMake target s3lect_docs) runs it after building the CLI; `cmake --install`
+installs the four files.
 """
 from __future__ import annotations
 
@@ -101,59 +104,14 @@ def man_page(binary: str, version: str, top: str, cmds: list[tuple[str, str]]) -
     return "\n".join(out) + "\n"
 
 
-def bash_completion(cmds: list[tuple[str, str]], opts: dict[str, list]) -> str:
-    values, flags_cases = [], []
-    for name, _ in cmds:
-        flags = " ".join(o for o, _ in opts[name])
-        files = "|".join(o for o, a in opts[name] if a in FILE_ARGS) or "--no-file-option"
-        valued = "|".join(o for o, a in opts[name] if a and a not in FILE_ARGS) or \
-            "--no-value-option"
-        values.append(f"""        {name})
-            case "$prev" in
-                {files}) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-                {valued}) return ;;
-            esac ;;""")
-        flags_cases.append(f"""        {name}) COMPREPLY=($(compgen -W "{flags}" -- "$cur")) ;;""")
-    names = " ".join(n for n, _ in cmds)
-    return f"""# SPDX-License-Identifier: Apache-2.0
-# bash completion for s3lect, generated from its --help texts (scripts/gen-docs.py).
-_s3lect() {{
-    local cur prev cmd i
-    cur=${{COMP_WORDS[COMP_CWORD]}}
-    prev=${{COMP_WORDS[COMP_CWORD-1]}}
-    COMPREPLY=()
-    if [ "$COMP_CWORD" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "{names} help --help --version" -- "$cur"))
-        return
-    fi
-    cmd=${{COMP_WORDS[1]}}
-    for ((i = 2; i < COMP_CWORD; i++)); do
-        if [ "${{COMP_WORDS[i]}}" = "--" ]; then  # CMD and its arguments: commands, files
-            if [ $((i + 1)) -eq "$COMP_CWORD" ]; then
-                COMPREPLY=($(compgen -c -- "$cur"))
-            else
-                COMPREPLY=($(compgen -f -- "$cur"))
-            fi
-            return
-        fi
-    done
-    if [ "$cmd" = help ]; then
-        COMPREPLY=($(compgen -W "{names}" -- "$cur"))
-        return
-    fi
-    case "$cmd" in  # the value of the option before the cursor
-{chr(10).join(values)}
-    esac
-    case "$cur" in
-    -*)
-        case "$cmd" in
-{chr(10).join(flags_cases)}
-        esac ;;
-    *) COMPREPLY=($(compgen -f -- "$cur")) ;;  # a lock path (file store)
-    esac
-}}
-complete -F _s3lect s3lect
-"""
+def completion(binary: str, shell: str) -> str:
+    """`s3lect completion SHELL`: the CLI writes its completion from its own
+    option table (issue 39 item 5)."""
+    r = subprocess.run([binary, "completion", shell], capture_output=True, text=True,
+                       timeout=30)
+    if r.returncode != 0 or not r.stdout.strip():
+        raise SystemExit(f"gen-docs: '{binary} completion {shell}' failed: {r.stderr}")
+    return r.stdout
 
 
 def zsh_completion(cmds: list[tuple[str, str]], opts: dict[str, list]) -> str:
@@ -211,12 +169,15 @@ def main(argv: list[str]) -> int:
     cmds = commands(top)
     if not cmds or "run" not in dict(cmds):
         raise SystemExit(f"gen-docs: no commands found in '{binary} --help'")
-    opts = {name: options(help_text(binary, name)) for name, _ in cmds}
     (out / "man").mkdir(parents=True, exist_ok=True)
     (out / "completion").mkdir(parents=True, exist_ok=True)
     (out / "man" / "s3lect.1").write_text(man_page(binary, version, top, cmds))
-    (out / "completion" / "s3lect.bash").write_text(bash_completion(cmds, opts))
+    (out / "completion" / "s3lect.bash").write_text(completion(binary, "bash"))
+    # zsh's own format for its fpath (#compdef), from the help texts;
+    # `s3lect completion zsh` is the bash one under bashcompinit, to source.
+    opts = {name: options(help_text(binary, name)) for name, _ in cmds}
     (out / "completion" / "_s3lect").write_text(zsh_completion(cmds, opts))
+    (out / "completion" / "s3lect.fish").write_text(completion(binary, "fish"))
     return 0
 
 

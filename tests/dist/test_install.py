@@ -325,3 +325,24 @@ def test_sdk_compiles_and_links_a_program(roots, tmp_path):
     r = root.run(["sh", "-c", sh], env=env, timeout=300, check=False)
     assert r.returncode == 0, f"{sdks[0].name}:\n{r.stdout}\n{r.stderr}"
     print(f"{sdks[0].name}: {r.stdout.strip()}")
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_static_cli_ships_its_completion(arch, tmp_path):
+    """The static CLI's tarball carries bash, zsh and fish completion where
+    the shells look under its prefix (issue 39 item 5), and the bash one
+    completes as documented."""
+    clis = [c for c in need(arch, "cli") if c.name.endswith((".tar.gz", ".tar.xz", ".tgz"))]
+    if not clis:
+        pytest.skip(f"no static CLI tarball for {arch} (a bare binary carries no completion)")
+    subprocess.run(["tar", "-xf", str(clis[0]), "-C", str(tmp_path)], check=True)
+    found = {rel: list(tmp_path.rglob(rel)) for rel in (
+        "share/bash-completion/completions/s3lect", "share/zsh/site-functions/_s3lect",
+        "share/fish/vendor_completions.d/s3lect.fish")}
+    missing = [rel for rel, got in found.items() if len(got) != 1]
+    assert not missing, f"{clis[0].name} lacks {missing}"
+    bash = found["share/bash-completion/completions/s3lect"][0]
+    r = subprocess.run(["bash", "-c", f'source "{bash}"; COMP_WORDS=(s3lect run --log-format ""); '
+                        'COMP_CWORD=3; _s3lect; echo "${COMPREPLY[*]}"'],
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "text json", (r.stdout, r.stderr)
