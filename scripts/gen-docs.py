@@ -62,6 +62,17 @@ def options(text: str) -> list[tuple[str, str | None]]:
     return sorted(seen.items())
 
 
+def top_summary(top: str) -> str:
+    """The top-level help's first paragraph (which names every store, from
+    the CLI's scheme table), as one line for NAME: "leader election on ...,
+    without a coordinator"."""
+    paras = [p for p in top.split("\n\n") if p.strip()]
+    text = " ".join(paras[1].split()) if len(paras) > 1 else ""
+    if not text.startswith("Leader election"):
+        raise SystemExit(f"gen-docs: no summary paragraph in --help: {text[:80]!r}")
+    return text[0].lower() + text[1:].rstrip(".")
+
+
 def roff_escape(line: str) -> str:
     line = line.replace("\\", "\\e")
     if line.startswith((".", "'")):
@@ -77,8 +88,7 @@ def man_page(binary: str, version: str, top: str, cmds: list[tuple[str, str]]) -
     date = time.strftime("%Y-%m-%d", time.gmtime(stamp))
     out = [f'.TH S3LECT 1 "{date}" "s3lect {version}" "User Commands"',
            ".SH NAME",
-           "s3lect \\- leader election on an S3 object, a DynamoDB item, a PostgreSQL row",
-           "or a Route 53 record (or a local file), without a coordinator",
+           "s3lect \\- " + roff_escape(top_summary(top)),
            ".SH SYNOPSIS"]
     for i, (name, _) in enumerate(cmds):
         usage = help_text(binary, name).splitlines()[0].removeprefix("usage: ")

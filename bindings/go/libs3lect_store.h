@@ -187,7 +187,16 @@ struct st_scheme {
      * bucket/key (two slashes)"), or NULL. */
     const char *form;
     int flags; /* ST_SCHEME_* */
+    /* For people (help texts, error lists; NULL on rows that only spell
+     * another row's store differently): what a lock is there, "an S3
+     * object", and the lock URL's usage, "s3://BUCKET/KEY". */
+    const char *noun;
+    const char *usage;
 };
+
+/* The scheme table's rows, in order (st_scheme_at(i) for i < st_scheme_count()). */
+size_t st_scheme_count(void);
+const st_scheme *st_scheme_at(size_t i);
 
 /* Does a lock of this location use AWS credentials (the credential chain)? */
 static inline int st_location_is_aws(const st_location *loc)

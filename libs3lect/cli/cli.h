@@ -69,6 +69,8 @@ void cli_metrics_set_elector(cli_metrics *m, s3lect_elector *el);
 void cli_metrics_stop(cli_metrics *m);
 
 int cli_run(int argc, char **argv);
+/* `run --help` and `help run` (main.c): names every store of the scheme table. */
+void cli_print_run_help(void);
 int cli_check_store(int argc, char **argv);
 int cli_init_store(int argc, char **argv);
 int cli_whoami(int argc, char **argv);

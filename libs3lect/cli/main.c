@@ -19,12 +19,12 @@
 #include "store.h"
 #include "util.h"
 
+/* MAIN_HELP is printed in two parts around the generated ones (main_help):
+ * the first paragraph names every store of the scheme table, and the lock
+ * URL list is the table's usages, so neither can miss a store. */
+static const char MAIN_HELP_HEAD[] = "usage: s3lect <command> [options]\n"
+                                     "\n";
 static const char MAIN_HELP[] =
-    "usage: s3lect <command> [options]\n"
-    "\n"
-    "Leader election on an S3 object, a DynamoDB item, a PostgreSQL row or a\n"
-    "Route 53 record (or a local file), without a coordinator.\n"
-    "\n"
     "commands:\n"
     "  run --lock URL [options] -- CMD [ARGS...]\n"
     "                      run CMD only while this process holds leadership\n"
@@ -36,13 +36,8 @@ static const char MAIN_HELP[] =
     "  whoami URL          which source supplies the AWS or Google credentials, and until when\n"
     "  completion SHELL    print the bash, zsh or fish completion script\n"
     "  help [command]      show help for a command\n"
-    "\n"
-    "lock URLs: s3://bucket/key, file:///dir/key, or a plain path (file store),\n"
-    "           dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME,\n"
-    "           route53://ZONE_ID/NAME, gs://BUCKET/OBJECT, az://ACCOUNT/CONTAINER/BLOB or\n"
-    "           https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB (docs/stores.md)\n"
-    "           etcd://HOST:PORT[,HOST:PORT...]/KEY, etcds:// (TLS)\n"
-    "           redis://[[USER]:PASSWORD@]HOST:PORT/KEY (rediss:// for TLS)\n"
+    "\n";
+static const char MAIN_HELP_TAIL[] =
     "durations: a number with a unit: 500ms, 2s, 1.5m, 1h, 1m30s (0 needs none)\n"
     "\n"
     "  -h, --help          show this help\n"
@@ -109,9 +104,9 @@ static const char RUN_COMMON_HELP[] =
     "--infrequent-interval alone lowers --frequent-interval to it. Given values are kept.\n"
     "\n" LOCK_HELP;
 
+static const char RUN_HELP_HEAD[] = "usage: s3lect run --lock URL [options] -- CMD [ARGS...]\n"
+                                    "\n";
 static const char RUN_HELP[] =
-    "usage: s3lect run --lock URL [options] -- CMD [ARGS...]\n"
-    "\n"
     "Competes for leadership; while leader, runs CMD with S3LECT_TERM (the fencing\n"
     "token) and S3LECT_LEADER_ID in its environment. On loss of leadership CMD and\n"
     "every process it started (its group, setsid() children, double-forked daemons)\n"
@@ -1330,6 +1325,79 @@ void cli_unknown_option(const char *cmd, const char *arg, const char *const *ext
         cli_usage_error(cmd, "unknown option '%.100s'", arg);
 }
 
+/* Prints text word by word, wrapped at 78 columns, each line after the
+ * first indented by indent spaces. */
+static void print_wrapped(const char *text, int indent, int col)
+{
+    int first = 1;
+    for (const char *p = text; *p;) {
+        while (*p == ' ')
+            p++;
+        const char *w = p;
+        while (*p && *p != ' ')
+            p++;
+        int len = (int)(p - w);
+        if (!len)
+            break;
+        if (!first && col + 1 + len > 78) {
+            printf("\n%*s", indent, "");
+            col = indent;
+        } else if (!first) {
+            putchar(' ');
+            col++;
+        }
+        printf("%.*s", len, w);
+        col += len;
+        first = 0;
+    }
+    putchar('\n');
+}
+
+/* "Leader election on an S3 object (...), a DynamoDB item, ... or a Redis
+ * key, without a coordinator." from the scheme table. */
+static void print_stores_sentence(void)
+{
+    char buf[2048];
+    size_t n = (size_t)snprintf(buf, sizeof buf, "Leader election on");
+    size_t nouns = 0, k = 0;
+    for (size_t i = 0; i < st_scheme_count(); i++)
+        nouns += st_scheme_at(i)->noun != NULL;
+    for (size_t i = 0; i < st_scheme_count() && n < sizeof buf; i++) {
+        const char *noun = st_scheme_at(i)->noun;
+        if (!noun)
+            continue;
+        k++;
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s %s",
+                              k == 1       ? ""
+                              : k == nouns ? " or"
+                                           : ",",
+                              noun);
+    }
+    if (n < sizeof buf)
+        snprintf(buf + n, sizeof buf - n, ", without a coordinator.");
+    print_wrapped(buf, 0, 0);
+}
+
+static void print_lock_urls(void)
+{
+    fputs("lock URLs (docs/stores.md):\n", stdout);
+    for (size_t i = 0; i < st_scheme_count(); i++)
+        if (st_scheme_at(i)->usage) {
+            printf("  ");
+            print_wrapped(st_scheme_at(i)->usage, 4, 2);
+        }
+}
+
+static void main_help(void)
+{
+    fputs(MAIN_HELP_HEAD, stdout);
+    print_stores_sentence();
+    fputs("\n", stdout);
+    fputs(MAIN_HELP, stdout);
+    print_lock_urls();
+    fputs(MAIN_HELP_TAIL, stdout);
+}
+
 /* ---- `s3lect completion bash|zsh|fish` (issue 39 item 5) ----
  * Generated from the option table above (opt_defs) and each command's own
  * options, so that completion cannot drift from what the parser takes. */
@@ -1538,7 +1606,7 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
-        fputs(MAIN_HELP, stdout);
+        main_help();
         return CLI_EXIT_OK;
     }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
@@ -1557,9 +1625,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "help") == 0) {
         const char *sub = argc > 2 ? argv[2] : NULL;
         if (!sub)
-            fputs(MAIN_HELP, stdout);
+            main_help();
         else if (strcmp(sub, "run") == 0)
-            printf("%s%s", RUN_HELP, RUN_COMMON_HELP);
+            cli_print_run_help();
         else if (strcmp(sub, "status") == 0)
             printf("%s%s", STATUS_HELP, COMMON_HELP);
         else if (strcmp(sub, "watch") == 0)
@@ -1602,12 +1670,12 @@ int main(int argc, char **argv)
     return unknown_command(cmd);
 }
 
-const char *cli_run_help(void)
+/* run's help: its usage, a first paragraph naming every store of the
+ * scheme table, the rest. */
+void cli_print_run_help(void)
 {
-    return RUN_HELP;
-}
-/* What run's help prints after RUN_HELP. */
-const char *cli_common_help(void)
-{
-    return RUN_COMMON_HELP;
+    fputs(RUN_HELP_HEAD, stdout);
+    print_stores_sentence();
+    fputs("(lock URLs: s3lect --help, docs/stores.md)\n\n", stdout);
+    printf("%s%s", RUN_HELP, RUN_COMMON_HELP);
 }

@@ -39,9 +39,6 @@
 #include "supervise.h"
 #include "util.h"
 
-const char *cli_run_help(void);
-const char *cli_common_help(void);
-
 /* Margin between the hard deadline and the lease's end, for clock-rate error
  * (up to 1e-3 on each of the two nodes: 2 L / 1000) and for waking up,
  * walking /proc, delivering SIGKILL and the kernel tearing the processes down
@@ -427,7 +424,7 @@ static int parse_run(int argc, char **argv, cli_opts *o, char ***cmd)
             break;
         }
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("%s%s", cli_run_help(), cli_common_help());
+            cli_print_run_help();
             exit(CLI_EXIT_OK);
         }
         int rc = cli_common_opt("run", argc, argv, &i, o);

@@ -45,11 +45,20 @@ static void t_validation(void)
     CHECK(s3lect_new(c, &e) == S3LECT_EINVAL, "no lock");
     s3lect_config_errmsg(c, msg, sizeof msg);
     CHECK(strstr(msg, "s3://bucket/key") != NULL, "message says what to set: %s", msg);
-    s3lect_config_set_str(c, S3LECT_OPT_LOCK, "http://x/y");
+    s3lect_config_set_str(c, S3LECT_OPT_LOCK, "ftp://x/y");
     s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, "a");
     CHECK(s3lect_new(c, &e) == S3LECT_EINVAL, "bad scheme");
     s3lect_config_errmsg(c, msg, sizeof msg);
     CHECK(strstr(msg, "unsupported lock URL scheme") != NULL, "scheme message: %s", msg);
+    /* Every store's URL is listed, whole (the list comes from the table). */
+    CHECK(strstr(msg, "redis://[[USER]:PASSWORD@]HOST:PORT/KEY (docs/stores.md)") != NULL,
+          "the list is whole: %s", msg);
+    /* A server's http:// address says how to write it. */
+    s3lect_config_set_str(c, S3LECT_OPT_LOCK, "http://x/y");
+    CHECK(s3lect_new(c, &e) == S3LECT_EINVAL, "http lock");
+    s3lect_config_errmsg(c, msg, sizeof msg);
+    CHECK(strstr(msg, "--lock s3://BUCKET/KEY --endpoint http://HOST:PORT") != NULL,
+          "http message: %s", msg);
     char lock[512];
     snprintf(lock, sizeof lock, "file://%s/leader.json", g_dir);
     s3lect_config_set_str(c, S3LECT_OPT_LOCK, lock);

@@ -164,3 +164,27 @@ def test_print_config_shows_effective_values(tmp_path):
             "--kill-timeout", "1s", "--print-config", "--", "true")
     got = dict(x.split("=", 1) for x in r.stdout.split())
     assert got["max_lease_timeout"] == "120000" and got["kill_timeout"] == "1000", got
+
+
+STORES = ["S3", "local file", "DynamoDB", "PostgreSQL", "Route 53", "Google Cloud Storage",
+          "Azure", "etcd", "Redis"]
+
+
+def test_help_and_man_page_name_every_store():
+    """The first paragraph of --help and of help run, and the man page's NAME
+    line, come from the scheme table: every store, and every lock URL form
+    in --help's list (issue 39 item 7)."""
+    top = cli("--help").stdout
+    run_help = cli("help", "run").stdout
+    for text, what in ((top, "--help"), (run_help, "help run")):
+        first = " ".join(text.split("\n\n")[1].split())
+        missing = [s for s in STORES if s not in first]
+        assert not missing, f"{what}'s first paragraph misses {missing}: {first}"
+    for url in ("s3://", "file://", "dynamodb://", "postgres://", "route53://", "gs://", "az://",
+                "etcd://", "redis://"):
+        assert url in top.split("lock URLs")[1], f"--help's lock URLs miss {url}"
+    man = BIN.parent.parent / "share" / "man" / "s3lect.1"
+    name = man.read_text().split(".SH NAME\n", 1)[1].split("\n.SH", 1)[0]
+    name = " ".join(name.replace("\\-", "-").split())
+    missing = [s for s in STORES if s not in name]
+    assert not missing, f"the man page's NAME misses {missing}: {name}"

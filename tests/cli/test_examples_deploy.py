@@ -301,6 +301,13 @@ BROKEN = {
                       "              path: /health/leadership\n              port: peer\n            periodSeconds: 10\n"
                       "            timeoutSeconds: 3\n            failureThreshold: 3\n",
                       "livenessProbe must GET /metrics"),
+    "api_token": ("      automountServiceAccountToken: false\n",
+                  "      automountServiceAccountToken: true\n",
+                  "automountServiceAccountToken must be false"),
+    "no_budget": ("kind: PodDisruptionBudget\n", "kind: PodDisruptionBudgets\n",
+                  'unknown kind "PodDisruptionBudgets"'),
+    "budget_of_two": ("spec:\n  maxUnavailable: 1\n", "spec:\n  maxUnavailable: 2\n",
+                      "want maxUnavailable: 1"),
 }
 
 

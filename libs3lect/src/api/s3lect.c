@@ -801,7 +801,7 @@ static int validate(s3lect_config *c, st_location *loc)
     if (!c->lock || !c->lock[0])
         return cfg_fail(c, S3LECT_EINVAL,
                         "no lock location: set lock to s3://bucket/key or file:///dir/key");
-    char err[256];
+    char err[512];
     int rc = st_lock_location(c, loc, err, sizeof err);
     if (rc)
         return cfg_fail(c, rc == S3LECT_ENOMEM ? rc : S3LECT_EINVAL, "%s", err);

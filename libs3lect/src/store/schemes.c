@@ -27,25 +27,41 @@ static size_t scheme_len(const char *url)
 
 static const st_scheme schemes[] = {
     {"s3", NULL, st_s3_parse, st_s3_open, st_s3_canonical, "s3://bucket/key (two slashes)",
-     ST_SCHEME_AWS},
+     ST_SCHEME_AWS, "an S3 object (AWS or an S3-compatible server)", "s3://BUCKET/KEY"},
     {"file", NULL, st_file_parse, st_file_open, st_file_canonical,
-     "file:///dir/key (three slashes) or a plain path", ST_SCHEME_PATHS},
+     "file:///dir/key (three slashes) or a plain path", ST_SCHEME_PATHS, "a local file",
+     "file:///DIR/KEY or a path"},
     {"dynamodb", NULL, st_dynamodb_parse, st_dynamodb_open, st_dynamodb_canonical, NULL,
-     ST_SCHEME_AWS},
-    {"postgres", "postgresql", st_postgres_parse, st_postgres_open, st_postgres_canonical, NULL, 0},
-    {"route53", NULL, st_route53_parse, st_route53_open, st_route53_canonical, NULL, ST_SCHEME_AWS},
-    {"gs", NULL, st_gcs_parse, st_gcs_open, st_gcs_canonical, "gs://bucket/object (two slashes)",
-     0},
+     ST_SCHEME_AWS, "a DynamoDB item", "dynamodb://TABLE/KEY"},
+    {"postgres", "postgresql", st_postgres_parse, st_postgres_open, st_postgres_canonical, NULL, 0,
+     "a PostgreSQL row", "postgres://HOST/DB?key=NAME"},
+    {"route53", NULL, st_route53_parse, st_route53_open, st_route53_canonical, NULL, ST_SCHEME_AWS,
+     "a Route 53 record", "route53://ZONE_ID/NAME"},
+    {"gs", NULL, st_gcs_parse, st_gcs_open, st_gcs_canonical, "gs://bucket/object (two slashes)", 0,
+     "a Google Cloud Storage object", "gs://BUCKET/OBJECT"},
     {"az", NULL, st_azure_parse, st_azure_open, st_azure_canonical,
-     "az://ACCOUNT/CONTAINER/BLOB (two slashes)", 0},
-    {"https", NULL, st_azure_https_parse, st_azure_open, st_azure_canonical, NULL, 0},
+     "az://ACCOUNT/CONTAINER/BLOB (two slashes)", 0, "an Azure blob",
+     "az://ACCOUNT/CONTAINER/BLOB or https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB"},
+    {"https", NULL, st_azure_https_parse, st_azure_open, st_azure_canonical, NULL, 0, NULL, NULL},
     {"etcd", "etcds", st_etcd_parse, st_etcd_open, st_etcd_canonical,
-     "etcd://HOST:PORT/KEY (two slashes)", 0},
-    {"redis", NULL, st_redis_parse, st_redis_open, st_redis_canonical, "redis://HOST:PORT/KEY", 0},
-    {"rediss", NULL, st_redis_parse, st_redis_open, st_redis_canonical, "rediss://HOST:PORT/KEY",
-     0},
+     "etcd://HOST:PORT/KEY (two slashes)", 0, "an etcd key",
+     "etcd://HOST:PORT[,HOST:PORT...]/KEY (etcds:// for TLS)"},
+    {"redis", NULL, st_redis_parse, st_redis_open, st_redis_canonical, "redis://HOST:PORT/KEY", 0,
+     "a Redis key", "redis://[[USER]:PASSWORD@]HOST:PORT/KEY (rediss:// for TLS)"},
+    {"rediss", NULL, st_redis_parse, st_redis_open, st_redis_canonical, "rediss://HOST:PORT/KEY", 0,
+     NULL, NULL},
 };
 #define NSCHEMES (sizeof schemes / sizeof schemes[0])
+
+size_t st_scheme_count(void)
+{
+    return NSCHEMES;
+}
+
+const st_scheme *st_scheme_at(size_t i)
+{
+    return i < NSCHEMES ? &schemes[i] : NULL;
+}
 
 /* The row whose name or alias is url[0..sl) (case-insensitive), or NULL. */
 static const st_scheme *scheme_find(const char *url, size_t sl)
@@ -122,19 +138,24 @@ static int location_parse(const char *url, st_location *out, char *err, size_t e
                  "server (MinIO, Ceph, R2...) write --lock s3://BUCKET/KEY --endpoint "
                  "%.*s://HOST:PORT (the endpoint without the bucket and key)",
                  url, (int)sl, url);
-    else if (strncmp(url + sl, "://", 3) == 0)
-        snprintf(err, errlen,
-                 "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
-                 "path, dynamodb://TABLE/KEY, postgres://HOST/DB?key=NAME, "
-                 "route53://ZONE_ID/NAME, gs://BUCKET/OBJECT, az://ACCOUNT/CONTAINER/BLOB, "
-                 "etcd://HOST:PORT/KEY or redis://HOST:PORT/KEY",
-                 (int)(sl < 20 ? sl : 20), url);
-    else
-        snprintf(err, errlen,
-                 "unsupported lock URL scheme '%.*s:': use s3://bucket/key, file:///dir/key, a "
-                 "path (for a file whose name has ':', write ./%.100s), dynamodb://, "
-                 "postgres://, route53://, gs://, az://, etcd:// or redis://",
-                 (int)(sl < 20 ? sl : 20), url, url);
+    else {
+        /* Every store's lock URL, from the table. */
+        char list[1024];
+        size_t n = 0;
+        for (size_t i = 0; i < NSCHEMES; i++)
+            if (schemes[i].usage && n < sizeof list) /* its first form: "az://A/C/B" */
+                n += (size_t)snprintf(list + n, sizeof list - n, "%s%.*s%s", n ? ", " : "",
+                                      (int)strcspn(schemes[i].usage, " "), schemes[i].usage,
+                                      schemes[i].flags & ST_SCHEME_PATHS ? " (or a path)" : "");
+        if (strncmp(url + sl, "://", 3) == 0)
+            snprintf(err, errlen, "unsupported lock URL scheme '%.*s:': use %s (docs/stores.md)",
+                     (int)(sl < 20 ? sl : 20), url, list);
+        else
+            snprintf(err, errlen,
+                     "unsupported lock URL scheme '%.*s:': use %s (for a file whose name has ':', "
+                     "write ./%.100s)",
+                     (int)(sl < 20 ? sl : 20), url, list, url);
+    }
     return S3LECT_EINVAL;
 }
 

@@ -21,6 +21,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
@@ -79,6 +80,7 @@ func main() {
 		os.Exit(2)
 	}
 	var deployments []*appsv1.Deployment
+	var pdbs []*policyv1.PodDisruptionBudget
 	accounts := map[string]*corev1.ServiceAccount{}
 	for i, doc := range splitDocuments(data) {
 		var tm metav1.TypeMeta
@@ -97,6 +99,10 @@ func main() {
 			obj = sa
 		case "v1 Service":
 			obj = &corev1.Service{}
+		case "policy/v1 PodDisruptionBudget":
+			p := &policyv1.PodDisruptionBudget{}
+			pdbs = append(pdbs, p)
+			obj = p
 		default:
 			fail("document %d: unknown kind %q (apiVersion %q)", i+1, tm.Kind, tm.APIVersion)
 			continue
@@ -113,6 +119,7 @@ func main() {
 	}
 	for _, d := range deployments {
 		checkDeployment(d, accounts)
+		checkBudget(d, pdbs)
 	}
 	if len(problems) > 0 {
 		for _, p := range problems {
@@ -338,5 +345,37 @@ func checkContainer(d *appsv1.Deployment, c *corev1.Container) {
 	r := c.Resources
 	if r.Requests.Cpu().IsZero() || r.Requests.Memory().IsZero() || r.Limits.Memory().IsZero() {
 		fail("container %s: resources must request cpu and memory and limit memory", c.Name)
+	}
+}
+
+// checkBudget: one PodDisruptionBudget selects the Deployment's pods and lets
+// a drain take at most one of them at a time (a standby stays up while the
+// leader's node drains).
+func checkBudget(d *appsv1.Deployment, pdbs []*policyv1.PodDisruptionBudget) {
+	var found *policyv1.PodDisruptionBudget
+	for _, p := range pdbs {
+		if p.Spec.Selector == nil {
+			continue
+		}
+		match := len(p.Spec.Selector.MatchLabels) > 0
+		for k, v := range p.Spec.Selector.MatchLabels {
+			if d.Spec.Template.Labels[k] != v {
+				match = false
+			}
+		}
+		if match {
+			found = p
+		}
+	}
+	if found == nil {
+		fail("Deployment %s: no PodDisruptionBudget selects its pods", d.Name)
+		return
+	}
+	if mu := found.Spec.MaxUnavailable; mu == nil || mu.Type != intstr.Int || mu.IntVal != 1 {
+		fail("PodDisruptionBudget %s: want maxUnavailable: 1", found.Name)
+	}
+	if d.Spec.Template.Spec.AutomountServiceAccountToken == nil ||
+		*d.Spec.Template.Spec.AutomountServiceAccountToken {
+		fail("Deployment %s: automountServiceAccountToken must be false (s3lect needs no Kubernetes API access; IRSA's token is a volume of its own)", d.Name)
 	}
 }
