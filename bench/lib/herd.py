@@ -110,6 +110,7 @@ class PeerHerd:
     back_at_s: float | None = None  # first s after recovery from which every second is steady
     roles_after: list = field(default_factory=list)  # (s, keys led, followers ok, two leaders)
     wrong_sample: str = ""  # the status of the electors of one key whose followers name another
+    reader_sample: str = ""  # the status of the electors of the key read most late after it
     keys_led_at_end: int = 0
     two_leaders_at_end: int = 0
     note: str = ""
@@ -187,6 +188,11 @@ def run_peer(impls: list, server, quick: bool, logdir: Path, log) -> PeerHerd:
                 res.wrong_sample = _wrong_sample(procs, keys)
                 log(f"herd peer: a follower naming another than its key's leader: "
                     f"{res.wrong_sample}")
+            if not res.reader_sample and time.monotonic() > rec + 20:
+                res.reader_sample = _reader_sample(procs, proxy, rec + 15)
+                if res.reader_sample:
+                    log(f"herd peer: the key read most from 15 s after the store's return: "
+                        f"{res.reader_sample}")
             log(f"herd peer: +{res.roles_after[-1][0]} s: keys led {r['keys_led']}/{keys}, "
                 f"followers naming the leader {r['followers_ok']} (naming another "
                 f"{r['followers_wrong']}, in no follower state {r['followers_not_following']})")
@@ -214,11 +220,25 @@ def run_peer(impls: list, server, quick: bool, logdir: Path, log) -> PeerHerd:
     return res
 
 
+def _statuses(procs, key) -> list:
+    """s3lect_status_json of every elector of `key` in every process
+    (footprint's "status KEY")."""
+    import json
+    out = []
+    for p in procs:
+        p.send(f"status {key}")
+        while True:
+            v = p.line(60, "status")
+            if v.startswith('{"status"'):
+                out += json.loads(v)["status"]
+                break
+    return out
+
+
 def _wrong_sample(procs, keys: int) -> str:
     """The status (s3lect_status_json) of every elector of one key whose
     followers name another than the key's leader: what they wait for."""
     import json
-    import footprint
     per = []
     for p in procs:
         p.send("roles")
@@ -234,16 +254,27 @@ def _wrong_sample(procs, keys: int) -> str:
     for d in per:
         for k, named in d["follow"].items():
             if any([who] != leads.get(k) for who in named):
-                out = []
-                for p in procs:
-                    p.send(f"status {k}")
-                    while True:
-                        v = p.line(60, "status")
-                        if v.startswith('{"status"'):
-                            out += json.loads(v)["status"]
-                            break
-                return f"key {k} led by {leads.get(k)}: " + json.dumps(out)
+                return f"key {k} led by {leads.get(k)}: " + json.dumps(_statuses(procs, k))
     return ""
+
+
+def _reader_sample(procs, proxy, since: float) -> str:
+    """The electors of the key read most since `since` (from the proxy's
+    GET paths): their status, to see why they read."""
+    import collections
+    import json
+    import re
+    n = collections.Counter(m.group(1) for t, path in list(proxy.get_paths) if t >= since
+                            for m in [re.search(r"/k0*(\d+)\.json", path)] if m)
+    if not n:
+        return ""
+    key, reads = n.most_common(1)[0]
+    out = _statuses(procs, key)
+    keep = ("serverID", "isLeader", "leaderID", "state", "leaseRemainingMs", "lastUpdated",
+            "leaderLastSeen", "consecutiveFails", "cycle", "peerFailures", "peerLastFailure",
+            "lastErrorMessage")
+    return (f"key {key} ({reads} GETs, {len(n)} keys read): " +
+            json.dumps([{k: v for k, v in x.items() if k in keep} for x in out]))
 
 
 def steady_limit(r: PeerHerd) -> float:

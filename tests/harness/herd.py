@@ -36,6 +36,7 @@ class OutageProxy:
         # By tenth of a monotonic second.
         self.requests: Counter[int] = Counter()
         self.gets: Counter[int] = Counter()  # of which GET (store reads)
+        self.get_paths: list[tuple[float, str]] = []  # (monotonic s, path), the first 500,000
         self.connects: Counter[int] = Counter()
         self.resets: Counter[int] = Counter()  # connections reset (down, or no upstream)
         self._writers: set[asyncio.StreamWriter] = set()
@@ -146,6 +147,8 @@ class OutageProxy:
                     self.requests[tenth] += 1
                     if head.startswith("GET "):
                         self.gets[tenth] += 1
+                        if len(self.get_paths) < 500000:
+                            self.get_paths.append((time.monotonic(), head.split(" ", 2)[1]))
                     for line in head.split("\r\n")[1:]:
                         k, _, v = line.partition(":")
                         if k.strip().lower() == "content-length":

@@ -56,6 +56,22 @@ def test_sdist_contents(sdist):
     assert not any(n.startswith("build/") for n in names), "build output leaked into the sdist"
 
 
+def test_metadata_has_project_urls_and_absolute_readme_links(sdist):
+    """PyPI shows the README away from the repository: no relative link may
+    be in it, and the metadata names where the project lives (issue 39
+    item 9)."""
+    with tarfile.open(sdist) as tf:
+        pkg_info = next(m for m in tf.getmembers() if m.name.endswith("/PKG-INFO")
+                        and m.name.count("/") == 1)
+        text = tf.extractfile(pkg_info).read().decode()
+    urls = dict(re.findall(r"^Project-URL: ([^,]+), (\S+)$", text, re.M))
+    assert urls.get("Repository") == "https://github.com/s3lect/s3lect", urls
+    assert {"Homepage", "Documentation", "Issues"} <= set(urls), urls
+    links = re.findall(r"\]\(([^)]+)\)", text)
+    relative = [x for x in links if not x.startswith(("https://", "http://", "#", "mailto:"))]
+    assert not relative, f"relative links in the long description: {relative}"
+
+
 def test_sdist_builds_standalone(sdist, tmp_path):
     """Configure and build the extension from the unpacked sdist alone."""
     swig = shutil.which("swig", path=os.path.dirname(sys.executable))
