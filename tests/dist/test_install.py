@@ -346,3 +346,22 @@ def test_static_cli_ships_its_completion(arch, tmp_path):
                         'COMP_CWORD=3; _s3lect; echo "${COMPREPLY[*]}"'],
                        capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "text json", (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_sbom_names_s3lects_own_source(arch):
+    """The SBOM's s3lect package says where its source is: the repository and
+    the commit the artifacts were built from (issue 39 item 9)."""
+    import json
+    sboms = sorted(DIST.glob(f"s3lect-*-{MACHINE[arch]}.spdx.json"))
+    if not sboms:
+        pytest.skip(f"no SBOM for {MACHINE[arch]} in {DIST}: scripts/dist --arch "
+                    f"{MACHINE[arch]} makes it")
+    doc = json.loads(sboms[-1].read_text())
+    s3 = next(p for p in doc["packages"] if p["SPDXID"] == "SPDXRef-s3lect")
+    m = re.fullmatch(r"built from commit ([0-9a-f]{40})(-dirty)? of https://github.com/s3lect/s3lect",
+                     s3.get("sourceInfo", ""))
+    assert m, s3
+    assert s3["homepage"] == "https://github.com/s3lect/s3lect", s3
+    want = "NOASSERTION" if m.group(2) else f"git+https://github.com/s3lect/s3lect@{m.group(1)}"
+    assert s3["downloadLocation"] == want, s3
