@@ -264,6 +264,11 @@ static s3lect_elector *pool_pop(rt_pool *p)
     return e;
 }
 
+static int64_t p_ramp_until(const rt_pool *p)
+{
+    return p ? p->ramp_until : 0;
+}
+
 /* Signs and sends e's S3 request on a connection of its pool. Returns 1 when
  * it is on its way, 0 when it ended at once (res filled). */
 int rt_pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
@@ -271,6 +276,15 @@ int rt_pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
     memset(res, 0, sizeof *res);
     int64_t now = u_mono_ms();
     int64_t left = e->op_sent_at + e->op.timeout_ms - now;
+    if (left <= 0 && !e->prio && now < p_ramp_until(e->pool) && e->pool->inflight < rt->max_conns) {
+        /* It waited for the rate cap after an outage, not for the store:
+         * that wait is this process's own pacing and no failure of the
+         * store (issue 38 item 7: counted as one, it sent thousands of
+         * followers into a 20-30 s read back-off, and their reads came
+         * back in late bursts for a minute). Its timeout starts now. */
+        e->op_sent_at = now;
+        left = e->op.timeout_ms;
+    }
     if (left <= 0) {
         st_result_setf(res, ST_TRANSIENT,
                        "%s %s was not sent: it waited its whole timeout (%lld ms) for one of the "
