@@ -264,11 +264,6 @@ static s3lect_elector *pool_pop(rt_pool *p)
     return e;
 }
 
-static int64_t p_ramp_until(const rt_pool *p)
-{
-    return p ? p->ramp_until : 0;
-}
-
 /* Signs and sends e's S3 request on a connection of its pool. Returns 1 when
  * it is on its way, 0 when it ended at once (res filled). */
 int rt_pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
@@ -276,7 +271,7 @@ int rt_pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
     memset(res, 0, sizeof *res);
     int64_t now = u_mono_ms();
     int64_t left = e->op_sent_at + e->op.timeout_ms - now;
-    if (left <= 0 && !e->prio && now < p_ramp_until(e->pool) && e->pool->inflight < rt->max_conns) {
+    if (left <= 0 && !e->prio && now < e->pool->ramp_until && e->pool->inflight < rt->max_conns) {
         /* It waited for the rate cap after an outage, not for the store:
          * that wait is this process's own pacing and no failure of the
          * store (issue 38 item 7: counted as one, it sent thousands of
