@@ -163,6 +163,9 @@ def test_go_get_builds_with_a_c_compiler_alone(tmp_path):
     for line in lines:
         argv = line.replace("/path/to/s3lect/bindings/go", str(mod)).split()
         r = run([GO, *argv[1:]], app, env, 900, line)
+        if argv[1] == "build":  # the first build: C compiler warnings show here
+            assert r.stdout.strip() == "" and r.stderr.strip() == "", \
+                f"{line} printed something (a C compiler warning?):\n{r.stdout}\n{r.stderr}"
     exe = tmp_path / "gogetcheck"
     r = run([GO, "build", "-o", str(exe), "."], app, env, 900, "go build")
     build_s = time.monotonic() - started
