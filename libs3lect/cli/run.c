@@ -740,8 +740,9 @@ int cli_run(int argc, char **argv)
         snprintf(host, sizeof host, "%.*s", (int)hl, ml);
         int any = !host[0] || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "[::]") == 0 ||
                   strcmp(host, "*") == 0;
-        say("metrics at http://%s:%d/metrics%s", any ? "localhost" : host,
-            cli_metrics_port(metrics), any ? " (listening on every address)" : "");
+        int port = cli_metrics_port(metrics);
+        say("metrics at http://%s:%d/metrics port=%d%s", any ? "localhost" : host, port, port,
+            any ? " (listening on every address)" : "");
     }
     int64_t started = u_mono_ms(), startup = o.startup_timeout < 0 ? 60000 : o.startup_timeout;
     int gave_up = 0;
