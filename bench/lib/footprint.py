@@ -854,7 +854,8 @@ def _merge_roles(lines: list[dict], keys: int) -> dict:
             "led_by": [sorted(int(k) for k in d["lead"]) for d in lines]}
 
 
-def _roles(procs: list, keys: int) -> dict:
+def raw_roles(procs: list) -> list[dict]:
+    """Each process's "roles" answer, as it gave it."""
     out = []
     for p in procs:
         p.send("roles")
@@ -863,7 +864,11 @@ def _roles(procs: list, keys: int) -> dict:
             if v.startswith('{"roles"'):
                 out.append(json.loads(v)["roles"])
                 break
-    return _merge_roles(out, keys)
+    return out
+
+
+def _roles(procs: list, keys: int) -> dict:
+    return _merge_roles(raw_roles(procs), keys)
 
 
 def _acquired(p, since_us: int) -> dict[int, int]:

@@ -239,14 +239,8 @@ def _wrong_sample(procs, keys: int) -> str:
     """The status (s3lect_status_json) of every elector of one key whose
     followers name another than the key's leader: what they wait for."""
     import json
-    per = []
-    for p in procs:
-        p.send("roles")
-        while True:
-            v = p.line(60, "roles")
-            if v.startswith('{"roles"'):
-                per.append(json.loads(v)["roles"])
-                break
+    import footprint
+    per = footprint.raw_roles(procs)
     leads = {}
     for d in per:
         for k, who in d["lead"].items():

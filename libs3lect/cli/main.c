@@ -1471,13 +1471,19 @@ static void comp_valued(char *buf, size_t n, int files)
         snprintf(buf + len, n - len, "%s--racers|--rounds", len ? "|" : "");
 }
 
+/* The commands, space-separated. */
+static void comp_names(char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof COMP_CMDS / sizeof COMP_CMDS[0] && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? " " : "", COMP_CMDS[i].name);
+}
+
 static void comp_bash(int zsh)
 {
-    char names[256] = "", buf[2048];
-    size_t nl = 0;
-    for (size_t i = 0; i < sizeof COMP_CMDS / sizeof COMP_CMDS[0]; i++)
-        nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s", nl ? " " : "",
-                               COMP_CMDS[i].name);
+    char names[256], buf[2048];
+    comp_names(names, sizeof names);
     printf("# SPDX-License-Identifier: Apache-2.0\n"
            "# %s completion for s3lect (`s3lect completion %s`), generated from the CLI's "
            "option table.\n",
@@ -1533,11 +1539,8 @@ static void comp_bash(int zsh)
 
 static void comp_fish(void)
 {
-    char names[256] = "", buf[2048];
-    size_t nl = 0;
-    for (size_t i = 0; i < sizeof COMP_CMDS / sizeof COMP_CMDS[0]; i++)
-        nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s", nl ? " " : "",
-                               COMP_CMDS[i].name);
+    char names[256], buf[2048];
+    comp_names(names, sizeof names);
     printf("# SPDX-License-Identifier: Apache-2.0\n"
            "# fish completion for s3lect (`s3lect completion fish`), generated from the CLI's "
            "option table.\n"
