@@ -27,11 +27,12 @@ SPECS = {
     "bookworm-arm64": Spec("bookworm-arm64", "bookworm", "arm64", PY),
     "trixie-amd64": Spec("trixie-amd64", "trixie", "amd64", PY),
     "trixie-arm64": Spec("trixie-arm64", "trixie", "arm64", PY),
-    # The SDK test's: a C compiler and pkg-config, still no libcurl or libssl.
+    # The SDK tests': a C compiler, pkg-config and minisign (README "Installing a
+    # release" verifies SHA256SUMS there), still no libcurl or libssl.
     "sdk-bookworm-amd64": Spec("sdk-bookworm-amd64", "bookworm", "amd64",
-                               ["gcc", "libc6-dev", "pkg-config"]),
+                               ["gcc", "libc6-dev", "pkg-config", "minisign"]),
     "sdk-bookworm-arm64": Spec("sdk-bookworm-arm64", "bookworm", "arm64",
-                               ["gcc", "libc6-dev", "pkg-config"]),
+                               ["gcc", "libc6-dev", "pkg-config", "minisign"]),
 }
 
 # The roots the tests use: both architectures' bookworm; bullseye, trixie

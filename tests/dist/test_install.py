@@ -11,8 +11,9 @@ foreign one under qemu-user:
     hands over to that node when stopped;
   - the static CLI: two nodes in the root elect one leader; SIGTERM to it
     ends its command before the other starts its own;
-  - the C SDK: a small program compiled and linked against it, shared and
-    static, in a root with gcc added (host architecture).
+  - the C SDK: its files, for its architecture (compiled and linked
+    against, shared and static, by README.md's own commands in
+    test_readme_install.py).
 Every skip says why (no artifact for an architecture, no qemu, a kernel
 without binfmt_misc in user namespaces).
 """
@@ -262,17 +263,6 @@ def test_static_cli_elects_and_hands_over_on_sigterm(roots, arch, minio, tmp_pat
                     pass
 
 
-HELLO = r"""
-#include <s3lect.h>
-#include <stdio.h>
-#include <string.h>
-
-int main(void) {
-    const char *v = s3lect_version();
-    printf("libs3lect %s\n", v);
-    return strcmp(v, S3LECT_VERSION_STRING) != 0;
-}
-"""
 
 
 ELF_MACHINE = {"amd64": 0x3E, "arm64": 0xB7}
@@ -293,38 +283,6 @@ def test_sdk_holds_its_files_for_its_architecture(arch, tmp_path):
         assert (prefix / "lib" / lib).exists(), f"{sdks[0].name}: no lib/{lib}"
     head = (prefix / "lib" / "libs3lect.so").read_bytes()[:20]
     assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == ELF_MACHINE[arch]
-
-
-def test_sdk_compiles_and_links_a_program(roots, tmp_path):
-    arch = HOST_ARCH  # compiled natively (gcc under qemu would take minutes)
-    sdks = need(arch, "sdk")
-    root = roots(f"sdk-bookworm-{arch}")
-    t = f"/sdk-{uuid.uuid4().hex[:8]}"
-    work = root.host_path(t)
-    (work / "sdk").mkdir(parents=True)
-    subprocess.run(["tar", "-xf", str(sdks[0]), "-C", str(work / "sdk")], check=True)
-    pcs = sorted((work / "sdk").rglob("s3lect.pc"))
-    assert pcs, f"no s3lect.pc in {sdks[0].name}"
-    prefix_host = pcs[0].parents[2]  # PREFIX/lib/pkgconfig/s3lect.pc
-    prefix = "/" + str(prefix_host.relative_to(root.path))
-    assert (prefix_host / "include" / "s3lect.h").is_file()
-    assert list(prefix_host.glob("lib*/cmake/*/*Config.cmake")) or \
-        list(prefix_host.glob("lib*/cmake/*/*-config.cmake")), "no CMake package"
-    assert list(prefix_host.rglob("s3lect*.[1-9]")), "no man page"
-    (work / "hello.c").write_text(HELLO)
-    env = {"PKG_CONFIG_PATH": f"{prefix}/lib/pkgconfig",
-           # the .pc files name the prefix they were made for: point them here
-           "PKG_CONFIG_SYSROOT_DIR": ""}
-    sh = (f'set -e; cd {t}; pc="pkg-config --define-prefix"; '
-          f'cc -Wall -Werror -o hello-shared hello.c $($pc --cflags --libs s3lect); '
-          f'LD_LIBRARY_PATH={prefix}/lib ./hello-shared; '
-          f'cc -Wall -Werror -static-libgcc -o hello-static hello.c '
-          f'$($pc --cflags s3lect) {prefix}/lib/libs3lect.a $($pc --libs --static s3lect | '
-          f'sed "s/-ls3lect//"); ./hello-static; '
-          f'! ldd ./hello-static | grep -E "libs3lect|libcurl|libssl|libcrypto|libcjson"')
-    r = root.run(["sh", "-c", sh], env=env, timeout=300, check=False)
-    assert r.returncode == 0, f"{sdks[0].name}:\n{r.stdout}\n{r.stderr}"
-    print(f"{sdks[0].name}: {r.stdout.strip()}")
 
 
 @pytest.mark.parametrize("arch", ARCHES)
