@@ -138,10 +138,28 @@ void rt_pool_note(rt_runtime *rt, rt_pool *p, s3lect_elector *e, CURLcode cc, in
              * step), not up to infrequent_interval later; the cap above
              * keeps the rate down. */
             size_t n = 0;
+            int64_t freq = 0;
             s3lect_elector **w = malloc(rt->nheap * sizeof *w + 1);
             for (size_t i = 0; w && i < rt->nheap; i++)
-                if (rt->heap[i]->pool == p)
+                if (rt->heap[i]->pool == p) {
                     w[n++] = rt->heap[i];
+                    if (rt->heap[i]->cfg->frequent_interval > freq)
+                        freq = rt->heap[i]->cfg->frequent_interval;
+                }
+            /* A cap from the steady rate alone paces a herd whose steady
+             * state reads nothing (peer mode: 0 GET/s) at the floor: 3,300
+             * followers a process, each needing one read after its leader
+             * stepped down, took 31 s at 100/s (issue 38 item 7). So the
+             * cap also lets every elector waiting here read within
+             * RT_RAMP_DRAIN_POLLS of their frequent intervals: still
+             * spread, never a burst, and over within seconds. */
+            if (freq > 0) {
+                double drain = (double)n * 1000.0 / (double)(RT_RAMP_DRAIN_POLLS * freq);
+                if (drain > RT_RAMP_MAX_RATE)
+                    drain = RT_RAMP_MAX_RATE;
+                if (drain > p->rate)
+                    p->rate = drain;
+            }
             for (size_t i = 0; i < n; i++) {
                 w[i]->store_back = 1;
                 rt_heap_schedule(rt, w[i], now);

@@ -50,6 +50,9 @@ enum { RT_IO_NONE = 0, RT_IO_QUEUED, RT_IO_CURL, RT_IO_JOB, RT_IO_HUB };
 #define RT_RAMP_MIN_RATE 20.0      /* sends/s allowed after a recovery, at least */
 #define RT_RAMP_MIN_MS 5000        /* the cap after a recovery lasts at least this long */
 #define RT_RAMP_MAX_MS 120000      /* and at most this long */
+#define RT_RAMP_DRAIN_POLLS 2      /* but lets every waiting elector read within this many of */
+                                   /* their frequent intervals (issue 38 item 7) */
+#define RT_RAMP_MAX_RATE 2000.0    /* a cap of at most this many sends/s (then: the queue waits) */
 /* Batched follower checks (peer_hub.c, docs/peer.md). */
 #define PEER_BATCH_INFLIGHT 4     /* batches in flight per remote endpoint (and pin) */
 #define PEER_NOBATCH_MS 600000    /* an endpoint that does not batch: single checks this long */
