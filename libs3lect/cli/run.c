@@ -466,7 +466,6 @@ static void fmt_ms(int64_t ms, char *out, size_t n)
         snprintf(out, n, "%lldms", (long long)ms);
 }
 
-/* Sets r->lease, deadline, margin and kill_timeout; 0 or a usage error. */
 /* The elector of cfg, with run's callbacks, in r->el. */
 static int make_elector(runner *r, s3lect_config *cfg)
 {
@@ -516,28 +515,51 @@ static int start_elector(runner *r, s3lect_config *cfg, int peer_default, cli_me
     return -1;
 }
 
-static int check_timing(runner *r, const s3lect_config *cfg, int64_t kill_timeout)
+/* The timings run derives from cfg and --kill-timeout (-1: not given), one
+ * computation for the run itself and for --print-config: safe is the
+ * largest kill timeout the lease allows (negative: none), kill the one run
+ * uses, hold the leader_hold it sets (at least deadline + kill + margin, at
+ * most a lease, never lowered). -1 when cfg's lease settings cannot be read. */
+typedef struct {
+    int64_t lease, deadline, margin, safe, kill, hold;
+} run_timing;
+
+static int timing_of(const s3lect_config *cfg, int64_t kill_timeout, run_timing *t)
 {
-    if (s3lect_config_get_int(cfg, S3LECT_OPT_LEASE_TIMEOUT, &r->lease) != 0 ||
-        s3lect_config_get_int(cfg, S3LECT_OPT_RENEW_DEADLINE, &r->deadline) != 0) {
-        fprintf(stderr, "s3lect run: cannot read the lease settings\n");
+    memset(t, 0, sizeof *t);
+    if (s3lect_config_get_int(cfg, S3LECT_OPT_LEASE_TIMEOUT, &t->lease) != 0 ||
+        s3lect_config_get_int(cfg, S3LECT_OPT_RENEW_DEADLINE, &t->deadline) != 0 ||
+        s3lect_config_get_int(cfg, S3LECT_OPT_LEADER_HOLD, &t->hold) != 0)
         return -1;
-    }
-    r->margin = kill_margin(r->lease);
-    int64_t safe = r->lease - r->deadline - r->margin;
+    t->margin = kill_margin(t->lease);
+    t->safe = t->lease - t->deadline - t->margin;
+    t->kill = kill_timeout >= 0 ? kill_timeout : t->safe;
+    int64_t want = t->deadline + t->kill + t->margin;
+    if (want > t->lease)
+        want = t->lease;
+    if (t->safe >= 0 && t->hold < want)
+        t->hold = want;
+    return 0;
+}
+
+static int check_timing(runner *r, const run_timing *t, int64_t kill_timeout)
+{
+    r->lease = t->lease;
+    r->deadline = t->deadline;
+    r->margin = t->margin;
     char l[32], d[32], m[32], k[32], s[32];
-    fmt_ms(r->lease, l, sizeof l);
-    fmt_ms(r->deadline, d, sizeof d);
-    fmt_ms(r->margin, m, sizeof m);
-    fmt_ms(safe, s, sizeof s);
-    if (safe < 0) {
+    fmt_ms(t->lease, l, sizeof l);
+    fmt_ms(t->deadline, d, sizeof d);
+    fmt_ms(t->margin, m, sizeof m);
+    fmt_ms(t->safe, s, sizeof s);
+    if (t->safe < 0) {
         cli_usage_error("run",
                         "lease-timeout %s - renew-deadline %s leaves no time to stop the command: "
                         "it must exceed the supervisor's margin %s (2 x lease/1000 + 250ms)",
                         l, d, m);
         return -1;
     }
-    if (kill_timeout > safe) {
+    if (kill_timeout > t->safe) {
         fmt_ms(kill_timeout, k, sizeof k);
         cli_usage_error("run",
                         "--kill-timeout %s is unsafe: the largest safe value is %s (lease-timeout "
@@ -545,7 +567,7 @@ static int check_timing(runner *r, const s3lect_config *cfg, int64_t kill_timeou
                         k, s, l, d, m);
         return -1;
     }
-    r->kill_timeout = kill_timeout >= 0 ? kill_timeout : safe;
+    r->kill_timeout = t->kill;
     return 0;
 }
 
@@ -554,19 +576,8 @@ static int check_timing(runner *r, const s3lect_config *cfg, int64_t kill_timeou
  * defaults resolved as the library and run resolve them, then run's kill
  * timeout (none when the timings leave no time to stop the command, which
  * run refuses). */
-static void print_config(const s3lect_config *cfg, int64_t kill_timeout)
+static void print_config(const s3lect_config *cfg, const run_timing *t)
 {
-    int64_t lease = 0, deadline = 0, hold = 0;
-    s3lect_config_get_int(cfg, S3LECT_OPT_LEASE_TIMEOUT, &lease);
-    s3lect_config_get_int(cfg, S3LECT_OPT_RENEW_DEADLINE, &deadline);
-    s3lect_config_get_int(cfg, S3LECT_OPT_LEADER_HOLD, &hold);
-    int64_t margin = kill_margin(lease), safe = lease - deadline - margin;
-    int64_t kill = kill_timeout >= 0 ? kill_timeout : safe;
-    int64_t want = deadline + kill + margin; /* what cli_run sets leader_hold to */
-    if (want > lease)
-        want = lease;
-    if (safe >= 0 && hold < want)
-        hold = want;
     for (int opt = 1; opt <= s3lect_option_count(); opt++) {
         const char *name;
         int type;
@@ -575,15 +586,15 @@ static void print_config(const s3lect_config *cfg, int64_t kill_timeout)
             type != S3LECT_OPTION_INT || s3lect_config_get_int(cfg, opt, &v) != S3LECT_OK)
             continue;
         if (opt == S3LECT_OPT_MAX_LEASE_TIMEOUT && v <= 0)
-            v = 4 * lease; /* the library's default: 4 leases */
+            v = 4 * t->lease; /* the library's default: 4 leases */
         else if (opt == S3LECT_OPT_LEADER_HOLD)
-            v = hold;
+            v = t->hold;
         else if (opt == S3LECT_OPT_NEW_LOCK_WAIT && v < 0)
-            v = lease > hold ? lease : hold; /* max(lease, leader_hold) */
+            v = t->lease > t->hold ? t->lease : t->hold; /* max(lease, leader_hold) */
         printf("%s=%lld\n", name, (long long)v);
     }
-    if (safe >= 0)
-        printf("kill_timeout=%lld\n", (long long)kill);
+    if (t->safe >= 0)
+        printf("kill_timeout=%lld\n", (long long)t->kill);
     else
         printf("kill_timeout=none\n");
 }
@@ -638,12 +649,18 @@ int cli_run(int argc, char **argv)
     s3lect_config *cfg = cli_config("run", &o);
     if (!cfg)
         return CLI_EXIT_USAGE;
+    run_timing t;
+    if (timing_of(cfg, o.kill_timeout, &t) != 0) {
+        fprintf(stderr, "s3lect run: cannot read the lease settings\n");
+        s3lect_config_free(cfg);
+        return CLI_EXIT_USAGE;
+    }
     if (o.print_config) {
-        print_config(cfg, o.kill_timeout);
+        print_config(cfg, &t);
         s3lect_config_free(cfg);
         return CLI_EXIT_OK;
     }
-    if (check_timing(&r, cfg, o.kill_timeout) != 0) {
+    if (check_timing(&r, &t, o.kill_timeout) != 0) {
         s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;
     }
@@ -663,12 +680,7 @@ int cli_run(int argc, char **argv)
      * tree may still run (the hard deadline, plus the margin for clock
      * rates and the kill itself): a follower never backdates them by the
      * store's clock past that (docs/algorithm.md "The store's clock"). */
-    int64_t hold = 0, want = r.deadline + r.kill_timeout + r.margin;
-    s3lect_config_get_int(cfg, S3LECT_OPT_LEADER_HOLD, &hold);
-    if (want > r.lease)
-        want = r.lease;
-    if (hold < want)
-        s3lect_config_set_int(cfg, S3LECT_OPT_LEADER_HOLD, want);
+    s3lect_config_set_int(cfg, S3LECT_OPT_LEADER_HOLD, t.hold);
     char id[300];
     s3lect_config_get_str(cfg, S3LECT_OPT_SERVER_ID, id, sizeof id);
     r.id = id;
