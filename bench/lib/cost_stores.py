@@ -41,7 +41,9 @@ from common import (GET_USD_PER_1000, HOURS_PER_MONTH, PUT_USD_PER_1000, BenchEr
 from impls import DEFAULTS, NodeSpec, S3lectC, Timing
 from storeproxy import HttpTypeProxy, PgProxy, RedisProxy
 
-STORES = ("s3", "dynamodb", "postgres", "route53", "gcs", "azure", "etcd", "redis")
+from harness.stores import kinds  # tests/harness/stores.py: the one list of stores
+
+STORES = tuple(kinds("cost"))
 NODES = 3
 WINDOW = 120.0  # = cost.window_for(DEFAULTS, quick=False)
 QUICK_WINDOW = 60.0

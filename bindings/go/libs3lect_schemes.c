@@ -32,33 +32,161 @@ static size_t scheme_len(const char *url)
 
 /* ---- the scheme table ---- */
 
+#define REDIS_CAVEAT                                                                               \
+    "verified on this server: it takes writes (a primary, not a replica), is not in Cluster "      \
+    "mode (unless the ACL hides INFO), and runs s3lect's compare-and-set script atomically; not "  \
+    "verifiable from here: replication is asynchronous and persistence is the server's setting "   \
+    "(appendonly yes, appendfsync always): a failover or a restart that loses a write can give "   \
+    "two leaders (docs/stores.md)"
+
+/* One row a store (rows with no noun only spell a store another way). What
+ * the whole project knows of a store is here: the CLI's help, its error
+ * lists, whoami, check-store, `s3lect stores`, the man page and the
+ * completion read it (docs/architecture.md "Adding a store"). */
 static const st_scheme schemes[] = {
-    {"s3", NULL, st_s3_parse, st_s3_open, st_s3_canonical, "s3://bucket/key (two slashes)",
-     ST_SCHEME_AWS, "an S3 object (AWS or an S3-compatible server)", "s3://BUCKET/KEY"},
-    {"file", NULL, st_file_parse, st_file_open, st_file_canonical,
-     "file:///dir/key (three slashes) or a plain path", ST_SCHEME_PATHS, "a local file",
-     "file:///DIR/KEY or a path"},
-    {"dynamodb", NULL, st_dynamodb_parse, st_dynamodb_open, st_dynamodb_canonical, NULL,
-     ST_SCHEME_AWS, "a DynamoDB item", "dynamodb://TABLE/KEY"},
-    {"postgres", "postgresql", st_postgres_parse, st_postgres_open, st_postgres_canonical, NULL, 0,
-     "a PostgreSQL row", "postgres://HOST/DB?key=NAME"},
-    {"route53", NULL, st_route53_parse, st_route53_open, st_route53_canonical, NULL, ST_SCHEME_AWS,
-     "a Route 53 record", "route53://ZONE_ID/NAME"},
-    {"gs", NULL, st_gcs_parse, st_gcs_open, st_gcs_canonical, "gs://bucket/object (two slashes)", 0,
-     "a Google Cloud Storage object", "gs://BUCKET/OBJECT"},
-    {"az", NULL, st_azure_parse, st_azure_open, st_azure_canonical,
-     "az://ACCOUNT/CONTAINER/BLOB (two slashes)", 0, "an Azure blob",
-     "az://ACCOUNT/CONTAINER/BLOB or https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB"},
-    {"https", NULL, st_azure_https_parse, st_azure_open, st_azure_canonical, NULL, 0, NULL, NULL},
-    {"etcd", "etcds", st_etcd_parse, st_etcd_open, st_etcd_canonical,
-     "etcd://HOST:PORT/KEY (two slashes)", 0, "an etcd key",
-     "etcd://HOST:PORT[,HOST:PORT...]/KEY (etcds:// for TLS)"},
-    {"redis", NULL, st_redis_parse, st_redis_open, st_redis_canonical, "redis://HOST:PORT/KEY", 0,
-     "a Redis key", "redis://[[USER]:PASSWORD@]HOST:PORT/KEY (rediss:// for TLS)"},
-    {"rediss", NULL, st_redis_parse, st_redis_open, st_redis_canonical, "rediss://HOST:PORT/KEY", 0,
-     NULL, NULL},
+    {.name = "s3",
+     .parse = st_s3_parse,
+     .open = st_s3_open,
+     .canonical = st_s3_canonical,
+     .form = "s3://bucket/key (two slashes)",
+     .flags = ST_SCHEME_AWS,
+     .noun = "an S3 object (AWS or an S3-compatible server)",
+     .usage = "s3://BUCKET/KEY",
+     .cred = ST_CRED_AWS,
+     .doc = "docs/stores.md#s3",
+     .home = "a bucket"},
+    {.name = "file",
+     .parse = st_file_parse,
+     .open = st_file_open,
+     .canonical = st_file_canonical,
+     .form = "file:///dir/key (three slashes) or a plain path",
+     .flags = ST_SCHEME_PATHS,
+     .noun = "a local file",
+     .usage = "file:///DIR/KEY or a path",
+     .cred = ST_CRED_NONE,
+     .doc = "docs/stores.md#file-the-embedded-default",
+     .home = "a directory"},
+    {.name = "dynamodb",
+     .parse = st_dynamodb_parse,
+     .open = st_dynamodb_open,
+     .canonical = st_dynamodb_canonical,
+     .flags = ST_SCHEME_AWS,
+     .noun = "a DynamoDB item",
+     .usage = "dynamodb://TABLE/KEY",
+     .cred = ST_CRED_AWS,
+     .doc = "docs/stores.md#dynamodb"},
+    {.name = "postgres",
+     .alias = "postgresql",
+     .parse = st_postgres_parse,
+     .open = st_postgres_open,
+     .canonical = st_postgres_canonical,
+     .noun = "a PostgreSQL row",
+     .usage = "postgres://HOST/DB?key=NAME",
+     .cred = ST_CRED_URL,
+     .doc = "docs/stores.md#postgresql",
+
+     .needs = "libpq.so.5 (libpq5), loaded when a postgres:// lock is used"},
+    {.name = "route53",
+     .parse = st_route53_parse,
+     .open = st_route53_open,
+     .canonical = st_route53_canonical,
+     .flags = ST_SCHEME_AWS,
+     .noun = "a Route 53 record",
+     .usage = "route53://ZONE_ID/NAME",
+     .cred = ST_CRED_AWS,
+     .doc = "docs/stores.md#route-53",
+     .home = "a hosted zone"},
+    {.name = "gs",
+     .parse = st_gcs_parse,
+     .open = st_gcs_open,
+     .canonical = st_gcs_canonical,
+     .form = "gs://bucket/object (two slashes)",
+     .noun = "a Google Cloud Storage object",
+     .usage = "gs://BUCKET/OBJECT",
+     .cred = ST_CRED_GCP,
+     .doc = "docs/stores.md#google-cloud-storage",
+     .home = "a bucket"},
+    {.name = "az",
+     .parse = st_azure_parse,
+     .open = st_azure_open,
+     .canonical = st_azure_canonical,
+     .form = "az://ACCOUNT/CONTAINER/BLOB (two slashes)",
+     .noun = "an Azure blob",
+     .usage = "az://ACCOUNT/CONTAINER/BLOB or https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB",
+     .cred = ST_CRED_AZURE,
+     .doc = "docs/stores.md#azure-blob-storage",
+     .home = "a container"},
+    {.name = "https",
+     .parse = st_azure_https_parse,
+     .open = st_azure_open,
+     .canonical = st_azure_canonical,
+     .cred = ST_CRED_AZURE,
+     .doc = "docs/stores.md#azure-blob-storage",
+     .home = "a container"},
+    {.name = "etcd",
+     .alias = "etcds",
+     .parse = st_etcd_parse,
+     .open = st_etcd_open,
+     .canonical = st_etcd_canonical,
+     .form = "etcd://HOST:PORT/KEY (two slashes)",
+     .noun = "an etcd key",
+     .usage = "etcd://HOST:PORT[,HOST:PORT...]/KEY (etcds:// for TLS)",
+     .cred = ST_CRED_URL,
+     .doc = "docs/stores.md#etcd"},
+    {.name = "redis",
+     .parse = st_redis_parse,
+     .open = st_redis_open,
+     .canonical = st_redis_canonical,
+     .form = "redis://HOST:PORT/KEY",
+     .noun = "a Redis key",
+     .usage = "redis://[[USER]:PASSWORD@]HOST:PORT/KEY (rediss:// for TLS)",
+     .cred = ST_CRED_URL,
+     .doc = "docs/stores.md#redis",
+     .compiled = st_redis_compiled,
+     .caveat = REDIS_CAVEAT},
+    {.name = "rediss",
+     .parse = st_redis_parse,
+     .open = st_redis_open,
+     .canonical = st_redis_canonical,
+     .form = "rediss://HOST:PORT/KEY",
+     .cred = ST_CRED_URL,
+     .doc = "docs/stores.md#redis",
+     .compiled = st_redis_compiled,
+     .caveat = REDIS_CAVEAT},
 };
 #define NSCHEMES (sizeof schemes / sizeof schemes[0])
+
+const char *st_cred_name(int cred)
+{
+    switch (cred) {
+    case ST_CRED_AWS:
+        return "aws";
+    case ST_CRED_GCP:
+        return "gcp";
+    case ST_CRED_AZURE:
+        return "azure";
+    case ST_CRED_URL:
+        return "url";
+    default:
+        return "none";
+    }
+}
+
+const st_scheme *st_scheme_of(const char *lock)
+{
+    st_location loc;
+    char err[16];
+    if (!lock || st_location_parse(lock, &loc, err, sizeof err) != 0)
+        return NULL;
+    const st_scheme *sc = loc.scheme;
+    st_location_clear(&loc);
+    return sc;
+}
+
+int st_scheme_compiled(const st_scheme *sc)
+{
+    return sc && (!sc->compiled || sc->compiled());
+}
 
 size_t st_scheme_count(void)
 {

@@ -192,7 +192,30 @@ struct st_scheme {
      * object", and the lock URL's usage, "s3://BUCKET/KEY". */
     const char *noun;
     const char *usage;
+    int cred;         /* ST_CRED_*: where its credentials come from (whoami) */
+    const char *doc;  /* its section: "docs/stores.md#s3" */
+    const char *home; /* what holds its locks and s3lect never creates ("a bucket"), or NULL */
+    /* 0 when this build has no such store (its open says how to get it);
+     * NULL: always built. st_scheme_compiled() asks. */
+    int (*compiled)(void);
+    const char *needs; /* what it needs at run time beyond the library ("libpq.so.5"), or NULL */
+    /* check-store: what passing checks cannot show about this store, or NULL. */
+    const char *caveat;
 };
+
+/* st_scheme.cred */
+enum {
+    ST_CRED_NONE = 0, /* none: a file */
+    ST_CRED_AWS,      /* the AWS credential chain */
+    ST_CRED_GCP,      /* Google credentials (ADC) */
+    ST_CRED_AZURE,    /* a Shared Key or SAS, else Microsoft Entra ID */
+    ST_CRED_URL,      /* in the lock URL or the store's own variables and files */
+};
+const char *st_cred_name(int cred);
+int st_scheme_compiled(const st_scheme *sc);
+/* The row of the store a lock URL names, or NULL (it does not parse). */
+const st_scheme *st_scheme_of(const char *lock);
+int st_redis_compiled(void);
 
 /* The scheme table's rows, in order (st_scheme_at(i) for i < st_scheme_count()). */
 size_t st_scheme_count(void);

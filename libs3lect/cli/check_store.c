@@ -483,13 +483,9 @@ int cli_check_store(int argc, char **argv)
         printf("stopped: the store cannot be used as configured (see the message above)\n");
     } else if (c.failed == 0) {
         printf("all %d checks passed: this store enforces conditional writes\n", c.passed);
-        if (strcmp(c.store->vt->name, "redis") == 0)
-            printf("redis: verified on this server: it takes writes (a primary, not a replica), "
-                   "is not in Cluster mode (unless the ACL hides INFO), and runs s3lect's "
-                   "compare-and-set script atomically; not verifiable from here: replication "
-                   "is asynchronous and persistence is the server's setting (appendonly yes, "
-                   "appendfsync always): a failover or a restart that loses a write can give "
-                   "two leaders (docs/stores.md)\n");
+        const st_scheme *sc = st_scheme_of(o.lock);
+        if (sc && sc->caveat)
+            printf("%s: %s\n", sc->name, sc->caveat);
     } else {
         printf("%d of %d checks FAILED: this store does not reliably enforce conditional writes; "
                "do not use it for s3lect\n",
@@ -549,14 +545,17 @@ int cli_init_store(int argc, char **argv)
     }
     int exit_code = CLI_EXIT_OK;
     if (!store->vt->init) {
-        fprintf(stderr,
-                "s3lect %s: the %s store keeps its locks in %s; s3lect creates nothing there: "
-                "make it with your usual tools\n",
-                ICMD, store->vt->name,
-                strcmp(store->vt->name, "s3") == 0        ? "a bucket"
-                : strcmp(store->vt->name, "route53") == 0 ? "a hosted zone"
-                : strcmp(store->vt->name, "azure") == 0   ? "a container"
-                                                          : "a directory");
+        const st_scheme *sc = st_scheme_of(o.lock);
+        if (sc && sc->home)
+            fprintf(stderr,
+                    "s3lect %s: the %s store keeps its locks in %s; s3lect creates nothing "
+                    "there: make it with your usual tools\n",
+                    ICMD, store->vt->name, sc->home);
+        else
+            fprintf(stderr,
+                    "s3lect %s: the %s store needs nothing made: a lock's first write creates "
+                    "it\n",
+                    ICMD, store->vt->name);
         exit_code = CLI_EXIT_ERROR;
     } else {
         st_result r = {0};

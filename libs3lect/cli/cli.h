@@ -74,6 +74,9 @@ void cli_print_run_help(void);
 int cli_check_store(int argc, char **argv);
 int cli_init_store(int argc, char **argv);
 int cli_whoami(int argc, char **argv);
+/* `s3lect stores` (stores.c): the scheme table for people and scripts. */
+int cli_stores(int argc, char **argv);
+extern const char CLI_STORES_HELP[];
 /* Prints what whoami prints about credentials (never a secret), each line
  * after indent. */
 struct aws_chain_info;

@@ -34,6 +34,7 @@ static const char MAIN_HELP[] =
     "  init-store URL      create the table a DynamoDB or PostgreSQL lock needs\n"
     "  reset-term URL      start the lock's terms again when they cannot grow (2^53 - 1)\n"
     "  whoami URL          which source supplies the AWS or Google credentials, and until when\n"
+    "  stores [--json]     list the stores this s3lect knows, their URL forms and credentials\n"
     "  completion SHELL    print the bash, zsh or fish completion script\n"
     "  help [command]      show help for a command\n"
     "\n";
@@ -1227,8 +1228,21 @@ static int cmd_watch(int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static const char *const COMMANDS[] = {"run",    "status",     "watch", "check-store", "init-store",
-                                       "whoami", "reset-term", "help",  "completion"};
+static const char *const COMMANDS[] = {"run",        "status",    "watch",      "check-store",
+                                       "init-store", "whoami",    "reset-term", "stores",
+                                       "help",       "completion"};
+
+/* "run, status, ..., completion": every command, for the errors that list them. */
+static const char *command_list(void)
+{
+    static char buf[256];
+    if (!buf[0]) {
+        size_t n = 0;
+        for (size_t k = 0; k < sizeof COMMANDS / sizeof COMMANDS[0] && n < sizeof buf; k++)
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", k ? ", " : "", COMMANDS[k]);
+    }
+    return buf;
+}
 
 /* Edit distance (insertions, deletions, substitutions, swaps of two
  * neighbours) between a and b, counted up to 9. */
@@ -1276,10 +1290,7 @@ static int unknown_command(const char *cmd)
     if (best)
         cli_usage_error(NULL, "unknown command '%.100s'; did you mean %s?", cmd, best);
     else
-        cli_usage_error(NULL,
-                        "unknown command '%.100s'; commands: run, status, watch, check-store, "
-                        "init-store, whoami, reset-term, help",
-                        cmd);
+        cli_usage_error(NULL, "unknown command '%.100s'; commands: %s", cmd, command_list());
     return CLI_EXIT_USAGE;
 }
 
@@ -1415,6 +1426,7 @@ static const struct comp_cmd {
     {"init-store", 0, S3_STORE_OPTS},
     {"whoami", 0, S3_STORE_OPTS " --json"},
     {"reset-term", C_RESET, ""},
+    {"stores", 0, "--json"},
 };
 /* Options whose value is a file, and options with a fixed set of values. */
 static const char *const COMP_FILES[] = {"--ca-file", "--peer-cert",        "--peer-key",
@@ -1603,8 +1615,7 @@ static int cmd_completion(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        cli_usage_error(NULL, "missing command; commands: run, status, watch, check-store, "
-                              "init-store, whoami, reset-term");
+        cli_usage_error(NULL, "missing command; commands: %s", command_list());
         return CLI_EXIT_USAGE;
     }
     const char *cmd = argv[1];
@@ -1649,6 +1660,8 @@ int main(int argc, char **argv)
         } else if (strcmp(sub, "completion") == 0) {
             char *av[] = {"completion", "--help", NULL};
             return cmd_completion(2, av);
+        } else if (strcmp(sub, "stores") == 0) {
+            fputs(CLI_STORES_HELP, stdout);
         } else {
             return unknown_command(sub);
         }
@@ -1670,6 +1683,8 @@ int main(int argc, char **argv)
         return cli_whoami(argc - 1, argv + 1);
     if (strcmp(cmd, "completion") == 0)
         return cmd_completion(argc - 1, argv + 1);
+    if (strcmp(cmd, "stores") == 0)
+        return cli_stores(argc - 1, argv + 1);
     return unknown_command(cmd);
 }
 

@@ -123,10 +123,8 @@ int cli_credentials_info(const s3lect_config *cfg, const char *lock, int fetch, 
     st_location loc;
     if (st_location_parse(lock, &loc, err, errlen) != 0)
         return CLI_CRED_BADLOCK;
-    int is_aws = st_location_is_aws(&loc);
-    int is_gcs = loc.scheme && strcmp(loc.scheme->name, "gs") == 0;
-    int is_az = loc.scheme &&
-                (strcmp(loc.scheme->name, "az") == 0 || strcmp(loc.scheme->name, "https") == 0);
+    int cred = loc.scheme ? loc.scheme->cred : ST_CRED_NONE;
+    int is_aws = cred == ST_CRED_AWS, is_gcs = cred == ST_CRED_GCP, is_az = cred == ST_CRED_AZURE;
     char account[64];
     snprintf(account, sizeof account, "%s", is_az && loc.bucket ? loc.bucket : "");
     st_location_clear(&loc);

@@ -32,7 +32,11 @@ BIN = BUILD / "bin" / "s3lect"
 TIMING = ["--lease-timeout", "3s", "--renew-interval", "500ms", "--renew-deadline", "2s",
           "--frequent-interval", "300ms", "--infrequent-interval", "600ms",
           "--kill-timeout", "300ms"]
-STORES = ("s3://", "dynamodb://", "postgres://", "route53://", "file://")
+# Every store's scheme, from the scheme table (`s3lect stores --json`;
+# tests/cli/test_cli_stores.py checks that table against the store files).
+STORES = tuple(f"{s['scheme']}://" for s in json.loads(subprocess.run(
+    [str(BIN), "stores", "--json"], capture_output=True, text=True, timeout=30,
+    check=True).stdout))
 
 
 def free_port() -> int:
@@ -131,7 +135,9 @@ def test_bad_any_addresses_are_refused(opt, value, env, tmp_path):
     (["check"], "did you mean check-store?"),
     (["whoamI"], "did you mean whoami?"),
     (["help", "stats"], "did you mean status?"),
-    (["frobnicate"], "commands: run, status, watch, check-store, init-store, whoami, reset-term, help"),
+    (["frobnicate"], "commands: run, status, watch, check-store, init-store, whoami, reset-term, "
+                     "stores, help, completion"),
+    (["stors"], "did you mean stores?"),
 ])
 def test_unknown_command_suggests(argv, suggestion, env):
     r = cli(env, *argv)

@@ -32,8 +32,9 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 from harness.store_servers import create_hosted_zone  # noqa: E402
+from harness.stores import kinds  # noqa: E402
 
-STORES = ["dynamodb", "postgres", "route53", "gcs", "azure", "etcd", "redis"]
+STORES = kinds("python")
 #: Timings asked for by these tests (seconds), as in pyutil.FAST.
 TIMINGS = dict(lease_timeout=3.0, renew_deadline=2.0, renew_interval=0.5,
                frequent_interval=0.5, infrequent_interval=1.0, request_timeout=5.0)

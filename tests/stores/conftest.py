@@ -20,6 +20,7 @@ if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
 from harness.cli import Node, run  # noqa: E402
+from harness.stores import kinds  # noqa: E402
 from storeutil import _base as _base_env, ddb_env as _ddb_env, gcs_env as _gcs_env, pg_env as _pg_env  # noqa: E402
 from storeutil import redis_env as _redis_env  # noqa: E402
 
@@ -128,7 +129,7 @@ def moto_dynamodb_backend(request) -> Backend:
                    lambda name: f"dynamodb://{table}/{name}-{secrets.token_hex(4)}", moto)
 
 
-@pytest.fixture(params=["dynamodb", "dynamodb-moto", "postgres", "gcs", "azure", "etcd", "redis"])
+@pytest.fixture(params=kinds("cas")[:1] + ["dynamodb-moto"] + kinds("cas")[1:])
 def cas_impl(request) -> Backend:
     """Every server that enforces compare-and-set, moto's DynamoDB included."""
     if request.param == "dynamodb-moto":
@@ -136,12 +137,12 @@ def cas_impl(request) -> Backend:
     return make_backend(request.param, request)
 
 
-@pytest.fixture(params=["dynamodb", "postgres", "route53", "gcs", "azure", "etcd", "redis"])
+@pytest.fixture(params=kinds("stores"))
 def backend(request) -> Backend:
     return make_backend(request.param, request)
 
 
-@pytest.fixture(params=["dynamodb", "postgres", "gcs", "azure", "etcd", "redis"])
+@pytest.fixture(params=kinds("cas"))
 def cas_backend(request) -> Backend:
     """The stores whose test server enforces compare-and-set."""
     return make_backend(request.param, request)

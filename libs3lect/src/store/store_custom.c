@@ -101,5 +101,4 @@ int st_custom_open(const struct s3lect_config *cfg, const st_location *loc, st_s
 
 /* Not in the URL table: a config with custom store functions names it
  * (st_lock_location). */
-const st_scheme st_custom_scheme = {"custom", NULL, NULL, st_custom_open, NULL, NULL,
-                                    0,        NULL, NULL};
+const st_scheme st_custom_scheme = {.name = "custom", .open = st_custom_open};

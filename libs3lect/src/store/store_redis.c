@@ -196,6 +196,15 @@ int st_redis_canonical(const st_location *loc, char **out)
            (loc->opt3 && st_canon_add(out, "?db=", loc->opt3, 0));
 }
 
+int st_redis_compiled(void)
+{
+#ifdef S3LECT_HAVE_HIREDIS
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 #ifndef S3LECT_HAVE_HIREDIS
 
 int st_redis_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
