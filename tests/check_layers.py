@@ -70,6 +70,17 @@ def check_cli(errors):
     for h in sorted(set(CLI_INTERNAL) - used):
         errors.append(f"CLI_INTERNAL lists {h}, which no file of libs3lect/cli includes: "
                       "drop it from the list")
+    # docs/architecture.md's table of them says the same (issue 40 item 6).
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    table = doc.split("own headers, only these internal headers", 1)[-1].split("\n\n", 2)[1]
+    documented = set()
+    for row in table.splitlines():
+        if row.startswith("| `"):
+            documented |= set(re.findall(r"`([\w.]+\.h)`", row.split("|")[1]))
+    for h in sorted(set(CLI_INTERNAL) ^ documented):
+        where = "docs/architecture.md" if h in CLI_INTERNAL else "CLI_INTERNAL"
+        errors.append(f"the CLI's internal header {h} is missing from {where} (the table of "
+                      "docs/architecture.md and CLI_INTERNAL list the same headers)")
     return len(used)
 
 
