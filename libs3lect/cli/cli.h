@@ -69,8 +69,16 @@ void cli_metrics_set_elector(cli_metrics *m, s3lect_elector *el);
 void cli_metrics_stop(cli_metrics *m);
 
 int cli_run(int argc, char **argv);
-/* `run --help` and `help run` (main.c): names every store of the scheme table. */
+/* read_cmds.c: status, watch, reset-term (each prints its help for --help). */
+int cli_status(int argc, char **argv);
+int cli_watch(int argc, char **argv);
+int cli_reset_term(int argc, char **argv);
+/* completion.c: `s3lect completion bash|zsh|fish`. */
+int cli_completion(int argc, char **argv);
+/* help.c: `run --help` and `help run`, and `s3lect --help`; both name every
+ * store of the scheme table. */
 void cli_print_run_help(void);
+void cli_print_main_help(void);
 int cli_check_store(int argc, char **argv);
 int cli_init_store(int argc, char **argv);
 int cli_whoami(int argc, char **argv);
