@@ -56,10 +56,21 @@ static const char WATCH_HELP[] =
     "Durations: a number with a unit (100ms, 2s, 1m).\n"
     "\n";
 
+/* --lease-timeout, else the library's default (the option table's, not a
+ * copy of it). */
+static int64_t lease_of(const cli_opts *o)
+{
+    int64_t d = 0;
+    if (o->lease > 0)
+        return o->lease;
+    s3lect_option_info(S3LECT_OPT_LEASE_TIMEOUT, NULL, NULL, NULL, NULL, &d);
+    return d; /* S3LECT_OPT_LEASE_TIMEOUT is always an option */
+}
+
 /* The largest leaseMs trusted in a record: --max-lease-timeout, else 4 L. */
 static int64_t max_lease_of(const cli_opts *o)
 {
-    return o->max_lease > 0 ? o->max_lease : 4 * (o->lease > 0 ? o->lease : 15000);
+    return o->max_lease > 0 ? o->max_lease : 4 * lease_of(o);
 }
 
 static void opts_init(cli_opts *o)
@@ -315,7 +326,7 @@ int cli_status(int argc, char **argv)
     if (rc)
         return rc;
     snapshot sn;
-    read_snapshot(s, key, o.lease > 0 ? o.lease : 15000, max_lease_of(&o), &sn);
+    read_snapshot(s, key, lease_of(&o), max_lease_of(&o), &sn);
     if (sn.clamped)
         warn_clamped("status", &sn, max_lease_of(&o));
     if (sn.outcome != ST_OK && sn.outcome != ST_NOT_FOUND) {
@@ -385,7 +396,7 @@ int cli_reset_term(int argc, char **argv)
          * watching for a change (a live leader renews well within a lease). */
         /* The holder's lease as status reads it: the record's leaseMs (at
          * most --max-lease-timeout), else --lease-timeout (default 15 s). */
-        int64_t lease = o.lease > 0 ? o.lease : 15000, maxl = max_lease_of(&o);
+        int64_t lease = lease_of(&o), maxl = max_lease_of(&o);
         if (!corrupt && r.lease_ms > 0)
             lease = r.lease_ms < maxl ? r.lease_ms : maxl;
         fprintf(stderr,
@@ -475,7 +486,7 @@ int cli_watch(int argc, char **argv)
     int64_t warned_lease = -1; /* the clamped leaseMs last warned about */
     while (!watch_stop) {
         snapshot sn;
-        read_snapshot(s, key, o.lease > 0 ? o.lease : 15000, max_lease_of(&o), &sn);
+        read_snapshot(s, key, lease_of(&o), max_lease_of(&o), &sn);
         if (sn.clamped && sn.r.lease_ms != warned_lease) {
             warn_clamped("watch", &sn, max_lease_of(&o));
             warned_lease = sn.r.lease_ms;

@@ -402,6 +402,35 @@ def test_entra_token_refreshed_in_background_and_file_reread(azurite_tls, cluste
         fake.close()
 
 
+@pytest.fixture
+def sighup_default():
+    """SIGHUP at its default for the nodes started here (tests/test_s3_signals.py)."""
+    import signal
+    old = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, old)
+
+
+def test_signals_while_the_entra_token_refreshes(azurite_tls, cluster, tmp_path, sighup_default):
+    """A refreshing Entra ID source (9 s tokens, workload identity) x SIGHUP
+    and SIGTERM to `s3lect run` (what tests/test_s3_signals.py does for the
+    AWS sources): the signal reaches run's loop whatever thread the
+    refresher runs on, and the lock is handed over by release."""
+    from harness.azure_fakes import EntraFake
+    from storeutil import SIGNAL_TIMING, sighup_then_sigterm
+    fake = EntraFake(TENANT, CLIENT, lifetime=9)
+    try:
+        env = _entra_env(fake, "federated", tmp_path)
+        nodes = cluster(_lock(azurite_tls, "signals"), env, n=3,
+                        extra=[*SIGNAL_TIMING, *_tls_args(azurite_tls)])
+        took = sighup_then_sigterm(nodes, "az:// on Entra ID tokens")
+        assert fake.requests.count("federated") >= 3, fake.requests
+        assert not fake.refused, fake.refused
+        print(f"handovers after SIGHUP, SIGTERM: {took[0]:.2f} s, {took[1]:.2f} s")
+    finally:
+        fake.close()
+
+
 def test_a_blob_lease_on_the_lock_is_a_clear_fatal_error(azurite, cluster):
     """Issue 38 item 9: another client takes an infinite blob lease on the
     lock blob (a backup tool, `az storage blob lease acquire`): every write

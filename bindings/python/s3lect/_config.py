@@ -270,8 +270,31 @@ def read(cfg: Any) -> Dict[str, Any]:
     return out
 
 
-def env_settings(environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-    """Settings from the environment: the AWS variables and S3LECT_* ones."""
+#: The endpoint variables of each AWS store, most specific first: what the
+#: library reads itself for a lock of that scheme (docs/s3.md), and so what
+#: from_env reads, for that scheme only. AWS_ENDPOINT_URL_S3 is S3's alone:
+#: given to a dynamodb:// or route53:// lock as its endpoint, it sent the
+#: store's API calls to the S3 server, where `s3lect run` with the same
+#: environment did not (issue 40 item 4).
+ENDPOINT_VARS = {
+    "s3": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+    "dynamodb": ("AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"),
+    "route53": ("AWS_ENDPOINT_URL_ROUTE_53", "AWS_ENDPOINT_URL"),
+}
+
+
+def _scheme(lock: Optional[str]) -> str:
+    if not lock:
+        return ""
+    head, sep, _ = lock.partition("://")
+    return head.lower() if sep else "file"
+
+
+def env_settings(environ: Optional[Mapping[str, str]] = None,
+                 lock: Optional[str] = None) -> Dict[str, Any]:
+    """Settings from the environment: the AWS variables and S3LECT_* ones.
+    The endpoint variables are those of the lock's store (lock: the lock
+    URL given, else $S3LECT_LOCK)."""
     env = os.environ if environ is None else environ
 
     def first(*names: str) -> Optional[str]:
@@ -286,7 +309,7 @@ def env_settings(environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
         "lock": ("S3LECT_LOCK",),
         "server_id": ("S3LECT_SERVER_ID",),
         "server_addr": ("S3LECT_SERVER_ADDR",),
-        "endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+        "endpoint": ENDPOINT_VARS.get(_scheme(lock or env.get("S3LECT_LOCK")), ()),
         "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
         "access_key_id": ("AWS_ACCESS_KEY_ID",),
         "secret_access_key": ("AWS_SECRET_ACCESS_KEY",),

@@ -775,7 +775,9 @@ class Elector:
         """Creates an Elector from environment variables; keyword arguments win.
 
         Reads ``S3LECT_LOCK``, ``S3LECT_SERVER_ID``, ``S3LECT_SERVER_ADDR``, the
-        AWS variables (``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``,
+        AWS variables (the endpoint of the lock's store as the library and
+        the CLI read it: ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL_DYNAMODB``
+        or ``AWS_ENDPOINT_URL_ROUTE_53``, else ``AWS_ENDPOINT_URL``,
         ``AWS_REGION`` or ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``,
         ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_PROFILE``,
         ``AWS_CA_BUNDLE``), durations such as ``S3LECT_LEASE_TIMEOUT=15s``
@@ -791,7 +793,7 @@ class Elector:
                 ``endpoint_url`` and ``region_name`` too); overrides the
                 environment.
         """
-        settings = _config.env_settings(environ)
+        settings = _config.env_settings(environ, lock)
         if lock is not None:
             settings["lock"] = lock
         # boto3-style names in kwargs become ours first, so that they too
