@@ -182,22 +182,24 @@ def test_no_credentials_at_all_is_an_auth_error_at_construction(monkeypatch, tmp
 @pytest.mark.parametrize("lock,env,want", [
     # AWS_ENDPOINT_URL_S3 is S3's: a DynamoDB or Route 53 lock does not take it
     # (issue 40 item 4: it did, where `s3lect run` with the same environment did not).
-    ("dynamodb://t/k", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1"}, ""),
-    ("route53://Z1/n.example.com", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1"}, ""),
-    ("dynamodb://t/k", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1",
+    ("dynamodb://tbl/k", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1"}, ""),
+    ("route53://Z0123456789ABC/n.example.com", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1"}, ""),
+    ("dynamodb://tbl/k", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1",
                         "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:2"}, "http://127.0.0.1:2"),
-    ("route53://Z1/n.example.com", {"AWS_ENDPOINT_URL_ROUTE_53": "http://127.0.0.1:3"},
+    ("route53://Z0123456789ABC/n.example.com", {"AWS_ENDPOINT_URL_ROUTE_53": "http://127.0.0.1:3"},
      "http://127.0.0.1:3"),
-    ("dynamodb://t/k", {"AWS_ENDPOINT_URL": "http://127.0.0.1:4"}, "http://127.0.0.1:4"),
-    ("s3://b/k", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:5",
+    ("dynamodb://tbl/k", {"AWS_ENDPOINT_URL": "http://127.0.0.1:4"}, "http://127.0.0.1:4"),
+    ("s3://bkt/k", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:5",
                   "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:6"}, "http://127.0.0.1:5"),
-    ("s3://b/k", {"AWS_ENDPOINT_URL": "http://127.0.0.1:7"}, "http://127.0.0.1:7"),
+    ("s3://bkt/k", {"AWS_ENDPOINT_URL": "http://127.0.0.1:7"}, "http://127.0.0.1:7"),
 ])
 def test_from_env_takes_the_endpoint_of_the_locks_store(lock, env, want):
     """from_env reads the endpoint variables of the lock's own store, as the
     library does for `s3lect run`: the explicit endpoint it sets is that
     store's (or none, and the library finds none either)."""
-    for given in ({"S3LECT_LOCK": lock, **env}, env):
+    creds = {"AWS_ACCESS_KEY_ID": "AKIDTHROWAWAY", "AWS_SECRET_ACCESS_KEY": "throwaway",
+             "AWS_REGION": "us-east-1"}  # explicit: no credential source is looked for
+    for given in ({"S3LECT_LOCK": lock, **creds, **env}, {**creds, **env}):
         el = s3lect.Elector.from_env(None if "S3LECT_LOCK" in given else lock,
                                      environ=given, server_id="a")
         try:

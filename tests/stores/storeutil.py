@@ -52,12 +52,13 @@ SIGNAL_TIMING = ["--lease-timeout", "8s", "--renew-interval", "1s", "--renew-dea
 SIGNAL_HANDOVER_S = 4.0
 
 
-def sighup_then_sigterm(nodes, what: str) -> list[float]:
+def sighup_then_sigterm(nodes, what: str, ready=None) -> list[float]:
     """SIGHUP to the leader of nodes (forwarded: its command dies of it, and
     s3lect run releases and exits 128 + 1), then SIGTERM to the next leader
     (it stops its command, releases, exits 0). Each time the next node's
     command starts within SIGNAL_HANDOVER_S + 1.5 s: by the release, not
-    after the lease. The handover times."""
+    after the lease. ready: a condition to wait for before the first signal
+    (a credential refresh has happened). The handover times."""
     import signal
     import time
 
@@ -75,6 +76,8 @@ def sighup_then_sigterm(nodes, what: str) -> list[float]:
         live = [n for n in nodes if n.alive()]
         leader = wait_for(lambda: leader_with_cmd(live), 40, f"a leader ({what})")
         time.sleep(1.5)  # the others follow; the credential refresher runs
+        if ready is not None and sig == signal.SIGHUP:
+            wait_for(ready, 20, f"a credential refresh before the signals ({what})")
         t = time.monotonic()
         leader.proc.send_signal(sig)
         rc = leader.proc.wait(timeout=15)
