@@ -637,41 +637,40 @@ static int command_runnable(const char *c)
     return seen_denied ? EACCES : ENOENT;
 }
 
-int cli_run(int argc, char **argv)
+/* cli_run's first step: the options, the timings, the command looked up
+ * and the elector made, before anything runs. -1 to go on (*cfgp, r->el
+ * and id set), else the exit code (everything freed). */
+static int prepare_run(int argc, char **argv, cli_opts *o, runner *r, s3lect_config **cfgp,
+                       char *id, size_t idlen)
 {
-    sv_note_inherited_fds(); /* before s3lect opens any */
-    cli_opts o;
-    runner r;
-    memset(&r, 0, sizeof r);
-    r.to_shim = r.from_shim = -1;
-    if (parse_run(argc, argv, &o, &r.cmd))
+    if (parse_run(argc, argv, o, &r->cmd))
         return CLI_EXIT_USAGE;
-    s3lect_config *cfg = cli_config("run", &o);
+    s3lect_config *cfg = cli_config("run", o);
     if (!cfg)
         return CLI_EXIT_USAGE;
     run_timing t;
-    if (timing_of(cfg, o.kill_timeout, &t) != 0) {
+    if (timing_of(cfg, o->kill_timeout, &t) != 0) {
         fprintf(stderr, "s3lect run: cannot read the lease settings\n");
         s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;
     }
-    if (o.print_config) {
+    if (o->print_config) {
         print_config(cfg, &t);
         s3lect_config_free(cfg);
         return CLI_EXIT_OK;
     }
-    if (check_timing(&r, &t, o.kill_timeout) != 0) {
+    if (check_timing(r, &t, o->kill_timeout) != 0) {
         s3lect_config_free(cfg);
         return CLI_EXIT_USAGE;
     }
-    int cerr = command_runnable(r.cmd[0]);
+    int cerr = command_runnable(r->cmd[0]);
     if (cerr) {
         fprintf(stderr,
                 "s3lect run: cannot run '%.400s': %s; nothing was started and the lock was "
                 "not touched\n",
-                r.cmd[0],
-                cerr == ENOENT && !strchr(r.cmd[0], '/') ? "no such command on PATH"
-                                                         : strerror(cerr));
+                r->cmd[0],
+                cerr == ENOENT && !strchr(r->cmd[0], '/') ? "no such command on PATH"
+                                                          : strerror(cerr));
         s3lect_config_free(cfg);
         return 127; /* what a shell returns for a command it cannot find */
     }
@@ -681,11 +680,10 @@ int cli_run(int argc, char **argv)
      * rates and the kill itself): a follower never backdates them by the
      * store's clock past that (docs/algorithm.md "The store's clock"). */
     s3lect_config_set_int(cfg, S3LECT_OPT_LEADER_HOLD, t.hold);
-    char id[300];
-    s3lect_config_get_str(cfg, S3LECT_OPT_SERVER_ID, id, sizeof id);
-    r.id = id;
-    r.self = getpid();
-    int rc = make_elector(&r, cfg);
+    s3lect_config_get_str(cfg, S3LECT_OPT_SERVER_ID, id, idlen);
+    r->id = id;
+    r->self = getpid();
+    int rc = make_elector(r, cfg);
     if (rc) {
         char msg[512];
         s3lect_config_errmsg(cfg, msg, sizeof msg);
@@ -693,6 +691,163 @@ int cli_run(int argc, char **argv)
         s3lect_config_free(cfg);
         return rc == S3LECT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
     }
+    *cfgp = cfg;
+    return -1;
+}
+
+/* The supervisor's process set-up, once the log writer takes every line. */
+static void setup_supervisor(runner *r)
+{
+    /* Orphaned descendants of CMD come to us if the shim is killed. */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        say("warning: cannot become a child subreaper: %s", strerror(errno));
+    int before = sv_exclude_present(r->self);
+    if (before > 0)
+        say("%d processes started before s3lect (e.g. by the shell that ran it) are left alone",
+            before);
+    /* A closed stderr pipe must not kill the supervisor (CMD gets the
+     * disposition we were started with back). */
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, &r->orig_sigpipe);
+}
+
+/* "metrics at URL": an address a user can paste: ":9464" and
+ * "0.0.0.0:9464" listen on every address, of which this host's loopback is
+ * one. */
+static void say_metrics(cli_metrics *metrics, const char *ml)
+{
+    char host[300];
+    const char *colon = strrchr(ml, ':');
+    size_t hl = colon ? (size_t)(colon - ml) : 0;
+    snprintf(host, sizeof host, "%.*s", (int)hl, ml);
+    int any = !host[0] || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "[::]") == 0 ||
+              strcmp(host, "*") == 0;
+    int port = cli_metrics_port(metrics);
+    say("metrics at http://%s:%d/metrics port=%d%s", any ? "localhost" : host, port, port,
+        any ? " (listening on every address)" : "");
+}
+
+/* Before the store was ever reached: give up on errors that will not heal
+ * (*gave_up), or say once that nothing listens at its address. */
+static void startup_checks(runner *r, const cli_opts *o, const char *shown, int64_t now,
+                           int64_t started, int64_t startup, int *gave_up)
+{
+    if (!*gave_up && !r->shim && startup_failed(r, now, started, startup)) {
+        char d[32];
+        fmt_ms(startup, d, sizeof d);
+        say("error: the store was never reached in %s (--startup-timeout) and the errors "
+            "will not heal by themselves: %s; exiting",
+            d, r->permanent);
+        *gave_up = 1;
+        r->stopping = 1;
+    }
+    if (!r->said_refused && !r->reached && r->refused_only && startup > 0 &&
+        now - started >= startup) {
+        r->said_refused = 1;
+        say("warning: nothing listens at the store's address (%s): every connection was "
+            "refused for %lld ms (--startup-timeout); a wrong port or host? Still waiting, "
+            "as for a store that is not up yet",
+            o->endpoint ? o->endpoint
+            : shown     ? shown
+                        : o->lock,
+            (long long)startup);
+    }
+}
+
+/* One pass of the safety rules over the command's tree, in this order: a
+ * lost lease stops it; the shim learns each new hard deadline; at the hard
+ * deadline the tree is killed whatever the shim does; orphans are killed at
+ * theirs; and CMD starts only with a fresh sample that says we lead, once
+ * the previous term's tree is gone. */
+static void supervise_tree(runner *r, int64_t now, int lead)
+{
+    if (r->leading && !lead) {
+        r->leading = 0;
+        stop_cmd(r, "lease no longer valid");
+    }
+    if (r->shim && !r->stop_sent && lead && r->hard > r->sent_hard &&
+        sv_send(r->to_shim, SV_DEADLINE, 0, r->hard, 0) == 0)
+        r->sent_hard = r->hard;
+    /* The hard deadline holds even if the shim cannot act (stopped, hung). */
+    if (r->shim && r->hard && now >= r->hard) {
+        sv_own_tree_signal(r->self, r->shim, SIGKILL);
+        if (!r->shim_kill_at)
+            r->shim_kill_at = r->hard + 1000;
+        else if (now >= r->shim_kill_at)
+            kill(r->shim, SIGKILL);
+    }
+    if (r->orphans) {
+        int n = sv_own_tree_signal(r->self, 0, now >= r->orphan_kill_at ? SIGKILL : 0);
+        if (n <= 0)
+            r->orphans = 0;
+    }
+    if (lead && r->leading && !r->stopping && !r->child_done && !r->shim && !r->orphans &&
+        r->hard > now) {
+        if (sv_own_tree_signal(r->self, 0, 0) > 0)
+            start_orphan_kill(r, now);
+        else
+            start_cmd(r);
+    }
+}
+
+/* How long the loop may sleep: 250 ms, 20 ms while orphans are killed, and
+ * never past the hard deadline or the orphans' kill time. */
+static int64_t loop_timeout(const runner *r, int64_t now)
+{
+    int64_t timeout = 250;
+    if (r->orphans)
+        timeout = 20;
+    if ((r->shim || r->orphans) && r->hard > now && r->hard - now < timeout)
+        timeout = r->hard - now; /* wake exactly at the hard deadline */
+    if (r->orphans && r->orphan_kill_at > now && r->orphan_kill_at - now < timeout)
+        timeout = r->orphan_kill_at - now;
+    return timeout;
+}
+
+/* The signals read from sfd: SIGCHLD noted, SIGHUP/USR1/USR2 forwarded to
+ * CMD, the first SIGTERM/SIGINT stops, a second one kills CMD. */
+static void on_signals(runner *r, int sfd)
+{
+    struct signalfd_siginfo si;
+    while (read(sfd, &si, sizeof si) == sizeof si) {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD) {
+            r->sigchld = 1;
+            continue;
+        } else if (sig == SIGHUP || sig == SIGUSR1 || sig == SIGUSR2) {
+            if (r->shim && !r->stop_sent && r->cmd_pid) {
+                say("forwarding signal %d to command pid=%ld", sig, (long)r->cmd_pid);
+                sv_send(r->to_shim, SV_SIGNAL, sig, 0, 0);
+            } else {
+                say("received signal %d: no command running, ignored", sig);
+            }
+        } else if (!r->stopping) {
+            r->stopping = 1;
+            say("received signal %d: stopping", sig);
+            stop_cmd(r, "s3lect is stopping");
+        } else if (r->shim) {
+            say("received signal %d again: SIGKILL to the command", sig);
+            sv_send(r->to_shim, SV_KILL, 0, 0, 0);
+            r->stop_sent = 1;
+        }
+    }
+}
+
+int cli_run(int argc, char **argv)
+{
+    sv_note_inherited_fds(); /* before s3lect opens any */
+    cli_opts o;
+    runner r;
+    memset(&r, 0, sizeof r);
+    r.to_shim = r.from_shim = -1;
+    s3lect_config *cfg = NULL;
+    char id[300];
+    int rc = prepare_run(argc, argv, &o, &r, &cfg, id, sizeof id);
+    if (rc >= 0)
+        return rc;
     /* Peer mode on by default, not asked for: an endpoint that cannot
      * start does not keep the node from running (start_elector). */
     int peer_default = o.peer < 0 && o.no_peer <= 0;
@@ -710,20 +865,7 @@ int cli_run(int argc, char **argv)
     }
     /* From here on every line goes through the log writer thread. */
     logw_start(STDERR_FILENO, dropped_notice);
-    /* Orphaned descendants of CMD come to us if the shim is killed. */
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
-        say("warning: cannot become a child subreaper: %s", strerror(errno));
-    int before = sv_exclude_present(r.self);
-    if (before > 0)
-        say("%d processes started before s3lect (e.g. by the shell that ran it) are left alone",
-            before);
-    /* A closed stderr pipe must not kill the supervisor (CMD gets the
-     * disposition we were started with back). */
-    struct sigaction ign;
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGPIPE, &ign, &r.orig_sigpipe);
+    setup_supervisor(&r);
 
     int sfd = sv_signalfd();
     if (sfd < 0) {
@@ -743,19 +885,8 @@ int cli_run(int argc, char **argv)
     }
     char *shown = st_lock_display(o.lock);
     say("following %s as %s", shown ? shown : "the lock", id);
-    if (metrics) {
-        /* An address a user can paste: ":9464" and "0.0.0.0:9464" listen on
-         * every address, of which this host's loopback is one. */
-        char host[300];
-        const char *ml = o.metrics_listen, *colon = strrchr(ml, ':');
-        size_t hl = colon ? (size_t)(colon - ml) : 0;
-        snprintf(host, sizeof host, "%.*s", (int)hl, ml);
-        int any = !host[0] || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "[::]") == 0 ||
-                  strcmp(host, "*") == 0;
-        int port = cli_metrics_port(metrics);
-        say("metrics at http://%s:%d/metrics port=%d%s", any ? "localhost" : host, port, port,
-            any ? " (listening on every address)" : "");
-    }
+    if (metrics)
+        say_metrics(metrics, o.metrics_listen);
     int64_t started = u_mono_ms(), startup = o.startup_timeout < 0 ? 60000 : o.startup_timeout;
     int gave_up = 0;
     for (;;) {
@@ -764,55 +895,8 @@ int cli_run(int argc, char **argv)
         s3lect_heartbeat(r.el);
         /* Leadership is computed at call time: never trust a stale "yes". */
         int lead = sample(&r, now);
-        if (!gave_up && !r.shim && startup_failed(&r, now, started, startup)) {
-            char d[32];
-            fmt_ms(startup, d, sizeof d);
-            say("error: the store was never reached in %s (--startup-timeout) and the errors "
-                "will not heal by themselves: %s; exiting",
-                d, r.permanent);
-            gave_up = 1;
-            r.stopping = 1;
-        }
-        if (!r.said_refused && !r.reached && r.refused_only && startup > 0 &&
-            now - started >= startup) {
-            r.said_refused = 1;
-            say("warning: nothing listens at the store's address (%s): every connection was "
-                "refused for %lld ms (--startup-timeout); a wrong port or host? Still waiting, "
-                "as for a store that is not up yet",
-                o.endpoint ? o.endpoint
-                : shown    ? shown
-                           : o.lock,
-                (long long)startup);
-        }
-        if (r.leading && !lead) {
-            r.leading = 0;
-            stop_cmd(&r, "lease no longer valid");
-        }
-        if (r.shim && !r.stop_sent && lead && r.hard > r.sent_hard &&
-            sv_send(r.to_shim, SV_DEADLINE, 0, r.hard, 0) == 0)
-            r.sent_hard = r.hard;
-        /* The hard deadline holds even if the shim cannot act (stopped, hung). */
-        if (r.shim && r.hard && now >= r.hard) {
-            sv_own_tree_signal(r.self, r.shim, SIGKILL);
-            if (!r.shim_kill_at)
-                r.shim_kill_at = r.hard + 1000;
-            else if (now >= r.shim_kill_at)
-                kill(r.shim, SIGKILL);
-        }
-        if (r.orphans) {
-            int n = sv_own_tree_signal(r.self, 0, now >= r.orphan_kill_at ? SIGKILL : 0);
-            if (n <= 0)
-                r.orphans = 0;
-        }
-        /* Start CMD only with a fresh sample that says we lead, and only once
-         * the previous term's tree is gone. */
-        if (lead && r.leading && !r.stopping && !r.child_done && !r.shim && !r.orphans &&
-            r.hard > now) {
-            if (sv_own_tree_signal(r.self, 0, 0) > 0)
-                start_orphan_kill(&r, now);
-            else
-                start_cmd(&r);
-        }
+        startup_checks(&r, &o, shown, now, started, startup, &gave_up);
+        supervise_tree(&r, now, lead);
         if ((r.stopping || r.child_done) && !r.shim && !r.orphans) {
             if (s3lect_is_leader(r.el))
                 say("releasing leadership");
@@ -820,45 +904,15 @@ int cli_run(int argc, char **argv)
             s3lect_dispatch(r.el, 0);
             break;
         }
-        int64_t timeout = 250;
-        if (r.orphans)
-            timeout = 20;
-        if ((r.shim || r.orphans) && r.hard > now && r.hard - now < timeout)
-            timeout = r.hard - now; /* wake exactly at the hard deadline */
-        if (r.orphans && r.orphan_kill_at > now && r.orphan_kill_at - now < timeout)
-            timeout = r.orphan_kill_at - now;
         struct pollfd pfd[3] = {
             {s3lect_event_fd(r.el), POLLIN, 0}, {sfd, POLLIN, 0}, {r.from_shim, POLLIN, 0}};
-        int n = poll(pfd, 3, (int)timeout);
+        int n = poll(pfd, 3, (int)loop_timeout(&r, now));
         if (n < 0 && errno != EINTR)
             break;
         if (pfd[2].revents & POLLIN)
             read_reports(&r);
-        if (pfd[1].revents & POLLIN) {
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) == sizeof si) {
-                int sig = (int)si.ssi_signo;
-                if (sig == SIGCHLD) {
-                    r.sigchld = 1;
-                    continue;
-                } else if (sig == SIGHUP || sig == SIGUSR1 || sig == SIGUSR2) {
-                    if (r.shim && !r.stop_sent && r.cmd_pid) {
-                        say("forwarding signal %d to command pid=%ld", sig, (long)r.cmd_pid);
-                        sv_send(r.to_shim, SV_SIGNAL, sig, 0, 0);
-                    } else {
-                        say("received signal %d: no command running, ignored", sig);
-                    }
-                } else if (!r.stopping) {
-                    r.stopping = 1;
-                    say("received signal %d: stopping", sig);
-                    stop_cmd(&r, "s3lect is stopping");
-                } else if (r.shim) {
-                    say("received signal %d again: SIGKILL to the command", sig);
-                    sv_send(r.to_shim, SV_KILL, 0, 0, 0);
-                    r.stop_sent = 1;
-                }
-            }
-        }
+        if (pfd[1].revents & POLLIN)
+            on_signals(&r, sfd);
         reap(&r);
         s3lect_dispatch(r.el, 0);
     }
