@@ -142,6 +142,19 @@ def main():
         if f.name != "proc.c" and re.search(r"\bpthread_create\s*\(", strip(f.read_text())):
             errors.append(f"{f.relative_to(ROOT)} calls pthread_create: use u_thread_create "
                           "(base/proc.h), which blocks asynchronous signals in the new thread")
+    # A store that is not an AWS one includes no AWS header (issue 40 item 3):
+    # what it shares with the AWS stores is in store/http_store.h and base/.
+    aws_stores = {"store_s3.c", "store_dynamodb.c", "store_route53.c", "aws_http.c"}
+    aws_headers = {f.name for f, layer in files.items() if layer == "aws" and f.suffix == ".h"}
+    aws_headers.add("aws_http.h")
+    for f, layer in sorted(files.items()):
+        if layer != "store" or f.suffix != ".c" or f.name in aws_stores:
+            continue
+        for m in re.finditer(r'#include\s+"([^"]+)"', f.read_text()):
+            if Path(m.group(1)).name in aws_headers:
+                errors.append(f"{f.relative_to(ROOT)} is not an AWS store but includes "
+                              f"{m.group(1)}: take what it needs from store/http_store.h or "
+                              "base/")
     ncli = check_cli(errors)
     for e in sorted(set(errors)):
         print("check_layers: " + e)

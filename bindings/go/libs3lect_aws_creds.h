@@ -95,7 +95,7 @@ int aws_chain_get(aws_chain *c, aws_creds *out, uint64_t *gen, char *err, size_t
 void aws_chain_stale(aws_chain *c, uint64_t gen);
 
 /* The current bearer token, allocated into *token (wipe and free with
- * aws_wipe_free), without blocking on anything but a mutex; *gen (may be
+ * u_wipe_free), without blocking on anything but a mutex; *gen (may be
  * NULL) receives its generation for aws_chain_stale. Returns 0,
  * S3LECT_ETRANSIENT when there is none yet or it has expired (err names
  * the source and why the refresh failed), S3LECT_EAUTH when the entry

@@ -51,8 +51,8 @@ void ah_signer_clear(ah_signer *g)
 {
     struct s3lect_config *c = &g->credcfg;
     free(c->access_key_id);
-    aws_wipe_free(c->secret_access_key);
-    aws_wipe_free(c->session_token);
+    u_wipe_free(c->secret_access_key);
+    u_wipe_free(c->session_token);
     free(c->profile);
     free(c->region);
     free(c->ca_file);
@@ -108,95 +108,6 @@ int ah_signer_creds(ah_signer *g, st_result *out)
     return 0;
 }
 
-/* ---- endpoints ---- */
-
-void ah_endpoint_clear(ah_endpoint *e)
-{
-    free(e->host);
-    free(e->authority);
-    free(e->base_path);
-    memset(e, 0, sizeof *e);
-}
-
-int ah_endpoint_parse(const char *url, const char *what, ah_endpoint *e, char *err, size_t errlen)
-{
-    memset(e, 0, sizeof *e);
-    const char *p;
-    if (strncasecmp(url, "https://", 8) == 0) {
-        e->https = 1;
-        p = url + 8;
-    } else if (strncasecmp(url, "http://", 7) == 0) {
-        p = url + 7;
-    } else {
-        snprintf(err, errlen,
-                 "%s '%.200s' must start with http:// or https:// (e.g. http://127.0.0.1:9000)",
-                 what, url);
-        return S3LECT_EINVAL;
-    }
-    size_t alen = strcspn(p, "/?#");
-    const char *rest = p + alen;
-    if (strpbrk(rest, "?#") || memchr(p, '@', alen)) {
-        snprintf(err, errlen, "%s '%.200s' may not contain user info, a query or a fragment", what,
-                 url);
-        return S3LECT_EINVAL;
-    }
-    const char *host = p, *port = NULL;
-    size_t hlen;
-    if (*p == '[') {
-        const char *close = memchr(p, ']', alen);
-        if (!close) {
-            snprintf(err, errlen, "%s '%.200s': unclosed '[' in the IPv6 address", what, url);
-            return S3LECT_EINVAL;
-        }
-        host = p + 1;
-        hlen = (size_t)(close - host);
-        if (close + 1 < p + alen) {
-            if (close[1] != ':') {
-                snprintf(err, errlen, "%s '%.200s': expected ':port' after ']'", what, url);
-                return S3LECT_EINVAL;
-            }
-            port = close + 2;
-        }
-    } else {
-        const char *colon = memchr(p, ':', alen);
-        hlen = colon ? (size_t)(colon - p) : alen;
-        port = colon ? colon + 1 : NULL;
-    }
-    if (hlen == 0) {
-        snprintf(err, errlen, "%s '%.200s' has no host name", what, url);
-        return S3LECT_EINVAL;
-    }
-    long portnum = 0;
-    if (port) {
-        char *endp;
-        portnum = strtol(port, &endp, 10);
-        if (endp != p + alen || endp == port || portnum < 1 || portnum > 65535) {
-            snprintf(err, errlen, "%s '%.200s' has an invalid port", what, url);
-            return S3LECT_EINVAL;
-        }
-    }
-    /* The default port is left out of Host, as every HTTP client does. */
-    int default_port = !port || portnum == (e->https ? 443 : 80);
-    size_t blen = strlen(rest);
-    while (blen > 0 && rest[blen - 1] == '/')
-        blen--;
-    e->host = malloc(hlen + 1);
-    e->authority = default_port ? u_asprintf("%.*s", (int)(host - p + hlen + (*p == '[')), p)
-                                : u_asprintf("%.*s", (int)alen, p);
-    e->base_path = u_asprintf("%.*s", (int)blen, rest);
-    if (!e->host || !e->authority || !e->base_path) {
-        ah_endpoint_clear(e);
-        snprintf(err, errlen, "out of memory");
-        return S3LECT_ENOMEM;
-    }
-    memcpy(e->host, host, hlen);
-    e->host[hlen] = '\0';
-    for (char *c = e->host; *c; c++)
-        if (*c >= 'A' && *c <= 'Z')
-            *c = (char)(*c - 'A' + 'a');
-    return 0;
-}
-
 /* ---- responses ---- */
 
 static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
@@ -229,7 +140,7 @@ static struct curl_slist *add_header(struct curl_slist *list, int *oom, const ch
         return list;
     char *line = u_asprintf("%s: %s", name, value);
     struct curl_slist *l = line ? curl_slist_append(list, line) : NULL;
-    aws_wipe_free(line); /* may be the session token */
+    u_wipe_free(line); /* may be the session token */
     if (!l) {
         *oom = 1;
         return list;
@@ -367,38 +278,6 @@ int ah_call_transport_failed(const ah_call *c, int curl_code)
     return curl_code != CURLE_OK && !(curl_code == CURLE_WRITE_ERROR && c->resp.data.too_large);
 }
 
-void ah_transport_failure(int curl_code, const char *errbuf, const char *what, const char *where,
-                          int64_t timeout_ms, st_result *out)
-{
-    CURLcode cc = (CURLcode)curl_code;
-    const char *why = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(cc);
-    switch (cc) {
-    case CURLE_OPERATION_TIMEDOUT:
-        st_result_setf(out, ST_TRANSIENT, "%s timed out after %lld ms at %s (%s)", what,
-                       (long long)timeout_ms, where, why);
-        break;
-    case CURLE_UNSUPPORTED_PROTOCOL:
-    case CURLE_URL_MALFORMAT:
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CACERT_BADFILE:
-    case CURLE_SSL_CERTPROBLEM:
-    case CURLE_SSL_CIPHER:
-    case CURLE_SSL_ENGINE_NOTFOUND:
-    case CURLE_SSL_ISSUER_ERROR:
-    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-    case CURLE_SSL_CRL_BADFILE:
-        st_result_setf(out, ST_FATAL,
-                       "%s: cannot talk to %s (%s): check the endpoint and, for HTTPS, the CA "
-                       "bundle (--ca-file or AWS_CA_BUNDLE)",
-                       what, where, why);
-        break;
-    default:
-        st_result_setf(out, ST_TRANSIENT, "%s: connection to %s failed (%s); will retry", what,
-                       where, why);
-        break;
-    }
-}
-
 /* ---- one AWS service ---- */
 
 int ah_service_init(ah_service *v, const struct s3lect_config *cfg, const char *fixed_region,
@@ -429,8 +308,8 @@ int ah_service_init(ah_service *v, const struct s3lect_config *cfg, const char *
 int ah_service_endpoint(ah_service *v, const char *url, const char *aws_url, const char *what,
                         const char *aws_desc, char *err, size_t errlen)
 {
-    ah_endpoint ep;
-    int rc = ah_endpoint_parse(url ? url : aws_url, what, &ep, err, errlen);
+    st_endpoint ep;
+    int rc = st_endpoint_parse(url ? url : aws_url, what, &ep, err, errlen);
     if (rc)
         return rc;
     const char *scheme = ep.https ? "https" : "http";
@@ -439,7 +318,7 @@ int ah_service_endpoint(ah_service *v, const char *url, const char *aws_url, con
     v->origin = u_asprintf("%s://%s", scheme, ep.authority);
     v->endpoint_desc =
         url ? u_asprintf("%s://%s%s", scheme, ep.authority, ep.base_path) : u_strdup(aws_desc);
-    ah_endpoint_clear(&ep);
+    st_endpoint_clear(&ep);
     if (!v->host || !v->base_path || !v->origin || !v->endpoint_desc) {
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
@@ -457,13 +336,4 @@ void ah_service_clear(ah_service *v)
     free(v->ca_file);
     ah_signer_clear(&v->signer);
     memset(v, 0, sizeof *v);
-}
-
-int ah_random_token(char out[33])
-{
-    uint8_t b[16];
-    if (cr_random(b, sizeof b) != 0)
-        return -1;
-    cr_hex(b, sizeof b, out);
-    return 0;
 }

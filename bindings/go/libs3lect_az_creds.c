@@ -61,11 +61,11 @@ static void src_free(void *p)
         return;
     free(s->tenant);
     free(s->client_id);
-    aws_wipe_free(s->secret);
+    u_wipe_free(s->secret);
     free(s->path);
     free(s->authority);
     free(s->md_url);
-    aws_wipe_free(s->md_header);
+    u_wipe_free(s->md_header);
     free(s->ca_file);
     free(s);
 }
@@ -92,7 +92,7 @@ static int read_file(const char *path, const char *what, char **out, char *err, 
         return S3LECT_ENOMEM;
     }
     if (n == 0 || n > AZ_MAX_FILE) {
-        aws_wipe(buf, AZ_MAX_FILE + 1);
+        u_wipe(buf, AZ_MAX_FILE + 1);
         free(buf);
         snprintf(err, errlen, "%s %s is %s", what, path, n ? "too large" : "empty");
         return S3LECT_EAUTH;
@@ -118,19 +118,8 @@ static int form_add(char **f, const char *name, const char *v)
         *p++ = '&';
     }
     p += sprintf(p, "%s=", name);
-    static const char hex[] = "0123456789ABCDEF";
-    for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
-        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-            *c == '-' || *c == '.' || *c == '_' || *c == '~') {
-            *p++ = (char)*c;
-        } else {
-            *p++ = '%';
-            *p++ = hex[*c >> 4];
-            *p++ = hex[*c & 15];
-        }
-    }
-    *p = '\0';
-    aws_wipe_free(*f);
+    u_pct_encode_into(v, strlen(v), 0, p);
+    u_wipe_free(*f);
     *f = n;
     return 0;
 }
@@ -165,7 +154,7 @@ static void token_principal(const char *tok, char *dst, size_t cap)
         if ((unsigned char)*c < 0x20 || *c == '"')
             *c = '?';
     cJSON_Delete(j);
-    aws_wipe(claims, n);
+    u_wipe(claims, n);
     free(claims);
 }
 
@@ -252,7 +241,7 @@ static char *cert_assertion(const az_src *s, const char *token_url, char *err, s
         free(header);
         free(claims);
     }
-    aws_wipe_free(pem);
+    u_wipe_free(pem);
     free(x5t);
     return jwt;
 }
@@ -291,8 +280,8 @@ static int fetch_client(const void *state, int first, const _Atomic int *abort, 
         if (rc == 0 && !out->principal[0])
             snprintf(out->principal, sizeof out->principal, "appid %.64s", s->client_id);
     }
-    aws_wipe_free(form);
-    aws_wipe_free(assertion);
+    u_wipe_free(form);
+    u_wipe_free(assertion);
     free(url);
     return rc;
 }
@@ -332,7 +321,7 @@ static int fetch_managed(const void *state, int first, const _Atomic int *abort,
                      s->client_id ? " (and is AZURE_CLIENT_ID one of its identities)" : "");
     }
     free(url);
-    aws_wipe_free(hdr);
+    u_wipe_free(hdr);
     return rc;
 }
 

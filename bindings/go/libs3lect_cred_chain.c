@@ -763,8 +763,8 @@ void aws_creds_clear(aws_creds *c)
 {
     if (!c)
         return;
-    aws_wipe_free(c->access_key_id);
-    aws_wipe_free(c->secret_access_key);
-    aws_wipe_free(c->session_token);
+    u_wipe_free(c->access_key_id);
+    u_wipe_free(c->secret_access_key);
+    u_wipe_free(c->session_token);
     memset(c, 0, sizeof *c);
 }

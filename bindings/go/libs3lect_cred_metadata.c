@@ -35,12 +35,12 @@
 void aws_md_wipe(void *p, size_t n)
 {
     if (p && n)
-        aws_wipe(p, n);
+        u_wipe(p, n);
 }
 
 void aws_md_wipe_free(char *s)
 {
-    aws_wipe_free(s);
+    u_wipe_free(s);
 }
 
 int aws_md_env_true(const char *name)

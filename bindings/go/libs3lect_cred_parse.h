@@ -61,9 +61,4 @@ char *aws_xml_text(const char *s, const char *end, const char *tag, const char *
 int aws_parse_bearer(const char *buf, size_t len, int64_t now_ms, aws_fetched *out, char *err,
                      size_t errlen);
 
-/* Wipes (explicit, not optimised away) n bytes. */
-void aws_wipe(void *p, size_t n);
-/* Wipes a NUL-terminated string and frees it; NULL is fine. */
-void aws_wipe_free(char *s);
-
 #endif

@@ -107,7 +107,7 @@ static int read_file(const char *path, char **buf, size_t *len)
     int bad = ferror(f) || n > MAX_CACHE_FILE;
     fclose(f);
     if (bad) {
-        aws_wipe(b, MAX_CACHE_FILE + 1);
+        u_wipe(b, MAX_CACHE_FILE + 1);
         free(b);
         return EFBIG;
     }
@@ -155,7 +155,7 @@ int aws_sso_fetch(const aws_sso_params *p, aws_fetched *out, char *err, size_t e
     }
     char why[200];
     int rc = aws_parse_sso_token(buf, len, &token, &expires, why, sizeof why);
-    aws_wipe(buf, len);
+    u_wipe(buf, len);
     free(buf);
     if (rc) {
         snprintf(err, errlen, "SSO profile '%s': %s (%s): %s", p->profile, why, path, login);
@@ -168,7 +168,7 @@ int aws_sso_fetch(const aws_sso_params *p, aws_fetched *out, char *err, size_t e
         u_format_rfc3339(expires, when, sizeof when);
         snprintf(err, errlen, "SSO profile '%s': the SSO session expired at %s: %s", p->profile,
                  when, login);
-        aws_wipe_free(token);
+        u_wipe_free(token);
         return S3LECT_EAUTH;
     }
     const char *base = aws_env_true("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
@@ -182,13 +182,13 @@ int aws_sso_fetch(const aws_sso_params *p, aws_fetched *out, char *err, size_t e
             ? u_asprintf("%s/federation/credentials?role_name=%s&account_id=%s", ep, role, acct)
             : NULL;
     char *hdr = u_asprintf("x-amz-sso_bearer_token: %s", token);
-    aws_wipe_free(token);
+    u_wipe_free(token);
     free(role);
     free(acct);
     if (!url || !hdr) {
         free(ep);
         free(url);
-        aws_wipe_free(hdr);
+        u_wipe_free(hdr);
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
@@ -196,7 +196,7 @@ int aws_sso_fetch(const aws_sso_params *p, aws_fetched *out, char *err, size_t e
     aws_http_resp resp = {0};
     rc = aws_http("GET", url, headers, NULL, 0, p->ca_file, p->timeout_ms, p->abort, &resp, why,
                   sizeof why);
-    aws_wipe_free(hdr);
+    u_wipe_free(hdr);
     free(url);
     if (rc == S3LECT_ETRANSIENT) {
         snprintf(err, errlen, "SSO GetRoleCredentials for profile '%s' at %s failed: %s",

@@ -217,3 +217,12 @@ out:
     free(sig64);
     return jwt;
 }
+
+int cr_random_token(char out[33])
+{
+    uint8_t b[16];
+    if (cr_random(b, sizeof b) != 0)
+        return -1;
+    cr_hex(b, sizeof b, out);
+    return 0;
+}

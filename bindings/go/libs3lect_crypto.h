@@ -23,6 +23,9 @@ int cr_random(void *buf, size_t len);
 void cr_thread_end(void);
 /* Lower-case hex of len bytes into out (2*len+1 bytes). */
 void cr_hex(const uint8_t *in, size_t len, char *out);
+/* A random token: 32 lower-case hex characters (16 random bytes), for
+ * version attributes and scratch names. 0, or -1 without randomness. */
+int cr_random_token(char out[33]);
 
 /* base64url without padding (RFC 4648 section 5), allocated; NULL when out
  * of memory. */

@@ -34,13 +34,11 @@
 #include <strings.h>
 #include <time.h>
 
-#include "libs3lect_aws_http.h"
+#include "libs3lect_http_store.h"
 #include "libs3lect_az_auth.h"
 #include "libs3lect_az_creds.h"
-#include "libs3lect_cred_parse.h"
 #include "libs3lect_config.h"
 #include "libs3lect_http.h"
-#include "libs3lect_sigv4.h"
 #include "libs3lect_store.h"
 #include "libs3lect_util.h"
 
@@ -187,7 +185,7 @@ static st_xfer *az_begin(st_store *st, void *easy, const char *key, int put, con
     x->if_match = put ? x->if_match_copy : NULL;
     x->timeout_ms = timeout_ms > 0 ? timeout_ms : s->default_timeout_ms;
 
-    char *eblob = sigv4_uri_encode(key, strlen(key), 1);
+    char *eblob = u_pct_encode(key, strlen(key), 1);
     char *path = eblob ? u_asprintf("%s/%s/%s", s->base_path, s->container, eblob) : NULL;
     free(eblob);
     char date[32], clen[32];
@@ -231,8 +229,8 @@ static st_xfer *az_begin(st_store *st, void *easy, const char *key, int put, con
             hl = add_header(hl, &oom, "Authorization", auth);
         else
             oom = 1;
-        aws_wipe_free(auth);
-        aws_wipe_free(bearer);
+        u_wipe_free(auth);
+        u_wipe_free(bearer);
     }
     for (size_t i = 0; i < nh; i++)
         if (strcmp(h[i].name, "Content-Length") != 0) /* libcurl sends it */
@@ -474,7 +472,7 @@ static void az_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && r->data.too_large)) {
         char what[1200];
         snprintf(what, sizeof what, "%s " AZ_FMT, x->method, AZ_ARGS(s, x->key));
-        ah_transport_failure(cc, x->errbuf, what, s->endpoint_desc, x->timeout_ms, out);
+        st_transport_failure(cc, x->errbuf, what, s->endpoint_desc, x->timeout_ms, out);
     } else {
         int outcome = classify(status, r);
         if (outcome != ST_OK) {
@@ -542,8 +540,8 @@ static int is_local_host(const char *host)
  * is an emulator's: the account goes into the path (Azurite's path-style). */
 static int set_endpoint(az_store *s, const char *url, const char *what, char *err, size_t errlen)
 {
-    ah_endpoint ep;
-    int rc = ah_endpoint_parse(url, what, &ep, err, errlen);
+    st_endpoint ep;
+    int rc = st_endpoint_parse(url, what, &ep, err, errlen);
     if (rc)
         return rc;
     const char *scheme = ep.https ? "https" : "http";
@@ -554,7 +552,7 @@ static int set_endpoint(az_store *s, const char *url, const char *what, char *er
         s->base_path = u_strdup(ep.base_path);
     s->endpoint_desc =
         s->base_path ? u_asprintf("%s%s", s->origin ? s->origin : "", s->base_path) : NULL;
-    ah_endpoint_clear(&ep);
+    st_endpoint_clear(&ep);
     if (!s->origin || !s->base_path || !s->endpoint_desc) {
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;

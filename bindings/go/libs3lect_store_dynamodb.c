@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "libs3lect_aws_http.h"
+#include "libs3lect_crypto.h"
 #include "libs3lect_store.h"
 #include "libs3lect_util.h"
 
@@ -196,7 +197,7 @@ static st_xfer *ddb_begin(st_store *st, void *easy, const char *key, int put, co
         return ddb_start(s, easy, OP_GET, "GetItem", key, get_body(s, key), NULL, timeout_ms, out);
     char version[33];
     char *data = malloc(len + 1);
-    if (!data || ah_random_token(version) != 0) {
+    if (!data || cr_random_token(version) != 0) {
         free(data);
         st_result_setf(out, ST_TRANSIENT, "out of memory or no randomness");
         return NULL;
@@ -334,7 +335,7 @@ static cJSON *ddb_answer(ddb_store *s, st_xfer *x, int curl_code, st_result *out
         char what[400];
         snprintf(what, sizeof what, "DynamoDB %s on dynamodb://%s/%.200s", x->action, s->table,
                  x->key);
-        ah_transport_failure(curl_code, x->call.errbuf, what, s->v.endpoint_desc, x->timeout_ms,
+        st_transport_failure(curl_code, x->call.errbuf, what, s->v.endpoint_desc, x->timeout_ms,
                              out);
         return NULL;
     }

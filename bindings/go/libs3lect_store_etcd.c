@@ -42,9 +42,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "libs3lect_aws_http.h"
+#include "libs3lect_http_store.h"
 #include "libs3lect_config.h"
-#include "libs3lect_cred_parse.h"
 #include "libs3lect_http.h"
 #include "libs3lect_store.h"
 #include "libs3lect_util.h"
@@ -85,7 +84,7 @@ struct st_xfer {
 static void wipe_list(struct curl_slist *l)
 {
     for (struct curl_slist *p = l; p; p = p->next)
-        aws_wipe(p->data, strlen(p->data));
+        u_wipe(p->data, strlen(p->data));
     curl_slist_free_all(l);
 }
 
@@ -183,7 +182,7 @@ static int authenticate(etcd_store *s, int64_t timeout_ms, st_result *out)
         /* the password's copy inside the JSON tree */
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "password");
         if (p && cJSON_IsString(p))
-            aws_wipe(p->valuestring, strlen(p->valuestring));
+            u_wipe(p->valuestring, strlen(p->valuestring));
         cJSON_Delete(j);
     }
     char *url = u_asprintf("%s/v3/auth/authenticate", s->eps[ep]);
@@ -191,7 +190,7 @@ static int authenticate(etcd_store *s, int64_t timeout_ms, st_result *out)
     struct curl_slist *hl = curl_slist_append(NULL, "Content-Type: application/json");
     struct curl_slist *h2 = hl ? curl_slist_append(hl, "Expect:") : NULL;
     if (!body || !url || !e || !h2) {
-        aws_wipe_free(body);
+        u_wipe_free(body);
         free(url);
         if (e)
             curl_easy_cleanup(e);
@@ -209,13 +208,13 @@ static int authenticate(etcd_store *s, int64_t timeout_ms, st_result *out)
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(e);
     curl_slist_free_all(hl);
-    aws_wipe_free(body);
+    u_wipe_free(body);
     free(url);
     int rc = -1;
     if (cc != CURLE_OK) {
         char what[300];
         snprintf(what, sizeof what, "authenticating as etcd user '%.100s'", s->user);
-        ah_transport_failure(cc, errbuf, what, where, timeout_ms, out);
+        st_transport_failure(cc, errbuf, what, where, timeout_ms, out);
         if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST)
             rc = -2; /* nothing sent: the caller tries the next endpoint */
         if (out->outcome == ST_TRANSIENT)
@@ -256,7 +255,7 @@ static int authenticate(etcd_store *s, int64_t timeout_ms, st_result *out)
         cJSON *r = data.body ? cJSON_ParseWithLength(data.body, data.len) : NULL;
         const cJSON *t = r ? cJSON_GetObjectItemCaseSensitive(r, "token") : NULL;
         if (t && cJSON_IsString(t) && t->valuestring[0] && !strpbrk(t->valuestring, "\r\n")) {
-            aws_wipe_free(s->token);
+            u_wipe_free(s->token);
             s->token = u_strdup(t->valuestring);
             rc = s->token ? 0 : -1;
             if (rc)
@@ -268,7 +267,7 @@ static int authenticate(etcd_store *s, int64_t timeout_ms, st_result *out)
                            where, s->user);
         }
         if (t && cJSON_IsString(t))
-            aws_wipe(t->valuestring, strlen(t->valuestring));
+            u_wipe(t->valuestring, strlen(t->valuestring));
         cJSON_Delete(r);
     }
     http_body_clear(&data);
@@ -283,7 +282,7 @@ static struct curl_slist *make_headers(const etcd_store *s)
     if (l && s->token) {
         char *auth = u_asprintf("Authorization: %s", s->token);
         l = auth ? curl_slist_append(hl, auth) : NULL;
-        aws_wipe_free(auth);
+        u_wipe_free(auth);
     }
     if (!l) {
         wipe_list(hl);
@@ -409,7 +408,7 @@ static void http_failure(st_xfer *x, long status, st_result *out)
     if (bad_token && x->had_token) {
         /* Expired (--auth-token-ttl) or revoked: the next request
          * authenticates again. */
-        aws_wipe_free(s->token);
+        u_wipe_free(s->token);
         s->token = NULL;
         st_result_setf(out, ST_TRANSIENT,
                        "etcd %s of key '%.200s' at %s: the auth token was refused (%s); "
@@ -490,7 +489,7 @@ static void etcd_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
      * the same request once more, so an expiry costs no failed call. */
     if (cc == CURLE_OK && status == 401 && x->had_token && s->user && x->data.body &&
         strstr(x->data.body, "invalid auth token")) {
-        aws_wipe_free(s->token);
+        u_wipe_free(s->token);
         s->token = NULL;
         st_result tmp = {0};
         size_t ep = s->cur;
@@ -524,7 +523,7 @@ static void etcd_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && x->data.too_large)) {
         char what[400];
         snprintf(what, sizeof what, "etcd %s of key '%.200s'", x->put ? "txn" : "range", x->key);
-        ah_transport_failure(curl_code, x->errbuf, what, where, x->timeout_ms, out);
+        st_transport_failure(curl_code, x->errbuf, what, where, x->timeout_ms, out);
         if (out->outcome == ST_FATAL)
             st_result_setf(out, ST_FATAL,
                            "%s: cannot talk to %s (%s): check the endpoints and, for etcds://, "
@@ -626,8 +625,8 @@ static void etcd_destroy(st_store *st)
     free(s->cert);
     free(s->cert_key);
     free(s->user);
-    aws_wipe_free(s->password);
-    aws_wipe_free(s->token);
+    u_wipe_free(s->password);
+    u_wipe_free(s->token);
     free(s);
 }
 

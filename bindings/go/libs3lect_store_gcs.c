@@ -32,9 +32,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "libs3lect_aws_http.h"
+#include "libs3lect_http_store.h"
 #include "libs3lect_config.h"
-#include "libs3lect_cred_parse.h"
 #include "libs3lect_gcp_creds.h"
 #include "libs3lect_http.h"
 #include "libs3lect_net.h"
@@ -85,7 +84,7 @@ static void xfer_free(st_xfer *x)
         curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, NULL);
     }
     for (struct curl_slist *l = x->headers; l; l = l->next)
-        aws_wipe(l->data, strlen(l->data));
+        u_wipe(l->data, strlen(l->data));
     curl_slist_free_all(x->headers);
     http_body_clear(&x->data);
     free(x->key);
@@ -112,22 +111,7 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
  * in a path segment or a query value). */
 static char *pct(const char *s)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    char *out = malloc(strlen(s) * 3 + 1), *p = out;
-    if (!out)
-        return NULL;
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-            *c == '-' || *c == '.' || *c == '_' || *c == '~') {
-            *p++ = (char)*c;
-        } else {
-            *p++ = '%';
-            *p++ = hex[*c >> 4];
-            *p++ = hex[*c & 15];
-        }
-    }
-    *p = '\0';
-    return out;
+    return u_pct_encode(s, strlen(s), 0);
 }
 
 /* The token for the next request (NULL without auth); -1 with out set. */
@@ -218,13 +202,13 @@ static st_xfer *gcs_begin(st_store *st, void *easy, const char *key, int put, co
     if (!oom && token) {
         char *auth = u_asprintf("Authorization: Bearer %s", token);
         struct curl_slist *l = auth ? curl_slist_append(hl, auth) : NULL;
-        aws_wipe_free(auth);
+        u_wipe_free(auth);
         if (l)
             hl = l;
         else
             oom = 1;
     }
-    aws_wipe_free(token);
+    u_wipe_free(token);
     x->headers = hl;
     if (oom) {
         free(url);
@@ -341,7 +325,7 @@ static void gcs_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && x->data.too_large)) {
         char what[1200];
         snprintf(what, sizeof what, "%s gs://%s/%s", x->put ? "POST" : "GET", s->bucket, x->key);
-        ah_transport_failure(curl_code, x->errbuf, what, s->endpoint_desc, x->timeout_ms, out);
+        st_transport_failure(curl_code, x->errbuf, what, s->endpoint_desc, x->timeout_ms, out);
         if (out->outcome == ST_FATAL)
             st_result_setf(out, ST_FATAL,
                            "%s: cannot talk to %s (%s): check the endpoint and, for HTTPS, the CA "
@@ -438,15 +422,15 @@ static int gcs_endpoint_resolve(const struct s3lect_config *cfg, char **url, int
 int st_gcs_emulator(const struct s3lect_config *cfg, int *emulator, char *err, size_t errlen)
 {
     char *url = NULL;
-    ah_endpoint ep = {0};
+    st_endpoint ep = {0};
     int rc = gcs_endpoint_resolve(cfg, &url, emulator);
     if (rc)
         snprintf(err, errlen, "out of memory");
     else
-        rc = ah_endpoint_parse(url, "GCS endpoint", &ep, err, errlen);
+        rc = st_endpoint_parse(url, "GCS endpoint", &ep, err, errlen);
     if (!rc && !ep.https && u_is_loopback_host(ep.host))
         *emulator = 1;
-    ah_endpoint_clear(&ep);
+    st_endpoint_clear(&ep);
     free(url);
     return rc;
 }
@@ -468,7 +452,7 @@ int st_gcs_open(const struct s3lect_config *cfg, const st_location *loc, st_stor
         cfg->request_timeout > 0 ? cfg->request_timeout : GCS_DEFAULT_TIMEOUT_MS;
     char *url = NULL;
     int emulator = 0;
-    ah_endpoint ep = {0};
+    st_endpoint ep = {0};
     if (!(s->bucket = u_strdup(loc->bucket)) ||
         (cfg->ca_file && !(s->ca_file = u_strdup(cfg->ca_file))) ||
         gcs_endpoint_resolve(cfg, &url, &emulator) != 0) {
@@ -476,7 +460,7 @@ int st_gcs_open(const struct s3lect_config *cfg, const st_location *loc, st_stor
         rc = S3LECT_ENOMEM;
     }
     if (!rc)
-        rc = ah_endpoint_parse(url, "GCS endpoint", &ep, err, errlen);
+        rc = st_endpoint_parse(url, "GCS endpoint", &ep, err, errlen);
     if (!rc) {
         const char *scheme = ep.https ? "https" : "http";
         s->origin = u_asprintf("%s://%s", scheme, ep.authority);
@@ -495,7 +479,7 @@ int st_gcs_open(const struct s3lect_config *cfg, const st_location *loc, st_stor
         rc = st_gcs_emulator(cfg, &emulator, err, errlen);
     if (!rc)
         rc = gcp_chain_open(cfg, emulator ? GCP_CHAIN_OPTIONAL : 0, &s->chain, err, errlen);
-    ah_endpoint_clear(&ep);
+    st_endpoint_clear(&ep);
     free(url);
     if (rc) {
         gcs_destroy(&s->base);

@@ -245,7 +245,7 @@ int st_redis_open(const struct s3lect_config *cfg, const st_location *loc, st_st
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "libs3lect_aws_http.h"
+#include "libs3lect_crypto.h"
 #include "libs3lect_config.h"
 #include "libs3lect_http.h"
 
@@ -864,7 +864,7 @@ static void rd_put(st_store *st, const char *key, const void *data, size_t len,
     rd_store *s = (rd_store *)st;
     memset(out, 0, sizeof *out);
     char version[33];
-    if (ah_random_token(version) != 0) {
+    if (cr_random_token(version) != 0) {
         st_result_setf(out, ST_TRANSIENT, "no randomness for the version");
         return;
     }

@@ -191,7 +191,7 @@ static void set_transport_failure(const req_ctx *c, CURLcode cc, const char *err
 {
     char what[1200];
     snprintf(what, sizeof what, "%s s3://%s/%s", c->method, c->s->bucket, c->key);
-    ah_transport_failure(cc, errbuf, what, c->s->v.endpoint_desc, c->timeout_ms, out);
+    st_transport_failure(cc, errbuf, what, c->s->v.endpoint_desc, c->timeout_ms, out);
 }
 
 /* ---- requests ---- */
@@ -347,7 +347,7 @@ static const st_vtable s3_vtable = {
 static int setup_addressing(s3_store *s, const char *endpoint_url, int path_style, char *err,
                             size_t errlen)
 {
-    ah_endpoint ep;
+    st_endpoint ep;
     char *aws_url = NULL;
     if (!endpoint_url) {
         const char *suffix =
@@ -359,7 +359,7 @@ static int setup_addressing(s3_store *s, const char *endpoint_url, int path_styl
         }
     }
     int rc =
-        ah_endpoint_parse(endpoint_url ? endpoint_url : aws_url, "S3 endpoint", &ep, err, errlen);
+        st_endpoint_parse(endpoint_url ? endpoint_url : aws_url, "S3 endpoint", &ep, err, errlen);
     if (rc) {
         free(aws_url);
         return rc;
@@ -374,7 +374,7 @@ static int setup_addressing(s3_store *s, const char *endpoint_url, int path_styl
                      "virtual-hosted addressing was requested but bucket '%s' cannot be put in "
                      "front of host '%s'; use path-style addressing",
                      s->bucket, ep.host);
-            ah_endpoint_clear(&ep);
+            st_endpoint_clear(&ep);
             free(aws_url);
             return S3LECT_EINVAL;
         }
@@ -396,7 +396,7 @@ static int setup_addressing(s3_store *s, const char *endpoint_url, int path_styl
     s->v.origin = s->v.host ? u_asprintf("%s://%s", scheme, s->v.host) : NULL;
     s->v.endpoint_desc = endpoint_url ? u_asprintf("%s://%s%s", scheme, ep.authority, ep.base_path)
                                       : u_asprintf("AWS S3 (%s)", s->v.region);
-    ah_endpoint_clear(&ep);
+    st_endpoint_clear(&ep);
     free(aws_url);
     if (!s->v.host || !s->v.base_path || !s->v.origin || !s->v.endpoint_desc) {
         snprintf(err, errlen, "out of memory");

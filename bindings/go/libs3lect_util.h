@@ -25,6 +25,20 @@ int u_streq(const char *a, const char *b);
 
 /* Value of a hex digit, or -1. */
 int u_hexval(unsigned char c);
+
+/* Zeroes n bytes at p in a way the compiler keeps (secrets). */
+void u_wipe(void *p, size_t n);
+/* Wipes the string s and frees it (NULL: nothing). */
+void u_wipe_free(char *s);
+
+/* Percent-encodes in[0..len) (RFC 3986): every byte but the unreserved
+ * characters (A-Z a-z 0-9 - . _ ~) and, with keep_slash, '/' becomes %XX
+ * (upper-case hex). u_pct_encode_into writes into out, which holds at
+ * least 3 * len + 1 bytes, and returns the length written; u_pct_encode
+ * allocates (NULL when out of memory). The one encoder of the library:
+ * SigV4's canonical URI and query, object names in URLs, form bodies. */
+size_t u_pct_encode_into(const char *in, size_t len, int keep_slash, char *out);
+char *u_pct_encode(const char *in, size_t len, int keep_slash);
 /* Standard base64 (RFC 4648, with '=' padding) of len bytes into out, which
  * holds at least 4 * ((len + 2) / 3) + 1 bytes. Returns the text's length. */
 size_t u_base64(const uint8_t *in, size_t len, char *out);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cred_parse.h"
+#include "util.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -42,8 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(tok == NULL, "token left on failure");
             FUZZ_CHECK_MSG(err, sizeof err);
         }
-        aws_wipe_free(tok);
-        aws_wipe_free(tok2);
+        u_wipe_free(tok);
+        u_wipe_free(tok2);
         free(buf);
         return 0;
     }

@@ -30,7 +30,7 @@ void aws_curl_setup(CURL *e, const char *url, long timeout_ms, struct curl_slist
 void aws_curl_slist_wipe_free(struct curl_slist *hl)
 {
     for (struct curl_slist *l = hl; l; l = l->next)
-        aws_wipe(l->data, strlen(l->data));
+        u_wipe(l->data, strlen(l->data));
     curl_slist_free_all(hl);
 }
 
@@ -59,7 +59,7 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_
 void aws_http_resp_clear(aws_http_resp *r)
 {
     if (r->body) {
-        aws_wipe(r->body, r->len);
+        u_wipe(r->body, r->len);
         free(r->body);
     }
     memset(r, 0, sizeof *r);

@@ -11,21 +11,6 @@
 #include "s3lect.h"
 #include "util.h"
 
-void aws_wipe(void *p, size_t n)
-{
-    volatile unsigned char *v = p;
-    while (n--)
-        *v++ = 0;
-}
-
-void aws_wipe_free(char *s)
-{
-    if (s) {
-        aws_wipe(s, strlen(s));
-        free(s);
-    }
-}
-
 /* A key, secret or token goes into HTTP headers: printable ASCII without
  * spaces only (no header injection, no surprise in the signature). */
 static int token_chars_ok(const char *s)
@@ -66,7 +51,7 @@ static void json_wipe(cJSON *j)
 {
     for (cJSON *c = j; c; c = c->next) {
         if (c->valuestring)
-            aws_wipe(c->valuestring, strlen(c->valuestring));
+            u_wipe(c->valuestring, strlen(c->valuestring));
         if (c->child)
             json_wipe(c->child);
     }
@@ -181,7 +166,7 @@ int aws_parse_sso_token(const char *buf, size_t len, char **token, int64_t *expi
     }
     json_wipe_delete(j);
     if (rc) {
-        aws_wipe_free(*token);
+        u_wipe_free(*token);
         *token = NULL;
         *expires_ms = 0;
     }
@@ -300,7 +285,7 @@ char *aws_xml_text(const char *s, const char *end, const char *tag, const char *
                          out[n - 1] == '\n'))
             n--;
         memmove(out, out + a, n - a);
-        aws_wipe(out + (n - a), (size_t)(tend - s) + 1 - (n - a));
+        u_wipe(out + (n - a), (size_t)(tend - s) + 1 - (n - a));
         out[n - a] = '\0';
         if (!*out) {
             free(out);
@@ -430,7 +415,7 @@ int aws_parse_bearer(const char *buf, size_t len, int64_t now_ms, aws_fetched *o
         out->expires_ms = exp;
     }
     if (tok)
-        aws_wipe((char *)tok, strlen(tok));
+        u_wipe((char *)tok, strlen(tok));
     cJSON_Delete(j);
     return rc;
 }

@@ -188,7 +188,7 @@ int aws_process_fetch(const char *command, const char *what, int64_t timeout_ms,
             snprintf(err, errlen, "%s: %s", what, why);
     }
     if (buf) {
-        aws_wipe(buf, MAX_OUTPUT + 1);
+        u_wipe(buf, MAX_OUTPUT + 1);
         free(buf);
     }
     return rc;

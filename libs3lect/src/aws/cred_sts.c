@@ -47,8 +47,8 @@ static int add_param(char **q, const char *name, const char *value)
     if (!enc)
         return -1;
     char *n = u_asprintf("%s&%s=%s", *q, name, enc);
-    aws_wipe_free(enc);
-    aws_wipe_free(*q);
+    u_wipe_free(enc);
+    u_wipe_free(*q);
     *q = n;
     return n ? 0 : -1;
 }
@@ -156,7 +156,7 @@ static int sts_call(const aws_sts_ctx *ctx, const char *action, const char *role
             snprintf(err, errlen, "out of memory");
     }
     for (int i = 0; i < nl; i++)
-        aws_wipe_free(lines[i]);
+        u_wipe_free(lines[i]);
     if (rc == 0) {
         if (resp.status == 200) {
             rc = aws_parse_sts_response(resp.body, resp.len, out, why, sizeof why);
@@ -206,12 +206,12 @@ int aws_sts_assume_role(const aws_sts_ctx *ctx, const aws_fetched *src, const ch
               (duration_s > 0 && add_param(&form, "DurationSeconds", dur)) ||
               (external_id && add_param(&form, "ExternalId", external_id));
     if (bad) {
-        aws_wipe_free(form);
+        u_wipe_free(form);
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
     int rc = sts_call(ctx, "AssumeRole", role_arn, form, src, out, err, errlen);
-    aws_wipe_free(form);
+    u_wipe_free(form);
     return rc;
 }
 
@@ -264,7 +264,7 @@ static int read_token_file(const char *path, char **out, char *err, size_t errle
     }
     if (rc) {
         if (buf) {
-            aws_wipe(buf, MAX_TOKEN_FILE + 1);
+            u_wipe(buf, MAX_TOKEN_FILE + 1);
             free(buf);
         }
         return rc;
@@ -289,14 +289,14 @@ int aws_sts_assume_role_web_identity(const aws_sts_ctx *ctx, const char *role_ar
               add_param(&form, "RoleSessionName", session_name) ||
               (duration_s > 0 && add_param(&form, "DurationSeconds", dur)) ||
               add_param(&form, "WebIdentityToken", token);
-    aws_wipe(token, MAX_TOKEN_FILE + 1);
+    u_wipe(token, MAX_TOKEN_FILE + 1);
     free(token);
     if (bad) {
-        aws_wipe_free(form);
+        u_wipe_free(form);
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
     rc = sts_call(ctx, "AssumeRoleWithWebIdentity", role_arn, form, NULL, out, err, errlen);
-    aws_wipe_free(form);
+    u_wipe_free(form);
     return rc;
 }

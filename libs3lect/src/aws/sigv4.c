@@ -71,31 +71,20 @@ static char *sb_take(sbuf *b)
 
 /* ---- encoding ---- */
 
-static int is_unreserved(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '.' || c == '_' || c == '~';
-}
-
 static void sb_encode(sbuf *b, const char *in, size_t len, int keep_slash)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)in[i];
-        if (is_unreserved(c) || (keep_slash && c == '/')) {
-            sb_putc(b, (char)c);
-        } else {
-            char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
-            sb_putn(b, esc, 3);
-        }
+    char *e = u_pct_encode(in, len, keep_slash);
+    if (!e) {
+        b->oom = 1;
+        return;
     }
+    sb_putn(b, e, strlen(e));
+    free(e);
 }
 
 char *sigv4_uri_encode(const char *in, size_t len, int keep_slash)
 {
-    sbuf b = {0};
-    sb_encode(&b, in, len, keep_slash);
-    return sb_take(&b);
+    return u_pct_encode(in, len, keep_slash);
 }
 
 /* Decodes %XX escapes of in[0..len) into b; a '%' not followed by two hex

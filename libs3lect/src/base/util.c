@@ -293,3 +293,45 @@ int64_t u_jitter(u_rng *r, int64_t v, double frac)
     double f = 1.0 - frac + 2.0 * frac * u;
     return (int64_t)((double)v * f);
 }
+
+void u_wipe(void *p, size_t n)
+{
+    volatile unsigned char *v = p;
+    while (n--)
+        *v++ = 0;
+}
+
+void u_wipe_free(char *s)
+{
+    if (s) {
+        u_wipe(s, strlen(s));
+        free(s);
+    }
+}
+
+size_t u_pct_encode_into(const char *in, size_t len, int keep_slash, char *out)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *p = out;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '.' || c == '_' || c == '~' || (keep_slash && c == '/')) {
+            *p++ = (char)c;
+        } else {
+            *p++ = '%';
+            *p++ = hex[c >> 4];
+            *p++ = hex[c & 15];
+        }
+    }
+    *p = '\0';
+    return (size_t)(p - out);
+}
+
+char *u_pct_encode(const char *in, size_t len, int keep_slash)
+{
+    char *out = malloc(3 * len + 1);
+    if (out)
+        u_pct_encode_into(in, len, keep_slash, out);
+    return out;
+}

@@ -78,7 +78,7 @@ static int read_file(const char *path, char **out, char *err, size_t errlen)
         return S3LECT_ENOMEM;
     }
     if (n > GCP_MAX_FILE) {
-        aws_wipe(buf, n);
+        u_wipe(buf, n);
         free(buf);
         snprintf(err, errlen, "the Google credentials file %s is larger than %d bytes", path,
                  GCP_MAX_FILE);
@@ -97,7 +97,7 @@ static cJSON *read_json(const char *path, char *err, size_t errlen, int *rc)
     if (*rc)
         return NULL;
     cJSON *j = cJSON_Parse(text);
-    aws_wipe_free(text);
+    u_wipe_free(text);
     if (!j || !cJSON_IsObject(j)) {
         cJSON_Delete(j);
         snprintf(err, errlen, "the Google credentials file %s is not a JSON object", path);
@@ -118,11 +118,11 @@ static void json_wipe_delete(cJSON *j)
 {
     for (cJSON *c = j ? j->child : NULL; c; c = c->next) {
         if (cJSON_IsString(c) && c->valuestring)
-            aws_wipe(c->valuestring, strlen(c->valuestring));
+            u_wipe(c->valuestring, strlen(c->valuestring));
         else if (cJSON_IsObject(c) || cJSON_IsArray(c))
             for (cJSON *d = c->child; d; d = d->next)
                 if (cJSON_IsString(d) && d->valuestring)
-                    aws_wipe(d->valuestring, strlen(d->valuestring));
+                    u_wipe(d->valuestring, strlen(d->valuestring));
     }
     cJSON_Delete(j);
 }
@@ -138,7 +138,7 @@ static int form_add(char **out, size_t *len, size_t *cap, const char *name, cons
             return -1;
         if (*out) {
             memcpy(n, *out, *len + 1);
-            aws_wipe(*out, *cap);
+            u_wipe(*out, *cap);
             free(*out);
         }
         *out = n;
@@ -148,18 +148,7 @@ static int form_add(char **out, size_t *len, size_t *cap, const char *name, cons
     if (*len)
         *p++ = '&';
     p += sprintf(p, "%s=", name);
-    static const char hex[] = "0123456789ABCDEF";
-    for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
-        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-            *c == '-' || *c == '.' || *c == '_' || *c == '~') {
-            *p++ = (char)*c;
-        } else {
-            *p++ = '%';
-            *p++ = hex[*c >> 4];
-            *p++ = hex[*c & 15];
-        }
-    }
-    *p = '\0';
+    p += u_pct_encode_into(v, strlen(v), 0, p);
     *len = (size_t)(p - *out);
     return 0;
 }
@@ -238,9 +227,9 @@ static int fetch_service_account(const gcp_src *s, const cJSON *j, const _Atomic
         snprintf(err, errlen, "out of memory");
     }
     if (form)
-        aws_wipe(form, cap);
+        u_wipe(form, cap);
     free(form);
-    aws_wipe_free(jwt);
+    u_wipe_free(jwt);
     free(hs);
     free(cs);
     cJSON_Delete(hdr);
@@ -274,7 +263,7 @@ static int fetch_authorized_user(const gcp_src *s, const cJSON *j, const _Atomic
         form_add(&form, &len, &cap, "client_secret", secret) ||
         form_add(&form, &len, &cap, "refresh_token", refresh)) {
         if (form)
-            aws_wipe(form, cap);
+            u_wipe(form, cap);
         free(form);
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
@@ -289,7 +278,7 @@ static int fetch_authorized_user(const gcp_src *s, const cJSON *j, const _Atomic
     const char *acct = jstr(j, "account");
     if (!rc && acct)
         snprintf(out->principal, sizeof out->principal, "%s", acct);
-    aws_wipe(form, cap);
+    u_wipe(form, cap);
     free(form);
     return rc;
 }
@@ -297,27 +286,6 @@ static int fetch_authorized_user(const gcp_src *s, const cJSON *j, const _Atomic
 /* ---- external_account (workload identity federation) ---- */
 
 /* ---- the AWS identity source of external_account (environment_id aws1) ---- */
-
-/* Percent-encodes everything but the unreserved characters. */
-static char *pct_encode(const char *v)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    char *out = malloc(strlen(v) * 3 + 1), *p = out;
-    if (!out)
-        return NULL;
-    for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
-        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-            *c == '-' || *c == '.' || *c == '_' || *c == '~') {
-            *p++ = (char)*c;
-        } else {
-            *p++ = '%';
-            *p++ = hex[*c >> 4];
-            *p++ = hex[*c & 15];
-        }
-    }
-    *p = '\0';
-    return out;
-}
 
 /* The AWS credentials the way Google's libraries take them for this
  * source: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN,
@@ -442,7 +410,7 @@ static int aws_subject_token(const gcp_src *s, const cJSON *src, const char *aud
                 json = cJSON_PrintUnformatted(j);
             }
             sigv4_result_clear(&sig);
-            if (!json || !(*tok = pct_encode(json))) {
+            if (!json || !(*tok = u_pct_encode(json, strlen(json), 0))) {
                 snprintf(err, errlen, "out of memory");
                 rc = S3LECT_ENOMEM;
             }
@@ -453,7 +421,7 @@ static int aws_subject_token(const gcp_src *s, const cJSON *src, const char *aud
         snprintf(err, errlen, "out of memory");
     }
     if (json) {
-        aws_wipe(json, strlen(json));
+        u_wipe(json, strlen(json));
         free(json);
     }
     aws_fetched_clear(&creds);
@@ -498,7 +466,7 @@ static int subject_token(const gcp_src *s, const cJSON *src, const char *audienc
         char e[300] = "";
         rc = aws_http("GET", url, h, NULL, 0, s->ca_file, s->timeout_ms, abort, &r, e, sizeof e);
         for (size_t i = 0; i < n; i++)
-            aws_wipe_free(owned[i]);
+            u_wipe_free(owned[i]);
         if (rc) {
             snprintf(err, errlen, "the subject token URL %s did not answer: %s", url, e);
             return rc;
@@ -524,7 +492,7 @@ static int subject_token(const gcp_src *s, const cJSON *src, const char *audienc
             *tok = u_strdup(v);
         json_wipe_delete(j);
         if (!v) {
-            aws_wipe_free(raw);
+            u_wipe_free(raw);
             snprintf(err, errlen, "the subject token from %s is not JSON with the field '%s'",
                      where, field ? field : "(subject_token_field_name not set)");
             return S3LECT_EAUTH;
@@ -535,13 +503,13 @@ static int subject_token(const gcp_src *s, const cJSON *src, const char *audienc
             raw[--n] = '\0';
         *tok = u_strdup(raw);
     }
-    aws_wipe_free(raw);
+    u_wipe_free(raw);
     if (!*tok) {
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
     if (!**tok) {
-        aws_wipe_free(*tok);
+        u_wipe_free(*tok);
         *tok = NULL;
         snprintf(err, errlen, "the subject token from %s is empty", where);
         return S3LECT_EAUTH;
@@ -580,7 +548,7 @@ static int fetch_external_account(const gcp_src *s, const cJSON *j, const _Atomi
                  form_add(&form, &len, &cap, "subject_token_type", stt)
              ? S3LECT_ENOMEM
              : 0;
-    aws_wipe_free(subject);
+    u_wipe_free(subject);
     char what[600];
     snprintf(what, sizeof what, "the security token service %s (workload identity federation)",
              url);
@@ -589,7 +557,7 @@ static int fetch_external_account(const gcp_src *s, const cJSON *j, const _Atomi
     else
         rc = token_form_post(s, url, form, what, abort, out, err, errlen);
     if (form)
-        aws_wipe(form, cap);
+        u_wipe(form, cap);
     free(form);
     if (rc || !imp)
         return rc;
@@ -611,7 +579,7 @@ static int fetch_external_account(const gcp_src *s, const cJSON *j, const _Atomi
         snprintf(email, sizeof email, "%.*s", (int)strcspn(sa + 16, ":/"), sa + 16);
     snprintf(what, sizeof what, "the impersonation endpoint %s", imp);
     rc = token_call(s, "POST", imp, h, body, what, abort, out, err, errlen);
-    aws_wipe_free(auth);
+    u_wipe_free(auth);
     if (rc == S3LECT_EAUTH)
         snprintf(err + strlen(err), errlen - strlen(err),
                  ": grant the federated principal roles/iam.workloadIdentityUser (or "

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "http.h"
 #include "sigv4.h"
+#include "http_store.h"
 #include "store.h"
 
 /* ---- credentials ---- */
@@ -47,20 +48,6 @@ static inline void ah_signer_refused(ah_signer *g)
 {
     g->creds_stale = 1;
 }
-
-/* ---- endpoints ---- */
-
-typedef struct ah_endpoint {
-    int https;
-    char *host;      /* without brackets for IPv6, lower case */
-    char *authority; /* host[:port] as it goes in the Host header (brackets kept) */
-    char *base_path; /* "" or "/prefix" without trailing slash */
-} ah_endpoint;
-
-/* Parses "http(s)://host[:port][/path]". what names the setting in messages
- * ("S3 endpoint"). */
-int ah_endpoint_parse(const char *url, const char *what, ah_endpoint *e, char *err, size_t errlen);
-void ah_endpoint_clear(ah_endpoint *e);
 
 /* ---- one request ---- */
 
@@ -109,11 +96,6 @@ long ah_call_status(const ah_call *c);
 /* Did the transfer fail below HTTP (a CURLcode other than OK or our own cut
  * of an over-long body)? */
 int ah_call_transport_failed(const ah_call *c, int curl_code);
-/* Fills out for a transfer that failed below HTTP: TRANSIENT (timeouts,
- * refused or reset connections) or FATAL (bad URL, TLS verification). what
- * names the request ("GET s3://b/k"), where the server ("AWS S3 (eu-west-1)"). */
-void ah_transport_failure(int curl_code, const char *errbuf, const char *what, const char *where,
-                          int64_t timeout_ms, st_result *out);
 
 /* ---- one AWS service as a store talks to it ---- */
 
@@ -139,7 +121,5 @@ int ah_service_init(ah_service *v, const struct s3lect_config *cfg, const char *
 int ah_service_endpoint(ah_service *v, const char *url, const char *aws_url, const char *what,
                         const char *aws_desc, char *err, size_t errlen);
 void ah_service_clear(ah_service *v);
-/* A random token (32 lower-case hex characters) for version attributes. */
-int ah_random_token(char out[33]);
 
 #endif

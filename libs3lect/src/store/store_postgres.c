@@ -32,7 +32,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "aws_http.h"
+#include "config.h"
+#include "crypto.h"
 #include "store.h"
 #include "util.h"
 
@@ -535,7 +536,7 @@ static void pg_put(st_store *st, const char *key, const void *data, size_t len,
     memset(out, 0, sizeof *out);
     char version[33];
     char *rec = malloc(len + 1);
-    if (!rec || ah_random_token(version) != 0) {
+    if (!rec || cr_random_token(version) != 0) {
         free(rec);
         st_result_setf(out, ST_TRANSIENT, "out of memory or no randomness");
         return;

@@ -238,7 +238,7 @@ int st_redis_open(const struct s3lect_config *cfg, const st_location *loc, st_st
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "aws_http.h"
+#include "crypto.h"
 #include "config.h"
 #include "http.h"
 
@@ -857,7 +857,7 @@ static void rd_put(st_store *st, const char *key, const void *data, size_t len,
     rd_store *s = (rd_store *)st;
     memset(out, 0, sizeof *out);
     char version[33];
-    if (ah_random_token(version) != 0) {
+    if (cr_random_token(version) != 0) {
         st_result_setf(out, ST_TRANSIENT, "no randomness for the version");
         return;
     }

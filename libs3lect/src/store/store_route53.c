@@ -428,7 +428,7 @@ static void r53_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         char what[400];
         snprintf(what, sizeof what, "%s route53://%s/%.200s", x->put ? "change" : "read", s->zone,
                  x->key);
-        ah_transport_failure(curl_code, x->call.errbuf, what, s->v.endpoint_desc, x->timeout_ms,
+        st_transport_failure(curl_code, x->call.errbuf, what, s->v.endpoint_desc, x->timeout_ms,
                              out);
     } else if (status < 200 || status >= 300) {
         char code[80], msg[1024];

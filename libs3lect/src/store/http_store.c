@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* http_store.c - endpoints and transport failures of the HTTP stores
+ * (http_store.h). */
+#include "http_store.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util.h"
+
+/* ---- endpoints ---- */
+
+void st_endpoint_clear(st_endpoint *e)
+{
+    free(e->host);
+    free(e->authority);
+    free(e->base_path);
+    memset(e, 0, sizeof *e);
+}
+
+int st_endpoint_parse(const char *url, const char *what, st_endpoint *e, char *err, size_t errlen)
+{
+    memset(e, 0, sizeof *e);
+    const char *p;
+    if (strncasecmp(url, "https://", 8) == 0) {
+        e->https = 1;
+        p = url + 8;
+    } else if (strncasecmp(url, "http://", 7) == 0) {
+        p = url + 7;
+    } else {
+        snprintf(err, errlen,
+                 "%s '%.200s' must start with http:// or https:// (e.g. http://127.0.0.1:9000)",
+                 what, url);
+        return S3LECT_EINVAL;
+    }
+    size_t alen = strcspn(p, "/?#");
+    const char *rest = p + alen;
+    if (strpbrk(rest, "?#") || memchr(p, '@', alen)) {
+        snprintf(err, errlen, "%s '%.200s' may not contain user info, a query or a fragment", what,
+                 url);
+        return S3LECT_EINVAL;
+    }
+    const char *host = p, *port = NULL;
+    size_t hlen;
+    if (*p == '[') {
+        const char *close = memchr(p, ']', alen);
+        if (!close) {
+            snprintf(err, errlen, "%s '%.200s': unclosed '[' in the IPv6 address", what, url);
+            return S3LECT_EINVAL;
+        }
+        host = p + 1;
+        hlen = (size_t)(close - host);
+        if (close + 1 < p + alen) {
+            if (close[1] != ':') {
+                snprintf(err, errlen, "%s '%.200s': expected ':port' after ']'", what, url);
+                return S3LECT_EINVAL;
+            }
+            port = close + 2;
+        }
+    } else {
+        const char *colon = memchr(p, ':', alen);
+        hlen = colon ? (size_t)(colon - p) : alen;
+        port = colon ? colon + 1 : NULL;
+    }
+    if (hlen == 0) {
+        snprintf(err, errlen, "%s '%.200s' has no host name", what, url);
+        return S3LECT_EINVAL;
+    }
+    long portnum = 0;
+    if (port) {
+        char *endp;
+        portnum = strtol(port, &endp, 10);
+        if (endp != p + alen || endp == port || portnum < 1 || portnum > 65535) {
+            snprintf(err, errlen, "%s '%.200s' has an invalid port", what, url);
+            return S3LECT_EINVAL;
+        }
+    }
+    /* The default port is left out of Host, as every HTTP client does. */
+    int default_port = !port || portnum == (e->https ? 443 : 80);
+    size_t blen = strlen(rest);
+    while (blen > 0 && rest[blen - 1] == '/')
+        blen--;
+    e->host = malloc(hlen + 1);
+    e->authority = default_port ? u_asprintf("%.*s", (int)(host - p + hlen + (*p == '[')), p)
+                                : u_asprintf("%.*s", (int)alen, p);
+    e->base_path = u_asprintf("%.*s", (int)blen, rest);
+    if (!e->host || !e->authority || !e->base_path) {
+        st_endpoint_clear(e);
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    memcpy(e->host, host, hlen);
+    e->host[hlen] = '\0';
+    for (char *c = e->host; *c; c++)
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c - 'A' + 'a');
+    return 0;
+}
+
+void st_transport_failure(int curl_code, const char *errbuf, const char *what, const char *where,
+                          int64_t timeout_ms, st_result *out)
+{
+    CURLcode cc = (CURLcode)curl_code;
+    const char *why = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(cc);
+    switch (cc) {
+    case CURLE_OPERATION_TIMEDOUT:
+        st_result_setf(out, ST_TRANSIENT, "%s timed out after %lld ms at %s (%s)", what,
+                       (long long)timeout_ms, where, why);
+        break;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_CRL_BADFILE:
+        st_result_setf(out, ST_FATAL,
+                       "%s: cannot talk to %s (%s): check the endpoint and, for HTTPS, the CA "
+                       "bundle (--ca-file or AWS_CA_BUNDLE)",
+                       what, where, why);
+        break;
+    default:
+        st_result_setf(out, ST_TRANSIENT, "%s: connection to %s failed (%s); will retry", what,
+                       where, why);
+        break;
+    }
+}
