@@ -107,6 +107,8 @@ static int read_file(const char *path, const char *what, char **out, char *err, 
 /* Appends name=urlencode(v) to the form *f (allocated; wiped when replaced). */
 static int form_add(char **f, const char *name, const char *v)
 {
+    if (!v)
+        v = ""; /* a source without that field (never sent so: the caller picks by kind) */
     size_t old = *f ? strlen(*f) : 0;
     char *n = malloc(old + strlen(name) + 3 * strlen(v) + 3);
     if (!n)
