@@ -223,7 +223,7 @@ static void test_parsers(void)
                         "\"accessToken\":\"SECRETVALUE\",\"expiresAt\":\"2030-01-02T03:04:05Z\"}";
     CHECK_INT(aws_parse_sso_token(cache, strlen(cache), &tok, &exp, err, sizeof err), 0, "sso tok");
     CHECK_STR(tok, "SECRETVALUE", "sso token");
-    aws_wipe_free(tok);
+    u_wipe_free(tok);
     CHECK(aws_parse_sso_token("{}", 2, &tok, &exp, err, sizeof err) == S3LECT_EAUTH && !tok,
           "sso token missing");
     const char *role = "{\"roleCredentials\":{\"accessKeyId\":\"ASIA\",\"secretAccessKey\":"
@@ -533,7 +533,7 @@ static void test_bearer(void)
     uint64_t gen = 0;
     CHECK(aws_chain_bearer(c, &tok, &gen, err, sizeof err) == 0 && tok && strcmp(tok, "tok-1") == 0,
           "first token (%s)", err);
-    aws_wipe_free(tok);
+    u_wipe_free(tok);
     aws_creds keys;
     CHECK(aws_chain_get(c, &keys, NULL, err, sizeof err) == S3LECT_EAUTH,
           "AWS keys refused on a bearer entry");
@@ -541,7 +541,7 @@ static void test_bearer(void)
     t_sleep_ms(1100);
     CHECK(aws_chain_bearer(c, &tok, &gen, err, sizeof err) == 0 && tok && strcmp(tok, "tok-1") != 0,
           "refreshed before expiry (%s)", tok ? tok : err);
-    aws_wipe_free(tok);
+    u_wipe_free(tok);
     uint64_t seen = 0;
     int64_t warned = 0;
     char *w = aws_chain_refresh_warning(c, &seen, &warned, 60000);
