@@ -366,7 +366,7 @@ int s3lect_config_get_str(const s3lect_config *cfg, s3lect_option opt, char *buf
     if (opt == S3LECT_OPT_SECRET_ACCESS_KEY || opt == S3LECT_OPT_SESSION_TOKEN)
         return (int)u_copyout("", buf, buflen);
     if (opt == S3LECT_OPT_PEER_HEALTH_PATH && !c->peer_health_path)
-        return (int)u_copyout("/health/leadership", buf, buflen);
+        return (int)u_copyout(CFG_DEFAULT_PEER_HEALTH_PATH, buf, buflen);
     if (opt_type(opt) == S3LECT_OPTION_STR)
         return (int)u_copyout(*(char **)opt_slot(c, opt), buf, buflen);
     if (opt_type(opt) == S3LECT_OPTION_BYTES)
@@ -583,4 +583,9 @@ int cfg_region_valid(const char *r)
             return 0;
     }
     return 1;
+}
+
+const char *cfg_peer_health_path(const s3lect_config *cfg)
+{
+    return cfg && cfg->peer_health_path ? cfg->peer_health_path : CFG_DEFAULT_PEER_HEALTH_PATH;
 }

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "libs3lect_config.h"
 #include "libs3lect_s3lect.h"
 
 #define FAR_FUTURE INT64_MAX
@@ -808,7 +809,7 @@ static void vanished(el_engine *e, int64_t now, int64_t blind)
 {
     /* The unseen writer's lease may be longer than ours: wait the longest a
      * record's leaseMs is honoured (max_lease_timeout, 4 L by default). */
-    int64_t L = e->p.max_lease > 0 ? e->p.max_lease : 4 * e->p.lease;
+    int64_t L = cfg_max_lease_of(e->p.max_lease, e->p.lease);
     e->vanish_until = now + L;
     char last[200];
     if (blind > 0)
@@ -927,7 +928,7 @@ static void observe(el_engine *e, el_time now, const st_result *r)
             set_error(e, S3LECT_ECORRUPT, err);
             report(e, now.mono, EL_REP_RECORD, S3LECT_ECORRUPT, err);
         } else {
-            int64_t maxl = e->p.max_lease > 0 ? e->p.max_lease : 4 * e->p.lease;
+            int64_t maxl = cfg_max_lease_of(e->p.max_lease, e->p.lease);
             if (e->cur.lease_ms > maxl) {
                 char msg[300];
                 snprintf(msg, sizeof msg,

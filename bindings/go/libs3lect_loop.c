@@ -57,7 +57,7 @@ int rt_peer_single(rt_runtime *rt, s3lect_elector *e, st_result *res)
         st_result_setf(res, ST_TRANSIENT, "peer mode has no client");
         return 0;
     }
-    const char *path = e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
+    const char *path = cfg_peer_health_path(e->cfg);
     peer_client_set_pin(e->pc, op->peer_key);
     peer_client_set_incarnation(e->pc, op->peer_inc);
     peer_client_set_proof(e->pc, op->peer_proof);

@@ -160,7 +160,7 @@ static void enqueue(rt_hub_group *g, s3lect_elector *e)
 
 static const char *path_of(const s3lect_elector *e)
 {
-    return e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
+    return cfg_peer_health_path(e->cfg);
 }
 
 int rt_hub_submit(rt_runtime *rt, s3lect_elector *e)

@@ -39,7 +39,7 @@ el_params rt_params(const s3lect_config *c)
         .release_timeout = c->peer_timeout,
         .request_timeout = c->request_timeout,
         .peer = c->peer_mode,
-        .max_lease = c->max_lease_timeout > 0 ? c->max_lease_timeout : 4 * c->lease_timeout,
+        .max_lease = cfg_max_lease_of(c->max_lease_timeout, c->lease_timeout),
         .hold = c->leader_hold,
         .new_lock_wait = c->new_lock_wait,
     };

@@ -736,7 +736,7 @@ int s3lect_peer_response(s3lect_elector *e, const char *method, const char *targ
     }
     snprintf(req.method, sizeof req.method, "%s", method);
     peer_source src = rt_peer_source(e);
-    const char *path = e->cfg->peer_health_path ? e->cfg->peer_health_path : "/health/leadership";
+    const char *path = cfg_peer_health_path(e->cfg);
     return peer_answer(&src, path, &req, status, body);
 }
 

@@ -71,6 +71,17 @@ void cfg_derive_timing(struct s3lect_config *cfg);
 /* 1 if r looks like a region name: 1..64 of [A-Za-z0-9_-] (it goes into the
  * SigV4 credential scope and the endpoint's host name). */
 int cfg_region_valid(const char *r);
+
+/* The peer endpoint's default path (s3lect.h's peer_health_path), once. */
+#define CFG_DEFAULT_PEER_HEALTH_PATH "/health/leadership"
+/* The largest leaseMs a record is trusted with: max_lease_timeout, else 4
+ * leases (s3lect.h). The one place of the rule in the library. */
+static inline int64_t cfg_max_lease_of(int64_t max_lease, int64_t lease)
+{
+    return max_lease > 0 ? max_lease : 4 * lease;
+}
+/* cfg's peer_health_path, or the default when unset. */
+const char *cfg_peer_health_path(const struct s3lect_config *cfg);
 void cfg_custom_release(cfg_custom *c);
 
 #endif

@@ -821,7 +821,7 @@ static int target(peer_client *c, const char *addr, const char **path, int64_t *
                   int64_t *timeout_ms, st_result *out)
 {
     if (!*path || (*path)[0] != '/')
-        *path = "/health/leadership";
+        *path = CFG_DEFAULT_PEER_HEALTH_PATH;
     if (!valid_addr(addr)) {
         char a[80];
         sanitize(addr ? addr : "", a, sizeof a);

@@ -445,7 +445,7 @@ int peer_server_register(const struct s3lect_config *cfg, const peer_identity *i
         return S3LECT_EINVAL;
     }
     const char *hp = cfg->peer_health_path && *cfg->peer_health_path ? cfg->peer_health_path
-                                                                     : PEER_DEFAULT_HEALTH_PATH;
+                                                                     : CFG_DEFAULT_PEER_HEALTH_PATH;
     if (hp[0] != '/' || strlen(hp) >= sizeof(((peer_request *)0)->path)) {
         snprintf(err, errlen, "peer_health_path must start with '/' and be shorter than %zu bytes",
                  sizeof(((peer_request *)0)->path));

@@ -44,7 +44,6 @@
 
 /* Certificate, key and CA files are read up to this size. */
 #define PEER_MAX_PEM (1024 * 1024)
-#define PEER_DEFAULT_HEALTH_PATH "/health/leadership"
 
 /* ---- the process-wide registry ------------------------------------------------ */
 
