@@ -33,10 +33,11 @@ typedef struct sbuf {
     int oom;
 } sbuf;
 
-static void sb_putn(sbuf *b, const char *s, size_t n)
+/* Room for n more bytes and the NUL; -1 (oom set) when there is none. */
+static int sb_reserve(sbuf *b, size_t n)
 {
     if (b->oom)
-        return;
+        return -1;
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 128;
         while (cap < b->len + n + 1)
@@ -44,11 +45,18 @@ static void sb_putn(sbuf *b, const char *s, size_t n)
         char *p = realloc(b->p, cap);
         if (!p) {
             b->oom = 1;
-            return;
+            return -1;
         }
         b->p = p;
         b->cap = cap;
     }
+    return 0;
+}
+
+static void sb_putn(sbuf *b, const char *s, size_t n)
+{
+    if (sb_reserve(b, n) != 0)
+        return;
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';
@@ -78,15 +86,11 @@ static char *sb_take(sbuf *b)
 
 /* ---- encoding ---- */
 
+/* Appends in[0..len) percent-encoded (u_pct_encode_into), in place. */
 static void sb_encode(sbuf *b, const char *in, size_t len, int keep_slash)
 {
-    char *e = u_pct_encode(in, len, keep_slash);
-    if (!e) {
-        b->oom = 1;
-        return;
-    }
-    sb_putn(b, e, strlen(e));
-    free(e);
+    if (sb_reserve(b, 3 * len) == 0)
+        b->len += u_pct_encode_into(in, len, keep_slash, b->p + b->len);
 }
 
 char *sigv4_uri_encode(const char *in, size_t len, int keep_slash)

@@ -26,19 +26,23 @@ const char CLI_STORES_HELP[] =
     "\n"
     "exit codes: 0, 2 usage error.\n";
 
-static const char *const CRED_TEXT[] = {
-    [ST_CRED_NONE] = "none",
-    [ST_CRED_AWS] = "the AWS credential chain (s3lect whoami URL says which source)",
-    [ST_CRED_GCP] = "Google application-default credentials (s3lect whoami URL)",
-    [ST_CRED_AZURE] = "a Shared Key or SAS, else Microsoft Entra ID (s3lect whoami URL)",
-    [ST_CRED_URL] = "in the lock URL or the store's own variables and files",
-};
-
 /* Rows without a noun only spell the store of the row before them another
  * way (https:// for az://, rediss:// for redis://): its aliases. */
 static int is_alias_row(const st_scheme *sc)
 {
     return sc->noun == NULL;
+}
+
+/* The other names of row i's store: its alias, then the alias rows after
+ * it. Returns how many (at most 4). */
+static size_t aliases_of(size_t i, const char *out[4])
+{
+    size_t n = 0;
+    if (st_scheme_at(i)->alias)
+        out[n++] = st_scheme_at(i)->alias;
+    for (size_t k = i + 1; k < st_scheme_count() && is_alias_row(st_scheme_at(k)) && n < 4; k++)
+        out[n++] = st_scheme_at(k)->name;
+    return n;
 }
 
 static cJSON *store_json(size_t i)
@@ -51,10 +55,9 @@ static cJSON *store_json(size_t i)
         return NULL;
     }
     cJSON_AddStringToObject(o, "scheme", sc->name);
-    if (sc->alias)
-        cJSON_AddItemToArray(al, cJSON_CreateString(sc->alias));
-    for (size_t k = i + 1; k < st_scheme_count() && is_alias_row(st_scheme_at(k)); k++)
-        cJSON_AddItemToArray(al, cJSON_CreateString(st_scheme_at(k)->name));
+    const char *names[4];
+    for (size_t k = 0, n = aliases_of(i, names); k < n; k++)
+        cJSON_AddItemToArray(al, cJSON_CreateString(names[k]));
     cJSON_AddItemToObject(o, "aliases", al);
     cJSON_AddStringToObject(o, "store", sc->noun);
     cJSON_AddStringToObject(o, "usage", sc->usage ? sc->usage : "");
@@ -75,17 +78,14 @@ static cJSON *store_json(size_t i)
 static void store_text(size_t i)
 {
     const st_scheme *sc = st_scheme_at(i);
-    char names[128];
-    int n = snprintf(names, sizeof names, "%s://", sc->name);
-    if (sc->alias)
-        n += snprintf(names + n, sizeof names - (size_t)n, ", %s://", sc->alias);
-    for (size_t k = i + 1;
-         k < st_scheme_count() && is_alias_row(st_scheme_at(k)) && n < (int)sizeof names; k++)
-        n += snprintf(names + n, sizeof names - (size_t)n, ", %s://", st_scheme_at(k)->name);
-    printf("%s  %s%s\n", names, sc->noun, st_scheme_compiled(sc) ? "" : "  [not in this build]");
+    const char *names[4];
+    size_t n = aliases_of(i, names);
+    printf("%s://", sc->name);
+    for (size_t k = 0; k < n; k++)
+        printf(", %s://", names[k]);
+    printf("  %s%s\n", sc->noun, st_scheme_compiled(sc) ? "" : "  [not in this build]");
     printf("    lock URL: %s\n", sc->usage ? sc->usage : "");
-    int cred = sc->cred >= 0 && sc->cred <= ST_CRED_URL ? sc->cred : ST_CRED_NONE;
-    printf("    credentials: %s\n", CRED_TEXT[cred]);
+    printf("    credentials: %s\n", st_cred_text(sc->cred));
     if (sc->needs)
         printf("    needs: %s\n", sc->needs);
     if (sc->home)

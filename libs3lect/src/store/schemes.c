@@ -42,7 +42,6 @@ static const st_scheme schemes[] = {
      .open = st_s3_open,
      .canonical = st_s3_canonical,
      .form = "s3://bucket/key (two slashes)",
-     .flags = ST_SCHEME_AWS,
      .noun = "an S3 object (AWS or an S3-compatible server)",
      .usage = "s3://BUCKET/KEY",
      .cred = ST_CRED_AWS,
@@ -63,7 +62,6 @@ static const st_scheme schemes[] = {
      .parse = st_dynamodb_parse,
      .open = st_dynamodb_open,
      .canonical = st_dynamodb_canonical,
-     .flags = ST_SCHEME_AWS,
      .noun = "a DynamoDB item",
      .usage = "dynamodb://TABLE/KEY",
      .cred = ST_CRED_AWS,
@@ -77,13 +75,11 @@ static const st_scheme schemes[] = {
      .usage = "postgres://HOST/DB?key=NAME",
      .cred = ST_CRED_URL,
      .doc = "docs/stores.md#postgresql",
-
      .needs = "libpq.so.5 (libpq5), loaded when a postgres:// lock is used"},
     {.name = "route53",
      .parse = st_route53_parse,
      .open = st_route53_open,
      .canonical = st_route53_canonical,
-     .flags = ST_SCHEME_AWS,
      .noun = "a Route 53 record",
      .usage = "route53://ZONE_ID/NAME",
      .cred = ST_CRED_AWS,
@@ -149,20 +145,25 @@ static const st_scheme schemes[] = {
 };
 #define NSCHEMES (sizeof schemes / sizeof schemes[0])
 
+/* Each credential kind: its name (`s3lect stores --json`) and what it is. */
+static const struct {
+    const char *name, *text;
+} CREDS[] = {
+    [ST_CRED_NONE] = {"none", "none"},
+    [ST_CRED_AWS] = {"aws", "the AWS credential chain (s3lect whoami URL says which source)"},
+    [ST_CRED_GCP] = {"gcp", "Google application-default credentials (s3lect whoami URL)"},
+    [ST_CRED_AZURE] = {"azure", "a Shared Key or SAS, else Microsoft Entra ID (s3lect whoami URL)"},
+    [ST_CRED_URL] = {"url", "in the lock URL or the store's own variables and files"},
+};
+
 const char *st_cred_name(int cred)
 {
-    switch (cred) {
-    case ST_CRED_AWS:
-        return "aws";
-    case ST_CRED_GCP:
-        return "gcp";
-    case ST_CRED_AZURE:
-        return "azure";
-    case ST_CRED_URL:
-        return "url";
-    default:
-        return "none";
-    }
+    return CREDS[cred >= 0 && cred <= ST_CRED_URL ? cred : ST_CRED_NONE].name;
+}
+
+const char *st_cred_text(int cred)
+{
+    return CREDS[cred >= 0 && cred <= ST_CRED_URL ? cred : ST_CRED_NONE].text;
 }
 
 const st_scheme *st_scheme_of(const char *lock)

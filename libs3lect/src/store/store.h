@@ -161,7 +161,6 @@ typedef struct st_location {
 } st_location;
 
 enum {
-    ST_SCHEME_AWS = 1,   /* the store signs with AWS credentials (the credential chain) */
     ST_SCHEME_PATHS = 2, /* a plain path (no scheme) names a lock of this store */
 };
 
@@ -208,7 +207,9 @@ enum {
     ST_CRED_AZURE,    /* a Shared Key or SAS, else Microsoft Entra ID */
     ST_CRED_URL,      /* in the lock URL or the store's own variables and files */
 };
+/* A credential kind's name ("aws") and a line on it, for people. */
 const char *st_cred_name(int cred);
+const char *st_cred_text(int cred);
 int st_scheme_compiled(const st_scheme *sc);
 /* The row of the store a lock URL names, or NULL (it does not parse). */
 const st_scheme *st_scheme_of(const char *lock);
@@ -221,7 +222,7 @@ const st_scheme *st_scheme_at(size_t i);
 /* Does a lock of this location use AWS credentials (the credential chain)? */
 static inline int st_location_is_aws(const st_location *loc)
 {
-    return loc->scheme && (loc->scheme->flags & ST_SCHEME_AWS);
+    return loc->scheme && loc->scheme->cred == ST_CRED_AWS;
 }
 
 /* Parses "s3://bucket/key", "file:///dir/key", a plain path,
