@@ -215,3 +215,15 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
     home.mkdir()
     env["HOME"] = str(home)
     return env
+
+
+@pytest.fixture
+def sighup_default():
+    """SIGHUP at its default for the nodes a test starts. A run started
+    under nohup (or any parent that ignores SIGHUP) passes the ignored
+    disposition down: s3lect run gives its command the dispositions it was
+    started with, so the command would rightly survive a forwarded SIGHUP
+    and s3lect run keep leading: not what the signal tests are about."""
+    old = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, old)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import Node, wait_for
+from harness.cli import SIGNAL_TIMING, Node, sighup_then_sigterm, wait_for
 from harness.container_creds import ContainerCredsServer
 from harness.credtest import STS_PY, container_answer, write_mint_profile
 from harness.imds import ImdsMock, ImdsMockMissing, find_imds_mock
@@ -41,10 +41,7 @@ from harness.sso import FakePortal
 from harness.sts import assume_role
 
 ROLE = "arn:aws:iam::123456789012:role/s3lect-test"
-LONG = ["--lease-timeout", "8s", "--renew-interval", "1s", "--renew-deadline", "5s",
-        "--frequent-interval", "500ms", "--infrequent-interval", "1s"]
-# Release seen at the follower's next read (1 s) + start; expiry takes >= 7 s.
-HANDOVER_BOUND_S = 4.0
+LONG = SIGNAL_TIMING  # harness/cli.py: an 8 s lease, 500 ms frequent interval
 
 
 @pytest.fixture
@@ -146,18 +143,6 @@ SOURCES = ["credential_process", "container", "instance_metadata", "sso", "web_i
            "assume_role"]
 
 
-@pytest.fixture
-def sighup_default():
-    """SIGHUP at its default for the nodes this test starts. A run started
-    under nohup (or any parent that ignores SIGHUP) passes the ignored
-    disposition down: s3lect run gives its command the dispositions it was
-    started with, so the command would rightly survive the forwarded SIGHUP
-    and s3lect run keep leading — not what this test is about."""
-    old = signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    yield
-    signal.signal(signal.SIGHUP, old)
-
-
 @pytest.mark.parametrize("kind", SOURCES)
 def test_sighup_and_sigterm_on_refreshed_credentials(kind, minio, moto, s3lect_bin, cenv,
                                                      tmp_path, stack, sighup_default):
@@ -165,29 +150,9 @@ def test_sighup_and_sigterm_on_refreshed_credentials(kind, minio, moto, s3lect_b
     lock = f"s3://{bucket}/signals/{kind}-{secrets.token_hex(4)}.json"
     nodes = [Node(s3lect_bin, tmp_path, lock, f"n{i}", env, LONG) for i in range(3)]
     try:
-        first = wait_for(lambda: leader_with_cmd(nodes), 40, f"a leader on {kind} credentials")
-        time.sleep(1.5)  # the others follow, and a refresh thread runs by now
-        for sig, want_rc, line in ((signal.SIGHUP, 128 + signal.SIGHUP,
-                                    f"forwarding signal {int(signal.SIGHUP)} to command"),
-                                   (signal.SIGTERM, 0,
-                                    f"received signal {int(signal.SIGTERM)}: stopping")):
-            leader = first if sig == signal.SIGHUP else wait_for(
-                lambda: leader_with_cmd(nodes), 30, "the second leader")
-            t = time.monotonic()
-            leader.proc.send_signal(sig)
-            rc = leader.proc.wait(timeout=15)
-            assert rc == want_rc, (f"{kind}: {sig.name} to s3lect run: exit {rc}, want {want_rc}"
-                                   f"\n{leader.text()}")
-            text = leader.text()
-            assert line in text, f"{kind}: no '{line}' line:\n{text}"
-            assert "releasing leadership" in text, text
-            nxt = wait_for(lambda: leader_with_cmd([n for n in nodes if n is not leader]),
-                           HANDOVER_BOUND_S + 6, f"the next leader after {sig.name}")
-            took = time.monotonic() - t
-            assert took < HANDOVER_BOUND_S + 1.5, (
-                f"{kind}: the next node led {took:.2f} s after {sig.name}: no release?")
-            assert nxt is not leader
-            print(f"{kind}: {sig.name} -> exit {rc}, next leader's command {took:.2f} s later")
+        took = sighup_then_sigterm(nodes, kind)
+        print(f"{kind}: next leader's command {took[0]:.2f} s after SIGHUP, {took[1]:.2f} s "
+              "after SIGTERM")
     finally:
         for n in nodes:
             n.stop()

@@ -163,3 +163,46 @@ def check_store_verdict(stdout: str) -> str:
              if any(re.match(p, ln) for p in CHECK_STORE_VERDICTS)]
     assert len(lines) == 1, f"check-store printed {len(lines)} verdicts, not one:\n{stdout}"
     return lines[0]
+
+
+# Release seen at the follower's next read (frequent 500 ms) + start; expiry
+# takes at least 7 s at an 8 s lease (tests/test_s3_signals.py's bound).
+SIGNAL_TIMING = ["--lease-timeout", "8s", "--renew-interval", "1s", "--renew-deadline", "5s",
+                 "--frequent-interval", "500ms", "--infrequent-interval", "1s"]
+SIGNAL_HANDOVER_S = 4.0
+
+
+def sighup_then_sigterm(nodes, what: str, ready=None) -> list[float]:
+    """Issue 26 item 2, for every credential source: SIGHUP to the leader of nodes (forwarded: its command dies of it, and
+    s3lect run releases and exits 128 + 1), then SIGTERM to the next leader
+    (it stops its command, releases, exits 0). Each time the next node's
+    command starts within SIGNAL_HANDOVER_S + 1.5 s: by the release, not
+    after the lease. ready: a condition to wait for before the first signal
+    (a credential refresh has happened). The handover times."""
+    def leader_with_cmd(ns):
+        n = only_leader(ns)
+        return n if n is not None and n.cmd_wrote_start() else None
+
+    took = []
+    for sig, want_rc, line in ((signal.SIGHUP, 128 + signal.SIGHUP,
+                                f"forwarding signal {int(signal.SIGHUP)} to command"),
+                               (signal.SIGTERM, 0,
+                                f"received signal {int(signal.SIGTERM)}: stopping")):
+        live = [n for n in nodes if n.alive()]
+        leader = wait_for(lambda: leader_with_cmd(live), 40, f"a leader ({what})")
+        time.sleep(1.5)  # the others follow; the credential refresher runs
+        if ready is not None and sig == signal.SIGHUP:
+            wait_for(ready, 20, f"a credential refresh before the signals ({what})")
+        t = time.monotonic()
+        leader.proc.send_signal(sig)
+        rc = leader.proc.wait(timeout=15)
+        text = leader.text()
+        assert rc == want_rc, f"{what}: {sig.name} to s3lect run: exit {rc}, want {want_rc}\n{text}"
+        assert line in text and "releasing leadership" in text, f"{what}:\n{text}"
+        rest = [n for n in live if n is not leader]
+        wait_for(lambda: leader_with_cmd(rest), SIGNAL_HANDOVER_S + 6,
+                 f"the next leader after {sig.name} ({what})")
+        took.append(time.monotonic() - t)
+        assert took[-1] < SIGNAL_HANDOVER_S + 1.5, (
+            f"{what}: the next node led {took[-1]:.2f} s after {sig.name}: no release?")
+    return took

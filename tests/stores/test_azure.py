@@ -402,22 +402,13 @@ def test_entra_token_refreshed_in_background_and_file_reread(azurite_tls, cluste
         fake.close()
 
 
-@pytest.fixture
-def sighup_default():
-    """SIGHUP at its default for the nodes started here (tests/test_s3_signals.py)."""
-    import signal
-    old = signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    yield
-    signal.signal(signal.SIGHUP, old)
-
-
 def test_signals_while_the_entra_token_refreshes(azurite_tls, cluster, tmp_path, sighup_default):
     """A refreshing Entra ID source (9 s tokens, workload identity) x SIGHUP
     and SIGTERM to `s3lect run` (what tests/test_s3_signals.py does for the
     AWS sources): the signal reaches run's loop whatever thread the
     refresher runs on, and the lock is handed over by release."""
     from harness.azure_fakes import EntraFake
-    from storeutil import SIGNAL_TIMING, sighup_then_sigterm
+    from harness.cli import SIGNAL_TIMING, sighup_then_sigterm
     fake = EntraFake(TENANT, CLIENT, lifetime=9)
     try:
         env = _entra_env(fake, "federated", tmp_path)

@@ -294,22 +294,13 @@ def test_gcs_token_refreshed_in_the_background(fake_gcs, fakes, auth_proxy, clus
     assert_no_secret(fakes, leader.text())
 
 
-@pytest.fixture
-def sighup_default():
-    """SIGHUP at its default for the nodes started here (tests/test_s3_signals.py)."""
-    import signal
-    old = signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    yield
-    signal.signal(signal.SIGHUP, old)
-
-
 def test_gcs_signals_while_the_token_refreshes(fake_gcs, fakes, auth_proxy, cluster, tmp_path,
                                                sighup_default):
     """A refreshing Google token source (9 s tokens from the metadata server)
     x SIGHUP and SIGTERM to `s3lect run` (what tests/test_s3_signals.py does
     for the AWS sources): the signal reaches run's loop whatever thread the
     refresher runs on, and the lock is handed over by release."""
-    from storeutil import SIGNAL_TIMING, sighup_then_sigterm
+    from harness.cli import SIGNAL_TIMING, sighup_then_sigterm
     fakes.lifetime = 9
     env, _, _ = source_env("metadata", fakes, fake_gcs, auth_proxy, tmp_path)
     nodes = cluster(lock_url(fake_gcs, "signals"), env, n=3, extra=SIGNAL_TIMING)
