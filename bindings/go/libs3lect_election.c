@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "libs3lect_config.h"
+#include "libs3lect_roster.h"
 #include "libs3lect_s3lect.h"
 
 #define FAR_FUTURE INT64_MAX
@@ -166,6 +167,11 @@ int el_set_self(el_engine *e, const char *addr, const char *peer_key)
     return 0;
 }
 
+int el_set_roster(el_engine *e, const char *key)
+{
+    return u_setstr(&e->ro.key, key) == 0 ? 0 : S3LECT_ENOMEM;
+}
+
 int el_set_succ_key(el_engine *e, const char *key)
 {
     if (!rec_succ_key_valid(key))
@@ -203,6 +209,9 @@ void el_free(el_engine *e)
     free(e->rel_body);
     free(e->rel_etag);
     free(e->led_etag);
+    free(e->ro.key);
+    free(e->ro.etag);
+    free(e->ro.body);
     rec_clear(&e->cur);
     attempt_clear(&e->att);
     for (size_t i = 0; i < e->nevents; i++)
@@ -499,8 +508,10 @@ static void become_leader(el_engine *e, const char *etag, int64_t sent_at, int64
     e->cur.term = term;
     e->cur.lease_ms = e->p.lease;
     e->cur.last_updated_ms = now.wall;
-    if (!was_leader)
+    if (!was_leader) {
         emit(e, S3LECT_EVENT_ACQUIRED, term, 0, e->id, e->addr);
+        ro_leading(e, now.mono);
+    }
     announce(e, e->id, e->addr, term);
     schedule_renewal(e, sent_at);
 }
@@ -697,13 +708,15 @@ static int64_t expiry_at(const el_engine *e)
  * replaced at its lease, not a whole infrequent interval later (issue 38;
  * docs/algorithm.md "Polling"). A live holder's renewals keep moving the
  * lease's end, so this costs one read per lease at most. */
-static int64_t stable_read_at(el_engine *e, int64_t now, int64_t period)
+static int64_t stable_read_at(el_engine *e, el_time now, int64_t period)
 {
-    int64_t at = now + u_jitter(&e->rng, period, 0.1);
+    int64_t at = now.mono + u_jitter(&e->rng, period, 0.1);
+    if (period == e->p.frequent) /* a roster member reads at its turn */
+        at = ro_read_at(e, now, at);
     int64_t end = expiry_at(e);
     if (end >= at)
         return at;
-    return end > now ? end : now;
+    return end > now.mono ? end : now.mono;
 }
 
 /* The current record's leader is the one whose endpoint failed (pdown_*). */
@@ -1026,13 +1039,14 @@ static void observe(el_engine *e, el_time now, const st_result *r)
             peer_down_alive(e);
         if (peer_usable(e, now.mono))
             schedule(e, EL_K_PEER, now.mono); /* long-poll the leader instead of S3 */
-        else if (down) /* its endpoint failed: the store, as often as in transition */
-            schedule(e, EL_K_GET, stable_read_at(e, now.mono, e->p.frequent));
-        else
-            schedule(e, EL_K_GET, stable_read_at(e, now.mono, e->p.infrequent));
+        else if (down) {     /* its endpoint failed: the store, as often as in transition */
+            ro_want(e, now); /* taking turns with the other followers that read it */
+            schedule(e, EL_K_GET, stable_read_at(e, now, e->p.frequent));
+        } else
+            schedule(e, EL_K_GET, stable_read_at(e, now, e->p.infrequent));
     } else {
         e->stable = 0;
-        int64_t at = now.mono + u_jitter(&e->rng, e->p.frequent, 0.1);
+        int64_t at = ro_read_at(e, now, now.mono + u_jitter(&e->rng, e->p.frequent, 0.1));
         if (expiry_at(e) < at)
             at = expiry_at(e);
         schedule(e, EL_K_GET, at);
@@ -1212,7 +1226,7 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
          * peer mode, until the record names another leader. */
         u_setstr(&e->peer_off_id, e->cur.leader_id ? e->cur.leader_id : "");
         u_setstr(&e->peer_off_addr, e->cur.leader_addr ? e->cur.leader_addr : "");
-        schedule(e, EL_K_GET, stable_read_at(e, now.mono, e->p.infrequent));
+        schedule(e, EL_K_GET, stable_read_at(e, now, e->p.infrequent));
         end_cycle(e);
         return;
     }
@@ -1222,6 +1236,8 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
         peer_down(e, now.mono, r);
     e->stable = 0;
     int64_t at = now.mono;
+    if (r->peer_failure != ST_PEER_OK && e->ro.member)
+        at = stable_read_at(e, now, e->p.frequent); /* at its turn, capped at the lease's end */
     if (r->peer_failure == ST_PEER_OK && r->peer_yield) {
         /* Another follower was named to take over first (docs/peer.md "One
          * successor"): read a frequent interval later (jittered by a third,
@@ -1409,6 +1425,9 @@ void el_complete(el_engine *e, el_time now, const st_result *r)
     case EL_K_PEER:
         on_peer(e, now, r);
         break;
+    case EL_K_ROSTER:
+        ro_complete(e, now, r);
+        break;
     default:
         break;
     }
@@ -1540,7 +1559,12 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
         }
     }
     if (now.mono < e->next_at) {
+        int k = ro_next(e, now, op); /* the roster's turn, between the lock's steps */
+        if (k)
+            return k;
         *wake = e->next_at;
+        if (e->ro.due > now.mono && e->ro.due < *wake)
+            *wake = e->ro.due;
         if (e->role == EL_LEADER && e->renewed_at + e->p.renew_deadline < *wake)
             *wake = e->renewed_at + e->p.renew_deadline;
         if (e->role == EL_LEADER && e->hb_timeout > 0 && e->hb_at + e->hb_timeout + 1 < *wake)

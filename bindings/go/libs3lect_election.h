@@ -76,6 +76,9 @@ typedef struct el_op {
     const char *peer_proof; /* PEER: the record's succKey from a store read ("" = none) */
     int64_t peer_wait;      /* PEER: long-poll wait */
     int64_t timeout_ms;
+    /* GET, PUT: the object, NULL for the lock itself; else another object
+     * of the same store (the followers' roster, engine/roster.h). */
+    const char *key;
 } el_op;
 
 typedef struct el_event {
@@ -92,7 +95,31 @@ typedef struct el_event {
 void el_event_clear(el_event *ev);
 
 enum el_role { EL_FOLLOWER = 0, EL_LEADER = 1, EL_STOPPING = 2, EL_STOPPED = 3 };
-enum el_next_kind { EL_K_GET = 0, EL_K_ACQUIRE, EL_K_RENEW, EL_K_VERIFY, EL_K_RELEASE, EL_K_PEER };
+enum el_next_kind {
+    EL_K_GET = 0,
+    EL_K_ACQUIRE,
+    EL_K_RENEW,
+    EL_K_VERIFY,
+    EL_K_RELEASE,
+    EL_K_PEER,
+    EL_K_ROSTER /* a request for the roster (engine/roster.c) */
+};
+
+/* The followers' roster (engine/roster.h): who reads the store when. */
+typedef struct el_roster {
+    char *key;            /* its key in the store; NULL: no roster (off) */
+    int off;              /* given up on: not a roster, refused, unusable */
+    int member;           /* our last write put our entry there */
+    int leaving;          /* this visit takes our entry out */
+    int put;              /* the request in flight is the PUT */
+    int tries;            /* PUTs refused (412) in this visit */
+    int fails;            /* failed visits in a row */
+    int64_t due;          /* mono ms of the next visit; 0: none planned */
+    int64_t phase, every; /* a member reads when wall ms ≡ phase (mod every) */
+    int64_t written_wall; /* wall ms of our last write of our entry */
+    char *etag;           /* the roster's etag from this visit's GET (NULL: none) */
+    char *body;           /* the PUT in flight */
+} el_roster;
 
 /* Our last write. If it failed ambiguously (timeout) and a later read returns
  * exactly this body, it landed, and it was sent no earlier than sent_at. */
@@ -235,6 +262,8 @@ typedef struct el_engine {
      * neither renews nor acquires. Set by the driver before each el_next. */
     int64_t hb_timeout, hb_at;
 
+    el_roster ro;
+
     el_event *events;
     size_t nevents, capevents;
 } el_engine;
@@ -245,6 +274,10 @@ void el_free(el_engine *e);
 /* Sets the address and peer key fingerprint our records carry (before the
  * first el_next: the runtime learns them when the peer endpoint is bound). */
 int el_set_self(el_engine *e, const char *addr, const char *peer_key);
+/* Names the followers' roster (engine/roster.h) next to the lock, by its
+ * key in the same store (before the first el_next). Without it followers
+ * read at independent random phases. */
+int el_set_roster(el_engine *e, const char *key);
 /* Sets the successor key our records carry (32 hex digits; before the
  * first el_next). */
 int el_set_succ_key(el_engine *e, const char *key);

@@ -462,8 +462,7 @@ int cli_check_store(int argc, char **argv)
     cr_hex(rnd, sizeof rnd, hex);
     char tag[32];
     snprintf(tag, sizeof tag, ".s3lect-check-%s", hex);
-    c.scratch = c.store->vt->scratch_key ? c.store->vt->scratch_key(c.key, tag)
-                                         : u_asprintf("%s%s", c.key, tag);
+    c.scratch = st_sibling_key(c.store, c.key, tag);
     if (!c.scratch) {
         fprintf(stderr, "s3lect %s: out of memory\n", CMD);
         st_destroy(c.store);

@@ -200,6 +200,10 @@ int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
         return cfg_fail(cfg, S3LECT_EIO, "eventfd: %s", strerror(errno));
     }
     char err[512] = "";
+    /* Peer-mode followers that read the store take turns through a roster
+     * next to the lock (engine/roster.h); never next to a custom store's
+     * key, whose functions may not tell keys apart. */
+    int roster = e->cfg->peer_mode && loc.scheme != &st_custom_scheme;
     rc = st_open(e->cfg, &loc, &e->store, err, sizeof err);
     if (rc == 0) {
         e->key = loc.key;
@@ -232,6 +236,11 @@ int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
             cr_hex(sk, sizeof sk, hex);
             memcpy(e->succ_key, hex, sizeof hex);
             rc = el_set_succ_key(&e->eng, hex);
+        }
+        if (rc == 0 && roster) {
+            char *rk = st_sibling_key(e->store, e->key, ".s3lect-roster");
+            rc = rk ? el_set_roster(&e->eng, rk) : S3LECT_ENOMEM;
+            free(rk);
         }
         if (rc)
             el_free(&e->eng);

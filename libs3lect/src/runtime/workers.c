@@ -35,10 +35,11 @@ void *rt_worker_main(void *arg)
         /* e->op is the loop's, but the loop leaves it alone until the job is
          * done; the store object is used by one request at a time. */
         st_result res = {0};
+        const char *key = e->op.key ? e->op.key : e->key;
         if (e->op.kind == EL_OP_GET)
-            st_get(e->store, e->key, e->op.timeout_ms, &res);
+            st_get(e->store, key, e->op.timeout_ms, &res);
         else
-            st_put(e->store, e->key, e->op.body, e->op.body_len, e->op.if_match, e->op.timeout_ms,
+            st_put(e->store, key, e->op.body, e->op.body_len, e->op.if_match, e->op.timeout_ms,
                    &res);
         pthread_mutex_lock(&e->mu);
         e->job_res = res;

@@ -368,6 +368,11 @@ void st_put(st_store *s, const char *key, const void *data, size_t len, const ch
         st_transfer(s, key, 1, data, len, if_match, timeout_ms, out);
 }
 
+char *st_sibling_key(const st_store *s, const char *key, const char *tag)
+{
+    return s->vt->scratch_key ? s->vt->scratch_key(key, tag) : u_asprintf("%s%s", key, tag);
+}
+
 void st_destroy(st_store *s)
 {
     if (!s)

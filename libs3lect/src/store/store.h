@@ -105,8 +105,9 @@ typedef struct st_vtable {
      * init-store`; never called by an elector. OK with out->message saying
      * what was done ("created table ...", "table ... exists"). */
     void (*init)(st_store *s, const char *key, int64_t timeout_ms, st_result *out);
-    /* Optional: the name of check-store's scratch lock next to key, made
-     * with tag (".s3lect-check-<random>"); NULL: key followed by tag. */
+    /* Optional: the name of an object next to key made with tag (check-store's
+     * ".s3lect-check-<random>", the roster's ".s3lect-roster"); NULL: key
+     * followed by tag. Use st_sibling_key. */
     char *(*scratch_key)(const char *key, const char *tag);
 } st_vtable;
 
@@ -121,6 +122,10 @@ struct st_store {
 void st_get(st_store *s, const char *key, int64_t timeout_ms, st_result *out);
 void st_put(st_store *s, const char *key, const void *data, size_t len, const char *if_match,
             int64_t timeout_ms, st_result *out);
+/* The key of another object next to key in the same store, named with tag
+ * (".s3lect-check-…", ".s3lect-roster"): the store's scratch_key, else key
+ * followed by tag. Allocated; NULL when out of memory. */
+char *st_sibling_key(const st_store *s, const char *key, const char *tag);
 /* Frees the store and its blocking handle (NULL is fine). */
 void st_destroy(st_store *s);
 /* The blocking transfer driver: begin on the store's own handle, the
