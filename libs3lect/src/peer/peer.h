@@ -412,4 +412,15 @@ typedef struct peer_fail_stats {
  * the last report; 0 when it is only counted. */
 int peer_fail_note(peer_fail_stats *s, int cls, int64_t now, int64_t window, uint64_t *suppressed);
 
+/* Whose certificate an answer came over (peer_certname.c; CA mode). */
+struct x509_st;
+/* 1 when the certificate names server id `id`: a subject common name, or a
+ * DNS or URI subjectAltName, equal to it byte for byte. Fills seen (cap
+ * bytes) with the names it presents, for the message. */
+int peer_cert_names_id(struct x509_st *x, const char *id, char *seen, size_t cap);
+/* The leaf certificate of the connection of libcurl transfer `curl` (a
+ * CURL *), from its certificate information; NULL when there is none. The
+ * caller frees it (X509_free). */
+struct x509_st *peer_leaf_of_transfer(void *curl);
+
 #endif

@@ -15,10 +15,7 @@
  */
 #include <curl/curl.h>
 #include <cjson/cJSON.h>
-#include <openssl/bio.h>
-#include <openssl/pem.h>
 #include <openssl/x509.h>
-#include <openssl/x509v3.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -268,84 +265,6 @@ static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *
 
 /* ---- whose answer counts (CA mode) ---- */
 
-/* Appends "tag:value" (printable ASCII, shortened) to the list of names a
- * certificate presents, for the message. */
-static void seen_add(char *seen, size_t cap, const char *tag, const unsigned char *v, int n)
-{
-    size_t o = strlen(seen);
-    if (o + 8 >= cap)
-        return;
-    o += (size_t)snprintf(seen + o, cap - o, "%s%s", o ? ", " : "", tag);
-    for (int i = 0; i < n && i < 64 && o + 5 < cap; i++)
-        seen[o++] = (v[i] >= 0x20 && v[i] < 0x7f && v[i] != '\'') ? (char)v[i] : '?';
-    if (n > 64 && o + 4 < cap) {
-        memcpy(seen + o, "...", 3);
-        o += 3;
-    }
-    seen[o] = '\0';
-}
-
-static int names_id(const ASN1_STRING *s, const char *id)
-{
-    size_t n = strlen(id);
-    return s && (size_t)ASN1_STRING_length(s) == n && memcmp(ASN1_STRING_get0_data(s), id, n) == 0;
-}
-
-/* 1 when the certificate names server id `id`: a subject common name, or a
- * DNS or URI subjectAltName, equal to it byte for byte. Fills seen with the
- * names it presents. */
-static int cert_names_id(X509 *x, const char *id, char *seen, size_t cap)
-{
-    seen[0] = '\0';
-    int found = 0;
-    const X509_NAME *subj = X509_get_subject_name(x);
-    for (int i = -1; subj && (i = X509_NAME_get_index_by_NID(subj, NID_commonName, i)) >= 0;) {
-        const ASN1_STRING *d = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subj, i));
-        if (names_id(d, id))
-            found = 1;
-        if (d)
-            seen_add(seen, cap, "CN=", ASN1_STRING_get0_data(d), ASN1_STRING_length(d));
-    }
-    GENERAL_NAMES *alt = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
-    /* (the count is an int in OpenSSL, a size_t in BoringSSL) */
-    int nalt = alt ? (int)sk_GENERAL_NAME_num(alt) : 0;
-    for (int i = 0; i < nalt; i++) {
-        const GENERAL_NAME *g = sk_GENERAL_NAME_value(alt, i);
-        const ASN1_STRING *d = g->type == GEN_DNS   ? g->d.dNSName
-                               : g->type == GEN_URI ? g->d.uniformResourceIdentifier
-                                                    : NULL;
-        if (!d)
-            continue;
-        if (names_id(d, id))
-            found = 1;
-        seen_add(seen, cap, g->type == GEN_DNS ? "DNS:" : "URI:", ASN1_STRING_get0_data(d),
-                 ASN1_STRING_length(d));
-    }
-    GENERAL_NAMES_free(alt);
-    if (!seen[0])
-        snprintf(seen, cap, "no common name and no DNS or URI name");
-    return found;
-}
-
-/* The leaf certificate of the connection made in this transfer, from
- * libcurl's certificate information (PEM: independent of the TLS library
- * libcurl uses). NULL when there is none. */
-static X509 *leaf_of_transfer(CURL *h)
-{
-    struct curl_certinfo *ci = NULL;
-    if (curl_easy_getinfo(h, CURLINFO_CERTINFO, &ci) != CURLE_OK || !ci || ci->num_of_certs < 1)
-        return NULL;
-    for (const struct curl_slist *l = ci->certinfo[0]; l; l = l->next) {
-        if (strncmp(l->data, "Cert:", 5) != 0)
-            continue;
-        BIO *b = BIO_new_mem_buf(l->data + 5, -1);
-        X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
-        BIO_free(b);
-        return x;
-    }
-    return NULL;
-}
-
 /* Judges the server of this transfer once, when its answer begins: in CA
  * mode (no pinned key) its certificate must name the leader id the record
  * names. Returns 1 to go on, 0 to abort the transfer (c->id_result says
@@ -365,13 +284,13 @@ static int judge_server(peer_client *c)
         c->fresh_next = 1;
         return 0;
     }
-    X509 *cert = leaf_of_transfer(c->curl);
+    X509 *cert = peer_leaf_of_transfer(c->curl);
     if (!cert) {
         snprintf(c->id_seen, sizeof c->id_seen, "a certificate this node cannot read");
         c->id_result = ID_UNREADABLE;
         return 0;
     }
-    int named = cert_names_id(cert, c->expect_id, c->id_seen, sizeof c->id_seen);
+    int named = peer_cert_names_id(cert, c->expect_id, c->id_seen, sizeof c->id_seen);
     X509_free(cert);
     if (named)
         return 1;
