@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* herd.c - many S3 electors in one process through an outage, for
- * tests/test_herd.py and bench/run herd.
+ * tests/s3/test_herd.py and bench/run herd.
  *
  *   herd LOCKPREFIX KEYS PER_KEY SECONDS LEASE RENEW DEADLINE FREQUENT INFREQUENT
  *

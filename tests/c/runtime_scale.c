@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* runtime_scale.c - many S3 electors in one process, for tests/test_s3_runtime.py.
+/* runtime_scale.c - many S3 electors in one process, for tests/s3/test_s3_runtime.py.
  *
  *   runtime_scale LOCKPREFIX KEYS PER_KEY MAX_CONNECTIONS NOFILE SECONDS
  *

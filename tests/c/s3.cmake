@@ -34,12 +34,12 @@ s3lect_s3_test(test_cred_chain)
 add_test(NAME cred_chain COMMAND test_cred_chain)
 set_tests_properties(cred_chain PROPERTIES TIMEOUT 120)
 
-# Not a test by itself: tests/test_s3_runtime.py runs it against MinIO.
+# Not a test by itself: tests/s3/test_s3_runtime.py runs it against MinIO.
 add_executable(runtime_scale runtime_scale.c testutil.c)
 target_compile_definitions(runtime_scale PRIVATE _GNU_SOURCE)
 target_link_libraries(runtime_scale PRIVATE s3lect_static Threads::Threads)
 
-# Not a test by itself: tests/test_herd.py and bench/run herd run it through
+# Not a test by itself: tests/s3/test_herd.py and bench/run herd run it through
 # an outage of MinIO.
 add_executable(herd herd.c)
 target_compile_definitions(herd PRIVATE _GNU_SOURCE)

@@ -5,7 +5,7 @@
  * identity token file), the shared cache, background refresh ahead of
  * expiry, a failing refresh keeping valid credentials, expiry, and the
  * immediate refresh after a server refused the credentials.
- * STS, SSO and MinIO are exercised by tests/test_s3_creds.py. */
+ * STS, SSO and MinIO are exercised by tests/s3/test_s3_creds.py. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * what the client sent. Checks the status → outcome mapping of DESIGN §5,
  * the messages (IAM action, bucket, no secrets), the request itself (signed
  * headers, conditions, content type, ETag quoting), keep-alive, timeouts and
- * connection errors. The real-server tests are in tests/test_s3_store.py.
+ * connection errors. The real-server tests are in tests/s3/test_s3_store.py.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -166,7 +166,7 @@ def check_store_verdict(stdout: str) -> str:
 
 
 # Release seen at the follower's next read (frequent 500 ms) + start; expiry
-# takes at least 7 s at an 8 s lease (tests/test_s3_signals.py's bound).
+# takes at least 7 s at an 8 s lease (tests/s3/test_s3_signals.py's bound).
 SIGNAL_TIMING = ["--lease-timeout", "8s", "--renew-interval", "1s", "--renew-deadline", "5s",
                  "--frequent-interval", "500ms", "--infrequent-interval", "1s"]
 SIGNAL_HANDOVER_S = 4.0

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Helpers of the credential tests (tests/test_s3_creds.py,
-tests/test_s3_metadata_creds.py, tests/python/test_credentials.py): secrets
+"""Helpers of the credential tests (tests/s3/test_s3_creds.py,
+tests/s3/test_s3_metadata_creds.py, tests/python/test_credentials.py): secrets
 never in captured output, a credential_process minting MinIO credentials,
 and STS credentials in the container endpoint's answer format.
 """

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Many electors in one process through store outages (tests/test_herd.py,
+"""Many electors in one process through store outages (tests/s3/test_herd.py,
 bench/run herd).
 
 OutageProxy sits between the electors and MinIO on 127.0.0.1 and counts, per

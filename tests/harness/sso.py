@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""SSO for the credential tests (tests/test_s3_creds.py,
+"""SSO for the credential tests (tests/s3/test_s3_creds.py,
 tests/python/test_credentials.py): a loopback portal that hands out
 credentials for one bearer token, and the files an ``sso_session`` profile
 needs (the cached token under $HOME/.aws/sso/cache and the config).

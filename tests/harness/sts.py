@@ -4,7 +4,7 @@ library only, independent of the C library) and a fake STS for the answers
 real servers do not give on demand (AccessDenied, ExpiredToken, Throttling,
 malformed XML).
 
-Command line, used as a credential_process by tests/test_s3_creds.py:
+Command line, used as a credential_process by tests/s3/test_s3_creds.py:
 
     python3 tests/harness/sts.py process ENDPOINT [--report-seconds N]
 

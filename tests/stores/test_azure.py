@@ -404,7 +404,7 @@ def test_entra_token_refreshed_in_background_and_file_reread(azurite_tls, cluste
 
 def test_signals_while_the_entra_token_refreshes(azurite_tls, cluster, tmp_path, sighup_default):
     """A refreshing Entra ID source (9 s tokens, workload identity) x SIGHUP
-    and SIGTERM to `s3lect run` (what tests/test_s3_signals.py does for the
+    and SIGTERM to `s3lect run` (what tests/s3/test_s3_signals.py does for the
     AWS sources): the signal reaches run's loop whatever thread the
     refresher runs on, and the lock is handed over by release."""
     from harness.azure_fakes import EntraFake

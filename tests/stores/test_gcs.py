@@ -297,7 +297,7 @@ def test_gcs_token_refreshed_in_the_background(fake_gcs, fakes, auth_proxy, clus
 def test_gcs_signals_while_the_token_refreshes(fake_gcs, fakes, auth_proxy, cluster, tmp_path,
                                                sighup_default):
     """A refreshing Google token source (9 s tokens from the metadata server)
-    x SIGHUP and SIGTERM to `s3lect run` (what tests/test_s3_signals.py does
+    x SIGHUP and SIGTERM to `s3lect run` (what tests/s3/test_s3_signals.py does
     for the AWS sources): the signal reaches run's loop whatever thread the
     refresher runs on, and the lock is handed over by release."""
     from harness.cli import SIGNAL_TIMING, sighup_then_sigterm

@@ -67,7 +67,7 @@ def test_the_footprint_bench_builds_against_this_build(build_dir, tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     for p in (root / "bench" / "lib", root / "bench", root / "tests"):
         if str(p) not in sys.path:
             sys.path.insert(0, str(p))
@@ -92,7 +92,7 @@ def test_peer_followers_stop_reading_soon_after_an_outage(own_minio, build_dir, 
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     for p in (root / "bench" / "lib", root / "bench", root / "tests"):
         if str(p) not in sys.path:
             sys.path.insert(0, str(p))
