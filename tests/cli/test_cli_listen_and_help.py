@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from harness.wait import wait_for
+from harness.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("S3LECT_BUILD_DIR", ROOT / "build"))
@@ -37,12 +38,6 @@ TIMING = ["--lease-timeout", "3s", "--renew-interval", "500ms", "--renew-deadlin
 STORES = tuple(f"{s['scheme']}://" for s in json.loads(subprocess.run(
     [str(BIN), "stores", "--json"], capture_output=True, text=True, timeout=30,
     check=True).stdout))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def has_ipv6() -> bool:

@@ -24,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from harness.servers import free_port
 
 prom_parser = pytest.importorskip(
     "prometheus_client.parser",
@@ -35,12 +36,6 @@ BIN = Path(os.environ.get("S3LECT_BUILD_DIR", ROOT / "build")) / "bin" / "s3lect
 TIMING = ["--lease-timeout", "3s", "--renew-interval", "500ms", "--renew-deadline", "2s",
           "--frequent-interval", "300ms", "--infrequent-interval", "2s",
           "--kill-timeout", "300ms"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Node:

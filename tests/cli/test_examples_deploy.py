@@ -27,13 +27,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from harness.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("S3LECT_BUILD_DIR", ROOT / "build")) / "bin" / "s3lect"
@@ -96,12 +96,6 @@ def run_options() -> set[str]:
     opts = set(re.findall(r"^\s+(--[a-z][a-z-]+)", text, re.M)) - {"--help"}
     assert {"--lock", "--peer", "--metrics-listen", "--log-format"} <= opts, opts
     return opts
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

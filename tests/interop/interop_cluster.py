@@ -9,13 +9,13 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
 from pathlib import Path
 
 from harness.countproxy import CountingProxy
+from harness.servers import free_port
 
 # Lease 6 s (so a takeover of a released record, bounded by one poll + 2 s,
 # is told apart from waiting the lease out), renew 1 s. Go s3lect renews and
@@ -42,12 +42,6 @@ def parse(line: str) -> tuple[str, tuple[str, ...]] | None:
         if m:
             return kind, m.groups()
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Proc:

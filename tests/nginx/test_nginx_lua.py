@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from harness.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE_DIR = Path(os.environ.get("S3LECT_LUAJIT_MODULE_DIR", ROOT / "build-lua" / "lua" / "jit"))
@@ -95,12 +95,6 @@ http {{
     }}
 }}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Nginx:

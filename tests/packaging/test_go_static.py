@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from harness.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SC = os.environ.get("S3LECT_SC_BUILD_DIR", "")
@@ -28,12 +28,6 @@ pytestmark = pytest.mark.skipif(
     not SC or not (Path(SC) / "selfcontained-prefix").exists() or not GO,
     reason="needs the self-contained build (S3LECT_SC_BUILD_DIR, made by "
            "scripts/build-selfcontained; scripts/test selfcontained sets it) and Go")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(cond, timeout: float, what: str, logs):

@@ -26,15 +26,10 @@ import pytest
 from harness.wait import wait_for
 
 from harness.countproxy import CountingProxy
+from harness.servers import free_port
 
 TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
           "--frequent-interval", "500ms", "--infrequent-interval", "2s", "--kill-timeout", "500ms"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def openssl(*args, cwd):

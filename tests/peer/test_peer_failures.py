@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -23,17 +22,12 @@ from pathlib import Path
 import pytest
 
 from harness.wait import wait_for
+from harness.servers import free_port
 
 # Renewals every 500 ms: a follower whose check fails reads the lock, sees
 # the next renewal and checks again, about twice a second.
 TIMING = ["--lease-timeout", "3s", "--renew-interval", "500ms", "--renew-deadline", "2s",
           "--frequent-interval", "250ms", "--infrequent-interval", "1s"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def openssl(*args, cwd):

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -28,18 +27,13 @@ import pytest
 
 from harness.countproxy import CountingProxy
 from harness.wait import wait_for
+from harness.servers import free_port
 
 FREQUENT_MS = 1000
 EVERY_MS = FREQUENT_MS * 120 // 118  # the members' stretched period
 TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
           "--frequent-interval", f"{FREQUENT_MS}ms", "--infrequent-interval", "2s",
           "--kill-timeout", "500ms"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class TimingProxy(CountingProxy):

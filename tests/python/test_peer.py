@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import ssl
 import subprocess
 import threading
@@ -25,6 +24,7 @@ import pytest
 import s3lect
 from harness.countproxy import CountingProxy
 from pyutil import wait_until
+from harness.servers import free_port
 
 PATH = "/health/leadership"
 
@@ -32,12 +32,6 @@ PATH = "/health/leadership"
 # ---------------------------------------------------------------------------
 # Helpers and fixtures
 # ---------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def openssl(*args: str, cwd: Path) -> None:
