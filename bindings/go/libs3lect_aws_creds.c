@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "libs3lect_config.h"
-#include "libs3lect_cred_provider.h"
 #include "libs3lect_cred_sources.h"
 #include "libs3lect_s3lect.h"
 #include "libs3lect_util.h"

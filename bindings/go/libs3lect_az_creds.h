@@ -37,7 +37,7 @@
 #include <stdint.h>
 
 #include "libs3lect_aws_creds.h"
-#include "libs3lect_cred_provider.h"
+#include "libs3lect_cred_sources.h"
 
 struct s3lect_config;
 

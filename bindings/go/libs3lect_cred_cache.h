@@ -49,7 +49,7 @@
 #include <stdint.h>
 
 #include "libs3lect_aws_creds.h"
-#include "libs3lect_cred_provider.h"
+#include "libs3lect_cred_sources.h"
 #include "libs3lect_util.h"
 
 /* How the cache fetches an entry's credentials: what a provider that hands

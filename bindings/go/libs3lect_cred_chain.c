@@ -27,7 +27,6 @@
 #include "libs3lect_config.h"
 #include "libs3lect_cred_cache.h"
 #include "libs3lect_cred_parse.h"
-#include "libs3lect_cred_provider.h"
 #include "libs3lect_cred_sources.h"
 #include "libs3lect_s3lect.h"
 #include "libs3lect_util.h"

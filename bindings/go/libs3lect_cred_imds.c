@@ -7,7 +7,7 @@
 
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cred_imds.c - EC2 instance metadata credentials and region
- * (cred_provider.h): IMDSv2 (a session token from PUT /latest/api/token, sent
+ * (cred_sources.h): IMDSv2 (a session token from PUT /latest/api/token, sent
  * with every GET), with the SDKs' fallback to IMDSv1 only when the token
  * request is answered 403, 404 or 405 and AWS_EC2_METADATA_V1_DISABLED is not
  * true. AWS_EC2_METADATA_DISABLED, AWS_EC2_METADATA_SERVICE_ENDPOINT and

@@ -5,7 +5,7 @@
 /* cred_metadata.h - internals shared by the container (cred_container.c) and
  * instance-metadata (cred_imds.c) credential providers, and exposed to the
  * unit tests and fuzzers: the answer parser, URL composition and host rules,
- * and one bounded HTTP exchange. The public contract is cred_provider.h.
+ * and one bounded HTTP exchange. The public contract is cred_sources.h.
  */
 #ifndef S3LECT_CRED_METADATA_H
 #define S3LECT_CRED_METADATA_H
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libs3lect_cred_provider.h"
+#include "libs3lect_cred_sources.h"
 
 /* Largest answer body read from a metadata endpoint (credentials JSON). */
 #define AWS_MD_MAX_BODY 65536

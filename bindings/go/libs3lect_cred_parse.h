@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libs3lect_cred_provider.h"
+#include "libs3lect_cred_sources.h"
 
 /* credential_process output, Version 1:
  * {"Version": 1, "AccessKeyId": .., "SecretAccessKey": .., "SessionToken": ..,

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "cred_metadata.h"
-#include "cred_provider.h"
+#include "cred_sources.h"
 #include "s3lect.h"
 #include "testutil.h"
 #include "util.h"

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "cred_provider.h"
+#include "cred_sources.h"
 #include "gcp_creds.h"
 #include "s3lect.h"
 #include "testutil.h"

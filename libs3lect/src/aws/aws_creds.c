@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "cred_provider.h"
 #include "cred_sources.h"
 #include "s3lect.h"
 #include "util.h"

@@ -46,7 +46,7 @@
 #include <stdint.h>
 
 #include "aws_creds.h"
-#include "cred_provider.h"
+#include "cred_sources.h"
 #include "util.h"
 
 /* How the cache fetches an entry's credentials: what a provider that hands

@@ -20,7 +20,6 @@
 #include "config.h"
 #include "cred_cache.h"
 #include "cred_parse.h"
-#include "cred_provider.h"
 #include "cred_sources.h"
 #include "s3lect.h"
 #include "util.h"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cred_container.c - container credentials (cred_provider.h): ECS task roles
+/* cred_container.c - container credentials (cred_sources.h): ECS task roles
  * (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI under http://169.254.170.2) and EKS
  * Pod Identity or any local credentials server
  * (AWS_CONTAINER_CREDENTIALS_FULL_URI, with the SDKs' host rule), with the

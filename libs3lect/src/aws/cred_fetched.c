@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cred_fetched.c - aws_fetched_clear (cred_provider.h): wipes and frees what
+/* cred_fetched.c - aws_fetched_clear (cred_sources.h): wipes and frees what
  * a credential provider fetched. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "cred_provider.h"
+#include "cred_sources.h"
 
 /* memset through a volatile pointer: the compiler cannot prove what it calls,
  * so it cannot drop the store as dead. explicit_bzero would do, but needs

@@ -2,7 +2,7 @@
 /* cred_metadata.h - internals shared by the container (cred_container.c) and
  * instance-metadata (cred_imds.c) credential providers, and exposed to the
  * unit tests and fuzzers: the answer parser, URL composition and host rules,
- * and one bounded HTTP exchange. The public contract is cred_provider.h.
+ * and one bounded HTTP exchange. The public contract is cred_sources.h.
  */
 #ifndef S3LECT_CRED_METADATA_H
 #define S3LECT_CRED_METADATA_H
@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cred_provider.h"
+#include "cred_sources.h"
 
 /* Largest answer body read from a metadata endpoint (credentials JSON). */
 #define AWS_MD_MAX_BODY 65536

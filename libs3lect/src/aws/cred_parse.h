@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cred_provider.h"
+#include "cred_sources.h"
 
 /* credential_process output, Version 1:
  * {"Version": 1, "AccessKeyId": .., "SecretAccessKey": .., "SessionToken": ..,

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "aws_creds.h"
-#include "cred_provider.h"
+#include "cred_sources.h"
 
 struct s3lect_config;
 
