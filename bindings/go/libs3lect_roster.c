@@ -21,6 +21,11 @@
 #define RO_MAX_INC 128
 #define RO_MAX_ID 256
 #define RO_MAX_EVERY (24LL * 3600 * 1000)
+/* Joins are spread over this many frequent intervals: a follower should
+ * have its turn before the next release (a restarted node, seconds later),
+ * and followers that lost their leader's endpoint together (a firewall
+ * rule over a 10,000-elector process) add two requests each within it. */
+#define RO_JOIN_SPREAD 1
 
 /* ---- the object ---------------------------------------------------------- */
 
@@ -190,8 +195,9 @@ void ro_want(el_engine *e, el_time now)
     if (!ro_usable(e) || e->ro.member || e->ro.due || e->role != EL_FOLLOWER)
         return;
     /* Not at once: followers that lost their leader's endpoint together
-     * (a firewall rule) join over one interval, not in one burst. */
-    e->ro.due = now.mono + 1 + (int64_t)(u_rng_next(&e->rng) % (uint64_t)e->p.frequent);
+     * join over RO_JOIN_SPREAD intervals, not in one burst. */
+    uint64_t spread = (uint64_t)(RO_JOIN_SPREAD * e->p.frequent);
+    e->ro.due = now.mono + 1 + (int64_t)(u_rng_next(&e->rng) % spread);
 }
 
 void ro_leading(el_engine *e, int64_t now)
@@ -379,7 +385,7 @@ static void ro_put_done(el_engine *e, el_time now, const st_result *r)
     if (r->outcome == ST_PRECONDITION || r->outcome == ST_NOT_FOUND) {
         /* Another member wrote it meanwhile: read it again, a little later. */
         if (++e->ro.tries < 3) {
-            uint64_t spread = (uint64_t)(e->p.frequent / 10 + 1);
+            uint64_t spread = (uint64_t)e->p.frequent; /* the writers spread out */
             e->ro.due = now.mono + 1 + (int64_t)(u_rng_next(&e->rng) % spread);
             return;
         }
