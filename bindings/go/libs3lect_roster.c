@@ -21,11 +21,11 @@
 #define RO_MAX_INC 128
 #define RO_MAX_ID 256
 #define RO_MAX_EVERY (24LL * 3600 * 1000)
-/* Joins are spread over this many frequent intervals: a follower should
- * have its turn before the next release (a restarted node, seconds later),
- * and followers that lost their leader's endpoint together (a firewall
- * rule over a 10,000-elector process) add two requests each within it. */
-#define RO_JOIN_SPREAD 1
+/* A follower joins within a fifth of a frequent interval of its first failed
+ * peer check: it should have its turn before the next release (a node
+ * restarted seconds before it), and the checks of many followers fail at
+ * their leaders' renewals, which are spread over the renewal interval. */
+#define RO_JOIN_WITHIN_DIV 5
 
 /* ---- the object ---------------------------------------------------------- */
 
@@ -194,9 +194,7 @@ void ro_want(el_engine *e, el_time now)
 {
     if (!ro_usable(e) || e->ro.member || e->ro.due || e->role != EL_FOLLOWER)
         return;
-    /* Not at once: followers that lost their leader's endpoint together
-     * join over RO_JOIN_SPREAD intervals, not in one burst. */
-    uint64_t spread = (uint64_t)(RO_JOIN_SPREAD * e->p.frequent);
+    uint64_t spread = (uint64_t)(e->p.frequent / RO_JOIN_WITHIN_DIV + 1);
     e->ro.due = now.mono + 1 + (int64_t)(u_rng_next(&e->rng) % spread);
 }
 

@@ -497,8 +497,11 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
         el_peer_down(e, now.mono, r);
     e->stable = 0;
     int64_t at = now.mono;
-    if (r->peer_failure != ST_PEER_OK && e->ro.member)
-        at = el_stable_read_at(e, now, e->p.frequent); /* at its turn, capped at the lease's end */
+    if (r->peer_failure != ST_PEER_OK) {
+        ro_want(e, now); /* reading the store from now on: take turns */
+        if (e->ro.member) /* at its turn, capped at the lease's end */
+            at = el_stable_read_at(e, now, e->p.frequent);
+    }
     if (r->peer_failure == ST_PEER_OK && r->peer_yield) {
         /* Another follower was named to take over first (docs/peer.md "One
          * successor"): read a frequent interval later (jittered by a third,

@@ -53,8 +53,9 @@ double ro_widest_gap_mid(const double *f, size_t n);
  * the next store step is far enough away; returns op->kind or 0. */
 int ro_next(el_engine *e, el_time now, el_op *op);
 void ro_complete(el_engine *e, el_time now, const st_result *r);
-/* A follower reads the store at the frequent interval while stable (its
- * leader's endpoint failed): join the roster if not a member. */
+/* A follower's check of its leader's endpoint failed, or it reads the store
+ * at the frequent interval while stable because of it: join the roster if
+ * not a member. */
 void ro_want(el_engine *e, el_time now);
 /* This node leads now: leave the roster (its phase is free). */
 void ro_leading(el_engine *e, int64_t now);
