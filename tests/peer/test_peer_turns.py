@@ -19,12 +19,12 @@ import json
 import os
 import re
 import signal
-import subprocess
 import threading
 import time
 
 import pytest
 
+from harness.cli import Node
 from harness.countproxy import CountingProxy
 from harness.wait import wait_for
 from harness.servers import free_port
@@ -32,8 +32,7 @@ from harness.servers import free_port
 FREQUENT_MS = 1000
 EVERY_MS = FREQUENT_MS * 120 // 118  # the members' stretched period
 TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
-          "--frequent-interval", f"{FREQUENT_MS}ms", "--infrequent-interval", "2s",
-          "--kill-timeout", "500ms"]
+          "--frequent-interval", f"{FREQUENT_MS}ms", "--infrequent-interval", "2s"]
 
 
 class TimingProxy(CountingProxy):
@@ -60,43 +59,24 @@ class TimingProxy(CountingProxy):
             return [t for t in self.lock_gets if t0 <= t <= t1]
 
 
-class Node:
-    def __init__(self, bin_, tmp, minio, lock, lock_path, node_id):
-        self.id = node_id
-        self.proxy = TimingProxy("127.0.0.1", int(minio.endpoint.rsplit(":", 1)[1]), lock_path)
-        self.log = tmp / f"{node_id}.log"
-        env = dict(os.environ, **minio.env())
-        env.pop("AWS_ENDPOINT_URL_S3", None)
-        env.pop("AWS_ENDPOINT_URL", None)
-        closed = free_port()  # nothing listens there: every peer check is refused
-        self.proc = subprocess.Popen(
-            [str(bin_), "run", "--lock", lock, "--id", node_id, "--endpoint", self.proxy.endpoint,
-             "--addr", f"127.0.0.1:{closed}", "--peer-listen", f"127.0.0.1:{free_port()}",
-             *TIMING, "--", "sleep", "600"],
-            stdout=open(self.log, "a"), stderr=subprocess.STDOUT, env=env,
-            start_new_session=True)
-
-    def text(self) -> str:
-        return self.log.read_text()
-
-    def leading(self) -> bool:
-        t = self.text()
-        return self.proc.poll() is None and t.rfind("acquired leadership") > max(
-            t.rfind("lost leadership"), t.rfind("following "))
-
-    def stop(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(timeout=10)
-        self.proxy.close()
+def start_node(bin_, tmp, minio, lock, lock_path, node_id) -> Node:
+    """A harness Node talking to MinIO through its own TimingProxy, its
+    advertised peer address refused (nothing listens there)."""
+    proxy = TimingProxy("127.0.0.1", int(minio.endpoint.rsplit(":", 1)[1]), lock_path)
+    env = dict(os.environ, **minio.env())
+    env.pop("AWS_ENDPOINT_URL_S3", None)
+    env.pop("AWS_ENDPOINT_URL", None)
+    node = Node(bin_, tmp, lock, node_id, env,
+                extra=["--endpoint", proxy.endpoint, "--addr", f"127.0.0.1:{free_port()}",
+                       "--peer-listen", f"127.0.0.1:{free_port()}", *TIMING])
+    node.proxy = proxy
+    return node
 
 
 @pytest.fixture
 def cluster(s3lect_bin, minio, tmp_path, request):
     nodes: dict[str, Node] = {}
+    started: list[Node] = []
     key = f"turns/{re.sub(r'[^A-Za-z0-9_.-]', '_', request.node.name)}.json"
     lock = f"s3://{minio.bucket}/{key}"
     client = minio.client()
@@ -104,7 +84,8 @@ def cluster(s3lect_bin, minio, tmp_path, request):
     def start(nid):
         if nid in nodes:
             nodes[nid].stop()
-        nodes[nid] = Node(s3lect_bin, tmp_path, minio, lock, f"/{minio.bucket}/{key}", nid)
+        nodes[nid] = start_node(s3lect_bin, tmp_path, minio, lock, f"/{minio.bucket}/{key}", nid)
+        started.append(nodes[nid])
         return nodes[nid]
 
     def roster():
@@ -114,8 +95,9 @@ def cluster(s3lect_bin, minio, tmp_path, request):
     start.nodes = nodes
     start.roster = roster
     yield start
-    for n in nodes.values():
+    for n in started:
         n.stop()
+        n.proxy.close()
 
 
 def leader_of(nodes):
