@@ -266,18 +266,100 @@ static void check_races(checker *c, int nracers, int rounds)
 
 /* ---- the sequential probes ---- */
 
+#define V_CREATE "{\"s3lectCheck\":\"create\"}"
+#define V_UPDATE "{\"s3lectCheck\":\"update\"}"
+#define V_STALE "{\"s3lectCheck\":\"stale\"}"
+
+/* A second create is refused, and the first write reads back as written,
+ * with the etag its PUT returned (r1). */
+static void check_second_create(checker *c, const st_result *r1)
+{
+    char d[700];
+    st_result r2 = {0}, rd = {0};
+    st_put(c->store, c->scratch, V_STALE, strlen(V_STALE), NULL, TIMEOUT_MS, &r2);
+    describe(&r2, d, sizeof d);
+    report(c, r2.outcome == ST_PRECONDITION, "a second create-if-absent is refused",
+           r2.outcome == ST_PRECONDITION ? "" : d);
+
+    st_get(c->store, c->scratch, TIMEOUT_MS, &rd);
+    describe(&rd, d, sizeof d);
+    int body_ok = rd.outcome == ST_OK && rd.body && strcmp(rd.body, V_CREATE) == 0;
+    int etag_ok = rd.outcome == ST_OK && rd.etag && strcmp(rd.etag, r1->etag) == 0;
+    if (rd.outcome == ST_OK && r2.outcome == ST_OK)
+        snprintf(d, sizeof d, "the object was overwritten by the refused write");
+    else if (rd.outcome == ST_OK && !body_ok)
+        snprintf(d, sizeof d, "read back different content");
+    else if (rd.outcome == ST_OK && !etag_ok)
+        snprintf(d, sizeof d, "GET's ETag %s differs from the ETag %s the PUT returned",
+                 rd.etag ? rd.etag : "(none)", r1->etag);
+    int ok = body_ok && etag_ok;
+    report(c, ok, "reads back the first write with the ETag the PUT returned", ok ? "" : d);
+    st_result_clear(&r2);
+    st_result_clear(&rd);
+}
+
+/* A write with the current etag succeeds with a new one; then one with the
+ * stale etag (r1's) is refused and changes nothing. */
+static void check_if_match(checker *c, const st_result *r1)
+{
+    char d[700];
+    st_result r3 = {0}, r4 = {0}, rd2 = {0};
+    st_put(c->store, c->scratch, V_UPDATE, strlen(V_UPDATE), r1->etag, TIMEOUT_MS, &r3);
+    describe(&r3, d, sizeof d);
+    int fresh = r3.outcome == ST_OK && r3.etag && strcmp(r3.etag, r1->etag) != 0;
+    if (r3.outcome == ST_OK && r3.etag && !fresh)
+        snprintf(d, sizeof d, "the new write kept the old ETag %s", r1->etag);
+    report(c, fresh, "a write with the current ETag (If-Match) succeeds with a new ETag",
+           fresh ? "" : d);
+
+    const char *what = "a write with a stale ETag is refused and changes nothing";
+    if (r3.outcome != ST_OK) {
+        report(c, 0, what, "not checked: the If-Match write before it failed");
+        st_result_clear(&r3);
+        return;
+    }
+    st_put(c->store, c->scratch, V_STALE, strlen(V_STALE), r1->etag, TIMEOUT_MS, &r4);
+    st_get(c->store, c->scratch, TIMEOUT_MS, &rd2);
+    describe(&r4, d, sizeof d);
+    int unchanged = rd2.outcome == ST_OK && rd2.body && strcmp(rd2.body, V_UPDATE) == 0;
+    if (r4.outcome == ST_PRECONDITION && rd2.outcome == ST_OK && rd2.body && !unchanged)
+        snprintf(d, sizeof d, "refused, but the object changed anyway");
+    int ok = r4.outcome == ST_PRECONDITION && unchanged;
+    report(c, ok, what, ok ? "" : d);
+    st_result_clear(&r3);
+    st_result_clear(&r4);
+    st_result_clear(&rd2);
+}
+
+/* If-Match on a key that does not exist is refused and creates nothing. */
+static void check_missing(checker *c)
+{
+    char d[700];
+    char *missing = u_asprintf("%s-missing", c->scratch);
+    if (!missing)
+        return;
+    st_result rm = {0}, rmg = {0};
+    const char *fake_etag = "\"00000000000000000000000000000000\"";
+    st_put(c->store, missing, V_STALE, strlen(V_STALE), fake_etag, TIMEOUT_MS, &rm);
+    st_get(c->store, missing, TIMEOUT_MS, &rmg);
+    describe(&rm, d, sizeof d);
+    int refused = rm.outcome == ST_PRECONDITION || rm.outcome == ST_NOT_FOUND;
+    if (refused && rmg.outcome != ST_NOT_FOUND)
+        snprintf(d, sizeof d, "refused, but the key exists afterwards");
+    int ok = refused && rmg.outcome == ST_NOT_FOUND;
+    report(c, ok, "If-Match on a missing key is refused and creates nothing", ok ? "" : d);
+    free(missing);
+    st_result_clear(&rm);
+    st_result_clear(&rmg);
+}
+
 static int run_checks(checker *c, int nracers, int rounds)
 {
     char d[700];
-    st_result r1 = {0}, r2 = {0}, rd = {0}, r3 = {0}, r4 = {0}, rd2 = {0}, rm = {0}, rmg = {0};
-    const char *v1 = "{\"s3lectCheck\":\"create\"}";
-    const char *v2 = "{\"s3lectCheck\":\"update\"}";
-    const char *v3 = "{\"s3lectCheck\":\"stale\"}";
-    int ok;
-
-    st_put(c->store, c->scratch, v1, strlen(v1), NULL, TIMEOUT_MS, &r1);
+    st_result r1 = {0};
+    st_put(c->store, c->scratch, V_CREATE, strlen(V_CREATE), NULL, TIMEOUT_MS, &r1);
     describe(&r1, d, sizeof d);
-    ok = r1.outcome == ST_OK && r1.etag;
+    int ok = r1.outcome == ST_OK && r1.etag;
     report(c, ok, "create-if-absent (If-None-Match: *) creates the object", ok ? "" : d);
     if (!ok) {
         /* Nothing else can be checked without the scratch object. */
@@ -286,70 +368,10 @@ static int run_checks(checker *c, int nracers, int rounds)
         return stop ? -1 : 0;
     }
     c->created = 1;
-
-    st_put(c->store, c->scratch, v3, strlen(v3), NULL, TIMEOUT_MS, &r2);
-    describe(&r2, d, sizeof d);
-    report(c, r2.outcome == ST_PRECONDITION, "a second create-if-absent is refused",
-           r2.outcome == ST_PRECONDITION ? "" : d);
-
-    st_get(c->store, c->scratch, TIMEOUT_MS, &rd);
-    describe(&rd, d, sizeof d);
-    if (rd.outcome == ST_OK && r2.outcome == ST_OK)
-        snprintf(d, sizeof d, "the object was overwritten by the refused write");
-    else if (rd.outcome == ST_OK && (!rd.body || strcmp(rd.body, v1) != 0))
-        snprintf(d, sizeof d, "read back different content");
-    else if (rd.outcome == ST_OK && (!rd.etag || strcmp(rd.etag, r1.etag) != 0))
-        snprintf(d, sizeof d, "GET's ETag %s differs from the ETag %s the PUT returned",
-                 rd.etag ? rd.etag : "(none)", r1.etag);
-    ok = rd.outcome == ST_OK && rd.body && strcmp(rd.body, v1) == 0 && rd.etag &&
-         strcmp(rd.etag, r1.etag) == 0;
-    report(c, ok, "reads back the first write with the ETag the PUT returned", ok ? "" : d);
-
-    st_put(c->store, c->scratch, v2, strlen(v2), r1.etag, TIMEOUT_MS, &r3);
-    describe(&r3, d, sizeof d);
-    if (r3.outcome == ST_OK && r3.etag && strcmp(r3.etag, r1.etag) == 0)
-        snprintf(d, sizeof d, "the new write kept the old ETag %s", r1.etag);
-    ok = r3.outcome == ST_OK && r3.etag && strcmp(r3.etag, r1.etag) != 0;
-    report(c, ok, "a write with the current ETag (If-Match) succeeds with a new ETag", ok ? "" : d);
-
-    if (r3.outcome == ST_OK) {
-        st_put(c->store, c->scratch, v3, strlen(v3), r1.etag, TIMEOUT_MS, &r4);
-        st_get(c->store, c->scratch, TIMEOUT_MS, &rd2);
-        describe(&r4, d, sizeof d);
-        if (r4.outcome == ST_PRECONDITION && rd2.outcome == ST_OK && rd2.body &&
-            strcmp(rd2.body, v2) != 0)
-            snprintf(d, sizeof d, "refused, but the object changed anyway");
-        ok = r4.outcome == ST_PRECONDITION && rd2.outcome == ST_OK && rd2.body &&
-             strcmp(rd2.body, v2) == 0;
-        report(c, ok, "a write with a stale ETag is refused and changes nothing", ok ? "" : d);
-    } else {
-        report(c, 0, "a write with a stale ETag is refused and changes nothing",
-               "not checked: the If-Match write before it failed");
-    }
-
-    char *missing = u_asprintf("%s-missing", c->scratch);
-    if (missing) {
-        const char *fake_etag = "\"00000000000000000000000000000000\"";
-        st_put(c->store, missing, v3, strlen(v3), fake_etag, TIMEOUT_MS, &rm);
-        st_get(c->store, missing, TIMEOUT_MS, &rmg);
-        describe(&rm, d, sizeof d);
-        if ((rm.outcome == ST_PRECONDITION || rm.outcome == ST_NOT_FOUND) &&
-            rmg.outcome != ST_NOT_FOUND)
-            snprintf(d, sizeof d, "refused, but the key exists afterwards");
-        ok = (rm.outcome == ST_PRECONDITION || rm.outcome == ST_NOT_FOUND) &&
-             rmg.outcome == ST_NOT_FOUND;
-        report(c, ok, "If-Match on a missing key is refused and creates nothing", ok ? "" : d);
-        free(missing);
-    }
-
+    check_second_create(c, &r1);
+    check_if_match(c, &r1);
+    check_missing(c);
     st_result_clear(&r1);
-    st_result_clear(&r2);
-    st_result_clear(&rd);
-    st_result_clear(&r3);
-    st_result_clear(&r4);
-    st_result_clear(&rd2);
-    st_result_clear(&rm);
-    st_result_clear(&rmg);
     check_races(c, nracers, rounds);
     return 0;
 }

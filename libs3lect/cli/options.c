@@ -474,37 +474,15 @@ static int env_only_options(const char *cmd, s3lect_config *c)
     return 0;
 }
 
-s3lect_config *cli_config(const char *cmd, const cli_opts *given)
+/* Whether `cmd` runs in peer mode with options o: on by default in `s3lect
+ * run` (docs/peer.md); --no-peer or S3LECT_PEER=0 turns it off; the other
+ * commands never serve. -1 after a usage error (said). */
+static int peer_mode_of(const char *cmd, const cli_opts *o)
 {
-    s3lect_config *c = s3lect_config_new();
-    if (!c) {
-        fprintf(stderr, "s3lect %s: out of memory\n", cmd);
-        return NULL;
-    }
-    const cli_opts *o = given;
-    char idbuf[300];
-    if (!o->id) {
-        char host[256] = "host";
-        gethostname(host, sizeof host - 1);
-        host[sizeof host - 1] = '\0';
-        snprintf(idbuf, sizeof idbuf, "%s-%ld", host, (long)getpid());
-    }
-    int rc = 0;
-    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_LOCK, o->lock);
-    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_SERVER_ID, o->id ? o->id : idbuf);
-    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_SERVER_ADDR, o->addr);
-    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_ENDPOINT, o->endpoint);
-    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_REGION, o->region);
-    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_CA_FILE, o->ca_file);
-    if (!rc && o->path_style == 1)
-        rc = s3lect_config_set_bool(c, S3LECT_OPT_PATH_STYLE, 1);
-    /* Peer mode is on by default in `s3lect run` (docs/peer.md); --no-peer
-     * or S3LECT_PEER=0 turns it off. The other commands never serve. */
     int peer = o->no_peer > 0 ? 0 : o->peer >= 0 ? o->peer : strcmp(cmd, "run") == 0;
     if (o->peer > 0 && o->no_peer > 0) {
         cli_usage_error(cmd, "--peer and --no-peer contradict each other; give one");
-        s3lect_config_free(c);
-        return NULL;
+        return -1;
     }
     const char *peer_only = o->peer_listen        ? "--peer-listen"
                             : o->peer_cert        ? "--peer-cert"
@@ -515,19 +493,32 @@ s3lect_config *cli_config(const char *cmd, const cli_opts *given)
     if (!peer && peer_only && !strcmp(cmd, "run")) {
         cli_usage_error(cmd, "%s needs peer mode, which %s turns off; drop one of them", peer_only,
                         o->no_peer > 0 ? "--no-peer" : "S3LECT_PEER=0");
-        s3lect_config_free(c);
-        return NULL;
+        return -1;
     }
-    if (!rc && peer)
-        rc = s3lect_config_set_bool(c, S3LECT_OPT_PEER_MODE, 1);
-    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_LISTEN, o->peer_listen);
-    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_CERT, o->peer_cert);
-    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_KEY, o->peer_key);
-    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_CA, o->peer_ca);
-    rc = rc ? rc : s3lect_config_set_str(c, S3LECT_OPT_PEER_CLIENT_CERT, o->peer_client_cert);
-    /* Only the timings given: the library derives the others from them
-     * (s3lect_config_is_set) and names a derived value that is out of range. */
-    struct {
+    return peer;
+}
+
+/* Sets what the command line (and the variables read into o) gave: the
+ * strings, the flags, and only the timings given (the library derives the
+ * others from them, s3lect_config_is_set, and names a derived value that is
+ * out of range). */
+static int set_given(s3lect_config *c, const cli_opts *o, const char *id, int peer)
+{
+    const struct {
+        const char *v;
+        s3lect_option opt;
+    } strs[] = {{o->lock, S3LECT_OPT_LOCK},
+                {id, S3LECT_OPT_SERVER_ID},
+                {o->addr, S3LECT_OPT_SERVER_ADDR},
+                {o->endpoint, S3LECT_OPT_ENDPOINT},
+                {o->region, S3LECT_OPT_REGION},
+                {o->ca_file, S3LECT_OPT_CA_FILE},
+                {o->peer_listen, S3LECT_OPT_PEER_LISTEN},
+                {o->peer_cert, S3LECT_OPT_PEER_CERT},
+                {o->peer_key, S3LECT_OPT_PEER_KEY},
+                {o->peer_ca, S3LECT_OPT_PEER_CA},
+                {o->peer_client_cert, S3LECT_OPT_PEER_CLIENT_CERT}};
+    const struct {
         int64_t v;
         s3lect_option opt;
     } ints[] = {{o->lease, S3LECT_OPT_LEASE_TIMEOUT},
@@ -538,9 +529,38 @@ s3lect_config *cli_config(const char *cmd, const cli_opts *given)
                 {o->skew, S3LECT_OPT_MAX_CLOCK_SKEW},
                 {o->new_lock_wait, S3LECT_OPT_NEW_LOCK_WAIT},
                 {o->max_lease > 0 ? o->max_lease : -1, S3LECT_OPT_MAX_LEASE_TIMEOUT}};
+    int rc = 0;
+    for (size_t k = 0; !rc && k < sizeof strs / sizeof strs[0]; k++)
+        rc = s3lect_config_set_str(c, strs[k].opt, strs[k].v);
+    if (!rc && o->path_style == 1)
+        rc = s3lect_config_set_bool(c, S3LECT_OPT_PATH_STYLE, 1);
+    if (!rc && peer)
+        rc = s3lect_config_set_bool(c, S3LECT_OPT_PEER_MODE, 1);
     for (size_t k = 0; !rc && k < sizeof ints / sizeof ints[0]; k++)
         if (ints[k].v >= 0)
             rc = s3lect_config_set_int(c, ints[k].opt, ints[k].v);
+    return rc;
+}
+
+s3lect_config *cli_config(const char *cmd, const cli_opts *given)
+{
+    const cli_opts *o = given;
+    int peer = peer_mode_of(cmd, o);
+    if (peer < 0)
+        return NULL;
+    s3lect_config *c = s3lect_config_new();
+    if (!c) {
+        fprintf(stderr, "s3lect %s: out of memory\n", cmd);
+        return NULL;
+    }
+    char idbuf[300];
+    if (!o->id) {
+        char host[256] = "host";
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = '\0';
+        snprintf(idbuf, sizeof idbuf, "%s-%ld", host, (long)getpid());
+    }
+    int rc = set_given(c, o, o->id ? o->id : idbuf, peer);
     if (!rc && (rc = env_only_options(cmd, c)) == 1) { /* it has said why */
         s3lect_config_free(c);
         return NULL;
