@@ -498,7 +498,7 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
     e->stable = 0;
     int64_t at = now.mono;
     if (r->peer_failure != ST_PEER_OK) {
-        ro_want(e, now); /* reading the store from now on: take turns */
+        ro_want(e, now);  /* reading the store from now on: take turns */
         if (e->ro.member) /* at its turn, capped at the lease's end */
             at = el_stable_read_at(e, now, e->p.frequent);
     }
