@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libs3lect_el_internal.h"
 #include "libs3lect_s3lect.h"
 #include "libs3lect_util.h"
 
@@ -198,6 +199,14 @@ void ro_want(el_engine *e, el_time now)
     e->ro.due = now.mono + 1 + (int64_t)(u_rng_next(&e->rng) % spread);
 }
 
+void ro_peer_ok(el_engine *e, el_time now)
+{
+    if (!ro_usable(e) || !e->ro.member || e->ro.leaving || e->ro.put)
+        return;
+    e->ro.leaving = 1;
+    e->ro.due = now.mono + 1 + (int64_t)(u_rng_next(&e->rng) % (uint64_t)e->p.frequent);
+}
+
 void ro_leading(el_engine *e, int64_t now)
 {
     if (!ro_usable(e))
@@ -239,8 +248,12 @@ int ro_next(el_engine *e, el_time now, el_op *op)
         e->ro.due = 0; /* a leader joins no roster; a stopping node visits none */
         return 0;
     }
-    if (e->role == EL_FOLLOWER && e->ro.leaving)
-        e->ro.leaving = 0; /* led and lost it before leaving: stays, refreshed as usual */
+    /* A member that no longer reads the store at the frequent interval (its
+     * leader's endpoint answers again, or it leads no lock it follows that
+     * way) leaves at its next visit instead of refreshing: a roster costs
+     * nothing where the peers can reach each other. */
+    if (!e->ro.leaving && e->ro.member && !e->ro.put && !el_peer_down_now(e, now.mono))
+        e->ro.leaving = 1;
     /* Never in the way of the lock's own requests: a short timeout, and
      * only with room for it before the next one. */
     int64_t t = e->p.request_timeout;
@@ -250,7 +263,10 @@ int ro_next(el_engine *e, el_time now, el_op *op)
         t = e->p.renew_interval / 4;
     if (t < 1)
         t = 1;
-    if (e->next_at - now.mono < 2 * t) {
+    /* (A long poll of the leader may wait: its answer carries the latest
+     * record whenever it is sent.) */
+    int poll_next = e->role == EL_FOLLOWER && e->next_kind == EL_K_PEER;
+    if (!poll_next && e->next_at - now.mono < 2 * t) {
         e->ro.due = e->next_at + 1;
         return 0;
     }

@@ -60,6 +60,9 @@ void ro_complete(el_engine *e, el_time now, const st_result *r);
  * at the frequent interval while stable because of it: join the roster if
  * not a member. */
 void ro_want(el_engine *e, el_time now);
+/* Its leader's endpoint answered: it reads the store no more, so it
+ * leaves the roster (within an interval). */
+void ro_peer_ok(el_engine *e, el_time now);
 /* This node leads now: leave the roster (its phase is free). */
 void ro_leading(el_engine *e, int64_t now);
 /* When a member reads next after a read at `now`: the next time its phase

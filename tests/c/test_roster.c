@@ -141,6 +141,11 @@ typedef struct trio {
     int64_t acquired_at[3];
     int errors[3];
     store2 *s;
+    int peer_ok;   /* peer checks are answered (long polls), not refused */
+    int parked[3]; /* a long poll waits for the lock's etag to change */
+    char parked_etag[3][32];
+    int64_t parked_until[3];
+    int peer_checks[3];
 } trio;
 
 static void trio_init(trio *t, store2 *s, int roster)
@@ -184,6 +189,15 @@ static void trio_step(trio *t, int i, int64_t now)
     if (k == EL_OP_NONE)
         return;
     st_result r;
+    if (k == EL_OP_PEER)
+        t->peer_checks[i]++;
+    if (k == EL_OP_PEER && t->peer_ok) { /* a long poll: answered at the next write */
+        t->parked[i] = 1;
+        snprintf(t->parked_etag[i], sizeof t->parked_etag[i], "%s", op.if_match ? op.if_match : "");
+        t->parked_until[i] = now + op.peer_wait;
+        t->wake[i] = INT64_MAX;
+        return;
+    }
     if (k == EL_OP_PEER) { /* every peer port is refused */
         memset(&r, 0, sizeof r);
         st_result_setf(&r, ST_TRANSIENT, "connection refused");
@@ -202,11 +216,26 @@ static void trio_run(trio *t, int64_t *now, int64_t until)
     for (int guard = 0; guard < 2000000 && *now <= until; guard++) {
         int64_t next = INT64_MAX;
         for (int i = 0; i < 3; i++) {
+            if (t->parked[i] &&
+                (strcmp(t->parked_etag[i], t->s->o[0].etag) != 0 || *now >= t->parked_until[i])) {
+                st_result r; /* the leader's answer: the record as it is now */
+                memset(&r, 0, sizeof r);
+                st_result_set_body(&r, t->s->o[0].body, t->s->o[0].len);
+                st_result_set_etag(&r, t->s->o[0].etag);
+                r.outcome = ST_OK;
+                el_complete(&t->e[i], (el_time){*now, WALL0 + *now}, &r);
+                st_result_clear(&r);
+                t->parked[i] = 0;
+                t->wake[i] = *now;
+            }
             if (t->alive[i] && t->wake[i] <= *now)
                 trio_step(t, i, *now);
             if (t->alive[i] && t->wake[i] < next)
                 next = t->wake[i];
         }
+        for (int i = 0; i < 3; i++)
+            if (t->parked[i] && t->parked_until[i] < next)
+                next = t->parked_until[i];
         *now = next > *now ? next : *now + 1;
     }
 }
@@ -390,6 +419,42 @@ static void t_off(void)
     free(s);
 }
 
+/* Peer checks fail for a while (the leader's port blocked), then answer
+ * again: the followers joined the roster, and leave it once they long-poll
+ * the leader; from then on neither touches the roster or reads the store. */
+static void t_peer_back(void)
+{
+    store2 *s = calloc(1, sizeof *s);
+    trio t;
+    trio_init(&t, s, 1);
+    int64_t now = 0;
+    trio_run(&t, &now, 60000);
+    ro_list l;
+    int parsed = ro_parse(s->o[1].body, s->o[1].len, &l) == 0;
+    CHECK(parsed && l.n == 2, "peers refused: both followers joined: %s", s->o[1].body);
+    if (parsed)
+        ro_list_clear(&l);
+    t.peer_ok = 1; /* the port opens */
+    /* they try the endpoint again after 5 minutes (EL_PEER_RETRY_MS) */
+    trio_run(&t, &now, now + 6 * 60000);
+    parsed = ro_parse(s->o[1].body, s->o[1].len, &l) == 0;
+    CHECK(parsed && l.n == 0 && !t.e[1].ro.member && !t.e[2].ro.member,
+          "long-polling followers left the roster: %s", s->o[1].body);
+    if (parsed)
+        ro_list_clear(&l);
+    int r1 = s->roster_reqs[1], r2 = s->roster_reqs[2], g1 = s->lock_gets[1];
+    int p1 = t.peer_checks[1];
+    trio_run(&t, &now, now + 3600000);
+    CHECK(s->roster_reqs[1] == r1 && s->roster_reqs[2] == r2,
+          "no roster requests in the next hour: %d and %d", s->roster_reqs[1] - r1,
+          s->roster_reqs[2] - r2);
+    CHECK(s->lock_gets[1] - g1 <= 2 && t.peer_checks[1] - p1 >= 100,
+          "the follower long-polls (%d checks) and reads the store %d times", t.peer_checks[1] - p1,
+          s->lock_gets[1] - g1);
+    trio_free(&t);
+    free(s);
+}
+
 int main(void)
 {
     t_parse();
@@ -397,5 +462,6 @@ int main(void)
     t_turns();
     t_unusable();
     t_off();
+    t_peer_back();
     return t_done("roster");
 }

@@ -204,6 +204,11 @@ static int peer_down_leader(const el_engine *e)
            u_streq(e->pdown_inc, e->cur.incarnation) && e->pdown_term == e->cur.term;
 }
 
+int el_peer_down_now(const el_engine *e, int64_t now)
+{
+    return e->p.peer && peer_down_leader(e) && now < e->pdown_until;
+}
+
 /* Peer mode: a stable follower asks the leader (over HTTPS) instead of S3. */
 int el_peer_usable(const el_engine *e, int64_t now)
 {

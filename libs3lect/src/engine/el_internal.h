@@ -61,6 +61,9 @@ void el_forget_etag(el_engine *e);
 void el_observe(el_engine *e, el_time now, const st_result *r);
 /* The peer endpoint of the leader we follow failed a check. */
 void el_peer_down(el_engine *e, int64_t now, const st_result *r);
+/* The leader we follow is followed through the store because its peer
+ * endpoint failed (until pdown_until). */
+int el_peer_down_now(const el_engine *e, int64_t now);
 /* A stable follower may long-poll its leader instead of reading the store. */
 int el_peer_usable(const el_engine *e, int64_t now);
 /* The next step (EL_K_*) and when. */

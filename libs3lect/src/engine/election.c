@@ -472,6 +472,7 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
         return;
     }
     if (r->outcome == ST_OK && r->etag && r->etag[0]) {
+        ro_peer_ok(e, now); /* no store reads to take turns at */
         st_result obs = *r;
         obs.outcome = ST_OK;
         /* The leader's word carries no store stamps: its etag's lease is
@@ -822,10 +823,14 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
             el_schedule(e, EL_K_GET, e->backoff_until);
         }
     }
-    if (now.mono < e->next_at) {
-        int k = ro_next(e, now, op); /* the roster's turn, between the lock's steps */
+    /* The roster's turn, between the lock's steps (before a follower's long
+     * poll too, which would otherwise leave it no time between two). */
+    if (now.mono < e->next_at || e->next_kind == EL_K_PEER) {
+        int k = ro_next(e, now, op);
         if (k)
             return k;
+    }
+    if (now.mono < e->next_at) {
         *wake = e->next_at;
         if (e->ro.due > now.mono && e->ro.due < *wake)
             *wake = e->ro.due;
