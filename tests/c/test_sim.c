@@ -90,6 +90,7 @@
 #include <time.h>
 
 #include "election.h"
+#include "roster.h"
 #include "store.h"
 #include "s3lect.h"
 #include "testutil.h"
@@ -109,6 +110,8 @@ enum {
 };
 /* Lost creates the azure model answered 409 BlobAlreadyExists. */
 static unsigned long long azure_409s;
+/* Writes of the followers' roster (engine/roster.h), over all seeds. */
+static unsigned long long roster_writes;
 
 /* A past state of the store (route53: stale reads). */
 typedef struct past_state {
@@ -156,6 +159,7 @@ typedef struct op_state {
     size_t body_len;
     char *if_match;
     int applied, drop_reply;
+    int roster; /* a request for the roster object, not the lock */
     int64_t timeout_at;
     st_result res;
 } op_state;
@@ -217,6 +221,14 @@ typedef struct sim {
      * clock sync); it jumps now and then, as store_off does (issue 38). */
     int64_t date_off;
     uint64_t store_jumps, stamped_reads;
+    /* The followers' roster: a second object of the same store, next to the
+     * lock (peer-mode nodes take turns through it when their peer checks
+     * fail). Plain compare-and-set; every write must be a roster. */
+    int ro_exists;
+    char *ro_body;
+    size_t ro_len;
+    char ro_etag[32];
+    uint64_t ro_ctr;
     int64_t max_term_written;
     /* Backend profile. */
     int store_kind;
@@ -459,6 +471,41 @@ static void store_stamp(sim *s, st_result *r)
     s->stamped_reads++;
 }
 
+static void roster_apply(sim *s, int kind, const char *body, size_t body_len, const char *if_match,
+                         st_result *r)
+{
+    if (kind == EL_OP_GET) {
+        r->outcome = s->ro_exists ? ST_OK : ST_NOT_FOUND;
+        if (s->ro_exists) {
+            st_result_set_body(r, s->ro_body, s->ro_len);
+            st_result_set_etag(r, s->ro_etag);
+        }
+        return;
+    }
+    int ok = if_match ? (s->ro_exists && strcmp(if_match, s->ro_etag) == 0) : !s->ro_exists;
+    if (!ok) {
+        r->outcome = ST_PRECONDITION;
+        return;
+    }
+    ro_list l;
+    if (ro_parse(body, body_len, &l) != 0) {
+        s->violations++;
+        fprintf(stderr, "  t=%.3fs: a node wrote something else than a roster to the roster\n",
+                s->t / 1e6);
+    } else {
+        ro_list_clear(&l);
+    }
+    free(s->ro_body);
+    s->ro_body = malloc(body_len + 1);
+    memcpy(s->ro_body, body, body_len);
+    s->ro_len = body_len;
+    s->ro_exists = 1;
+    snprintf(s->ro_etag, sizeof s->ro_etag, "\"r%llu\"", (unsigned long long)++s->ro_ctr);
+    roster_writes++;
+    r->outcome = ST_OK;
+    st_result_set_etag(r, s->ro_etag);
+}
+
 static void store_apply(sim *s, int kind, const char *body, size_t body_len, const char *if_match,
                         st_result *r)
 {
@@ -629,6 +676,8 @@ static void node_restart(sim *s, int i)
     char inc[32];
     snprintf(inc, sizeof inc, "inc%d-r%llu", i, (unsigned long long)s->restarts);
     el_init(&nd->eng, &nd->p, nd->id, nd->id, inc, u_rng_next(&s->g));
+    if (nd->p.peer) /* as the runtime does for peer mode */
+        el_set_roster(&nd->eng, "lock.s3lect-roster");
     for (int k = 0; k < MAXWAIT; k++)
         if (s->waits[k].active && s->waits[k].server == i)
             peer_try_answer(s, k, 1);
@@ -725,6 +774,7 @@ static void send_op(sim *s, int i, const el_op *op)
         o->body_len = op->body_len;
     }
     o->if_match = op->if_match ? strdup(op->if_match) : NULL;
+    o->roster = op->key != NULL;
     s->ops++;
     /* Timeouts are on the node's clock; approximate with true time. */
     o->timeout_at = s->t + ms_to_us(op->timeout_ms);
@@ -757,7 +807,7 @@ static void send_op(sim *s, int i, const el_op *op)
     double u = urand(s);
     if (partitioned || (s->chaos && u < s->p_drop_req)) {
         s->faults++;
-        if (op->kind == EL_OP_PUT && s->chaos &&
+        if (op->kind == EL_OP_PUT && !o->roster && s->chaos &&
             urand(s) < s->p_late / (s->p_late + s->p_drop_req + 1e-9)) {
             /* The request sits in a queue and lands after the client gave up. */
             late_write *lw = malloc(sizeof *lw);
@@ -840,6 +890,11 @@ static void finish_op(sim *s, int i)
     if (o->drop_reply || (!o->applied && o->res.outcome != ST_TRANSIENT)) {
         res.outcome = ST_TRANSIENT;
         res.message = strdup("timeout");
+        /* A peer check that was refused, lost or not answered in time is a
+         * failure of the leader's endpoint: the follower follows it through
+         * the store (and takes turns with the others there). */
+        if (o->kind == EL_OP_PEER)
+            res.peer_failure = ST_PEER_UNREACHABLE;
         st_result_clear(&o->res);
     } else {
         res = o->res;
@@ -1080,6 +1135,8 @@ static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspen
         char inc[16];
         snprintf(inc, sizeof inc, "inc%d", i);
         el_init(&nd->eng, &nd->p, nd->id, nd->id, inc, u_rng_next(&s->g));
+        if (nd->p.peer) /* as the runtime does for peer mode */
+            el_set_roster(&nd->eng, "lock.s3lect-roster");
         push(s, (int64_t)(urand(s) * 2e6), EV_WAKE, i, 0);
     }
     if (seed % 4 == 0) {
@@ -1130,6 +1187,7 @@ static void teardown(sim *s)
         }
     free(s->heap);
     free(s->body);
+    free(s->ro_body);
     for (size_t k = 0; k < MAXHIST; k++)
         free(s->hist[k].body);
 }
@@ -1217,9 +1275,10 @@ static void run(sim *s, int64_t seconds)
         case EV_APPLY:
             if (nd->op.busy && nd->op.id == ev.gen && !nd->op.applied) {
                 nd->op.applied = 1;
-                store_apply(s, nd->op.kind, nd->op.body, nd->op.body_len, nd->op.if_match,
-                            &nd->op.res);
-                if (nd->op.kind == EL_OP_PUT && s->chaos && urand(s) < s->p_resend) {
+                (nd->op.roster ? roster_apply : store_apply)(
+                    s, nd->op.kind, nd->op.body, nd->op.body_len, nd->op.if_match, &nd->op.res);
+                if (nd->op.kind == EL_OP_PUT && !nd->op.roster && s->chaos &&
+                    urand(s) < s->p_resend) {
                     /* The transport resent it (libcurl does when a reused
                      * connection dies before the answer): the node sees the
                      * copy's answer, a 412 if the first copy landed. */
@@ -1375,6 +1434,9 @@ int main(int argc, char **argv)
         CHECK(deletes > 0, "no seed deleted the lock object");
     if (store_kind == STORE_ROUTE53)
         CHECK(stale > 0, "the route53 model served no stale read");
+    printf("simulation: %llu writes of the followers' roster\n", roster_writes);
+    if (seconds >= 100000 && !break_skew && !break_suspend)
+        CHECK(roster_writes > 0, "peer-mode followers whose checks failed never took turns");
     printf("simulation: %llu reads stamped by the store's clock, %llu store clock jumps\n",
            (unsigned long long)stamped, (unsigned long long)jumps);
     if (store_kind == STORE_AZURE) {
