@@ -136,6 +136,13 @@ struct s3lect_elector {
     rt_metrics metrics; /* under mu (api/metrics.c writes the exposition) */
 };
 
+/* The key of the store request e->op: the lock's, or another object of the
+ * store the engine names (the followers' roster). */
+static inline const char *rt_op_key(const struct s3lect_elector *e)
+{
+    return e->op.key ? e->op.key : e->key;
+}
+
 int rt_start(s3lect_elector *e);
 int rt_stop(s3lect_elector *e, int release);
 /* Stops es[0..n) together (s3lect_stop_many): the first error, after

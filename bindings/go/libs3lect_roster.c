@@ -162,9 +162,9 @@ static int ro_usable(const el_engine *e)
     return e->ro.key && !e->ro.off && e->p.frequent >= 10;
 }
 
-/* Gives the roster up for this elector, saying why once (an ERROR event:
- * the cause is a permission or a foreign object the operator may fix). */
-static void ro_give_up(el_engine *e, const char *why)
+/* Gives the roster up for this elector, saying why once (an ERROR event
+ * with code: a permission, a foreign object or a store the operator may fix). */
+static void ro_give_up(el_engine *e, int code, const char *why)
 {
     e->ro.off = 1;
     e->ro.due = 0;
@@ -175,7 +175,7 @@ static void ro_give_up(el_engine *e, const char *why)
              "instead of taking turns (a release may be seen later; safety is unchanged; "
              "docs/peer.md \"Followers that take turns\")",
              e->ro.key, why);
-    el_report_error(e, S3LECT_EAUTH, msg);
+    el_report_error(e, code, msg);
 }
 
 static void ro_visit_failed(el_engine *e, int64_t now)
@@ -320,11 +320,12 @@ static void ro_got(el_engine *e, el_time now, const st_result *r)
     ro_list read = {0}, keep = {0};
     if (r->outcome == ST_OK) {
         if (!r->etag || !r->etag[0]) {
-            ro_give_up(e, "was read without an etag (no conditional write possible)");
+            ro_give_up(e, S3LECT_EFATAL,
+                       "was read without an etag (no conditional write possible)");
             return;
         }
         if (ro_parse(r->body ? r->body : "", r->body_len, &read) != 0) {
-            ro_give_up(e, "holds something else (s3lect never overwrites it)");
+            ro_give_up(e, S3LECT_EINVAL, "holds something else (s3lect never overwrites it)");
             return;
         }
         u_setstr(&e->ro.etag, r->etag);
@@ -332,8 +333,9 @@ static void ro_got(el_engine *e, el_time now, const st_result *r)
         free(e->ro.etag);
         e->ro.etag = NULL;
     } else if (r->outcome == ST_AUTH || r->outcome == ST_FATAL) {
-        ro_give_up(e, r->outcome == ST_AUTH ? "cannot be read (access denied)"
-                                            : "cannot be read (the store refuses it)");
+        ro_give_up(e, r->outcome == ST_AUTH ? S3LECT_EAUTH : S3LECT_EFATAL,
+                   r->outcome == ST_AUTH ? "cannot be read (access denied)"
+                                         : "cannot be read (the store refuses it)");
         return;
     } else {
         ro_visit_failed(e, now.mono);
@@ -423,8 +425,9 @@ static void ro_put_done(el_engine *e, el_time now, const st_result *r)
         return;
     }
     if (r->outcome == ST_AUTH || r->outcome == ST_FATAL) {
-        ro_give_up(e, r->outcome == ST_AUTH ? "cannot be written (access denied)"
-                                            : "cannot be written (the store refuses it)");
+        ro_give_up(e, r->outcome == ST_AUTH ? S3LECT_EAUTH : S3LECT_EFATAL,
+                   r->outcome == ST_AUTH ? "cannot be written (access denied)"
+                                         : "cannot be written (the store refuses it)");
         return;
     }
     ro_visit_failed(e, now.mono);

@@ -42,7 +42,7 @@ void *rt_worker_main(void *arg)
         /* e->op is the loop's, but the loop leaves it alone until the job is
          * done; the store object is used by one request at a time. */
         st_result res = {0};
-        const char *key = e->op.key ? e->op.key : e->key;
+        const char *key = rt_op_key(e);
         if (e->op.kind == EL_OP_GET)
             st_get(e->store, key, e->op.timeout_ms, &res);
         else

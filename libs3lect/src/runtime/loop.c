@@ -336,7 +336,7 @@ static void on_kick(rt_runtime *rt, s3lect_elector *e)
             e->pool_next = NULL;
             st_result res = {0};
             st_result_setf(&res, ST_TRANSIENT, "%s %s was not sent: the elector is stopping",
-                           e->op.kind == EL_OP_PUT ? "PUT" : "GET", e->op.key ? e->op.key : e->key);
+                           e->op.kind == EL_OP_PUT ? "PUT" : "GET", rt_op_key(e));
             rt_run(rt, e, &res);
         }
         return;

@@ -238,8 +238,8 @@ void rt_not_sent(rt_runtime *rt, rt_pool *p, s3lect_elector *e, st_result *res, 
     st_result_setf(res, ST_TRANSIENT,
                    "%s %s was not sent: %s is not answering (%s; %d failure%s in a row); one "
                    "request at a time probes it (%s) rather than every elector connecting",
-                   e->op.kind == EL_OP_PUT ? "PUT" : "GET", e->op.key ? e->op.key : e->key, p->name,
-                   p->why, p->fails, p->fails == 1 ? "" : "s", when);
+                   e->op.kind == EL_OP_PUT ? "PUT" : "GET", rt_op_key(e), p->name, p->why, p->fails,
+                   p->fails == 1 ? "" : "s", when);
     (void)rt;
 }
 
@@ -296,7 +296,7 @@ int rt_pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
                        "%s %s was not sent: it waited its whole timeout (%lld ms) for one of the "
                        "%d connections to %s (max_connections); raise max_connections or run "
                        "fewer electors per process",
-                       e->op.kind == EL_OP_PUT ? "PUT" : "GET", e->op.key ? e->op.key : e->key,
+                       e->op.kind == EL_OP_PUT ? "PUT" : "GET", rt_op_key(e),
                        (long long)e->op.timeout_ms, rt->max_conns, e->pool->name);
         return 0;
     }
@@ -307,8 +307,8 @@ int rt_pool_send(rt_runtime *rt, s3lect_elector *e, st_result *res)
     }
     int put = e->op.kind == EL_OP_PUT;
     memset(&e->begin_res, 0, sizeof e->begin_res);
-    st_xfer *x = e->store->vt->begin(e->store, h, e->op.key ? e->op.key : e->key, put, e->op.body,
-                                     e->op.body_len, e->op.if_match, left, &e->begin_res);
+    st_xfer *x = e->store->vt->begin(e->store, h, rt_op_key(e), put, e->op.body, e->op.body_len,
+                                     e->op.if_match, left, &e->begin_res);
     if (!x) {
         *res = e->begin_res;
         memset(&e->begin_res, 0, sizeof e->begin_res);
