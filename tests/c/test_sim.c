@@ -1435,7 +1435,9 @@ int main(int argc, char **argv)
     if (store_kind == STORE_ROUTE53)
         CHECK(stale > 0, "the route53 model served no stale read");
     printf("simulation: %llu writes of the followers' roster\n", roster_writes);
-    if (seconds >= 100000 && !break_skew && !break_suspend)
+    /* Peer checks fail rarely enough that one short seed may see none (the
+     * sanitizer builds run one seed of 2·10^5 s): judged on 10^6 s or more. */
+    if ((double)seconds * seeds >= 1e6 && !break_skew && !break_suspend)
         CHECK(roster_writes > 0, "peer-mode followers whose checks failed never took turns");
     printf("simulation: %llu reads stamped by the store's clock, %llu store clock jumps\n",
            (unsigned long long)stamped, (unsigned long long)jumps);
