@@ -66,8 +66,8 @@ from pathlib import Path
 import pytest
 
 import chaos_checker as ck
-from chaos_lib import (BACKENDS, FAKETIME_ENV, FAKETIME_LIB, Backend, DeathWatch, Node, Proxy,
-                       pid_gone)
+from chaos_lib import FAKETIME_ENV, FAKETIME_LIB, DeathWatch, Node, Proxy, pid_gone
+from harness.backends import BACKENDS, Backend
 from harness.servers import ServerStartError
 
 # An exception in a proxy thread is a bug of the test machinery: fail on it.
