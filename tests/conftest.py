@@ -47,12 +47,16 @@ def _interrupt(signum, frame):  # noqa: ARG001
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def pytest_configure(config):  # noqa: ARG001
+def pytest_configure(config):
     """SIGTERM (an interrupted scripts/test stops its side-by-side lane with
     it; CI stops a job with it) ends the session as Ctrl-C does: the
     fixtures' teardown still runs and stops every server and node they
     started, which live in sessions of their own."""
     signal.signal(signal.SIGTERM, _interrupt)
+    config.addinivalue_line(
+        "markers", "second_session: scripts/test runs it in the second of its suite's two pytest "
+        "sessions (pytest_pair in scripts/lib/lanes.sh: -m second_session, the first "
+        "-m 'not second_session', over the same paths)")
 
 
 from harness.dynamodb_local import DynamoDBLocal  # noqa: E402

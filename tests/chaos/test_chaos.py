@@ -353,8 +353,10 @@ def check_faketime(bin_: Path, status_args: list[str], env: dict[str, str]) -> N
     assert 95_000 <= age <= 110_000, f"libfaketime did not shift s3lect's wall clock: ageMs={age}"
 
 
-@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres", "gcs", "azure", "etcd",
-                                   "redis"])
+# Suite chaos runs the last three stores in its second pytest session (scripts/test).
+@pytest.mark.parametrize("store", ["minio", "dynamodb", "postgres", "gcs",
+                                   *(pytest.param(s, marks=pytest.mark.second_session)
+                                     for s in ("azure", "etcd", "redis"))])
 def test_chaos_five_nodes(store: str, tmp_path: Path, s3lect_bin: Path,
                           chaos_summary: list[str]) -> None:
     if not FAKETIME_LIB.exists():

@@ -33,7 +33,9 @@ import chaos_checker as ck
 from chaos_lib import HttpFaults
 from scenario import ERROR, Cluster, duration_s
 
-pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+# Suite chaos runs this file in its second pytest session (scripts/test).
+pytestmark = [pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning"),
+              pytest.mark.second_session]
 
 # Scaled timings (as in test_chaos.py); `--max-clock-skew` is left at its
 # default unless a scenario says otherwise.

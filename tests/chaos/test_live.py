@@ -29,6 +29,9 @@ import pytest
 from chaos_lib import Proxy
 from harness.wait import wait_for
 
+# Suite chaos runs this file in its second pytest session (scripts/test).
+pytestmark = pytest.mark.second_session
+
 LEASE_S, FREQUENT_S = 3.0, 0.5
 TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
           "--frequent-interval", "500ms", "--infrequent-interval", "1s"]

@@ -24,6 +24,9 @@ import pytest
 from harness.cli import CHECK_STORE_PASSED, check_store_verdict, only_leader, probe, run, wait_for
 from storeutil import _base as base_env
 
+# Suite stores runs this file in its second pytest session (scripts/test).
+pytestmark = pytest.mark.second_session
+
 LEASE_S = 3.0
 FAILOVER_BOUND_S = LEASE_S + 1.0 + 8.0
 

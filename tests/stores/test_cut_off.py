@@ -36,6 +36,9 @@ from storeutil import _base
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chaos"))
 from chaos_lib import Proxy as FaultProxy  # noqa: E402
 
+# Suite stores runs this file in its second pytest session (scripts/test).
+pytestmark = pytest.mark.second_session
+
 LEASE, FREQUENT = 3.0, 0.5
 FAST = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
         "--frequent-interval", "500ms", "--infrequent-interval", "10s", "--kill-timeout", "500ms"]

@@ -25,6 +25,9 @@ from harness.etcd import APP_PREFIX, APP_USER, EtcdServer, make_pki
 from harness.servers import ServerStartError
 from storeutil import gcs_env as base_env  # the base environment plus the server's
 
+# Suite stores runs this file in its second pytest session (scripts/test).
+pytestmark = pytest.mark.second_session
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chaos"))
 
 LEASE_S = 3.0

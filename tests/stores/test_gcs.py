@@ -29,6 +29,9 @@ import pytest
 from harness.cli import CHECK_STORE_PASSED, FAST, check_store_verdict, only_leader, run, wait_for
 from storeutil import gcs_env
 
+# Suite stores runs this file in its second pytest session (scripts/test).
+pytestmark = pytest.mark.second_session
+
 LEASE_S = 3.0
 
 

@@ -25,6 +25,9 @@ from harness.cli import (CHECK_STORE_PASSED, FAST, check_store_verdict, only_lea
 from harness.redis_server import KEY_PREFIX, STORE_ACL, RedisServer
 from storeutil import redis_env
 
+# Suite stores runs this file in its second pytest session (scripts/test).
+pytestmark = pytest.mark.second_session
+
 LEASE_S = 3.0
 FAILOVER_BOUND_S = LEASE_S + 1.0 + 8.0
 
