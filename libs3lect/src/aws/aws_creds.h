@@ -39,6 +39,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cred_cache.h"
+
 struct s3lect_config;
 
 typedef struct aws_creds {
@@ -59,13 +61,7 @@ int aws_creds_resolve(const struct s3lect_config *cfg, aws_creds *out, char *err
 /* Wipes the secrets and frees. Safe on a zeroed or cleared struct. */
 void aws_creds_clear(aws_creds *c);
 
-/* ---- the provider chain with its shared, refreshed cache ---- */
-
-typedef struct aws_chain aws_chain; /* a reference to one cache entry */
-
-enum {
-    AWS_CHAIN_NOWAIT = 1 /* do not fetch on the caller's thread: the refresher does */
-};
+/* ---- the AWS provider chain (on the shared cache of cred_cache.h) ---- */
 
 /* Resolves which source supplies the credentials for cfg and takes a
  * reference to its cache entry (creating it, and fetching the first
@@ -75,10 +71,6 @@ enum {
  * (S3LECT_ETRANSIENT) still gives a handle: the refresher retries. */
 int aws_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, char *err,
                    size_t errlen);
-/* Drops the reference; the last one frees the entry (and, when no entry is
- * left, stops the refresher thread). */
-void aws_chain_release(aws_chain *c);
-
 /* The current credentials, copied into out (free with aws_creds_clear),
  * without blocking on anything but a mutex. *gen receives their generation
  * (for aws_chain_stale). Returns 0, or S3LECT_ETRANSIENT when there are
@@ -86,48 +78,6 @@ void aws_chain_release(aws_chain *c);
  * failed). */
 int aws_chain_get(aws_chain *c, aws_creds *out, uint64_t *gen, char *err, size_t errlen);
 
-/* A server refused credentials of generation gen as expired or invalid:
- * refresh once, now, in the background (static sources: nothing to do,
- * see aws_chain_is_static). */
-void aws_chain_stale(aws_chain *c, uint64_t gen);
-
-/* The current bearer token, allocated into *token (wipe and free with
- * u_wipe_free), without blocking on anything but a mutex; *gen (may be
- * NULL) receives its generation for aws_chain_stale. Returns 0,
- * S3LECT_ETRANSIENT when there is none yet or it has expired (err names
- * the source and why the refresh failed), S3LECT_EAUTH when the entry
- * holds AWS keys, or S3LECT_ENOMEM. */
-int aws_chain_bearer(aws_chain *c, char **token, uint64_t *gen, char *err, size_t errlen);
-
-/* A refresh failed while the current credentials are still valid: the
- * warning to hand the runtime (allocated; the caller frees), at most once
- * per every_ms, else NULL. *seen (failures already reported) and
- * *warned_at (mono ms of the last warning) are the caller's, zero at
- * first. Costs a counter read when there is nothing new. */
-char *aws_chain_refresh_warning(aws_chain *c, uint64_t *seen, int64_t *warned_at, int64_t every_ms);
-
-/* 1 when the source hands out long-lived keys that are never refreshed
- * (config, environment, static profile keys). */
-int aws_chain_is_static(const aws_chain *c);
-
-/* What a user may see about the credentials: never a secret. */
-typedef struct aws_chain_info {
-    char source[320];        /* "profile 'x' (credential_process) in /home/u/.aws/config" */
-    char principal[256];     /* role ARN etc.; "" when unknown */
-    int64_t expires_ms;      /* wall ms; 0 when they do not expire */
-    int64_t fetched_ms;      /* wall ms of the last successful fetch */
-    int64_t next_refresh_ms; /* wall ms; 0 when none is scheduled */
-    uint64_t refreshes;      /* successful fetches */
-    uint64_t failures;       /* failed fetches */
-    char last_error[512];    /* the last failure, "" when the last fetch worked */
-} aws_chain_info;
-void aws_chain_describe(aws_chain *c, aws_chain_info *out);
-/* Failed fetches so far (aws_chain_info.failures), without the copy: cheap
- * enough for every request. */
-uint64_t aws_chain_failures(aws_chain *c);
-/* Successful and failed credential fetches of every chain of the process
- * since it started (static keys count one fetch each). */
-void aws_fetch_totals(uint64_t *ok, uint64_t *failed);
 /* Reads of the shared credentials file and of the shared config file that
  * found it unreadable or malformed, since the process started. */
 void aws_file_error_totals(uint64_t *credentials, uint64_t *config);
@@ -136,10 +86,6 @@ void aws_file_error_totals(uint64_t *credentials, uint64_t *config);
  * file), once: 1 with buf filled when there is one not yet handed out and
  * not the same as one handed out less than a minute ago, else 0. */
 int aws_file_problem_take(char *buf, size_t n);
-
-/* Test seam: 0 restores the default refresh schedule. Otherwise refreshes
- * happen at this fraction (in 1/1000) of the lifetime, without jitter. */
-void aws_chain_test_refresh_permille(int permille);
 
 /* The profile name in use (config, AWS_PROFILE, AWS_DEFAULT_PROFILE,
  * "default"); *explicit_cfg is 1 when it came from the config. */

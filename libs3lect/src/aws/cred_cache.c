@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cred_cache.c - the credential cache and the background refresher behind
- * every provider chain (cred_chain.c).
+ * every provider chain (AWS's cred_chain.c, gcp_creds.c, az_creds.c).
  *
  * Cache: one entry per resolved source (same profile, same web identity
  * role, the container endpoint, instance metadata), shared by every S3 store
@@ -15,7 +15,7 @@
  * plus 1 s, with up to 20% of that margin as jitter -
  * and at once when a server refused the current credentials
  * (aws_chain_stale). A failed refresh keeps the still-valid credentials,
- * records why (aws_chain_describe, and the message of aws_chain_get once
+ * records why (aws_chain_describe, and the message of aws_chain_keys once
  * they expire) and is retried with backoff (1 s doubling to 30 s, sooner
  * near expiry). Fetches on the refresher give up early when the last entry
  * goes (the thread is joined then).
@@ -30,7 +30,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "aws_creds.h"
 #include "cred_cache.h"
 #include "crypto.h"
 #include "proc.h"
@@ -407,7 +406,7 @@ static int cur_usable_locked(const struct aws_chain *e, int bearer, char *err, s
     return 0;
 }
 
-int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t errlen)
+int aws_chain_keys(aws_chain *e, aws_fetched *out, uint64_t *gen, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&e->mu);
@@ -416,7 +415,6 @@ int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t
         out->access_key_id = strdup(e->cur.access_key_id);
         out->secret_access_key = strdup(e->cur.secret_access_key);
         out->session_token = e->cur.session_token ? strdup(e->cur.session_token) : NULL;
-        snprintf(out->source, sizeof out->source, "%s", e->desc);
         if (gen)
             *gen = e->gen;
         if (!out->access_key_id || !out->secret_access_key ||
@@ -427,7 +425,7 @@ int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t
     }
     pthread_mutex_unlock(&e->mu);
     if (rc)
-        aws_creds_clear(out);
+        aws_fetched_clear(out);
     return rc;
 }
 

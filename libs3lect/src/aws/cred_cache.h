@@ -45,9 +45,94 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "aws_creds.h"
-#include "cred_sources.h"
 #include "util.h"
+
+/* ---- what a provider fetched: the value the cache holds ---- */
+/* Credentials as a provider fetched them. Strings are allocated; wipe and
+ * free with aws_fetched_clear(). */
+typedef struct aws_fetched {
+    char *access_key_id;
+    char *secret_access_key;
+    char *session_token; /* NULL when none */
+    /* A bearer token (an OAuth2 access token: GCP, Azure AD) for token
+     * providers, which leave the three AWS fields NULL; NULL for AWS. */
+    char *bearer;
+    int64_t expires_ms;  /* wall-clock ms since the epoch; 0: does not expire */
+    char principal[256]; /* role ARN, service account e-mail etc. where known; "" otherwise */
+} aws_fetched;
+
+/* Wipes the secrets (explicit_bzero-like) and frees; leaves *f zeroed. Safe on
+ * a zeroed struct. */
+void aws_fetched_clear(aws_fetched *f);
+
+/* ---- the cache, as its users see it ---- */
+
+typedef struct aws_chain aws_chain; /* a reference to one cache entry */
+
+enum {
+    AWS_CHAIN_NOWAIT = 1 /* do not fetch on the caller's thread: the refresher does */
+};
+
+/* The current AWS keys (access key id, secret, session token) copied into
+ * out (wipe and free with aws_fetched_clear), without blocking on anything
+ * but a mutex; *gen (may be NULL) receives their generation. Returns 0,
+ * S3LECT_ETRANSIENT when there are none yet or they have expired (err
+ * names the source and why the refresh failed), S3LECT_EAUTH when the
+ * entry holds a bearer token, or S3LECT_ENOMEM. (aws_chain_get hands them
+ * out as aws_creds.) */
+int aws_chain_keys(aws_chain *c, aws_fetched *out, uint64_t *gen, char *err, size_t errlen);
+
+/* Drops the reference; the last one frees the entry (and, when no entry is
+ * left, stops the refresher thread). */
+void aws_chain_release(aws_chain *c);
+
+/* A server refused credentials of generation gen as expired or invalid:
+ * refresh once, now, in the background (static sources: nothing to do,
+ * see aws_chain_is_static). */
+void aws_chain_stale(aws_chain *c, uint64_t gen);
+
+/* The current bearer token, allocated into *token (wipe and free with
+ * u_wipe_free), without blocking on anything but a mutex; *gen (may be
+ * NULL) receives its generation for aws_chain_stale. Returns 0,
+ * S3LECT_ETRANSIENT when there is none yet or it has expired (err names
+ * the source and why the refresh failed), S3LECT_EAUTH when the entry
+ * holds AWS keys, or S3LECT_ENOMEM. */
+int aws_chain_bearer(aws_chain *c, char **token, uint64_t *gen, char *err, size_t errlen);
+
+/* A refresh failed while the current credentials are still valid: the
+ * warning to hand the runtime (allocated; the caller frees), at most once
+ * per every_ms, else NULL. *seen (failures already reported) and
+ * *warned_at (mono ms of the last warning) are the caller's, zero at
+ * first. Costs a counter read when there is nothing new. */
+char *aws_chain_refresh_warning(aws_chain *c, uint64_t *seen, int64_t *warned_at, int64_t every_ms);
+
+/* 1 when the source hands out long-lived keys that are never refreshed
+ * (config, environment, static profile keys). */
+int aws_chain_is_static(const aws_chain *c);
+
+/* What a user may see about the credentials: never a secret. */
+typedef struct aws_chain_info {
+    char source[320];        /* "profile 'x' (credential_process) in /home/u/.aws/config" */
+    char principal[256];     /* role ARN etc.; "" when unknown */
+    int64_t expires_ms;      /* wall ms; 0 when they do not expire */
+    int64_t fetched_ms;      /* wall ms of the last successful fetch */
+    int64_t next_refresh_ms; /* wall ms; 0 when none is scheduled */
+    uint64_t refreshes;      /* successful fetches */
+    uint64_t failures;       /* failed fetches */
+    char last_error[512];    /* the last failure, "" when the last fetch worked */
+} aws_chain_info;
+void aws_chain_describe(aws_chain *c, aws_chain_info *out);
+/* Failed fetches so far (aws_chain_info.failures), without the copy: cheap
+ * enough for every request. */
+uint64_t aws_chain_failures(aws_chain *c);
+/* Successful and failed credential fetches of every chain of the process
+ * since it started (static keys count one fetch each). */
+void aws_fetch_totals(uint64_t *ok, uint64_t *failed);
+/* Test seam: 0 restores the default refresh schedule. Otherwise refreshes
+ * happen at this fraction (in 1/1000) of the lifetime, without jitter. */
+void aws_chain_test_refresh_permille(int permille);
+
+/* ---- the cache, as a provider plugs into it ---- */
 
 /* How the cache fetches an entry's credentials: what a provider that hands
  * out temporary credentials supplies (static keys have none). */

@@ -739,6 +739,21 @@ int aws_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, 
 
 /* ---- one-shot resolution ---- */
 
+int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    aws_fetched f;
+    int rc = aws_chain_keys(e, &f, gen, err, errlen);
+    if (rc)
+        return rc;
+    out->access_key_id = f.access_key_id;
+    out->secret_access_key = f.secret_access_key;
+    out->session_token = f.session_token;
+    snprintf(out->source, sizeof out->source, "%s", e->desc);
+    memset(&f, 0, sizeof f);
+    return 0;
+}
+
 int aws_creds_resolve(const struct s3lect_config *cfg, aws_creds *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cred_http.c - one HTTP request with a libcurl easy handle, for the
- * credential sources (STS, SSO). Bodies are capped, wiped when freed, and
+ * credential sources (STS, SSO, GCP's and Azure's token endpoints), and
+ * the OAuth2 token call and answer on it. Bodies are capped, wiped when freed, and
  * header lines (which may hold tokens) are wiped before they are freed. */
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -9,8 +10,7 @@
 #include <string.h>
 
 #include "cred_curl.h"
-#include "cred_parse.h"
-#include "cred_sources.h"
+#include "cred_http.h"
 #include "s3lect.h"
 #include "util.h"
 
@@ -42,6 +42,60 @@ CURLcode aws_curl_perform(CURL *e, struct curl_slist *hl, long *status)
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
     aws_curl_slist_wipe_free(hl);
     return cc;
+}
+
+/* A JSON number, or a string of digits, as an integer; 0 when neither. */
+static int64_t json_int(const cJSON *j, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
+    if (v && cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e15)
+        return (int64_t)v->valuedouble;
+    if (v && cJSON_IsString(v) && v->valuestring)
+        return atoll(v->valuestring) > 0 ? atoll(v->valuestring) : 0;
+    return 0;
+}
+
+int aws_parse_bearer(const char *buf, size_t len, int64_t now_ms, aws_fetched *out, char *err,
+                     size_t errlen)
+{
+    cJSON *j = cJSON_ParseWithLength(buf, len);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        snprintf(err, errlen, "the answer is not a JSON object");
+        return S3LECT_EAUTH;
+    }
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "access_token");
+    if (!t || !cJSON_IsString(t))
+        t = cJSON_GetObjectItemCaseSensitive(j, "accessToken");
+    const char *tok = t && cJSON_IsString(t) && t->valuestring[0] ? t->valuestring : NULL;
+    const cJSON *et = cJSON_GetObjectItemCaseSensitive(j, "expireTime");
+    int64_t in = json_int(j, "expires_in"), on = json_int(j, "expires_on"), exp = 0;
+    if (on > 0)
+        exp = on * 1000;
+    else if (in > 0)
+        exp = now_ms + in * 1000;
+    else if (et && cJSON_IsString(et) && u_parse_rfc3339(et->valuestring, &exp) != 0)
+        exp = 0;
+    int rc = 0;
+    if (!tok) {
+        snprintf(err, errlen, "the answer has no access_token");
+        rc = S3LECT_EAUTH;
+    } else if (exp <= 0) {
+        snprintf(err, errlen, "the answer has no expires_in, expires_on or expireTime");
+        rc = S3LECT_EAUTH;
+    } else if (strpbrk(tok, "\r\n")) {
+        snprintf(err, errlen, "the access token has a line break");
+        rc = S3LECT_EAUTH;
+    } else if (!(out->bearer = u_strdup(tok))) {
+        snprintf(err, errlen, "out of memory");
+        rc = S3LECT_ENOMEM;
+    } else {
+        out->expires_ms = exp;
+    }
+    if (tok)
+        u_wipe((char *)tok, strlen(tok));
+    cJSON_Delete(j);
+    return rc;
 }
 
 /* ---- aws_http ---- */

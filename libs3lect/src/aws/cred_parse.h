@@ -48,14 +48,4 @@ int aws_parse_sts_response(const char *buf, size_t len, aws_fetched *out, char *
  * NULL) receives where the element's text ends. STS answers, Route 53. */
 char *aws_xml_text(const char *s, const char *end, const char *tag, const char **after, int *oom);
 
-/* An OAuth2 token answer (GCP's and Azure's token endpoints, GCP's STS and
- * metadata server, Azure IMDS and App Service): the access token
- * (access_token, or accessToken) into out->bearer and its expiry into
- * out->expires_ms, from expires_on (seconds since the epoch, a number or a
- * string: IMDS, App Service), else expires_in (seconds, a number or a
- * string), else expireTime (RFC 3339: IAM Credentials). Returns 0 or
- * S3LECT_EAUTH (err says which field is missing), S3LECT_ENOMEM. */
-int aws_parse_bearer(const char *buf, size_t len, int64_t now_ms, aws_fetched *out, char *err,
-                     size_t errlen);
-
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cred_sources.h - the pieces the credential chain (cred_chain.c) is built
- * from: what a provider fetched (aws_fetched), the shared files' sections, a
- * small HTTP client, STS, the credential process, SSO, and the providers
+ * from (on the cache of cred_cache.h and the HTTP client of cred_http.h):
+ * the shared files' sections, STS, the credential process, SSO, and the providers
  * that talk to a metadata endpoint (cred_container.c: ECS and EKS Pod
  * Identity; cred_imds.c: EC2 instance metadata, IMDSv2). Internal to the
  * credential layers (aws, gcp, azure).
@@ -17,23 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- what a provider fetched ---- */
-/* Credentials as a provider fetched them. Strings are allocated; wipe and
- * free with aws_fetched_clear(). */
-typedef struct aws_fetched {
-    char *access_key_id;
-    char *secret_access_key;
-    char *session_token; /* NULL when none */
-    /* A bearer token (an OAuth2 access token: GCP, Azure AD) for token
-     * providers, which leave the three AWS fields NULL; NULL for AWS. */
-    char *bearer;
-    int64_t expires_ms;  /* wall-clock ms since the epoch; 0: does not expire */
-    char principal[256]; /* role ARN, service account e-mail etc. where known; "" otherwise */
-} aws_fetched;
-
-/* Wipes the secrets (explicit_bzero-like) and frees; leaves *f zeroed. Safe on
- * a zeroed struct. */
-void aws_fetched_clear(aws_fetched *f);
+#include "cred_cache.h"
+#include "cred_http.h"
 
 /* ---- container credentials (cred_container.c) ---- */
 
@@ -108,32 +93,6 @@ int aws_sso_session_read(const char *conf_path, const char *name, aws_section *o
 const char *aws_section_get(const aws_section *s, const char *key);
 /* Wipes the values (they may be secrets) and frees. */
 void aws_section_clear(aws_section *s);
-
-/* ---- HTTP (cred_http.c) ---- */
-
-typedef struct aws_http_resp {
-    long status;
-    char *body; /* NUL-terminated; wiped when cleared */
-    size_t len;
-} aws_http_resp;
-
-/* One request. headers: NULL-terminated "Name: value" lines (may hold
- * tokens: they are wiped). Returns 0 when an HTTP answer arrived (any
- * status), S3LECT_ETRANSIENT when none did (err says why), S3LECT_ENOMEM. */
-int aws_http(const char *method, const char *url, const char *const *headers, const char *body,
-             size_t body_len, const char *ca_file, int64_t timeout_ms, const _Atomic int *abort,
-             aws_http_resp *out, char *err, size_t errlen);
-void aws_http_resp_clear(aws_http_resp *r);
-
-/* One request to an OAuth2 token endpoint (GCP's and Azure's sources), its
- * answer parsed by aws_parse_bearer into out. what names the endpoint in
- * messages ("the token endpoint https://..."). A refusal's message carries
- * the answer's error and error_description (or Google's error.message),
- * which hold no secret. Returns 0; S3LECT_ETRANSIENT when no answer came or
- * on 408, 429 and 5xx; S3LECT_EAUTH otherwise. */
-int aws_token_call(const char *method, const char *url, const char *const *headers,
-                   const char *body, const char *what, const char *ca_file, int64_t timeout_ms,
-                   const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen);
 
 /* ---- STS (cred_sts.c) ---- */
 

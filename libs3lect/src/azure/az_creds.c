@@ -17,8 +17,7 @@
 
 #include "config.h"
 #include "cred_cache.h"
-#include "cred_parse.h"
-#include "cred_sources.h"
+#include "cred_http.h"
 #include "crypto.h"
 #include "http.h"
 #include "s3lect.h"

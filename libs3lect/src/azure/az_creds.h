@@ -33,8 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "aws_creds.h"
-#include "cred_sources.h"
+#include "cred_cache.h"
 
 struct s3lect_config;
 

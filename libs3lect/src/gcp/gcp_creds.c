@@ -12,9 +12,10 @@
 #include <strings.h>
 #include <time.h>
 
+#include "aws_creds.h"
 #include "config.h"
 #include "cred_cache.h"
-#include "cred_parse.h"
+#include "cred_http.h"
 #include "cred_sources.h"
 #include "crypto.h"
 #include "http.h"
