@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """The Go module's bundle of libs3lect's C sources (bindings/go/libs3lect_*,
-written by scripts/gen-go-bundle) is what libs3lect/ makes, and the check
-that says so can fail.
+written by scripts/gen-go-bundle) is what libs3lect/ makes, the check that
+says so can fail, and the main tree never holds it: only the release commit
+that the tag bindings/go/vX.Y.Z names does (scripts/release-go-tree).
 
-scripts/test-go runs `scripts/gen-go-bundle --check` before anything else;
-these tests check that check, and that the bundle's cgo flags are the ones the
-CMake build compiles libs3lect with (compile_commands.json of S3LECT_BUILD_DIR
-or ROOT/build, when there is one).
+scripts/test-go generates the bundle in place and runs `scripts/gen-go-bundle
+--check` and `scripts/release-go-tree --check` before anything else; these
+tests check those checks, the release commit, and that the bundle's cgo flags
+are the ones the CMake build compiles libs3lect with (compile_commands.json
+of S3LECT_BUILD_DIR or ROOT/build, when there is one).
 """
 from __future__ import annotations
 
@@ -22,17 +24,47 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 GEN = ROOT / "scripts/gen-go-bundle"
+RELEASE = ROOT / "scripts/release-go-tree"
 GO_DIR = ROOT / "bindings/go"
 
 
-def gen(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(GEN), *args], capture_output=True, text=True,
+def gen(*args: str, script: Path = GEN) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
                           timeout=120)
 
 
-def test_committed_bundle_is_up_to_date():
-    r = gen("--check")
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    """The bundle as this tree's libs3lect/ makes it, in a directory of its own."""
+    out = tmp_path_factory.mktemp("bundle")
+    r = gen("--out", str(out))
     assert r.returncode == 0, r.stderr
+    return out
+
+
+def git(cwd: Path, *args: str, env: dict | None = None) -> str:
+    r = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0, f"git {' '.join(args)}: {r.stderr}"
+    return r.stdout
+
+
+def test_the_main_tree_holds_no_bundle_and_marks_it_generated():
+    tracked = git(ROOT, "ls-files", "--", "bindings/go/libs3lect_*", "bindings/go/**/libs3lect_*")
+    assert tracked == "", f"bundle files are committed:\n{tracked}"
+    probe = "bindings/go/libs3lect_util.c"
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q", probe], cwd=ROOT,
+                             timeout=60)
+    assert ignored.returncode == 0, f".gitignore does not ignore {probe}"
+    attr = git(ROOT, "check-attr", "linguist-generated", "--", probe, "bindings/go/cgo.go")
+    assert f"{probe}: linguist-generated: true" in attr, attr
+    assert "cgo.go: linguist-generated: unspecified" in attr, attr
+
+
+def test_release_tree_check_passes():
+    r = gen("--check", script=RELEASE)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "deterministic" in r.stdout, r.stdout
 
 
 def test_check_fails_on_a_changed_missing_or_stale_file(tmp_path):
@@ -55,10 +87,10 @@ def test_check_fails_on_a_changed_missing_or_stale_file(tmp_path):
     assert not (out / "libs3lect_gone.c").exists()
 
 
-def test_bundle_has_every_source_once_and_marks_each_file_generated():
+def test_bundle_has_every_source_once_and_marks_each_file_generated(bundle):
     cmake = (ROOT / "libs3lect/CMakeLists.txt").read_text()
     sources = re.search(r"^set\(S3LECT_SOURCES\s+(.*?)\)", cmake, re.S | re.M).group(1).split()
-    bundled = sorted(GO_DIR.glob("libs3lect_*"))
+    bundled = sorted(bundle.glob("libs3lect_*"))
     c_files = sorted(p.name for p in bundled if p.suffix == ".c")
     assert c_files == sorted("libs3lect_" + Path(s).name for s in sources)
     for p in bundled:
@@ -88,7 +120,7 @@ def build_dir() -> Path | None:
 @pytest.mark.skipif(build_dir() is None,
                     reason="needs a CMake build tree with compile_commands.json "
                            "(S3LECT_BUILD_DIR or build/)")
-def test_cgo_flags_are_cmakes():
+def test_cgo_flags_are_cmakes(bundle):
     """The -D and -std flags CMake compiles libs3lect/src with are those of
     libs3lect_bundle.go, bar the BoringSSL build's and the build type's
     NDEBUG (libs3lect has no assert(); the bundle builds like the Debug
@@ -101,6 +133,77 @@ def test_cgo_flags_are_cmakes():
     args = entry.get("arguments") or shlex.split(entry["command"])
     not_the_librarys = {"-DS3LECT_BORINGSSL=1", "-DNDEBUG"}
     cmake = {a for a in args if a.startswith(("-D", "-std="))} - not_the_librarys
-    go = (GO_DIR / "libs3lect_bundle.go").read_text()
+    go = (bundle / "libs3lect_bundle.go").read_text()
     cflags = re.search(r"^#cgo CFLAGS: (.*)$", go, re.M).group(1).split()
     assert set(cflags) == cmake, f"bundle {sorted(cflags)} != CMake {sorted(cmake)}"
+
+
+def test_release_commit_adds_the_bundle_and_nothing_else(tmp_path):
+    """scripts/release-go-tree --commit, as the release workflow runs it, in a
+    clone of this repository's HEAD: the tag bindings/go/vVERSION names a
+    child of HEAD that adds exactly the bundle; the module that tag holds is
+    byte for byte the module `--out` writes (what test_go_get.py builds
+    from), and checks against libs3lect/. It refuses a wrong version, a
+    dirty checkout, an existing tag, and a committed bundle."""
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--no-tags", "--local", str(ROOT), str(clone))
+    env = dict(os.environ, GIT_AUTHOR_NAME="release test", GIT_AUTHOR_EMAIL="t@example.invalid",
+               GIT_COMMITTER_NAME="release test", GIT_COMMITTER_EMAIL="t@example.invalid")
+    script = clone / "scripts/release-go-tree"
+    version = re.search(r'^#define S3LECT_VERSION_STRING "([^"]+)"',
+                        (clone / "libs3lect/include/s3lect.h").read_text(), re.M).group(1)
+    base = git(clone, "rev-parse", "HEAD").strip()
+
+    def release(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), *args], cwd=clone, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    r = release("--commit", "9.9.9")
+    assert r.returncode == 1 and "libs3lect/include/s3lect.h says" in r.stderr, r.stderr
+    readme = clone / "bindings/go/README.md"
+    readme.write_text(readme.read_text() + "\nan uncommitted change\n")
+    r = release("--commit", version)
+    assert r.returncode == 1 and "the checkout has changes" in r.stderr, r.stderr
+    git(clone, "checkout", "-q", "--", "bindings/go/README.md")
+
+    expected = tmp_path / "expected"
+    r = release("--out", str(expected))
+    assert r.returncode == 0, r.stderr
+    r = release("--commit", version)
+    assert r.returncode == 0, r.stdout + r.stderr
+    tag = f"bindings/go/v{version}"
+    commit = git(clone, "rev-parse", f"refs/tags/{tag}^{{commit}}").strip()
+    assert git(clone, "rev-parse", f"{commit}^").strip() == base
+    changes = git(clone, "diff", "--name-status", "--no-renames", base, commit).splitlines()
+    generated = sorted(p.name for p in expected.glob("libs3lect_*"))
+    assert generated and sorted(changes) == sorted(f"A\tbindings/go/{n}" for n in generated), \
+        changes
+    # The module the tag holds, as `go get` sees it: bindings/go of that commit.
+    published = tmp_path / "published"
+    published.mkdir()
+    archive = subprocess.run(["git", "archive", "--format=tar", tag, "bindings/go"], cwd=clone,
+                             capture_output=True, timeout=120)
+    assert archive.returncode == 0, archive.stderr
+    subprocess.run(["tar", "-x", "--strip-components=2", "-C", str(published)],
+                   input=archive.stdout, check=True, timeout=120)
+
+    def tree(d: Path) -> dict[str, bytes]:
+        return {p.relative_to(d).as_posix(): p.read_bytes() for p in d.rglob("*")
+                if p.is_file()}
+
+    have, want = tree(published), tree(expected)
+    assert have.keys() == want.keys(), sorted(set(have) ^ set(want))
+    assert [k for k in have if have[k] != want[k]] == []
+    r = gen("--check", "--out", str(published), script=clone / "scripts/gen-go-bundle")
+    assert r.returncode == 0, r.stderr
+    r = release("--commit", version)
+    assert r.returncode == 1 and "exists already" in r.stderr, r.stderr
+
+    # A bundle file committed to the main line is refused.
+    git(clone, "checkout", "-q", base)
+    assert gen(script=clone / "scripts/gen-go-bundle").returncode == 0  # in place
+    git(clone, "add", "-f", "bindings/go/libs3lect_util.c")
+    git(clone, "commit", "-q", "-m", "a bundle file by mistake", env=env)
+    r = release("--out", str(tmp_path / "refused"))
+    assert r.returncode == 1 and "bindings/go/libs3lect_util.c is committed" in r.stderr, \
+        r.stderr

@@ -9,8 +9,12 @@ environment with nothing of a built libs3lect in it: no PKG_CONFIG_PATH,
 LD_LIBRARY_PATH, CGO_* or compiler search paths from the harness. The
 package must compile libs3lect from its bundled sources
 (scripts/gen-go-bundle) and link only libcurl, OpenSSL and cJSON. The
-`replace` points at a copy of bindings/go alone, as a module download has it,
-so a bundle that reached outside its module (../../libs3lect) would fail here.
+`replace` points at the module as a release publishes it: bindings/go alone
+with the bundle, which the main tree does not commit, written by
+`scripts/release-go-tree --out` from this checkout (its tests check that the
+release commit holds exactly that), or, when S3LECT_GO_MODULE_DIR is set, the
+directory it names (the release workflow extracts its tag's commit there). A
+bundle that reached outside its module (../../libs3lect) would fail here.
 
 The program elects itself on a file:// lock in a temp dir, prints that it
 leads and the library's version, and stops. `go build` must print nothing
@@ -22,6 +26,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -30,6 +35,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GO = shutil.which("go")
 MODULE = "github.com/s3lect/s3lect/bindings/go"
+RELEASE = ROOT / "scripts/release-go-tree"
+GEN = ROOT / "scripts/gen-go-bundle"
 
 pytestmark = pytest.mark.skipif(not GO, reason="needs Go (scripts/deps installs it)")
 
@@ -143,11 +150,15 @@ def run(cmd, cwd, env, timeout, what):
 def test_go_get_builds_with_a_c_compiler_alone(tmp_path):
     env = clean_env(tmp_path)
     assert_no_libs3lect_installed(env)
-    # The module as a download has it: bindings/go alone, without the build
-    # trees a checkout may hold.
-    mod = tmp_path / "module"
-    shutil.copytree(ROOT / "bindings/go", mod,
-                    ignore=shutil.ignore_patterns("build*", "*.test", ".git"))
+    # The module as a release tag holds it: bindings/go alone, with the bundle.
+    if os.environ.get("S3LECT_GO_MODULE_DIR"):
+        mod = Path(os.environ["S3LECT_GO_MODULE_DIR"]).resolve()
+        assert (mod / "go.mod").is_file() and (mod / "libs3lect_bundle.go").is_file(), \
+            f"S3LECT_GO_MODULE_DIR={mod} holds no module with its bundle"
+    else:
+        mod = tmp_path / "module"
+        run([sys.executable, str(RELEASE), "--out", str(mod)], ROOT, None, 300,
+            "scripts/release-go-tree --out")
     app = tmp_path / "app"
     app.mkdir()
     (app / "main.go").write_text(PROGRAM)
@@ -158,9 +169,14 @@ def test_go_get_builds_with_a_c_compiler_alone(tmp_path):
     # stands for any version; without a required version `go get` would ask
     # the proxy for the latest release.
     lines = readme_commands()
-    assert lines == [f"go mod edit -replace {MODULE}=/path/to/s3lect/bindings/go",
+    assert lines == ["/path/to/s3lect/scripts/gen-go-bundle",
+                     f"go mod edit -replace {MODULE}=/path/to/s3lect/bindings/go",
                      f"go get {MODULE}@v0.0.0", "go build ./..."], lines
-    for line in lines:
+    # The first line writes the bundle into the checkout; here the module
+    # already holds one, which must be what that line makes.
+    run([sys.executable, str(GEN), "--check", "--out", str(mod)], ROOT, None, 120,
+        "scripts/gen-go-bundle --check --out (the README's first line)")
+    for line in lines[1:]:
         argv = line.replace("/path/to/s3lect/bindings/go", str(mod)).split()
         r = run([GO, *argv[1:]], app, env, 900, line)
         if argv[1] == "build":  # the first build: C compiler warnings show here
