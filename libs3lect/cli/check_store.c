@@ -123,7 +123,7 @@ static void print_credentials(const s3lect_config *cfg)
     if (!lock)
         return;
     s3lect_config_get_str(cfg, S3LECT_OPT_LOCK, lock, (size_t)n + 1);
-    aws_chain_info in;
+    cred_cache_info in;
     int no_token = 0;
     int cr = cli_credentials_info(cfg, lock, 0, &in, &no_token, err, sizeof err);
     free(lock);

@@ -87,8 +87,8 @@ int cli_stores(int argc, char **argv);
 extern const char CLI_STORES_HELP[];
 /* Prints what whoami prints about credentials (never a secret), each line
  * after indent. */
-struct aws_chain_info;
-void cli_print_credentials(const struct aws_chain_info *info, const char *indent, FILE *f);
+struct cred_cache_info;
+void cli_print_credentials(const struct cred_cache_info *info, const char *indent, FILE *f);
 /* The credentials a lock's store would use (whoami.c): see there. */
 enum {
     CLI_CRED_OK = 0,
@@ -98,6 +98,6 @@ enum {
     CLI_CRED_BADLOCK = 4
 };
 int cli_credentials_info(const struct s3lect_config *cfg, const char *lock, int fetch,
-                         struct aws_chain_info *in, int *no_token, char *err, size_t errlen);
+                         struct cred_cache_info *in, int *no_token, char *err, size_t errlen);
 
 #endif

@@ -53,7 +53,7 @@ static void fmt_in(int64_t ms, char *out, size_t n)
         snprintf(out, n, "in %.1fh", ms / 3600000.0);
 }
 
-void cli_print_credentials(const aws_chain_info *in, const char *indent, FILE *f)
+void cli_print_credentials(const cred_cache_info *in, const char *indent, FILE *f)
 {
     char when[40], rel[40];
     fprintf(f, "%scredentials: %s\n", indent, in->source);
@@ -115,7 +115,7 @@ static int parse(int argc, char **argv, cli_opts *o)
  * postgres://), CLI_CRED_ERROR with err when they cannot even be looked up,
  * CLI_CRED_UNUSABLE with err when fetching them failed, else CLI_CRED_OK;
  * *no_token: a gs:// emulator that takes requests without any. */
-int cli_credentials_info(const s3lect_config *cfg, const char *lock, int fetch, aws_chain_info *in,
+int cli_credentials_info(const s3lect_config *cfg, const char *lock, int fetch, cred_cache_info *in,
                          int *no_token, char *err, size_t errlen)
 {
     memset(in, 0, sizeof *in);
@@ -161,9 +161,9 @@ int cli_credentials_info(const s3lect_config *cfg, const char *lock, int fetch, 
         if (kind != AZ_CRED_NONE)
             return CLI_CRED_OK; /* explicit: nothing to fetch */
     }
-    int flags = fetch ? 0 : AWS_CHAIN_NOWAIT;
+    int flags = fetch ? 0 : CRED_CACHE_NOWAIT;
     int emulator = 0; /* gs:// only: an emulator takes requests without a token */
-    aws_chain *ch = NULL;
+    cred_cache *ch = NULL;
     int rc = is_gcs ? st_gcs_emulator(cfg, &emulator, err, errlen) : 0;
     if (!rc)
         rc = is_az    ? az_chain_open(cfg, flags, &ch, err, errlen)
@@ -179,10 +179,10 @@ int cli_credentials_info(const s3lect_config *cfg, const char *lock, int fetch, 
                  "endpoint) takes requests without a token");
         return CLI_CRED_OK;
     }
-    aws_chain_describe(ch, in);
+    cred_cache_describe(ch, in);
     if (fetch && (is_gcs || is_az)) {
         char *token = NULL;
-        rc = aws_chain_bearer(ch, &token, NULL, err, errlen);
+        rc = cred_cache_bearer(ch, &token, NULL, err, errlen);
         for (volatile char *p = token; p && *p; p++)
             *p = '\0';
         free(token);
@@ -191,7 +191,7 @@ int cli_credentials_info(const s3lect_config *cfg, const char *lock, int fetch, 
         rc = aws_chain_get(ch, &cur, NULL, err, errlen);
         aws_creds_clear(&cur);
     }
-    aws_chain_release(ch);
+    cred_cache_release(ch);
     return rc ? CLI_CRED_UNUSABLE : CLI_CRED_OK;
 }
 
@@ -207,7 +207,7 @@ int cli_whoami(int argc, char **argv)
     if (!cfg)
         return CLI_EXIT_USAGE;
     char err[600];
-    aws_chain_info in;
+    cred_cache_info in;
     int no_token = 0;
     int cr = cli_credentials_info(cfg, o.lock, 1, &in, &no_token, err, sizeof err);
     s3lect_config_free(cfg);

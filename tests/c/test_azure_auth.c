@@ -152,7 +152,7 @@ static void t_tokens(void)
     static const char tok[] = "eyJhbGciOiJSUzI1NiJ9."
                               "eyJhcHBpZCI6ICJhcHAtMSIsICJvaWQiOiAib2lkLTIiLCAiYXVkIjogIngifQ.c2ln";
     char body[512], err[256] = "";
-    aws_fetched f;
+    cred_fetched f;
     /* Entra ID's token endpoint: expires_in a number. */
     memset(&f, 0, sizeof f);
     snprintf(body, sizeof body,
@@ -163,7 +163,7 @@ static void t_tokens(void)
               strcmp(f.bearer, tok) == 0 && f.expires_ms == 1000000 + 3599000 &&
               strcmp(f.principal, "appid app-1, oid oid-2") == 0,
           "token endpoint: %s / %s", err, f.principal);
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     /* IMDS and App Service: strings, expires_on in epoch seconds wins. */
     snprintf(body, sizeof body,
              "{\"access_token\":\"%s\",\"expires_in\":\"86399\",\"expires_on\":\"1700000000\","
@@ -172,17 +172,17 @@ static void t_tokens(void)
     CHECK(az_parse_token(body, strlen(body), 5, &f, err, sizeof err) == 0 &&
               f.expires_ms == 1700000000000LL,
           "imds: %s", err);
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     /* An opaque token: no principal, still a token. */
     snprintf(body, sizeof body, "{\"access_token\":\"opaque\",\"expires_in\":60}");
     CHECK(az_parse_token(body, strlen(body), 0, &f, err, sizeof err) == 0 && !f.principal[0],
           "opaque");
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     snprintf(body, sizeof body, "{\"access_token\":\"sekrit-token\"}");
     CHECK(az_parse_token(body, strlen(body), 0, &f, err, sizeof err) == S3LECT_EAUTH &&
               strstr(err, "expires") && !strstr(err, "sekrit"),
           "no expiry: %s", err);
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     CHECK(az_parse_token("[]", 2, 0, &f, err, sizeof err) == S3LECT_EAUTH, "not an object");
 }
 

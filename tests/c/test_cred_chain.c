@@ -124,10 +124,10 @@ static void use_process_profile(const char *script)
 
 /* Opens the chain of the environment's profile; NULL (a failed check named
  * what) when it does not open. */
-static aws_chain *open_chain(const char *what)
+static cred_cache *open_chain(const char *what)
 {
     struct s3lect_config cfg = {0};
-    aws_chain *c = NULL;
+    cred_cache *c = NULL;
     char err[700] = "";
     CHECK_INT(aws_chain_open(&cfg, 0, &c, err, sizeof err), 0, what);
     return c;
@@ -138,14 +138,14 @@ static aws_chain *open_chain(const char *what)
 static void expect_open_error(const char *want, const char *what)
 {
     struct s3lect_config cfg = {0};
-    aws_chain *c = NULL;
+    cred_cache *c = NULL;
     char err[700] = "";
     int rc = aws_chain_open(&cfg, 0, &c, err, sizeof err);
     if (rc == 0 && c) {
         aws_creds cur;
         rc = aws_chain_get(c, &cur, NULL, err, sizeof err);
         aws_creds_clear(&cur);
-        aws_chain_release(c);
+        cred_cache_release(c);
         c = NULL;
     }
     CHECK(rc != 0, "%s: expected a failure, got rc %d", what, rc);
@@ -156,7 +156,7 @@ static void expect_open_error(const char *want, const char *what)
 
 static void test_parsers(void)
 {
-    aws_fetched f;
+    cred_fetched f;
     char err[300];
     const char *good = "{\"Version\":1,\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SECRETVALUE\","
                        "\"SessionToken\":\"T\",\"Expiration\":\"2030-01-02T03:04:05Z\"}";
@@ -164,7 +164,7 @@ static void test_parsers(void)
     CHECK_STR(f.access_key_id, "AK", "akid");
     CHECK_STR(f.session_token, "T", "token");
     CHECK_INT(f.expires_ms, 1893553445000LL, "expiration");
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     const struct {
         const char *in, *want;
     } bad[] = {
@@ -206,7 +206,7 @@ static void test_parsers(void)
     CHECK_STR(f.session_token, "tok&en", "sts token entity");
     CHECK_STR(f.principal, "arn:aws:sts::123456789012:assumed-role/r/s", "sts principal");
     CHECK_INT(f.expires_ms, 1893553445123LL, "sts expiration");
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     const char *sts_bad[] = {"", "<html>nope</html>",
                              "<Credentials><AccessKeyId>A</AccessKeyId></Credentials>",
                              "<Credentials><AccessKeyId>A</AccessKeyId><SecretAccessKey>SECRETVALUE"
@@ -230,7 +230,7 @@ static void test_parsers(void)
                        "\"SECRETVALUE\",\"sessionToken\":\"t\",\"expiration\":1893553445000}}";
     CHECK_INT(aws_parse_sso_role_credentials(role, strlen(role), &f, err, sizeof err), 0, "sso");
     CHECK_INT(f.expires_ms, 1893553445000LL, "sso expiration");
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     CHECK(aws_parse_sso_role_credentials("{\"roleCredentials\":{}}", 21, &f, err, sizeof err) ==
               S3LECT_EAUTH,
           "sso role creds missing");
@@ -265,18 +265,18 @@ static void test_process(void)
 
     /* Shared cache: two handles on the same profile run the process once. */
     write_counting_process(3600);
-    aws_chain *a = open_chain("open a");
-    aws_chain *b = open_chain("open b");
+    cred_cache *a = open_chain("open a");
+    cred_cache *b = open_chain("open b");
     CHECK(a == b, "the same source gives the same cache entry");
     CHECK_INT(runs(), 1, "the process ran once for two stores");
-    aws_chain_info in;
-    aws_chain_describe(a, &in);
+    cred_cache_info in;
+    cred_cache_describe(a, &in);
     CHECK(in.expires_ms > u_wall_ms() + 3500 * 1000LL, "expiry known");
     CHECK(in.next_refresh_ms > u_wall_ms() + 3000 * 1000LL &&
               in.next_refresh_ms < in.expires_ms - 4 * 60 * 1000LL,
           "a one-hour credential is refreshed 5-6 minutes before expiry");
-    aws_chain_release(a);
-    aws_chain_release(b);
+    cred_cache_release(a);
+    cred_cache_release(b);
 
     /* Bad processes: each one clear message. */
     write_file("bad.sh", "#!/bin/sh\necho 'not json at all'\n", 0700);
@@ -372,12 +372,12 @@ static void test_refresh(void)
     clean_env();
     write_counting_process(6);
     use_process_profile("proc.sh");
-    aws_chain *c = open_chain("open short-lived");
+    cred_cache *c = open_chain("open short-lived");
     char err[700] = "";
     if (!c)
         return;
-    aws_chain_info in;
-    aws_chain_describe(c, &in);
+    cred_cache_info in;
+    cred_cache_describe(c, &in);
     int64_t life = in.expires_ms - in.fetched_ms;
     CHECK(in.next_refresh_ms >= in.fetched_ms + life / 2 &&
               in.next_refresh_ms <= in.fetched_ms + life * 7 / 10 + 1000,
@@ -412,7 +412,7 @@ static void test_refresh(void)
     aws_creds cur;
     int waited = 0;
     for (int i = 0; i < 200; i++) {
-        aws_chain_describe(c, &in);
+        cred_cache_describe(c, &in);
         if (in.failures > 0)
             break;
         t_sleep_ms(50);
@@ -446,8 +446,8 @@ static void test_refresh(void)
     aws_creds_clear(&cur);
     int before = runs();
     uint64_t g0 = gen;
-    aws_chain_stale(c, gen);
-    aws_chain_stale(c, gen); /* the same generation twice: one refresh */
+    cred_cache_stale(c, gen);
+    cred_cache_stale(c, gen); /* the same generation twice: one refresh */
     for (int i = 0; i < 100 && gen == g0; i++) {
         t_sleep_ms(20);
         aws_chain_get(c, &cur, &gen, err, sizeof err);
@@ -455,7 +455,7 @@ static void test_refresh(void)
     }
     CHECK(gen != g0, "a refused credential is refreshed at once");
     CHECK(runs() - before <= 2, "one refresh for one stale report (%d runs)", runs() - before);
-    aws_chain_release(c);
+    cred_cache_release(c);
     (void)waited;
 }
 
@@ -470,7 +470,7 @@ static void test_slow_source(void)
                "\"Expiration\":\"%s\"}' \"$exp\"\n",
                0700);
     use_process_profile("slow.sh");
-    aws_chain *c = open_chain("open slow source");
+    cred_cache *c = open_chain("open slow source");
     char err[700] = "";
     if (!c)
         return;
@@ -483,19 +483,19 @@ static void test_slow_source(void)
         aws_creds_clear(&cur);
         t_sleep_ms(50);
     }
-    aws_chain_info in;
-    aws_chain_describe(c, &in);
+    cred_cache_info in;
+    cred_cache_describe(c, &in);
     CHECK(in.refreshes >= 3, "the slow source was refreshed (%llu)",
           (unsigned long long)in.refreshes);
     CHECK(bad == 0, "credentials of a slow source never lapse (%d failed gets)", bad);
-    aws_chain_release(c);
+    cred_cache_release(c);
 }
 
 /* A bearer-token provider (how gcp/ and azure/ plug in, cred_cache.h): its
  * tokens are cached, refreshed before expiry, a failed refresh keeps the
  * valid one and is reported once, aws_chain_get refuses it. */
 static _Atomic int bearer_calls, bearer_fail;
-static int bearer_fetch(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
+static int bearer_fetch(const void *state, int first, const _Atomic int *abort, cred_fetched *out,
                         char *err, size_t errlen)
 {
     (void)state;
@@ -519,19 +519,20 @@ static const cred_ops bearer_ops = {bearer_fetch, bearer_free, NULL};
 
 static void test_bearer(void)
 {
-    aws_chain_test_refresh_permille(500);
-    struct aws_chain *e = cred_entry_new(&bearer_ops);
+    cred_cache_test_refresh_permille(500);
+    struct cred_cache *e = cred_entry_new(&bearer_ops);
     e->state = malloc(1);
     e->key = u_strdup("test-bearer\n");
     snprintf(e->desc, sizeof e->desc, "the test token source");
-    aws_chain *c = NULL;
+    cred_cache *c = NULL;
     char err[700] = "";
     CHECK(cred_cache_open(e, 0, &c, err, sizeof err) == 0, "bearer chain opens: %s", err);
     if (!c)
         return;
     char *tok = NULL;
     uint64_t gen = 0;
-    CHECK(aws_chain_bearer(c, &tok, &gen, err, sizeof err) == 0 && tok && strcmp(tok, "tok-1") == 0,
+    CHECK(cred_cache_bearer(c, &tok, &gen, err, sizeof err) == 0 && tok &&
+              strcmp(tok, "tok-1") == 0,
           "first token (%s)", err);
     u_wipe_free(tok);
     aws_creds keys;
@@ -539,33 +540,34 @@ static void test_bearer(void)
           "AWS keys refused on a bearer entry");
     aws_creds_clear(&keys);
     t_sleep_ms(1100);
-    CHECK(aws_chain_bearer(c, &tok, &gen, err, sizeof err) == 0 && tok && strcmp(tok, "tok-1") != 0,
+    CHECK(cred_cache_bearer(c, &tok, &gen, err, sizeof err) == 0 && tok &&
+              strcmp(tok, "tok-1") != 0,
           "refreshed before expiry (%s)", tok ? tok : err);
     u_wipe_free(tok);
     uint64_t seen = 0;
     int64_t warned = 0;
-    char *w = aws_chain_refresh_warning(c, &seen, &warned, 60000);
+    char *w = cred_cache_refresh_warning(c, &seen, &warned, 60000);
     CHECK(w == NULL, "no warning without a failure");
     free(w);
     bearer_fail = 1;
     int64_t end = u_mono_ms() + 3000;
     while (!w && u_mono_ms() < end) {
         t_sleep_ms(50);
-        w = aws_chain_refresh_warning(c, &seen, &warned, 60000);
+        w = cred_cache_refresh_warning(c, &seen, &warned, 60000);
     }
     CHECK(w && strstr(w, "token endpoint said no") && strstr(w, "test token source"),
           "refresh failure warned: %s", w ? w : "none");
     free(w);
-    w = aws_chain_refresh_warning(c, &seen, &warned, 60000);
+    w = cred_cache_refresh_warning(c, &seen, &warned, 60000);
     CHECK(w == NULL, "warned once a minute at most");
     free(w);
     t_sleep_ms(1600);
-    CHECK(aws_chain_bearer(c, &tok, NULL, err, sizeof err) == S3LECT_ETRANSIENT && !tok &&
+    CHECK(cred_cache_bearer(c, &tok, NULL, err, sizeof err) == S3LECT_ETRANSIENT && !tok &&
               strstr(err, "token endpoint said no"),
           "expired token not handed out: %s", err);
     bearer_fail = 0;
-    aws_chain_release(c);
-    aws_chain_test_refresh_permille(0);
+    cred_cache_release(c);
+    cred_cache_test_refresh_permille(0);
 }
 
 int main(void)

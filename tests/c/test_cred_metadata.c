@@ -237,7 +237,7 @@ static void test_imds_endpoint(void)
     clear_env();
 }
 
-static void parse_ok(const char *json, int flavour, aws_fetched *f)
+static void parse_ok(const char *json, int flavour, cred_fetched *f)
 {
     char err[256] = "";
     int rc = aws_md_parse_creds(json, strlen(json), flavour, f, err, sizeof err);
@@ -246,7 +246,7 @@ static void parse_ok(const char *json, int flavour, aws_fetched *f)
 
 static void parse_bad(const char *json, int flavour, const char *want)
 {
-    aws_fetched f;
+    cred_fetched f;
     char err[256] = "";
     int rc = aws_md_parse_creds(json, strlen(json), flavour, &f, err, sizeof err);
     CHECK(rc == S3LECT_EAUTH, "accepted %s", json);
@@ -259,7 +259,7 @@ static void parse_bad(const char *json, int flavour, const char *want)
 
 static void test_parser(void)
 {
-    aws_fetched f;
+    cred_fetched f;
     parse_ok("{\"AccessKeyId\":\"ASIAX\",\"SecretAccessKey\":\"SECRETVALUE\",\"Token\":"
              "\"TOKENVALUE\",\"Expiration\":\"2031-01-02T03:04:05Z\",\"RoleArn\":"
              "\"arn:aws:iam::1:role/r\"}",
@@ -271,21 +271,21 @@ static void test_parser(void)
     CHECK(f.secret_access_key && strcmp(f.secret_access_key, "SECRETVALUE") == 0, "secret");
     CHECK(f.session_token && strcmp(f.session_token, "TOKENVALUE") == 0, "token");
     CHECK(strcmp(f.principal, "arn:aws:iam::1:role/r") == 0, "principal %s", f.principal);
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     CHECK(f.access_key_id == NULL && f.expires_ms == 0 && f.principal[0] == '\0', "not cleared");
-    aws_fetched_clear(&f); /* twice is fine */
+    cred_fetched_clear(&f); /* twice is fine */
 
     /* A local credentials server may serve long-term keys. */
     parse_ok("{\"AccessKeyId\":\"AKIAX\",\"SecretAccessKey\":\"SECRETVALUE\"}", AWS_MD_CONTAINER,
              &f);
     CHECK(f.session_token == NULL && f.expires_ms == 0, "long-term keys: token or expiry");
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     /* An empty Token is no token (aws-sdk-go-v2 signs without one), not a
      * malformed answer; from IMDS it stays an error. */
     parse_ok("{\"AccessKeyId\":\"AKIAX\",\"SecretAccessKey\":\"SECRETVALUE\",\"Token\":\"\"}",
              AWS_MD_CONTAINER, &f);
     CHECK(f.session_token == NULL, "empty Token: a session token was kept");
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     parse_bad(
         "{\"Code\":\"Success\",\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\",\"Token\":\"\","
         "\"Expiration\":\"2031-01-02T03:04:05Z\"}",
@@ -296,7 +296,7 @@ static void test_parser(void)
              AWS_MD_IMDS, &f);
     CHECK(f.expires_ms == (int64_t)timegm(&tm) * 1000 + 250, "offset expires %lld",
           (long long)f.expires_ms);
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
 
     parse_bad("{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}", AWS_MD_IMDS, "Token");
     parse_bad("{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\",\"Token\":\"T\"}", AWS_MD_IMDS,
@@ -377,8 +377,8 @@ typedef struct {
 
 /* Sets var to value (when not NULL), then times one fetch by the provider
  * and checks that a failure's message leaks nothing (what names the case). */
-static outcome timed_fetch(int (*fetch)(int64_t, aws_fetched *, char *, size_t), const char *var,
-                           const char *value, const char *what, int64_t timeout_ms, aws_fetched *f)
+static outcome timed_fetch(int (*fetch)(int64_t, cred_fetched *, char *, size_t), const char *var,
+                           const char *value, const char *what, int64_t timeout_ms, cred_fetched *f)
 {
     outcome o = {0};
     if (value)
@@ -391,7 +391,7 @@ static outcome timed_fetch(int (*fetch)(int64_t, aws_fetched *, char *, size_t),
     return o;
 }
 
-static outcome container(const char *url, int64_t timeout_ms, aws_fetched *f)
+static outcome container(const char *url, int64_t timeout_ms, cred_fetched *f)
 {
     return timed_fetch(aws_container_fetch, "AWS_CONTAINER_CREDENTIALS_FULL_URI", url, "container",
                        timeout_ms, f);
@@ -399,7 +399,7 @@ static outcome container(const char *url, int64_t timeout_ms, aws_fetched *f)
 
 /* Checks (then clears) credentials that must equal the server's, all five
  * fields; what names the case. */
-static void check_full_creds(const char *what, const outcome *o, aws_fetched *f, const char *akid,
+static void check_full_creds(const char *what, const outcome *o, cred_fetched *f, const char *akid,
                              const char *secret, const char *token, const char *exp,
                              const char *principal)
 {
@@ -411,21 +411,21 @@ static void check_full_creds(const char *what, const outcome *o, aws_fetched *f,
     CHECK(f->session_token && strcmp(f->session_token, token) == 0, "token differs");
     CHECK(f->expires_ms == wall_of(exp), "expires %lld, want %s", (long long)f->expires_ms, exp);
     CHECK(strcmp(f->principal, principal) == 0, "principal %s", f->principal);
-    aws_fetched_clear(f);
+    cred_fetched_clear(f);
 }
 
 static void expect_container_error(const char *base, const char *path, int rc, const char *want)
 {
     char url[512];
     snprintf(url, sizeof url, "%s%s", base, path);
-    aws_fetched f;
+    cred_fetched f;
     outcome o = container(url, 3000, &f);
     CHECK(o.rc == rc, "%s: rc %d (want %d): %s", path, o.rc, rc, o.err);
     CHECK(strstr(o.err, want) != NULL, "%s: message \"%s\" lacks \"%s\"", path, o.err, want);
     CHECK(strstr(o.err, "AWS_CONTAINER_CREDENTIALS_FULL_URI") != NULL, "%s: message %s", path,
           o.err);
     if (o.rc == 0)
-        aws_fetched_clear(&f);
+        cred_fetched_clear(&f);
 }
 
 static void test_container_fetch(void)
@@ -437,7 +437,7 @@ static void test_container_fetch(void)
     const char *exp = need("S3LECT_TEST_CONTAINER_EXPIRATION");
     const char *arn = need("S3LECT_TEST_CONTAINER_ROLE_ARN");
     char url[512];
-    aws_fetched f;
+    cred_fetched f;
     clear_env();
 
     /* The plain answer, no authorization configured. */
@@ -453,13 +453,13 @@ static void test_container_fetch(void)
     o = container(url, 3000, &f); /* the server compares with the decoded segment */
     CHECK(o.rc == 0, "token with a space: %d %s", o.rc, o.err);
     if (o.rc == 0)
-        aws_fetched_clear(&f);
+        cred_fetched_clear(&f);
     setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "envtok-1", 1);
     snprintf(url, sizeof url, "%s/auth/envtok-1/creds", base);
     o = container(url, 3000, &f);
     CHECK(o.rc == 0, "token from the environment: %d %s", o.rc, o.err);
     if (o.rc == 0)
-        aws_fetched_clear(&f);
+        cred_fetched_clear(&f);
     {
         char u2[512];
         snprintf(u2, sizeof u2, "%s/_last_auth", base);
@@ -492,7 +492,7 @@ static void test_container_fetch(void)
     o = container(url, 3000, &f);
     CHECK(o.rc == 0, "token file: %d %s", o.rc, o.err);
     if (o.rc == 0)
-        aws_fetched_clear(&f);
+        cred_fetched_clear(&f);
     fp = fopen(path, "w"); /* the agent rotates the token */
     fputs("filetok-2", fp);
     fclose(fp);
@@ -503,7 +503,7 @@ static void test_container_fetch(void)
     o = container(url, 3000, &f);
     CHECK(o.rc == 0, "rotated token file: %d %s", o.rc, o.err);
     if (o.rc == 0)
-        aws_fetched_clear(&f);
+        cred_fetched_clear(&f);
     fp = fopen(path, "w");
     fputs("two\nlines", fp);
     fclose(fp);
@@ -549,7 +549,7 @@ static void test_container_fetch(void)
     CHECK(o.rc == 0, "long-term: %d %s", o.rc, o.err);
     if (o.rc == 0) {
         CHECK(f.session_token == NULL && f.expires_ms == 0, "long-term: token or expiry");
-        aws_fetched_clear(&f);
+        cred_fetched_clear(&f);
     }
 
     /* Bad answers. */
@@ -578,7 +578,7 @@ static void test_container_fetch(void)
     clear_env();
 }
 
-static outcome imds_at(const char *endpoint, int64_t timeout_ms, aws_fetched *f)
+static outcome imds_at(const char *endpoint, int64_t timeout_ms, cred_fetched *f)
 {
     return timed_fetch(aws_imds_fetch, "AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint, "imds",
                        timeout_ms, f);
@@ -588,7 +588,7 @@ static void expect_imds(const char *fake, const char *cas, int rc, const char *w
 {
     char ep[512];
     snprintf(ep, sizeof ep, "%s/%s", fake, cas);
-    aws_fetched f;
+    cred_fetched f;
     outcome o = imds_at(ep, 2000, &f);
     CHECK(o.rc == rc, "%s: rc %d (want %d): %s", cas, o.rc, rc, o.err);
     if (want)
@@ -596,7 +596,7 @@ static void expect_imds(const char *fake, const char *cas, int rc, const char *w
     if (o.rc == 0) {
         CHECK(strcmp(f.access_key_id, getenv("S3LECT_TEST_FAKE_IMDS_AKID")) == 0, "%s: akid %s",
               cas, f.access_key_id);
-        aws_fetched_clear(&f);
+        cred_fetched_clear(&f);
     }
 }
 
@@ -607,7 +607,7 @@ static void test_imds_fake(void)
     const char *role = need("S3LECT_TEST_FAKE_IMDS_ROLE");
     const char *region = need("S3LECT_TEST_FAKE_IMDS_REGION");
     char ep[512], count_url[512];
-    aws_fetched f;
+    cred_fetched f;
     clear_env();
     snprintf(count_url, sizeof count_url, "%s/_count", fake);
 
@@ -619,7 +619,7 @@ static void test_imds_fake(void)
         CHECK(strcmp(f.access_key_id, akid) == 0, "akid %s", f.access_key_id);
         CHECK(f.session_token != NULL && f.expires_ms > u_wall_ms(), "token or expiry");
         CHECK(strcmp(f.principal, role) == 0, "principal %s", f.principal);
-        aws_fetched_clear(&f);
+        cred_fetched_clear(&f);
     }
     char *r = aws_imds_region(3000);
     CHECK(r && strcmp(r, region) == 0, "region %s", r ? r : "(null)");
@@ -720,7 +720,7 @@ static int test_imds_mock(void)
     aws_md_curl_free(c);
 
     /* ... so the credentials coming back prove the token flow. */
-    aws_fetched f;
+    cred_fetched f;
     outcome o = imds_at(mock, 5000, &f);
     check_full_creds("mock", &o, &f, akid, secret, token, exp, role);
     setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", mock, 1);
@@ -732,7 +732,7 @@ static int test_imds_mock(void)
     o = imds_at(mock, 5000, &f);
     CHECK(o.rc == 0, "mock, v1 disabled: %d %s", o.rc, o.err);
     if (o.rc == 0)
-        aws_fetched_clear(&f);
+        cred_fetched_clear(&f);
     clear_env();
     return 0;
 }

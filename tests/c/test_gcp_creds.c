@@ -38,18 +38,18 @@ static char *write_file(const char *name, const char *text)
 
 static void t_parse_token(void)
 {
-    aws_fetched f = {0};
+    cred_fetched f = {0};
     char err[300];
     const char *a = "{\"access_token\":\"ya29.abc\",\"expires_in\":3599,\"token_type\":\"Bearer\"}";
     CHECK(gcp_parse_token(a, strlen(a), 1000, &f, err, sizeof err) == 0, "oauth answer: %s", err);
     CHECK(f.bearer && strcmp(f.bearer, "ya29.abc") == 0, "token");
     CHECK(f.expires_ms == 1000 + 3599000, "expiry %lld", (long long)f.expires_ms);
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     const char *b = "{\"accessToken\":\"ya29.def\",\"expireTime\":\"2030-01-02T03:04:05Z\"}";
     CHECK(gcp_parse_token(b, strlen(b), 0, &f, err, sizeof err) == 0, "iam answer: %s", err);
     CHECK(f.bearer && strcmp(f.bearer, "ya29.def") == 0 && f.expires_ms == 1893553445000LL,
           "iam token and expiry %lld", (long long)f.expires_ms);
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     const char *bad[] = {"", "[]", "{\"expires_in\":5}", "{\"access_token\":\"ya29.secret\"}",
                          "{\"access_token\":\"ya29.secret\",\"expires_in\":0}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -58,7 +58,7 @@ static void t_parse_token(void)
                   !f.bearer && err[0],
               "bad answer %zu refused", i);
         CHECK(!strstr(err, "secret"), "no token in '%s'", err);
-        aws_fetched_clear(&f);
+        cred_fetched_clear(&f);
     }
 }
 
@@ -73,24 +73,24 @@ static s3lect_config *cfg(void)
  * hands out no token, saying why (want) and never a secret from the file. */
 static void unreachable(s3lect_config *c, const char *want)
 {
-    aws_chain *ch = NULL;
+    cred_cache *ch = NULL;
     char err[700] = "";
     CHECK(gcp_chain_open(c, 0, &ch, err, sizeof err) == 0 && ch, "opens: %s", err);
     if (!ch)
         return;
     char *tok = NULL;
-    CHECK(aws_chain_bearer(ch, &tok, NULL, err, sizeof err) == S3LECT_ETRANSIENT && !tok &&
+    CHECK(cred_cache_bearer(ch, &tok, NULL, err, sizeof err) == S3LECT_ETRANSIENT && !tok &&
               strstr(err, want) && !strstr(err, "SECRET"),
           "no token: %s", err);
     free(tok);
-    aws_chain_release(ch);
+    cred_cache_release(ch);
 }
 
 static void t_chain(void)
 {
     s3lect_config *c = cfg();
     char err[700];
-    aws_chain *ch = NULL;
+    cred_cache *ch = NULL;
     clean_env();
     /* Nothing configured: optional gives none; a static token is used as is. */
     CHECK(gcp_chain_open(c, GCP_CHAIN_OPTIONAL, &ch, err, sizeof err) == 0 && !ch,
@@ -100,16 +100,16 @@ static void t_chain(void)
           err);
     if (ch) {
         char *tok = NULL;
-        CHECK(aws_chain_bearer(ch, &tok, NULL, err, sizeof err) == 0 && tok &&
+        CHECK(cred_cache_bearer(ch, &tok, NULL, err, sizeof err) == 0 && tok &&
                   strcmp(tok, "ya29.static-secret") == 0,
               "static token handed out");
         free(tok);
-        aws_chain_info in;
-        aws_chain_describe(ch, &in);
+        cred_cache_info in;
+        cred_cache_describe(ch, &in);
         CHECK(strstr(in.source, "GOOGLE_OAUTH_ACCESS_TOKEN") && !strstr(in.source, "secret"),
               "source %s", in.source);
-        CHECK(aws_chain_is_static(ch), "static");
-        aws_chain_release(ch);
+        CHECK(cred_cache_is_static(ch), "static");
+        cred_cache_release(ch);
         ch = NULL;
     }
     unsetenv("GOOGLE_OAUTH_ACCESS_TOKEN");
@@ -142,14 +142,14 @@ static void t_chain(void)
                "{\"type\":\"authorized_user\",\"client_id\":\"c\",\"client_secret\":\"CSECRET\","
                "\"refresh_token\":\"RSECRET\",\"token_uri\":\"http://127.0.0.1:1/token\"}");
     setenv("CLOUDSDK_CONFIG", dir, 1);
-    CHECK(gcp_chain_open(c, AWS_CHAIN_NOWAIT, &ch, err, sizeof err) == 0 && ch, "adc: %s", err);
+    CHECK(gcp_chain_open(c, CRED_CACHE_NOWAIT, &ch, err, sizeof err) == 0 && ch, "adc: %s", err);
     if (ch) {
-        aws_chain_info in;
-        aws_chain_describe(ch, &in);
+        cred_cache_info in;
+        cred_cache_describe(ch, &in);
         CHECK(strstr(in.source, "gcloud application-default") &&
                   strstr(in.source, "authorized_user"),
               "adc source: %s", in.source);
-        aws_chain_release(ch);
+        cred_cache_release(ch);
         ch = NULL;
     }
     /* A token endpoint that does not answer: a handle (the refresher

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(buf, data + 1, len);
     char err[300], err2[300];
-    aws_fetched f, g;
+    cred_fetched f, g;
     if (which == 1) {
         char *tok = NULL, *tok2 = NULL;
         int64_t exp = 0, exp2 = 0;
@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(buf);
         return 0;
     }
-    int (*parse)(const char *, size_t, aws_fetched *, char *, size_t) =
+    int (*parse)(const char *, size_t, cred_fetched *, char *, size_t) =
         which == 0 ? aws_parse_process_output : aws_parse_sso_role_credentials;
     int rc = parse(buf, len, &f, err, sizeof err);
     int rc2 = parse(buf, len, &g, err2, sizeof err2);
@@ -65,8 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "fields left on failure");
         FUZZ_CHECK_MSG(err, sizeof err);
     }
-    aws_fetched_clear(&f);
-    aws_fetched_clear(&g);
+    cred_fetched_clear(&f);
+    cred_fetched_clear(&g);
     free(buf);
     return 0;
 }

@@ -43,7 +43,7 @@ static void check_line(const char *s, size_t cap, const char *what)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *body = (const char *)data;
-    aws_fetched f[2], g;
+    cred_fetched f[2], g;
     char err[2][256];
     int rc[2];
     for (int fl = 0; fl < 2; fl++) {
@@ -75,14 +75,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(strcmp(g.secret_access_key, f[fl].secret_access_key) == 0 &&
                            g.expires_ms == f[fl].expires_ms,
                        "not deterministic");
-            aws_fetched_clear(&g);
+            cred_fetched_clear(&g);
         } else {
             FUZZ_CHECK(strcmp(err2, err[fl]) == 0, "message not deterministic");
         }
     }
     /* A message never quotes a secret the same bytes hold. */
     for (int fl = 0; fl < 2; fl++) {
-        const aws_fetched *ok = rc[0] == 0 ? &f[0] : rc[1] == 0 ? &f[1] : NULL;
+        const cred_fetched *ok = rc[0] == 0 ? &f[0] : rc[1] == 0 ? &f[1] : NULL;
         if (rc[fl] != 0 && ok) {
             FUZZ_CHECK(strlen(ok->secret_access_key) < 20 ||
                            strstr(err[fl], ok->secret_access_key) == NULL,
@@ -94,7 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (int fl = 0; fl < 2; fl++)
         if (rc[fl] == 0)
-            aws_fetched_clear(&f[fl]);
+            cred_fetched_clear(&f[fl]);
 
     char role[129];
     memset(role, 'z', sizeof role);

@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!buf)
         return 0;
     memcpy(buf, data, size);
-    aws_fetched f, g;
+    cred_fetched f, g;
     char err[300], err2[300];
     int rc = aws_parse_sts_response(buf, size, &f, err, sizeof err);
     int rc2 = aws_parse_sts_response(buf, size, &g, err2, sizeof err2);
@@ -43,8 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK_MSG(err, sizeof err);
         FUZZ_CHECK(strcmp(err, err2) == 0, "not deterministic");
     }
-    aws_fetched_clear(&f);
-    aws_fetched_clear(&g);
+    cred_fetched_clear(&f);
+    cred_fetched_clear(&g);
     free(buf);
     return 0;
 }

@@ -242,7 +242,7 @@ int s3lect_metrics_text(s3lect_elector *const *electors, size_t n, char **out)
                     (unsigned long long)ss[i].peer_fails[c]);
             }
         uint64_t fok = 0, ffail = 0;
-        aws_fetch_totals(&fok, &ffail);
+        cred_fetch_totals(&fok, &ffail);
         family(&b, "s3lect_credential_fetches_total", "counter",
                "AWS credential fetches and refreshes of the process, by result.");
         put(&b, "s3lect_credential_fetches_total{result=\"ok\"} %llu\n", (unsigned long long)fok);

@@ -65,18 +65,18 @@ void aws_creds_clear(aws_creds *c);
 
 /* Resolves which source supplies the credentials for cfg and takes a
  * reference to its cache entry (creating it, and fetching the first
- * credentials on the calling thread unless AWS_CHAIN_NOWAIT, when it is
+ * credentials on the calling thread unless CRED_CACHE_NOWAIT, when it is
  * new). Returns 0, S3LECT_EAUTH (no source, or the source refused: err
  * says what to fix), or S3LECT_ENOMEM. A source that did not answer
  * (S3LECT_ETRANSIENT) still gives a handle: the refresher retries. */
-int aws_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, char *err,
+int aws_chain_open(const struct s3lect_config *cfg, int flags, cred_cache **out, char *err,
                    size_t errlen);
 /* The current credentials, copied into out (free with aws_creds_clear),
  * without blocking on anything but a mutex. *gen receives their generation
- * (for aws_chain_stale). Returns 0, or S3LECT_ETRANSIENT when there are
+ * (for cred_cache_stale). Returns 0, or S3LECT_ETRANSIENT when there are
  * none yet or they have expired (err names the source and why the refresh
  * failed). */
-int aws_chain_get(aws_chain *c, aws_creds *out, uint64_t *gen, char *err, size_t errlen);
+int aws_chain_get(cred_cache *c, aws_creds *out, uint64_t *gen, char *err, size_t errlen);
 
 /* Reads of the shared credentials file and of the shared config file that
  * found it unreadable or malformed, since the process started. */

@@ -14,8 +14,8 @@
  * it, at most 5 minutes before, but at least twice the last fetch's duration
  * plus 1 s, with up to 20% of that margin as jitter -
  * and at once when a server refused the current credentials
- * (aws_chain_stale). A failed refresh keeps the still-valid credentials,
- * records why (aws_chain_describe, and the message of aws_chain_keys once
+ * (cred_cache_stale). A failed refresh keeps the still-valid credentials,
+ * records why (cred_cache_describe, and the message of cred_cache_keys once
  * they expire) and is retried with backoff (1 s doubling to 30 s, sooner
  * near expiry). Fetches on the refresher give up early when the last entry
  * goes (the thread is joined then).
@@ -54,7 +54,7 @@ static uint64_t g_fetches_ok, g_fetches_failed;
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reg_cv;
 static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
-static struct aws_chain *reg_head;
+static struct cred_cache *reg_head;
 static refresher *reg_refresher;
 static _Atomic int test_permille;
 static const _Atomic int never_abort = 0;
@@ -68,16 +68,16 @@ static void reg_init(void)
     pthread_condattr_destroy(&a);
 }
 
-void aws_chain_test_refresh_permille(int permille)
+void cred_cache_test_refresh_permille(int permille)
 {
     atomic_store(&test_permille, permille);
 }
 
 /* ---- entries ---- */
 
-struct aws_chain *cred_entry_new(const cred_ops *ops)
+struct cred_cache *cred_entry_new(const cred_ops *ops)
 {
-    struct aws_chain *e = calloc(1, sizeof *e);
+    struct cred_cache *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
     e->ops = ops;
@@ -90,11 +90,11 @@ struct aws_chain *cred_entry_new(const cred_ops *ops)
     return e;
 }
 
-void cred_entry_free(struct aws_chain *e)
+void cred_entry_free(struct cred_cache *e)
 {
     if (!e)
         return;
-    aws_fetched_clear(&e->cur);
+    cred_fetched_clear(&e->cur);
     free(e->key);
     if (e->ops && e->state)
         e->ops->free_state(e->state);
@@ -103,7 +103,7 @@ void cred_entry_free(struct aws_chain *e)
     free(e);
 }
 
-static int64_t refresh_due(struct aws_chain *e, int64_t now, int64_t expires)
+static int64_t refresh_due(struct cred_cache *e, int64_t now, int64_t expires)
 {
     if (!expires)
         return 0;
@@ -125,7 +125,7 @@ static int64_t refresh_due(struct aws_chain *e, int64_t now, int64_t expires)
 }
 
 /* Records the outcome of a fetch. Takes e->mu. */
-static void apply(struct aws_chain *e, int rc, aws_fetched *f, const char *err)
+static void apply(struct cred_cache *e, int rc, cred_fetched *f, const char *err)
 {
     int64_t now = u_wall_ms();
     char msg[512];
@@ -138,7 +138,7 @@ static void apply(struct aws_chain *e, int rc, aws_fetched *f, const char *err)
                  "(%s) has already passed: the source or this machine's clock is wrong (check "
                  "NTP)",
                  e->desc, exp, nowt);
-        aws_fetched_clear(f);
+        cred_fetched_clear(f);
         rc = S3LECT_EAUTH;
         err = msg;
     }
@@ -146,7 +146,7 @@ static void apply(struct aws_chain *e, int rc, aws_fetched *f, const char *err)
     e->urgent = 0;
     e->last_rc = rc;
     if (rc == 0) {
-        aws_fetched_clear(&e->cur);
+        cred_fetched_clear(&e->cur);
         e->cur = *f;
         memset(f, 0, sizeof *f);
         e->have = 1;
@@ -177,7 +177,7 @@ static void apply(struct aws_chain *e, int rc, aws_fetched *f, const char *err)
 
 /* Fetches and records; with only_if_missing, skips when another thread got
  * credentials first. Returns the fetch's result. */
-static int refresh(struct aws_chain *e, int first, int only_if_missing, const _Atomic int *abort)
+static int refresh(struct cred_cache *e, int first, int only_if_missing, const _Atomic int *abort)
 {
     pthread_mutex_lock(&e->fetch_mu);
     if (only_if_missing) {
@@ -189,7 +189,7 @@ static int refresh(struct aws_chain *e, int first, int only_if_missing, const _A
             return have ? 0 : last;
         }
     }
-    aws_fetched f = {0};
+    cred_fetched f = {0};
     char err[512] = "";
     int64_t t0 = u_mono_ms();
     int rc = e->ops->fetch(e->state, first, abort, &f, err, sizeof err);
@@ -197,7 +197,7 @@ static int refresh(struct aws_chain *e, int first, int only_if_missing, const _A
     e->fetch_ms = u_mono_ms() - t0;
     pthread_mutex_unlock(&e->mu);
     apply(e, rc, &f, err);
-    aws_fetched_clear(&f);
+    cred_fetched_clear(&f);
     pthread_mutex_lock(&e->mu);
     rc = e->last_rc;
     pthread_mutex_unlock(&e->mu);
@@ -211,7 +211,7 @@ static int refresh(struct aws_chain *e, int first, int only_if_missing, const _A
 
 /* ---- the refresher thread ---- */
 
-static void drop_ref_locked(struct aws_chain *e)
+static void drop_ref_locked(struct cred_cache *e)
 {
     if (--e->refs == 0)
         cred_entry_free(e);
@@ -223,8 +223,8 @@ static void *refresher_main(void *arg)
     pthread_mutex_lock(&reg_mu);
     while (!r->stop) {
         int64_t now = u_wall_ms(), next = INT64_MAX;
-        struct aws_chain *pick = NULL;
-        for (struct aws_chain *e = reg_head; e; e = e->next) {
+        struct cred_cache *pick = NULL;
+        for (struct cred_cache *e = reg_head; e; e = e->next) {
             pthread_mutex_lock(&e->mu);
             int64_t due = e->urgent ? now : e->due_wall;
             pthread_mutex_unlock(&e->mu);
@@ -277,9 +277,9 @@ static int ensure_refresher_locked(void)
 /* Takes a reference to the cache entry for e, a new entry a provider list
  * resolved (consumed): static keys stay private; others join the registry,
  * or the equal entry already there is used, whose first credentials are
- * fetched on the calling thread unless AWS_CHAIN_NOWAIT. Returns what
+ * fetched on the calling thread unless CRED_CACHE_NOWAIT. Returns what
  * aws_chain_open returns. */
-int cred_cache_open(struct aws_chain *e, int flags, aws_chain **out, char *err, size_t errlen)
+int cred_cache_open(struct cred_cache *e, int flags, cred_cache **out, char *err, size_t errlen)
 {
     *out = NULL;
     pthread_once(&reg_once, reg_init);
@@ -291,8 +291,8 @@ int cred_cache_open(struct aws_chain *e, int flags, aws_chain **out, char *err, 
     }
     e->shared = 1;
     pthread_mutex_lock(&reg_mu);
-    struct aws_chain *found = NULL;
-    for (struct aws_chain *x = reg_head; x; x = x->next)
+    struct cred_cache *found = NULL;
+    for (struct cred_cache *x = reg_head; x; x = x->next)
         if (strcmp(x->key, e->key) == 0) {
             found = x;
             break;
@@ -314,7 +314,7 @@ int cred_cache_open(struct aws_chain *e, int flags, aws_chain **out, char *err, 
         e->users = e->refs = 1;
         e->next = reg_head;
         reg_head = e;
-        if (flags & AWS_CHAIN_NOWAIT) {
+        if (flags & CRED_CACHE_NOWAIT) {
             pthread_mutex_lock(&e->mu);
             e->urgent = 1;
             pthread_mutex_unlock(&e->mu);
@@ -322,7 +322,7 @@ int cred_cache_open(struct aws_chain *e, int flags, aws_chain **out, char *err, 
         }
         pthread_mutex_unlock(&reg_mu);
     }
-    if (flags & AWS_CHAIN_NOWAIT) {
+    if (flags & CRED_CACHE_NOWAIT) {
         *out = e;
         return 0;
     }
@@ -337,14 +337,14 @@ int cred_cache_open(struct aws_chain *e, int flags, aws_chain **out, char *err, 
             e->ops->open_failed(e->desc, last, err, errlen);
         else
             snprintf(err, errlen, "%s", last);
-        aws_chain_release(e);
+        cred_cache_release(e);
         return rc == S3LECT_ENOMEM ? rc : S3LECT_EAUTH;
     }
     *out = e;
     return 0;
 }
 
-void aws_chain_release(aws_chain *e)
+void cred_cache_release(cred_cache *e)
 {
     if (!e)
         return;
@@ -355,7 +355,7 @@ void aws_chain_release(aws_chain *e)
     refresher *stop = NULL;
     pthread_mutex_lock(&reg_mu);
     if (--e->users == 0) {
-        for (struct aws_chain **p = &reg_head; *p; p = &(*p)->next)
+        for (struct cred_cache **p = &reg_head; *p; p = &(*p)->next)
             if (*p == e) {
                 *p = e->next;
                 break;
@@ -376,14 +376,14 @@ void aws_chain_release(aws_chain *e)
     }
 }
 
-int aws_chain_is_static(const aws_chain *e)
+int cred_cache_is_static(const cred_cache *e)
 {
     return !e->ops;
 }
 
 /* 0 when the entry holds current credentials of the kind asked for (bearer:
  * an access token, else AWS keys), else why not. Holds e->mu. */
-static int cur_usable_locked(const struct aws_chain *e, int bearer, char *err, size_t errlen)
+static int cur_usable_locked(const struct cred_cache *e, int bearer, char *err, size_t errlen)
 {
     const char *what = bearer ? "access token" : "credentials";
     if (!e->have) {
@@ -406,7 +406,7 @@ static int cur_usable_locked(const struct aws_chain *e, int bearer, char *err, s
     return 0;
 }
 
-int aws_chain_keys(aws_chain *e, aws_fetched *out, uint64_t *gen, char *err, size_t errlen)
+int cred_cache_keys(cred_cache *e, cred_fetched *out, uint64_t *gen, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&e->mu);
@@ -425,11 +425,11 @@ int aws_chain_keys(aws_chain *e, aws_fetched *out, uint64_t *gen, char *err, siz
     }
     pthread_mutex_unlock(&e->mu);
     if (rc)
-        aws_fetched_clear(out);
+        cred_fetched_clear(out);
     return rc;
 }
 
-int aws_chain_bearer(aws_chain *e, char **token, uint64_t *gen, char *err, size_t errlen)
+int cred_cache_bearer(cred_cache *e, char **token, uint64_t *gen, char *err, size_t errlen)
 {
     *token = NULL;
     pthread_mutex_lock(&e->mu);
@@ -447,15 +447,16 @@ int aws_chain_bearer(aws_chain *e, char **token, uint64_t *gen, char *err, size_
     return rc;
 }
 
-char *aws_chain_refresh_warning(aws_chain *e, uint64_t *seen, int64_t *warned_at, int64_t every_ms)
+char *cred_cache_refresh_warning(cred_cache *e, uint64_t *seen, int64_t *warned_at,
+                                 int64_t every_ms)
 {
-    if (aws_chain_is_static(e) || aws_chain_failures(e) <= *seen)
+    if (cred_cache_is_static(e) || cred_cache_failures(e) <= *seen)
         return NULL;
     int64_t now = u_mono_ms();
     if (*warned_at && now - *warned_at < every_ms)
         return NULL;
-    aws_chain_info info;
-    aws_chain_describe(e, &info);
+    cred_cache_info info;
+    cred_cache_describe(e, &info);
     if (info.failures <= *seen || !info.last_error[0])
         return NULL;
     *seen = info.failures;
@@ -468,7 +469,7 @@ char *aws_chain_refresh_warning(aws_chain *e, uint64_t *seen, int64_t *warned_at
                       info.source, info.last_error, until[0] ? " until " : "", until);
 }
 
-void aws_chain_stale(aws_chain *e, uint64_t gen)
+void cred_cache_stale(cred_cache *e, uint64_t gen)
 {
     if (!e || !e->ops)
         return;
@@ -483,7 +484,7 @@ void aws_chain_stale(aws_chain *e, uint64_t gen)
     pthread_mutex_unlock(&reg_mu);
 }
 
-void aws_chain_describe(aws_chain *e, aws_chain_info *out)
+void cred_cache_describe(cred_cache *e, cred_cache_info *out)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&e->mu);
@@ -498,13 +499,13 @@ void aws_chain_describe(aws_chain *e, aws_chain_info *out)
     pthread_mutex_unlock(&e->mu);
 }
 
-void aws_fetch_totals(uint64_t *ok, uint64_t *failed)
+void cred_fetch_totals(uint64_t *ok, uint64_t *failed)
 {
     *ok = __atomic_load_n(&g_fetches_ok, __ATOMIC_RELAXED);
     *failed = __atomic_load_n(&g_fetches_failed, __ATOMIC_RELAXED);
 }
 
-uint64_t aws_chain_failures(aws_chain *e)
+uint64_t cred_cache_failures(cred_cache *e)
 {
     pthread_mutex_lock(&e->mu);
     uint64_t n = e->failures;

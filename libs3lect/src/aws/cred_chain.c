@@ -55,7 +55,7 @@ static void src_free(void *p)
     free(e);
 }
 
-static int set_static(aws_fetched *out, const char *akid, const char *secret, const char *token)
+static int set_static(cred_fetched *out, const char *akid, const char *secret, const char *token)
 {
     memset(out, 0, sizeof *out);
     out->access_key_id = strdup(akid);
@@ -63,7 +63,7 @@ static int set_static(aws_fetched *out, const char *akid, const char *secret, co
     out->session_token = token && *token ? strdup(token) : NULL;
     if (!out->access_key_id || !out->secret_access_key ||
         (token && *token && !out->session_token)) {
-        aws_fetched_clear(out);
+        cred_fetched_clear(out);
         return S3LECT_ENOMEM;
     }
     return 0;
@@ -128,11 +128,11 @@ static int env_pair_complete(const char *what, const char *a_name, const char *a
 }
 
 static int profile_fetch(const aws_src *e, const char *name, const char **chain, int depth,
-                         const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen);
+                         const _Atomic int *abort, cred_fetched *out, char *err, size_t errlen);
 
 /* The credentials a role profile assumes the role with. */
 static int role_source(const aws_src *e, const char *name, const aws_section *s, const char **chain,
-                       int depth, const _Atomic int *abort, aws_fetched *base, char *err,
+                       int depth, const _Atomic int *abort, cred_fetched *base, char *err,
                        size_t errlen)
 {
     const char *src = aws_section_get(s, "source_profile");
@@ -194,7 +194,7 @@ static int role_source(const aws_src *e, const char *name, const aws_section *s,
 }
 
 static int profile_fetch(const aws_src *e, const char *name, const char **chain, int depth,
-                         const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen)
+                         const _Atomic int *abort, cred_fetched *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < depth; i++) {
@@ -259,7 +259,7 @@ static int profile_fetch(const aws_src *e, const char *name, const char **chain,
     } else if (role) {
         int dur;
         rc = parse_duration(aws_section_get(&s, "duration_seconds"), name, &dur, err, errlen);
-        aws_fetched base = {0};
+        cred_fetched base = {0};
         if (rc == 0)
             rc = role_source(e, name, &s, chain, depth, abort, &base, err, errlen);
         if (rc == 0) {
@@ -268,7 +268,7 @@ static int profile_fetch(const aws_src *e, const char *name, const char **chain,
             if (rc)
                 snprintf(err, errlen, "profile '%s' (role_arn): %s", name, why);
         }
-        aws_fetched_clear(&base);
+        cred_fetched_clear(&base);
     } else if (wit) {
         snprintf(err, errlen, "profile '%s' has web_identity_token_file but no role_arn", name);
         rc = S3LECT_EAUTH;
@@ -325,8 +325,8 @@ static int profile_fetch(const aws_src *e, const char *name, const char **chain,
 
 /* The providers' fetches (cred_ops.fetch; no lock held). */
 
-static int webid_env_fetch(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
-                           char *err, size_t errlen)
+static int webid_env_fetch(const void *state, int first, const _Atomic int *abort,
+                           cred_fetched *out, char *err, size_t errlen)
 {
     (void)first;
     const aws_src *e = state;
@@ -337,7 +337,7 @@ static int webid_env_fetch(const void *state, int first, const _Atomic int *abor
 }
 
 static int profile_src_fetch(const void *state, int first, const _Atomic int *abort,
-                             aws_fetched *out, char *err, size_t errlen)
+                             cred_fetched *out, char *err, size_t errlen)
 {
     (void)first;
     const aws_src *e = state;
@@ -346,7 +346,7 @@ static int profile_src_fetch(const void *state, int first, const _Atomic int *ab
 }
 
 static int container_src_fetch(const void *state, int first, const _Atomic int *abort,
-                               aws_fetched *out, char *err, size_t errlen)
+                               cred_fetched *out, char *err, size_t errlen)
 {
     (void)state, (void)first, (void)abort;
     char why[450];
@@ -356,7 +356,7 @@ static int container_src_fetch(const void *state, int first, const _Atomic int *
     return rc;
 }
 
-static int imds_src_fetch(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
+static int imds_src_fetch(const void *state, int first, const _Atomic int *abort, cred_fetched *out,
                           char *err, size_t errlen)
 {
     (void)state, (void)abort;
@@ -401,9 +401,9 @@ typedef struct aws_resolving {
 /* What a configured provider found: static keys, or what fetching needs. */
 typedef struct aws_found {
     int is_static;
-    aws_fetched keys; /* static keys */
-    aws_src *src;     /* else: the entry's state */
-    char *key;        /* and the cache key (the region and CA bundle are added) */
+    cred_fetched keys; /* static keys */
+    aws_src *src;      /* else: the entry's state */
+    char *key;         /* and the cache key (the region and CA bundle are added) */
 } aws_found;
 
 typedef struct aws_provider {
@@ -663,9 +663,9 @@ static void nothing_configured(const aws_resolving *r, char *err, size_t errlen)
 
 /* A new entry for what provider p found (consumed). */
 static int found_entry(const struct s3lect_config *cfg, const aws_resolving *r,
-                       const aws_provider *p, aws_found *f, struct aws_chain **out)
+                       const aws_provider *p, aws_found *f, struct cred_cache **out)
 {
-    struct aws_chain *e = cred_entry_new(f->is_static ? NULL : &p->ops);
+    struct cred_cache *e = cred_entry_new(f->is_static ? NULL : &p->ops);
     if (!e)
         return S3LECT_ENOMEM;
     *out = e;
@@ -693,14 +693,14 @@ static int found_entry(const struct s3lect_config *cfg, const aws_resolving *r,
 
 /* Asks the providers in order which one applies; a new entry for it (static
  * ones carry their keys). Returns 0, S3LECT_EAUTH or S3LECT_ENOMEM. */
-static int resolve(const struct s3lect_config *cfg, struct aws_chain **out, char *err,
+static int resolve(const struct s3lect_config *cfg, struct cred_cache **out, char *err,
                    size_t errlen)
 {
     *out = NULL;
     aws_resolving r = {.cfg = cfg};
     r.profile = aws_profile_name(cfg, &r.explicit_profile);
     aws_found f = {0};
-    struct aws_chain *e = NULL;
+    struct cred_cache *e = NULL;
     int rc = 0;
     size_t i = 0;
     for (; i < sizeof providers / sizeof providers[0] && rc == 0; i++)
@@ -712,7 +712,7 @@ static int resolve(const struct s3lect_config *cfg, struct aws_chain **out, char
         nothing_configured(&r, err, errlen);
         rc = S3LECT_EAUTH;
     }
-    aws_fetched_clear(&f.keys);
+    cred_fetched_clear(&f.keys);
     src_free(f.src);
     free(f.key);
     aws_section_clear(&r.s);
@@ -728,22 +728,22 @@ static int resolve(const struct s3lect_config *cfg, struct aws_chain **out, char
     return 0;
 }
 
-int aws_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, char *err,
+int aws_chain_open(const struct s3lect_config *cfg, int flags, cred_cache **out, char *err,
                    size_t errlen)
 {
     *out = NULL;
-    struct aws_chain *e;
+    struct cred_cache *e;
     int rc = resolve(cfg, &e, err, errlen);
     return rc ? rc : cred_cache_open(e, flags, out, err, errlen);
 }
 
 /* ---- one-shot resolution ---- */
 
-int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t errlen)
+int aws_chain_get(cred_cache *e, aws_creds *out, uint64_t *gen, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    aws_fetched f;
-    int rc = aws_chain_keys(e, &f, gen, err, errlen);
+    cred_fetched f;
+    int rc = cred_cache_keys(e, &f, gen, err, errlen);
     if (rc)
         return rc;
     out->access_key_id = f.access_key_id;
@@ -757,12 +757,12 @@ int aws_chain_get(aws_chain *e, aws_creds *out, uint64_t *gen, char *err, size_t
 int aws_creds_resolve(const struct s3lect_config *cfg, aws_creds *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    aws_chain *c;
+    cred_cache *c;
     int rc = aws_chain_open(cfg, 0, &c, err, errlen);
     if (rc)
         return rc;
     rc = aws_chain_get(c, out, NULL, err, errlen);
-    aws_chain_release(c);
+    cred_cache_release(c);
     return rc;
 }
 

@@ -137,7 +137,7 @@ static void describe_error_answer(const aws_md_resp *r, const char *token, char 
         snprintf(out, outlen, ": %s", code[0] ? code : msg);
 }
 
-int aws_container_fetch(int64_t timeout_ms, aws_fetched *out, char *err, size_t errlen)
+int aws_container_fetch(int64_t timeout_ms, cred_fetched *out, char *err, size_t errlen)
 {
     int64_t deadline = u_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     memset(out, 0, sizeof *out);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cred_curl.h - the libcurl pieces (on base/http.h) that both HTTP helpers
- * of the credential sources use: aws_http (cred_http.c: STS, SSO) and aws_md_http
+ * of the credential sources use: cred_http (cred_http.c: STS, SSO) and aws_md_http
  * (cred_metadata.c: container and instance metadata). Defined in
  * cred_http.c. Every buffer that may hold a secret is wiped before it is
  * freed. */
@@ -16,15 +16,15 @@
  * exchange and for connecting, no redirects, http and https only, s3lect's
  * User-Agent (http_easy_common), the header list hl, and the body into
  * *sink (http.h: wiped when cleared). */
-void aws_curl_setup(CURL *e, const char *url, long timeout_ms, struct curl_slist *hl,
-                    http_body *sink);
+void cred_curl_setup(CURL *e, const char *url, long timeout_ms, struct curl_slist *hl,
+                     http_body *sink);
 
 /* Performs the exchange set up on e; *status gets the HTTP status (0 when
  * no answer). The header lines (which may hold tokens) are wiped and freed
  * afterwards, and e no longer refers to them. */
-CURLcode aws_curl_perform(CURL *e, struct curl_slist *hl, long *status);
+CURLcode cred_curl_perform(CURL *e, struct curl_slist *hl, long *status);
 
 /* Wipes every line of a header list and frees it (NULL is fine). */
-void aws_curl_slist_wipe_free(struct curl_slist *hl);
+void cred_curl_slist_wipe_free(struct curl_slist *hl);
 
 #endif

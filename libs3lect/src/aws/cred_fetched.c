@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cred_fetched.c - aws_fetched_clear (cred_cache.h): wipes and frees what
+/* cred_fetched.c - cred_fetched_clear (cred_cache.h): wipes and frees what
  * a credential provider fetched. */
 #include "cred_cache.h"
 #include "util.h"
 
-void aws_fetched_clear(aws_fetched *f)
+void cred_fetched_clear(cred_fetched *f)
 {
     if (!f)
         return;

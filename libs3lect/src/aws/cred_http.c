@@ -18,8 +18,8 @@
 
 /* ---- libcurl pieces shared with cred_metadata.c (cred_curl.h) ---- */
 
-void aws_curl_setup(CURL *e, const char *url, long timeout_ms, struct curl_slist *hl,
-                    http_body *sink)
+void cred_curl_setup(CURL *e, const char *url, long timeout_ms, struct curl_slist *hl,
+                     http_body *sink)
 {
     http_easy_common(e, url, timeout_ms, timeout_ms, NULL, sink);
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
@@ -27,20 +27,20 @@ void aws_curl_setup(CURL *e, const char *url, long timeout_ms, struct curl_slist
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
 }
 
-void aws_curl_slist_wipe_free(struct curl_slist *hl)
+void cred_curl_slist_wipe_free(struct curl_slist *hl)
 {
     for (struct curl_slist *l = hl; l; l = l->next)
         u_wipe(l->data, strlen(l->data));
     curl_slist_free_all(hl);
 }
 
-CURLcode aws_curl_perform(CURL *e, struct curl_slist *hl, long *status)
+CURLcode cred_curl_perform(CURL *e, struct curl_slist *hl, long *status)
 {
     CURLcode cc = curl_easy_perform(e);
     *status = 0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, status);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
-    aws_curl_slist_wipe_free(hl);
+    cred_curl_slist_wipe_free(hl);
     return cc;
 }
 
@@ -55,8 +55,8 @@ static int64_t json_int(const cJSON *j, const char *name)
     return 0;
 }
 
-int aws_parse_bearer(const char *buf, size_t len, int64_t now_ms, aws_fetched *out, char *err,
-                     size_t errlen)
+int cred_parse_bearer(const char *buf, size_t len, int64_t now_ms, cred_fetched *out, char *err,
+                      size_t errlen)
 {
     cJSON *j = cJSON_ParseWithLength(buf, len);
     if (!j || !cJSON_IsObject(j)) {
@@ -98,7 +98,7 @@ int aws_parse_bearer(const char *buf, size_t len, int64_t now_ms, aws_fetched *o
     return rc;
 }
 
-/* ---- aws_http ---- */
+/* ---- cred_http ---- */
 
 static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
 {
@@ -110,7 +110,7 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_
     return abort && *abort ? 1 : 0;
 }
 
-void aws_http_resp_clear(aws_http_resp *r)
+void cred_http_resp_clear(cred_http_resp *r)
 {
     if (r->body) {
         u_wipe(r->body, r->len);
@@ -119,9 +119,9 @@ void aws_http_resp_clear(aws_http_resp *r)
     memset(r, 0, sizeof *r);
 }
 
-int aws_http(const char *method, const char *url, const char *const *headers, const char *body,
-             size_t body_len, const char *ca_file, int64_t timeout_ms, const _Atomic int *abort,
-             aws_http_resp *out, char *err, size_t errlen)
+int cred_http(const char *method, const char *url, const char *const *headers, const char *body,
+              size_t body_len, const char *ca_file, int64_t timeout_ms, const _Atomic int *abort,
+              cred_http_resp *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (http_global_init(err, errlen) != 0)
@@ -148,7 +148,7 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
             oom = 1;
     }
     if (oom) {
-        aws_curl_slist_wipe_free(hl);
+        cred_curl_slist_wipe_free(hl);
         curl_easy_cleanup(e);
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
@@ -157,7 +157,7 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
     http_body s = {.max = MAX_BODY};
     if (timeout_ms <= 0)
         timeout_ms = 10000;
-    aws_curl_setup(e, url, (long)timeout_ms, hl, &s);
+    cred_curl_setup(e, url, (long)timeout_ms, hl, &s);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, ebuf);
     curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -172,7 +172,7 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
     long status;
-    CURLcode cc = aws_curl_perform(e, hl, &status);
+    CURLcode cc = cred_curl_perform(e, hl, &status);
     curl_easy_cleanup(e);
     if (cc != CURLE_OK) {
         int too_large = s.too_large;
@@ -200,20 +200,20 @@ int aws_http(const char *method, const char *url, const char *const *headers, co
     return 0;
 }
 
-int aws_token_call(const char *method, const char *url, const char *const *headers,
-                   const char *body, const char *what, const char *ca_file, int64_t timeout_ms,
-                   const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen)
+int cred_token_call(const char *method, const char *url, const char *const *headers,
+                    const char *body, const char *what, const char *ca_file, int64_t timeout_ms,
+                    const _Atomic int *abort, cred_fetched *out, char *err, size_t errlen)
 {
-    aws_http_resp r;
+    cred_http_resp r;
     char e[300] = "";
-    int rc = aws_http(method, url, headers, body, body ? strlen(body) : 0, ca_file, timeout_ms,
-                      abort, &r, e, sizeof e);
+    int rc = cred_http(method, url, headers, body, body ? strlen(body) : 0, ca_file, timeout_ms,
+                       abort, &r, e, sizeof e);
     if (rc) {
         snprintf(err, errlen, "%s did not answer: %s", what, e);
         return rc;
     }
     if (r.status == 200) {
-        rc = aws_parse_bearer(r.body, r.len, u_wall_ms(), out, e, sizeof e);
+        rc = cred_parse_bearer(r.body, r.len, u_wall_ms(), out, e, sizeof e);
         if (rc)
             snprintf(err, errlen, "%s gave no usable token: %s", what, e);
     } else {
@@ -239,6 +239,6 @@ int aws_token_call(const char *method, const char *url, const char *const *heade
         snprintf(err, errlen, "%s answered HTTP %ld%s", what, r.status, detail);
         rc = transient ? S3LECT_ETRANSIENT : S3LECT_EAUTH;
     }
-    aws_http_resp_clear(&r);
+    cred_http_resp_clear(&r);
     return rc;
 }

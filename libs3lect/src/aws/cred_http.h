@@ -13,29 +13,29 @@
 
 #include "cred_cache.h"
 
-typedef struct aws_http_resp {
+typedef struct cred_http_resp {
     long status;
     char *body; /* NUL-terminated; wiped when cleared */
     size_t len;
-} aws_http_resp;
+} cred_http_resp;
 
 /* One request. headers: NULL-terminated "Name: value" lines (may hold
  * tokens: they are wiped). Returns 0 when an HTTP answer arrived (any
  * status), S3LECT_ETRANSIENT when none did (err says why), S3LECT_ENOMEM. */
-int aws_http(const char *method, const char *url, const char *const *headers, const char *body,
-             size_t body_len, const char *ca_file, int64_t timeout_ms, const _Atomic int *abort,
-             aws_http_resp *out, char *err, size_t errlen);
-void aws_http_resp_clear(aws_http_resp *r);
+int cred_http(const char *method, const char *url, const char *const *headers, const char *body,
+              size_t body_len, const char *ca_file, int64_t timeout_ms, const _Atomic int *abort,
+              cred_http_resp *out, char *err, size_t errlen);
+void cred_http_resp_clear(cred_http_resp *r);
 
 /* One request to an OAuth2 token endpoint (GCP's and Azure's sources), its
- * answer parsed by aws_parse_bearer into out. what names the endpoint in
+ * answer parsed by cred_parse_bearer into out. what names the endpoint in
  * messages ("the token endpoint https://..."). A refusal's message carries
  * the answer's error and error_description (or Google's error.message),
  * which hold no secret. Returns 0; S3LECT_ETRANSIENT when no answer came or
  * on 408, 429 and 5xx; S3LECT_EAUTH otherwise. */
-int aws_token_call(const char *method, const char *url, const char *const *headers,
-                   const char *body, const char *what, const char *ca_file, int64_t timeout_ms,
-                   const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen);
+int cred_token_call(const char *method, const char *url, const char *const *headers,
+                    const char *body, const char *what, const char *ca_file, int64_t timeout_ms,
+                    const _Atomic int *abort, cred_fetched *out, char *err, size_t errlen);
 
 /* An OAuth2 token answer (GCP's and Azure's token endpoints, GCP's STS and
  * metadata server, Azure IMDS and App Service): the access token
@@ -44,7 +44,7 @@ int aws_token_call(const char *method, const char *url, const char *const *heade
  * string: IMDS, App Service), else expires_in (seconds, a number or a
  * string), else expireTime (RFC 3339: IAM Credentials). Returns 0 or
  * S3LECT_EAUTH (err says which field is missing), S3LECT_ENOMEM. */
-int aws_parse_bearer(const char *buf, size_t len, int64_t now_ms, aws_fetched *out, char *err,
-                     size_t errlen);
+int cred_parse_bearer(const char *buf, size_t len, int64_t now_ms, cred_fetched *out, char *err,
+                      size_t errlen);
 
 #endif

@@ -183,7 +183,7 @@ static int imds_status_error(const imds *m, long status, const char *what, char 
     return status >= 500 || status == 429 ? S3LECT_ETRANSIENT : S3LECT_EAUTH;
 }
 
-int aws_imds_fetch(int64_t timeout_ms, aws_fetched *out, char *err, size_t errlen)
+int aws_imds_fetch(int64_t timeout_ms, cred_fetched *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     imds m;

@@ -150,7 +150,7 @@ static int member_str(const cJSON *o, const char *name, const char **out)
     return 0;
 }
 
-int aws_md_parse_creds(const char *body, size_t len, int flavour, aws_fetched *out, char *err,
+int aws_md_parse_creds(const char *body, size_t len, int flavour, cred_fetched *out, char *err,
                        size_t errlen)
 {
     const char *who = flavour == AWS_MD_IMDS ? "instance metadata" : "container endpoint";
@@ -236,7 +236,7 @@ done:
     json_wipe(j);
     cJSON_Delete(j);
     if (rc != 0)
-        aws_fetched_clear(out);
+        cred_fetched_clear(out);
     return rc;
 }
 
@@ -333,13 +333,13 @@ int aws_md_http(void *curl, const aws_md_req *req, aws_md_resp *resp)
     }
     hl = append_header(hl, "Accept", "*/*", &oom);
     if (oom) {
-        aws_curl_slist_wipe_free(hl);
+        cred_curl_slist_wipe_free(hl);
         return S3LECT_ENOMEM;
     }
     http_body sink = {.max = req->max_body};
 
     curl_easy_reset(e);
-    aws_curl_setup(e, req->url, (long)left, hl, &sink);
+    cred_curl_setup(e, req->url, (long)left, hl, &sink);
     curl_easy_setopt(e, CURLOPT_NOPROXY, no_proxy_hosts);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     const char *ca = getenv("AWS_CA_BUNDLE");
@@ -353,7 +353,7 @@ int aws_md_http(void *curl, const aws_md_req *req, aws_md_resp *resp)
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
     long status;
-    CURLcode cc = aws_curl_perform(e, hl, &status);
+    CURLcode cc = cred_curl_perform(e, hl, &status);
 
     if (sink.oom) {
         http_body_clear(&sink);

@@ -27,7 +27,7 @@ enum { AWS_MD_CONTAINER = 0, AWS_MD_IMDS = 1 };
  * Returns 0, S3LECT_EAUTH (err: one line naming what is wrong, never a
  * value) or S3LECT_ENOMEM. On failure *out is cleared. Wipes every copy of
  * the secrets it made. */
-int aws_md_parse_creds(const char *body, size_t len, int flavour, aws_fetched *out, char *err,
+int aws_md_parse_creds(const char *body, size_t len, int flavour, cred_fetched *out, char *err,
                        size_t errlen);
 
 /* Parses IMDS's answer to .../security-credentials/: the first non-empty line

@@ -24,7 +24,7 @@ static int token_chars_ok(const char *s)
 }
 
 /* Checks what a parser filled in; on failure clears out. */
-static int finish(aws_fetched *out, const char *what, char *err, size_t errlen)
+static int finish(cred_fetched *out, const char *what, char *err, size_t errlen)
 {
     const char *bad = !out->access_key_id                   ? "has no access key id"
                       : !out->secret_access_key             ? "has no secret access key"
@@ -38,7 +38,7 @@ static int finish(aws_fetched *out, const char *what, char *err, size_t errlen)
                           : NULL;
     if (bad) {
         snprintf(err, errlen, "%s %s", what, bad);
-        aws_fetched_clear(out);
+        cred_fetched_clear(out);
         return S3LECT_EAUTH;
     }
     return 0;
@@ -85,7 +85,7 @@ static char *json_str(const cJSON *obj, const char *name, int *oom)
     return s;
 }
 
-int aws_parse_process_output(const char *buf, size_t len, aws_fetched *out, char *err,
+int aws_parse_process_output(const char *buf, size_t len, cred_fetched *out, char *err,
                              size_t errlen)
 {
     static const char what[] = "the output of credential_process";
@@ -133,7 +133,7 @@ int aws_parse_process_output(const char *buf, size_t len, aws_fetched *out, char
     }
     json_wipe_delete(j);
     if (rc) {
-        aws_fetched_clear(out);
+        cred_fetched_clear(out);
         return rc;
     }
     return finish(out, what, err, errlen);
@@ -173,7 +173,7 @@ int aws_parse_sso_token(const char *buf, size_t len, char **token, int64_t *expi
     return rc;
 }
 
-int aws_parse_sso_role_credentials(const char *buf, size_t len, aws_fetched *out, char *err,
+int aws_parse_sso_role_credentials(const char *buf, size_t len, cred_fetched *out, char *err,
                                    size_t errlen)
 {
     static const char what[] = "the SSO portal's answer";
@@ -203,7 +203,7 @@ int aws_parse_sso_role_credentials(const char *buf, size_t len, aws_fetched *out
     }
     json_wipe_delete(j);
     if (rc) {
-        aws_fetched_clear(out);
+        cred_fetched_clear(out);
         return rc;
     }
     return finish(out, what, err, errlen);
@@ -296,7 +296,7 @@ char *aws_xml_text(const char *s, const char *end, const char *tag, const char *
     return NULL;
 }
 
-int aws_parse_sts_response(const char *buf, size_t len, aws_fetched *out, char *err, size_t errlen)
+int aws_parse_sts_response(const char *buf, size_t len, cred_fetched *out, char *err, size_t errlen)
 {
     static const char what[] = "STS's answer";
     memset(out, 0, sizeof *out);
@@ -360,7 +360,7 @@ int aws_parse_sts_response(const char *buf, size_t len, aws_fetched *out, char *
     free(exp);
     free(arn);
     if (rc) {
-        aws_fetched_clear(out);
+        cred_fetched_clear(out);
         return rc;
     }
     return finish(out, what, err, errlen);

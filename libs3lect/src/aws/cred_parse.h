@@ -22,7 +22,7 @@
  * {"Version": 1, "AccessKeyId": .., "SecretAccessKey": .., "SessionToken": ..,
  *  "Expiration": "RFC 3339"} (SessionToken and Expiration optional).
  * Returns 0 or S3LECT_EAUTH (err says what is wrong). */
-int aws_parse_process_output(const char *buf, size_t len, aws_fetched *out, char *err,
+int aws_parse_process_output(const char *buf, size_t len, cred_fetched *out, char *err,
                              size_t errlen);
 
 /* The SSO token cache file: {"accessToken": .., "expiresAt": "RFC 3339", ...}.
@@ -32,14 +32,15 @@ int aws_parse_sso_token(const char *buf, size_t len, char **token, int64_t *expi
 
 /* GetRoleCredentials: {"roleCredentials": {"accessKeyId", "secretAccessKey",
  * "sessionToken", "expiration": ms since the epoch}}. Returns 0 or S3LECT_EAUTH. */
-int aws_parse_sso_role_credentials(const char *buf, size_t len, aws_fetched *out, char *err,
+int aws_parse_sso_role_credentials(const char *buf, size_t len, cred_fetched *out, char *err,
                                    size_t errlen);
 
 /* STS AssumeRole / AssumeRoleWithWebIdentity success answer:
  * <Credentials><AccessKeyId/><SecretAccessKey/><SessionToken/><Expiration/>
  * </Credentials> and <AssumedRoleUser><Arn/></AssumedRoleUser> (the
  * principal). Returns 0 or S3LECT_EAUTH. */
-int aws_parse_sts_response(const char *buf, size_t len, aws_fetched *out, char *err, size_t errlen);
+int aws_parse_sts_response(const char *buf, size_t len, cred_fetched *out, char *err,
+                           size_t errlen);
 
 /* The decoded text of the first element named tag within [s, end), trimmed
  * of surrounding whitespace, or NULL when there is none or it is empty

@@ -77,7 +77,7 @@ static void kill_group(pid_t pid)
 }
 
 int aws_process_fetch(const char *command, const char *what, int64_t timeout_ms,
-                      const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen)
+                      const _Atomic int *abort, cred_fetched *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     int fds[2];

@@ -35,7 +35,7 @@ int aws_container_configured(void);
  * Token, Expiration (RFC 3339), and RoleArn where present.
  * Returns 0, S3LECT_EAUTH (refused, host not allowed, malformed answer) or
  * S3LECT_ETRANSIENT (no answer, 5xx, timeout). */
-int aws_container_fetch(int64_t timeout_ms, aws_fetched *out, char *err, size_t errlen);
+int aws_container_fetch(int64_t timeout_ms, cred_fetched *out, char *err, size_t errlen);
 
 /* ---- EC2 instance metadata (cred_imds.c) ---- */
 
@@ -50,7 +50,7 @@ int aws_imds_enabled(void);
  * IMDSv1 only where the SDKs do (token PUT answered 403/404/405: IMDSv1
  * allowed unless AWS_EC2_METADATA_V1_DISABLED is true). Returns 0,
  * S3LECT_EAUTH (no role attached, refused, malformed) or S3LECT_ETRANSIENT. */
-int aws_imds_fetch(int64_t timeout_ms, aws_fetched *out, char *err, size_t errlen);
+int aws_imds_fetch(int64_t timeout_ms, cred_fetched *out, char *err, size_t errlen);
 
 /* The instance's region (IMDS placement/region), allocated, or NULL when
  * IMDS is disabled or does not answer within timeout_ms. */
@@ -112,15 +112,15 @@ char *aws_sts_endpoint(const aws_sts_ctx *ctx);
 /* AssumeRole, signed (SigV4, service "sts") with src. duration_s 0: STS's
  * default; external_id may be NULL. Returns 0, S3LECT_EAUTH (refused,
  * malformed answer) or S3LECT_ETRANSIENT (no answer, throttled, 5xx). */
-int aws_sts_assume_role(const aws_sts_ctx *ctx, const aws_fetched *src, const char *role_arn,
+int aws_sts_assume_role(const aws_sts_ctx *ctx, const cred_fetched *src, const char *role_arn,
                         const char *session_name, int duration_s, const char *external_id,
-                        aws_fetched *out, char *err, size_t errlen);
+                        cred_fetched *out, char *err, size_t errlen);
 
 /* AssumeRoleWithWebIdentity (unsigned) with the token read from token_file
  * now (EKS rotates it). */
 int aws_sts_assume_role_web_identity(const aws_sts_ctx *ctx, const char *role_arn,
                                      const char *session_name, const char *token_file,
-                                     int duration_s, aws_fetched *out, char *err, size_t errlen);
+                                     int duration_s, cred_fetched *out, char *err, size_t errlen);
 
 /* ---- credential_process (cred_process.c) ---- */
 
@@ -134,7 +134,7 @@ int64_t aws_process_timeout_ms(void);
  * logged) and parsed as Version 1 JSON. Killed (its process group) after
  * timeout_ms. what names it in messages ("credential_process of profile 'x'"). */
 int aws_process_fetch(const char *command, const char *what, int64_t timeout_ms,
-                      const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen);
+                      const _Atomic int *abort, cred_fetched *out, char *err, size_t errlen);
 
 /* ---- SSO (cred_sso.c) ---- */
 
@@ -156,6 +156,6 @@ void aws_sha1_hex(const char *s, char out[41]);
 /* Reads the cached token (~/.aws/sso/cache/<sha1>.json) and calls the
  * portal's GetRoleCredentials (AWS_ENDPOINT_URL_SSO, else
  * https://portal.sso.REGION.amazonaws.com). */
-int aws_sso_fetch(const aws_sso_params *p, aws_fetched *out, char *err, size_t errlen);
+int aws_sso_fetch(const aws_sso_params *p, cred_fetched *out, char *err, size_t errlen);
 
 #endif

@@ -110,7 +110,7 @@ static int read_file(const char *path, char **buf, size_t *len)
     return 0;
 }
 
-int aws_sso_fetch(const aws_sso_params *p, aws_fetched *out, char *err, size_t errlen)
+int aws_sso_fetch(const aws_sso_params *p, cred_fetched *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     char login[300];
@@ -186,9 +186,9 @@ int aws_sso_fetch(const aws_sso_params *p, aws_fetched *out, char *err, size_t e
         return S3LECT_ENOMEM;
     }
     const char *headers[] = {hdr, "Accept: application/json", NULL};
-    aws_http_resp resp = {0};
-    rc = aws_http("GET", url, headers, NULL, 0, p->ca_file, p->timeout_ms, p->abort, &resp, why,
-                  sizeof why);
+    cred_http_resp resp = {0};
+    rc = cred_http("GET", url, headers, NULL, 0, p->ca_file, p->timeout_ms, p->abort, &resp, why,
+                   sizeof why);
     u_wipe_free(hdr);
     free(url);
     if (rc == S3LECT_ETRANSIENT) {
@@ -215,7 +215,7 @@ int aws_sso_fetch(const aws_sso_params *p, aws_fetched *out, char *err, size_t e
             snprintf(out->principal, sizeof out->principal, "role %.64s in account %.20s (SSO)",
                      p->role_name, p->account_id);
     }
-    aws_http_resp_clear(&resp);
+    cred_http_resp_clear(&resp);
     free(ep);
     return rc;
 }

@@ -86,7 +86,7 @@ static int transient_code(const char *code)
 
 /* Sends the form body, signed with src when given; parses the answer. */
 static int sts_call(const aws_sts_ctx *ctx, const char *action, const char *role_arn,
-                    const char *form, const aws_fetched *src, aws_fetched *out, char *err,
+                    const char *form, const cred_fetched *src, cred_fetched *out, char *err,
                     size_t errlen)
 {
     char *url = aws_sts_endpoint(ctx);
@@ -145,11 +145,11 @@ static int sts_call(const aws_sts_ctx *ctx, const char *action, const char *role
             snprintf(err, errlen, "out of memory");
             rc = S3LECT_ENOMEM;
         }
-    aws_http_resp resp = {0};
+    cred_http_resp resp = {0};
     char why[300] = "";
     if (rc == 0) {
-        rc = aws_http("POST", url, (const char *const *)lines, form, strlen(form), ctx->ca_file,
-                      ctx->timeout_ms, ctx->abort, &resp, why, sizeof why);
+        rc = cred_http("POST", url, (const char *const *)lines, form, strlen(form), ctx->ca_file,
+                       ctx->timeout_ms, ctx->abort, &resp, why, sizeof why);
         if (rc == S3LECT_ETRANSIENT)
             snprintf(err, errlen, "STS %s of %s at %s failed: %s", action, role_arn, url, why);
         else if (rc)
@@ -186,16 +186,16 @@ static int sts_call(const aws_sts_ctx *ctx, const char *action, const char *role
                      xe.request_id, xe.request_id[0] ? ")" : "", hint);
         }
     }
-    aws_http_resp_clear(&resp);
+    cred_http_resp_clear(&resp);
     free(url);
     free(authority);
     free(path);
     return rc;
 }
 
-int aws_sts_assume_role(const aws_sts_ctx *ctx, const aws_fetched *src, const char *role_arn,
+int aws_sts_assume_role(const aws_sts_ctx *ctx, const cred_fetched *src, const char *role_arn,
                         const char *session_name, int duration_s, const char *external_id,
-                        aws_fetched *out, char *err, size_t errlen)
+                        cred_fetched *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     char *form = u_strdup("Action=AssumeRole&Version=2011-06-15");
@@ -275,7 +275,7 @@ static int read_token_file(const char *path, char **out, char *err, size_t errle
 
 int aws_sts_assume_role_web_identity(const aws_sts_ctx *ctx, const char *role_arn,
                                      const char *session_name, const char *token_file,
-                                     int duration_s, aws_fetched *out, char *err, size_t errlen)
+                                     int duration_s, cred_fetched *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     char *token;

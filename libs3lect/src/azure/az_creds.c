@@ -152,10 +152,10 @@ static void token_principal(const char *tok, char *dst, size_t cap)
     free(claims);
 }
 
-int az_parse_token(const char *body, size_t len, int64_t now_ms, aws_fetched *out, char *err,
+int az_parse_token(const char *body, size_t len, int64_t now_ms, cred_fetched *out, char *err,
                    size_t errlen)
 {
-    int rc = aws_parse_bearer(body, len, now_ms, out, err, errlen);
+    int rc = cred_parse_bearer(body, len, now_ms, out, err, errlen);
     if (rc == 0)
         token_principal(out->bearer, out->principal, sizeof out->principal);
     return rc;
@@ -164,11 +164,11 @@ int az_parse_token(const char *body, size_t len, int64_t now_ms, aws_fetched *ou
 /* One request to a token endpoint; the answer parsed into out. */
 static int token_call(const az_src *s, const char *method, const char *url,
                       const char *const *headers, const char *body, const char *what,
-                      const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen)
+                      const _Atomic int *abort, cred_fetched *out, char *err, size_t errlen)
 {
-    int rc = aws_token_call(method, url, headers, body, what, s->ca_file,
-                            s->last_resort ? AZ_IMDS_PROBE_TIMEOUT_MS : s->timeout_ms, abort, out,
-                            err, errlen);
+    int rc = cred_token_call(method, url, headers, body, what, s->ca_file,
+                             s->last_resort ? AZ_IMDS_PROBE_TIMEOUT_MS : s->timeout_ms, abort, out,
+                             err, errlen);
     if (rc == 0)
         token_principal(out->bearer, out->principal, sizeof out->principal);
     return rc;
@@ -240,7 +240,7 @@ static char *cert_assertion(const az_src *s, const char *token_url, char *err, s
     return jwt;
 }
 
-static int fetch_client(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
+static int fetch_client(const void *state, int first, const _Atomic int *abort, cred_fetched *out,
                         char *err, size_t errlen)
 {
     (void)first;
@@ -282,7 +282,7 @@ static int fetch_client(const void *state, int first, const _Atomic int *abort, 
 
 /* ---- managed identity ---- */
 
-static int fetch_managed(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
+static int fetch_managed(const void *state, int first, const _Atomic int *abort, cred_fetched *out,
                          char *err, size_t errlen)
 {
     (void)first;
@@ -369,7 +369,7 @@ static int tenant_ok(const char *t)
     return 1;
 }
 
-int az_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, char *err,
+int az_chain_open(const struct s3lect_config *cfg, int flags, cred_cache **out, char *err,
                   size_t errlen)
 {
     *out = NULL;
@@ -451,7 +451,7 @@ int az_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, c
                  client ? ", client " : "", client ? client : "");
         ops = host ? &managed_ops : &imds_last_ops;
     }
-    struct aws_chain *e = oom || (ca && !s->ca_file) ? NULL : cred_entry_new(ops);
+    struct cred_cache *e = oom || (ca && !s->ca_file) ? NULL : cred_entry_new(ops);
     if (!e) {
         src_free(s);
         snprintf(err, errlen, "out of memory");
@@ -468,5 +468,5 @@ int az_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, c
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
-    return cred_cache_open(e, flags & AWS_CHAIN_NOWAIT, out, err, errlen);
+    return cred_cache_open(e, flags & CRED_CACHE_NOWAIT, out, err, errlen);
 }

@@ -41,17 +41,17 @@ struct s3lect_config;
 #define AZ_RESOURCE "https://storage.azure.com/"
 
 /* Resolves the Entra ID source for cfg and takes a reference to its cache
- * entry (aws_chain_bearer, aws_chain_describe, aws_chain_stale,
- * aws_chain_release). flags: AWS_CHAIN_NOWAIT. Returns 0, S3LECT_EAUTH
+ * entry (cred_cache_bearer, cred_cache_describe, cred_cache_stale,
+ * cred_cache_release). flags: CRED_CACHE_NOWAIT. Returns 0, S3LECT_EAUTH
  * (none answered or configured wrongly: err says what to set) or
  * S3LECT_ENOMEM. */
-int az_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, char *err,
+int az_chain_open(const struct s3lect_config *cfg, int flags, cred_cache **out, char *err,
                   size_t errlen);
 
 /* Parses a token answer: access_token and expires_in (number or string) or
  * expires_on (epoch seconds); principal from the token's appid/oid claims.
  * Returns 0 or S3LECT_EAUTH (err says what is missing; never the token). */
-int az_parse_token(const char *body, size_t len, int64_t now_ms, aws_fetched *out, char *err,
+int az_parse_token(const char *body, size_t len, int64_t now_ms, cred_fetched *out, char *err,
                    size_t errlen);
 
 #endif

@@ -154,25 +154,25 @@ static int form_add(char **out, size_t *len, size_t *cap, const char *name, cons
     return 0;
 }
 
-int gcp_parse_token(const char *body, size_t len, int64_t now_ms, aws_fetched *out, char *err,
+int gcp_parse_token(const char *body, size_t len, int64_t now_ms, cred_fetched *out, char *err,
                     size_t errlen)
 {
-    return aws_parse_bearer(body, len, now_ms, out, err, errlen);
+    return cred_parse_bearer(body, len, now_ms, out, err, errlen);
 }
 
 /* One request to a token endpoint; the answer parsed into out. what names
  * the endpoint in messages ("the token endpoint https://..."). */
 static int token_call(const gcp_src *s, const char *method, const char *url,
                       const char *const *headers, const char *body, const char *what,
-                      const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen)
+                      const _Atomic int *abort, cred_fetched *out, char *err, size_t errlen)
 {
-    return aws_token_call(method, url, headers, body, what, s->ca_file,
-                          s->md_last_resort ? GCP_MD_PROBE_TIMEOUT_MS : s->timeout_ms, abort, out,
-                          err, errlen);
+    return cred_token_call(method, url, headers, body, what, s->ca_file,
+                           s->md_last_resort ? GCP_MD_PROBE_TIMEOUT_MS : s->timeout_ms, abort, out,
+                           err, errlen);
 }
 
 static int token_form_post(const gcp_src *s, const char *url, const char *form, const char *what,
-                           const _Atomic int *abort, aws_fetched *out, char *err, size_t errlen)
+                           const _Atomic int *abort, cred_fetched *out, char *err, size_t errlen)
 {
     const char *h[] = {"Content-Type: application/x-www-form-urlencoded",
                        "Accept: application/json", NULL};
@@ -182,7 +182,7 @@ static int token_form_post(const gcp_src *s, const char *url, const char *form, 
 /* ---- service_account ---- */
 
 static int fetch_service_account(const gcp_src *s, const cJSON *j, const _Atomic int *abort,
-                                 aws_fetched *out, char *err, size_t errlen)
+                                 cred_fetched *out, char *err, size_t errlen)
 {
     const char *email = jstr(j, "client_email"), *key = jstr(j, "private_key");
     const char *kid = jstr(j, "private_key_id"), *uri = jstr(j, "token_uri");
@@ -241,7 +241,7 @@ static int fetch_service_account(const gcp_src *s, const cJSON *j, const _Atomic
 /* ---- authorized_user ---- */
 
 static int fetch_authorized_user(const gcp_src *s, const cJSON *j, const _Atomic int *abort,
-                                 aws_fetched *out, char *err, size_t errlen)
+                                 cred_fetched *out, char *err, size_t errlen)
 {
     const char *id = jstr(j, "client_id"), *secret = jstr(j, "client_secret");
     const char *refresh = jstr(j, "refresh_token"), *uri = jstr(j, "token_uri");
@@ -292,7 +292,7 @@ static int fetch_authorized_user(const gcp_src *s, const cJSON *j, const _Atomic
  * source: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN,
  * else the container endpoint (ECS, EKS Pod Identity) when configured, else
  * EC2 instance metadata (IMDSv2). */
-static int aws_identity(const gcp_src *s, aws_fetched *out, char *err, size_t errlen)
+static int aws_identity(const gcp_src *s, cred_fetched *out, char *err, size_t errlen)
 {
     const char *id = genv("AWS_ACCESS_KEY_ID"), *sec = genv("AWS_SECRET_ACCESS_KEY");
     if (id && sec) {
@@ -301,7 +301,7 @@ static int aws_identity(const gcp_src *s, aws_fetched *out, char *err, size_t er
         out->secret_access_key = u_strdup(sec);
         out->session_token = tok ? u_strdup(tok) : NULL;
         if (!out->access_key_id || !out->secret_access_key || (tok && !out->session_token)) {
-            aws_fetched_clear(out);
+            cred_fetched_clear(out);
             snprintf(err, errlen, "out of memory");
             return S3LECT_ENOMEM;
         }
@@ -343,7 +343,7 @@ static int aws_subject_token(const gcp_src *s, const cJSON *src, const char *aud
     const char *ph = strstr(vurl, "{region}");
     char *url =
         ph ? u_asprintf("%.*s%s%s", (int)(ph - vurl), vurl, region, ph + 8) : u_strdup(vurl);
-    aws_fetched creds = {0};
+    cred_fetched creds = {0};
     char *json = NULL;
     int rc = url ? 0 : S3LECT_ENOMEM;
     const char *hp = url ? strstr(url, "://") : NULL;
@@ -425,7 +425,7 @@ static int aws_subject_token(const gcp_src *s, const cJSON *src, const char *aud
         u_wipe(json, strlen(json));
         free(json);
     }
-    aws_fetched_clear(&creds);
+    cred_fetched_clear(&creds);
     free(url);
     free(region);
     return rc;
@@ -463,9 +463,9 @@ static int subject_token(const gcp_src *s, const cJSON *src, const char *audienc
             if (cJSON_IsString(c) && (owned[n] = u_asprintf("%s: %s", c->string, c->valuestring)))
                 h[n] = owned[n], n++;
         h[n] = NULL;
-        aws_http_resp r;
+        cred_http_resp r;
         char e[300] = "";
-        rc = aws_http("GET", url, h, NULL, 0, s->ca_file, s->timeout_ms, abort, &r, e, sizeof e);
+        rc = cred_http("GET", url, h, NULL, 0, s->ca_file, s->timeout_ms, abort, &r, e, sizeof e);
         for (size_t i = 0; i < n; i++)
             u_wipe_free(owned[i]);
         if (rc) {
@@ -475,12 +475,12 @@ static int subject_token(const gcp_src *s, const cJSON *src, const char *audienc
         if (r.status != 200) {
             snprintf(err, errlen, "the subject token URL %s answered HTTP %ld", url, r.status);
             rc = r.status >= 500 || r.status == 429 ? S3LECT_ETRANSIENT : S3LECT_EAUTH;
-            aws_http_resp_clear(&r);
+            cred_http_resp_clear(&r);
             return rc;
         }
         raw = r.body;
         r.body = NULL;
-        aws_http_resp_clear(&r);
+        cred_http_resp_clear(&r);
     } else {
         snprintf(err, errlen, "%s: credential_source has neither file nor url", s->path);
         return S3LECT_EAUTH;
@@ -519,7 +519,7 @@ static int subject_token(const gcp_src *s, const cJSON *src, const char *audienc
 }
 
 static int fetch_external_account(const gcp_src *s, const cJSON *j, const _Atomic int *abort,
-                                  aws_fetched *out, char *err, size_t errlen)
+                                  cred_fetched *out, char *err, size_t errlen)
 {
     const char *aud = jstr(j, "audience"), *stt = jstr(j, "subject_token_type");
     const char *url = jstr(j, "token_url"), *imp = jstr(j, "service_account_impersonation_url");
@@ -564,9 +564,9 @@ static int fetch_external_account(const gcp_src *s, const cJSON *j, const _Atomi
         return rc;
     /* Impersonation: the federated token buys the service account's. */
     char *auth = u_asprintf("Authorization: Bearer %s", out->bearer);
-    aws_fetched fed = *out;
+    cred_fetched fed = *out;
     memset(out, 0, sizeof *out);
-    aws_fetched_clear(&fed);
+    cred_fetched_clear(&fed);
     if (!auth) {
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
@@ -593,7 +593,7 @@ static int fetch_external_account(const gcp_src *s, const cJSON *j, const _Atomi
 
 /* ---- the file sources ---- */
 
-static int fetch_file(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
+static int fetch_file(const void *state, int first, const _Atomic int *abort, cred_fetched *out,
                       char *err, size_t errlen)
 {
     (void)first;
@@ -622,7 +622,7 @@ static int fetch_file(const void *state, int first, const _Atomic int *abort, aw
 
 /* ---- the metadata server ---- */
 
-static int fetch_metadata(const void *state, int first, const _Atomic int *abort, aws_fetched *out,
+static int fetch_metadata(const void *state, int first, const _Atomic int *abort, cred_fetched *out,
                           char *err, size_t errlen)
 {
     (void)first;
@@ -641,12 +641,12 @@ static int fetch_metadata(const void *state, int first, const _Atomic int *abort
         return rc;
     snprintf(url, sizeof url, "%s/computeMetadata/v1/instance/service-accounts/default/email",
              s->md_origin);
-    aws_http_resp r;
+    cred_http_resp r;
     char e[200];
-    if (aws_http("GET", url, h, NULL, 0, NULL, s->timeout_ms, abort, &r, e, sizeof e) == 0) {
+    if (cred_http("GET", url, h, NULL, 0, NULL, s->timeout_ms, abort, &r, e, sizeof e) == 0) {
         if (r.status == 200 && r.len < sizeof out->principal && !strpbrk(r.body, "\r\n\t <>\""))
             snprintf(out->principal, sizeof out->principal, "%s", r.body);
-        aws_http_resp_clear(&r);
+        cred_http_resp_clear(&r);
     }
     return 0;
 }
@@ -702,7 +702,7 @@ static const char *type_desc(const char *type)
     return "Google credentials file";
 }
 
-int gcp_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, char *err,
+int gcp_chain_open(const struct s3lect_config *cfg, int flags, cred_cache **out, char *err,
                    size_t errlen)
 {
     *out = NULL;
@@ -710,7 +710,7 @@ int gcp_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, 
     int64_t timeout = cfg && cfg->request_timeout > 0 ? cfg->request_timeout : GCP_TIMEOUT_MS;
     const char *tok = genv("GOOGLE_OAUTH_ACCESS_TOKEN");
     if (tok) {
-        struct aws_chain *e = cred_entry_new(NULL);
+        struct cred_cache *e = cred_entry_new(NULL);
         if (!e || !(e->cur.bearer = u_strdup(tok))) {
             cred_entry_free(e);
             snprintf(err, errlen, "out of memory");
@@ -718,7 +718,7 @@ int gcp_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, 
         }
         e->have = 1;
         snprintf(e->desc, sizeof e->desc, "the access token in GOOGLE_OAUTH_ACCESS_TOKEN");
-        return cred_cache_open(e, flags & AWS_CHAIN_NOWAIT, out, err, errlen);
+        return cred_cache_open(e, flags & CRED_CACHE_NOWAIT, out, err, errlen);
     }
     gcp_src *s = calloc(1, sizeof *s);
     if (!s) {
@@ -765,7 +765,7 @@ int gcp_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, 
                  host ? host : GCP_DEFAULT_MD_HOST, host ? " (GCE_METADATA_HOST)" : "");
         ops = host ? &md_ops : &md_last_ops;
     }
-    struct aws_chain *e = cred_entry_new(ops);
+    struct cred_cache *e = cred_entry_new(ops);
     if (!e || (s->kind == SRC_FILE && !s->path) || (s->kind == SRC_METADATA && !s->md_origin) ||
         (ca && !s->ca_file)) {
         src_free(s);
@@ -783,5 +783,5 @@ int gcp_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, 
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
-    return cred_cache_open(e, flags & AWS_CHAIN_NOWAIT, out, err, errlen);
+    return cred_cache_open(e, flags & CRED_CACHE_NOWAIT, out, err, errlen);
 }

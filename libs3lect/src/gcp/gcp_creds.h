@@ -37,7 +37,7 @@
 struct s3lect_config;
 
 enum {
-    GCP_CHAIN_NOWAIT = AWS_CHAIN_NOWAIT, /* the first fetch on the refresher, not here */
+    GCP_CHAIN_NOWAIT = CRED_CACHE_NOWAIT, /* the first fetch on the refresher, not here */
     GCP_CHAIN_OPTIONAL = 2 /* no source configured (1-3, GCE_METADATA_HOST): 0 and *out NULL */
 };
 
@@ -46,16 +46,16 @@ enum {
 #define GCP_SCOPE_CLOUD "https://www.googleapis.com/auth/cloud-platform"
 
 /* Resolves the source of the token for cfg and takes a reference to its
- * cache entry (aws_chain_bearer, aws_chain_describe, aws_chain_stale,
- * aws_chain_release). Returns 0, S3LECT_EAUTH (none, or the source refused:
+ * cache entry (cred_cache_bearer, cred_cache_describe, cred_cache_stale,
+ * cred_cache_release). Returns 0, S3LECT_EAUTH (none, or the source refused:
  * err says what to fix) or S3LECT_ENOMEM. */
-int gcp_chain_open(const struct s3lect_config *cfg, int flags, aws_chain **out, char *err,
+int gcp_chain_open(const struct s3lect_config *cfg, int flags, cred_cache **out, char *err,
                    size_t errlen);
 
 /* Parses a token endpoint's JSON answer: access_token (or accessToken) and
  * expires_in (seconds; or expireTime, RFC 3339) into out. Returns 0 or
  * S3LECT_EAUTH with err saying what is missing (never the token). */
-int gcp_parse_token(const char *body, size_t len, int64_t now_ms, aws_fetched *out, char *err,
+int gcp_parse_token(const char *body, size_t len, int64_t now_ms, cred_fetched *out, char *err,
                     size_t errlen);
 
 #endif

@@ -51,7 +51,7 @@ void ah_signer_clear(ah_signer *g)
     free(c->ca_file);
     aws_creds_clear(&g->creds);
     if (g->chain)
-        aws_chain_release(g->chain);
+        cred_cache_release(g->chain);
     memset(g, 0, sizeof *g);
 }
 
@@ -62,8 +62,8 @@ void ah_signer_clear(ah_signer *g)
 #define CREDS_WARN_EVERY_MS 60000
 static void note_refresh_failure(ah_signer *g, st_result *out)
 {
-    out->warning = aws_chain_refresh_warning(g->chain, &g->creds_failures_seen, &g->creds_warned_at,
-                                             CREDS_WARN_EVERY_MS);
+    out->warning = cred_cache_refresh_warning(g->chain, &g->creds_failures_seen,
+                                              &g->creds_warned_at, CREDS_WARN_EVERY_MS);
 }
 
 int ah_signer_creds(ah_signer *g, st_result *out)
@@ -71,19 +71,19 @@ int ah_signer_creds(ah_signer *g, st_result *out)
     char err[600];
     if (g->creds_stale) {
         g->creds_stale = 0;
-        if (aws_chain_is_static(g->chain)) {
-            aws_chain *fresh;
-            int rc = aws_chain_open(&g->credcfg, AWS_CHAIN_NOWAIT, &fresh, err, sizeof err);
+        if (cred_cache_is_static(g->chain)) {
+            cred_cache *fresh;
+            int rc = aws_chain_open(&g->credcfg, CRED_CACHE_NOWAIT, &fresh, err, sizeof err);
             if (rc != 0) {
                 aws_creds_clear(&g->creds);
                 st_result_setf(out, rc == S3LECT_EAUTH ? ST_AUTH : ST_TRANSIENT, "%s", err);
                 g->creds_stale = 1;
                 return -1;
             }
-            aws_chain_release(g->chain);
+            cred_cache_release(g->chain);
             g->chain = fresh;
         } else {
-            aws_chain_stale(g->chain, g->creds_gen);
+            cred_cache_stale(g->chain, g->creds_gen);
         }
     }
     aws_creds fresh;

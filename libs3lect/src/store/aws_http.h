@@ -27,7 +27,7 @@
  * resolved again and a refreshed one is refreshed once, in the background. */
 typedef struct ah_signer {
     struct s3lect_config credcfg; /* only the credential fields are set */
-    aws_chain *chain;
+    cred_cache *chain;
     aws_creds creds; /* the copy the current request is signed with */
     uint64_t creds_gen;
     uint64_t creds_failures_seen; /* refresh failures already reported */

@@ -51,7 +51,7 @@ typedef struct az_store {
     /* Entra ID, when no explicit credential is set: the shared token cache
      * entry, the generation of the token last used, and the refresh-failure
      * warnings already given. */
-    aws_chain *chain;
+    cred_cache *chain;
     uint64_t gen, failures_seen;
     int64_t warned_at;
     int stale; /* the last token was refused: ask for a fresh one */
@@ -201,18 +201,18 @@ static st_xfer *az_begin(st_store *st, void *easy, const char *key, int put, con
     if (s->chain) {
         if (s->stale) {
             s->stale = 0;
-            aws_chain_stale(s->chain, s->gen);
+            cred_cache_stale(s->chain, s->gen);
         }
         char err[700];
-        int rc = aws_chain_bearer(s->chain, &bearer, &s->gen, err, sizeof err);
+        int rc = cred_cache_bearer(s->chain, &bearer, &s->gen, err, sizeof err);
         if (rc) {
             free(path);
             xfer_free(x);
             st_result_setf(out, rc == S3LECT_EAUTH ? ST_AUTH : ST_TRANSIENT, "%s; will retry", err);
             return NULL;
         }
-        out->warning =
-            aws_chain_refresh_warning(s->chain, &s->failures_seen, &s->warned_at, AZ_WARN_EVERY_MS);
+        out->warning = cred_cache_refresh_warning(s->chain, &s->failures_seen, &s->warned_at,
+                                                  AZ_WARN_EVERY_MS);
     }
     struct curl_slist *hl = NULL;
     int oom = !path;
@@ -511,7 +511,7 @@ static void az_destroy(st_store *st)
     free(s->ca_file);
     az_creds_clear(&s->creds);
     if (s->chain)
-        aws_chain_release(s->chain);
+        cred_cache_release(s->chain);
     free(s);
 }
 
@@ -580,8 +580,8 @@ int st_azure_open(const struct s3lect_config *cfg, const st_location *loc, st_st
         /* Entra ID: the Azure SDKs' default chain (az_creds.h). */
         rc = az_chain_open(cfg, 0, &s->chain, err, errlen);
         if (rc == 0) {
-            aws_chain_info info;
-            aws_chain_describe(s->chain, &info);
+            cred_cache_info info;
+            cred_cache_describe(s->chain, &info);
             snprintf(s->source, sizeof s->source, "%s", info.source);
         }
     }

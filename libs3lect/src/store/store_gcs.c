@@ -46,7 +46,7 @@ typedef struct gcs_store {
     char *endpoint_desc; /* for messages */
     char *ca_file;
     int64_t default_timeout_ms;
-    aws_chain *chain; /* NULL: no token (an emulator) */
+    cred_cache *chain; /* NULL: no token (an emulator) */
     uint64_t gen, failures_seen;
     int64_t warned_at;
     int stale;
@@ -115,16 +115,16 @@ static int take_token(gcs_store *s, char **token, st_result *out)
         return 0;
     if (s->stale) {
         s->stale = 0;
-        aws_chain_stale(s->chain, s->gen);
+        cred_cache_stale(s->chain, s->gen);
     }
     char err[700];
-    int rc = aws_chain_bearer(s->chain, token, &s->gen, err, sizeof err);
+    int rc = cred_cache_bearer(s->chain, token, &s->gen, err, sizeof err);
     if (rc) {
         st_result_setf(out, rc == S3LECT_EAUTH ? ST_AUTH : ST_TRANSIENT, "%s; will retry", err);
         return -1;
     }
     out->warning =
-        aws_chain_refresh_warning(s->chain, &s->failures_seen, &s->warned_at, GCS_WARN_EVERY_MS);
+        cred_cache_refresh_warning(s->chain, &s->failures_seen, &s->warned_at, GCS_WARN_EVERY_MS);
     return 0;
 }
 
@@ -258,8 +258,8 @@ static void http_failure(st_xfer *x, long status, st_result *out)
                                    : "storage.objects.create and storage.objects.delete";
     char src[400];
     if (s->chain) {
-        aws_chain_info in;
-        aws_chain_describe(s->chain, &in);
+        cred_cache_info in;
+        cred_cache_describe(s->chain, &in);
         snprintf(src, sizeof src, "%s%s%s%s", in.source, in.principal[0] ? " (" : "", in.principal,
                  in.principal[0] ? ")" : "");
     } else {
@@ -378,7 +378,7 @@ static void gcs_destroy(st_store *st)
     if (!s)
         return;
     if (s->chain)
-        aws_chain_release(s->chain);
+        cred_cache_release(s->chain);
     free(s->bucket);
     free(s->origin);
     free(s->base_path);
