@@ -5,7 +5,7 @@
 libs3lect/src has one folder per layer, lowest first (the order of
 S3LECT_LAYERS in libs3lect/CMakeLists.txt):
 
-    base < config < aws < gcp < azure < store < engine < peer < runtime < api
+    base < config < cred < aws < gcp < azure < store < engine < peer < runtime < api
 
 A file may include headers of its own layer and lower ones (and the public
 s3lect.h), and may call functions defined in its own layer or lower ones.
