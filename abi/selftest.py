@@ -61,7 +61,7 @@ MUTATIONS = [
     ("max_connections renamed max_conns in the option table", "fail",
      [sub("libs3lect/src/config/config.c", r'\{"max_connections",', '{"max_conns",')]),
     ("session_token no longer flagged secret in the option table", "fail",
-     [sub("libs3lect/src/config/config.c", r'OFF\(session_token\), SECRET\}', 'OFF(session_token), 0}')]),
+     [sub("libs3lect/src/config/config.c", r'OFF\(session_token\), NO_ENV, SECRET\}', 'OFF(session_token), NO_ENV, 0}')]),
     ("an option appended, a function added (map, symbols.txt)", "pass",
      [sub(HEADER, r"(S3LECT_OPT_CALLBACK_THREADS = 32)", r"\1,\n    S3LECT_OPT_SELFTEST_ADDED = 99"),
       sub(HEADER, r"(S3LECT_API int s3lect_peer_port\([^;]*;)",

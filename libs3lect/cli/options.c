@@ -372,6 +372,23 @@ int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o)
     return 0;
 }
 
+/* The library option whose environment variable or alias is `var` (the
+ * library's environment column, s3lect_option_env), with both names; 0
+ * when var is the CLI's own. */
+static int lib_option_of_var(const char *var, const char **name, const char **alias)
+{
+    for (int opt = 1; opt <= s3lect_option_count(); opt++) {
+        const char *n = NULL, *a = NULL;
+        if (s3lect_option_env(opt, &n, &a) == S3LECT_OK &&
+            ((n && !strcmp(n, var)) || (a && !strcmp(a, var)))) {
+            *name = n;
+            *alias = a;
+            return opt;
+        }
+    }
+    return 0;
+}
+
 int cli_env_opts(const char *cmd, cli_opts *o)
 {
     cli_opt_def opts[CLI_MAX_OPT_DEFS];
@@ -384,14 +401,16 @@ int cli_env_opts(const char *cmd, cli_opts *o)
         for (const char *p = opts[k].name + 2; *p && e + 1 < sizeof env; p++)
             env[e++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
         env[e] = '\0';
+        /* A flag of a library option reads the library's variables (its
+         * environment column: S3LECT_SERVER_ID, then S3LECT_ID for --id), a
+         * flag of the CLI's own S3LECT_<FLAG>. */
+        const char *lib_env = NULL, *lib_alias = NULL;
+        int lib_opt = lib_option_of_var(env, &lib_env, &lib_alias);
+        if (lib_opt && lib_env)
+            snprintf(env, sizeof env, "%s", lib_env);
         const char *v = getenv(env);
-        /* The library's option names, as the Python binding's from_env reads them. */
-        const char *alias = !strcmp(opts[k].name, "--id")     ? "S3LECT_SERVER_ID"
-                            : !strcmp(opts[k].name, "--addr") ? "S3LECT_SERVER_ADDR"
-                            : !strcmp(opts[k].name, "--peer") ? "S3LECT_PEER_MODE"
-                                                              : NULL;
-        if ((!v || !*v) && alias && (v = getenv(alias)) != NULL)
-            snprintf(env, sizeof env, "%s", alias);
+        if ((!v || !*v) && lib_alias && (v = getenv(lib_alias)) != NULL)
+            snprintf(env, sizeof env, "%s", lib_alias);
         if (!v || !*v) /* an empty variable is unset, as in every front end */
             continue;
         if (opts[k].kind == K_FLAG) {
@@ -404,8 +423,16 @@ int cli_env_opts(const char *cmd, cli_opts *o)
                 *opts[k].flag = 1;
             } else if (*v && strcmp(v, "0") && strcasecmp(v, "false") && strcasecmp(v, "no") &&
                        strcasecmp(v, "off")) {
-                cli_usage_error(cmd, "%s='%.100s' is not a boolean; use 1 or 0 (true/false)", env,
-                                v);
+                /* the library's words (s3lect_config_set_text), naming the variable */
+                const char *what = opts[k].name;
+                if (lib_opt)
+                    s3lect_option_info(lib_opt, &what, NULL, NULL, NULL, NULL);
+                g_env_source = env;
+                cli_usage_error(cmd,
+                                "%s '%.100s' is not a boolean; use 1 or 0 (true/false, yes/no, "
+                                "on/off)",
+                                what, v);
+                g_env_source = NULL;
                 return -1;
             } else if (*opts[k].flag < 0) {
                 *opts[k].flag = 0; /* a tri-state flag (--peer): off */
@@ -433,45 +460,54 @@ int cli_env_opts(const char *cmd, cli_opts *o)
     return 0;
 }
 
-/* The integer options that have no flag (peer_timeout, request_timeout, the
- * runtime's sizes) come from S3LECT_<NAME> alone, parsed by the library
- * (s3lect_config_set_text) like every other S3LECT_* value. Returns 0, 1
- * after a usage error, or a negative code. */
+/* The options that have no flag (peer_timeout, request_timeout, the
+ * runtime's sizes, release_on_stop, ...) from their S3LECT_* variables, by
+ * the library (s3lect_config_set_from_env): the process's environment less
+ * the variables of the options that have a flag, which cli_env_opts read
+ * (a flag given wins over its variable, which is then not even parsed).
+ * Returns 0, 1 after a usage error, or a negative code. */
 static int env_only_options(const char *cmd, s3lect_config *c)
 {
+    extern char **environ;
     cli_opts scratch;
     cli_opt_def opts[CLI_MAX_OPT_DEFS];
-    size_t nopts = cli_opt_defs(&scratch, opts);
-    for (int opt = 1; opt <= s3lect_option_count(); opt++) {
-        const char *name;
-        int type, has_flag = 0;
-        if (s3lect_option_info(opt, &name, &type, NULL, NULL, NULL) || type != S3LECT_OPTION_INT)
-            continue;
-        char flag[64] = "--", env[64] = "S3LECT_";
-        for (size_t i = 0; name[i] && i + 8 < sizeof env; i++) {
-            flag[i + 2] = name[i] == '_' ? '-' : name[i];
-            flag[i + 3] = '\0';
-            env[i + 7] = (char)toupper((unsigned char)name[i]);
-            env[i + 8] = '\0';
+    size_t nopts = cli_opt_defs(&scratch, opts), n = 0;
+    while (environ && environ[n])
+        n++;
+    const char **env = calloc(n + 1, sizeof *env);
+    if (!env)
+        return S3LECT_ENOMEM;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        int flagged = 0;
+        for (size_t k = 0; k < nopts && !flagged; k++) {
+            char var[64] = "S3LECT_";
+            size_t e = strlen(var);
+            for (const char *p = opts[k].name + 2; *p && e + 1 < sizeof var; p++)
+                var[e++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+            var[e] = '\0';
+            const char *name = NULL, *alias = NULL;
+            if (!lib_option_of_var(var, &name, &alias))
+                continue;
+            for (int j = 0; j < 2 && !flagged; j++) {
+                const char *nm = j ? alias : name;
+                size_t len = nm ? strlen(nm) : 0;
+                flagged = nm && !strncmp(environ[i], nm, len) && environ[i][len] == '=';
+            }
         }
-        for (size_t k = 0; k < nopts; k++)
-            has_flag |= strcmp(opts[k].name, flag) == 0;
-        const char *v = getenv(env);
-        if (has_flag || !v || !*v)
-            continue;
-        int rc = s3lect_config_set_text(c, opt, v);
-        if (rc == S3LECT_EINVAL) {
-            char msg[512];
-            s3lect_config_errmsg(c, msg, sizeof msg);
-            g_env_source = env;
-            cli_usage_error(cmd, "%s", msg);
-            g_env_source = NULL;
-            return 1;
-        }
-        if (rc)
-            return rc;
+        if (!flagged)
+            env[kept++] = environ[i];
     }
-    return 0;
+    env[kept] = NULL;
+    int rc = s3lect_config_set_from_env(c, env);
+    free(env);
+    if (rc == S3LECT_EINVAL) {
+        char msg[512];
+        s3lect_config_errmsg(c, msg, sizeof msg);
+        cli_usage_error(cmd, "%s", msg); /* the message names the variable */
+        return 1;
+    }
+    return rc;
 }
 
 /* Whether `cmd` runs in peer mode with options o: on by default in `s3lect

@@ -571,6 +571,39 @@ static int check_timing(runner *r, const run_timing *t, int64_t kill_timeout)
     return 0;
 }
 
+/* --print-config's other lines: the booleans (0/1; path_style "auto" when
+ * unset) and the strings ("" when unset) this node would run with, but
+ * secrets, PEM material and the lock URL (which may hold a password), and
+ * an endpoint's user and password replaced by "***". One NAME=VALUE a line. */
+static void print_settings(const s3lect_config *cfg)
+{
+    for (int opt = 1; opt <= s3lect_option_count(); opt++) {
+        const char *name;
+        int type;
+        int64_t v;
+        if (s3lect_option_info(opt, &name, &type, NULL, NULL, NULL) != S3LECT_OK ||
+            (s3lect_option_flags(opt) & S3LECT_OPTION_SECRET) || opt == S3LECT_OPT_LOCK)
+            continue;
+        if (type == S3LECT_OPTION_BOOL && s3lect_config_get_int(cfg, opt, &v) == S3LECT_OK) {
+            if (v < 0)
+                printf("%s=auto\n", name);
+            else
+                printf("%s=%lld\n", name, (long long)v);
+            continue;
+        }
+        char buf[1024];
+        int n = type == S3LECT_OPTION_STR ? s3lect_config_get_str(cfg, opt, buf, sizeof buf) : -1;
+        if (n < 0 || (size_t)n >= sizeof buf)
+            continue;
+        char *scheme = strstr(buf, "://"), *at = scheme ? strchr(scheme + 3, '@') : NULL;
+        char *slash = scheme ? strchr(scheme + 3, '/') : NULL;
+        if (at && (!slash || at < slash))
+            printf("%s=%.*s***%s\n", name, (int)(scheme + 3 - buf), buf, at);
+        else
+            printf("%s=%s\n", name, buf);
+    }
+}
+
 /* --print-config: the values this node would run with (issue 39 item 7),
  * before run's own checks: the library's integer options with their derived
  * defaults resolved as the library and run resolve them, then run's kill
@@ -597,6 +630,7 @@ static void print_config(const s3lect_config *cfg, const run_timing *t)
         printf("kill_timeout=%lld\n", (long long)t->kill);
     else
         printf("kill_timeout=none\n");
+    print_settings(cfg);
 }
 
 /* 0 when execvp could run c: a path to an executable file, or a name found

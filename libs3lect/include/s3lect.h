@@ -856,6 +856,35 @@ S3LECT_API int s3lect_config_is_set(const s3lect_config *cfg, s3lect_option opt)
  *   the text is copied.
  */
 S3LECT_API int s3lect_config_set_text(s3lect_config *cfg, s3lect_option opt, const char *text);
+/**
+ * Sets cfg's options from S3LECT_* environment variables, the one map of
+ * variable names for every front end (the CLI and the bindings call it):
+ * option `opt` is read from the variable s3lect_option_env names
+ * (S3LECT_<NAME>: S3LECT_LOCK, S3LECT_LEASE_TIMEOUT, S3LECT_PEER_LISTEN, ...),
+ * else from its short alias (S3LECT_ID, S3LECT_ADDR, S3LECT_PEER), each value
+ * in s3lect_config_set_text's syntax. An empty variable is unset. Credentials
+ * have no S3LECT_* variable: the store's own (AWS_*, GOOGLE_*, AZURE_*, PG*)
+ * are read from the process's environment where the store opens, whatever
+ * envp is. envp: "NAME=value" strings ending with NULL (the last of a name
+ * wins), or NULL for the process's environment. Options set before the call
+ * are overwritten by the variables that are there: set what should win
+ * (command-line flags, a program's own arguments) after it. Returns
+ * S3LECT_OK, or S3LECT_EINVAL at the first value that does not parse, with a
+ * message in s3lect_config_errmsg() that ends "(from the environment: NAME)"
+ * (never a secret's text); the options before it stay set.
+ * Contract: one thread at a time per config, callbacks too; never blocks;
+ *   the values are copied; the process's environment must not change during
+ *   the call (getenv).
+ */
+S3LECT_API int s3lect_config_set_from_env(s3lect_config *cfg, const char *const *envp);
+/**
+ * The environment variables of option `opt`: *name its S3LECT_* variable
+ * and *alias a shorter one also read (S3LECT_ID for server_id), each NULL
+ * when there is none (credentials, poll_mode). Static strings. Returns
+ * S3LECT_OK, or S3LECT_EINVAL when opt is not an option.
+ * Contract: any thread, any time (also inside callbacks); never blocks.
+ */
+S3LECT_API int s3lect_option_env(int opt, const char **name, const char **alias);
 /** The highest option value this library knows (options are 1..count, no gaps).
  *  Any thread, any time, never blocks. */
 S3LECT_API int s3lect_option_count(void);

@@ -21,7 +21,13 @@ typedef struct opt_def {
     int type; /* s3lect_option_type; 0: not an option */
     int64_t lo, hi, def;
     size_t off; /* offsetof the value in struct s3lect_config */
-    int flags;  /* s3lect_option_flag bits: unit, secret, run time, process-wide */
+    /* The environment column: the S3LECT_* variable s3lect_config_set_from_env
+     * reads for the option, and a shorter name it also takes (the CLI's flag,
+     * --id for S3LECT_ID); NULL: none. Credentials have none (the store's own
+     * variables, AWS_* and the like, are read where the store opens), nor has
+     * poll_mode (a binding's choice, not a deployment's). */
+    const char *env, *env_alias;
+    int flags; /* s3lect_option_flag bits: unit, secret, run time, process-wide */
 } opt_def;
 
 #define DAY_MS 86400000
@@ -32,50 +38,53 @@ typedef struct opt_def {
 #define MS S3LECT_OPTION_UNIT_MS
 #define SECRET S3LECT_OPTION_SECRET
 #define RT_SIZE (S3LECT_OPTION_UNIT_COUNT | S3LECT_OPTION_PROCESS_WIDE)
+#define ENV(var) var, NULL
+#define ENV2(var, alias) var, alias
+#define NO_ENV NULL, NULL
 
 /* clang-format off */
 static const opt_def opt_defs[] = {
-    /* [option] = {name, type, min, max, default (ints in ms), where it lives, facts} */
-    [S3LECT_OPT_LOCK] = {"lock", S3LECT_OPTION_STR, 0, 0, 0, OFF(lock), 0},
-    [S3LECT_OPT_SERVER_ID] = {"server_id", S3LECT_OPTION_STR, 0, 0, 0, OFF(server_id), 0},
-    [S3LECT_OPT_SERVER_ADDR] = {"server_addr", S3LECT_OPTION_STR, 0, 0, 0, OFF(server_addr), 0},
-    [S3LECT_OPT_LEASE_TIMEOUT] = {"lease_timeout", S3LECT_OPTION_INT, 100, DAY_MS, 15000, OFF(lease_timeout), TIMING},
-    [S3LECT_OPT_RENEW_INTERVAL] = {"renew_interval", S3LECT_OPTION_INT, 10, DAY_MS, 5000, OFF(renew_interval), TIMING},
-    [S3LECT_OPT_RENEW_DEADLINE] = {"renew_deadline", S3LECT_OPTION_INT, 10, DAY_MS, 10000, OFF(renew_deadline), TIMING},
-    [S3LECT_OPT_FREQUENT_INTERVAL] = {"frequent_interval", S3LECT_OPTION_INT, 10, DAY_MS, 5000, OFF(frequent_interval), TIMING},
-    [S3LECT_OPT_INFREQUENT_INTERVAL] = {"infrequent_interval", S3LECT_OPTION_INT, 10, DAY_MS, 30000, OFF(infrequent_interval), TIMING},
+    /* [option] = {name, type, min, max, default (ints in ms), where it lives, variable, facts} */
+    [S3LECT_OPT_LOCK] = {"lock", S3LECT_OPTION_STR, 0, 0, 0, OFF(lock), ENV("S3LECT_LOCK"), 0},
+    [S3LECT_OPT_SERVER_ID] = {"server_id", S3LECT_OPTION_STR, 0, 0, 0, OFF(server_id), ENV2("S3LECT_SERVER_ID", "S3LECT_ID"), 0},
+    [S3LECT_OPT_SERVER_ADDR] = {"server_addr", S3LECT_OPTION_STR, 0, 0, 0, OFF(server_addr), ENV2("S3LECT_SERVER_ADDR", "S3LECT_ADDR"), 0},
+    [S3LECT_OPT_LEASE_TIMEOUT] = {"lease_timeout", S3LECT_OPTION_INT, 100, DAY_MS, 15000, OFF(lease_timeout), ENV("S3LECT_LEASE_TIMEOUT"), TIMING},
+    [S3LECT_OPT_RENEW_INTERVAL] = {"renew_interval", S3LECT_OPTION_INT, 10, DAY_MS, 5000, OFF(renew_interval), ENV("S3LECT_RENEW_INTERVAL"), TIMING},
+    [S3LECT_OPT_RENEW_DEADLINE] = {"renew_deadline", S3LECT_OPTION_INT, 10, DAY_MS, 10000, OFF(renew_deadline), ENV("S3LECT_RENEW_DEADLINE"), TIMING},
+    [S3LECT_OPT_FREQUENT_INTERVAL] = {"frequent_interval", S3LECT_OPTION_INT, 10, DAY_MS, 5000, OFF(frequent_interval), ENV("S3LECT_FREQUENT_INTERVAL"), TIMING},
+    [S3LECT_OPT_INFREQUENT_INTERVAL] = {"infrequent_interval", S3LECT_OPTION_INT, 10, DAY_MS, 30000, OFF(infrequent_interval), ENV("S3LECT_INFREQUENT_INTERVAL"), TIMING},
     /* 0: the wall-clock takeover rule is off (opt-in) */
-    [S3LECT_OPT_MAX_CLOCK_SKEW] = {"max_clock_skew", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(max_clock_skew), TIMING},
-    [S3LECT_OPT_PEER_MODE] = {"peer_mode", S3LECT_OPTION_BOOL, 0, 1, 0, OFF(peer_mode), 0},
-    [S3LECT_OPT_PEER_HEALTH_PATH] = {"peer_health_path", S3LECT_OPTION_STR, 0, 0, 0, OFF(peer_health_path), 0},
-    [S3LECT_OPT_PEER_TIMEOUT] = {"peer_timeout", S3LECT_OPTION_INT, 10, DAY_MS, 3000, OFF(peer_timeout), TIMING},
-    [S3LECT_OPT_ENDPOINT] = {"endpoint", S3LECT_OPTION_STR, 0, 0, 0, OFF(endpoint), 0},
-    [S3LECT_OPT_REGION] = {"region", S3LECT_OPTION_STR, 0, 0, 0, OFF(region), 0},
+    [S3LECT_OPT_MAX_CLOCK_SKEW] = {"max_clock_skew", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(max_clock_skew), ENV("S3LECT_MAX_CLOCK_SKEW"), TIMING},
+    [S3LECT_OPT_PEER_MODE] = {"peer_mode", S3LECT_OPTION_BOOL, 0, 1, 0, OFF(peer_mode), ENV2("S3LECT_PEER_MODE", "S3LECT_PEER"), 0},
+    [S3LECT_OPT_PEER_HEALTH_PATH] = {"peer_health_path", S3LECT_OPTION_STR, 0, 0, 0, OFF(peer_health_path), ENV("S3LECT_PEER_HEALTH_PATH"), 0},
+    [S3LECT_OPT_PEER_TIMEOUT] = {"peer_timeout", S3LECT_OPTION_INT, 10, DAY_MS, 3000, OFF(peer_timeout), ENV("S3LECT_PEER_TIMEOUT"), TIMING},
+    [S3LECT_OPT_ENDPOINT] = {"endpoint", S3LECT_OPTION_STR, 0, 0, 0, OFF(endpoint), ENV("S3LECT_ENDPOINT"), 0},
+    [S3LECT_OPT_REGION] = {"region", S3LECT_OPTION_STR, 0, 0, 0, OFF(region), ENV("S3LECT_REGION"), 0},
     /* -1: automatic (IP addresses, localhost) */
-    [S3LECT_OPT_PATH_STYLE] = {"path_style", S3LECT_OPTION_BOOL, 0, 1, -1, OFF(path_style), 0},
-    [S3LECT_OPT_CA_FILE] = {"ca_file", S3LECT_OPTION_STR, 0, 0, 0, OFF(ca_file), 0},
-    [S3LECT_OPT_ACCESS_KEY_ID] = {"access_key_id", S3LECT_OPTION_STR, 0, 0, 0, OFF(access_key_id), 0},
-    [S3LECT_OPT_SECRET_ACCESS_KEY] = {"secret_access_key", S3LECT_OPTION_STR, 0, 0, 0, OFF(secret_access_key), SECRET},
-    [S3LECT_OPT_SESSION_TOKEN] = {"session_token", S3LECT_OPTION_STR, 0, 0, 0, OFF(session_token), SECRET},
-    [S3LECT_OPT_PROFILE] = {"profile", S3LECT_OPTION_STR, 0, 0, 0, OFF(profile), 0},
-    [S3LECT_OPT_PEER_LISTEN] = {"peer_listen", S3LECT_OPTION_STR, 0, 0, 0, OFF(peer_listen), 0},
-    [S3LECT_OPT_PEER_CERT] = {"peer_cert", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_cert), 0},
-    [S3LECT_OPT_PEER_KEY] = {"peer_key", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_key), SECRET},
-    [S3LECT_OPT_PEER_CA] = {"peer_ca", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_ca), 0},
-    [S3LECT_OPT_PEER_CLIENT_CERT] = {"peer_client_cert", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_client_cert), SECRET},
-    [S3LECT_OPT_REQUEST_TIMEOUT] = {"request_timeout", S3LECT_OPTION_INT, 100, 600000, 10000, OFF(request_timeout), TIMING},
-    [S3LECT_OPT_POLL_MODE] = {"poll_mode", S3LECT_OPTION_BOOL, 0, 1, 0, OFF(poll_mode), 0},
-    [S3LECT_OPT_RELEASE_ON_STOP] = {"release_on_stop", S3LECT_OPTION_BOOL, 0, 1, 1, OFF(release_on_stop), 0},
+    [S3LECT_OPT_PATH_STYLE] = {"path_style", S3LECT_OPTION_BOOL, 0, 1, -1, OFF(path_style), ENV("S3LECT_PATH_STYLE"), 0},
+    [S3LECT_OPT_CA_FILE] = {"ca_file", S3LECT_OPTION_STR, 0, 0, 0, OFF(ca_file), ENV("S3LECT_CA_FILE"), 0},
+    [S3LECT_OPT_ACCESS_KEY_ID] = {"access_key_id", S3LECT_OPTION_STR, 0, 0, 0, OFF(access_key_id), NO_ENV, 0},
+    [S3LECT_OPT_SECRET_ACCESS_KEY] = {"secret_access_key", S3LECT_OPTION_STR, 0, 0, 0, OFF(secret_access_key), NO_ENV, SECRET},
+    [S3LECT_OPT_SESSION_TOKEN] = {"session_token", S3LECT_OPTION_STR, 0, 0, 0, OFF(session_token), NO_ENV, SECRET},
+    [S3LECT_OPT_PROFILE] = {"profile", S3LECT_OPTION_STR, 0, 0, 0, OFF(profile), NO_ENV, 0},
+    [S3LECT_OPT_PEER_LISTEN] = {"peer_listen", S3LECT_OPTION_STR, 0, 0, 0, OFF(peer_listen), ENV("S3LECT_PEER_LISTEN"), 0},
+    [S3LECT_OPT_PEER_CERT] = {"peer_cert", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_cert), ENV("S3LECT_PEER_CERT"), 0},
+    [S3LECT_OPT_PEER_KEY] = {"peer_key", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_key), ENV("S3LECT_PEER_KEY"), SECRET},
+    [S3LECT_OPT_PEER_CA] = {"peer_ca", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_ca), ENV("S3LECT_PEER_CA"), 0},
+    [S3LECT_OPT_PEER_CLIENT_CERT] = {"peer_client_cert", S3LECT_OPTION_BYTES, 0, 0, 0, OFF(peer_client_cert), ENV("S3LECT_PEER_CLIENT_CERT"), SECRET},
+    [S3LECT_OPT_REQUEST_TIMEOUT] = {"request_timeout", S3LECT_OPTION_INT, 100, 600000, 10000, OFF(request_timeout), ENV("S3LECT_REQUEST_TIMEOUT"), TIMING},
+    [S3LECT_OPT_POLL_MODE] = {"poll_mode", S3LECT_OPTION_BOOL, 0, 1, 0, OFF(poll_mode), NO_ENV, 0},
+    [S3LECT_OPT_RELEASE_ON_STOP] = {"release_on_stop", S3LECT_OPTION_BOOL, 0, 1, 1, OFF(release_on_stop), ENV("S3LECT_RELEASE_ON_STOP"), 0},
     /* 0: 4 × lease_timeout */
-    [S3LECT_OPT_MAX_LEASE_TIMEOUT] = {"max_lease_timeout", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(max_lease_timeout), MS},
+    [S3LECT_OPT_MAX_LEASE_TIMEOUT] = {"max_lease_timeout", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(max_lease_timeout), ENV("S3LECT_MAX_LEASE_TIMEOUT"), MS},
     /* Sizes of the process's shared runtime (counts, not ms) */
-    [S3LECT_OPT_MAX_CONNECTIONS] = {"max_connections", S3LECT_OPTION_INT, 1, 1024, 64, OFF(max_connections), RT_SIZE},
-    [S3LECT_OPT_WORKER_THREADS] = {"worker_threads", S3LECT_OPTION_INT, 1, 64, 4, OFF(worker_threads), RT_SIZE},
-    [S3LECT_OPT_CALLBACK_THREADS] = {"callback_threads", S3LECT_OPTION_INT, 1, 64, 2, OFF(callback_threads), RT_SIZE},
+    [S3LECT_OPT_MAX_CONNECTIONS] = {"max_connections", S3LECT_OPTION_INT, 1, 1024, 64, OFF(max_connections), ENV("S3LECT_MAX_CONNECTIONS"), RT_SIZE},
+    [S3LECT_OPT_WORKER_THREADS] = {"worker_threads", S3LECT_OPTION_INT, 1, 64, 4, OFF(worker_threads), ENV("S3LECT_WORKER_THREADS"), RT_SIZE},
+    [S3LECT_OPT_CALLBACK_THREADS] = {"callback_threads", S3LECT_OPTION_INT, 1, 64, 2, OFF(callback_threads), ENV("S3LECT_CALLBACK_THREADS"), RT_SIZE},
     /* 0: renew_deadline */
-    [S3LECT_OPT_LEADER_HOLD] = {"leader_hold", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(leader_hold), TIMING},
+    [S3LECT_OPT_LEADER_HOLD] = {"leader_hold", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(leader_hold), ENV("S3LECT_LEADER_HOLD"), TIMING},
     /* -1: lease_timeout, at least leader_hold */
-    [S3LECT_OPT_NEW_LOCK_WAIT] = {"new_lock_wait", S3LECT_OPTION_INT, -1, DAY_MS, -1, OFF(new_lock_wait), TIMING},
+    [S3LECT_OPT_NEW_LOCK_WAIT] = {"new_lock_wait", S3LECT_OPTION_INT, -1, DAY_MS, -1, OFF(new_lock_wait), ENV("S3LECT_NEW_LOCK_WAIT"), TIMING},
 };
 /* clang-format on */
 
@@ -167,6 +176,18 @@ int s3lect_option_by_name(const char *name)
         if (opt_defs[opt].type && strcmp(opt_defs[opt].name, name) == 0)
             return opt;
     return 0;
+}
+
+int s3lect_option_env(int opt, const char **name, const char **alias)
+{
+    const opt_def *d = opt_def_of(opt);
+    if (!d)
+        return S3LECT_EINVAL;
+    if (name)
+        *name = d->env;
+    if (alias)
+        *alias = d->env_alias;
+    return S3LECT_OK;
 }
 
 int cfg_fail(s3lect_config *cfg, int code, const char *fmt, ...)
@@ -276,6 +297,21 @@ int s3lect_config_set_bool(s3lect_config *cfg, s3lect_option opt, int value)
     *(int *)opt_slot(cfg, opt) = value != 0;
     mark(cfg, opt, 1);
     return 0;
+}
+
+/* Variable `name`'s value in envp ("NAME=value" strings up to a NULL; the
+ * last of a name wins, as a shell's would), or in the process's environment
+ * when envp is NULL. NULL when it is not there. */
+static const char *env_lookup(const char *const *envp, const char *name)
+{
+    if (!envp)
+        return getenv(name);
+    size_t n = strlen(name);
+    const char *found = NULL;
+    for (; *envp; envp++)
+        if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
+            found = *envp + n + 1;
+    return found;
 }
 
 /* A count as s3lect_config_set_text takes it: 1..9 decimal digits. */
@@ -581,4 +617,28 @@ int cfg_region_valid(const char *r)
 const char *cfg_peer_health_path(const s3lect_config *cfg)
 {
     return cfg && cfg->peer_health_path ? cfg->peer_health_path : CFG_DEFAULT_PEER_HEALTH_PATH;
+}
+
+int s3lect_config_set_from_env(s3lect_config *cfg, const char *const *envp)
+{
+    if (!cfg)
+        return S3LECT_EINVAL;
+    for (int opt = 1; opt < N_OPT_DEFS; opt++) {
+        const opt_def *d = opt_def_of(opt);
+        if (!d || !d->env)
+            continue;
+        const char *var = d->env, *v = env_lookup(envp, var);
+        if ((!v || !*v) && d->env_alias && (v = env_lookup(envp, d->env_alias)) != NULL)
+            var = d->env_alias;
+        if (!v || !*v) /* an empty variable is unset, in every front end */
+            continue;
+        int rc = s3lect_config_set_text(cfg, opt, v);
+        if (rc == S3LECT_EINVAL) {
+            size_t n = strlen(cfg->errmsg);
+            snprintf(cfg->errmsg + n, sizeof cfg->errmsg - n, " (from the environment: %s)", var);
+        }
+        if (rc)
+            return rc;
+    }
+    return S3LECT_OK;
 }
