@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
-import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -41,6 +39,7 @@ from common import (GET_USD_PER_1000, HOURS_PER_MONTH, PUT_USD_PER_1000, BenchEr
 from impls import DEFAULTS, NodeSpec, S3lectC, Timing
 from storeproxy import HttpTypeProxy, PgProxy, RedisProxy
 
+from harness.backends import FAMILY, Backend  # tests/harness/backends.py: the stores' backends
 from harness.stores import kinds  # tests/harness/stores.py: the one list of stores
 
 STORES = tuple(kinds("cost"))
@@ -113,158 +112,82 @@ class StoreRun:
 
 
 # ---- the node program: s3lect-c with another lock URL ----
+#
+# The stores themselves (server, lock URL, options, environment, request
+# names, reading a record back) are tests/harness/backends.py's, the chaos
+# run's family: a store of the registry needs nothing here.
 
 class StoreS3lect(S3lectC):
     """`s3lect run` with the lock URL of a store backend instead of s3://."""
 
-    def __init__(self, base: S3lectC, backend: "Backend"):
+    def __init__(self, base: S3lectC, backend: Backend):
         # Share the private binary copy of the run's s3lect-c.
         self.__dict__.update(base.__dict__)
         self.backend = backend
 
     def node_argv(self, spec: NodeSpec) -> list[str]:
         argv = super().node_argv(spec)
+        port = int(spec.endpoint.rsplit(":", 1)[1])
         i = argv.index("--lock")
-        argv[i + 1] = self.backend.lock_url(spec.endpoint, spec.key)
+        argv[i + 1] = self.backend.node_lock(spec.key, port)
+        j = argv.index("--endpoint")
+        del argv[j:j + 2]
+        argv[j:j] = self.backend.node_args(port)
         if not self.backend.aws:
-            if not self.backend.endpoint_flag:
-                j = argv.index("--endpoint")
-                del argv[j:j + 2]
             j = argv.index("--region")
             del argv[j:j + 2]
         return argv
 
     def node_env(self, spec: NodeSpec) -> dict[str, str]:
-        return self.backend.node_env()
+        return self.backend.env()
 
 
-class Backend:
-    """One store: its server, lock URL and counting proxy."""
+@dataclass
+class ClusterServer:
+    """What Cluster reads from a server (bucket, credentials, region,
+    endpoint): the node program above takes the store's from its backend."""
 
-    name = ""
-    aws = True  # takes --endpoint/--region and AWS credentials
-    endpoint_flag = False  # not AWS, but takes --endpoint (the counting proxy)
-    staggered = False  # start one node, the others once it leads
-
-    def __init__(self):
-        self.server = None
-        self.owned = True  # stop the server at the end
-
-    # What Cluster reads from a server (bucket, credentials, region, endpoint).
-    bucket = ""
-    access_key = secret_key = ""
-    region = "us-east-1"
-
-    @property
-    def endpoint(self) -> str:
-        return self.server.endpoint
-
-    def upstream(self) -> tuple[str, int]:
-        return "127.0.0.1", int(self.server.endpoint.rsplit(":", 1)[1])
-
-    def start(self, s3lect: Path) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        if self.server is not None and self.owned:
-            self.server.stop()
-
-    def proxy(self):
-        return HttpTypeProxy(*self.upstream(), self.classify)
-
-    def classify(self, method: str, path: str, headers: dict[str, str]) -> str:
-        return method
-
-    def lock_url(self, endpoint: str, key: str) -> str:
-        raise NotImplementedError
-
-    def node_env(self) -> dict[str, str]:
-        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
-                "AWS_REGION": self.region}
-
-    def version(self) -> str:
-        return self.name
-
-    def inspect(self, run: StoreRun, key: str) -> None:
-        """Looks at the stored lock at the end of the window (sizes)."""
+    region: str
+    endpoint: str = ""
+    bucket: str = ""
+    access_key: str = ""
+    secret_key: str = ""
 
 
-def _init_store(s3lect: Path, url: str, env: dict[str, str], extra: list[str] = ()) -> None:
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PG"))}
-    e.update(env)
-    r = subprocess.run([str(s3lect), "init-store", url, *extra], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, env=e, timeout=180)
-    if r.returncode != 0:
-        raise BenchError(f"s3lect init-store {url} failed (status {r.returncode}): "
-                         f"{r.stdout.strip()}")
+def make_backend(name: str, minio) -> Backend:
+    """The harness's backend of store `name`; S3 runs on the bench's MinIO."""
+    return FAMILY[name](server=minio if name == "s3" else None, folder="s3lect-bench/")
 
 
-class S3Backend(Backend):
-    name = "s3"
-
-    def __init__(self, minio):
-        super().__init__()
-        self.server = minio
-        self.owned = False  # the bench's MinIO
-        self.bucket = minio.bucket
-        self.access_key, self.secret_key = minio.access_key, minio.secret_key
-        self.region = minio.region
-
-    def start(self, s3lect: Path) -> None:
-        pass
-
-    def lock_url(self, endpoint: str, key: str) -> str:
-        return f"s3://{self.bucket}/{key}"
-
-    def version(self) -> str:
-        from common import minio_version
-        return "MinIO " + minio_version(self.server.binary).removeprefix("github.com/minio/minio ")
-
-    def inspect(self, run: StoreRun, key: str) -> None:
-        try:
-            run.record_bytes = len(self.server.client().get(self.bucket, key).body)
-        except Exception:  # noqa: BLE001 - only a size for the notes
-            pass
+def make_proxy(backend: Backend):
+    """A counting proxy in front of the store's server."""
+    if backend.protocol == "postgres":
+        return PgProxy("127.0.0.1", backend.port)
+    if backend.protocol == "redis":
+        return RedisProxy("127.0.0.1", backend.port)
+    return HttpTypeProxy("127.0.0.1", backend.port, backend.classify)
 
 
-class DynamoDBBackend(Backend):
-    name = "dynamodb"
-
-    def __init__(self):
-        super().__init__()
-        self.table = "s3lect-bench-" + secrets.token_hex(4)
-
-    def start(self, s3lect: Path) -> None:
-        from harness.dynamodb_local import DynamoDBLocal
-        self.server = DynamoDBLocal().start()
-        self.access_key, self.secret_key = self.server.access_key, self.server.secret_key
-        self.region = self.server.region
-
-    def init_key(self, s3lect: Path, key: str) -> None:
-        _init_store(s3lect, f"dynamodb://{self.table}/{key}", self.server.env())
-
-    def classify(self, method, path, headers):
-        target = headers.get("x-amz-target", "")
-        return target.rsplit(".", 1)[-1] if target else f"{method} (no X-Amz-Target)"
-
-    def lock_url(self, endpoint: str, key: str) -> str:
-        return f"dynamodb://{self.table}/{key}"
-
-    def version(self) -> str:
-        from harness.dynamodb_local import DYNAMODB_LOCAL_VERSION
-        return f"DynamoDB Local {DYNAMODB_LOCAL_VERSION}"
-
-    def inspect(self, run: StoreRun, key: str) -> None:
-        c = self.server.client()
-        item = c.get_item(TableName=self.table, Key={"LockID": {"S": key}},
-                          ConsistentRead=True).get("Item")
+def inspect(backend: Backend, run: StoreRun, key: str) -> None:
+    """Looks at the stored lock at the end of the window (sizes)."""
+    if backend.kind == "dynamodb":
+        item = backend.item(key)
         if not item:
             run.notes.append("the item was not found after the window")
             return
         run.item_bytes = ddb_item_size(item)
-        run.record_bytes = len(item.get("s3lectRecord", {}).get("S", "").encode())
         run.notes.append("attribute value sizes: " + ", ".join(
             f"{k} ({len(next(iter(v.values())).encode())} bytes)" for k, v in sorted(item.items())))
+    rec = backend.record(key)
+    if rec is not None:
+        run.record_bytes = len(rec)
+
+
+def init_env(backend: Backend) -> dict[str, str]:
+    """init-store's environment: none of ours but the store's."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PG"))}
+    e.update(backend.env())
+    return e
 
 
 def ddb_item_size(item: dict) -> int:
@@ -279,296 +202,26 @@ def ddb_item_size(item: dict) -> int:
     return size
 
 
-class PostgresBackend(Backend):
-    name = "postgres"
-    aws = False
-
-    def start(self, s3lect: Path) -> None:
-        from harness.pgserver import PostgresServer
-        self.server = PostgresServer().start()
-
-    def upstream(self) -> tuple[str, int]:
-        return self.server.host, self.server.port
-
-    @property
-    def endpoint(self) -> str:
-        return f"postgres://{self.server.host}:{self.server.port}"
-
-    def init_key(self, s3lect: Path, key: str) -> None:
-        _init_store(s3lect, self.direct_url(key), {})
-
-    def direct_url(self, key: str) -> str:
-        return f"{self.server.dsn}?key={key}"
-
-    def proxy(self):
-        return PgProxy(*self.upstream())
-
-    def lock_url(self, endpoint: str, key: str) -> str:
-        from harness.pgserver import DATABASE, USER
-        port = endpoint.rsplit(":", 1)[1]
-        return f"postgres://{USER}@127.0.0.1:{port}/{DATABASE}?key={key}"
-
-    def node_env(self) -> dict[str, str]:
-        return {}
-
-    def version(self) -> str:
-        try:
-            v = subprocess.run([str(self.server.bindir / "postgres"), "--version"],
-                               stdout=subprocess.PIPE, text=True, timeout=30).stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            v = "PostgreSQL"
-        return v
-
-    def inspect(self, run: StoreRun, key: str) -> None:
-        out = self.server.psql(f"SELECT length(record) FROM s3lect_locks WHERE name = '{key}'")
-        if out.strip():
-            run.record_bytes = int(out.strip())
-
-
-class Route53Backend(Backend):
-    """Route 53 on moto's server. moto accepts a CREATE of a TXT name that
-    already has another value (Route 53 refuses it) and keeps both record
-    sets, so nodes started together can all win the first create; the nodes
-    are therefore started one after the other (the first, then the others
-    once it leads). Steady-state requests are the same either way."""
-
-    name = "route53"
-    staggered = True
-
-    def start(self, s3lect: Path) -> None:
-        from harness.servers import MotoServer
-        self.server = MotoServer(bucket="s3lect-bench-unused").start()
-        self.access_key, self.secret_key = self.server.access_key, self.server.secret_key
-        import boto3
-        r53 = boto3.client("route53", endpoint_url=self.server.endpoint, region_name="us-east-1",
-                           aws_access_key_id=self.access_key,
-                           aws_secret_access_key=self.secret_key)
-        self.zone_name = f"bench-{secrets.token_hex(4)}.example.com."
-        zone = r53.create_hosted_zone(Name=self.zone_name,
-                                      CallerReference=secrets.token_hex(8))["HostedZone"]
-        self.zone_id = zone["Id"].rsplit("/", 1)[-1]
-        self.r53 = r53
-
-    def classify(self, method, path, headers):
-        p = path.split("?", 1)[0]
-        if method == "GET" and p.endswith("/rrset"):
-            return "ListResourceRecordSets"
-        if method == "POST" and p.endswith("/rrset/"):
-            return "ChangeResourceRecordSets"
-        return f"{method} {p}"
-
-    def record_name(self, key: str) -> str:
-        # Lock keys have slashes and dots; a DNS label of letters, digits, '-'.
-        label = "".join(ch if ch.isalnum() else "-" for ch in key.rsplit("/", 1)[-1])[:63]
-        return f"{label.strip('-')}.{self.zone_name}"
-
-    def lock_url(self, endpoint: str, key: str) -> str:
-        return f"route53://{self.zone_id}/{self.record_name(key)}"
-
-    def version(self) -> str:
-        import moto
-        return f"moto {moto.__version__} (server mode)"
-
-    def inspect(self, run: StoreRun, key: str) -> None:
-        name = self.record_name(key)
-        sets = self.r53.list_resource_record_sets(HostedZoneId=self.zone_id,
-                                                  StartRecordName=name, StartRecordType="TXT",
-                                                  MaxItems="1")["ResourceRecordSets"]
-        sets = [s for s in sets if s["Name"] == name and s["Type"] == "TXT"]
-        if sets:
-            run.record_bytes = sum(len(r["Value"]) for r in sets[0]["ResourceRecords"])
-
-
-class GcsBackend(Backend):
-    """Google Cloud Storage's JSON API on fake-gcs-server (no credentials:
-    the store sends none to an http:// loopback emulator). Objects' reads
-    are Class B operations, uploads Class A."""
-
-    name = "gcs"
-    aws = False
-    endpoint_flag = True
-
-    def start(self, s3lect: Path) -> None:
-        from harness.fake_gcs import FakeGCS
-        self.server = FakeGCS(bucket="s3lect-bench").start()
-        self.bucket = self.server.bucket
-
-    def classify(self, method, path, headers):
-        p = path.split("?", 1)[0]
-        if method == "GET" and "/o/" in p:
-            return "objects.get"
-        if method == "POST" and p.startswith("/upload/"):
-            return "objects.insert"
-        if method == "DELETE":
-            return "objects.delete"
-        return f"{method} {p}"
-
-    def lock_url(self, endpoint: str, key: str) -> str:
-        return f"gs://{self.bucket}/{key}"
-
-    def node_env(self) -> dict[str, str]:
-        return {}
-
-    def version(self) -> str:
-        from harness.fake_gcs import FAKE_GCS_VERSION
-        return f"fake-gcs-server {FAKE_GCS_VERSION}"
-
-    def inspect(self, run: StoreRun, key: str) -> None:
-        status, body, _gen = self.server.get_object(key)
-        if status == 200:
-            run.record_bytes = len(body)
-
-
-class AzureBackend(Backend):
-    """Azure Blob Storage on Azurite (Shared Key with the server's throwaway
-    account key; each node's --endpoint is its counting proxy, to which the
-    store adds /ACCOUNT, Azurite's path-style). Get Blob is a read operation,
-    Put Blob a write operation."""
-
-    name = "azure"
-    aws = False
-    endpoint_flag = True
-
-    def start(self, s3lect: Path) -> None:
-        from harness.azurite import AzuriteServer
-        self.server = AzuriteServer(container="s3lect-bench").start()
-        self.bucket = self.server.container
-
-    def classify(self, method, path, headers):
-        if method == "GET":
-            return "GetBlob"
-        if method == "PUT" and headers.get("x-ms-blob-type"):
-            return "PutBlob"
-        return f"{method} {path.split('?', 1)[0]}"
-
-    def lock_url(self, endpoint: str, key: str) -> str:
-        return f"{self.server.lock_prefix()}{key}"
-
-    def node_env(self) -> dict[str, str]:
-        return {"AZURE_STORAGE_KEY": self.server.account_key,
-                "AZURE_STORAGE_ACCOUNT": self.server.account}
-
-    def version(self) -> str:
-        from harness.azurite import AZURITE_VERSION
-        return f"Azurite {AZURITE_VERSION}"
-
-    def inspect(self, run: StoreRun, key: str) -> None:
-        try:
-            body, _etag = self.server.client().get_blob(self.server.container, key)
-            run.record_bytes = len(body)
-        except Exception:  # noqa: BLE001 - the size is a note only
-            pass
-
-
-class EtcdBackend(Backend):
-    """etcd's v3 JSON gateway on Debian's etcd (tests/harness/etcd.py), no
-    authentication: requests counted by path (kv/range a read, kv/txn a
-    conditional write, auth/authenticate a token). No per-request price:
-    the cost is your cluster's."""
-
-    name = "etcd"
-    aws = False
-
-    def start(self, s3lect: Path) -> None:
-        from harness.etcd import EtcdServer
-        self.server = EtcdServer().start()
-
-    def classify(self, method, path, headers):
-        p = path.split("?", 1)[0]
-        for op in ("kv/range", "kv/txn", "auth/authenticate"):
-            if p == f"/v3/{op}":
-                return op
-        return f"{method} {p}"
-
-    def lock_url(self, endpoint: str, key: str) -> str:
-        return f"etcd://{endpoint.split('://', 1)[-1]}/s3lect-bench/{key}"
-
-    def node_env(self) -> dict[str, str]:
-        return {}
-
-    def version(self) -> str:
-        import subprocess
-        from harness.etcd import etcd_binary
-        out = subprocess.run([etcd_binary(), "--version"], capture_output=True, text=True)
-        return out.stdout.splitlines()[0] if out.stdout else "etcd"
-
-    def inspect(self, run: StoreRun, key: str) -> None:
-        value, _rev = self.server.get_key(f"s3lect-bench/{key}")
-        if value is not None:
-            run.record_bytes = len(value)
-
-
-class RedisBackend(Backend):
-    """redis-server (tests/harness/redis_server.py: the append-only file
-    fsynced on every write, the store's ACL user; its password from
-    S3LECT_REDIS_PASSWORD). One Lua script per read and per write."""
-
-    name = "redis"
-    aws = False
-
-    def start(self, s3lect: Path) -> None:
-        from harness.redis_server import RedisServer
-        self.server = RedisServer().start()
-
-    def upstream(self) -> tuple[str, int]:
-        return "127.0.0.1", self.server.port
-
-    def proxy(self):
-        return RedisProxy(*self.upstream())
-
-    def lock_url(self, endpoint: str, key: str) -> str:
-        from harness.redis_server import KEY_PREFIX
-        port = endpoint.rsplit(":", 1)[1]
-        return f"redis://{self.server.user}@127.0.0.1:{port}/{KEY_PREFIX}{key}"
-
-    def node_env(self) -> dict[str, str]:
-        return {"S3LECT_REDIS_PASSWORD": self.server.password}
-
-    def version(self) -> str:
-        try:
-            return subprocess.run([self.server.binary, "--version"], stdout=subprocess.PIPE,
-                                  text=True, timeout=30).stdout.split(" sha=")[0].strip()
-        except (OSError, subprocess.TimeoutExpired):
-            return "redis-server"
-
-    def inspect(self, run: StoreRun, key: str) -> None:
-        from harness.redis_server import KEY_PREFIX
-        rec = self.server.call("HGET", KEY_PREFIX + key, "r")
-        if rec is not None:
-            run.record_bytes = len(rec)
-
-
-
-
-def make_backend(name: str, minio) -> Backend:
-    return {"s3": lambda: S3Backend(minio), "dynamodb": DynamoDBBackend,
-            "postgres": PostgresBackend, "route53": Route53Backend,
-            "gcs": GcsBackend, "azure": AzureBackend,
-            "etcd": EtcdBackend, "redis": RedisBackend}[name]()
-
-
 # ---- one measurement ----
 
 def run_store(base: S3lectC, backend: Backend, quick: bool, logdir: Path) -> StoreRun:
     timing = DEFAULTS
     window = QUICK_WINDOW if quick else WINDOW
-    run = StoreRun(backend.name, timing, window)
-    impl = StoreS3lect(base, backend)
-    key = f"bench-cost-{int(time.time())}-{backend.name}"
-    if backend.name == "s3":
-        key = f"bench/cost/{key}.json"
-    if hasattr(backend, "init_key"):
-        backend.init_key(base.bin, key)
+    run = StoreRun(backend.kind, timing, window)
+    key = f"bench-cost-{int(time.time())}-{backend.kind}"
+    backend.init(base.bin, key, init_env(backend), timeout=180)
     run.server = backend.version()
-    proxies = [backend.proxy() for _ in range(NODES)]
+    proxies = [make_proxy(backend) for _ in range(NODES)]
     ends = [f"http://127.0.0.1:{p.port}" for p in proxies]
-    run.lock = backend.lock_url("http://127.0.0.1:PORT", key)
-    cl = Cluster(impl, NODES, backend, key, timing, "s3", logdir / f"cost-store-{backend.name}",
-                 None, endpoint_for=lambda s: ends[s])
+    impl = StoreS3lect(base, backend)
+    run.lock = backend.lock_url(key, "PORT")
+    cl = Cluster(impl, NODES, ClusterServer(backend.region), key, timing, "s3",
+                 logdir / f"cost-store-{backend.kind}", None, endpoint_for=lambda s: ends[s])
     settle_to = 2 * (timing.lease + timing.infrequent) + 30
     try:
-        if backend.staggered:
-            # One node first; the others once it leads (see Route53Backend).
+        if not backend.cas:
+            # One node first; the others once it leads (moto's Route 53 lets
+            # nodes started together all win the first create).
             cl.start_slot(0)
             cl.wait(lambda: cl.slots[0].leading, settle_to, "the first node to lead")
             for s in range(1, NODES):
@@ -581,18 +234,18 @@ def run_store(base: S3lectC, backend: Backend, quick: bool, logdir: Path) -> Sto
         with cl.cv:
             idx = len(cl.events)
         before = [p.snapshot() for p in proxies]
-        log(f"  cost {backend.name}: counting for {window:.0f}s (leader {ldr.id})")
+        log(f"  cost {backend.kind}: counting for {window:.0f}s (leader {ldr.id})")
         time.sleep(window)
         after = [p.snapshot() for p in proxies]
         with cl.cv:
             changes = [e for e in cl.events[idx:]
                        if e.kind in ("acquired", "lost", "releasing", "exit", "leader_is")]
         if changes:
-            raise BenchError(f"{backend.name}: leadership changed during the counting window: "
+            raise BenchError(f"{backend.kind}: leadership changed during the counting window: "
                              f"{[(e.node.id, e.kind) for e in changes]}\n{cl.tails()}")
         totals = [p.snapshot() for p in proxies]
         try:
-            backend.inspect(run, key)
+            inspect(backend, run, key)
         except Exception as e:  # noqa: BLE001 - a size note, not the measurement
             run.notes.append(f"could not read the stored lock back: {e}")
     finally:
@@ -609,11 +262,11 @@ def run_store(base: S3lectC, backend: Backend, quick: bool, logdir: Path) -> Sto
             fcount += 1
             role = f"follower {fcount}"
         counts = {k: v for k, v in d.items() if v}
-        if backend.name == "redis":
+        if backend.protocol == "redis":
             counts["connections"] = d.get("connections", 0)
             run.notes.append(f"{role}: {totals[slot].get('connections', 0)} connection(s) opened "
                              f"from start to the end of the window")
-        if backend.name == "postgres":
+        if backend.protocol == "postgres":
             counts["connections"] = d.get("connections", 0)
             run.notes.append(f"{role}: {totals[slot].get('connections', 0)} connection(s) opened "
                              f"from start to the end of the window, "
@@ -626,10 +279,11 @@ def run_store(base: S3lectC, backend: Backend, quick: bool, logdir: Path) -> Sto
 def run_all(base: S3lectC, minio, stores: list[str], quick: bool, logdir: Path) -> list[StoreRun]:
     runs = []
     for name in stores:
-        backend = make_backend(name, minio)
+        backend = None
         log(f"cost: store {name} (defaults, followers poll the store)")
         try:
-            backend.start(base.bin)
+            backend = make_backend(name, minio)
+            backend.start()
             runs.append(run_store(base, backend, quick, logdir))
         except Exception as e:  # noqa: BLE001 - the other stores are still measured
             # A server that cannot start, a cluster that does not settle, a
@@ -641,7 +295,8 @@ def run_all(base: S3lectC, minio, stores: list[str], quick: bool, logdir: Path) 
             runs.append(r)
         finally:
             try:
-                backend.stop()
+                if backend is not None:
+                    backend.destroy()
             except Exception as e:  # noqa: BLE001
                 log(f"cost: stopping the {name} server: {e}")
     return runs

@@ -6,7 +6,7 @@ leader, SIGSTOP/SIGCONT of whole nodes for longer than the lease, one-node
 partitions (blackhole and reset), a slow leader, MinIO restarts and
 background faults (resets, lost responses, stalls, 503 SlowDown, latency).
 
-The same run is parametrised over the lock store (chaos_lib.Backend):
+The same run is parametrised over the lock store (tests/harness/backends.py):
 `[minio]` as above; `[dynamodb]` on DynamoDB Local (table made once with
 `s3lect init-store`; each node's --endpoint is its proxy; the proxies'
 "slow down" answer is DynamoDB's throttling error, HTTP 400
@@ -380,7 +380,7 @@ def test_chaos_five_nodes(store: str, tmp_path: Path, s3lect_bin: Path,
     with ExitStack() as stack:
         stack.callback(watch.stop)
         try:
-            backend = BACKENDS[store]()
+            backend = BACKENDS[store](folder="chaos/", suffix=".json")
         except ServerStartError as e:
             pytest.fail(str(e), pytrace=False)
         stack.callback(backend.destroy, tmp_path)  # (its log lands next to the nodes')

@@ -1,21 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The lock stores as the chaos run drives them (issue 40 item 1): per store
-its server (restartable for the store-restart fault), the lock URL a node
-reaches it by through its own proxy, the environment, the proxies' "slow
-down" answer, and the restart fault with its kind. Moved unchanged from
-tests/chaos/chaos_lib.py.
+"""The one family of lock store backends (issue 40 item 1), used by the
+chaos run (tests/chaos/test_chaos.py) and the bench (bench/lib/cost_stores.py).
+
+Per store of the registry (tests/harness/stores.py; FAMILY is keyed by its
+kind): its server (started, stopped, restarted for the store-restart fault,
+with the fault's kind), the lock URL a node reaches it by through a proxy of
+its own, the options and environment `s3lect` needs for it, what creates a
+lock's table, the proxies' "slow down" answer, what a request to it is
+called (the bench counts by it) and how to read a lock's record back.
+tests/harness/test_harness_backends.py fails when a registry store has no
+backend here.
 """
 
 from __future__ import annotations
 
 import random
+import secrets
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
-from .dynamodb_local import DynamoDBLocal
-from .pgserver import PostgresServer
 from .servers import MinioServer, ServerStartError
 
 _SLOWDOWN_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
@@ -102,34 +107,62 @@ class RestartableMinio(MinioServer):
 
 
 # ---------------------------------------------------------------------------
-# The lock stores of the five-node run
+# The lock stores
 
 
 class Backend:
-    """A lock store for the five-node chaos run: its server (started and
-    destroyed by the test, restartable for the store-restart fault), how a
-    node reaches it through its own proxy, and the proxy's "slow down" answer.
+    """A lock store: its server, how a node reaches it through a proxy of its
+    own, and its faults.
 
-    name:         "minio", "dynamodb", "postgres", "gcs", "azure", "etcd" or "redis" (the
-                  test's parameter)
-    restart_kind: the fault kind of a store restart
-    answer:       (stats name, bytes) the proxies answer a flaky request with
-                  instead of forwarding it, or None (binary protocol)
-    port:         the server's port, which the proxies forward to
+    kind:         the registry's kind (tests/harness/stores.py)
+    name:         its name in the chaos run (the registry's chaos column, else kind)
+    restart_kind: the chaos run's fault kind of a store restart ("": none)
+    answer:       (stats name, bytes) a fault proxy answers a flaky request
+                  with instead of forwarding it, or None (binary protocol)
+    protocol:     what a proxy in front of it carries: "http", "postgres", "redis"
+    url_port:     the lock URL names the server's port (no --endpoint option)
+    aws:          AWS credentials and --region
+    cas:          the test server enforces compare-and-set (moto's Route 53
+                  does not: start nodes one after the other on it)
+    folder, suffix: what lock names are put under (path-like keys) and the
+                  suffix of object names (the chaos run: "chaos/", ".json")
+
+    server: pass one to use a running server (not stopped by destroy()),
+    else the backend makes its own (make_server()) and start() starts it.
     """
 
+    kind = ""
     name = ""
     restart_kind = ""
     answer: tuple[str, bytes] | None = None
-    server: "MinioServer | DynamoDBLocal | PostgresServer"
+    protocol = "http"
+    url_port = False
+    aws = False
+    cas = True
+    objects = False  # keys are object names (folder and suffix apply)
+    paths = False  # keys are paths (folder applies)
+
+    def __init__(self, server=None, folder: str = "", suffix: str = "") -> None:
+        self.owned = server is None
+        self.server = self.make_server() if server is None else server
+        self.folder, self.suffix = folder, suffix
+
+    def make_server(self):
+        raise NotImplementedError
 
     @property
     def port(self) -> int:
+        """The server's port, which the proxies forward to."""
         return self.server.port
+
+    @property
+    def region(self) -> str:
+        return getattr(self.server, "region", "us-east-1")
 
     def start(self) -> None:
         """Raises ServerStartError saying why it cannot."""
-        self.server.start()
+        if self.owned:
+            self.server.start()
 
     def destroy(self, save_log_to: Path | None = None) -> None:
         """Stops the server and removes its data; its log goes to save_log_to."""
@@ -138,25 +171,34 @@ class Backend:
                 shutil.copyfile(self.server.log_path, save_log_to / f"{self.name}-server.log")
             except OSError:
                 pass
-        self.server.stop()
+        if self.owned:
+            self.server.stop()
+
+    def _key(self, key: str) -> str:
+        if self.objects:
+            return f"{self.folder}{key}{self.suffix}"
+        return f"{self.folder}{key}" if self.paths else key
 
     def env(self) -> dict[str, str]:
-        """What every s3lect of this test needs in its environment (credentials)."""
+        """What every s3lect on this store needs in its environment (credentials)."""
         return {}
 
-    def node_lock(self, key: str, proxy_port: int) -> str:
-        """The lock URL of a node whose proxy listens on proxy_port."""
+    def lock_url(self, key: str, port) -> str:
+        """The lock URL of key for a node whose proxy listens on port."""
         raise NotImplementedError
+
+    def node_lock(self, key: str, proxy_port: int) -> str:
+        return self.lock_url(key, proxy_port)
 
     def node_args(self, proxy_port: int) -> list[str]:
         """s3lect options that send a node's requests to proxy_port."""
-        return ["--endpoint", f"http://127.0.0.1:{proxy_port}"]
+        return [] if self.url_port else ["--endpoint", f"http://127.0.0.1:{proxy_port}"]
 
     def status_args(self, key: str) -> list[str]:
         """`s3lect status` arguments that read the lock directly (no proxy)."""
-        raise NotImplementedError
+        return [self.lock_url(key, self.port), *self.node_args(self.port)]
 
-    def init(self, bin_: Path, key: str, env: dict[str, str]) -> None:
+    def init(self, bin_: Path, key: str, env: dict[str, str], timeout: float = 60) -> None:
         """Creates what the lock needs (directly, not through a proxy)."""
 
     def restart(self, rng: random.Random, sleep) -> str:
@@ -164,25 +206,48 @@ class Backend:
         its data (same port). sleep(s) waits while the test keeps watching
         the nodes. Returns a word on how (for the summary). Raises
         ServerStartError if it does not come back."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{self.kind}: no restart fault")
 
-    def _init_store(self, bin_: Path, lock: str, env: dict[str, str], args: list[str]) -> None:
+    def classify(self, method: str, path: str, headers: dict[str, str]) -> str:
+        """What an HTTP request to the store is (the bench counts by it)."""
+        return method
+
+    def version(self) -> str:
+        return self.kind
+
+    def record(self, key: str) -> bytes | None:
+        """The lock's stored record (direct), or None."""
+        return None
+
+    def _init_store(self, bin_: Path, lock: str, env: dict[str, str], args: list[str],
+                    timeout: float = 60) -> None:
         r = subprocess.run([str(bin_), "init-store", lock, *args], env=env, capture_output=True,
-                           text=True, timeout=60)
+                           text=True, timeout=timeout)
         if r.returncode != 0:
             raise ServerStartError(f"s3lect init-store {lock} failed (status {r.returncode}): "
                                    f"{r.stderr.strip()}")
 
 
+def _version(argv: list[str], default: str) -> str:
+    try:
+        out = subprocess.run(argv, stdout=subprocess.PIPE, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return default
+    return out.splitlines()[0].strip() if out.strip() else default
+
+
 class MinioBackend(Backend):
     """MinIO, stopped for 0.5-3 s and started again on the same port and data."""
 
+    kind = "s3"
     name = "minio"
     restart_kind = "minio_restart"
     answer = ("slowdown", SLOWDOWN_RESPONSE)
+    aws = True
+    objects = True
 
-    def __init__(self) -> None:
-        self.server = RestartableMinio()
+    def make_server(self):
+        return RestartableMinio()
 
     def destroy(self, save_log_to: Path | None = None) -> None:
         if save_log_to is not None:
@@ -190,18 +255,16 @@ class MinioBackend(Backend):
                 shutil.copyfile(self.server.log_path, save_log_to / "minio-server.log")
             except OSError:
                 pass
-        self.server.destroy()
+        if self.owned:
+            self.server.destroy()
 
     def env(self) -> dict[str, str]:
         m = self.server
         return dict(AWS_ACCESS_KEY_ID=m.access_key, AWS_SECRET_ACCESS_KEY=m.secret_key,
                     AWS_REGION=m.region)
 
-    def node_lock(self, key: str, proxy_port: int) -> str:  # noqa: ARG002
-        return f"s3://{self.server.bucket}/chaos/{key}.json"
-
-    def status_args(self, key: str) -> list[str]:
-        return [self.node_lock(key, 0), "--endpoint", self.server.endpoint]
+    def lock_url(self, key: str, port) -> str:  # noqa: ARG002
+        return f"s3://{self.server.bucket}/{self._key(key)}"
 
     def restart(self, rng: random.Random, sleep) -> str:
         self.server.stop_process()
@@ -209,38 +272,75 @@ class MinioBackend(Backend):
         self.server.restart()
         return "stop+start"
 
+    def version(self) -> str:
+        # A MinIO built by `go install` says "DEVELOPMENT.GOGET"; its module
+        # version is in the binary's build information.
+        try:
+            out = subprocess.run(["go", "version", "-m", self.server.binary], capture_output=True,
+                                 text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            out = ""
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) >= 3 and f[:2] == ["mod", "github.com/minio/minio"]:
+                return f"MinIO {f[2]}"
+        v = _version([self.server.binary, "--version"], "MinIO")  # "minio version RELEASE..."
+        return "MinIO " + v.split()[2] if v.startswith("minio version ") else v
+
+    def record(self, key: str) -> bytes | None:
+        return self.server.client().get(self.server.bucket, self._key(key)).body
+
 
 class DynamoDBBackend(Backend):
     """DynamoDB Local (file database: a restart keeps the table and items);
     the proxies answer a flaky request with DynamoDB's throttling error
     (400 ProvisionedThroughputExceededException)."""
 
-    name = "dynamodb"
+    kind = name = "dynamodb"
     restart_kind = "dynamodb_restart"
     answer = ("throttle", THROTTLE_RESPONSE)
-    TABLE = "s3lect-chaos"
+    aws = True
 
-    def __init__(self) -> None:
-        self.server = DynamoDBLocal()  # fetches it on first use (ServerStartError)
+    def make_server(self):
+        from .dynamodb_local import DynamoDBLocal
+        return DynamoDBLocal()  # fetches it on first use (ServerStartError)
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.table = "s3lect-" + secrets.token_hex(4)
 
     def env(self) -> dict[str, str]:
         # No AWS_ENDPOINT_URL_DYNAMODB: each node gets its proxy's (node_args).
         return {k: v for k, v in self.server.env().items() if k != "AWS_ENDPOINT_URL_DYNAMODB"}
 
-    def node_lock(self, key: str, proxy_port: int) -> str:  # noqa: ARG002
-        return f"dynamodb://{self.TABLE}/{key}"
+    def lock_url(self, key: str, port) -> str:  # noqa: ARG002
+        return f"dynamodb://{self.table}/{key}"
 
-    def status_args(self, key: str) -> list[str]:
-        return [self.node_lock(key, 0), "--endpoint", self.server.endpoint]
-
-    def init(self, bin_: Path, key: str, env: dict[str, str]) -> None:
-        self._init_store(bin_, self.node_lock(key, 0), env, ["--endpoint", self.server.endpoint])
+    def init(self, bin_: Path, key: str, env: dict[str, str], timeout: float = 60) -> None:
+        self._init_store(bin_, self.lock_url(key, 0), env, self.node_args(self.port), timeout)
 
     def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
         # SIGTERM, then the JVM again on the same port and -dbPath (down for
         # as long as the JVM takes to start, ~1.5-5 s).
         self.server.restart(hard=False)
         return "restart"
+
+    def classify(self, method, path, headers):
+        target = headers.get("x-amz-target", "")
+        return target.rsplit(".", 1)[-1] if target else f"{method} (no X-Amz-Target)"
+
+    def version(self) -> str:
+        from .dynamodb_local import DYNAMODB_LOCAL_VERSION
+        return f"DynamoDB Local {DYNAMODB_LOCAL_VERSION}"
+
+    def item(self, key: str) -> dict | None:
+        """The lock's item (strongly consistent read), or None."""
+        return self.server.client().get_item(TableName=self.table, Key={"LockID": {"S": key}},
+                                             ConsistentRead=True).get("Item")
+
+    def record(self, key: str) -> bytes | None:
+        item = self.item(key)
+        return item["s3lectRecord"]["S"].encode() if item and "s3lectRecord" in item else None
 
 
 class PostgresBackend(Backend):
@@ -251,24 +351,22 @@ class PostgresBackend(Backend):
     stays on). Each node's lock URL names its own proxy's port; no "slow
     down" answer (binary protocol)."""
 
-    name = "postgres"
+    kind = name = "postgres"
     restart_kind = "postgres_restart"
     answer = None
+    protocol = "postgres"
+    url_port = True
 
-    def __init__(self) -> None:
-        self.server = PostgresServer()
+    def make_server(self):
+        from .pgserver import PostgresServer
+        return PostgresServer()
 
-    def node_lock(self, key: str, proxy_port: int) -> str:
-        return f"postgres://s3lect@127.0.0.1:{proxy_port}/s3lect?key={key}"
+    def lock_url(self, key: str, port) -> str:
+        from .pgserver import DATABASE, USER
+        return f"postgres://{USER}@127.0.0.1:{port}/{DATABASE}?key={key}"
 
-    def node_args(self, proxy_port: int) -> list[str]:  # noqa: ARG002
-        return []
-
-    def status_args(self, key: str) -> list[str]:
-        return [self.node_lock(key, self.server.port)]
-
-    def init(self, bin_: Path, key: str, env: dict[str, str]) -> None:
-        self._init_store(bin_, self.node_lock(key, self.server.port), env, [])
+    def init(self, bin_: Path, key: str, env: dict[str, str], timeout: float = 60) -> None:
+        self._init_store(bin_, self.lock_url(key, self.port), env, [], timeout)
 
     def restart(self, rng: random.Random, sleep) -> str:
         how = rng.choice(["SIGKILL", "immediate", "down"])
@@ -278,30 +376,114 @@ class PostgresBackend(Backend):
         self.server.restart(hard=how == "SIGKILL")  # (after a stop: just starts it)
         return how
 
+    def version(self) -> str:
+        return _version([str(self.server.bindir / "postgres"), "--version"], "PostgreSQL")
+
+    def record(self, key: str) -> bytes | None:
+        out = self.server.psql(f"SELECT record FROM s3lect_locks WHERE name = '{key}'").strip()
+        return out.encode() if out else None
+
+
+class Route53Backend(Backend):
+    """Route 53 on moto's server, a hosted zone created at start. moto does
+    not enforce compare-and-set (it accepts a CREATE of a TXT name that
+    already has another value and keeps both record sets), so nodes are
+    started one after the other on it (cas), and it is in no chaos run."""
+
+    kind = name = "route53"
+    aws = True
+    cas = False
+
+    def make_server(self):
+        from .servers import MotoServer
+        return MotoServer(bucket="s3lect-unused")
+
+    def start(self) -> None:
+        from .store_servers import create_hosted_zone
+        super().start()
+        self.zone_name = f"s3lect-{secrets.token_hex(4)}.example.com."
+        try:
+            self.zone_id = create_hosted_zone(self.server.endpoint, self.zone_name)
+        except (OSError, RuntimeError) as e:
+            raise ServerStartError(f"moto: {e}") from e
+
+    def env(self) -> dict[str, str]:
+        s = self.server
+        return dict(AWS_ACCESS_KEY_ID=s.access_key, AWS_SECRET_ACCESS_KEY=s.secret_key,
+                    AWS_REGION=s.region)
+
+    def record_name(self, key: str) -> str:
+        # Lock keys have slashes and dots; a DNS label of letters, digits, '-'.
+        label = "".join(ch if ch.isalnum() else "-" for ch in key.rsplit("/", 1)[-1])[:63]
+        return f"{label.strip('-')}.{self.zone_name}"
+
+    def lock_url(self, key: str, port) -> str:  # noqa: ARG002
+        return f"route53://{self.zone_id}/{self.record_name(key)}"
+
+    def classify(self, method, path, headers):
+        p = path.split("?", 1)[0]
+        if method == "GET" and p.endswith("/rrset"):
+            return "ListResourceRecordSets"
+        if method == "POST" and p.endswith("/rrset/"):
+            return "ChangeResourceRecordSets"
+        return f"{method} {p}"
+
+    def version(self) -> str:
+        import moto
+        return f"moto {moto.__version__} (server mode)"
+
+    def record(self, key: str) -> bytes | None:
+        import boto3
+        s = self.server
+        r53 = boto3.client("route53", endpoint_url=s.endpoint, region_name=s.region,
+                           aws_access_key_id=s.access_key, aws_secret_access_key=s.secret_key)
+        name = self.record_name(key)
+        sets = r53.list_resource_record_sets(HostedZoneId=self.zone_id, StartRecordName=name,
+                                             StartRecordType="TXT",
+                                             MaxItems="1")["ResourceRecordSets"]
+        sets = [s for s in sets if s["Name"] == name and s["Type"] == "TXT"]
+        return "".join(r["Value"] for r in sets[0]["ResourceRecords"]).encode() if sets else None
+
 
 class GcsBackend(Backend):
     """fake-gcs-server (filesystem backend: a restart keeps the bucket, the
     objects and their generations); the proxies answer a flaky request with
     Cloud Storage's 429. No token: the nodes' endpoints are http on loopback
-    (an emulator)."""
+    (an emulator). Objects' reads are Class B operations, uploads Class A."""
 
-    name = "gcs"
+    kind = name = "gcs"
     restart_kind = "gcs_restart"
     answer = ("throttle", GCS_THROTTLE_RESPONSE)
+    objects = True
 
-    def __init__(self) -> None:
-        from harness.fake_gcs import FakeGCS
-        self.server = FakeGCS()  # builds it on first use (ServerStartError)
+    def make_server(self):
+        from .fake_gcs import FakeGCS
+        return FakeGCS()  # builds it on first use (ServerStartError)
 
-    def node_lock(self, key: str, proxy_port: int) -> str:  # noqa: ARG002
-        return f"gs://{self.server.bucket}/chaos/{key}.json"
-
-    def status_args(self, key: str) -> list[str]:
-        return [self.node_lock(key, 0), "--endpoint", self.server.endpoint]
+    def lock_url(self, key: str, port) -> str:  # noqa: ARG002
+        return f"gs://{self.server.bucket}/{self._key(key)}"
 
     def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
         self.server.restart(hard=rng.random() < 0.5)
         return "restart"
+
+    def classify(self, method, path, headers):
+        p = path.split("?", 1)[0]
+        if method == "GET" and "/o/" in p:
+            return "objects.get"
+        if method == "POST" and p.startswith("/upload/"):
+            return "objects.insert"
+        if method == "DELETE":
+            return "objects.delete"
+        return f"{method} {p}"
+
+    def version(self) -> str:
+        from .fake_gcs import FAKE_GCS_VERSION
+        return f"fake-gcs-server {FAKE_GCS_VERSION}"
+
+    def record(self, key: str) -> bytes | None:
+        status, body, _gen = self.server.get_object(self._key(key))
+        return body if status == 200 else None
 
 
 class AzureBackend(Backend):
@@ -310,58 +492,87 @@ class AzureBackend(Backend):
     (http://127.0.0.1:PORT, to which the store adds /ACCOUNT, Azurite's
     path-style); the proxies answer a flaky request with 503 ServerBusy.
     A restart is a SIGTERM or a SIGKILL and the server again on the same
-    port and data."""
+    port and data. Get Blob is a read operation, Put Blob a write operation."""
 
-    name = "azure"
+    kind = name = "azure"
     restart_kind = "azure_restart"
     answer = ("busy", BUSY_RESPONSE)
+    objects = True
 
-    def __init__(self) -> None:
-        from harness.azurite import AzuriteServer
-        self.server = AzuriteServer()  # installs Azurite on first use
+    def make_server(self):
+        from .azurite import AzuriteServer
+        return AzuriteServer()  # installs Azurite on first use
 
     def env(self) -> dict[str, str]:
         return dict(AZURE_STORAGE_KEY=self.server.account_key,
                     AZURE_STORAGE_ACCOUNT=self.server.account)
 
-    def node_lock(self, key: str, proxy_port: int) -> str:  # noqa: ARG002
-        return f"{self.server.lock_prefix()}chaos/{key}.json"
+    def lock_url(self, key: str, port) -> str:  # noqa: ARG002
+        return f"{self.server.lock_prefix()}{self._key(key)}"
 
     def status_args(self, key: str) -> list[str]:
-        return [self.node_lock(key, 0), "--endpoint", self.server.blob_endpoint]
+        return [self.lock_url(key, 0), "--endpoint", self.server.blob_endpoint]
 
     def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
         hard = rng.random() < 0.5
         self.server.restart(hard=hard)
         return "SIGKILL" if hard else "restart"
+
+    def classify(self, method, path, headers):
+        if method == "GET":
+            return "GetBlob"
+        if method == "PUT" and headers.get("x-ms-blob-type"):
+            return "PutBlob"
+        return f"{method} {path.split('?', 1)[0]}"
+
+    def version(self) -> str:
+        from .azurite import AZURITE_VERSION
+        return f"Azurite {AZURITE_VERSION}"
+
+    def record(self, key: str) -> bytes | None:
+        body, _etag = self.server.client().get_blob(self.server.container, self._key(key))
+        return body
 
 
 class EtcdBackend(Backend):
     """Debian's etcd, one member (a restart keeps the keys and their
-    revisions); each node's etcd:// URL names its own proxy's port; the proxies
-    answer a flaky request with etcd's 503 "no leader"."""
+    revisions), no authentication; each node's etcd:// URL names its own
+    proxy's port; the proxies answer a flaky request with etcd's 503 "no
+    leader". Requests are named by path (kv/range a read, kv/txn a
+    conditional write, auth/authenticate a token)."""
 
-    name = "etcd"
+    kind = name = "etcd"
     restart_kind = "etcd_restart"
     answer = ("no_leader", ETCD_NO_LEADER_RESPONSE)
+    url_port = True
+    paths = True
 
-    def __init__(self) -> None:
-        from harness.etcd import EtcdServer
-        self.server = EtcdServer()
+    def make_server(self):
+        from .etcd import EtcdServer
+        return EtcdServer()
 
-    def node_lock(self, key: str, proxy_port: int) -> str:
-        return f"etcd://127.0.0.1:{proxy_port}/chaos/{key}"
-
-    def node_args(self, proxy_port: int) -> list[str]:  # noqa: ARG002
-        return []
-
-    def status_args(self, key: str) -> list[str]:
-        return [self.node_lock(key, self.server.port)]
+    def lock_url(self, key: str, port) -> str:
+        return f"etcd://127.0.0.1:{port}/{self._key(key)}"
 
     def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
         hard = rng.random() < 0.5
         self.server.restart(hard=hard)
         return "SIGKILL" if hard else "restart"
+
+    def classify(self, method, path, headers):
+        p = path.split("?", 1)[0]
+        for op in ("kv/range", "kv/txn", "auth/authenticate"):
+            if p == f"/v3/{op}":
+                return op
+        return f"{method} {p}"
+
+    def version(self) -> str:
+        from .etcd import etcd_binary
+        return _version([etcd_binary(), "--version"], "etcd")
+
+    def record(self, key: str) -> bytes | None:
+        value, _rev = self.server.get_key(self._key(key))
+        return value
 
 
 class RedisBackend(Backend):
@@ -369,34 +580,52 @@ class RedisBackend(Backend):
     restart, SIGTERM or SIGKILL, keeps every acknowledged write; docs/stores.md
     says why it must) and the store's ACL user, its password in
     S3LECT_REDIS_PASSWORD. Each node's redis:// URL names its own proxy's
-    port; no "slow down" answer (binary protocol)."""
+    port; no "slow down" answer (binary protocol). One Lua script per read
+    and per write."""
 
-    name = "redis"
+    kind = name = "redis"
     restart_kind = "redis_restart"
     answer = None
+    protocol = "redis"
+    url_port = True
+    paths = True
 
-    def __init__(self) -> None:
-        from harness.redis_server import RedisServer
-        self.server = RedisServer(aof=True)  # ServerStartError without redis-server
+    def make_server(self):
+        from .redis_server import RedisServer
+        return RedisServer(aof=True)  # ServerStartError without redis-server
 
     def env(self) -> dict[str, str]:
         return {"S3LECT_REDIS_PASSWORD": self.server.password}
 
-    def node_lock(self, key: str, proxy_port: int) -> str:
-        from harness.redis_server import KEY_PREFIX
-        return f"redis://{self.server.user}@127.0.0.1:{proxy_port}/{KEY_PREFIX}chaos/{key}"
-
-    def node_args(self, proxy_port: int) -> list[str]:  # noqa: ARG002
-        return []
-
-    def status_args(self, key: str) -> list[str]:
-        return [self.node_lock(key, self.server.port)]
+    def lock_url(self, key: str, port) -> str:
+        from .redis_server import KEY_PREFIX
+        return f"redis://{self.server.user}@127.0.0.1:{port}/{KEY_PREFIX}{self._key(key)}"
 
     def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
         hard = rng.random() < 0.5
         self.server.restart(hard=hard)
         return "SIGKILL" if hard else "SIGTERM"
 
+    def version(self) -> str:
+        return _version([self.server.binary, "--version"], "redis-server").split(" sha=")[0]
 
-BACKENDS = {b.name: b for b in (MinioBackend, DynamoDBBackend, PostgresBackend, GcsBackend,
-                                       AzureBackend, EtcdBackend, RedisBackend)}
+    def record(self, key: str) -> bytes | None:
+        from .redis_server import KEY_PREFIX
+        return self.server.call("HGET", KEY_PREFIX + self._key(key), "r")
+
+
+# By the registry's kind (tests/harness/stores.py).
+FAMILY: dict[str, type[Backend]] = {b.kind: b for b in (
+    MinioBackend, DynamoDBBackend, PostgresBackend, Route53Backend, GcsBackend, AzureBackend,
+    EtcdBackend, RedisBackend)}
+
+
+def _chaos() -> dict[str, type[Backend]]:
+    from .stores import STORES
+    # (A registry store without a backend fails test_harness_backends.py.)
+    return {s.chaos: FAMILY[s.kind] for s in STORES if "chaos" in s.suites and s.kind in FAMILY}
+
+
+# The chaos run's, by its names ("minio", "dynamodb", ...): the registry's
+# stores of suite "chaos".
+BACKENDS: dict[str, type[Backend]] = _chaos()
