@@ -8,7 +8,7 @@ with the fault's kind), the lock URL a node reaches it by through a proxy of
 its own, the options and environment `s3lect` needs for it, what creates a
 lock's table, the proxies' "slow down" answer, what a request to it is
 called (the bench counts by it) and how to read a lock's record back.
-tests/harness/test_harness_backends.py fails when a registry store has no
+tests/cli/test_store_lists.py fails when a registry store has no
 backend here.
 """
 
@@ -622,7 +622,7 @@ FAMILY: dict[str, type[Backend]] = {b.kind: b for b in (
 
 def _chaos() -> dict[str, type[Backend]]:
     from .stores import STORES
-    # (A registry store without a backend fails test_harness_backends.py.)
+    # (A registry store without a backend fails tests/cli/test_store_lists.py.)
     return {s.chaos: FAMILY[s.kind] for s in STORES if "chaos" in s.suites and s.kind in FAMILY}
 
 

@@ -32,6 +32,15 @@ nothing else uses, so it nests with scripts/with-minio in either order:
     S3LECT_TEST_REDIS_LOCK_PREFIX          redis://s3lect@127.0.0.1:PORT/s3lect/ (append a key)
     S3LECT_REDIS_PASSWORD                  the password of that ACL user (redis_server.py)
     S3LECT_CLI                             the s3lect CLI (--cli), to run init-store
+    S3LECT_TEST_STORES                     the kinds above, in the registry's order
+                                           (dynamodb,postgres,route53,gcs,azure,etcd,redis)
+
+The stores are the registry's (tests/harness/stores.py) but for those in
+ELSEWHERE: a registry store in neither SERVED nor ELSEWHERE stops this
+wrapper (status 1), and the Go and Lua store tests fail on a kind of
+S3LECT_TEST_STORES they have no target for, so a new store of the registry
+is a new server here and a target there (tests/cli/test_store_lists.py
+checks all three lists without running anything).
 
 No table is created: the tests run `$S3LECT_CLI init-store URL` for theirs.
 create_hosted_zone() is also used by the Python suite, whose moto comes
@@ -51,8 +60,10 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from harness.servers import ServerStartError, make_server, run_child  # noqa: E402
+    from harness.stores import STORES  # noqa: E402
 else:
     from .servers import ServerStartError, make_server, run_child
+    from .stores import STORES
 
 R53_NS = "{https://route53.amazonaws.com/doc/2013-04-01/}"
 
@@ -93,6 +104,50 @@ def create_hosted_zone(endpoint: str, name: str, timeout: float = 15.0) -> str:
     return zid.rsplit("/", 1)[-1]
 
 
+# The registry's stores the bindings' main suites cover without this wrapper.
+ELSEWHERE = {
+    "s3": "scripts/with-minio's MinIO (the bindings' main suites)",
+    "file": "no server (the bindings' main suites)",
+}
+
+
+def _route53(moto) -> dict[str, str]:
+    domain = f"s3lect-{secrets.token_hex(4)}.example.com"
+    zone = create_hosted_zone(moto.endpoint, domain)
+    return dict(AWS_ENDPOINT_URL_ROUTE_53=moto.endpoint, S3LECT_TEST_ROUTE53_ZONE=zone,
+                S3LECT_TEST_ROUTE53_DOMAIN=domain)
+
+
+# Per store of the registry (its kind): the server (servers.make_server's
+# kind) and the variables the drivers read, from the started server.
+SERVED = {
+    "dynamodb": ("dynamodb", lambda s: dict(
+        AWS_ENDPOINT_URL_DYNAMODB=s.endpoint, S3LECT_TEST_DYNAMODB_ACCESS_KEY_ID=s.access_key,
+        S3LECT_TEST_DYNAMODB_SECRET_ACCESS_KEY=s.secret_key)),
+    "postgres": ("postgres", lambda s: dict(S3LECT_PG_DSN=s.dsn)),
+    "route53": ("moto", _route53),
+    "gcs": ("gcs", lambda s: dict(S3LECT_TEST_GCS_ENDPOINT=s.endpoint,
+                                  S3LECT_TEST_GCS_BUCKET=s.bucket)),
+    "azure": ("azure", lambda s: dict(
+        AZURE_STORAGE_CONNECTION_STRING=s.env()["AZURE_STORAGE_CONNECTION_STRING"],
+        S3LECT_TEST_AZURE_LOCK_PREFIX=s.lock_prefix())),
+    "etcd": ("etcd", lambda s: dict(S3LECT_TEST_ETCD_ENDPOINT=s.endpoint)),
+    "redis": ("redis", lambda s: dict(S3LECT_TEST_REDIS_LOCK_PREFIX=s.lock_prefix,
+                                      S3LECT_REDIS_PASSWORD=s.password)),
+}
+
+
+def served_kinds() -> list[str]:
+    """The registry's stores this wrapper serves, in its order; raises
+    RuntimeError naming a registry store it neither serves nor leaves to
+    the main suites."""
+    missing = [s.kind for s in STORES if s.kind not in SERVED and s.kind not in ELSEWHERE]
+    if missing:
+        raise RuntimeError(f"the registry's store(s) {', '.join(missing)} (tests/harness/stores.py) "
+                           "have no server here: add them to SERVED")
+    return [s.kind for s in STORES if s.kind in SERVED]
+
+
 def main(argv: list[str]) -> int:
     cli = None
     if len(argv) >= 2 and argv[0] == "--cli":
@@ -108,39 +163,23 @@ def main(argv: list[str]) -> int:
     servers = []
     try:
         env = dict(os.environ)
+        said = []
         try:
-            for kind in ("dynamodb", "postgres", "moto", "gcs", "azure", "etcd", "redis"):
-                srv = make_server(kind)
+            kinds = served_kinds()
+            for kind in kinds:
+                server_kind, exported = SERVED[kind]
+                srv = make_server(server_kind)
                 servers.append(srv)
                 srv.start()
-            ddb, pg, moto, gcs, az, etcd, rd = servers
-            domain = f"s3lect-{secrets.token_hex(4)}.example.com"
-            zone = create_hosted_zone(moto.endpoint, domain)
+                env.update(exported(srv))
+                said.append(f"{kind}: {srv.name} on port {srv.port}")
         except (ServerStartError, RuntimeError, OSError) as e:
             print(f"store_servers: {e}", file=sys.stderr)
             return 1
-        env.update(
-            AWS_ENDPOINT_URL_DYNAMODB=ddb.endpoint,
-            S3LECT_TEST_DYNAMODB_ACCESS_KEY_ID=ddb.access_key,
-            S3LECT_TEST_DYNAMODB_SECRET_ACCESS_KEY=ddb.secret_key,
-            S3LECT_PG_DSN=pg.dsn,
-            AWS_ENDPOINT_URL_ROUTE_53=moto.endpoint,
-            S3LECT_TEST_ROUTE53_ZONE=zone,
-            S3LECT_TEST_ROUTE53_DOMAIN=domain,
-            S3LECT_TEST_GCS_ENDPOINT=gcs.endpoint,
-            S3LECT_TEST_GCS_BUCKET=gcs.bucket,
-            AZURE_STORAGE_CONNECTION_STRING=az.env()["AZURE_STORAGE_CONNECTION_STRING"],
-            S3LECT_TEST_AZURE_LOCK_PREFIX=az.lock_prefix(),
-            S3LECT_TEST_ETCD_ENDPOINT=etcd.endpoint,
-            S3LECT_TEST_REDIS_LOCK_PREFIX=rd.lock_prefix,
-            S3LECT_REDIS_PASSWORD=rd.password,
-        )
+        env["S3LECT_TEST_STORES"] = ",".join(kinds)
         if cli is not None:
             env["S3LECT_CLI"] = str(Path(cli).resolve())
-        print(f"store_servers: DynamoDB Local at {ddb.endpoint}, PostgreSQL at {pg.dsn}, "
-              f"moto (Route 53 zone {zone} {domain}) at {moto.endpoint}, fake-gcs-server at "
-              f"{gcs.endpoint}, Azurite at {az.blob_endpoint}, etcd at {etcd.endpoint}, "
-              f"redis-server at {rd.endpoint}", file=sys.stderr)
+        print(f"store_servers: {'; '.join(said)}", file=sys.stderr)
         return run_child("store_servers", cmd, env)
     finally:
         for srv in reversed(servers):
