@@ -142,19 +142,37 @@ def main():
         if f.name != "proc.c" and re.search(r"\bpthread_create\s*\(", strip(f.read_text())):
             errors.append(f"{f.relative_to(ROOT)} calls pthread_create: use u_thread_create "
                           "(base/proc.h), which blocks asynchronous signals in the new thread")
-    # A store that is not an AWS one includes no AWS header (issue 40 item 3):
-    # what it shares with the AWS stores is in store/http_store.h and base/.
+    # A store that is not an AWS one, and the Google and Azure credential
+    # layers, include no AWS header (issue 40 item 3): what they share with
+    # AWS (the credential cache, the HTTP client, the OAuth2 token call) is in
+    # cred/, store/http_store.h and base/. One file of gcp/ is on AWS's
+    # credential sources and SigV4 by design: the AWS identity source of
+    # Google's workload identity federation signs a GetCallerIdentity request.
     aws_stores = {"store_s3.c", "store_dynamodb.c", "store_route53.c", "aws_http.c"}
+    aws_users = {"gcp_aws.c": "the AWS identity source of Google's workload identity federation"}
     aws_headers = {f.name for f, layer in files.items() if layer == "aws" and f.suffix == ".h"}
     aws_headers.add("aws_http.h")
     for f, layer in sorted(files.items()):
-        if layer != "store" or f.suffix != ".c" or f.name in aws_stores:
+        if layer == "store":
+            if f.suffix != ".c" or f.name in aws_stores:
+                continue
+            what = "is not an AWS store"
+            where = "store/http_store.h, cred/ or base/"
+        elif layer in ("gcp", "azure"):
+            if f.name in aws_users:
+                continue
+            what = f"is in {layer}/"
+            where = "cred/ (the cache, cred_http.h) or base/"
+        else:
             continue
         for m in re.finditer(r'#include\s+"([^"]+)"', f.read_text()):
             if Path(m.group(1)).name in aws_headers:
-                errors.append(f"{f.relative_to(ROOT)} is not an AWS store but includes "
-                              f"{m.group(1)}: take what it needs from store/http_store.h or "
-                              "base/")
+                errors.append(f"{f.relative_to(ROOT)} {what} but includes {m.group(1)}: take what "
+                              f"it needs from {where}")
+    for name in sorted(aws_users):
+        if not any(f.name == name for f in files):
+            errors.append(f"check_layers' aws_users lists {name}, which is no file of "
+                          "libs3lect/src any more: drop it from the list")
     ncli = check_cli(errors)
     for e in sorted(set(errors)):
         print("check_layers: " + e)

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -48,28 +47,6 @@ int aws_env_true(const char *name)
     return env_true(name);
 }
 
-static void wipe_free(char *s)
-{
-    if (s) {
-        volatile char *v = s;
-        for (size_t i = 0, n = strlen(s); i < n; i++)
-            v[i] = 0;
-        free(s);
-    }
-}
-
-char *aws_home_dir(void)
-{
-    const char *h = env("HOME");
-    if (h)
-        return strdup(h);
-    struct passwd pw, *res = NULL;
-    char buf[4096];
-    if (getpwuid_r(getuid(), &pw, buf, sizeof buf, &res) == 0 && res && res->pw_dir)
-        return strdup(res->pw_dir);
-    return NULL;
-}
-
 char *aws_shared_file_path(const char *var, const char *name)
 {
     const char *v = env(var);
@@ -77,7 +54,7 @@ char *aws_shared_file_path(const char *var, const char *name)
     if (v && strncmp(v, "~/", 2) != 0)
         return strdup(v);
     rest = v ? v + 2 : NULL;
-    char *home = aws_home_dir();
+    char *home = u_home_dir();
     if (!home)
         return NULL;
     size_t n = strlen(home) + strlen(rest ? rest : name) + 8;
@@ -145,7 +122,7 @@ static int section_add(aws_section *s, const char *key, const char *val)
     char *k = strdup(key), *v = strdup(val);
     if (!k || !v) {
         free(k);
-        wipe_free(v);
+        u_wipe_free(v);
         return S3LECT_ENOMEM;
     }
     s->kv[s->n].key = k;
@@ -158,7 +135,7 @@ void aws_section_clear(aws_section *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         free(s->kv[i].key);
-        wipe_free(s->kv[i].val);
+        u_wipe_free(s->kv[i].val);
     }
     free(s->kv);
     memset(s, 0, sizeof *s);

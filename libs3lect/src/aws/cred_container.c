@@ -81,7 +81,7 @@ static int auth_token(char **out, char *err, size_t errlen)
         }
     }
     if (!auth_value_ok(*out)) {
-        aws_md_wipe_free(*out);
+        u_wipe_free(*out);
         *out = NULL;
         snprintf(err, errlen, "%s%s holds a line break or control character", what,
                  file && *file ? "'s file" : "");
@@ -153,7 +153,7 @@ int aws_container_fetch(int64_t timeout_ms, cred_fetched *out, char *err, size_t
     }
     void *curl = aws_md_curl_new();
     if (!curl) {
-        aws_md_wipe_free(token);
+        u_wipe_free(token);
         free(url);
         snprintf(err, errlen, "libcurl failed to initialise");
         return S3LECT_ENOMEM;
@@ -199,6 +199,6 @@ int aws_container_fetch(int64_t timeout_ms, cred_fetched *out, char *err, size_t
             snprintf(err, errlen, "container credentials (%s %s): %s", var, display, perr);
     }
     aws_md_resp_clear(&resp);
-    aws_md_wipe_free(token);
+    u_wipe_free(token);
     return rc;
 }

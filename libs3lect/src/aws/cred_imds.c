@@ -36,7 +36,7 @@ typedef struct imds {
 
 static void imds_close(imds *m)
 {
-    aws_md_wipe_free(m->token);
+    u_wipe_free(m->token);
     m->token = NULL;
     aws_md_curl_free(m->curl);
     m->curl = NULL;

@@ -19,22 +19,10 @@
 #include <unistd.h>
 
 #include "cred_curl.h"
+#include "cred_http.h"
 #include "cred_parse.h"
 #include "s3lect.h"
 #include "util.h"
-
-/* ---- wiping ---- */
-
-void aws_md_wipe(void *p, size_t n)
-{
-    if (p && n)
-        u_wipe(p, n);
-}
-
-void aws_md_wipe_free(char *s)
-{
-    u_wipe_free(s);
-}
 
 int aws_md_env_true(const char *name)
 {
@@ -73,7 +61,7 @@ int aws_md_read_small_file(const char *path, size_t max, char **out)
             continue;
         if (r < 0) {
             int e = errno;
-            aws_md_wipe(buf, n);
+            u_wipe(buf, n);
             free(buf);
             close(fd);
             errno = e;
@@ -83,7 +71,7 @@ int aws_md_read_small_file(const char *path, size_t max, char **out)
             break;
         n += (size_t)r;
         if (n > max) {
-            aws_md_wipe(buf, n);
+            u_wipe(buf, n);
             free(buf);
             close(fd);
             return -2;
@@ -103,16 +91,6 @@ int aws_md_read_small_file(const char *path, size_t max, char **out)
 /* ---- the answer parser ---- */
 
 /* Wipes every string value of a cJSON tree (cJSON_Delete frees without). */
-static void json_wipe(cJSON *j)
-{
-    for (; j; j = j->next) {
-        if (j->valuestring)
-            aws_md_wipe(j->valuestring, strlen(j->valuestring));
-        if (j->child)
-            json_wipe(j->child);
-    }
-}
-
 /* A credential value: printable ASCII without spaces, 1..max bytes. */
 static int credential_chars_ok(const char *s, size_t max)
 {
@@ -233,8 +211,7 @@ int aws_md_parse_creds(const char *body, size_t len, int flavour, cred_fetched *
     }
     rc = 0;
 done:
-    json_wipe(j);
-    cJSON_Delete(j);
+    cred_json_wipe_delete(j);
     if (rc != 0)
         cred_fetched_clear(out);
     return rc;
@@ -305,7 +282,7 @@ static struct curl_slist *append_header(struct curl_slist *l, const char *name, 
     /* "Name:" with nothing after the colon removes a header libcurl adds. */
     snprintf(line, n, *value ? "%s: %s" : "%s:%s", name, value);
     struct curl_slist *nl = curl_slist_append(l, line);
-    aws_md_wipe(line, n);
+    u_wipe(line, n);
     free(line);
     if (!nl) {
         *oom = 1;
@@ -343,8 +320,7 @@ int aws_md_http(void *curl, const aws_md_req *req, aws_md_resp *resp)
     curl_easy_setopt(e, CURLOPT_NOPROXY, no_proxy_hosts);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     const char *ca = getenv("AWS_CA_BUNDLE");
-    if (ca && *ca)
-        curl_easy_setopt(e, CURLOPT_CAINFO, ca);
+    http_set_ca(e, ca && *ca ? ca : NULL);
     if (req->put) {
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PUT");
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, "");
@@ -386,7 +362,7 @@ int aws_md_http(void *curl, const aws_md_req *req, aws_md_resp *resp)
 void aws_md_resp_clear(aws_md_resp *resp)
 {
     if (resp->body) {
-        aws_md_wipe(resp->body, resp->len);
+        u_wipe(resp->body, resp->len);
         free(resp->body);
     }
     memset(resp, 0, sizeof *resp);

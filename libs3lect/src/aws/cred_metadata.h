@@ -88,10 +88,6 @@ void aws_md_resp_clear(aws_md_resp *resp);
 void *aws_md_curl_new(void);
 void aws_md_curl_free(void *curl);
 
-/* Zeroes n bytes in a way the compiler keeps. */
-void aws_md_wipe(void *p, size_t n);
-/* Wipes a NUL-terminated string and frees it (NULL allowed). */
-void aws_md_wipe_free(char *s);
 /* Reads a small file (at most max bytes) into an allocated NUL-terminated
  * string, trailing whitespace removed. Returns 0, -1 with errno set, or -2
  * when larger than max. */

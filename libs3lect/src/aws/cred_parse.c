@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cred_http.h"
 #include "s3lect.h"
 #include "util.h"
 
@@ -46,25 +47,6 @@ static int finish(cred_fetched *out, const char *what, char *err, size_t errlen)
 
 /* ---- JSON ---- */
 
-/* Wipes every string (and member name) of a parsed document. */
-static void json_wipe(cJSON *j)
-{
-    for (cJSON *c = j; c; c = c->next) {
-        if (c->valuestring)
-            u_wipe(c->valuestring, strlen(c->valuestring));
-        if (c->child)
-            json_wipe(c->child);
-    }
-}
-
-static void json_wipe_delete(cJSON *j)
-{
-    if (!j)
-        return;
-    json_wipe(j);
-    cJSON_Delete(j);
-}
-
 static cJSON *json_parse(const char *buf, size_t len)
 {
     if (!buf)
@@ -96,7 +78,7 @@ int aws_parse_process_output(const char *buf, size_t len, cred_fetched *out, cha
                  "%s is not a JSON object (it must print {\"Version\": 1, \"AccessKeyId\": ..., "
                  "\"SecretAccessKey\": ...} on stdout, and nothing else)",
                  what);
-        json_wipe_delete(j);
+        cred_json_wipe_delete(j);
         return S3LECT_EAUTH;
     }
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(j, "Version");
@@ -106,7 +88,7 @@ int aws_parse_process_output(const char *buf, size_t len, cred_fetched *out, cha
                      ver->valuedouble);
         else
             snprintf(err, errlen, "%s has no \"Version\": 1", what);
-        json_wipe_delete(j);
+        cred_json_wipe_delete(j);
         return S3LECT_EAUTH;
     }
     int oom = 0;
@@ -131,7 +113,7 @@ int aws_parse_process_output(const char *buf, size_t len, cred_fetched *out, cha
                  !out->access_key_id ? "AccessKeyId" : "SecretAccessKey");
         rc = S3LECT_EAUTH;
     }
-    json_wipe_delete(j);
+    cred_json_wipe_delete(j);
     if (rc) {
         cred_fetched_clear(out);
         return rc;
@@ -164,7 +146,7 @@ int aws_parse_sso_token(const char *buf, size_t len, char **token, int64_t *expi
             rc = S3LECT_EAUTH;
         }
     }
-    json_wipe_delete(j);
+    cred_json_wipe_delete(j);
     if (rc) {
         u_wipe_free(*token);
         *token = NULL;
@@ -201,7 +183,7 @@ int aws_parse_sso_role_credentials(const char *buf, size_t len, cred_fetched *ou
             out->expires_ms = (int64_t)exp->valuedouble;
         }
     }
-    json_wipe_delete(j);
+    cred_json_wipe_delete(j);
     if (rc) {
         cred_fetched_clear(out);
         return rc;

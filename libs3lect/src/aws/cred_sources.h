@@ -62,8 +62,6 @@ char *aws_imds_region(int64_t timeout_ms);
 const char *aws_env(const char *name);
 /* 1 when the variable is "true" (any case) or "1". */
 int aws_env_true(const char *name);
-/* The home directory (HOME, else the password database), allocated; NULL if none. */
-char *aws_home_dir(void);
 /* The shared file: the variable's value (leading "~/" expanded) else ~/.aws/<name>. */
 char *aws_shared_file_path(const char *var, const char *name);
 

@@ -128,7 +128,7 @@ int aws_sso_fetch(const aws_sso_params *p, cred_fetched *out, char *err, size_t 
     }
     char hash[41];
     aws_sha1_hex(p->session_name ? p->session_name : p->start_url, hash);
-    char *home = aws_home_dir();
+    char *home = u_home_dir();
     char *path = home ? u_asprintf("%s/.aws/sso/cache/%s.json", home, hash) : NULL;
     free(home);
     if (!path) {

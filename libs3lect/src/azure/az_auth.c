@@ -13,16 +13,6 @@
 #include "s3lect.h"
 #include "util.h"
 
-static void wipe_free(char *s)
-{
-    if (s) {
-        volatile char *p = s;
-        while (*p)
-            *p++ = 0;
-        free(s);
-    }
-}
-
 void az_creds_clear(az_creds *c)
 {
     if (c->key) {
@@ -31,7 +21,7 @@ void az_creds_clear(az_creds *c)
             p[i] = 0;
         free(c->key);
     }
-    wipe_free(c->sas);
+    u_wipe_free(c->sas);
     free(c->blob_endpoint);
     memset(c, 0, sizeof *c);
 }
@@ -145,8 +135,8 @@ static int from_connection_string(const char *account, const char *cs, az_creds 
         }
     }
     free(name);
-    wipe_free(key);
-    wipe_free(sas);
+    u_wipe_free(key);
+    u_wipe_free(sas);
     free(blob);
     free(suffix);
     free(proto);

@@ -373,7 +373,7 @@ int az_chain_open(const struct s3lect_config *cfg, int flags, cred_cache **out, 
                   size_t errlen)
 {
     *out = NULL;
-    const char *ca = cfg && cfg->ca_file ? cfg->ca_file : http_system_ca();
+    const char *ca = cfg ? cfg->ca_file : NULL; /* NULL: the system's (http_set_ca) */
     az_src *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");

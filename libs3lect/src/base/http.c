@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "s3lect.h"
+#include "util.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static CURLcode init_rc = CURLE_FAILED_INIT;
@@ -76,6 +77,18 @@ const char *http_system_ca(void)
     return system_ca;
 }
 
+const char *http_ca(const char *ca_file)
+{
+    return ca_file ? ca_file : http_system_ca();
+}
+
+void http_set_ca(CURL *e, const char *ca_file)
+{
+    const char *ca = http_ca(ca_file);
+    if (ca)
+        curl_easy_setopt(e, CURLOPT_CAINFO, ca);
+}
+
 int http_global_init(char *err, size_t errlen)
 {
     pthread_once(&once, init);
@@ -86,17 +99,10 @@ int http_global_init(char *err, size_t errlen)
     return S3LECT_EIO;
 }
 
-static void wipe(void *p, size_t n)
-{
-    volatile unsigned char *v = p;
-    while (n--)
-        *v++ = 0;
-}
-
 void http_body_clear(http_body *b)
 {
     if (b->body) {
-        wipe(b->body, b->cap);
+        u_wipe(b->body, b->cap);
         free(b->body);
     }
     size_t max = b->max;
@@ -124,7 +130,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
         }
         if (b->body) {
             memcpy(p, b->body, b->len);
-            wipe(b->body, b->cap);
+            u_wipe(b->body, b->cap);
             free(b->body);
         }
         b->body = p;

@@ -48,6 +48,13 @@ void http_easy_common(CURL *e, const char *url, long total_ms, long connect_ms, 
  * once per process. */
 const char *http_system_ca(void);
 
+/* The one rule for the CA bundle a connection to a server trusts: ca_file
+ * (the configured one) when given, else the system's (http_system_ca);
+ * NULL: the TLS library's own default. http_set_ca sets it on e
+ * (CURLOPT_CAINFO) when there is one. */
+const char *http_ca(const char *ca_file);
+void http_set_ca(CURL *e, const char *ca_file);
+
 /* A response header line's value (what follows the name_len bytes of
  * "Name:") without surrounding blanks or the line end, as a NUL-terminated
  * string cut to cap bytes (for libcurl's header callbacks; line is not

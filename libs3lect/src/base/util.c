@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "util.h"
 
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 char *u_strdup(const char *s)
 {
@@ -307,6 +309,18 @@ void u_wipe_free(char *s)
         u_wipe(s, strlen(s));
         free(s);
     }
+}
+
+char *u_home_dir(void)
+{
+    const char *h = getenv("HOME");
+    if (h && *h)
+        return strdup(h);
+    struct passwd pw, *res = NULL;
+    char buf[4096];
+    if (getpwuid_r(getuid(), &pw, buf, sizeof buf, &res) == 0 && res && res->pw_dir)
+        return strdup(res->pw_dir);
+    return NULL;
 }
 
 size_t u_pct_encode_into(const char *in, size_t len, int keep_slash, char *out)

@@ -27,6 +27,9 @@ int u_hexval(unsigned char c);
 void u_wipe(void *p, size_t n);
 /* Wipes the string s and frees it (NULL: nothing). */
 void u_wipe_free(char *s);
+/* The home directory (HOME, else the password database), allocated; NULL if
+ * none. */
+char *u_home_dir(void);
 
 /* Percent-encodes in[0..len) (RFC 3986): every byte but the unreserved
  * characters (A-Z a-z 0-9 - . _ ~) and, with keep_slash, '/' becomes %XX

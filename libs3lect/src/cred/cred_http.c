@@ -44,6 +44,26 @@ CURLcode cred_curl_perform(CURL *e, struct curl_slist *hl, long *status)
     return cc;
 }
 
+/* ---- JSON answers ---- */
+
+static void json_wipe(cJSON *j)
+{
+    for (cJSON *c = j; c; c = c->next) {
+        if (c->valuestring)
+            u_wipe(c->valuestring, strlen(c->valuestring));
+        if (c->child)
+            json_wipe(c->child);
+    }
+}
+
+void cred_json_wipe_delete(cJSON *j)
+{
+    if (!j)
+        return;
+    json_wipe(j);
+    cJSON_Delete(j);
+}
+
 /* A JSON number, or a string of digits, as an integer; 0 when neither. */
 static int64_t json_int(const cJSON *j, const char *name)
 {
@@ -162,8 +182,7 @@ int cred_http(const char *method, const char *url, const char *const *headers, c
     curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(e, CURLOPT_XFERINFODATA, (void *)abort);
-    if (ca_file)
-        curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
+    http_set_ca(e, ca_file);
     if (strcmp(method, "POST") == 0) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, body ? body : "");

@@ -13,6 +13,8 @@
 
 #include "cred_cache.h"
 
+struct cJSON;
+
 typedef struct cred_http_resp {
     long status;
     char *body; /* NUL-terminated; wiped when cleared */
@@ -46,5 +48,9 @@ int cred_token_call(const char *method, const char *url, const char *const *head
  * S3LECT_EAUTH (err says which field is missing), S3LECT_ENOMEM. */
 int cred_parse_bearer(const char *buf, size_t len, int64_t now_ms, cred_fetched *out, char *err,
                       size_t errlen);
+
+/* Wipes every string value of a JSON document, at any depth, then deletes
+ * it (NULL is fine): answers and the documents built to send hold secrets. */
+void cred_json_wipe_delete(struct cJSON *j);
 
 #endif

@@ -12,14 +12,12 @@
 #include <strings.h>
 #include <time.h>
 
-#include "aws_creds.h"
 #include "config.h"
 #include "cred_cache.h"
 #include "cred_http.h"
-#include "cred_sources.h"
 #include "crypto.h"
+#include "gcp_aws.h"
 #include "http.h"
-#include "sigv4.h"
 #include "s3lect.h"
 #include "util.h"
 
@@ -112,20 +110,6 @@ static const char *jstr(const cJSON *o, const char *name)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
     return v && cJSON_IsString(v) && v->valuestring[0] ? v->valuestring : NULL;
-}
-
-/* Wipes a cJSON tree's strings (keys, tokens) before deleting it. */
-static void json_wipe_delete(cJSON *j)
-{
-    for (cJSON *c = j ? j->child : NULL; c; c = c->next) {
-        if (cJSON_IsString(c) && c->valuestring)
-            u_wipe(c->valuestring, strlen(c->valuestring));
-        else if (cJSON_IsObject(c) || cJSON_IsArray(c))
-            for (cJSON *d = c->child; d; d = d->next)
-                if (cJSON_IsString(d) && d->valuestring)
-                    u_wipe(d->valuestring, strlen(d->valuestring));
-    }
-    cJSON_Delete(j);
 }
 
 /* application/x-www-form-urlencoded value. */
@@ -286,151 +270,6 @@ static int fetch_authorized_user(const gcp_src *s, const cJSON *j, const _Atomic
 
 /* ---- external_account (workload identity federation) ---- */
 
-/* ---- the AWS identity source of external_account (environment_id aws1) ---- */
-
-/* The AWS credentials the way Google's libraries take them for this
- * source: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN,
- * else the container endpoint (ECS, EKS Pod Identity) when configured, else
- * EC2 instance metadata (IMDSv2). */
-static int aws_identity(const gcp_src *s, cred_fetched *out, char *err, size_t errlen)
-{
-    const char *id = genv("AWS_ACCESS_KEY_ID"), *sec = genv("AWS_SECRET_ACCESS_KEY");
-    if (id && sec) {
-        const char *tok = genv("AWS_SESSION_TOKEN");
-        out->access_key_id = u_strdup(id);
-        out->secret_access_key = u_strdup(sec);
-        out->session_token = tok ? u_strdup(tok) : NULL;
-        if (!out->access_key_id || !out->secret_access_key || (tok && !out->session_token)) {
-            cred_fetched_clear(out);
-            snprintf(err, errlen, "out of memory");
-            return S3LECT_ENOMEM;
-        }
-        return 0;
-    }
-    char e[400] = "";
-    int rc = aws_container_configured() ? aws_container_fetch(s->timeout_ms, out, e, sizeof e)
-                                        : aws_imds_fetch(s->timeout_ms, out, e, sizeof e);
-    if (rc)
-        snprintf(err, errlen,
-                 "%s: no AWS credentials for the AWS identity source (set AWS_ACCESS_KEY_ID and "
-                 "AWS_SECRET_ACCESS_KEY, or run with an instance or task role): %s",
-                 s->path, e);
-    return rc;
-}
-
-/* The subject token of an AWS identity: a GetCallerIdentity request signed
- * with SigV4 for the STS of the region, serialized as Google's security
- * token service wants it (JSON of url, method and headers, percent-encoded). */
-static int aws_subject_token(const gcp_src *s, const cJSON *src, const char *audience, char **tok,
-                             char *err, size_t errlen)
-{
-    *tok = NULL;
-    const char *vurl = jstr(src, "regional_cred_verification_url");
-    if (!vurl)
-        vurl = "https://sts.{region}.amazonaws.com?Action=GetCallerIdentity&Version=2011-06-15";
-    char *region = u_strdup(genv("AWS_REGION") ? genv("AWS_REGION") : genv("AWS_DEFAULT_REGION"));
-    if (!region)
-        region = aws_imds_region(AWS_IMDS_REGION_TIMEOUT_MS);
-    if (!region || !cfg_region_valid(region)) {
-        snprintf(err, errlen,
-                 "%s: the AWS identity source needs the AWS region: set AWS_REGION (instance "
-                 "metadata did not say)",
-                 s->path);
-        free(region);
-        return S3LECT_EAUTH;
-    }
-    /* The URL with {region} filled in, split into host, path and query. */
-    const char *ph = strstr(vurl, "{region}");
-    char *url =
-        ph ? u_asprintf("%.*s%s%s", (int)(ph - vurl), vurl, region, ph + 8) : u_strdup(vurl);
-    cred_fetched creds = {0};
-    char *json = NULL;
-    int rc = url ? 0 : S3LECT_ENOMEM;
-    const char *hp = url ? strstr(url, "://") : NULL;
-    if (!rc && !hp) {
-        snprintf(err, errlen, "%s: regional_cred_verification_url is not a URL", s->path);
-        rc = S3LECT_EAUTH;
-    }
-    if (!rc)
-        rc = aws_identity(s, &creds, err, errlen);
-    if (!rc) {
-        hp += 3;
-        size_t hl = strcspn(hp, "/?");
-        char host[256];
-        snprintf(host, sizeof host, "%.*s", (int)(hl < 255 ? hl : 255), hp);
-        const char *rest = hp + hl;
-        const char *q = strchr(rest, '?');
-        char path[512];
-        snprintf(path, sizeof path, "%.*s", (int)(q ? q - rest : (long)strlen(rest)),
-                 *rest == '/' ? rest : "/");
-        if (!path[0])
-            snprintf(path, sizeof path, "/");
-        char amz_date[17];
-        sigv4_amz_date(time(NULL), amz_date);
-        sigv4_header h[4] = {
-            {"host", host}, {"x-amz-date", amz_date}, {"x-goog-cloud-target-resource", audience}};
-        size_t nh = 3;
-        if (creds.session_token)
-            h[nh++] = (sigv4_header){"x-amz-security-token", creds.session_token};
-        sigv4_request rq = {.method = "POST",
-                            .path = path,
-                            .query = q ? q + 1 : NULL,
-                            .headers = h,
-                            .nheaders = nh,
-                            .body = "",
-                            .body_len = 0};
-        sigv4_params sp = {.access_key_id = creds.access_key_id,
-                           .secret_access_key = creds.secret_access_key,
-                           .session_token = creds.session_token,
-                           .region = region,
-                           .service = "sts",
-                           .amz_date = amz_date,
-                           .normalize_path = 1};
-        sigv4_result sig;
-        cJSON *j = cJSON_CreateObject(), *hs = cJSON_CreateArray();
-        if (sigv4_sign(&rq, &sp, &sig) != 0) {
-            snprintf(err, errlen, "cannot sign the GetCallerIdentity request");
-            rc = S3LECT_EAUTH;
-        } else {
-            if (j && hs && cJSON_AddStringToObject(j, "url", url) &&
-                cJSON_AddStringToObject(j, "method", "POST")) {
-                cJSON_AddItemToObject(j, "headers", hs);
-                hs = NULL;
-                const char *names[] = {"Authorization", "host", "x-amz-date",
-                                       "x-goog-cloud-target-resource", "x-amz-security-token"};
-                const char *vals[] = {sig.authorization, host, amz_date, audience,
-                                      creds.session_token};
-                for (size_t i = 0; i < 5; i++) {
-                    cJSON *o = vals[i] ? cJSON_CreateObject() : NULL;
-                    if (!o)
-                        continue;
-                    cJSON_AddStringToObject(o, "key", names[i]);
-                    cJSON_AddStringToObject(o, "value", vals[i]);
-                    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(j, "headers"), o);
-                }
-                json = cJSON_PrintUnformatted(j);
-            }
-            sigv4_result_clear(&sig);
-            if (!json || !(*tok = u_pct_encode(json, strlen(json), 0))) {
-                snprintf(err, errlen, "out of memory");
-                rc = S3LECT_ENOMEM;
-            }
-        }
-        json_wipe_delete(j);
-        cJSON_Delete(hs);
-    } else if (rc == S3LECT_ENOMEM) {
-        snprintf(err, errlen, "out of memory");
-    }
-    if (json) {
-        u_wipe(json, strlen(json));
-        free(json);
-    }
-    cred_fetched_clear(&creds);
-    free(url);
-    free(region);
-    return rc;
-}
-
 /* The subject token from credential_source (file or url), allocated. */
 static int subject_token(const gcp_src *s, const cJSON *src, const char *audience,
                          const _Atomic int *abort, char **tok, char *err, size_t errlen)
@@ -445,7 +284,8 @@ static int subject_token(const gcp_src *s, const cJSON *src, const char *audienc
     const char *envid = jstr(src, "environment_id");
     if (envid) {
         if (strncmp(envid, "aws", 3) == 0)
-            return aws_subject_token(s, src, audience, tok, err, errlen);
+            return gcp_aws_subject_token(s->path, jstr(src, "regional_cred_verification_url"),
+                                         audience, s->timeout_ms, tok, err, errlen);
         snprintf(err, errlen, "%s: credential_source environment_id '%.40s' is not supported",
                  s->path, envid);
         return S3LECT_EAUTH;
@@ -491,7 +331,7 @@ static int subject_token(const gcp_src *s, const cJSON *src, const char *audienc
         const char *v = j && field ? jstr(j, field) : NULL;
         if (v)
             *tok = u_strdup(v);
-        json_wipe_delete(j);
+        cred_json_wipe_delete(j);
         if (!v) {
             u_wipe_free(raw);
             snprintf(err, errlen, "the subject token from %s is not JSON with the field '%s'",
@@ -616,7 +456,7 @@ static int fetch_file(const void *state, int first, const _Atomic int *abort, cr
                  s->path, type ? type : "(none)");
         rc = S3LECT_EAUTH;
     }
-    json_wipe_delete(j);
+    cred_json_wipe_delete(j);
     return rc;
 }
 
@@ -675,7 +515,7 @@ static char *adc_path(void)
     if (dir) {
         p = u_asprintf("%s/application_default_credentials.json", dir);
     } else {
-        char *home = aws_home_dir();
+        char *home = u_home_dir();
         p = home ? u_asprintf("%s/.config/gcloud/application_default_credentials.json", home)
                  : NULL;
         free(home);
@@ -706,7 +546,7 @@ int gcp_chain_open(const struct s3lect_config *cfg, int flags, cred_cache **out,
                    size_t errlen)
 {
     *out = NULL;
-    const char *ca = cfg && cfg->ca_file ? cfg->ca_file : http_system_ca();
+    const char *ca = cfg ? cfg->ca_file : NULL; /* NULL: the system's (http_set_ca) */
     int64_t timeout = cfg && cfg->request_timeout > 0 ? cfg->request_timeout : GCP_TIMEOUT_MS;
     const char *tok = genv("GOOGLE_OAUTH_ACCESS_TOKEN");
     if (tok) {
@@ -749,7 +589,7 @@ int gcp_chain_open(const struct s3lect_config *cfg, int flags, cred_cache **out,
         }
         const char *type = jstr(j, "type");
         snprintf(desc, sizeof desc, "%s %s (%s)", type_desc(type), s->path, from);
-        json_wipe_delete(j);
+        cred_json_wipe_delete(j);
         s->kind = SRC_FILE;
         ops = &file_ops;
     } else {

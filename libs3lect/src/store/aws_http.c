@@ -233,9 +233,7 @@ int ah_call_prepare(ah_call *c, void *easy, ah_signer *g, const ah_request *rq, 
     curl_easy_setopt(e, CURLOPT_HEADERDATA, &c->resp);
     /* The configured bundle, else the system's where libcurl's built-in
      * one is missing (a release build on another distribution). */
-    const char *ca = rq->ca_file ? rq->ca_file : http_system_ca();
-    if (ca)
-        curl_easy_setopt(e, CURLOPT_CAINFO, ca);
+    http_set_ca(e, rq->ca_file);
     if (strcmp(rq->method, "GET") == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else {

@@ -113,9 +113,7 @@ static void easy_setup(etcd_store *s, CURL *e, const char *url, int64_t timeout_
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
     if (strncmp(url, "https:", 6) == 0) {
-        const char *ca = s->ca_file ? s->ca_file : http_system_ca();
-        if (ca)
-            curl_easy_setopt(e, CURLOPT_CAINFO, ca);
+        http_set_ca(e, s->ca_file);
         if (s->cert) {
             curl_easy_setopt(e, CURLOPT_SSLCERT, s->cert);
             curl_easy_setopt(e, CURLOPT_SSLKEY, s->cert_key ? s->cert_key : s->cert);

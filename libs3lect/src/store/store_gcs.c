@@ -219,9 +219,7 @@ static st_xfer *gcs_begin(st_store *st, void *easy, const char *key, int put, co
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-    const char *ca = s->ca_file ? s->ca_file : http_system_ca();
-    if (ca)
-        curl_easy_setopt(e, CURLOPT_CAINFO, ca);
+    http_set_ca(e, s->ca_file);
     if (put) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);

@@ -418,7 +418,7 @@ static int conn_open(rd_store *s, int64_t deadline, char *why, size_t wlen, int 
     if (s->tls) {
         if (!s->ctx) {
             s->ctx = SSL_CTX_new(TLS_client_method());
-            const char *ca = s->ca_file ? s->ca_file : http_system_ca();
+            const char *ca = http_ca(s->ca_file);
             if (!s->ctx || (ca && SSL_CTX_load_verify_locations(s->ctx, ca, NULL) != 1) ||
                 (!ca && SSL_CTX_set_default_verify_paths(s->ctx) != 1)) {
                 tls_error(why, wlen, "cannot load the CA certificates");
