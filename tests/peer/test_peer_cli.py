@@ -26,14 +26,11 @@ import pytest
 from harness.wait import wait_for
 
 from harness.countproxy import CountingProxy
+from harness.pki import issue as issue_cert, make_ca
 from harness.servers import free_port
 
 TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
           "--frequent-interval", "500ms", "--infrequent-interval", "2s", "--kill-timeout", "500ms"]
-
-
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -42,22 +39,12 @@ def pki(tmp_path_factory) -> dict:
     for 127.0.0.1 from the first CA that names `name` (CN), as every node's
     certificate must name its own --id (docs/peer.md "Whose answer counts")."""
     d = tmp_path_factory.mktemp("pki")
-    ext = d / "san.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                   "extendedKeyUsage=serverAuth,clientAuth\n")
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     for ca in ("ca", "other-ca"):
-        openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2",
-                "-subj", f"/CN=s3lect test {ca}", "-addext", "basicConstraints=critical,CA:TRUE",
-                "-addext", "keyUsage=critical,keyCertSign", cwd=d)
+        make_ca(d, ca)
 
     def issue(name: str) -> tuple[Path, Path]:
         if not (d / f"{name}.pem").exists():
-            openssl("req", "-new", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                    "-subj", f"/CN={name}", cwd=d)
-            openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                    "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", str(ext),
-                    cwd=d)
+            issue_cert(d, name, "ca", san="IP:127.0.0.1,DNS:localhost")
         return d / f"{name}.pem", d / f"{name}.key"
     return {"ca": d / "ca.pem", "other-ca": d / "other-ca.pem", "issue": issue}
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.wait import wait_for
+from harness.pki import issue, make_ca
 from harness.servers import free_port
 
 # Renewals every 500 ms: a follower whose check fails reads the lock, sees
@@ -30,24 +31,13 @@ TIMING = ["--lease-timeout", "3s", "--renew-interval", "500ms", "--renew-deadlin
           "--frequent-interval", "250ms", "--infrequent-interval", "1s"]
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> dict[str, Path]:
     """A throwaway CA, a certificate for 127.0.0.1 and one for another name only."""
     d = tmp_path_factory.mktemp("pki")
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-            "-subj", "/CN=s3lect test ca", cwd=d)
+    make_ca(d, "ca", constraints=False)
     for name, san in (("good", "IP:127.0.0.1,DNS:localhost"), ("wrong", "DNS:wrong.example")):
-        (d / f"{name}.ext").write_text(f"subjectAltName={san}\nextendedKeyUsage=serverAuth\n")
-        openssl("req", "-new", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                "-subj", f"/CN=s3lect test {name}", cwd=d)
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", f"{name}.pem", "-days", "2",
-                "-extfile", f"{name}.ext", cwd=d)
+        issue(d, name, "ca", san=san, subject=f"/CN=s3lect test {name}", eku="serverAuth")
     return {k: d / f"{k}.pem" for k in ("ca", "good", "wrong")} | {
         "good-key": d / "good.key", "wrong-key": d / "wrong.key"}
 

@@ -12,7 +12,6 @@ import http.client
 import json
 import os
 import ssl
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -24,6 +23,7 @@ import pytest
 import s3lect
 from harness.countproxy import CountingProxy
 from pyutil import wait_until
+from harness.pki import issue, make_ca
 from harness.servers import free_port
 
 PATH = "/health/leadership"
@@ -34,32 +34,18 @@ PATH = "/health/leadership"
 # ---------------------------------------------------------------------------
 
 
-def openssl(*args: str, cwd: Path) -> None:
-    r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, f"openssl {' '.join(args)} failed: {r.stderr}"
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     """A throwaway CA; a certificate for 127.0.0.1 usable as server and client
     certificate; the same as one PEM with its key (for peer_client_cert); and
     an unrelated CA."""
     d = tmp_path_factory.mktemp("pki")
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     for ca in ("ca", "other-ca"):
-        openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2",
-                "-subj", f"/CN=s3lect python test {ca}",
-                "-addext", "basicConstraints=critical,CA:TRUE",
-                "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
+        make_ca(d, ca, subject=f"/CN=s3lect python test {ca}", key_usage="keyCertSign,cRLSign")
     # One certificate for every node here, so it names every server id that
     # followers check in CA mode (docs/peer.md "Whose answer counts").
-    (d / "node.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,"
-                                "DNS:peer-0,DNS:peer-1,DNS:peer-2\n"
-                                "extendedKeyUsage=serverAuth,clientAuth\n")
-    openssl("req", "-new", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj",
-            "/CN=127.0.0.1", cwd=d)
-    openssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "2", "-out", "node.pem", "-extfile", "node.ext", cwd=d)
+    issue(d, "node", "ca", san="IP:127.0.0.1,DNS:localhost,DNS:peer-0,DNS:peer-1,DNS:peer-2",
+          subject="/CN=127.0.0.1")
     (d / "client.pem").write_bytes((d / "node.pem").read_bytes() + (d / "node.key").read_bytes())
     return {"ca": d / "ca.pem", "other-ca": d / "other-ca.pem", "cert": d / "node.pem",
             "key": d / "node.key", "client": d / "client.pem"}
