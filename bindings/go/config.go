@@ -326,50 +326,65 @@ func (c *ElectorConfig) fillFromLibrary() error {
 	return nil
 }
 
-// LoadEnv sets the zero duration and count fields from S3LECT_<NAME>
-// variables (libs3lect's option names: S3LECT_LEASE_TIMEOUT sets
-// LeaderTimeout) in environ, which has the form of os.Environ(). The values
-// are parsed by libs3lect (s3lect_config_set_text) with the syntax of the
-// s3lect CLI: durations need a unit ("15s", "500ms", "1m30s"; a bare number
-// other than 0 is refused), counts are whole numbers. An empty variable is
-// unset; a field already set wins over its variable.
+// LoadEnv sets the zero fields from the S3LECT_* variables in environ,
+// which has the form of os.Environ(). The names and the syntax are
+// libs3lect's, one map for every front end (s3lect_config_set_from_env:
+// S3LECT_LOCK sets LockfilePath, S3LECT_SERVER_ID or S3LECT_ID ServerID,
+// S3LECT_LEASE_TIMEOUT LeaderTimeout, S3LECT_PEER_LISTEN PeerListen, ...):
+// durations need a unit ("15s", "500ms", "1m30s"; a bare number other than
+// 0 is refused), counts are whole numbers, booleans 1/0, true/false, yes/no
+// or on/off. An empty variable is unset; a field already set wins over its
+// variable. The store's own variables (AWS_REGION, AWS_ENDPOINT_URL_S3,
+// AWS_ACCESS_KEY_ID, ...) are not fields: libs3lect reads them from the
+// process's environment when the store opens.
 func (c *ElectorConfig) LoadEnv(environ []string) error {
-	env := map[string]string{}
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
+	p := C.s3lect_config_new()
+	if p == nil {
+		return &Error{Code: CodeNoMemory, Op: "config"}
+	}
+	defer C.s3lect_config_free(p)
+	// The C strings live in C memory, and so does the array that points at them.
+	cenv := (**C.char)(C.calloc(C.size_t(len(environ)+1), C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+	if cenv == nil {
+		return &Error{Code: CodeNoMemory, Op: "config"}
+	}
+	items := unsafe.Slice(cenv, len(environ)+1)
+	defer func() {
+		for _, s := range items {
+			C.free(unsafe.Pointer(s))
 		}
+		C.free(unsafe.Pointer(cenv))
+	}()
+	for i, kv := range environ {
+		items[i] = C.CString(kv)
+	}
+	if rc := C.s3lect_config_set_from_env(p, cenv); rc != C.S3LECT_OK {
+		return &Error{Code: Code(rc), Op: "config", Msg: configErrmsg(p)}
 	}
 	for _, o := range libOptions {
 		f, ok := c.configField(o)
-		text := env["S3LECT_"+strings.ToUpper(o.name)]
-		if !ok || !(o.isDuration() || o.isCount()) || f.Int() != 0 || text == "" {
+		if !ok || !f.IsZero() || C.s3lect_config_is_set(p, o.opt) != 1 {
 			continue
 		}
-		p := C.s3lect_config_new()
-		if p == nil {
-			return &Error{Code: CodeNoMemory, Op: "config"}
-		}
-		ct := C.CString(text)
-		rc := C.s3lect_config_set_text(p, o.opt, ct)
-		C.free(unsafe.Pointer(ct))
-		var v C.int64_t
-		msg := configErrmsg(p)
-		if rc == C.S3LECT_OK {
-			C.s3lect_config_get_int(p, o.opt, &v)
-		}
-		C.s3lect_config_free(p)
-		if rc != C.S3LECT_OK {
-			return &Error{Code: Code(rc), Op: "config", Msg: "S3LECT_" + strings.ToUpper(o.name) + ": " + msg}
-		}
-		switch {
-		case zeroIsDefault[o.name] && v < 0: // the default: the zero field
-		case zeroIsDefault[o.name] && v == 0: // at once: a negative field
-			f.SetInt(-1)
-		case o.isDuration():
-			f.SetInt(int64(v) * int64(time.Millisecond))
-		default:
-			f.SetInt(int64(v))
+		switch v := readCOption(p, o).(type) {
+		case string:
+			if f.Kind() == reflect.Slice {
+				f.SetBytes([]byte(v))
+			} else {
+				f.SetString(v)
+			}
+		case int64:
+			switch {
+			case o.typ == C.S3LECT_OPTION_BOOL:
+				f.SetBool(v != 0)
+			case zeroIsDefault[o.name] && v < 0: // the default: the zero field
+			case zeroIsDefault[o.name] && v == 0: // at once: a negative field
+				f.SetInt(-1)
+			case o.isDuration():
+				f.SetInt(v * int64(time.Millisecond))
+			default:
+				f.SetInt(v)
+			}
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ package s3lect
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -104,6 +105,114 @@ func TestConfigTable(t *testing.T) {
 				if got != want {
 					t.Errorf("%s (%s) = %d, want %d", o.field, name, got, want)
 				}
+			}
+		})
+	}
+}
+
+// envCase is one line of tests/data/env_table.txt.
+type envCase struct {
+	id   string
+	vars []string          // NAME=TEXT, as os.Environ() has them
+	want map[string]string // option name -> effective value as text ("": a string not set)
+	err  string            // a text the error must contain (option names)
+}
+
+func readEnvTable(t *testing.T) []envCase {
+	data, err := os.ReadFile(filepath.Join("..", "..", "tests", "data", "env_table.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []envCase
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		parts := strings.SplitN(line, " | ", 3)
+		if len(parts) != 3 {
+			t.Fatalf("bad line %q", line)
+		}
+		c := envCase{id: parts[0], want: map[string]string{}}
+		for _, item := range strings.Split(parts[1], ";") {
+			if item = strings.TrimSpace(item); item != "" {
+				c.vars = append(c.vars, item)
+			}
+		}
+		if msg, ok := strings.CutPrefix(parts[2], "error "); ok {
+			c.err = msg
+		} else {
+			for _, kv := range strings.Fields(strings.TrimPrefix(parts[2], "want ")) {
+				k, v, _ := strings.Cut(kv, "=")
+				c.want[k] = v
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// The environment table through LoadEnv (libs3lect's one map of S3LECT_*
+// variables) and Validate gives the values or errors C, the CLI, Python and
+// Lua give. An option ElectorConfig has no field for (notConfigFields) is
+// not compared, and a case that compares nothing else is skipped, saying why.
+func TestEnvTable(t *testing.T) {
+	cases := readEnvTable(t)
+	if len(cases) < 20 {
+		t.Fatalf("the environment table has %d cases, want at least 20", len(cases))
+	}
+	lock := filepath.Join(t.TempDir(), "lock.json")
+	for _, tc := range cases {
+		t.Run(tc.id, func(t *testing.T) {
+			c := ElectorConfig{}
+			if !strings.Contains(strings.Join(tc.vars, "\n"), "S3LECT_LOCK=") {
+				c.LockfilePath = lock
+			}
+			if !strings.Contains(strings.Join(tc.vars, "\n"), "_ID=") {
+				c.ServerID = "n"
+			}
+			err := c.LoadEnv(tc.vars)
+			if err == nil {
+				err = c.Validate()
+			}
+			if tc.err != "" {
+				want := goFieldNames.Replace(tc.err)
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("error %v, want one with %q", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			compared := 0
+			for name, want := range tc.want {
+				o, ok := optionNamed(name)
+				if !ok {
+					t.Fatalf("no option %s", name)
+				}
+				f, ok := c.configField(o)
+				if !ok {
+					t.Logf("%s: ElectorConfig has no field (%s)", name, notConfigFields[name])
+					continue
+				}
+				var got string
+				switch {
+				case o.isDuration():
+					got = strconv.FormatInt(f.Int()/int64(time.Millisecond), 10)
+				case f.Kind() == reflect.Bool:
+					got = map[bool]string{false: "0", true: "1"}[f.Bool()]
+				case f.Kind() == reflect.String:
+					got = f.String()
+				default:
+					got = strconv.FormatInt(f.Int(), 10)
+				}
+				if got != want {
+					t.Errorf("%s (%s) = %q, want %q", o.field, name, got, want)
+				}
+				compared++
+			}
+			if compared == 0 {
+				t.Skip("no option of this case has an ElectorConfig field")
 			}
 		})
 	}

@@ -366,6 +366,47 @@ static size_t s3py_leader_id_fn(const void *h, char *b, size_t n)
     free(arr$argnum);
 }
 
+/* s3lect_config_set_from_env(cfg, envp): None (the process's environment)
+ * or a sequence of "NAME=value" str, copied for the call. */
+%typemap(in) const char *const *envp (char **arr = NULL, Py_ssize_t cnt = 0) {
+    if ($input != Py_None) {
+        if (!PySequence_Check($input) || PyUnicode_Check($input)) {
+            SWIG_exception_fail(SWIG_TypeError, "envp must be None or a sequence of 'NAME=value' str");
+        }
+        cnt = PySequence_Size($input);
+        if (cnt < 0) {
+            SWIG_fail;
+        }
+        arr = (char **)calloc((size_t)cnt + 1, sizeof *arr);
+        if (!arr) {
+            SWIG_exception_fail(SWIG_MemoryError, "out of memory");
+        }
+        for (Py_ssize_t i = 0; i < cnt; i++) {
+            PyObject *o = PySequence_GetItem($input, i);
+            const char *t = o && PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
+            arr[i] = t ? strdup(t) : NULL;
+            Py_XDECREF(o);
+            if (!arr[i]) {
+                for (Py_ssize_t j = 0; j < i; j++) {
+                    free(arr[j]);
+                }
+                free(arr);
+                arr = NULL;
+                SWIG_exception_fail(SWIG_TypeError, "envp items must be 'NAME=value' str");
+            }
+        }
+    }
+    $1 = (const char *const *)arr;
+}
+%typemap(freearg) const char *const *envp {
+    if (arr$argnum) {
+        for (Py_ssize_t i = 0; i < cnt$argnum; i++) {
+            free(arr$argnum[i]);
+        }
+        free(arr$argnum);
+    }
+}
+
 %typemap(in, numinputs=0) int64_t *out (int64_t tmp = 0) { $1 = &tmp; }
 %typemap(argout) int64_t *out {
     %append_output(PyLong_FromLongLong((long long)*$1));
@@ -374,6 +415,19 @@ static size_t s3py_leader_id_fn(const void *h, char *b, size_t n)
 %typemap(in, numinputs=0) uint64_t *cycle_out (uint64_t tmp = 0) { $1 = &tmp; }
 %typemap(argout) uint64_t *cycle_out {
     %append_output(PyLong_FromUnsignedLongLong((unsigned long long)*$1));
+}
+
+/* s3lect_option_env(opt) -> (code, name, alias), each None when there is none. */
+%typemap(in, numinputs=0) const char **alias (const char *tmp = NULL) { $1 = &tmp; }
+%typemap(argout) const char **alias {
+    PyObject *s;
+    if (*$1) {
+        s = s3py_str(*$1);
+    } else {
+        Py_INCREF(Py_None);
+        s = Py_None;
+    }
+    %append_output(s);
 }
 
 /* s3lect_option_info(opt) -> (code, name, type, min, max, default); name is

@@ -101,14 +101,16 @@ def test_update_config(electors, tmp_path):
     assert el.wait_for_next_election(timeout=10) and el.is_leader
 
 
-def test_from_env(electors, minio, s3_lock):
+def test_from_env(electors, minio, s3_lock, monkeypatch):
+    # The store's own variables come from the process's environment, where
+    # libs3lect reads them when the store opens (for s3lect run alike); the
+    # S3LECT_* ones from the mapping given.
+    for var, value in (("AWS_ENDPOINT_URL", minio.endpoint), ("AWS_ACCESS_KEY_ID", minio.access_key),
+                       ("AWS_SECRET_ACCESS_KEY", minio.secret_key), ("AWS_REGION", "us-east-1")):
+        monkeypatch.setenv(var, value)
     env = {
         "S3LECT_LOCK": s3_lock,
         "S3LECT_SERVER_ID": "env-node",
-        "AWS_ENDPOINT_URL": minio.endpoint,
-        "AWS_ACCESS_KEY_ID": minio.access_key,
-        "AWS_SECRET_ACCESS_KEY": minio.secret_key,
-        "AWS_REGION": "us-east-1",
         "S3LECT_LEASE_TIMEOUT": "3s",
         "S3LECT_RENEW_DEADLINE": "2000ms",
         "S3LECT_RENEW_INTERVAL": "500ms",
@@ -118,7 +120,7 @@ def test_from_env(electors, minio, s3_lock):
         assert el.server_id == "env-node" and el.lock == s3_lock
         cfg = el.get_config()
         assert (cfg["lease_timeout"], cfg["renew_deadline"], cfg["renew_interval"]) == (3, 2, 0.5)
-        assert cfg["endpoint"] == minio.endpoint
+        assert not cfg["endpoint"], "AWS_ENDPOINT_URL is the store's, not an explicit setting"
         el.start()
         assert el.wait_for_leadership(timeout=15)
     finally:
@@ -127,6 +129,14 @@ def test_from_env(electors, minio, s3_lock):
         s3lect.Elector.from_env(environ={})
     with pytest.raises(s3lect.ConfigError, match="S3LECT_LEASE_TIMEOUT"):
         s3lect.Elector.from_env("s3://b/k", environ={"S3LECT_LEASE_TIMEOUT": "soon"})
+    # The process's environment, by default: S3LECT_ID is S3LECT_SERVER_ID's alias.
+    monkeypatch.setenv("S3LECT_ID", "short-name")
+    monkeypatch.setenv("S3LECT_LEASE_TIMEOUT", "4s")
+    el = s3lect.Elector.from_env(s3_lock)
+    try:
+        assert el.server_id == "short-name" and el.get_config()["lease_timeout"] == 4
+    finally:
+        el.close()
 
 
 def test_wrong_credentials_raise_auth_error(electors, minio, s3_settings):
@@ -179,30 +189,23 @@ def test_no_credentials_at_all_is_an_auth_error_at_construction(monkeypatch, tmp
         s3lect.Elector("s3://bucket/leader.json", server_id="a", **FAST)
 
 
-@pytest.mark.parametrize("lock,env,want", [
-    # AWS_ENDPOINT_URL_S3 is S3's: a DynamoDB or Route 53 lock does not take it
-    # (issue 40 item 4: it did, where `s3lect run` with the same environment did not).
-    ("dynamodb://tbl/k", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1"}, ""),
-    ("route53://Z0123456789ABC/n.example.com", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1"}, ""),
-    ("dynamodb://tbl/k", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1",
-                        "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:2"}, "http://127.0.0.1:2"),
-    ("route53://Z0123456789ABC/n.example.com", {"AWS_ENDPOINT_URL_ROUTE_53": "http://127.0.0.1:3"},
-     "http://127.0.0.1:3"),
-    ("dynamodb://tbl/k", {"AWS_ENDPOINT_URL": "http://127.0.0.1:4"}, "http://127.0.0.1:4"),
-    ("s3://bkt/k", {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:5",
-                  "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:6"}, "http://127.0.0.1:5"),
-    ("s3://bkt/k", {"AWS_ENDPOINT_URL": "http://127.0.0.1:7"}, "http://127.0.0.1:7"),
-])
-def test_from_env_takes_the_endpoint_of_the_locks_store(lock, env, want):
-    """from_env reads the endpoint variables of the lock's own store, as the
-    library does for `s3lect run`: the explicit endpoint it sets is that
-    store's (or none, and the library finds none either)."""
-    creds = {"AWS_ACCESS_KEY_ID": "AKIDTHROWAWAY", "AWS_SECRET_ACCESS_KEY": "throwaway",
-             "AWS_REGION": "us-east-1"}  # explicit: no credential source is looked for
-    for given in ({"S3LECT_LOCK": lock, **creds, **env}, {**creds, **env}):
+@pytest.mark.parametrize("lock", ["dynamodb://tbl/k", "route53://Z0123456789ABC/n.example.com",
+                                  "s3://bkt/k"])
+def test_from_env_leaves_the_stores_variables_to_the_library(lock):
+    """from_env turns no store variable into an explicit setting: the library
+    reads AWS_ENDPOINT_URL_<STORE>, AWS_ENDPOINT_URL and AWS_REGION for the
+    lock's own store when it opens, as for `s3lect run` (issue 40 item 4:
+    Python's own map gave a DynamoDB lock AWS_ENDPOINT_URL_S3 as its
+    endpoint, where `s3lect run` with the same environment did not)."""
+    env = {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1", "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:2",
+           "AWS_ENDPOINT_URL": "http://127.0.0.1:4", "AWS_REGION": "eu-west-1",
+           "AWS_ACCESS_KEY_ID": "AKIDTHROWAWAY", "AWS_SECRET_ACCESS_KEY": "throwaway"}
+    for given in ({"S3LECT_LOCK": lock, **env}, env):
         el = s3lect.Elector.from_env(None if "S3LECT_LOCK" in given else lock,
-                                     environ=given, server_id="a")
+                                     environ=given, server_id="a", access_key_id="AKIDTHROWAWAY",
+                                     secret_access_key="throwaway", region="us-east-1")
         try:
-            assert (el.get_config().get("endpoint") or "") == want, (lock, given)
+            cfg = el.get_config()
+            assert not cfg.get("endpoint") and el.lock == lock, (lock, cfg)
         finally:
             el.close()

@@ -186,7 +186,7 @@ def test_runtime_sizes_are_counts(tmp_path):
         assert el.get_config()["worker_threads"] == 8
     finally:
         el.close()
-    with pytest.raises(s3lect.ConfigError, match=r"S3LECT_CALLBACK_THREADS \(from the environment\): "
-                       r"callback_threads '2.5' is not a count"):
+    with pytest.raises(s3lect.ConfigError, match=r"callback_threads '2.5' is not a count.*"
+                       r"\(from the environment: S3LECT_CALLBACK_THREADS\)"):
         s3lect.Elector.from_env(f"file://{tmp_path}/l", server_id="a",
                                 environ={"S3LECT_CALLBACK_THREADS": "2.5"})

@@ -593,6 +593,44 @@ static int push_config_fail(lua_State *L, const char *fn, const char *name, s3le
 /* s3lect.new                                                               */
 /* ------------------------------------------------------------------------ */
 
+/* The option env of s3lect.new{...} (at index 1): true applies the
+ * process's S3LECT_* variables, a table {NAME = "value", ...} those it names
+ * (s3lect_config_set_from_env, libs3lect's one map: S3LECT_LOCK,
+ * S3LECT_LEASE_TIMEOUT, ...), before the other options, which win. Leaves
+ * the stack at `top`. Returns 0 or a library code (the config says why). */
+static int apply_env(lua_State *L, const char *fn, s3lect_config *cfg, int top)
+{
+    lua_getfield(L, 1, "env");
+    int t = lua_type(L, -1), rc = S3LECT_OK;
+    if (t == LUA_TBOOLEAN) {
+        if (lua_toboolean(L, -1))
+            rc = s3lect_config_set_from_env(cfg, NULL);
+    } else if (t == LUA_TTABLE) {
+        int env = lua_gettop(L);
+        size_t n = 0;
+        for (lua_pushnil(L); lua_next(L, env) != 0; lua_pop(L, 1))
+            n++;
+        const char **envp = lua_newuserdata(L, (n + 1) * sizeof *envp);
+        size_t i = 0;
+        for (lua_pushnil(L); lua_next(L, env) != 0; lua_pop(L, 1)) {
+            if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+                return luaL_error(L, "%s: option 'env' must map variable names to strings", fn);
+            luaL_checkstack(L, 3, "s3lect.new: env");
+            /* below the key, so that it outlives this iteration */
+            lua_pushfstring(L, "%s=%s", lua_tostring(L, -2), lua_tostring(L, -1));
+            lua_insert(L, -3);
+            envp[i++] = lua_tostring(L, -3);
+        }
+        envp[i] = NULL;
+        rc = s3lect_config_set_from_env(cfg, envp);
+    } else if (t != LUA_TNIL) {
+        return luaL_error(L, "%s: option 'env' must be true or a table of variables, not a %s", fn,
+                          luaL_typename(L, -1));
+    }
+    lua_settop(L, top);
+    return rc;
+}
+
 /* s3lect.new{...} -> elector | nil, message */
 static int l_new(lua_State *L)
 {
@@ -614,6 +652,9 @@ static int l_new(lua_State *L)
     if (le->cfg == NULL)
         return luaL_error(L, "%s: out of memory", fn);
     s3lect_config_set_bool(le->cfg, S3LECT_OPT_POLL_MODE, 1);
+    int rc = apply_env(L, fn, le->cfg, 2);
+    if (rc != S3LECT_OK)
+        return push_config_fail(L, fn, "env", le->cfg, rc);
 
     int seen_id = 0, seen_addr = 0;
     lua_pushnil(L);
@@ -623,6 +664,10 @@ static int l_new(lua_State *L)
             return luaL_error(L, "%s: option names must be strings, got a %s key", fn,
                               luaL_typename(L, -2));
         const char *name = lua_tostring(L, -2);
+        if (strcmp(name, "env") == 0) { /* applied first (apply_env) */
+            lua_pop(L, 1);
+            continue;
+        }
         if (strcmp(name, "events") == 0) {
             /* The binding's own option: queue events for el:next_event(). */
             if (lua_type(L, -1) != LUA_TBOOLEAN)
@@ -654,7 +699,7 @@ static int l_new(lua_State *L)
     }
 
     s3lect_elector *e = NULL;
-    int rc = s3lect_new(le->cfg, &e);
+    rc = s3lect_new(le->cfg, &e);
     if (rc != S3LECT_OK)
         return push_config_fail(L, fn, NULL, le->cfg, rc);
     le->e = e;
@@ -1286,7 +1331,8 @@ static int l_update_config(lua_State *L)
     return 1;
 }
 
-/* el:get_config() -> table of the duration (seconds), count and boolean options */
+/* el:get_config() -> table of the duration (seconds), count, boolean and string
+ * options (not the secrets) */
 static int l_get_config(lua_State *L)
 {
     lelector *le = check_open(L, 1);
@@ -1295,14 +1341,27 @@ static int l_get_config(lua_State *L)
     s3lect_config *cfg = s3lect_get_config(le->e);
     if (cfg == NULL)
         return luaL_error(L, "el:get_config(): out of memory");
+    char *str[MAX_OPTDEFS] = {NULL};
     for (size_t i = 0; i < n_optdefs; i++) {
-        int kind = optdefs[i].kind;
+        int kind = optdefs[i].kind, opt = optdefs[i].opt;
         have[i] = (kind == K_SECONDS || kind == K_COUNT || kind == K_BOOL) &&
-                  s3lect_config_get_int(cfg, (s3lect_option)optdefs[i].opt, &v[i]) == S3LECT_OK;
+                  s3lect_config_get_int(cfg, (s3lect_option)opt, &v[i]) == S3LECT_OK;
+        /* the strings too, but the secrets */
+        int n = kind == K_STR && !(s3lect_option_flags(opt) & S3LECT_OPTION_SECRET)
+                    ? s3lect_config_get_str(cfg, (s3lect_option)opt, NULL, 0)
+                    : -1;
+        if (n >= 0 && (str[i] = malloc((size_t)n + 1)) != NULL)
+            s3lect_config_get_str(cfg, (s3lect_option)opt, str[i], (size_t)n + 1);
     }
     s3lect_config_free(cfg); /* before anything that may raise */
     lua_createtable(L, 0, (int)n_optdefs);
     for (size_t i = 0; i < n_optdefs; i++) {
+        if (str[i]) {
+            lua_pushstring(L, str[i]);
+            free(str[i]);
+            lua_setfield(L, -2, optdefs[i].name);
+            continue;
+        }
         if (!have[i])
             continue;
         if (optdefs[i].kind == K_SECONDS)

@@ -85,3 +85,96 @@ T.test("lease_timeout alone is enough (libs3lect derives the renew timings)", fu
   T.eq(cfg.renew_deadline, 2, "renew_deadline")
   T.eq(cfg.renew_interval, 1, "renew_interval")
 end)
+
+local ENV_TABLE = here .. "/../../../tests/data/env_table.txt"
+
+local function env_cases()
+  local out = {}
+  for line in io.lines(ENV_TABLE) do
+    if line ~= "" and line:sub(1, 1) ~= "#" then
+      local id, given, result = line:match("^(.-) | (.-) | (.*)$")
+      local c = { id = id, vars = {}, want = {} }
+      for item in given:gmatch("[^;]+") do
+        local k, v = trim(item):match("^([%w_]+)=(.*)$")
+        if k then
+          c.vars[k] = v
+        end
+      end
+      if result:sub(1, 6) == "error " then
+        c.error = result:sub(7)
+      else
+        for k, v in result:sub(6):gmatch("([%w_]+)=(%S*)") do
+          c.want[k] = v
+        end
+      end
+      out[#out + 1] = c
+    end
+  end
+  return out
+end
+
+T.test("the environment table through env = {...}: libs3lect's one map", function()
+  local units = {}
+  for _, o in ipairs(s3lect.options()) do
+    units[o.name] = o.unit
+  end
+  local all = env_cases()
+  T.ok(#all >= 20, "the environment table has %d cases, want at least 20", #all)
+  for _, c in ipairs(all) do
+    local opts = { env = c.vars }
+    if not c.vars.S3LECT_LOCK then
+      opts.lock = LOCK
+    else -- another store opens with credentials: throwaway ones, and no lookup
+      opts.access_key_id, opts.secret_access_key = "AKIDTHROWAWAY", "throwaway"
+    end
+    if not (c.vars.S3LECT_SERVER_ID or c.vars.S3LECT_ID) then
+      opts.id = "a"
+    end
+    local el, err = s3lect.new(opts)
+    if c.error then
+      T.ok(el == nil, "%s: want an error, got an elector", c.id)
+      T.ok(err and err:find(c.error, 1, true), "%s: want '%s' in '%s'", c.id, c.error,
+           tostring(err))
+      if el then
+        el:close()
+      end
+    else
+      T.ok(el ~= nil, "%s: %s", c.id, tostring(err))
+      if el then
+        local cfg = el:get_config()
+        el:close()
+        for k, want in pairs(c.want) do
+          local got = cfg[k]
+          if units[k] == "ms" then
+            got = math.floor(got * 1000 + 0.5)
+          elseif type(got) == "boolean" then
+            got = got and 1 or 0
+          end
+          T.eq(tostring(got), want, c.id .. ": " .. k)
+        end
+      end
+    end
+  end
+end)
+
+T.test("env = true reads the process's variables; the options given win", function()
+  -- scripts/test-lua's environment has no S3LECT_LEASE_TIMEOUT (nor
+  -- S3LECT_ID): env = true leaves the default and the id given.
+  T.ok(os.getenv("S3LECT_LEASE_TIMEOUT") == nil, "the runner's environment sets S3LECT_LEASE_TIMEOUT")
+  local el = assert(s3lect.new({ lock = LOCK, id = "a", env = true }))
+  local cfg = el:get_config()
+  el:close()
+  T.eq(cfg.lease_timeout, 15, "lease_timeout")
+  T.eq(cfg.server_id, "a", "server_id")
+  el = assert(s3lect.new({ lock = LOCK, id = "a", env = { S3LECT_LEASE_TIMEOUT = "3s" },
+                           lease_timeout = 6 }))
+  cfg = el:get_config()
+  el:close()
+  T.eq(cfg.lease_timeout, 6, "the option wins over its variable")
+  local ok, err = pcall(s3lect.new, { lock = LOCK, id = "a", env = "yes" })
+  T.ok(not ok and tostring(err):find("option 'env' must be true or a table", 1, true),
+       "env = 'yes': %s", tostring(err))
+  ok, err = pcall(s3lect.new, { lock = LOCK, id = "a", env = { S3LECT_LEASE_TIMEOUT = 3 } })
+  T.ok(not ok and tostring(err):find("must map variable names to strings", 1, true),
+       "a number value: %s", tostring(err))
+end)

@@ -163,19 +163,6 @@ def to_count(name: str, value: Any) -> int:
     return n
 
 
-class EnvText(str):
-    """A setting's value as the text of an S3LECT_* variable: libs3lect
-    parses it (s3lect_config_set_text, the CLI's syntax: "15s", "500ms",
-    "1m30s"; a bare number other than 0 is refused), not Python."""
-
-    variable: str
-
-    def __new__(cls, variable: str, text: str) -> "EnvText":
-        self = super().__new__(cls, text)
-        self.variable = variable
-        return self
-
-
 def check(cfg: Any, rc: int, what: str) -> None:
     """Raises the typed error for a failed config call, with the core's message."""
     if rc == _core.S3LECT_OK:
@@ -189,10 +176,7 @@ def check(cfg: Any, rc: int, what: str) -> None:
 def apply(cfg: Any, name: str, value: Any) -> None:
     """Sets one keyword setting on a C config."""
     shown = "***" if name in SECRETS else repr(value)
-    if isinstance(value, EnvText) and name in ALL:
-        rc = _core.s3lect_config_set_text(cfg, ALL[name], str(value))
-        check(cfg, rc, f"{value.variable} (from the environment)")
-    elif name in DURATIONS:
+    if name in DURATIONS:
         ms = to_ms(name, value)
         info = OPTIONS[name]
         what = f"{name}={shown}"
@@ -270,60 +254,37 @@ def read(cfg: Any) -> Dict[str, Any]:
     return out
 
 
-#: The endpoint variables of each AWS store, most specific first: what the
-#: library reads itself for a lock of that scheme (docs/s3.md), and so what
-#: from_env reads, for that scheme only. AWS_ENDPOINT_URL_S3 is S3's alone:
-#: given to a dynamodb:// or route53:// lock as its endpoint, it sent the
-#: store's API calls to the S3 server, where `s3lect run` with the same
-#: environment did not (issue 40 item 4).
-ENDPOINT_VARS = {
-    "s3": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
-    "dynamodb": ("AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"),
-    "route53": ("AWS_ENDPOINT_URL_ROUTE_53", "AWS_ENDPOINT_URL"),
-}
-
-
-def _scheme(lock: Optional[str]) -> str:
-    if not lock:
-        return ""
-    head, sep, _ = lock.partition("://")
-    return head.lower() if sep else "file"
-
-
-def env_settings(environ: Optional[Mapping[str, str]] = None,
-                 lock: Optional[str] = None) -> Dict[str, Any]:
-    """Settings from the environment: the AWS variables and S3LECT_* ones.
-    The endpoint variables are those of the lock's store (lock: the lock
-    URL given, else $S3LECT_LOCK)."""
-    env = os.environ if environ is None else environ
-
-    def first(*names: str) -> Optional[str]:
-        for n in names:
-            v = env.get(n)
-            if v:
-                return v
-        return None
-
+def env_settings(environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """The settings that S3LECT_* variables give, as libs3lect maps and
+    parses them (s3lect_config_set_from_env: the option table's environment
+    column, the one map of every front end): environ (default: the
+    process's environment) is handed to the library, and the options it set
+    are read back as keyword settings (lock and server_id too). The store's
+    own variables (AWS_*, GOOGLE_*, AZURE_*, PG*) are not settings: the
+    library reads them from the process's environment when the store opens,
+    for every front end alike. Raises ConfigError naming the variable."""
+    envp = None if environ is None else [f"{k}={v}" for k, v in environ.items()]
+    cfg = _core.s3lect_config_new()
+    if cfg is None:
+        raise MemoryError("s3lect_config_new failed")
     out: Dict[str, Any] = {}
-    pairs = {
-        "lock": ("S3LECT_LOCK",),
-        "server_id": ("S3LECT_SERVER_ID",),
-        "server_addr": ("S3LECT_SERVER_ADDR",),
-        "endpoint": ENDPOINT_VARS.get(_scheme(lock or env.get("S3LECT_LOCK")), ()),
-        "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
-        "access_key_id": ("AWS_ACCESS_KEY_ID",),
-        "secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
-        "session_token": ("AWS_SESSION_TOKEN",),
-        "profile": ("AWS_PROFILE",),
-        "ca_file": ("AWS_CA_BUNDLE",),
-    }
-    for key, names in pairs.items():
-        v = first(*names)
-        if v is not None:
-            out[key] = v
-    for name in {**DURATIONS, **COUNTS}:
-        var = "S3LECT_" + name.upper()
-        v = env.get(var)
-        if v:  # an empty variable is unset, as in the CLI
-            out[name] = EnvText(var, v)
+    try:
+        check(cfg, _core.s3lect_config_set_from_env(cfg, envp), "")
+        for name, info in OPTIONS.items():
+            if _core.s3lect_config_is_set(cfg, info.opt) != 1:
+                continue
+            if info.type in (_core.S3LECT_OPTION_STR, _core.S3LECT_OPTION_BYTES):
+                out[name] = _core.s3lect_py_config_get_str(cfg, info.opt)
+                continue
+            rc, v = _core.s3lect_config_get_int(cfg, info.opt)
+            if rc != _core.S3LECT_OK:
+                continue
+            if info.type == _core.S3LECT_OPTION_BOOL:
+                out[name] = bool(v)
+            elif name in DURATION_NAMES:
+                out[name] = v / 1000.0
+            else:
+                out[name] = int(v)
+    finally:
+        _core.s3lect_config_free(cfg)
     return out

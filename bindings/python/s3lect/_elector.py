@@ -774,26 +774,28 @@ class Elector:
     ) -> "Elector":
         """Creates an Elector from environment variables; keyword arguments win.
 
-        Reads ``S3LECT_LOCK``, ``S3LECT_SERVER_ID``, ``S3LECT_SERVER_ADDR``, the
-        AWS variables (the endpoint of the lock's store as the library and
-        the CLI read it: ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL_DYNAMODB``
-        or ``AWS_ENDPOINT_URL_ROUTE_53``, else ``AWS_ENDPOINT_URL``,
-        ``AWS_REGION`` or ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``,
-        ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_PROFILE``,
-        ``AWS_CA_BUNDLE``), durations such as ``S3LECT_LEASE_TIMEOUT=15s``
-        (``S3LECT_<SETTING>``) and
-        counts such as ``S3LECT_WORKER_THREADS=8``, parsed by libs3lect with
-        the CLI's syntax (``"500ms"``, ``"2s"``, ``"1m30s"``; a bare number
-        other than 0 is refused as ambiguous). An empty variable is unset.
+        The variables and their syntax are libs3lect's, the same for every
+        front end (``s3lect run`` too): ``S3LECT_<OPTION>`` for each option
+        that has one (``S3LECT_LOCK``, ``S3LECT_SERVER_ID`` or ``S3LECT_ID``,
+        ``S3LECT_LEASE_TIMEOUT=15s``, ``S3LECT_WORKER_THREADS=8``,
+        ``S3LECT_PEER_LISTEN``, ...; docs/cli.md lists them), parsed
+        by libs3lect with the CLI's syntax (``"500ms"``, ``"2s"``,
+        ``"1m30s"``; a bare number other than 0 is refused as ambiguous). An
+        empty variable is unset. The store's own variables (``AWS_REGION``,
+        ``AWS_ENDPOINT_URL_S3``, ``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``,
+        ``GOOGLE_APPLICATION_CREDENTIALS``, ...) are read by libs3lect from the
+        process's environment when the store opens, as for any Elector.
 
         Args:
             lock: the lock URL; default ``$S3LECT_LOCK``.
-            environ: the mapping to read instead of ``os.environ``.
+            environ: a mapping to read the S3LECT_* variables from instead of
+                the process's environment (the store's own variables still
+                come from the process's environment).
             **kwargs: any :class:`Elector` argument (boto3's names such as
                 ``endpoint_url`` and ``region_name`` too); overrides the
                 environment.
         """
-        settings = _config.env_settings(environ, lock)
+        settings = _config.env_settings(environ)
         if lock is not None:
             settings["lock"] = lock
         # boto3-style names in kwargs become ours first, so that they too
