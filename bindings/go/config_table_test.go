@@ -22,12 +22,14 @@ type tableCase struct {
 	err   string            // a text the error must contain (option names)
 }
 
-func readConfigTable(t *testing.T) []tableCase {
-	data, err := os.ReadFile(filepath.Join("..", "..", "tests", "data", "config_table.txt"))
+// readTableLines reads one of the tables of tests/data (config_table.txt,
+// env_table.txt): per case its id, its items (NAME=TEXT, trimmed, in order)
+// and its result (after "want " or "error ", and whether it is an error).
+func readTableLines(t *testing.T, file string, each func(id string, items []string, result string, isErr bool)) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "tests", "data", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []tableCase
 	for _, line := range strings.Split(string(data), "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
@@ -36,24 +38,63 @@ func readConfigTable(t *testing.T) []tableCase {
 		if len(parts) != 3 {
 			t.Fatalf("bad line %q", line)
 		}
-		c := tableCase{id: parts[0], given: map[string]string{}, want: map[string]int64{}}
+		var items []string
 		for _, item := range strings.Split(parts[1], ";") {
-			if k, v, ok := strings.Cut(strings.TrimSpace(item), "="); ok {
+			if item = strings.TrimSpace(item); item != "" {
+				items = append(items, item)
+			}
+		}
+		msg, isErr := strings.CutPrefix(parts[2], "error ")
+		if !isErr {
+			msg = strings.TrimPrefix(parts[2], "want ")
+		}
+		each(parts[0], items, msg, isErr)
+	}
+}
+
+func readConfigTable(t *testing.T) []tableCase {
+	var out []tableCase
+	readTableLines(t, "config_table.txt", func(id string, items []string, result string, isErr bool) {
+		c := tableCase{id: id, given: map[string]string{}, want: map[string]int64{}}
+		for _, item := range items {
+			if k, v, ok := strings.Cut(item, "="); ok {
 				c.given[k] = v
 			}
 		}
-		if msg, ok := strings.CutPrefix(parts[2], "error "); ok {
-			c.err = msg
+		if isErr {
+			c.err = result
 		} else {
-			for _, kv := range strings.Fields(strings.TrimPrefix(parts[2], "want ")) {
+			for _, kv := range strings.Fields(result) {
 				k, v, _ := strings.Cut(kv, "=")
 				n, _ := strconv.ParseInt(v, 10, 64)
 				c.want[k] = n
 			}
 		}
 		out = append(out, c)
-	}
+	})
 	return out
+}
+
+// loadAndValidate runs c.LoadEnv(env) and c.Validate(). With wantErr (the
+// table's text, in libs3lect's option names) it checks the error and
+// returns false; else it fails the test on an error and returns true.
+func loadAndValidate(t *testing.T, c *ElectorConfig, env []string, wantErr string) bool {
+	t.Helper()
+	err := c.LoadEnv(env)
+	if err == nil {
+		err = c.Validate()
+	}
+	if wantErr != "" {
+		want := goFieldNames.Replace(wantErr)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %v, want one with %q", err, want)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
 }
 
 // The table of configurations through LoadEnv (S3LECT_* values, parsed by
@@ -74,19 +115,8 @@ func TestConfigTable(t *testing.T) {
 				env = append(env, "S3LECT_"+strings.ToUpper(k)+"="+v)
 			}
 			c := ElectorConfig{LockfilePath: lock, ServerID: "n"}
-			err := c.LoadEnv(env)
-			if err == nil {
-				err = c.Validate()
-			}
-			if tc.err != "" {
-				want := goFieldNames.Replace(tc.err)
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Fatalf("error %v, want one with %q", err, want)
-				}
+			if !loadAndValidate(t, &c, env, tc.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			for name, want := range tc.want {
 				_, givenF := tc.given["frequent_interval"]
@@ -119,35 +149,19 @@ type envCase struct {
 }
 
 func readEnvTable(t *testing.T) []envCase {
-	data, err := os.ReadFile(filepath.Join("..", "..", "tests", "data", "env_table.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []envCase
-	for _, line := range strings.Split(string(data), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		parts := strings.SplitN(line, " | ", 3)
-		if len(parts) != 3 {
-			t.Fatalf("bad line %q", line)
-		}
-		c := envCase{id: parts[0], want: map[string]string{}}
-		for _, item := range strings.Split(parts[1], ";") {
-			if item = strings.TrimSpace(item); item != "" {
-				c.vars = append(c.vars, item)
-			}
-		}
-		if msg, ok := strings.CutPrefix(parts[2], "error "); ok {
-			c.err = msg
+	readTableLines(t, "env_table.txt", func(id string, items []string, result string, isErr bool) {
+		c := envCase{id: id, vars: items, want: map[string]string{}}
+		if isErr {
+			c.err = result
 		} else {
-			for _, kv := range strings.Fields(strings.TrimPrefix(parts[2], "want ")) {
+			for _, kv := range strings.Fields(result) {
 				k, v, _ := strings.Cut(kv, "=")
 				c.want[k] = v
 			}
 		}
 		out = append(out, c)
-	}
+	})
 	return out
 }
 
@@ -170,19 +184,8 @@ func TestEnvTable(t *testing.T) {
 			if !strings.Contains(strings.Join(tc.vars, "\n"), "_ID=") {
 				c.ServerID = "n"
 			}
-			err := c.LoadEnv(tc.vars)
-			if err == nil {
-				err = c.Validate()
-			}
-			if tc.err != "" {
-				want := goFieldNames.Replace(tc.err)
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Fatalf("error %v, want one with %q", err, want)
-				}
+			if !loadAndValidate(t, &c, tc.vars, tc.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			compared := 0
 			for name, want := range tc.want {

@@ -372,11 +372,19 @@ int cli_common_opt(const char *cmd, int argc, char **argv, int *i, cli_opts *o)
     return 0;
 }
 
-/* The library option whose environment variable or alias is `var` (the
- * library's environment column, s3lect_option_env), with both names; 0
- * when var is the CLI's own. */
-static int lib_option_of_var(const char *var, const char **name, const char **alias)
+/* Flag `flag`'s variable: S3LECT_<FLAG> in var ("--kill-timeout":
+ * S3LECT_KILL_TIMEOUT); and, when that is the variable or the alias of a
+ * library option (the library's environment column, s3lect_option_env:
+ * "--id" is S3LECT_ID, server_id's alias), that option, with both its
+ * names. Returns the option, or 0 when the flag is the CLI's own. */
+static int flag_var(const char *flag, char *var, size_t varlen, const char **name,
+                    const char **alias)
 {
+    size_t e = (size_t)snprintf(var, varlen, "S3LECT_");
+    for (const char *p = flag + 2; *p && e + 1 < varlen; p++)
+        var[e++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    var[e] = '\0';
+    *name = *alias = NULL;
     for (int opt = 1; opt <= s3lect_option_count(); opt++) {
         const char *n = NULL, *a = NULL;
         if (s3lect_option_env(opt, &n, &a) == S3LECT_OK &&
@@ -396,16 +404,12 @@ int cli_env_opts(const char *cmd, cli_opts *o)
     for (size_t k = 0; k < nopts; k++) {
         if (!(opts[k].cmds & cli_cmd_bit(cmd)))
             continue;
-        char env[64] = "S3LECT_";
-        size_t e = strlen(env);
-        for (const char *p = opts[k].name + 2; *p && e + 1 < sizeof env; p++)
-            env[e++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
-        env[e] = '\0';
         /* A flag of a library option reads the library's variables (its
          * environment column: S3LECT_SERVER_ID, then S3LECT_ID for --id), a
          * flag of the CLI's own S3LECT_<FLAG>. */
-        const char *lib_env = NULL, *lib_alias = NULL;
-        int lib_opt = lib_option_of_var(env, &lib_env, &lib_alias);
+        char env[64];
+        const char *lib_env, *lib_alias;
+        int lib_opt = flag_var(opts[k].name, env, sizeof env, &lib_env, &lib_alias);
         if (lib_opt && lib_env)
             snprintf(env, sizeof env, "%s", lib_env);
         const char *v = getenv(env);
@@ -481,13 +485,9 @@ static int env_only_options(const char *cmd, s3lect_config *c)
     for (size_t i = 0; i < n; i++) {
         int flagged = 0;
         for (size_t k = 0; k < nopts && !flagged; k++) {
-            char var[64] = "S3LECT_";
-            size_t e = strlen(var);
-            for (const char *p = opts[k].name + 2; *p && e + 1 < sizeof var; p++)
-                var[e++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
-            var[e] = '\0';
-            const char *name = NULL, *alias = NULL;
-            if (!lib_option_of_var(var, &name, &alias))
+            char var[64];
+            const char *name, *alias;
+            if (!flag_var(opts[k].name, var, sizeof var, &name, &alias))
                 continue;
             for (int j = 0; j < 2 && !flagged; j++) {
                 const char *nm = j ? alias : name;

@@ -18,19 +18,24 @@ class Case(NamedTuple):
     error: Optional[str]  #: a text the error must contain
 
 
-def cases() -> List[Case]:
-    out = []
-    for line in TABLE.read_text().splitlines():
+def _lines(path: Path):
+    """Each case of a table: its id, its items as a dict (NAME -> TEXT) and
+    its result: ("want", {NAME: VALUE text}) or ("error", text)."""
+    for line in path.read_text().splitlines():
         if not line or line.startswith("#"):
             continue
         cid, given, result = line.split(" | ")
-        g = dict(item.strip().split("=", 1) for item in given.split(";") if item.strip())
+        items = dict(item.strip().split("=", 1) for item in given.split(";") if item.strip())
         if result.startswith("error "):
-            out.append(Case(cid, g, {}, result[len("error "):]))
+            yield cid, items, ("error", result[len("error "):])
         else:
-            want = dict(kv.split("=") for kv in result[len("want "):].split())
-            out.append(Case(cid, g, {k: int(v) for k, v in want.items()}, None))
-    return out
+            yield cid, items, ("want", dict(kv.split("=", 1) for kv in result[len("want "):].split()))
+
+
+def cases() -> List[Case]:
+    return [Case(cid, g, {}, r) if kind == "error" else
+            Case(cid, g, {k: int(v) for k, v in r.items()}, None)
+            for cid, g, (kind, r) in _lines(TABLE)]
 
 
 class EnvCase(NamedTuple):
@@ -41,15 +46,5 @@ class EnvCase(NamedTuple):
 
 
 def env_cases() -> List[EnvCase]:
-    out = []
-    for line in ENV_TABLE.read_text().splitlines():
-        if not line or line.startswith("#"):
-            continue
-        cid, given, result = line.split(" | ")
-        v = dict(item.strip().split("=", 1) for item in given.split(";") if item.strip())
-        if result.startswith("error "):
-            out.append(EnvCase(cid, v, {}, result[len("error "):]))
-        else:
-            want = dict(kv.split("=", 1) for kv in result[len("want "):].split())
-            out.append(EnvCase(cid, v, want, None))
-    return out
+    return [EnvCase(cid, v, {}, r) if kind == "error" else EnvCase(cid, v, r, None)
+            for cid, v, (kind, r) in _lines(ENV_TABLE)]
