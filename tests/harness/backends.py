@@ -19,7 +19,9 @@ import secrets
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from .servers import MinioServer, ServerStartError
 
@@ -629,3 +631,84 @@ def _chaos() -> dict[str, type[Backend]]:
 # The chaos run's, by its names ("minio", "dynamodb", ...): the registry's
 # stores of suite "chaos".
 BACKENDS: dict[str, type[Backend]] = _chaos()
+
+# ---------------------------------------------------------------------------
+# The store suite's backends (tests/stores), moved from tests/stores/conftest.py
+
+
+@dataclass
+class SuiteBackend:
+    """A store under test: its kind, the environment its nodes need, how to
+    make a fresh lock URL, and the server behind it (for restart/pause)."""
+
+    kind: str
+    env: dict[str, str]
+    new_lock: Callable[[str], str]
+    server: object
+    # Whether the server really enforces compare-and-set. moto's Route 53 does
+    # not (it lets a second CREATE and every DELETE of a value the name ever
+    # had through), so on it nodes must never race: the cluster fixture
+    # starts one node, waits until it leads, then the others, and a takeover
+    # has a single candidate.
+    enforces_cas: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def _r53_zone(moto) -> str:
+    import boto3
+    c = boto3.client("route53", endpoint_url=moto.endpoint, region_name="us-east-1",
+                     aws_access_key_id=moto.access_key, aws_secret_access_key=moto.secret_key)
+    z = c.create_hosted_zone(Name="stores.example.com.", CallerReference=secrets.token_hex(8))
+    return z["HostedZone"]["Id"].split("/")[-1]
+
+
+def make_backend(kind: str, request: pytest.FixtureRequest) -> SuiteBackend:
+    # (tests/stores/storeutil.py: on sys.path in the store suite)
+    from storeutil import _base as _base_env, ddb_env as _ddb_env, gcs_env as _gcs_env, pg_env as _pg_env
+    from storeutil import redis_env as _redis_env
+    if kind == "azure":
+        az = request.getfixturevalue("azurite")
+        env = _base_env()
+        env.update(az.env())
+        return SuiteBackend(kind, env,
+                       lambda name: f"{az.lock_prefix()}{name}-{secrets.token_hex(4)}.json", az)
+    if kind == "dynamodb":
+        ddb = request.getfixturevalue("dynamodb_local")
+        table = request.getfixturevalue("ddb_table")
+        return SuiteBackend(kind, _ddb_env(ddb),
+                       lambda name: f"dynamodb://{table}/{name}-{secrets.token_hex(4)}", ddb)
+    if kind == "postgres":
+        pg = request.getfixturevalue("postgres")
+        dsn = request.getfixturevalue("pg_ready")
+        return SuiteBackend(kind, _pg_env(pg),
+                       lambda name: f"{dsn}?key={name}-{secrets.token_hex(4)}", pg)
+    if kind == "gcs":
+        gcs = request.getfixturevalue("fake_gcs")
+        return SuiteBackend(kind, _gcs_env(gcs),
+                       lambda name: f"gs://{gcs.bucket}/{name}-{secrets.token_hex(4)}", gcs)
+    if kind == "etcd":
+        etcd = request.getfixturevalue("etcd_server")
+        return SuiteBackend(kind, _gcs_env(etcd),  # the base environment and the server's
+                       lambda name: f"{etcd.lock_prefix()}{name}-{secrets.token_hex(4)}", etcd)
+    if kind == "redis":
+        rd = request.getfixturevalue("redis")
+        return SuiteBackend(kind, _redis_env(rd),
+                       lambda name: f"{rd.lock_prefix}{name}-{secrets.token_hex(4)}", rd,
+                       notes=["a single primary, append-only file fsynced on every write"])
+    moto = request.getfixturevalue("moto")
+    zone = request.getfixturevalue("r53_zone")
+    env = dict(_ddb_env(moto), AWS_ENDPOINT_URL_ROUTE_53=moto.endpoint)
+    return SuiteBackend(kind, env,
+                   lambda name: f"route53://{zone}/{name}-{secrets.token_hex(4)}.stores.example.com",
+                   moto, enforces_cas=False,
+                   notes=["moto accepts a DELETE of a value the record no longer holds"])
+
+
+def moto_dynamodb_backend(request) -> SuiteBackend:
+    """moto's DynamoDB: a second implementation of the same API."""
+    from storeutil import ddb_env as _ddb_env
+    moto = request.getfixturevalue("moto")
+    table = request.getfixturevalue("moto_ddb_table")
+    env = dict(_ddb_env(moto), AWS_ENDPOINT_URL_DYNAMODB=moto.endpoint)
+    return SuiteBackend("dynamodb-moto", env,
+                   lambda name: f"dynamodb://{table}/{name}-{secrets.token_hex(4)}", moto)
