@@ -8,12 +8,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from harness.cli import Node
 from harness.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,34 +27,6 @@ def cli(*args, timeout=20):
     return subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=timeout)
 
 
-class Node:
-    """One `s3lect run` process whose CMD logs its own start and runs until stopped."""
-
-    def __init__(self, tmp, lock, node_id, extra):
-        self.id = node_id
-        self.log = tmp / f"{node_id}.log"
-        marker = tmp / "cmd.log"
-        cmd = f'echo "start $S3LECT_LEADER_ID $S3LECT_TERM" >> {marker}; exec sleep 600'
-        self.proc = subprocess.Popen(
-            [str(BIN), "run", "--lock", lock, "--id", node_id, *extra, "--kill-timeout", "500ms",
-             "--", "sh", "-c", cmd],
-            stdout=open(self.log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
-
-    def text(self):
-        return self.log.read_text() if self.log.exists() else ""
-
-    def terms(self):
-        return [int(t) for t in re.findall(r"s3lect: acquired leadership term=(\d+)", self.text())]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(timeout=10)
-
-
 @pytest.fixture
 def cluster(tmp_path):
     nodes = []
@@ -62,7 +34,7 @@ def cluster(tmp_path):
     def start(n=3, extra=FAST):
         lock = f"file://{tmp_path}/leader.json"
         for i in range(n):
-            nodes.append(Node(tmp_path, lock, f"n{i}", extra))
+            nodes.append(Node(BIN, tmp_path, lock, f"n{i}", None, extra))
         return nodes
     yield start
     for n in nodes:
@@ -127,8 +99,7 @@ def test_three_nodes_one_leader_then_kill9_failover(cluster):
     assert st["leaderID"] == old.id and st["term"] == term and st["live"] is True
 
     t0 = time.monotonic()
-    os.killpg(old.proc.pid, signal.SIGKILL)   # the node and its CMD die at once
-    old.proc.wait(timeout=10)
+    old.kill9()   # the node and its CMD die at once
     new = wait_for(lambda: [n for n in leaders(nodes) if n is not old], 40, "a new leader")
     took = time.monotonic() - t0
     assert len(new) == 1
@@ -151,8 +122,7 @@ def test_kill9_failover_within_lease_plus_frequent(cluster):
     old = leaders(nodes)[0]
     term = old.terms()[-1]
     t0 = time.monotonic()
-    os.killpg(old.proc.pid, signal.SIGKILL)
-    old.proc.wait(timeout=10)
+    old.kill9()
     new = wait_for(lambda: [n for n in leaders(nodes) if n is not old], 15, "a new leader")
     took = time.monotonic() - t0
     assert new[0].terms()[-1] > term

@@ -5,11 +5,11 @@ error and `status` name the repair, and `s3lect reset-term` starts terms again o
 purpose. Real processes; lease 3 s; generous bounds for a loaded machine."""
 import json
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
 
+from harness.cli import Node
 from harness.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +17,7 @@ BIN = Path(os.environ.get("S3LECT_BUILD_DIR", ROOT / "build")) / "bin" / "s3lect
 
 MAX = 2**53 - 1
 FAST = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
-        "--frequent-interval", "500ms", "--infrequent-interval", "1s", "--kill-timeout", "500ms"]
+        "--frequent-interval", "500ms", "--infrequent-interval", "1s"]
 
 
 def cli(*args, timeout=30):
@@ -29,27 +29,10 @@ def record(path, term, leader="old"):
                     '"leaseMs":3000}' % (leader, term))
 
 
-class Node:
-    """`s3lect run` whose command appends its S3LECT_TERM to a file, then sleeps."""
-
-    def __init__(self, tmp, lock, name):
-        self.log = tmp / f"{name}.log"
-        self.terms = tmp / f"{name}.terms"
-        cmd = f'echo "$S3LECT_TERM" >> {self.terms}; exec sleep 600'
-        self.proc = subprocess.Popen([str(BIN), "run", "--lock", lock, "--id", name, *FAST, "--",
-                                      "sh", "-c", cmd], stdout=open(self.log, "w"),
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-
-    def text(self):
-        return self.log.read_text()
-
-    def started(self):
-        return self.terms.read_text().split() if self.terms.exists() else []
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
+def start_node(tmp, lock, name):
+    """`s3lect run` whose command writes its start line (with S3LECT_TERM) to
+    TMP/cmd.log, then sleeps; started_terms() are the terms it started in."""
+    return Node(BIN, tmp, lock, name, None, FAST, kill_timeout="500ms")
 
 
 def test_term_limit_is_refused_explained_and_reset(tmp_path):
@@ -57,7 +40,8 @@ def test_term_limit_is_refused_explained_and_reset(tmp_path):
     lock = str(path)
     # The last term that can be written: taken, exactly.
     record(path, MAX - 1)
-    r = subprocess.run([str(BIN), "run", "--lock", lock, "--id", "a", *FAST, "--", "sh", "-c",
+    r = subprocess.run([str(BIN), "run", "--lock", lock, "--id", "a", *FAST, "--kill-timeout",
+                        "500ms", "--", "sh", "-c",
                         'test "$S3LECT_TERM" = 9007199254740991'],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -65,11 +49,11 @@ def test_term_limit_is_refused_explained_and_reset(tmp_path):
     assert st["term"] == MAX and st["released"] and st["termExhausted"], st
 
     # No node takes it over with 2^53 (which reads back as corrupt) or with 1.
-    nodes = [Node(tmp_path, lock, "b")]
+    nodes = [start_node(tmp_path, lock, "b")]
     try:
         wait_for(lambda: "reset-term" in nodes[0].text(), timeout=20, what="error line")
         time.sleep(4)  # more than a lease: still nobody
-        assert nodes[0].started() == [] and json.loads(path.read_text())["term"] == MAX
+        assert nodes[0].started_terms() == [] and json.loads(path.read_text())["term"] == MAX
         line = [ln for ln in nodes[0].text().splitlines() if "reset-term" in ln][0]
         assert "2^53 - 1" in line and line.startswith("s3lect: error:"), line
         st = cli("status", lock)
@@ -83,25 +67,25 @@ def test_term_limit_is_refused_explained_and_reset(tmp_path):
         r = cli("reset-term", lock)
         assert r.returncode == 1 and "can still grow" in r.stderr, r.stderr
         # The waiting node follows the reset: term 1, and says terms restarted.
-        wait_for(lambda: nodes[0].started() == ["1"], timeout=30, what="term 1 after the reset")
+        wait_for(lambda: nodes[0].started_terms() == [1], timeout=30, what="term 1 after the reset")
         assert "went back from 9007199254740991 to 0" in nodes[0].text()
         nodes[0].stop()
 
         # A record an older version wrote with term 2^53: corrupt, never taken
         # over; reset-term waits out a holder's lease, then resets it.
         record(path, 2**53)
-        nodes.append(Node(tmp_path, lock, "c"))
+        nodes.append(start_node(tmp_path, lock, "c"))
         wait_for(lambda: "reset-term" in nodes[1].text(), timeout=20, what="error line")
         st = cli("status", "--json", lock)
         assert st.returncode == 3 and json.loads(st.stdout)["termExhausted"], st.stdout
         assert "s3lect reset-term" in cli("status", lock).stdout
         time.sleep(4)
-        assert nodes[1].started() == []
+        assert nodes[1].started_terms() == []
         t0 = time.monotonic()
         r = cli("reset-term", lock, "--lease-timeout", "2s")
         assert r.returncode == 0 and "waiting 2.0s" in r.stderr, r.stderr
         assert time.monotonic() - t0 >= 2.0
-        wait_for(lambda: nodes[1].started() == ["1"], timeout=30, what="term 1 after the reset")
+        wait_for(lambda: nodes[1].started_terms() == [1], timeout=30, what="term 1 after the reset")
     finally:
         for n in nodes:
             n.stop()
@@ -110,12 +94,12 @@ def test_term_limit_is_refused_explained_and_reset(tmp_path):
 def test_reset_term_refuses_while_a_leader_renews(tmp_path):
     path = tmp_path / "leader.json"
     record(path, MAX - 1)
-    node = Node(tmp_path, str(path), "a")
+    node = start_node(tmp_path, str(path), "a")
     try:
-        wait_for(lambda: node.started() == [str(MAX)], timeout=30, what="leader at 2^53 - 1")
+        wait_for(lambda: node.started_terms() == [MAX], timeout=30, what="leader at 2^53 - 1")
         r = cli("reset-term", str(path), "--lease-timeout", "3s")
         assert r.returncode == 1 and "a live leader holds the lock" in r.stderr, r.stderr
         assert json.loads(path.read_text())["term"] == MAX
-        assert node.proc.poll() is None and node.started() == [str(MAX)]
+        assert node.proc.poll() is None and node.started_terms() == [MAX]
     finally:
         node.stop()

@@ -9,8 +9,11 @@ import re
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable
+
+from harness.servers import free_port
 
 # Scaled-down timings: lease 3 s; followers poll every 0.5 s in transitions
 # and every 1 s when stable, so failover takes about L + 1 s.
@@ -47,31 +50,169 @@ def probe(bin_: Path, env: dict[str, str], op: str, url: str, *args: str) -> dic
     return json.loads(r.stdout)
 
 
-class Node:
-    """One `s3lect run` process. Its CMD appends "start ID TERM" to a shared
-    marker file and then runs until it is stopped."""
+LOG = "log"  # Proc's stdout/stderr: into its log file
 
-    def __init__(self, bin_: Path, tmp: Path, lock: str, node_id: str, env: dict[str, str],
-                 extra: list[str] | None = None):
-        self.id = node_id
-        self.log = tmp / f"{node_id}.log"
-        self.marker = tmp / "cmd.log"
-        cmd = f'echo "start $S3LECT_LEADER_ID $S3LECT_TERM" >> {self.marker}; exec sleep 600'
-        self._out = open(self.log, "w")
-        self.proc = subprocess.Popen(
-            [str(bin_), "run", "--lock", lock, "--id", node_id, *(FAST if extra is None else extra),
-             "--kill-timeout", "500ms", "--", "sh", "-c", cmd],
-            stdout=self._out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )
+
+def node_env(**add: str) -> dict[str, str]:
+    """This environment without AWS_* and S3LECT_* settings (but
+    S3LECT_NEW_LOCK_WAIT), plus add: for nodes on the file store, which must
+    not pick up a store or an option from the test's environment."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
+    env.update(add)
+    return env
+
+
+class Proc:
+    """One process a test starts, in a session (and process group) of its own,
+    its output in a log file. stdout and stderr: LOG (the log file, both
+    together when both are LOG), another path (a file of its own), or what
+    subprocess.Popen takes (DEVNULL, PIPE, an open file). stop() leaves
+    nothing of its group running, whatever state it is in."""
+
+    def __init__(self, argv: list, log: Path | None, env: dict[str, str] | None = None, *,
+                 stdout: Any = LOG, stderr: Any = LOG, stdin: Any = None):
+        self.argv = [str(a) for a in argv]
+        self.log = log
+        self._files: list = []
+
+        def where(to: Any) -> Any:
+            if to is LOG:
+                assert log is not None, "output to the log, but no log file"
+                to = log
+            if isinstance(to, Path):
+                self._files.append(open(to, "w"))
+                return self._files[-1]
+            return to
+
+        out = where(stdout)
+        err = subprocess.STDOUT if stderr is LOG and stdout is LOG else where(stderr)
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=stdin, stdout=out, stderr=err, env=env,
+                                         start_new_session=True)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
 
     def text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        return self.log.read_text(errors="replace") if self.log and self.log.exists() else ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_log(self, needle: str, timeout: float, what: str | None = None) -> str:
+        """Waits until a line of the log holds needle; returns the first such line."""
+        return wait_for(lambda: [ln for ln in self.text().splitlines() if needle in ln], timeout,
+                        what or f"{needle!r} in {self.log}")[0]
+
+    def signal(self, sig: int) -> None:
+        """sig to the process alone (not its group), unless it has exited."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def terminate(self) -> None:
+        self.signal(signal.SIGTERM)
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def kill9(self) -> None:
+        """kill -9 of the whole group: the process and what it started in its
+        group die at once, like a crash."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """SIGKILL to the group (and SIGCONT, should it be stopped), the exit
+        waited for, the log closed: even after a failure."""
+        if self.proc.poll() is None:
+            for sig in (signal.SIGKILL, signal.SIGCONT):
+                try:
+                    os.killpg(self.proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+        try:
+            self.proc.wait(timeout=10)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Closes the files this object opened for the output."""
+        for f in self._files:
+            f.close()
+        self._files.clear()
+
+    def listening_ports(self) -> set[int]:
+        """TCP ports this process listens on (from its fds and /proc/net/tcp{,6})."""
+        inodes = set()
+        for fd in Path(f"/proc/{self.proc.pid}/fd").iterdir():
+            try:
+                t = os.readlink(fd)
+            except OSError:
+                continue
+            if t.startswith("socket:["):
+                inodes.add(t[8:-1])
+        ports = set()
+        for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                lines = Path(f).read_text().splitlines()[1:]
+            except OSError:
+                continue
+            for ln in lines:
+                p = ln.split()
+                if p[3] == "0A" and p[9] in inodes:  # LISTEN
+                    ports.add(int(p[1].rsplit(":", 1)[1], 16))
+        return ports
+
+
+class Node(Proc):
+    """One `s3lect run` process: `run --lock LOCK --id ID`, then extra
+    (default FAST), --kill-timeout (None: the default), --metrics-listen on a
+    free port (metrics=True: metrics_port), peer mode with certificates
+    (peer=(cert, key, ca): --peer --addr on a free port, peer_port), then the
+    command. The default command appends "start ID TERM" to the shared
+    marker file TMP/cmd.log and then runs until it is stopped. Its log is
+    TMP/ID.log unless log is given; env None: this process's environment."""
+
+    def __init__(self, bin_: Path, tmp: Path, lock: str, node_id: str,
+                 env: dict[str, str] | None = None, extra: list[str] | None = None, *,
+                 cmd: list[str] | None = None, kill_timeout: str | None = "500ms",
+                 metrics: bool = False, peer: tuple[Path, Path, Path] | None = None,
+                 log: Path | None = None, stdout: Any = LOG, stderr: Any = LOG,
+                 stdin: Any = None):
+        self.id = node_id
+        self.lock = lock
+        self.marker = tmp / "cmd.log"
+        self.metrics_port = free_port() if metrics else None
+        self.peer_port = free_port() if peer else None
+        if cmd is None:
+            cmd = ["sh", "-c",
+                   f'echo "start $S3LECT_LEADER_ID $S3LECT_TERM" >> {self.marker}; exec sleep 600']
+        argv = [bin_, "run", "--lock", lock, "--id", node_id, *(FAST if extra is None else extra)]
+        if kill_timeout is not None:
+            argv += ["--kill-timeout", kill_timeout]
+        if metrics:
+            argv += ["--metrics-listen", f"127.0.0.1:{self.metrics_port}"]
+        if peer is not None:
+            cert, key, ca = peer
+            argv += ["--peer", "--addr", f"127.0.0.1:{self.peer_port}", "--peer-cert", cert,
+                     "--peer-key", key, "--peer-ca", ca]
+        super().__init__([*argv, "--", *cmd], log or tmp / f"{node_id}.log", env, stdout=stdout,
+                         stderr=stderr, stdin=stdin)
 
     def terms(self) -> list[int]:
         return [int(t) for t in re.findall(r"s3lect: acquired leadership term=(\d+)", self.text())]
 
-    def alive(self) -> bool:
-        return self.proc.poll() is None
+    def started_command(self) -> bool:
+        """It has started its command at least once."""
+        return "started command" in self.text()
 
     def leading(self) -> bool:
         """Running and its last transition was an acquisition whose CMD started."""
@@ -86,27 +227,19 @@ class Node:
         terms = self.terms()
         return bool(terms) and (self.id, terms[-1]) in started_lines(self.marker)
 
-    def kill9(self) -> None:
-        """kill -9 of the whole group: the node and its CMD die at once, like a crash."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(timeout=10)
+    def started_terms(self) -> list[int]:
+        """The term of every start line the default command of this node wrote."""
+        return [t for i, t in started_lines(self.marker) if i == self.id]
 
-    def terminate(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            self.proc.wait(timeout=10)
-        finally:
-            self._out.close()
+    def metrics_text(self) -> str:
+        """One scrape of --metrics-listen (metrics=True): the exposition text.
+        OSError while nothing listens yet."""
+        assert self.metrics_port is not None, "started without metrics=True"
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            assert r.status == 200
+            assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            return r.read().decode()
 
 
 def only_leader(nodes: list["Node"]) -> "Node | None":
