@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from harness import cli
 from harness.servers import free_port
 
 prom_parser = pytest.importorskip(
@@ -33,26 +34,17 @@ TIMING = ["--lease-timeout", "3s", "--renew-interval", "500ms", "--renew-deadlin
           "--kill-timeout", "300ms"]
 
 
-class Node:
+class MetricsNode(cli.Node):
+    """A harness Node on the file lock with --metrics-listen, its scrapes
+    parsed by prometheus_client's parser."""
+
     def __init__(self, tmp: Path, lock: str, nid: str, cmd: list[str] | None = None):
-        self.id = nid
-        self.lock = lock
-        self.port = free_port()
-        self.log = tmp / f"{nid}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
-        self.proc = subprocess.Popen(
-            [str(BIN), "run", "--lock", lock, "--id", nid, *TIMING,
-             "--metrics-listen", f"127.0.0.1:{self.port}", "--", *(cmd or ["sleep", "60"])],
-            stdout=subprocess.DEVNULL, stderr=open(self.log, "w"), env=env,
-            start_new_session=True)
+        super().__init__(BIN, tmp, lock, nid, cli.node_env(), TIMING, cmd=cmd or ["sleep", "60"],
+                         kill_timeout=None, metrics=True, stdout=subprocess.DEVNULL)
 
     def scrape(self) -> dict:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            assert r.status == 200
-            assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-            text = r.read().decode()
         samples = {}
-        for fam in prom_parser.text_string_to_metric_families(text):
+        for fam in prom_parser.text_string_to_metric_families(self.metrics_text()):
             for s in fam.samples:
                 samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
         return samples
@@ -61,19 +53,14 @@ class Node:
         want = dict(labels, lock=self.lock, id=self.id)
         return samples.get((name, tuple(sorted(want.items()))))
 
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
 
 @pytest.fixture
 def nodes(tmp_path):
-    made: list[Node] = []
+    made: list[MetricsNode] = []
     lock = f"file://{tmp_path}/lock.json"
 
-    def make(nid: str, cmd=None) -> Node:
-        made.append(Node(tmp_path, lock, nid, cmd))
+    def make(nid: str, cmd=None) -> MetricsNode:
+        made.append(MetricsNode(tmp_path, lock, nid, cmd))
         return made[-1]
     yield make
     for n in made:
@@ -120,13 +107,13 @@ def test_scrape_leader_and_follower_and_handover(nodes):
     assert b.value(sb, "s3lect_term") == term + 1
     assert b.value(sb, "s3lect_leadership_transitions_total", reason="acquired") == 1
     with pytest.raises(OSError):
-        socket.create_connection(("127.0.0.1", a.port), timeout=2).close()
+        socket.create_connection(("127.0.0.1", a.metrics_port), timeout=2).close()
 
 
 def test_a_silent_client_delays_neither_scrapes_for_long_nor_the_supervisor(nodes):
     a = nodes("a")
     wait_for(lambda: a.value(a.scrape(), "s3lect_leader") == 1, 15, "a leads")
-    silent = [socket.create_connection(("127.0.0.1", a.port), timeout=5) for _ in range(3)]
+    silent = [socket.create_connection(("127.0.0.1", a.metrics_port), timeout=5) for _ in range(3)]
     try:
         t0 = time.monotonic()
         a.proc.send_signal(signal.SIGTERM)
@@ -150,7 +137,7 @@ def test_the_command_does_not_inherit_the_port(nodes, tmp_path):
 def test_other_paths_and_methods(nodes):
     a = nodes("a")
     wait_for(lambda: a.scrape(), 15, "the endpoint")
-    base = f"http://127.0.0.1:{a.port}"
+    base = f"http://127.0.0.1:{a.metrics_port}"
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(base + "/", timeout=5)
     assert e.value.code == 404
@@ -163,7 +150,7 @@ def test_other_paths_and_methods(nodes):
 
 
 def test_bad_listen_addresses(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
+    env = cli.node_env()
     r = subprocess.run([str(BIN), "run", "--lock", f"file://{tmp_path}/l", "--metrics-listen",
                         "nonsense", "--", "true"], env=env, capture_output=True, text=True,
                        timeout=20)
@@ -184,7 +171,7 @@ def test_descriptors_given_to_s3lect_still_reach_the_command(tmp_path):
     """s3lect's own descriptors are close-on-exec for the command, but one the
     caller passed on (a shell's 3>file, socket activation) is not."""
     r, w = os.pipe()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
+    env = cli.node_env()
     p = subprocess.Popen([str(BIN), "run", "--lock", f"file://{tmp_path}/l", "--id", "fd",
                           *TIMING, "--metrics-listen", f"127.0.0.1:{free_port()}", "--", "bash",
                           "-c", f"echo passed-on >&{w}; ls -l /proc/$$/fd >&{w}"],
@@ -218,7 +205,7 @@ def test_one_lock_one_series_whatever_the_spelling(tmp_path):
     of one cluster may spell it) give one `lock` label, so that
     `sum by (lock) (s3lect_leader)` is 1 while a leader exists."""
     spellings = [f"FILE://{tmp_path}/lock.json", f"{tmp_path}/.//lock.json"]
-    made = [Node(tmp_path, lock, nid) for lock, nid in zip(spellings, ("a", "b"))]
+    made = [MetricsNode(tmp_path, lock, nid) for lock, nid in zip(spellings, ("a", "b"))]
     try:
         canonical = f"file://{tmp_path}/lock.json"
         for n in made:

@@ -20,10 +20,10 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from harness import cli
 from harness.servers import free_port
 
 prom_parser = pytest.importorskip(
@@ -38,27 +38,21 @@ TIMING = ["--lease-timeout", "3s", "--renew-interval", "500ms", "--renew-deadlin
           "--kill-timeout", "300ms"]
 
 
-class Node:
+class PeerDefaultNode(cli.Node):
+    """A harness Node on the file lock at TIMING (a flag in extra replaces
+    TIMING's: a flag may be given once) with --metrics-listen and env_add
+    over cli.node_env()."""
+
     def __init__(self, tmp: Path, lock: str, nid: str, extra: list[str], env_add=None):
-        self.id = nid
-        self.lock = lock
-        self.port = free_port()
-        self.log = tmp / f"{nid}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
-        env.update(env_add or {})
-        # A flag in extra replaces TIMING's (a flag may be given once).
         timing = [x for i in range(0, len(TIMING), 2) if TIMING[i] not in extra
                   for x in TIMING[i:i + 2]]
-        self.proc = subprocess.Popen(
-            [str(BIN), "run", "--lock", lock, "--id", nid, *timing, *extra,
-             "--metrics-listen", f"127.0.0.1:{self.port}", "--", "sleep", "60"],
-            stdout=subprocess.DEVNULL, stderr=open(self.log, "w"), env=env,
-            start_new_session=True)
+        super().__init__(BIN, tmp, lock, nid, cli.node_env(**(env_add or {})), [*timing, *extra],
+                         cmd=["sleep", "60"], kill_timeout=None, metrics=True,
+                         stdout=subprocess.DEVNULL)
 
     def scrape(self) -> dict:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-                text = r.read().decode()
+            text = self.metrics_text()
         except OSError:  # not listening yet
             return {}
         out = {}
@@ -78,44 +72,14 @@ class Node:
     def peer(self, result: str) -> float:
         return self.scrape().get(("s3lect_peer_checks_total", (("result", result),)), 0.0)
 
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def listening_ports(self) -> set[int]:
-        """TCP ports this process listens on (from /proc/net/tcp{,6} and its fds)."""
-        inodes = set()
-        for fd in Path(f"/proc/{self.proc.pid}/fd").iterdir():
-            try:
-                t = os.readlink(fd)
-            except OSError:
-                continue
-            if t.startswith("socket:["):
-                inodes.add(t[8:-1])
-        ports = set()
-        for f in ("/proc/net/tcp", "/proc/net/tcp6"):
-            try:
-                lines = Path(f).read_text().splitlines()[1:]
-            except OSError:
-                continue
-            for ln in lines:
-                p = ln.split()
-                if p[3] == "0A" and p[9] in inodes:  # LISTEN
-                    ports.add(int(p[1].rsplit(":", 1)[1], 16))
-        return ports
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
 
 @pytest.fixture
 def nodes(tmp_path):
-    made: list[Node] = []
+    made: list[PeerDefaultNode] = []
     lock = f"file://{tmp_path}/lock.json"
 
-    def make(nid: str, extra=(), env=None) -> Node:
-        n = Node(tmp_path, lock, nid, list(extra), env)
+    def make(nid: str, extra=(), env=None) -> PeerDefaultNode:
+        n = PeerDefaultNode(tmp_path, lock, nid, list(extra), env)
         made.append(n)
         return n
 
@@ -225,7 +189,7 @@ def test_no_peer_turns_it_off(nodes, how):
     wait_for(lambda: "started command" in a.text(), 10, "a to lead")
     rec = record(nodes.lock_path)
     assert "peerKeySha256" not in rec and rec["leaderAddr"] == "", rec
-    assert a.listening_ports() == {a.port}, f"only the metrics port: {a.listening_ports()}"
+    assert a.listening_ports() == {a.metrics_port}, f"only the metrics port: {a.listening_ports()}"
 
 
 def _netns_ok() -> str | None:
@@ -246,9 +210,8 @@ def test_endpoint_that_cannot_start(tmp_path, asked):
     why = _netns_ok()
     if why:
         pytest.skip(why)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
-    env.update(AWS_ACCESS_KEY_ID="AKIDTHROWAWAY", AWS_SECRET_ACCESS_KEY="throwaway-secret",
-               AWS_REGION="us-east-1")
+    env = cli.node_env(AWS_ACCESS_KEY_ID="AKIDTHROWAWAY",
+                       AWS_SECRET_ACCESS_KEY="throwaway-secret", AWS_REGION="us-east-1")
     log = tmp_path / "run.log"
     argv = ["unshare", "-rn", str(BIN), "run", "--lock", "s3://bucket/key",
             "--endpoint", "http://10.1.2.3:9000", "--id", "n1", *TIMING,
@@ -299,9 +262,8 @@ def test_endpoint_that_cannot_start_with_metrics(tmp_path):
         pytest.skip(why)
     if not shutil.which("ip"):
         pytest.skip("the ip command (iproute2) is missing: needed to bring up lo in the namespace")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"}
-    env.update(AWS_ACCESS_KEY_ID="AKIDTHROWAWAY", AWS_SECRET_ACCESS_KEY="throwaway-secret",
-               AWS_REGION="us-east-1")
+    env = cli.node_env(AWS_ACCESS_KEY_ID="AKIDTHROWAWAY",
+                       AWS_SECRET_ACCESS_KEY="throwaway-secret", AWS_REGION="us-east-1")
     log = tmp_path / "run.log"
     script = tmp_path / "scrape.py"
     script.write_text(SCRAPE_IN_NS)
