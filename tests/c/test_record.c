@@ -219,21 +219,7 @@ static void peer_key(void)
     }
     CHECK(rec_peer_key_valid(pin) && !rec_peer_key_valid("") && !rec_peer_key_valid(NULL),
           "validity check");
-    char b64[64];
-    const uint8_t in[5] = {0xfb, 0xff, 0x00, 0x61, 0x62};
-    CHECK(u_base64(in, 0, b64) == 0 && b64[0] == '\0', "base64 of nothing");
-    CHECK(u_base64(in, 1, b64) == 4 && strcmp(b64, "+w==") == 0, "base64 1: %s", b64);
-    CHECK(u_base64(in, 2, b64) == 4 && strcmp(b64, "+/8=") == 0, "base64 2: %s", b64);
-    CHECK(u_base64(in, 5, b64) == 8 && strcmp(b64, "+/8AYWI=") == 0, "base64 5: %s", b64);
-    /* and back (the Route 53 store's records) */
-    uint8_t dec[8];
-    for (size_t n = 0; n <= 5; n++) {
-        size_t l = u_base64(in, n, b64);
-        CHECK(u_unbase64(b64, l, dec) == (long)n && memcmp(dec, in, n) == 0, "unbase64 %zu", n);
-    }
-    static const char *const not_b64[] = {"abc", "ab=c", "a===", "ab*d", "=abc", "YQ==YQ=="};
-    for (size_t i = 0; i < sizeof not_b64 / sizeof *not_b64; i++)
-        CHECK(u_unbase64(not_b64[i], strlen(not_b64[i]), dec) == -1, "not base64: %s", not_b64[i]);
+    /* base64 itself: test_base64.c */
 }
 
 int main(void)

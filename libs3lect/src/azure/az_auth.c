@@ -29,12 +29,12 @@ void az_creds_clear(az_creds *c)
 static int set_key(az_creds *c, const char *b64, const char *source, char *err, size_t errlen)
 {
     size_t n = strlen(b64);
-    c->key = malloc(n / 4 * 3 + 3);
+    c->key = malloc(U_UNBASE64_MAX(n));
     if (!c->key) {
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;
     }
-    long len = (n % 4 == 0 && n > 0) ? u_unbase64(b64, n, c->key) : -1;
+    long len = (n % 4 == 0 && n > 0) ? u_unbase64(b64, n, U_B64_STRICT, c->key) : -1;
     if (len <= 0) {
         snprintf(err, errlen,
                  "the Azure storage account key from %s is not base64: give the key as the "
@@ -369,7 +369,7 @@ char *az_sharedkey_authorization(const char *account, const uint8_t *key, size_t
     uint8_t mac[CR_SHA256_LEN];
     char sig[64];
     cr_hmac_sha256(key, key_len, sts, strlen(sts), mac);
-    u_base64(mac, sizeof mac, sig);
+    u_base64(mac, sizeof mac, 0, sig);
     return u_asprintf("SharedKey %s:%s", account, sig);
 }
 

@@ -132,11 +132,14 @@ static void token_principal(const char *tok, char *dst, size_t cap)
     dst[0] = '\0';
     const char *a = strchr(tok, '.');
     const char *b = a ? strchr(a + 1, '.') : NULL;
-    uint8_t *claims = NULL;
-    size_t n = 0;
-    if (!b || cr_base64_decode(a + 1, (size_t)(b - a - 1), &claims, &n) != 0)
+    size_t len = b ? (size_t)(b - a - 1) : 0;
+    uint8_t *claims = b ? malloc(U_UNBASE64_MAX(len)) : NULL;
+    long n = claims ? u_unbase64(a + 1, len, U_B64_LENIENT, claims) : -1;
+    if (n < 0) {
+        free(claims);
         return;
-    cJSON *j = cJSON_ParseWithLength((const char *)claims, n);
+    }
+    cJSON *j = cJSON_ParseWithLength((const char *)claims, (size_t)n);
     const char *app = jstr(j, "appid");
     if (!app)
         app = jstr(j, "azp");
@@ -148,7 +151,7 @@ static void token_principal(const char *tok, char *dst, size_t cap)
         if ((unsigned char)*c < 0x20 || *c == '"')
             *c = '?';
     cJSON_Delete(j);
-    u_wipe(claims, n);
+    u_wipe(claims, (size_t)n);
     free(claims);
 }
 
@@ -197,7 +200,7 @@ static int cert_thumbprint(const char *pem, const char *path, char **x5t, char *
     uint8_t sha1[SHA_DIGEST_LENGTH];
     SHA1(der, (size_t)n, sha1);
     OPENSSL_free(der);
-    *x5t = cr_base64url(sha1, sizeof sha1);
+    *x5t = u_base64_dup(sha1, sizeof sha1, U_B64_URL | U_B64_NOPAD);
     if (!*x5t) {
         snprintf(err, errlen, "out of memory");
         return S3LECT_ENOMEM;

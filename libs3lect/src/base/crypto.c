@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* crypto.c - SHA-256, HMAC-SHA256, random bytes, base64url and RS256 (JWTs)
+/* crypto.c - SHA-256, HMAC-SHA256, random bytes and RS256 (JWTs)
  * on the OpenSSL API subset that BoringSSL shares (one-shot SHA256(),
  * HMAC(), RAND_bytes(), PEM_read_bio_PrivateKey, EVP_DigestSign*). */
 #include "crypto.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,84 +52,7 @@ void cr_hex(const uint8_t *in, size_t len, char *out)
     out[2 * len] = '\0';
 }
 
-/* ---- base64url, RS256 and JWTs (GCP service accounts, Azure client
- * certificates) ---- */
-
-char *cr_base64url(const void *data, size_t len)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    const uint8_t *p = data;
-    char *out = malloc(len / 3 * 4 + 5);
-    if (!out)
-        return NULL;
-    size_t o = 0, i = 0;
-    for (; i + 2 < len; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        out[o++] = tab[v >> 18 & 63];
-        out[o++] = tab[v >> 12 & 63];
-        out[o++] = tab[v >> 6 & 63];
-        out[o++] = tab[v & 63];
-    }
-    if (len - i == 1) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        out[o++] = tab[v >> 18 & 63];
-        out[o++] = tab[v >> 12 & 63];
-    } else if (len - i == 2) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
-        out[o++] = tab[v >> 18 & 63];
-        out[o++] = tab[v >> 12 & 63];
-        out[o++] = tab[v >> 6 & 63];
-    }
-    out[o] = '\0';
-    return out;
-}
-
-static int b64_value(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
-}
-
-int cr_base64_decode(const char *in, size_t inlen, uint8_t **out, size_t *outlen)
-{
-    *out = NULL;
-    *outlen = 0;
-    while (inlen > 0 && in[inlen - 1] == '=')
-        inlen--;
-    if (inlen % 4 == 1)
-        return -1;
-    uint8_t *buf = malloc(inlen / 4 * 3 + 3);
-    if (!buf)
-        return -1;
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < inlen; i++) {
-        int v = b64_value(in[i]);
-        if (v < 0) {
-            free(buf);
-            return -1;
-        }
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            buf[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    *out = buf;
-    *outlen = o;
-    return 0;
-}
+/* ---- RS256 and JWTs (GCP service accounts, Azure client certificates) ---- */
 
 int cr_rs256_sign(const char *pem, const void *data, size_t len, uint8_t **sig, size_t *siglen,
                   char *err, size_t errlen)
@@ -173,33 +97,20 @@ int cr_rs256_sign(const char *pem, const void *data, size_t len, uint8_t **sig, 
 char *cr_jwt_rs256(const char *header_json, const char *claims_json, const char *pem, char *err,
                    size_t errlen)
 {
-    char *h = cr_base64url(header_json, strlen(header_json));
-    char *c = cr_base64url(claims_json, strlen(claims_json));
-    char *input = NULL, *sig64 = NULL, *jwt = NULL;
+    enum { JWT = U_B64_URL | U_B64_NOPAD };
+    char *h = u_base64_dup(header_json, strlen(header_json), JWT);
+    char *c = u_base64_dup(claims_json, strlen(claims_json), JWT);
+    char *input = h && c ? u_asprintf("%s.%s", h, c) : NULL, *sig64 = NULL, *jwt = NULL;
     uint8_t *sig = NULL;
     size_t siglen = 0;
-    if (!h || !c)
-        goto oom;
-    size_t hl = strlen(h), cl = strlen(c);
-    input = malloc(hl + cl + 2);
     if (!input)
         goto oom;
-    memcpy(input, h, hl);
-    input[hl] = '.';
-    memcpy(input + hl + 1, c, cl + 1);
-    if (cr_rs256_sign(pem, input, hl + 1 + cl, &sig, &siglen, err, errlen) != 0)
+    if (cr_rs256_sign(pem, input, strlen(input), &sig, &siglen, err, errlen) != 0)
         goto out;
-    sig64 = cr_base64url(sig, siglen);
-    if (!sig64)
-        goto oom;
-    size_t sl = strlen(sig64);
-    jwt = malloc(hl + cl + sl + 3);
-    if (!jwt)
-        goto oom;
-    memcpy(jwt, input, hl + 1 + cl);
-    jwt[hl + 1 + cl] = '.';
-    memcpy(jwt + hl + cl + 2, sig64, sl + 1);
-    goto out;
+    sig64 = u_base64_dup(sig, siglen, JWT);
+    jwt = sig64 ? u_asprintf("%s.%s", input, sig64) : NULL;
+    if (jwt)
+        goto out;
 oom:
     snprintf(err, errlen, "out of memory");
 out:

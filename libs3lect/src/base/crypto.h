@@ -24,13 +24,6 @@ void cr_hex(const uint8_t *in, size_t len, char *out);
  * version attributes and scratch names. 0, or -1 without randomness. */
 int cr_random_token(char out[33]);
 
-/* base64url without padding (RFC 4648 section 5), allocated; NULL when out
- * of memory. */
-char *cr_base64url(const void *data, size_t len);
-/* Decodes base64url or standard base64 (padding optional) into *out
- * (allocated, *outlen bytes). Returns 0 or -1 (malformed, out of memory). */
-int cr_base64_decode(const char *in, size_t inlen, uint8_t **out, size_t *outlen);
-
 /* Signs data with RSASSA-PKCS1-v1_5 SHA-256 (RS256) with the RSA private key
  * in pem (PKCS#8 "BEGIN PRIVATE KEY" or PKCS#1 "BEGIN RSA PRIVATE KEY",
  * unencrypted). *sig receives the allocated signature. Returns 0, or -1
@@ -39,8 +32,8 @@ int cr_rs256_sign(const char *pem, const void *data, size_t len, uint8_t **sig, 
                   char *err, size_t errlen);
 
 /* A JWT signed with RS256: base64url(header_json) "." base64url(claims_json)
- * "." base64url(signature), allocated (a bearer secret: wipe it). The
- * header is the caller's ({"alg":"RS256","typ":"JWT","kid":...}; Azure adds
+ * "." base64url(signature) (URL alphabet, no padding), allocated (a bearer
+ * secret: wipe it). The header is the caller's ({"alg":"RS256","typ":"JWT","kid":...}; Azure adds
  * "x5t"). Returns NULL with err set on failure. */
 char *cr_jwt_rs256(const char *header_json, const char *claims_json, const char *pem, char *err,
                    size_t errlen);

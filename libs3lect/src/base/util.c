@@ -70,9 +70,17 @@ int u_streq(const char *a, const char *b)
     return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
-size_t u_base64(const uint8_t *in, size_t len, char *out)
+size_t u_base64_len(size_t len, int flags)
 {
-    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    return flags & U_B64_NOPAD ? (4 * len + 2) / 3 : 4 * ((len + 2) / 3);
+}
+
+size_t u_base64(const void *data, size_t len, int flags, char *out)
+{
+    static const char std[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const char *abc = flags & U_B64_URL ? url : std;
+    const uint8_t *in = data;
     size_t o = 0;
     for (size_t i = 0; i < len; i += 3) {
         uint32_t v = (uint32_t)in[i] << 16;
@@ -82,14 +90,30 @@ size_t u_base64(const uint8_t *in, size_t len, char *out)
             v |= in[i + 2];
         out[o++] = abc[(v >> 18) & 63];
         out[o++] = abc[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? abc[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? abc[v & 63] : '=';
+        if (i + 1 < len)
+            out[o++] = abc[(v >> 6) & 63];
+        else if (!(flags & U_B64_NOPAD))
+            out[o++] = '=';
+        if (i + 2 < len)
+            out[o++] = abc[v & 63];
+        else if (!(flags & U_B64_NOPAD))
+            out[o++] = '=';
     }
     out[o] = '\0';
     return o;
 }
 
-static int b64val(char c)
+char *u_base64_dup(const void *data, size_t len, int flags)
+{
+    char *out = malloc(u_base64_len(len, flags) + 1);
+    if (out)
+        u_base64(data, len, flags, out);
+    return out;
+}
+
+/* The value of a base64 character: the standard alphabet's, and with url
+ * also the URL alphabet's ('-' and '_' for '+' and '/'); -1 for any other. */
+static int b64val(char c, int url)
 {
     if (c >= 'A' && c <= 'Z')
         return c - 'A';
@@ -97,27 +121,41 @@ static int b64val(char c)
         return c - 'a' + 26;
     if (c >= '0' && c <= '9')
         return c - '0' + 52;
-    return c == '+' ? 62 : c == '/' ? 63 : -1;
+    if (c == '+' || (url && c == '-'))
+        return 62;
+    if (c == '/' || (url && c == '_'))
+        return 63;
+    return -1;
 }
 
-long u_unbase64(const char *in, size_t len, uint8_t *out)
+long u_unbase64(const char *in, size_t len, u_b64_mode mode, uint8_t *out)
 {
-    if (len % 4 != 0)
+    size_t n = len;
+    if (mode == U_B64_STRICT) {
+        /* whole quanta; one or two '=' may end the last one */
+        if (len % 4 != 0)
+            return -1;
+        for (int pad = 0; pad < 2 && n > 0 && in[n - 1] == '='; pad++)
+            n--;
+    } else {
+        while (n > 0 && in[n - 1] == '=')
+            n--;
+    }
+    if (n % 4 == 1)
         return -1;
     long o = 0;
-    for (size_t i = 0; i < len; i += 4) {
-        int last = i + 4 == len;
-        int pad3 = last && in[i + 3] == '=', pad2 = pad3 && in[i + 2] == '=';
-        int q0 = b64val(in[i]), q1 = b64val(in[i + 1]);
-        int q2 = pad2 ? 0 : b64val(in[i + 2]), q3 = pad3 ? 0 : b64val(in[i + 3]);
-        if (q0 < 0 || q1 < 0 || q2 < 0 || q3 < 0)
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = b64val(in[i], mode == U_B64_LENIENT);
+        if (v < 0)
             return -1;
-        uint32_t v = (uint32_t)q0 << 18 | (uint32_t)q1 << 12 | (uint32_t)q2 << 6 | (uint32_t)q3;
-        out[o++] = (uint8_t)(v >> 16);
-        if (!pad2)
-            out[o++] = (uint8_t)(v >> 8);
-        if (!pad3)
-            out[o++] = (uint8_t)v;
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (uint8_t)(acc >> bits);
+        }
     }
     return o;
 }

@@ -39,12 +39,33 @@ char *u_home_dir(void);
  * SigV4's canonical URI and query, object names in URLs, form bodies. */
 size_t u_pct_encode_into(const char *in, size_t len, int keep_slash, char *out);
 char *u_pct_encode(const char *in, size_t len, int keep_slash);
-/* Standard base64 (RFC 4648, with '=' padding) of len bytes into out, which
- * holds at least 4 * ((len + 2) / 3) + 1 bytes. Returns the text's length. */
-size_t u_base64(const uint8_t *in, size_t len, char *out);
-/* Decodes len characters of padded standard base64 into out (at least
- * len / 4 * 3 bytes). Returns the length, or -1 if in is not base64. */
-long u_unbase64(const char *in, size_t len, uint8_t *out);
+/* Base64 (RFC 4648), the one encoder and decoder of the library. flags:
+ * U_B64_URL writes the URL alphabet ('-' and '_' for '+' and '/'),
+ * U_B64_NOPAD leaves out the '=' padding (JWTs are both). u_base64_len is
+ * the text's length for len bytes; u_base64 writes the text of len bytes
+ * (NUL-ended) into out, which holds u_base64_len(len, flags) + 1 bytes,
+ * and returns its length; u_base64_dup allocates it (NULL when out of
+ * memory). */
+#define U_B64_URL 1
+#define U_B64_NOPAD 2
+size_t u_base64_len(size_t len, int flags);
+size_t u_base64(const void *in, size_t len, int flags, char *out);
+char *u_base64_dup(const void *in, size_t len, int flags);
+/* How much a decoder accepts (security-relevant: pinned by
+ * tests/c/test_base64.c).
+ *   U_B64_STRICT: the standard alphabet, whole quanta of 4 characters, the
+ *     last one ending in at most two '=' (Azure account keys, etcd values,
+ *     Route 53 records: text the library or a service wrote padded).
+ *   U_B64_LENIENT: either alphabet (both may mix), '=' padding optional and
+ *     any number of it at the end (JWT parts).
+ * Both refuse any other character (spaces, newlines, NUL, '=' inside) and a
+ * length that leaves a lone character, and ignore the unused bits of the
+ * last character. */
+typedef enum { U_B64_STRICT, U_B64_LENIENT } u_b64_mode;
+/* Decodes len characters into out (at least U_UNBASE64_MAX(len) bytes).
+ * Returns the length, or -1 if in is not base64 for mode. */
+#define U_UNBASE64_MAX(len) ((len) / 4 * 3 + 2)
+long u_unbase64(const char *in, size_t len, u_b64_mode mode, uint8_t *out);
 
 /* Clocks in milliseconds. u_mono_ms is CLOCK_BOOTTIME (never stepped, and it
  * counts suspend): every lease and deadline uses it. u_wall_ms may step. */

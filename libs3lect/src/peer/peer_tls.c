@@ -280,7 +280,7 @@ int peer_identity_new(peer_identity **out, char pin[PEER_PIN_LEN + 1], char *err
         (n = i2d_PUBKEY(id->key, &der)) > 0) {
         uint8_t sum[CR_SHA256_LEN];
         cr_sha256(der, (size_t)n, sum);
-        u_base64(sum, sizeof sum, pin);
+        u_base64(sum, sizeof sum, 0, pin);
         memcpy(id->pin, pin, PEER_PIN_LEN + 1);
         id->refs = 1;
         OPENSSL_free(der);

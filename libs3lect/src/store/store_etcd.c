@@ -96,14 +96,6 @@ static void xfer_free(st_xfer *x)
     free(x);
 }
 
-static char *b64(const void *data, size_t len)
-{
-    char *out = malloc(4 * ((len + 2) / 3) + 1);
-    if (out)
-        u_base64(data, len, out);
-    return out;
-}
-
 /* The options every etcd request has: URL, timeouts, TLS. */
 static void easy_setup(etcd_store *s, CURL *e, const char *url, int64_t timeout_ms, char *errbuf,
                        http_body *body, struct curl_slist *hl)
@@ -327,7 +319,8 @@ static st_xfer *etcd_begin(st_store *st, void *easy, const char *key, int put, c
     }
     x->ep = s->cur;
     x->had_token = s->token != NULL;
-    char *k64 = b64(key, strlen(key)), *v64 = put ? b64(body ? body : "", len) : NULL;
+    char *k64 = u_base64_dup(key, strlen(key), 0);
+    char *v64 = put ? u_base64_dup(body ? body : "", len, 0) : NULL;
     char *json = NULL, *url = u_asprintf("%s/v3/kv/%s", s->eps[x->ep], put ? "txn" : "range");
     if (k64 && (!put || v64)) {
         if (!put)
@@ -574,8 +567,8 @@ static void etcd_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(kv, "value");
             const char *vs = v && cJSON_IsString(v) ? v->valuestring : "";
             size_t vl = strlen(vs);
-            uint8_t *dec = malloc(vl / 4 * 3 + 3);
-            long n = dec ? u_unbase64(vs, vl, dec) : -1;
+            uint8_t *dec = malloc(U_UNBASE64_MAX(vl));
+            long n = dec ? u_unbase64(vs, vl, U_B64_STRICT, dec) : -1;
             if (!dec)
                 st_result_setf(out, ST_TRANSIENT, "out of memory");
             else if (n < 0 || (v && !cJSON_IsString(v)))

@@ -63,11 +63,10 @@ static void xfer_free(st_xfer *x)
 /* The TXT value for data: "chunk" "chunk" ... of base64, 255 per string. */
 static char *encode_value(const void *data, size_t len)
 {
-    size_t b64len = 4 * ((len + 2) / 3);
-    char *b64 = malloc(b64len + 1);
+    char *b64 = u_base64_dup(data, len, 0);
     if (!b64)
         return NULL;
-    u_base64(data, len, b64);
+    size_t b64len = strlen(b64);
     size_t chunks = b64len ? (b64len + 254) / 255 : 1;
     char *out = malloc(b64len + chunks * 3 + 1), *o = out;
     if (out) {
@@ -111,8 +110,8 @@ static long decode_value(const char *v, char **out)
         p = close + 1;
     }
     size_t bl = (size_t)(b - b64);
-    char *dec = malloc(bl / 4 * 3 + 1);
-    long len = dec ? u_unbase64(b64, bl, (uint8_t *)dec) : -1;
+    char *dec = malloc(U_UNBASE64_MAX(bl) + 1);
+    long len = dec ? u_unbase64(b64, bl, U_B64_STRICT, (uint8_t *)dec) : -1;
     free(b64);
     if (len < 0) {
         free(dec);
