@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import LOG, Node
 from harness.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,35 +153,12 @@ class Tree:
         return {role: pid for pid, role in self.pids(main).items() if pid_alive(pid)}
 
 
-class Node:
-    def __init__(self, tmp: Path, lock: str, ident: str, cmd: list[str], extra=SHORT,
-                 stderr=None):
-        self.id = ident
-        self.logpath = tmp / f"{ident}.log"
-        self._out = open(self.logpath, "w")
-        self.proc = subprocess.Popen(
-            [str(BIN), "run", "--lock", lock, "--id", ident, *extra, "--", *cmd],
-            stdout=subprocess.DEVNULL, stderr=stderr if stderr is not None else self._out,
-            start_new_session=True)
-
-    def text(self) -> str:
-        return self.logpath.read_text(errors="replace")
-
-    def started(self) -> bool:
-        return "started command" in self.text()
-
-    def stop(self):
-        """Kills the node and everything it started, even on failure."""
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.proc.pid, signal.SIGCONT)
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            self.proc.wait(timeout=10)
-        finally:
-            self._out.close()
+def start_node(tmp: Path, lock: str, ident: str, cmd: list[str], extra=SHORT,
+               stderr=None) -> Node:
+    """A harness Node with command cmd, at the default kill timeout, its
+    stderr in TMP/ID.log (or stderr, e.g. a pipe)."""
+    return Node(BIN, tmp, lock, ident, None, extra, cmd=cmd, kill_timeout=None,
+                stdout=subprocess.DEVNULL, stderr=LOG if stderr is None else stderr)
 
 
 @pytest.fixture
@@ -191,7 +168,7 @@ def env(tmp_path):
     lock = f"file://{tmp_path}/leader.json"
 
     def node(ident, cmd=None, **kw):
-        n = Node(tmp_path, lock, ident, cmd or tree.cmd(), **kw)
+        n = start_node(tmp_path, lock, ident, cmd or tree.cmd(), **kw)
         nodes.append(n)
         return n
     yield tree, node, lock
@@ -225,7 +202,7 @@ def test_whole_tree_dead_before_next_command(env, how):
     only after every process of the old tree is dead."""
     tree, node, _ = env
     a = node("a")
-    old = wait_for(lambda: a.started() and tree.beating("a", KINDS), 30,
+    old = wait_for(lambda: a.started_command() and tree.beating("a", KINDS), 30,
                    "a's command tree running")
     b = node("b")
     wait_for(lambda: "leader is a" in b.text(), 20, "b following a")
@@ -285,7 +262,7 @@ def test_default_kill_timeout_stops_term_ignoring_command_in_time(env):
     the latest the largest safe kill timeout after SIGTERM."""
     tree, node, _ = env
     a = node("a", tree.cmd(kinds=(), main_ignores_term=True))
-    main = wait_for(lambda: a.started() and tree.beating("a", ()), 30, "a's command")
+    main = wait_for(lambda: a.started_command() and tree.beating("a", ()), 30, "a's command")
     t0 = time.monotonic()
     a.proc.send_signal(signal.SIGTERM)
     a.proc.wait(timeout=20)
@@ -326,7 +303,7 @@ def test_closed_stderr_pipe_does_not_kill_supervisor(env, tmp_path):
 def test_hup_usr1_usr2_are_forwarded_to_the_command(env):
     tree, node, _ = env
     a = node("a", tree.cmd(kinds=(), main_ignores_term=False))
-    wait_for(lambda: a.started() and tree.starts("a"), 30, "a's command")
+    wait_for(lambda: a.started_command() and tree.starts("a"), 30, "a's command")
     main = tree.starts("a")[0][1]
     for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         a.proc.send_signal(sig)
@@ -341,7 +318,7 @@ def test_hup_usr1_usr2_are_forwarded_to_the_command(env):
 def test_follower_stop_does_not_release(env):
     tree, node, _ = env
     a = node("a", tree.cmd(kinds=(), main_ignores_term=False))
-    wait_for(lambda: a.started(), 30, "a leading")
+    wait_for(lambda: a.started_command(), 30, "a leading")
     b = node("b", tree.cmd(kinds=(), main_ignores_term=False))
     wait_for(lambda: "leader is a" in b.text(), 20, "b following a")
     b.proc.send_signal(signal.SIGTERM)
@@ -355,7 +332,7 @@ def test_shim_killed_leaves_nothing_behind(env):
     kills what it left and stops; nothing runs on."""
     tree, node, lock = env
     a = node("a")
-    main = wait_for(lambda: a.started() and tree.beating("a", KINDS), 30, "a's command tree")
+    main = wait_for(lambda: a.started_command() and tree.beating("a", KINDS), 30, "a's command tree")
     with open(f"/proc/{main}/stat") as f:
         stat = f.read()
     shim = int(stat[stat.rindex(")") + 2:].split()[1])
