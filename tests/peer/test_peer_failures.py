@@ -12,18 +12,16 @@ covers every class, the counters and the rate limit.
 """
 from __future__ import annotations
 
-import os
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from harness.wait import wait_for
+from harness.cli import Node
 from harness.pki import issue, make_ca
-from harness.servers import free_port
+from harness.wait import wait_for
 
 # Renewals every 500 ms: a follower whose check fails reads the lock, sees
 # the next renewal and checks again, about twice a second.
@@ -42,32 +40,10 @@ def pki(tmp_path_factory) -> dict[str, Path]:
         "good-key": d / "good.key", "wrong-key": d / "wrong.key"}
 
 
-class Node:
-    def __init__(self, bin_, tmp, lock, node_id, cert, key, ca):
-        self.id = node_id
-        self.port = free_port()
-        self.log = tmp / f"{node_id}.log"
-        self.proc = subprocess.Popen(
-            [str(bin_), "run", "--lock", lock, "--id", node_id, "--peer",
-             "--addr", f"127.0.0.1:{self.port}", "--peer-cert", str(cert), "--peer-key", str(key),
-             "--peer-ca", str(ca), *TIMING, "--", "sleep", "600"],
-            stdout=open(self.log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
-
-    def text(self) -> str:
-        return self.log.read_text()
-
-    def leading(self) -> bool:
-        t = self.text()
-        return self.proc.poll() is None and t.rfind("acquired leadership") > t.rfind(
-            "lost leadership")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(timeout=10)
+def peer_node(bin_, tmp, lock, node_id, cert, key, ca) -> Node:
+    """`s3lect run --peer` with certificates, its endpoint on 127.0.0.1:peer_port."""
+    return Node(bin_, tmp, lock, node_id, None, TIMING, cmd=["sleep", "600"], kill_timeout=None,
+                peer=(cert, key, ca))
 
 
 @pytest.fixture
@@ -81,10 +57,10 @@ def nodes():
 def test_wrong_name_certificate_is_logged_once_and_the_follower_still_follows(
         s3lect_bin, tmp_path, pki, nodes):
     lock = f"file://{tmp_path}/leader.json"
-    leader = Node(s3lect_bin, tmp_path, lock, "lead", pki["wrong"], pki["wrong-key"], pki["ca"])
+    leader = peer_node(s3lect_bin, tmp_path, lock, "lead", pki["wrong"], pki["wrong-key"], pki["ca"])
     nodes.append(leader)
     wait_for(leader.leading, 15, "the leader to acquire")
-    follower = Node(s3lect_bin, tmp_path, lock, "follow", pki["good"], pki["good-key"], pki["ca"])
+    follower = peer_node(s3lect_bin, tmp_path, lock, "follow", pki["good"], pki["good-key"], pki["ca"])
     nodes.append(follower)
     wait_for(lambda: "error: peer mode" in follower.text(), 15, "the follower's error line")
     time.sleep(5)  # about ten more failed checks
@@ -92,7 +68,7 @@ def test_wrong_name_certificate_is_logged_once_and_the_follower_still_follows(
     assert len(lines) == 1, f"one error line, not one per check:\n{follower.text()}"
     line = lines[0]
     assert line.startswith("s3lect: error: peer mode (tlsName): "), line
-    assert f"127.0.0.1:{leader.port}" in line, line
+    assert f"127.0.0.1:{leader.peer_port}" in line, line
     assert "does not match its name" in line and "subjectAltName" in line, line
     assert "--peer-cert" in line, line
     assert leader.leading() and not follower.leading(), "the election is undisturbed"
