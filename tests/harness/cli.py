@@ -91,7 +91,7 @@ class Proc:
             self.proc = subprocess.Popen(self.argv, stdin=stdin, stdout=out, stderr=err, env=env,
                                          start_new_session=True)
         except BaseException:
-            self.close()
+            self.close_files()
             raise
 
     @property
@@ -141,9 +141,9 @@ class Proc:
         try:
             self.proc.wait(timeout=10)
         finally:
-            self.close()
+            self.close_files()
 
-    def close(self) -> None:
+    def close_files(self) -> None:
         """Closes the files this object opened for the output."""
         for f in self._files:
             f.close()

@@ -17,9 +17,7 @@ process, for every lock.
 """
 from __future__ import annotations
 
-import base64
 import datetime
-import hashlib
 import json
 import os
 import secrets
@@ -33,7 +31,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from harness.cli import Proc
 from harness.httpthread import QuietHandler, ThreadedHttpServer
+from harness.pki import make_ca, spki_pin
 from harness.wait import wait_for
 
 
@@ -44,18 +44,17 @@ def node_bin(build_dir: Path) -> Path:
     return p
 
 
-class Node:
-    """One peer_hub_node process: KEYS electors with server id ID."""
+class HubNode(Proc):
+    """One peer_hub_node process: KEYS electors with server id ID; its
+    samples in TMP/ID.out, its stderr in TMP/ID.err."""
 
     def __init__(self, bin_: Path, lockdir: Path, keys: int, node_id: str, tmp: Path,
                  per_key: int = 1, infrequent_ms: int = 1000):
         self.id = node_id
         self.out = tmp / f"{node_id}.out"
         self.err = tmp / f"{node_id}.err"
-        self.proc = subprocess.Popen([str(bin_), str(lockdir), str(keys), node_id, str(per_key),
-                                      str(infrequent_ms)],
-                                     stdout=open(self.out, "w"), stderr=open(self.err, "w"),
-                                     start_new_session=True)
+        super().__init__([bin_, lockdir, keys, node_id, per_key, infrequent_ms], self.out,
+                         stderr=self.err)
 
     def samples(self) -> list[dict]:
         rows = []
@@ -70,10 +69,6 @@ class Node:
         s = self.samples()
         return s[-1] if s else {}
 
-    def signal(self, sig) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-
     def close(self) -> None:
         """Stops it (every elector, as a SIGTERM does) and checks that the
         process ended cleanly: no sanitizer report (ASan/TSan builds)."""
@@ -83,6 +78,7 @@ class Node:
         except subprocess.TimeoutExpired:
             self.signal(signal.SIGKILL)
             self.proc.wait(timeout=30)
+        self.close_files()
         err = self.err.read_text()
         assert "Sanitizer" not in err and "runtime error" not in err, err[-4000:]
 
@@ -91,15 +87,10 @@ class Node:
 
 
 def make_identity(d: Path) -> tuple[Path, Path, str]:
-    """A self-signed P-256 certificate and the pin of its key (base64 SHA-256
-    of the DER SubjectPublicKeyInfo), as zero-config leaders have."""
-    run = lambda *a: subprocess.run(a, cwd=d, check=True, capture_output=True, timeout=60)
-    run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-        "-nodes", "-keyout", "leader.key", "-out", "leader.pem", "-days", "2", "-subj", "/CN=x")
-    pub = run("openssl", "x509", "-in", "leader.pem", "-pubkey", "-noout").stdout
-    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=pub, check=True,
-                         capture_output=True, timeout=60).stdout
-    return d / "leader.pem", d / "leader.key", base64.b64encode(hashlib.sha256(der).digest()).decode()
+    """A self-signed P-256 certificate and the pin of its key, as zero-config
+    leaders have."""
+    cert, key = make_ca(d, "leader", subject="/CN=x", constraints=False)
+    return cert, key, spki_pin(cert)
 
 
 class LockState:
@@ -258,7 +249,7 @@ def scripted(identity, tmp: Path, keys: int, mode: str) -> tuple[ScriptedLeader,
 def test_followers_share_a_few_connections(build_dir, identity, tmp_path):
     keys = 60
     leader, lockdir = scripted(identity, tmp_path, keys, "batch")
-    node = Node(node_bin(build_dir), lockdir, keys, "follower", tmp_path)
+    node = HubNode(node_bin(build_dir), lockdir, keys, "follower", tmp_path)
     try:
         # Every follower reads its lock once, then follows the leader over
         # batches (long-poll wait 1 s: every batch comes back within it).
@@ -308,7 +299,7 @@ def test_a_change_reaches_followers_that_arrived_while_every_batch_was_held(
     1 s), not when a held batch comes back."""
     keys = 60
     leader, lockdir = scripted(identity, tmp_path, keys, "batch")
-    node = Node(node_bin(build_dir), lockdir, keys, "follower", tmp_path, infrequent_ms=20000)
+    node = HubNode(node_bin(build_dir), lockdir, keys, "follower", tmp_path, infrequent_ms=20000)
     try:
         wait_for(lambda: node.last().get("gets", 0) >= keys, timeout=20, what="every lock read")
         time.sleep(1.5)
@@ -333,7 +324,7 @@ def test_followers_of_one_lock_share_its_entry(build_dir, identity, tmp_path):
     fails the batch), and its answer completes all three."""
     keys, per = 20, 3
     leader, lockdir = scripted(identity, tmp_path, keys, "batch")
-    node = Node(node_bin(build_dir), lockdir, keys, "follower", tmp_path, per_key=per)
+    node = HubNode(node_bin(build_dir), lockdir, keys, "follower", tmp_path, per_key=per)
     try:
         wait_for(lambda: node.last().get("answers", 0) >= 3 * keys * per, timeout=20,
                  what=f"{3 * keys * per} peer answers ({node.last()})")
@@ -350,7 +341,7 @@ def test_followers_of_one_lock_share_its_entry(build_dir, identity, tmp_path):
 def test_a_leader_that_never_answers_fails_each_check_as_a_timeout(build_dir, identity, tmp_path):
     keys = 10
     leader, lockdir = scripted(identity, tmp_path, keys, "hold")
-    node = Node(node_bin(build_dir), lockdir, keys, "follower", tmp_path)
+    node = HubNode(node_bin(build_dir), lockdir, keys, "follower", tmp_path)
     try:
         # wait 1 s + peer_timeout 2 s, then every follower reads the store.
         wait_for(lambda: node.last().get("failed", 0) >= keys, timeout=10,
@@ -366,7 +357,7 @@ def test_a_leader_that_never_answers_fails_each_check_as_a_timeout(build_dir, id
 def test_an_endpoint_that_does_not_batch_gets_single_checks(build_dir, identity, tmp_path):
     keys = 12
     leader, lockdir = scripted(identity, tmp_path, keys, "405")
-    node = Node(node_bin(build_dir), lockdir, keys, "follower", tmp_path)
+    node = HubNode(node_bin(build_dir), lockdir, keys, "follower", tmp_path)
     try:
         wait_for(lambda: node.last().get("answers", 0) >= 3 * keys, timeout=20,
                  what=f"{3 * keys} peer answers over single GETs ({node.last()})")
@@ -385,7 +376,7 @@ def test_an_endpoint_that_does_not_batch_gets_single_checks(build_dir, identity,
 def test_a_batch_answer_for_another_lock_counts_for_nobody(build_dir, identity, tmp_path):
     keys = 10
     leader, lockdir = scripted(identity, tmp_path, keys, "foreign")
-    node = Node(node_bin(build_dir), lockdir, keys, "follower", tmp_path)
+    node = HubNode(node_bin(build_dir), lockdir, keys, "follower", tmp_path)
     try:
         wait_for(lambda: node.last().get("failed", 0) >= keys, timeout=20,
                  what=f"every follower's batched check failed ({node.last()})")
@@ -400,12 +391,12 @@ def test_a_batch_answer_for_another_lock_counts_for_nobody(build_dir, identity, 
 # ---- real nodes ----------------------------------------------------------------
 
 
-def start_pair(build_dir: Path, tmp: Path, keys: int) -> tuple[Node, Node, Path]:
+def start_pair(build_dir: Path, tmp: Path, keys: int) -> tuple[HubNode, HubNode, Path]:
     lockdir = tmp / "locks"
     lockdir.mkdir()
-    a = Node(node_bin(build_dir), lockdir, keys, "a", tmp)
+    a = HubNode(node_bin(build_dir), lockdir, keys, "a", tmp)
     wait_for(lambda: a.last().get("leading") == keys, timeout=30, what=f"a leads {keys} locks")
-    b = Node(node_bin(build_dir), lockdir, keys, "b", tmp)
+    b = HubNode(node_bin(build_dir), lockdir, keys, "b", tmp)
     wait_for(lambda: b.last().get("answers", 0) >= 2 * keys, timeout=30,
              what=f"b follows a over the peer endpoint ({b.last()})")
     return a, b, lockdir
@@ -449,11 +440,11 @@ def test_one_successor_per_released_lock(build_dir, tmp_path):
     lockdir.mkdir()
     nodes = []
     try:
-        a = Node(node_bin(build_dir), lockdir, keys, "a", tmp_path, per_key=2)
+        a = HubNode(node_bin(build_dir), lockdir, keys, "a", tmp_path, per_key=2)
         nodes.append(a)
         wait_for(lambda: a.last().get("leading") == keys, timeout=30, what=f"a leads {keys} locks")
-        b = Node(node_bin(build_dir), lockdir, keys, "b", tmp_path, per_key=2)
-        c = Node(node_bin(build_dir), lockdir, keys, "c", tmp_path, per_key=2)
+        b = HubNode(node_bin(build_dir), lockdir, keys, "b", tmp_path, per_key=2)
+        c = HubNode(node_bin(build_dir), lockdir, keys, "c", tmp_path, per_key=2)
         nodes += [b, c]
         for n in (b, c):
             wait_for(lambda n=n: n.last().get("answers", 0) >= 4 * keys, timeout=30,
