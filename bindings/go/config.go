@@ -274,7 +274,7 @@ func (c *ElectorConfig) fillDefaults() error {
 		return err
 	}
 	if c.PeerHealthPath == "" {
-		c.PeerHealthPath = "/health/leadership"
+		c.PeerHealthPath = defaultPeerHealthPath
 	} else if !strings.HasPrefix(c.PeerHealthPath, "/") {
 		c.PeerHealthPath = "/" + c.PeerHealthPath
 	}
@@ -442,6 +442,19 @@ func (cc *cconfig) bytes(opt C.s3lect_option, field string, v []byte) {
 	}
 	cc.fail(C.s3lect_config_set_bytes(cc.p, opt, unsafe.Pointer(&v[0]), C.size_t(len(v))), field)
 }
+
+// defaultPeerHealthPath is libs3lect's default peer_health_path, read once
+// from a new configuration (the library holds the default, not a copy here).
+var defaultPeerHealthPath = func() string {
+	p := C.s3lect_config_new()
+	if p == nil {
+		panic("s3lect: out of memory")
+	}
+	defer C.s3lect_config_free(p)
+	o, _ := optionNamed("peer_health_path")
+	v, _ := readCOption(p, o).(string)
+	return v
+}()
 
 func configErrmsg(cfg *C.s3lect_config) string {
 	var buf [1024]C.char

@@ -169,7 +169,7 @@ func NewHealthServer(config HealthServerConfig) (*HealthServer, error) {
 		config.Logger = slog.Default()
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/health/leadership", NewLeadershipHandler(config.Elector, config.Logger))
+	mux.HandleFunc(defaultPeerHealthPath, NewLeadershipHandler(config.Elector, config.Logger))
 	hs := &HealthServer{cfg: config, logger: config.Logger}
 	hs.server = &http.Server{
 		Handler: mux,

@@ -67,10 +67,19 @@ static int64_t lease_of(const cli_opts *o)
     return d; /* S3LECT_OPT_LEASE_TIMEOUT is always an option */
 }
 
-/* The largest leaseMs trusted in a record: --max-lease-timeout, else 4 L. */
+/* The largest leaseMs trusted in a record: --max-lease-timeout, else the
+ * library's rule (s3lect_config_get_effective_int: 4 leases). Out of memory:
+ * one lease (a read command then trusts less, never more). */
 static int64_t max_lease_of(const cli_opts *o)
 {
-    return o->max_lease > 0 ? o->max_lease : 4 * lease_of(o);
+    s3lect_config *c = s3lect_config_new();
+    int64_t v = 0;
+    if (c && s3lect_config_set_int(c, S3LECT_OPT_LEASE_TIMEOUT, lease_of(o)) == S3LECT_OK &&
+        (o->max_lease <= 0 ||
+         s3lect_config_set_int(c, S3LECT_OPT_MAX_LEASE_TIMEOUT, o->max_lease) == S3LECT_OK))
+        s3lect_config_get_effective_int(c, S3LECT_OPT_MAX_LEASE_TIMEOUT, &v);
+    s3lect_config_free(c);
+    return v > 0 ? v : lease_of(o);
 }
 
 static void opts_init(cli_opts *o)

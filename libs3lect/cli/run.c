@@ -609,21 +609,18 @@ static void print_settings(const s3lect_config *cfg)
  * defaults resolved as the library and run resolve them, then run's kill
  * timeout (none when the timings leave no time to stop the command, which
  * run refuses). */
-static void print_config(const s3lect_config *cfg, const run_timing *t)
+static void print_config(s3lect_config *cfg, const run_timing *t)
 {
+    /* the hold run sets (below); the library's rules derive the rest
+     * (s3lect_config_get_effective_int: 4 leases, max(lease, hold)) */
+    s3lect_config_set_int(cfg, S3LECT_OPT_LEADER_HOLD, t->hold);
     for (int opt = 1; opt <= s3lect_option_count(); opt++) {
         const char *name;
         int type;
         int64_t v;
         if (s3lect_option_info(opt, &name, &type, NULL, NULL, NULL) != S3LECT_OK ||
-            type != S3LECT_OPTION_INT || s3lect_config_get_int(cfg, opt, &v) != S3LECT_OK)
+            type != S3LECT_OPTION_INT || s3lect_config_get_effective_int(cfg, opt, &v) != S3LECT_OK)
             continue;
-        if (opt == S3LECT_OPT_MAX_LEASE_TIMEOUT && v <= 0)
-            v = 4 * t->lease; /* the library's default: 4 leases */
-        else if (opt == S3LECT_OPT_LEADER_HOLD)
-            v = t->hold;
-        else if (opt == S3LECT_OPT_NEW_LOCK_WAIT && v < 0)
-            v = t->lease > t->hold ? t->lease : t->hold; /* max(lease, leader_hold) */
         printf("%s=%lld\n", name, (long long)v);
     }
     if (t->safe >= 0)

@@ -303,6 +303,16 @@ S3LECT_API int s3lect_config_set_bytes(s3lect_config *cfg, s3lect_option opt, co
  */
 S3LECT_API int s3lect_config_get_int(const s3lect_config *cfg, s3lect_option opt, int64_t *out);
 /**
+ * Reads an int/bool option as an elector made from cfg runs with it: as
+ * s3lect_config_get_int, but the options whose "unset" value stands for a
+ * rule read the rule's value: max_lease_timeout 0 reads 4 × lease_timeout,
+ * new_lock_wait -1 reads max(lease_timeout, leader_hold). The rules live in
+ * the library alone; front ends that show effective values call this.
+ * Contract: one thread at a time per config, callbacks too; never blocks.
+ */
+S3LECT_API int s3lect_config_get_effective_int(const s3lect_config *cfg, s3lect_option opt,
+                                               int64_t *out);
+/**
  * Copies a str option into buf (snprintf semantics); returns its full length,
  * or a negative code for non-string options. Secrets are returned as "" .
  * Contract: one thread at a time per config, callbacks too; never blocks; copies

@@ -254,6 +254,17 @@ def read(cfg: Any) -> Dict[str, Any]:
     return out
 
 
+def default_str(opt: int) -> str:
+    """A string option's value in a new configuration: libs3lect's default."""
+    cfg = _core.s3lect_config_new()
+    if cfg is None:
+        raise MemoryError("s3lect_config_new failed")
+    try:
+        return _core.s3lect_py_config_get_str(cfg, opt) or ""
+    finally:
+        _core.s3lect_config_free(cfg)
+
+
 def env_settings(environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """The settings that S3LECT_* variables give, as libs3lect maps and
     parses them (s3lect_config_set_from_env: the option table's environment

@@ -59,7 +59,8 @@ _SLICE_S = 0.25
 
 _END = object()  # end-of-stream marker for event subscribers
 
-_DEFAULT_PEER_PATH = "/health/leadership"
+#: libs3lect's default peer_health_path (the library holds it, not a copy here).
+_DEFAULT_PEER_PATH = _config.default_str(_core.S3LECT_OPT_PEER_HEALTH_PATH)
 
 
 def _free_handle(handle: Any) -> None:

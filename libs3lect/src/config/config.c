@@ -642,3 +642,15 @@ int s3lect_config_set_from_env(s3lect_config *cfg, const char *const *envp)
     }
     return S3LECT_OK;
 }
+
+int s3lect_config_get_effective_int(const s3lect_config *cfg, s3lect_option opt, int64_t *out)
+{
+    int rc = s3lect_config_get_int(cfg, opt, out);
+    if (rc)
+        return rc;
+    if (opt == S3LECT_OPT_MAX_LEASE_TIMEOUT)
+        *out = cfg_max_lease_of(cfg->max_lease_timeout, cfg->lease_timeout);
+    else if (opt == S3LECT_OPT_NEW_LOCK_WAIT)
+        *out = cfg_new_lock_wait_of(cfg->new_lock_wait, cfg->lease_timeout, cfg->leader_hold);
+    return S3LECT_OK;
+}

@@ -80,6 +80,13 @@ static inline int64_t cfg_max_lease_of(int64_t max_lease, int64_t lease)
 {
     return max_lease > 0 ? max_lease : 4 * lease;
 }
+/* How long a new lock's first writer waits (s3lect.h's new_lock_wait):
+ * new_lock_wait, else (-1) one lease, at least leader_hold. The one place
+ * of the rule. */
+static inline int64_t cfg_new_lock_wait_of(int64_t wait, int64_t lease, int64_t hold)
+{
+    return wait >= 0 ? wait : hold > lease ? hold : lease;
+}
 /* cfg's peer_health_path, or the default when unset. */
 const char *cfg_peer_health_path(const struct s3lect_config *cfg);
 void cfg_custom_release(cfg_custom *c);

@@ -34,10 +34,8 @@ el_params rt_params(const s3lect_config *c)
         .peer = c->peer_mode,
         .max_lease = cfg_max_lease_of(c->max_lease_timeout, c->lease_timeout),
         .hold = c->leader_hold,
-        .new_lock_wait = c->new_lock_wait,
+        .new_lock_wait = cfg_new_lock_wait_of(c->new_lock_wait, c->lease_timeout, c->leader_hold),
     };
-    if (p.new_lock_wait < 0) /* the default: one lease, at least the hold */
-        p.new_lock_wait = c->leader_hold > c->lease_timeout ? c->leader_hold : c->lease_timeout;
     /* The long-poll wait: the follower's infrequent interval, but at least
      * two renew intervals, so that a live leader's next renewal (not the
      * wait running out with the etag unchanged, which puts the follower in
