@@ -28,6 +28,7 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 # The stores' backends moved to tests/harness/backends.py (issue 40 item 1).
+from harness import cli  # noqa: E402
 from harness.backends import BACKENDS, SLOWDOWN_RESPONSE, Backend  # noqa: E402,F401
 
 LEADER_CMD = Path(__file__).resolve().parent / "leader_cmd.py"
@@ -575,12 +576,15 @@ class Node:
         self.offset_s = offset_s
         self.cmd_log = cmd_log
         self.log_dir = log_dir
-        self.proc: subprocess.Popen | None = None
+        self.run: cli.Node | None = None  # the current generation's process
         self.generation = 0
         self.logs: list[Path] = []
         self.paused = False
         self.exits: list[str] = []  # unexpected exits
-        self._out = None
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        return self.run.proc if self.run is not None else None
 
     @property
     def log(self) -> Path:
@@ -613,20 +617,20 @@ class Node:
         return env
 
     def start(self) -> None:
+        """A new generation: a harness Node (its own log, this node's
+        environment, CMD without the libfaketime variables)."""
         assert self.proc is None or self.proc.poll() is not None
         self.generation += 1
         log = self.log_dir / f"{self.id}.{self.generation}.log"
         self.logs.append(log)
-        if self._out:
-            self._out.close()
-        self._out = open(log, "w")
-        cmd = [str(self.bin), "run", "--lock", self.lock, "--id", self.id,
-               *self.store_args, *self.timing,
-               "--", "env", "-u", "LD_PRELOAD", "-u", "FAKETIME", "-u", "FAKETIME_TIMESTAMP_FILE",
-               "-u", "FAKETIME_CACHE_DURATION", *self.cmd]
-        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=self.env(),
-                                     start_new_session=True)
+        if self.run is not None:
+            self.run.close_files()
+        self.run = cli.Node(self.bin, self.log_dir, self.lock, self.id, self.env(),
+                            [*self.store_args, *self.timing], kill_timeout=None, log=log,
+                            stdin=subprocess.DEVNULL,
+                            cmd=["env", "-u", "LD_PRELOAD", "-u", "FAKETIME", "-u",
+                                 "FAKETIME_TIMESTAMP_FILE", "-u", "FAKETIME_CACHE_DURATION",
+                                 *self.cmd])
         self.paused = False
 
     def alive(self) -> bool:
@@ -743,9 +747,7 @@ class Node:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-        if self._out:
-            self._out.close()
-            self._out = None
+            self.run.close_files()
 
 
 # ---------------------------------------------------------------------------
