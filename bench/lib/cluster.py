@@ -21,13 +21,10 @@ from pathlib import Path
 from typing import Callable
 
 from common import BenchError
+from harness.cli import Proc  # tests/harness/cli.py
+from harness.pki import issue, make_ca  # tests/harness/pki.py
+from harness.servers import free_port  # tests/harness/servers.py
 from impls import MODES, FirewallSpec, Impl, NodeSpec, PeerSpec, Timing
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def refusing_port() -> tuple[socket.socket, int]:
@@ -40,20 +37,12 @@ def refusing_port() -> tuple[socket.socket, int]:
     return s, s.getsockname()[1]
 
 
-_EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-
-
-def _openssl(d: Path, *args) -> None:
-    subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
-
-
 def make_pki(d: Path) -> dict[str, Path]:
     """A throwaway CA ("ca", "ca_key") and a directory ("dir") for the nodes'
-    certificates (node_cert)."""
+    certificates (node_cert): tests/harness/pki.py's."""
     d.mkdir(parents=True, exist_ok=True)
-    _openssl(d, "req", "-x509", *_EC, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-             "-subj", "/CN=s3lect bench CA")
-    return {"ca": d / "ca.pem", "ca_key": d / "ca.key", "dir": d}
+    ca, ca_key = make_ca(d, "ca", subject="/CN=s3lect bench CA", constraints=False)
+    return {"ca": ca, "ca_key": ca_key, "dir": d}
 
 
 def node_cert(pki: dict[str, Path], node_id: str) -> tuple[Path, Path]:
@@ -61,16 +50,7 @@ def node_cert(pki: dict[str, Path], node_id: str) -> tuple[Path, Path]:
     mode counts an answer only from a certificate naming the server id the
     lock record names, docs/peer.md "Whose answer counts") and a
     subjectAltName for 127.0.0.1, where it listens."""
-    d = pki["dir"]
-    (d / f"{node_id}.ext").write_text(
-        f"subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:{node_id}\n"
-        "extendedKeyUsage=serverAuth,clientAuth\n")
-    _openssl(d, "req", "-new", *_EC, "-keyout", f"{node_id}.key", "-out", f"{node_id}.csr",
-             "-subj", f"/CN={node_id}")
-    _openssl(d, "x509", "-req", "-in", f"{node_id}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", f"{node_id}.pem", "-days", "2", "-extfile",
-             f"{node_id}.ext")
-    return d / f"{node_id}.pem", d / f"{node_id}.key"
+    return issue(pki["dir"], node_id, "ca", san=f"IP:127.0.0.1,DNS:localhost,DNS:{node_id}")
 
 
 @dataclass
@@ -81,7 +61,10 @@ class Event:
     data: dict = field(default_factory=dict)
 
 
-class Node:
+class Node(Proc):
+    """One node of an implementation (tests/harness/cli.py's Proc: its own
+    session), its stderr read by a thread of its own."""
+
     def __init__(self, cluster: "Cluster", slot: int, gen: int, spec: NodeSpec):
         self.cluster = cluster
         self.slot = slot
@@ -104,11 +87,9 @@ class Node:
         # bench measures failover and handover, not a brand-new lock's start.
         env["S3LECT_NEW_LOCK_WAIT"] = "0"
         env.update(impl.node_env(spec))
-        self.argv = impl.node_argv(spec)
         self.t_start = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                                     start_new_session=True)
+        super().__init__(impl.node_argv(spec), None, env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -159,7 +140,7 @@ class Node:
 
     def sigterm(self) -> float:
         t = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
+        self.signal(signal.SIGTERM)
         return t
 
     def wait(self, timeout: float) -> int:
