@@ -9,57 +9,113 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// Elections on the DynamoDB, PostgreSQL and Route 53 stores. The binding
-// hands LockfilePath (a lock URL when Bucket is empty) to libs3lect
-// unchanged; these tests prove that dynamodb://, postgres:// and route53://
-// locks elect through it. The servers come from
-// tests/harness/store_servers.py, which scripts/test's suite_go wraps
-// around scripts/test-go; it exports the variables read below. Without
-// them the tests skip, saying which variable is missing.
+// Elections on every store of tests/harness/stores.py that
+// tests/harness/store_servers.py serves (all but s3 and file, which the
+// main suites cover). The binding hands LockfilePath (a lock URL when Bucket
+// is empty) to libs3lect unchanged; these tests prove that each store's
+// locks elect through it. store_servers.py, which scripts/test's suite_go
+// wraps around scripts/test-go, starts the servers and says in
+// S3LECT_TEST_STORES per store its lock URL, the options and the variables
+// an elector needs: nothing here is per store. Without it the tests skip.
 
-// storeTarget is one store's lock URL and the config fields it needs.
+// storeTarget is one store as S3LECT_TEST_STORES describes it.
 type storeTarget struct {
 	kind string
+	// lock is a lock URL with {key} where the lock's name goes.
 	lock string
-	// Credentials passed explicitly: scripts/with-minio's AWS_* are MinIO's.
-	accessKey, secretKey string
-	// route53: b starts once a leads (see TestStoreElection).
+	// options are elector options by the library's names (endpoint,
+	// access_key_id, ...): explicit, since scripts/with-minio's AWS_* are
+	// MinIO's.
+	options map[string]string
+	// env are the variables the store reads from the process's environment.
+	env map[string]string
+	// staggered: b starts once a leads (the test server does not enforce
+	// compare-and-set; see TestStoreElection).
 	staggered bool
-	// gs: fake-gcs-server's endpoint (http on loopback: no token needed).
-	endpoint string
 }
 
-// needEnv returns the values of vars, or skips the test naming the unset ones.
-func needEnv(t *testing.T, what string, vars ...string) []string {
+// lockFor is the target's lock URL for the lock name key.
+func (st storeTarget) lockFor(key string) string {
+	return strings.Replace(st.lock, "{key}", key, 1)
+}
+
+const storeServersHint = "run the suite as `python3 tests/harness/store_servers.py --cli build/bin/s3lect " +
+	"-- scripts/with-minio scripts/test-go` from the repository root (scripts/test go does)"
+
+// testStores parses S3LECT_TEST_STORES (tests/harness/store_servers.py's
+// lines KIND<TAB>WHAT<TAB>NAME<TAB>VALUE), in its order; without it the test
+// skips.
+func testStores(t *testing.T) []storeTarget {
 	t.Helper()
-	var vals, missing []string
-	for _, v := range vars {
-		val := os.Getenv(v)
-		if val == "" {
-			missing = append(missing, v)
+	text := os.Getenv("S3LECT_TEST_STORES")
+	if text == "" {
+		t.Skip("the stores' test servers are not configured (S3LECT_TEST_STORES unset): " + storeServersHint)
+	}
+	var out []storeTarget
+	index := map[string]int{}
+	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		f := strings.SplitN(line, "\t", 4)
+		if len(f) != 4 {
+			t.Fatalf("S3LECT_TEST_STORES: a line of %d fields, want 4: %q", len(f), line)
 		}
-		vals = append(vals, val)
+		i, ok := index[f[0]]
+		if !ok {
+			i = len(out)
+			index[f[0]] = i
+			out = append(out, storeTarget{kind: f[0], options: map[string]string{}, env: map[string]string{}})
+		}
+		st := &out[i]
+		switch f[1] {
+		case "lock":
+			st.lock = f[3]
+		case "staggered":
+			st.staggered = f[3] == "1"
+		case "option":
+			st.options[f[2]] = f[3]
+		case "env":
+			st.env[f[2]] = f[3]
+		default:
+			t.Fatalf("S3LECT_TEST_STORES: unknown setting %q in %q", f[1], line)
+		}
 	}
-	if len(missing) > 0 {
-		t.Skipf("the %s test server is not configured (%s unset): run the suite as "+
-			"`python3 tests/harness/store_servers.py --cli build/bin/s3lect -- scripts/with-minio scripts/test-go` "+
-			"from the repository root (scripts/test go does)", what, strings.Join(missing, ", "))
+	for _, st := range out {
+		if !strings.Contains(st.lock, "{key}") {
+			t.Fatalf("S3LECT_TEST_STORES: store %s has no lock URL with {key}", st.kind)
+		}
 	}
-	return vals
+	return out
 }
 
-// initStore runs `$S3LECT_CLI init-store url` with extra environment variables.
-func initStore(t *testing.T, cli, url string, env ...string) string {
+// testStore is the store of that kind in S3LECT_TEST_STORES, or skips.
+func testStore(t *testing.T, kind string) storeTarget {
 	t.Helper()
+	for _, st := range testStores(t) {
+		if st.kind == kind {
+			return st
+		}
+	}
+	t.Skipf("S3LECT_TEST_STORES has no %s store", kind)
+	return storeTarget{}
+}
+
+// initStore runs `$S3LECT_CLI init-store url args...` with extra environment
+// variables.
+func initStore(t *testing.T, url string, args []string, env ...string) string {
+	t.Helper()
+	cli := os.Getenv("S3LECT_CLI")
+	if cli == "" {
+		t.Skip("S3LECT_CLI unset: " + storeServersHint)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cli, "init-store", url)
+	cmd := exec.CommandContext(ctx, cli, append([]string{"init-store", url}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -68,74 +124,13 @@ func initStore(t *testing.T, cli, url string, env ...string) string {
 	return string(out)
 }
 
-func dynamoDBEnv(t *testing.T) (cli, key, secret string) {
-	v := needEnv(t, "DynamoDB Local", "AWS_ENDPOINT_URL_DYNAMODB", "S3LECT_TEST_DYNAMODB_ACCESS_KEY_ID",
-		"S3LECT_TEST_DYNAMODB_SECRET_ACCESS_KEY", "S3LECT_CLI")
-	return v[3], v[1], v[2]
-}
-
-func dynamoDBTarget(t *testing.T) storeTarget {
-	cli, key, secret := dynamoDBEnv(t)
-	table := "s3lect-go-" + randomSuffix()
-	lock := "dynamodb://" + table + "/leader"
-	out := initStore(t, cli, lock, "AWS_ACCESS_KEY_ID="+key, "AWS_SECRET_ACCESS_KEY="+secret,
-		"AWS_SESSION_TOKEN=", "AWS_REGION=us-east-1")
-	if !strings.Contains(out, table) {
-		t.Fatalf("init-store did not name table %s: %q", table, out)
-	}
-	return storeTarget{kind: "dynamodb", lock: lock, accessKey: key, secretKey: secret}
-}
-
-func postgresTarget(t *testing.T) storeTarget {
-	v := needEnv(t, "PostgreSQL", "S3LECT_PG_DSN", "S3LECT_CLI")
-	lock := v[0] + "?key=leader-" + randomSuffix() + "&table=s3lect_go_" + randomSuffix()
-	initStore(t, v[1], lock)
-	return storeTarget{kind: "postgres", lock: lock}
-}
-
-func route53Target(t *testing.T) storeTarget {
-	v := needEnv(t, "moto (Route 53)", "AWS_ENDPOINT_URL_ROUTE_53", "S3LECT_TEST_ROUTE53_ZONE",
-		"S3LECT_TEST_ROUTE53_DOMAIN")
-	// moto checks no signatures: any credentials do.
-	return storeTarget{kind: "route53", lock: "route53://" + v[1] + "/go-" + randomSuffix() + "." + v[2],
-		accessKey: "s3lecttest", secretKey: "s3lecttest", staggered: true}
-}
-
-func gcsTarget(t *testing.T) storeTarget {
-	v := needEnv(t, "fake-gcs-server", "S3LECT_TEST_GCS_ENDPOINT", "S3LECT_TEST_GCS_BUCKET")
-	return storeTarget{kind: "gs", lock: "gs://" + v[1] + "/go-" + randomSuffix(), endpoint: v[0]}
-}
-
-func azureTarget(t *testing.T) storeTarget {
-	// Azurite: the library reads AZURE_STORAGE_CONNECTION_STRING (account
-	// key and blob endpoint) from the environment.
-	v := needEnv(t, "Azurite", "S3LECT_TEST_AZURE_LOCK_PREFIX", "AZURE_STORAGE_CONNECTION_STRING")
-	return storeTarget{kind: "az", lock: v[0] + "go-" + randomSuffix() + ".json"}
-}
-
-func etcdTarget(t *testing.T) storeTarget {
-	v := needEnv(t, "etcd", "S3LECT_TEST_ETCD_ENDPOINT")
-	return storeTarget{kind: "etcd", lock: "etcd://" + strings.TrimPrefix(v[0], "http://") +
-		"/s3lect-test/go-" + randomSuffix()}
-}
-
-func redisTarget(t *testing.T) storeTarget {
-	if !haveRedis {
-		t.Skip("the bundle's Redis store needs the build tag s3lect_redis (scripts/test-go runs it)")
-	}
-	v := needEnv(t, "redis-server", "S3LECT_TEST_REDIS_LOCK_PREFIX", "S3LECT_REDIS_PASSWORD")
-	return storeTarget{kind: "redis", lock: v[0] + "go-" + randomSuffix()}
-}
-
-// storeConfig is a config with the tests' timings on the target's lock.
-func storeConfig(st storeTarget, id string) *ElectorConfig {
-	return &ElectorConfig{
-		LockfilePath:       st.lock,
+// storeConfig is a config with the tests' timings on the target's lock key,
+// its options set on the fields of the same library options.
+func storeConfig(t *testing.T, st storeTarget, key, id string) *ElectorConfig {
+	t.Helper()
+	cfg := &ElectorConfig{
+		LockfilePath:       st.lockFor(key),
 		ServerID:           id,
-		AccessKeyID:        st.accessKey,
-		SecretAccessKey:    st.secretKey,
-		Endpoint:           st.endpoint,
-		Region:             "us-east-1",
 		LeaderTimeout:      3 * time.Second,
 		RenewDeadline:      2 * time.Second,
 		RenewInterval:      500 * time.Millisecond,
@@ -143,41 +138,41 @@ func storeConfig(st storeTarget, id string) *ElectorConfig {
 		InfrequentInterval: time.Second,
 		RequestTimeout:     5 * time.Second,
 	}
-}
-
-// storeTargets are the stores of tests/harness/stores.py that
-// store_servers.py serves, by the registry's kind.
-var storeTargets = map[string]func(*testing.T) storeTarget{
-	"dynamodb": dynamoDBTarget,
-	"postgres": postgresTarget,
-	"route53":  route53Target,
-	"gcs":      gcsTarget,
-	"azure":    azureTarget,
-	"etcd":     etcdTarget,
-	"redis":    redisTarget,
-}
-
-// testedStores is store_servers.py's S3LECT_TEST_STORES (the registry's
-// stores it started servers for), or without it every target (they skip).
-func testedStores() []string {
-	if v := os.Getenv("S3LECT_TEST_STORES"); v != "" {
-		return strings.Split(v, ",")
+	for name, value := range st.options {
+		set := false
+		for _, o := range libOptions {
+			if o.name != name {
+				continue
+			}
+			if f, ok := cfg.configField(o); ok && f.Kind() == reflect.String {
+				f.SetString(value)
+				set = true
+			}
+		}
+		if !set {
+			t.Fatalf("store %s: option %q of S3LECT_TEST_STORES is no string field of ElectorConfig",
+				st.kind, name)
+		}
 	}
-	return []string{"dynamodb", "postgres", "route53", "gcs", "azure", "etcd", "redis"}
+	return cfg
 }
 
 // Two electors on each store's lock: exactly one leads and the other names
 // it; after the leader's graceful Stop the other takes over within 6 s with
-// the next term. A store of the registry without a target fails.
+// the next term.
 func TestStoreElection(t *testing.T) {
-	for _, kind := range testedStores() {
-		target, ok := storeTargets[kind]
-		t.Run(kind, func(t *testing.T) {
-			if !ok {
-				t.Fatalf("store %q of tests/harness/stores.py (S3LECT_TEST_STORES) has no "+
-					"target in stores_test.go's storeTargets", kind)
+	for _, st := range testStores(t) {
+		t.Run(st.kind, func(t *testing.T) {
+			if st.kind == "redis" && !haveRedis {
+				t.Skip("the bundle's Redis store needs the build tag s3lect_redis (scripts/test-go runs it)")
 			}
-			testStoreElection(t, target(t))
+			for name, value := range st.env {
+				if os.Getenv(name) != value {
+					t.Fatalf("store %s needs %s as store_servers.py set it; something between changed it",
+						st.kind, name)
+				}
+			}
+			testStoreElection(t, st)
 		})
 	}
 }
@@ -192,8 +187,10 @@ func testStoreElection(t *testing.T, st storeTarget) {
 	log := testLogger(t)
 	var els []*S3Elector
 	views := map[string]*storeView{}
+	key := "go-" + randomSuffix()
+	lock := st.lockFor(key)
 	for _, id := range []string{"a", "b"} {
-		cfg := storeConfig(st, id)
+		cfg := storeConfig(t, st, key, id)
 		v := &storeView{}
 		views[id] = v
 		cfg.OnLeaderChange = func(leaderID, _ string, _ int64) {
@@ -218,7 +215,7 @@ func testStoreElection(t *testing.T, st storeTarget) {
 		// win there: b starts once a leads, and finds a's record.
 		start(t, els[0])
 		if err := els[0].WaitForLeadership(ctx); err != nil {
-			t.Fatalf("a did not lead %s: %v", st.lock, err)
+			t.Fatalf("a did not lead %s: %v", lock, err)
 		}
 		start(t, els[1])
 	} else {
@@ -268,7 +265,7 @@ func testStoreElection(t *testing.T, st storeTarget) {
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
 	if err := follower.WaitForLeadership(wctx); err != nil {
-		t.Fatalf("%s did not take over %s after %s stopped: %v", fid, st.lock, lid, err)
+		t.Fatalf("%s did not take over %s after %s stopped: %v", fid, lock, lid, err)
 	}
 	took := time.Since(t0)
 	t.Logf("%s: %s took over %.2f s after %s stopped", st.kind, fid, took.Seconds(), lid)
@@ -292,12 +289,13 @@ func testStoreElection(t *testing.T, st storeTarget) {
 
 // A DynamoDB lock on a table nobody made: WaitForLeadershipFailFast returns at once
 // with ErrStorageFatal naming the table and init-store; once the table is
-// made, the same elector leads without a restart.
+// made, the same elector leads without a restart. (DynamoDB's own: the
+// other stores' missing tables are tested elsewhere.)
 func TestStoreDynamoDBMissingTable(t *testing.T) {
-	cli, key, secret := dynamoDBEnv(t)
+	st := testStore(t, "dynamodb")
 	table := "s3lect-go-missing-" + randomSuffix()
-	st := storeTarget{kind: "dynamodb", lock: "dynamodb://" + table + "/leader", accessKey: key, secretKey: secret}
-	el := newElector(t, testLogger(t), storeConfig(st, "a"), nil)
+	st.lock = "dynamodb://" + table + "/{key}"
+	el := newElector(t, testLogger(t), storeConfig(t, st, "leader", "a"), nil)
 	start(t, el)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -316,8 +314,10 @@ func TestStoreDynamoDBMissingTable(t *testing.T) {
 		t.Fatal("leader on a missing table")
 	}
 
-	initStore(t, cli, st.lock, "AWS_ACCESS_KEY_ID="+key, "AWS_SECRET_ACCESS_KEY="+secret,
-		"AWS_SESSION_TOKEN=", "AWS_REGION=us-east-1")
+	o := st.options
+	initStore(t, st.lockFor("leader"), []string{"--endpoint", o["endpoint"]},
+		"AWS_ACCESS_KEY_ID="+o["access_key_id"], "AWS_SECRET_ACCESS_KEY="+o["secret_access_key"],
+		"AWS_SESSION_TOKEN=", "AWS_REGION="+o["region"])
 	waitUntil(t, 20*time.Second, "the elector to lead once the table exists", el.IsLeader)
 	if el.LeaderID() != "a" || el.Term() < 1 {
 		t.Fatalf("after the table was made: LeaderID %q, term %d", el.LeaderID(), el.Term())

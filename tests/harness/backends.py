@@ -1,15 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """The one family of lock store backends (issue 40 item 1), used by the
-chaos run (tests/chaos/test_chaos.py) and the bench (bench/lib/cost_stores.py).
+store suite (tests/stores/conftest.py: its backend, cas_backend and cas_impl
+fixtures), the chaos run (tests/chaos/test_chaos.py), the bench
+(bench/lib/cost_stores.py) and the bindings' store tests (through
+tests/harness/store_servers.py).
 
 Per store of the registry (tests/harness/stores.py; FAMILY is keyed by its
 kind): its server (started, stopped, restarted for the store-restart fault,
 with the fault's kind), the lock URL a node reaches it by through a proxy of
 its own, the options and environment `s3lect` needs for it, what creates a
 lock's table, the proxies' "slow down" answer, what a request to it is
-called (the bench counts by it) and how to read a lock's record back.
-tests/cli/test_store_lists.py fails when a registry store has no
-backend here.
+called (the bench counts by it) and how to read a lock's record back; and
+for clients that reach the server directly (the store suite's nodes, the
+bindings' electors): the endpoint, the environment and the library options
+they need, and a fresh lock URL. tests/cli/test_store_lists.py fails when a
+registry store has no backend here.
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ import secrets
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
+import urllib.error
+import urllib.request
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -128,6 +136,9 @@ class Backend:
                   does not: start nodes one after the other on it)
     folder, suffix: what lock names are put under (path-like keys) and the
                   suffix of object names (the chaos run: "chaos/", ".json")
+    fixture:      the session fixture of tests/conftest.py that runs its
+                  server, which the store suite shares ("": the store suite
+                  starts one of its own with make_server())
 
     server: pass one to use a running server (not stopped by destroy()),
     else the backend makes its own (make_server()) and start() starts it.
@@ -143,6 +154,7 @@ class Backend:
     cas = True
     objects = False  # keys are object names (folder and suffix apply)
     paths = False  # keys are paths (folder applies)
+    fixture = ""
 
     def __init__(self, server=None, folder: str = "", suffix: str = "") -> None:
         self.owned = server is None
@@ -198,7 +210,52 @@ class Backend:
 
     def status_args(self, key: str) -> list[str]:
         """`s3lect status` arguments that read the lock directly (no proxy)."""
-        return [self.lock_url(key, self.port), *self.node_args(self.port)]
+        ep = self.direct_endpoint()
+        return [self.lock_url(key, self.port), *(["--endpoint", ep] if ep else [])]
+
+    # -- clients that reach the server directly (no proxy)
+
+    def direct_endpoint(self) -> str | None:
+        """The endpoint setting that reaches the server itself (None: the
+        lock URL names it)."""
+        return None if self.url_port else f"http://127.0.0.1:{self.port}"
+
+    def direct_env(self) -> dict[str, str]:
+        """The variables that send an `s3lect` (or tests/c/s3_probe, which
+        takes no endpoint from S3LECT_ENDPOINT) straight to the server, with
+        its credentials: the server's own env() by default."""
+        return dict(self.server.env())
+
+    def new_lock(self, name: str) -> str:
+        """A lock URL of the server itself no other call returned: name and a
+        random suffix."""
+        return self.lock_url(f"{name}-{secrets.token_hex(4)}", self.port)
+
+    def elector(self) -> tuple[dict[str, str], dict[str, str]]:
+        """What a binding's elector needs beyond its lock URL, in a process
+        that talks to other stores too (scripts/with-minio's AWS_* are
+        MinIO's): (options, by the library's option names, as strings: the
+        endpoint and the AWS credentials and region; variables the store
+        reads from the process's environment, whose names are its own)."""
+        options, env = {}, {}
+        for name, value in self.env().items():
+            if name in _AWS_OPTIONS:
+                options[_AWS_OPTIONS[name]] = value
+            elif not name.startswith("AWS_ENDPOINT_URL"):  # the endpoint option says it
+                env[name] = value
+        ep = self.direct_endpoint()
+        if ep:
+            options["endpoint"] = ep
+        return options, env
+
+    def for_suite(self, kind: str, bin_: Path, base_env: dict[str, str]) -> SuiteBackend:
+        """Starts what the backend starts (a Route 53 zone, ...; its server
+        too if it owns it), creates what its locks need (init) and returns the
+        store suite's view, whose nodes get base_env with direct_env()."""
+        env = {**base_env, **self.direct_env()}
+        self.start()
+        self.init(bin_, f"init-{secrets.token_hex(4)}", env)
+        return SuiteBackend(kind, env, self.new_lock, self.server, self.cas, self)
 
     def init(self, bin_: Path, key: str, env: dict[str, str], timeout: float = 60) -> None:
         """Creates what the lock needs (directly, not through a proxy)."""
@@ -230,6 +287,12 @@ class Backend:
                                    f"{r.stderr.strip()}")
 
 
+# AWS variables that are library options (no S3LECT_ variable holds them).
+_AWS_OPTIONS = {"AWS_ACCESS_KEY_ID": "access_key_id", "AWS_SECRET_ACCESS_KEY": "secret_access_key",
+                "AWS_SESSION_TOKEN": "session_token", "AWS_REGION": "region",
+                "AWS_DEFAULT_REGION": "region"}
+
+
 def _version(argv: list[str], default: str) -> str:
     try:
         out = subprocess.run(argv, stdout=subprocess.PIPE, text=True, timeout=30).stdout
@@ -247,6 +310,7 @@ class MinioBackend(Backend):
     answer = ("slowdown", SLOWDOWN_RESPONSE)
     aws = True
     objects = True
+    fixture = "minio"
 
     def make_server(self):
         return RestartableMinio()
@@ -302,6 +366,7 @@ class DynamoDBBackend(Backend):
     restart_kind = "dynamodb_restart"
     answer = ("throttle", THROTTLE_RESPONSE)
     aws = True
+    fixture = "dynamodb_local"
 
     def make_server(self):
         from .dynamodb_local import DynamoDBLocal
@@ -314,6 +379,10 @@ class DynamoDBBackend(Backend):
     def env(self) -> dict[str, str]:
         # No AWS_ENDPOINT_URL_DYNAMODB: each node gets its proxy's (node_args).
         return {k: v for k, v in self.server.env().items() if k != "AWS_ENDPOINT_URL_DYNAMODB"}
+
+    def direct_env(self) -> dict[str, str]:
+        # (The server may be moto's, whose env() names its S3 endpoint only.)
+        return dict(self.server.env(), AWS_ENDPOINT_URL_DYNAMODB=self.server.endpoint)
 
     def lock_url(self, key: str, port) -> str:  # noqa: ARG002
         return f"dynamodb://{self.table}/{key}"
@@ -358,6 +427,7 @@ class PostgresBackend(Backend):
     answer = None
     protocol = "postgres"
     url_port = True
+    fixture = "postgres"
 
     def make_server(self):
         from .pgserver import PostgresServer
@@ -369,6 +439,9 @@ class PostgresBackend(Backend):
 
     def init(self, bin_: Path, key: str, env: dict[str, str], timeout: float = 60) -> None:
         self._init_store(bin_, self.lock_url(key, self.port), env, [], timeout)
+
+    def direct_env(self) -> dict[str, str]:
+        return {}  # the lock URL says everything (no PG* variable)
 
     def restart(self, rng: random.Random, sleep) -> str:
         how = rng.choice(["SIGKILL", "immediate", "down"])
@@ -386,6 +459,45 @@ class PostgresBackend(Backend):
         return out.encode() if out else None
 
 
+R53_NS = "{https://route53.amazonaws.com/doc/2013-04-01/}"
+
+
+def create_hosted_zone(endpoint: str, name: str, timeout: float = 15.0) -> str:
+    """Creates hosted zone `name` in moto's Route 53 at endpoint and returns
+    its id (the last element of HostedZone.Id). Plain urllib, so that it
+    needs no boto3: moto checks no signature, but picks the service from
+    the credential scope of the Authorization header, hence the dummy one."""
+    if not name.endswith("."):
+        name += "."
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<CreateHostedZoneRequest xmlns="https://route53.amazonaws.com/doc/2013-04-01/">'
+        f"<Name>{name}</Name><CallerReference>s3lect-{secrets.token_hex(8)}</CallerReference>"
+        "</CreateHostedZoneRequest>"
+    ).encode()
+    req = urllib.request.Request(
+        endpoint.rstrip("/") + "/2013-04-01/hostedzone",
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/xml",
+            "Authorization": "AWS4-HMAC-SHA256 Credential=s3lecttest/20260101/us-east-1/route53/"
+            "aws4_request, SignedHeaders=host, Signature=00",
+        },
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            text = r.read()
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(
+            f"CreateHostedZone {name} at {endpoint}: HTTP {e.code}: {e.read()[:2000]!r}"
+        ) from e
+    zid = ET.fromstring(text).findtext(f"{R53_NS}HostedZone/{R53_NS}Id")
+    if not zid:
+        raise RuntimeError(f"CreateHostedZone {name} at {endpoint}: no HostedZone.Id in {text[:2000]!r}")
+    return zid.rsplit("/", 1)[-1]
+
+
 class Route53Backend(Backend):
     """Route 53 on moto's server, a hosted zone created at start. moto does
     not enforce compare-and-set (it accepts a CREATE of a TXT name that
@@ -395,13 +507,13 @@ class Route53Backend(Backend):
     kind = name = "route53"
     aws = True
     cas = False
+    fixture = "moto"
 
     def make_server(self):
         from .servers import MotoServer
         return MotoServer(bucket="s3lect-unused")
 
     def start(self) -> None:
-        from .store_servers import create_hosted_zone
         super().start()
         self.zone_name = f"s3lect-{secrets.token_hex(4)}.example.com."
         try:
@@ -413,6 +525,9 @@ class Route53Backend(Backend):
         s = self.server
         return dict(AWS_ACCESS_KEY_ID=s.access_key, AWS_SECRET_ACCESS_KEY=s.secret_key,
                     AWS_REGION=s.region)
+
+    def direct_env(self) -> dict[str, str]:
+        return dict(self.server.env(), AWS_ENDPOINT_URL_ROUTE_53=self.server.endpoint)
 
     def record_name(self, key: str) -> str:
         # Lock keys have slashes and dots; a DNS label of letters, digits, '-'.
@@ -457,6 +572,7 @@ class GcsBackend(Backend):
     restart_kind = "gcs_restart"
     answer = ("throttle", GCS_THROTTLE_RESPONSE)
     objects = True
+    fixture = "fake_gcs"
 
     def make_server(self):
         from .fake_gcs import FakeGCS
@@ -500,6 +616,7 @@ class AzureBackend(Backend):
     restart_kind = "azure_restart"
     answer = ("busy", BUSY_RESPONSE)
     objects = True
+    fixture = "azurite"
 
     def make_server(self):
         from .azurite import AzuriteServer
@@ -512,8 +629,8 @@ class AzureBackend(Backend):
     def lock_url(self, key: str, port) -> str:  # noqa: ARG002
         return f"{self.server.lock_prefix()}{self._key(key)}"
 
-    def status_args(self, key: str) -> list[str]:
-        return [self.lock_url(key, 0), "--endpoint", self.server.blob_endpoint]
+    def direct_endpoint(self) -> str | None:
+        return self.server.blob_endpoint
 
     def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
         hard = rng.random() < 0.5
@@ -548,6 +665,7 @@ class EtcdBackend(Backend):
     answer = ("no_leader", ETCD_NO_LEADER_RESPONSE)
     url_port = True
     paths = True
+    fixture = "etcd_server"
 
     def make_server(self):
         from .etcd import EtcdServer
@@ -591,6 +709,7 @@ class RedisBackend(Backend):
     protocol = "redis"
     url_port = True
     paths = True
+    fixture = "redis"
 
     def make_server(self):
         from .redis_server import RedisServer
@@ -633,82 +752,25 @@ def _chaos() -> dict[str, type[Backend]]:
 BACKENDS: dict[str, type[Backend]] = _chaos()
 
 # ---------------------------------------------------------------------------
-# The store suite's backends (tests/stores), moved from tests/stores/conftest.py
+# The store suite's view (tests/stores/conftest.py)
 
 
 @dataclass
 class SuiteBackend:
-    """A store under test: its kind, the environment its nodes need, how to
-    make a fresh lock URL, and the server behind it (for restart/pause)."""
+    """What the store suite's tests read of a backend whose nodes reach its
+    server directly (no proxy): its kind, the environment its nodes need,
+    how to make a fresh lock URL, and the server behind it (for
+    restart/pause). tests/stores/conftest.py makes them with
+    Backend.for_suite()."""
 
     kind: str
     env: dict[str, str]
     new_lock: Callable[[str], str]
     server: object
-    # Whether the server really enforces compare-and-set. moto's Route 53 does
-    # not (it lets a second CREATE and every DELETE of a value the name ever
-    # had through), so on it nodes must never race: the cluster fixture
-    # starts one node, waits until it leads, then the others, and a takeover
-    # has a single candidate.
-    enforces_cas: bool = True
-    notes: list[str] = field(default_factory=list)
-
-
-def _r53_zone(moto) -> str:
-    import boto3
-    c = boto3.client("route53", endpoint_url=moto.endpoint, region_name="us-east-1",
-                     aws_access_key_id=moto.access_key, aws_secret_access_key=moto.secret_key)
-    z = c.create_hosted_zone(Name="stores.example.com.", CallerReference=secrets.token_hex(8))
-    return z["HostedZone"]["Id"].split("/")[-1]
-
-
-def make_backend(kind: str, request: pytest.FixtureRequest) -> SuiteBackend:
-    # (tests/stores/storeutil.py: on sys.path in the store suite)
-    from storeutil import _base as _base_env, ddb_env as _ddb_env, gcs_env as _gcs_env, pg_env as _pg_env
-    from storeutil import redis_env as _redis_env
-    if kind == "azure":
-        az = request.getfixturevalue("azurite")
-        env = _base_env()
-        env.update(az.env())
-        return SuiteBackend(kind, env,
-                       lambda name: f"{az.lock_prefix()}{name}-{secrets.token_hex(4)}.json", az)
-    if kind == "dynamodb":
-        ddb = request.getfixturevalue("dynamodb_local")
-        table = request.getfixturevalue("ddb_table")
-        return SuiteBackend(kind, _ddb_env(ddb),
-                       lambda name: f"dynamodb://{table}/{name}-{secrets.token_hex(4)}", ddb)
-    if kind == "postgres":
-        pg = request.getfixturevalue("postgres")
-        dsn = request.getfixturevalue("pg_ready")
-        return SuiteBackend(kind, _pg_env(pg),
-                       lambda name: f"{dsn}?key={name}-{secrets.token_hex(4)}", pg)
-    if kind == "gcs":
-        gcs = request.getfixturevalue("fake_gcs")
-        return SuiteBackend(kind, _gcs_env(gcs),
-                       lambda name: f"gs://{gcs.bucket}/{name}-{secrets.token_hex(4)}", gcs)
-    if kind == "etcd":
-        etcd = request.getfixturevalue("etcd_server")
-        return SuiteBackend(kind, _gcs_env(etcd),  # the base environment and the server's
-                       lambda name: f"{etcd.lock_prefix()}{name}-{secrets.token_hex(4)}", etcd)
-    if kind == "redis":
-        rd = request.getfixturevalue("redis")
-        return SuiteBackend(kind, _redis_env(rd),
-                       lambda name: f"{rd.lock_prefix}{name}-{secrets.token_hex(4)}", rd,
-                       notes=["a single primary, append-only file fsynced on every write"])
-    moto = request.getfixturevalue("moto")
-    zone = request.getfixturevalue("r53_zone")
-    env = dict(_ddb_env(moto), AWS_ENDPOINT_URL_ROUTE_53=moto.endpoint)
-    return SuiteBackend(kind, env,
-                   lambda name: f"route53://{zone}/{name}-{secrets.token_hex(4)}.stores.example.com",
-                   moto, enforces_cas=False,
-                   notes=["moto accepts a DELETE of a value the record no longer holds"])
-
-
-def moto_dynamodb_backend(request) -> SuiteBackend:
-    """moto's DynamoDB: a second implementation of the same API."""
-    from storeutil import ddb_env as _ddb_env
-    moto = request.getfixturevalue("moto")
-    table = request.getfixturevalue("moto_ddb_table")
-    env = dict(_ddb_env(moto), AWS_ENDPOINT_URL_DYNAMODB=moto.endpoint)
-    return SuiteBackend("dynamodb-moto", env,
-                   lambda name: f"dynamodb://{table}/{name}-{secrets.token_hex(4)}", moto)
+    # Whether the server really enforces compare-and-set (Backend.cas). moto's
+    # Route 53 does not (it lets a second CREATE and every DELETE of a value
+    # the name ever had through), so on it nodes must never race: the cluster
+    # fixture starts one node, waits until it leads, then the others, and a
+    # takeover has a single candidate.
+    enforces_cas: bool
+    backend: Backend

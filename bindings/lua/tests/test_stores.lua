@@ -1,21 +1,18 @@
 -- SPDX-License-Identifier: Apache-2.0
--- test_stores.lua - elections on the DynamoDB, PostgreSQL and Route 53
--- stores. The module hands `lock` to libs3lect unchanged; these tests prove
--- that dynamodb://, postgres:// and route53:// locks elect through it.
+-- test_stores.lua - elections on every store of tests/harness/stores.py
+-- that tests/harness/store_servers.py serves (all but s3 and file, which the
+-- main suites cover). The module hands `lock` to libs3lect unchanged; these
+-- tests prove that each store's locks elect through it.
 --
--- The servers come from tests/harness/store_servers.py, which scripts/test's
--- suite_lua wraps around scripts/test-lua; it exports the variables read
--- below (AWS_ENDPOINT_URL_DYNAMODB, S3LECT_TEST_DYNAMODB_ACCESS_KEY_ID,
--- S3LECT_TEST_DYNAMODB_SECRET_ACCESS_KEY, S3LECT_PG_DSN,
--- AWS_ENDPOINT_URL_ROUTE_53, S3LECT_TEST_ROUTE53_ZONE,
--- S3LECT_TEST_ROUTE53_DOMAIN, S3LECT_CLI). Without them the tests skip,
--- saying which variable is missing.
+-- store_servers.py, which scripts/test's suite_lua wraps around
+-- scripts/test-lua, starts the servers and says in S3LECT_TEST_STORES per
+-- store its lock URL, the options and the variables an elector needs:
+-- nothing here is per store. Without it the tests skip.
 
 local T = require "harness"
 local s3lect = require "s3lect"
 
 local VM = jit and jit.version or _VERSION
-local unpack = table.unpack or unpack
 math.randomseed(os.time() + math.floor(os.clock() * 1e6))
 local RUN_ID = string.format("%s%d%06d", (VM:gsub("[^%w]", "")):lower(), os.time() % 100000,
                              math.random(0, 999999))
@@ -37,107 +34,67 @@ local TIMINGS = {
 }
 local TAKEOVER_BOUND = 6
 
--- The values of the variables, or skips the test naming the unset ones.
-local function need_env(what, ...)
-  local vals, missing = {}, {}
-  for i, v in ipairs({ ... }) do
-    local val = os.getenv(v)
-    if not val or val == "" then
-      missing[#missing + 1] = v
+local HINT = "run the suite as `python3 tests/harness/store_servers.py --cli build/bin/s3lect -- "
+             .. "scripts/with-minio scripts/test-lua` (scripts/test lua does)"
+
+-- S3LECT_TEST_STORES (store_servers.py's lines KIND<TAB>WHAT<TAB>NAME<TAB>VALUE)
+-- as a list of { kind, lock (with {key}), options, env, staggered }, in its
+-- order; nil without it. Raises on a line it cannot read.
+local function test_stores()
+  local text = os.getenv("S3LECT_TEST_STORES")
+  if text == nil or text == "" then
+    return nil
+  end
+  local out, index = {}, {}
+  for line in text:gmatch("[^\n]+") do
+    local kind, what, name, value = line:match("^([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$")
+    if not kind then
+      error("S3LECT_TEST_STORES: a line without 4 fields: " .. line)
     end
-    vals[i] = val
+    local st = index[kind]
+    if not st then
+      st = { kind = kind, options = {}, env = {}, staggered = false }
+      index[kind] = st
+      out[#out + 1] = st
+    end
+    if what == "lock" then
+      st.lock = value
+    elseif what == "staggered" then
+      st.staggered = value == "1"
+    elseif what == "option" then
+      st.options[name] = value
+    elseif what == "env" then
+      st.env[name] = value
+    else
+      error("S3LECT_TEST_STORES: unknown setting " .. what .. " in " .. line)
+    end
   end
-  if #missing > 0 then
-    T.skip(string.format("the %s test server is not configured (%s unset): run the suite as "
-                         .. "`python3 tests/harness/store_servers.py --cli build/bin/s3lect -- "
-                         .. "scripts/with-minio scripts/test-lua` (scripts/test lua does)",
-                         what, table.concat(missing, ", ")))
-  end
-  return unpack(vals, 1, select("#", ...))
-end
-
-local function shq(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
--- Runs `CLI init-store URL` with extra environment assignments; raises
--- with its output if it fails. Returns the output.
-local function init_store(cli, url, env)
-  local assigns = {}
-  for k, v in pairs(env or {}) do
-    assigns[#assigns + 1] = k .. "=" .. shq(v)
-  end
-  local cmd = string.format("%s timeout 90 %s init-store %s 2>&1; echo \"exit=$?\"",
-                            table.concat(assigns, " "), shq(cli), shq(url))
-  local p = assert(io.popen(cmd, "r"))
-  local out = p:read("*a")
-  p:close()
-  local code = out:match("exit=(%d+)%s*$")
-  if code ~= "0" then
-    T.fail(string.format("%s init-store %s failed (exit %s): %s", cli, url, tostring(code), out))
+  for _, st in ipairs(out) do
+    if not (st.lock and st.lock:find("{key}", 1, true)) then
+      error("S3LECT_TEST_STORES: store " .. st.kind .. " has no lock URL with {key}")
+    end
   end
   return out
 end
 
--- Each store: (lock URL, extra elector options, staggered start).
-local targets = {}
-
-function targets.dynamodb()
-  local _, key, secret, cli = need_env("DynamoDB Local", "AWS_ENDPOINT_URL_DYNAMODB",
-                                       "S3LECT_TEST_DYNAMODB_ACCESS_KEY_ID",
-                                       "S3LECT_TEST_DYNAMODB_SECRET_ACCESS_KEY", "S3LECT_CLI")
-  local tbl = unique("s3lect-lua-")
-  local lock = "dynamodb://" .. tbl .. "/leader"
-  local out = init_store(cli, lock, { AWS_ACCESS_KEY_ID = key, AWS_SECRET_ACCESS_KEY = secret,
-                                      AWS_SESSION_TOKEN = "", AWS_REGION = "us-east-1" })
-  T.contains(out, tbl, "init-store output")
-  -- The endpoint comes from AWS_ENDPOINT_URL_DYNAMODB; the credentials are
-  -- given explicitly (scripts/with-minio's AWS_* are MinIO's).
-  return lock, { access_key_id = key, secret_access_key = secret, region = "us-east-1" }, false
+-- The store's lock URL for the lock name key.
+local function lock_for(st, key)
+  local i, j = st.lock:find("{key}", 1, true)
+  return st.lock:sub(1, i - 1) .. key .. st.lock:sub(j + 1)
 end
 
-function targets.postgres()
-  local dsn, cli = need_env("PostgreSQL", "S3LECT_PG_DSN", "S3LECT_CLI")
-  local lock = dsn .. "?key=" .. unique("leader") .. "&table=" .. unique("s3lect_lua_")
-  init_store(cli, lock)
-  return lock, {}, false
-end
-
-function targets.route53()
-  local _, zone, domain = need_env("moto (Route 53)", "AWS_ENDPOINT_URL_ROUTE_53",
-                                   "S3LECT_TEST_ROUTE53_ZONE", "S3LECT_TEST_ROUTE53_DOMAIN")
-  -- moto checks no signatures: any credentials do. It also accepts a CREATE
-  -- of a TXT name that already exists (Route 53 refuses it), so two electors
-  -- creating the record at once would both win there: b starts once a leads.
-  return "route53://" .. zone .. "/" .. unique("lua") .. "." .. domain,
-         { access_key_id = "s3lecttest", secret_access_key = "s3lecttest", region = "us-east-1" }, true
-end
-
-function targets.gcs()
-  local endpoint, bucket = need_env("fake-gcs-server", "S3LECT_TEST_GCS_ENDPOINT",
-                                    "S3LECT_TEST_GCS_BUCKET")
-  -- fake-gcs-server over http on loopback: no token needed.
-  return "gs://" .. bucket .. "/" .. unique("lua"), { endpoint = endpoint }, false
-end
-
-function targets.azure()
-  -- Azurite: the library reads AZURE_STORAGE_CONNECTION_STRING (account key
-  -- and blob endpoint) from the environment.
-  local prefix = need_env("Azurite", "S3LECT_TEST_AZURE_LOCK_PREFIX",
-                          "AZURE_STORAGE_CONNECTION_STRING")
-  return prefix .. unique("lua") .. ".json", {}, false
-end
-
-function targets.etcd()
-  local endpoint = need_env("etcd", "S3LECT_TEST_ETCD_ENDPOINT")
-  return "etcd://" .. endpoint:gsub("^http://", "") .. "/s3lect-test/" .. unique("lua"), {}, false
-end
-
-function targets.redis()
-  -- redis-server with the store's ACL user; the library reads the password
-  -- from S3LECT_REDIS_PASSWORD (exported by store_servers.py too).
-  local prefix = need_env("redis-server", "S3LECT_TEST_REDIS_LOCK_PREFIX", "S3LECT_REDIS_PASSWORD")
-  return prefix .. unique("lua"), {}, false
+-- The store of that kind, or skips the test.
+local function need_store(kind)
+  local stores = test_stores()
+  if stores == nil then
+    T.skip("the stores' test servers are not configured (S3LECT_TEST_STORES unset): " .. HINT)
+  end
+  for _, st in ipairs(stores) do
+    if st.kind == kind then
+      return st
+    end
+  end
+  T.skip("S3LECT_TEST_STORES has no " .. kind .. " store")
 end
 
 local function leaders_of(els)
@@ -150,28 +107,21 @@ local function leaders_of(els)
   return out
 end
 
--- The stores of tests/harness/stores.py that store_servers.py started servers
--- for (S3LECT_TEST_STORES, the registry's order), or without it every target
--- (they skip). A store of the registry without a target fails.
-local function tested_stores()
-  local v = os.getenv("S3LECT_TEST_STORES")
-  if v == nil or v == "" then
-    return { "dynamodb", "postgres", "route53", "gcs", "azure", "etcd", "redis" }
-  end
-  local out = {}
-  for kind in v:gmatch("[^,]+") do
-    out[#out + 1] = kind
-  end
-  return out
+-- Two electors on each store's lock: one leader, then a graceful handover.
+local STORES = test_stores()
+if STORES == nil then
+  T.test("stores: two electors on each store's lock, one leader, graceful handover", function()
+    T.skip("the stores' test servers are not configured (S3LECT_TEST_STORES unset): " .. HINT)
+  end)
 end
-
-for _, kind in ipairs(tested_stores()) do
+for _, st in ipairs(STORES or {}) do
+  local kind = st.kind
   T.test("stores: two electors on a " .. kind .. " lock, one leader, graceful handover", function(t)
-    if targets[kind] == nil then
-      T.fail("store " .. kind .. " of tests/harness/stores.py (S3LECT_TEST_STORES) has no target "
-             .. "in bindings/lua/tests/test_stores.lua")
+    for name, value in pairs(st.env) do
+      T.ok(os.getenv(name) == value, "store %s needs %s as store_servers.py set it; something "
+           .. "between changed it", kind, name)
     end
-    local lock, extra, staggered = targets[kind]()
+    local lock, extra, staggered = lock_for(st, unique("lua")), st.options, st.staggered
     local ids, seen, lost, by_id = { "a", "b" }, {}, {}, {}
     local els = {}
     for i, id in ipairs(ids) do
@@ -249,10 +199,14 @@ for _, kind in ipairs(tested_stores()) do
   end)
 end
 
+-- PostgreSQL's own: the other stores' missing tables are tested elsewhere.
 T.test("stores: a postgres lock on a missing table reports a clear fatal error", function(t)
-  local dsn = need_env("PostgreSQL", "S3LECT_PG_DSN")
+  local st = need_store("postgres")
   local tbl = unique("nosuch_")
-  local o = { lock = dsn .. "?key=leader&table=" .. tbl, id = "a" }
+  local o = { lock = lock_for(st, "leader&table=" .. tbl), id = "a" }
+  for k, v in pairs(st.options) do
+    o[k] = v
+  end
   for k, v in pairs(TIMINGS) do
     o[k] = v
   end
