@@ -18,6 +18,11 @@ CLI_INTERNAL, each with the reason the public API cannot serve there
 (docs/architecture.md). A header on the list that no CLI file includes any
 more is an error too, so the list only shrinks with the code.
 
+Within the library the include graph of modules (a module: NAME.c with
+NAME.h; the public s3lect.h is a module of its own) has no cycle: A's files
+including B's header while B's include A's is two modules that are one, or
+a header in the wrong place (issue 40).
+
   tests/check_layers.py [REPO_ROOT]
 """
 import re
@@ -98,6 +103,47 @@ def strip(text):
     return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
 
 
+def module_cycles(files):
+    """The cycles of the include graph of modules (NAME.c + NAME.h), each as
+    its modules' names; [] when there is none."""
+    def module(name):  # the public header is not api/s3lect.c's own
+        return "s3lect.h" if Path(name).name == "s3lect.h" else Path(name).stem
+
+    graph = {}
+    for f in files:
+        for m in re.finditer(r'#include\s+"([^"]+)"', f.read_text()):
+            dep = module(m.group(1))
+            if dep != module(f.name):
+                graph.setdefault(module(f.name), set()).add(dep)
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
 def main():
     order = layers()
     rank = {name: i for i, name in enumerate(order)}
@@ -173,6 +219,9 @@ def main():
         if not any(f.name == name for f in files):
             errors.append(f"check_layers' aws_users lists {name}, which is no file of "
                           "libs3lect/src any more: drop it from the list")
+    for cycle in module_cycles(list(files) + [ROOT / "libs3lect" / "include" / "s3lect.h"]):
+        errors.append(f"modules include each other ({' <-> '.join(cycle)}): move what both need "
+                      "into one of them or a lower one")
     ncli = check_cli(errors)
     for e in sorted(set(errors)):
         print("check_layers: " + e)
@@ -182,8 +231,8 @@ def main():
               f"({' < '.join(order)})")
         return 1
     print(f"check_layers: {len(files)} files in {len(order)} layers, every dependency points down "
-          f"({' < '.join(order)}); the CLI includes s3lect.h and {ncli} internal headers "
-          "of its documented list")
+          f"({' < '.join(order)}), no two modules include each other; the CLI includes "
+          f"s3lect.h and {ncli} internal headers of its documented list")
     return 0
 
 

@@ -2,12 +2,12 @@
 /* el_events.c - what the engine tells its driver: the events it queues,
  * its rate-limited ERROR reports, and the error state the status shows
  * (failures, write back-off, refused writes). Part of election.c's state
- * machine (el_internal.h). */
+ * machine (election.h, the engine's own section). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "el_internal.h"
+#include "election.h"
 #include "s3lect.h"
 
 void el_event_clear(el_event *ev)

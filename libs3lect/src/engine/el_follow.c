@@ -4,14 +4,13 @@
  * presumed dead (the store's clock credit included), when to read next,
  * following a leader whose peer endpoint failed, a vanished or brand-new
  * lock, and observe(): what one answer about the record means. Part of
- * election.c's state machine (el_internal.h). */
+ * election.c's state machine (election.h, the engine's own section). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
-#include "el_internal.h"
-#include "roster.h"
+#include "election.h"
 #include "s3lect.h"
 
 /* ---- follower ---------------------------------------------------------- */

@@ -23,8 +23,6 @@
 #include <string.h>
 
 #include "config.h"
-#include "el_internal.h"
-#include "roster.h"
 #include "s3lect.h"
 
 #define FAR_FUTURE INT64_MAX

@@ -19,8 +19,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "election.h"
-
 /* At most this many members: a full roster is not joined. */
 #define RO_MAX_MEMBERS 16
 /* Members rewrite their entry every RO_REFRESH_READS frequent intervals;
@@ -47,24 +45,5 @@ void ro_list_clear(ro_list *l);
 /* The phase, as a fraction of every in [0, 1), in the middle of the widest
  * gap between the fractions f[0..n) (n > 0). */
 double ro_widest_gap_mid(const double *f, size_t n);
-
-/* The engine's side of it (election.c calls these). */
-/* Issues a roster request (GET or PUT of e->ro.key) when one is due and
- * the next store step is far enough away; returns op->kind or 0. */
-int ro_next(el_engine *e, el_time now, el_op *op);
-void ro_complete(el_engine *e, el_time now, const st_result *r);
-/* A follower's check of its leader's endpoint failed, or it reads the store
- * at the frequent interval while stable because of it: join the roster if
- * not a member. */
-void ro_want(el_engine *e, el_time now);
-/* Its leader's endpoint answered: it reads the store no more, so it
- * leaves the roster (within an interval). */
-void ro_peer_ok(el_engine *e, el_time now);
-/* This node leads now: leave the roster (its phase is free). */
-void ro_leading(el_engine *e, int64_t now);
-/* When a member reads next after a read at `now`: the next time its phase
- * comes round at least half an interval from now; `fallback` when it is no
- * member. */
-int64_t ro_read_at(el_engine *e, el_time now, int64_t fallback);
 
 #endif

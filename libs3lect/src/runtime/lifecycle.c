@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* elector.c - an elector's life in the runtime: start, stop, dispatch (poll
+/* lifecycle.c - an elector's life in the runtime: start, stop, dispatch (poll
  * mode) and the event fd (docs/threading.md). */
 #include <errno.h>
 #include <stdlib.h>
