@@ -397,6 +397,36 @@ static int flag_var(const char *flag, char *var, size_t varlen, const char **nam
     return 0;
 }
 
+/* A flag's variable `env` with value v (not empty): sets the flag unless
+ * the command line gave it (or --no-peer, for --peer). -1 after a usage
+ * error in the library's words (s3lect_config_set_text's, naming option
+ * lib_opt when it is one), else 0. */
+static int env_flag(const char *cmd, const cli_opt_def *d, cli_opts *o, const char *env,
+                    const char *v, int lib_opt)
+{
+    if (*d->flag > 0) /* the flag was given: it wins (-1: unset) */
+        return 0;
+    if (d->flag == &o->peer && o->no_peer > 0)
+        return 0; /* --no-peer was given: it wins */
+    if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
+        !strcasecmp(v, "on")) {
+        *d->flag = 1;
+    } else if (strcmp(v, "0") && strcasecmp(v, "false") && strcasecmp(v, "no") &&
+               strcasecmp(v, "off")) {
+        const char *what = d->name;
+        if (lib_opt)
+            s3lect_option_info(lib_opt, &what, NULL, NULL, NULL, NULL);
+        g_env_source = env;
+        cli_usage_error(
+            cmd, "%s '%.100s' is not a boolean; use 1 or 0 (true/false, yes/no, on/off)", what, v);
+        g_env_source = NULL;
+        return -1;
+    } else if (*d->flag < 0) {
+        *d->flag = 0; /* a tri-state flag (--peer): off */
+    }
+    return 0;
+}
+
 int cli_env_opts(const char *cmd, cli_opts *o)
 {
     cli_opt_def opts[CLI_MAX_OPT_DEFS];
@@ -418,29 +448,8 @@ int cli_env_opts(const char *cmd, cli_opts *o)
         if (!v || !*v) /* an empty variable is unset, as in every front end */
             continue;
         if (opts[k].kind == K_FLAG) {
-            if (*opts[k].flag > 0) /* the flag was given: it wins (-1: unset) */
-                continue;
-            if (opts[k].flag == &o->peer && o->no_peer > 0)
-                continue; /* --no-peer was given: it wins */
-            if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
-                !strcasecmp(v, "on")) {
-                *opts[k].flag = 1;
-            } else if (*v && strcmp(v, "0") && strcasecmp(v, "false") && strcasecmp(v, "no") &&
-                       strcasecmp(v, "off")) {
-                /* the library's words (s3lect_config_set_text), naming the variable */
-                const char *what = opts[k].name;
-                if (lib_opt)
-                    s3lect_option_info(lib_opt, &what, NULL, NULL, NULL, NULL);
-                g_env_source = env;
-                cli_usage_error(cmd,
-                                "%s '%.100s' is not a boolean; use 1 or 0 (true/false, yes/no, "
-                                "on/off)",
-                                what, v);
-                g_env_source = NULL;
+            if (env_flag(cmd, &opts[k], o, env, v, lib_opt) < 0)
                 return -1;
-            } else if (*opts[k].flag < 0) {
-                *opts[k].flag = 0; /* a tri-state flag (--peer): off */
-            }
             continue;
         }
         if ((o->seen & (1UL << k)) || (k == 0 && o->lock))
