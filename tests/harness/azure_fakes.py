@@ -29,6 +29,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
+from harness.pki import make_ca
+
 SCOPE = "https://storage.azure.com/.default"
 RESOURCE = "https://storage.azure.com/"
 
@@ -44,13 +46,12 @@ def unb64url(s: str) -> bytes:
 def make_cert(d: Path) -> tuple[Path, str]:
     """A self-signed RSA certificate and its key in one PEM file (what
     AZURE_CLIENT_CERTIFICATE_PATH names), and its x5t (SHA-1 thumbprint)."""
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
-                    "client.key", "-out", "client.crt", "-days", "2", "-subj", "/CN=s3lect-client"],
-                   cwd=d, check=True, capture_output=True, timeout=60)
-    der = subprocess.run(["openssl", "x509", "-in", "client.crt", "-outform", "DER"], cwd=d,
-                         check=True, capture_output=True, timeout=60).stdout
+    crt, key = make_ca(d, "client-cert", subject="/CN=s3lect-client", constraints=False,
+                       key="rsa")
+    der = subprocess.run(["openssl", "x509", "-in", str(crt), "-outform", "DER"], check=True,
+                         capture_output=True, timeout=60).stdout
     pem = d / "client.pem"
-    pem.write_text((d / "client.key").read_text() + (d / "client.crt").read_text())
+    pem.write_text(key.read_text() + crt.read_text())
     return pem, b64url(hashlib.sha1(der).digest())
 
 

@@ -37,8 +37,10 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from harness.pki import issue, make_ca  # noqa: E402
     from harness.servers import Server, ServerStartError, cache_dir  # noqa: E402
 else:
+    from .pki import issue, make_ca
     from .servers import Server, ServerStartError, cache_dir
 
 AZURITE_VERSION = "3.37.0"
@@ -167,10 +169,6 @@ class AzureClient:
         return urllib.parse.urlencode(q)
 
 
-def _openssl(cwd: Path, *args: str) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 class AzuriteServer(Server):
     """https=True: TLS with a certificate for 127.0.0.1 from a CA made here
     (ca_file), and Azure AD bearer tokens accepted (--oauth basic: Azurite
@@ -189,13 +187,9 @@ class AzuriteServer(Server):
         self.ca_file: str | None = None
         if https:
             d = self.workdir
-            _openssl(d, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
-                     "-out", "ca.pem", "-days", "2", "-subj", "/CN=s3lect-test-ca")
-            _openssl(d, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
-                     "server.csr", "-subj", "/CN=127.0.0.1")
-            (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-            _openssl(d, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                     "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
+            make_ca(d, "ca", subject="/CN=s3lect-test-ca", constraints=False, key="rsa")
+            issue(d, "server", "ca", san="IP:127.0.0.1", subject="/CN=127.0.0.1", eku=None,
+                  key="rsa")
             self.ca_file = str(d / "ca.pem")
 
     @property

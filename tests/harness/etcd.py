@@ -35,8 +35,10 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from harness.pki import issue, make_ca  # noqa: E402
     from harness.servers import Server, ServerStartError, free_port  # noqa: E402
 else:
+    from .pki import issue, make_ca
     from .servers import Server, ServerStartError, free_port
 
 PREFIX = "s3lect-test/"
@@ -54,30 +56,15 @@ def etcd_binary() -> str:
                            "(apt-get install etcd-server etcd-client)")
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 def make_pki(d: Path) -> dict[str, Path]:
     """A throwaway CA, a server certificate for 127.0.0.1/localhost, a client
     certificate (CN=client) from it, and an unrelated CA: paths by name (ca,
-    server, server-key, client, client-key, other-ca)."""
+    server, server-key, client, client-key, other-ca). tests/harness/pki.py's."""
     d.mkdir(parents=True, exist_ok=True)
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     for ca in ("ca", "other-ca"):
-        _openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2",
-                 "-subj", f"/CN=s3lect etcd test {ca}", "-addext",
-                 "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
-                 cwd=d)
-    ext = d / "san.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                   "extendedKeyUsage=serverAuth,clientAuth\n")
+        make_ca(d, ca, subject=f"/CN=s3lect etcd test {ca}")
     for name in ("server", "client"):
-        _openssl("req", "-new", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj",
-                 f"/CN={name}", cwd=d)
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", str(ext),
-                 cwd=d)
+        issue(d, name, "ca", san="IP:127.0.0.1,DNS:localhost")
     return {"ca": d / "ca.pem", "server": d / "server.pem", "server-key": d / "server.key",
             "client": d / "client.pem", "client-key": d / "client.key",
             "other-ca": d / "other-ca.pem"}

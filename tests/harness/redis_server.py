@@ -29,14 +29,15 @@ import secrets
 import shutil
 import socket
 import ssl
-import subprocess
 import sys
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from harness.pki import issue, make_ca  # noqa: E402
     from harness.servers import Server, ServerStartError  # noqa: E402
 else:
+    from .pki import issue, make_ca
     from .servers import Server, ServerStartError
 
 KEY_PREFIX = "s3lect/"
@@ -91,23 +92,13 @@ def _read_reply(f):
 
 
 def make_tls_files(d: Path, san: str = "IP:127.0.0.1,DNS:localhost") -> tuple[Path, Path, Path]:
-    """A CA, and a server certificate it signs for san (127.0.0.1 and localhost)."""
-    ca_key, ca, key, csr, crt = (d / n for n in ("ca.key", "ca.pem", "server.key", "server.csr",
-                                                 "server.pem"))
-    ext = d / "ext.cnf"
-    ext.write_text(f"subjectAltName={san}\n")
-    cmds = [
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-         "-nodes", "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", "/CN=s3lect test CA"],
-        ["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-         "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
-        ["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
-         "-out", crt, "-days", "2", "-extfile", ext],
-    ]
-    for c in cmds:
-        r = subprocess.run([str(x) for x in c], capture_output=True, text=True, timeout=60)
-        if r.returncode != 0:
-            raise ServerStartError(f"openssl failed: {' '.join(map(str, c))}\n{r.stderr}")
+    """A CA, and a server certificate it signs for san (127.0.0.1 and
+    localhost): tests/harness/pki.py's."""
+    try:
+        ca, _ = make_ca(d, "ca", subject="/CN=s3lect test CA", constraints=False)
+        crt, key = issue(d, "server", "ca", san=san, subject="/CN=127.0.0.1", eku=None)
+    except RuntimeError as e:
+        raise ServerStartError(str(e)) from e
     return ca, crt, key
 
 

@@ -15,7 +15,8 @@ from typing import Iterator
 import pytest
 
 from harness import gos3lect
-from interop_cluster import Cluster, openssl
+from harness.pki import issue, make_ca
+from interop_cluster import Cluster
 
 
 @pytest.fixture(scope="session")
@@ -50,15 +51,9 @@ def pki(tmp_path_factory) -> dict[str, Path]:
     """A throwaway CA and a server certificate for 127.0.0.1 (both
     implementations serve their peer endpoint with it)."""
     d = tmp_path_factory.mktemp("interop-pki")
+    ca, _ = make_ca(d, "ca", subject="/CN=s3lect interop test ca", constraints=False, key="rsa")
     # One certificate for every node, so it names every server id that a
     # follower checks in CA mode (docs/peer.md "Whose answer counts").
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:c1,DNS:c2,"
-                               "DNS:c3,DNS:go1,DNS:go2\n"
-                               "extendedKeyUsage=serverAuth,clientAuth\n")
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-            "ca.pem", "-days", "2", "-subj", "/CN=s3lect interop test ca", cwd=d)
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out", "node.csr",
-            "-subj", "/CN=127.0.0.1", cwd=d)
-    openssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "node.pem", "-days", "2", "-extfile", "san.ext", cwd=d)
-    return {"ca": d / "ca.pem", "cert": d / "node.pem", "key": d / "node.key"}
+    cert, key = issue(d, "node", "ca", subject="/CN=127.0.0.1", key="rsa",
+                      san="IP:127.0.0.1,DNS:localhost,DNS:c1,DNS:c2,DNS:c3,DNS:go1,DNS:go2")
+    return {"ca": ca, "cert": cert, "key": key}

@@ -207,10 +207,6 @@ class Cluster:
             n.stop()
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 def peer_flags(pki: dict[str, Path], port: int) -> list[str]:
     return ["--peer", "--addr", f"127.0.0.1:{port}", "--peer-cert", str(pki["cert"]),
             "--peer-key", str(pki["key"]), "--peer-ca", str(pki["ca"])]

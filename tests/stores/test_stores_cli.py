@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
 import time
 
 import pytest
@@ -427,25 +426,16 @@ def test_route53_batch_rules_racing_nodes_elect_one(strict_r53, cluster, tmp_pat
 
 # ---- PostgreSQL over TLS, as libpq does it ----
 
-def _openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture(scope="module")
 def pg_tls(tmp_path_factory):
     """A PostgreSQL server with ssl=on and a certificate for 127.0.0.1 from a
     CA made here; a second CA that signed nothing."""
     from harness.pgserver import PostgresServer
+    from harness.pki import issue, make_ca
     d = tmp_path_factory.mktemp("pgtls")
     for ca in ("ca", "other-ca"):
-        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                 "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2", "-subj", f"/CN={ca}",
-                 cwd=d)
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-             "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1", cwd=d)
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.ext", cwd=d)
+        make_ca(d, ca, subject=f"/CN={ca}", constraints=False)
+    issue(d, "server", "ca", san="IP:127.0.0.1", subject="/CN=127.0.0.1", eku=None)
     srv = PostgresServer(settings={"ssl": "on", "log_connections": "on"})
     for f in ("server.pem", "server.key"):
         (srv.workdir / f).write_bytes((d / f).read_bytes())
