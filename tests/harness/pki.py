@@ -6,7 +6,6 @@ One helper instead of a copy per suite and per server of the harness.
 
     ca_pem, ca_key = make_ca(d, "ca")
     pem, key = issue(d, "node", "ca", san="IP:127.0.0.1,DNS:localhost")
-    bundle(d / "cas.pem", ca_pem, other_ca_pem)
     pin = spki_pin(pem)
 """
 
@@ -55,12 +54,6 @@ def issue(d: Path, name: str, ca: str, san: str, subject: str | None = None,
             "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext",
             cwd=d)
     return d / f"{name}.pem", d / f"{name}.key"
-
-
-def bundle(path: Path, *pems: Path) -> Path:
-    """A CA bundle file: the certificates pems one after the other."""
-    path.write_text("".join(p.read_text() for p in pems))
-    return path
 
 
 def spki_pin(cert: Path) -> str:
