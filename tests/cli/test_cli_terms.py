@@ -67,7 +67,8 @@ def test_term_limit_is_refused_explained_and_reset(tmp_path):
         r = cli("reset-term", lock)
         assert r.returncode == 1 and "can still grow" in r.stderr, r.stderr
         # The waiting node follows the reset: term 1, and says terms restarted.
-        wait_for(lambda: nodes[0].started_terms() == [1], timeout=30, what="term 1 after the reset")
+        wait_for(lambda: nodes[0].started_terms() == [1], timeout=30,
+                 what="term 1 after the reset")
         assert "went back from 9007199254740991 to 0" in nodes[0].text()
         nodes[0].stop()
 
@@ -85,7 +86,8 @@ def test_term_limit_is_refused_explained_and_reset(tmp_path):
         r = cli("reset-term", lock, "--lease-timeout", "2s")
         assert r.returncode == 0 and "waiting 2.0s" in r.stderr, r.stderr
         assert time.monotonic() - t0 >= 2.0
-        wait_for(lambda: nodes[1].started_terms() == [1], timeout=30, what="term 1 after the reset")
+        wait_for(lambda: nodes[1].started_terms() == [1], timeout=30,
+                 what="term 1 after the reset")
     finally:
         for n in nodes:
             n.stop()

@@ -332,7 +332,8 @@ def test_shim_killed_leaves_nothing_behind(env):
     kills what it left and stops; nothing runs on."""
     tree, node, lock = env
     a = node("a")
-    main = wait_for(lambda: a.started_command() and tree.beating("a", KINDS), 30, "a's command tree")
+    main = wait_for(lambda: a.started_command() and tree.beating("a", KINDS), 30,
+                    "a's command tree")
     with open(f"/proc/{main}/stat") as f:
         stat = f.read()
     shim = int(stat[stat.rindex(")") + 2:].split()[1])

@@ -36,8 +36,8 @@ def make_ca(d: Path, name: str, subject: str | None = None, constraints: bool = 
     certificate (also what a self-signed leaf certificate gets here)."""
     ext = ["-addext", "basicConstraints=critical,CA:TRUE",
            "-addext", f"keyUsage=critical,{key_usage}"] if constraints else []
-    openssl("req", "-x509", *KEYS[key], "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "2",
-            "-subj", subject or f"/CN=s3lect test {name}", *ext, cwd=d)
+    openssl("req", "-x509", *KEYS[key], "-keyout", f"{name}.key", "-out", f"{name}.pem",
+            "-days", "2", "-subj", subject or f"/CN=s3lect test {name}", *ext, cwd=d)
     return d / f"{name}.pem", d / f"{name}.key"
 
 

@@ -57,10 +57,12 @@ def nodes():
 def test_wrong_name_certificate_is_logged_once_and_the_follower_still_follows(
         s3lect_bin, tmp_path, pki, nodes):
     lock = f"file://{tmp_path}/leader.json"
-    leader = peer_node(s3lect_bin, tmp_path, lock, "lead", pki["wrong"], pki["wrong-key"], pki["ca"])
+    leader = peer_node(s3lect_bin, tmp_path, lock, "lead", pki["wrong"], pki["wrong-key"],
+                       pki["ca"])
     nodes.append(leader)
     wait_for(leader.leading, 15, "the leader to acquire")
-    follower = peer_node(s3lect_bin, tmp_path, lock, "follow", pki["good"], pki["good-key"], pki["ca"])
+    follower = peer_node(s3lect_bin, tmp_path, lock, "follow", pki["good"], pki["good-key"],
+                         pki["ca"])
     nodes.append(follower)
     wait_for(lambda: "error: peer mode" in follower.text(), 15, "the follower's error line")
     time.sleep(5)  # about ten more failed checks
