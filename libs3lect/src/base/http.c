@@ -158,6 +158,55 @@ void http_easy_common(CURL *e, const char *url, long total_ms, long connect_ms, 
     curl_easy_setopt(e, CURLOPT_WRITEDATA, body);
 }
 
+void http_easy_request(CURL *e, struct curl_slist *hl, curl_write_callback on_header, void *ud,
+                       const char *method, const void *body, size_t len)
+{
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
+    if (on_header) {
+        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(e, CURLOPT_HEADERDATA, ud);
+    }
+    if (!method)
+        return;
+    if (strcmp(method, "GET") == 0) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+        return;
+    }
+    if (strcmp(method, "POST") == 0)
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+    else
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body ? body : "");
+}
+
+int http_transport_failed(int curl_code, const http_body *b)
+{
+    return curl_code != CURLE_OK && !(curl_code == CURLE_WRITE_ERROR && b->too_large);
+}
+
+void http_header_add(struct curl_slist **hl, int *oom, const char *name, const char *value)
+{
+    if (*oom)
+        return;
+    char *line = value ? u_asprintf("%s: %s", name, value) : u_asprintf("%s:", name);
+    struct curl_slist *l = line ? curl_slist_append(*hl, line) : NULL;
+    u_wipe_free(line);
+    if (l)
+        *hl = l;
+    else
+        *oom = 1;
+}
+
+void http_headers_free(struct curl_slist *hl)
+{
+    for (struct curl_slist *l = hl; l; l = l->next)
+        u_wipe(l->data, strlen(l->data));
+    curl_slist_free_all(hl);
+}
+
 void http_header_value(const char *line, size_t n, size_t name_len, char *dst, size_t cap)
 {
     const char *v = line + name_len, *end = line + n;

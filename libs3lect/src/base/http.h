@@ -38,6 +38,26 @@ void http_body_clear(http_body *b);
 void http_easy_common(CURL *e, const char *url, long total_ms, long connect_ms, char *errbuf,
                       http_body *body);
 
+/* The options a store's request adds after http_easy_common (and its TLS
+ * trust): HTTP/1.1 with TCP keep-alive, the header list hl, on_header with
+ * ud for the response's header lines (NULL: none), and the method: "GET",
+ * or with body (len bytes, copied by libcurl) "POST" or any other
+ * (CURLOPT_CUSTOMREQUEST). method NULL leaves the method to the caller. */
+void http_easy_request(CURL *e, struct curl_slist *hl, curl_write_callback on_header, void *ud,
+                       const char *method, const void *body, size_t len);
+/* Did a transfer fail below HTTP: a CURLcode other than OK and other than
+ * the abort of an over-long body (b->too_large, which the caller judges
+ * from the status and the first max bytes)? */
+int http_transport_failed(int curl_code, const http_body *b);
+
+/* Request header lists that may hold a secret (a token, a signature):
+ * http_header_add appends "name: value" (wiping its own copy of the line),
+ * or with value NULL "name:", which removes libcurl's own header of that
+ * name (Expect:, Accept:); out of memory sets *oom, and once *oom is set it adds nothing.
+ * http_headers_free wipes every line and frees the list (NULL: nothing). */
+void http_header_add(struct curl_slist **hl, int *oom, const char *name, const char *value);
+void http_headers_free(struct curl_slist *hl);
+
 /* The CA bundle to trust for public TLS when none is configured: NULL when
  * libcurl's own default (its built-in CA file or directory) is there, else
  * SSL_CERT_FILE when set and readable, else the first readable of the

@@ -126,28 +126,6 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
 
 /* ---- requests ---- */
 
-static struct curl_slist *add_header(struct curl_slist *list, int *oom, const char *name,
-                                     const char *value)
-{
-    if (*oom)
-        return list;
-    char *line = u_asprintf("%s: %s", name, value);
-    struct curl_slist *l = line ? curl_slist_append(list, line) : NULL;
-    u_wipe_free(line); /* may be the session token */
-    if (!l) {
-        *oom = 1;
-        return list;
-    }
-    return l;
-}
-
-static void free_headers(struct curl_slist *hl)
-{
-    for (struct curl_slist *l = hl; l; l = l->next)
-        memset(l->data, 0, strlen(l->data));
-    curl_slist_free_all(hl);
-}
-
 #define AH_MAX_HEADERS 12
 
 int ah_call_prepare(ah_call *c, void *easy, ah_signer *g, const ah_request *rq, st_result *out)
@@ -197,18 +175,13 @@ int ah_call_prepare(ah_call *c, void *easy, ah_signer *g, const ah_request *rq, 
     }
     struct curl_slist *hl = NULL;
     int oom = 0;
-    for (size_t i = 0; i < nh; i++)
-        hl = add_header(hl, &oom, h[i].name, h[i].value);
-    hl = add_header(hl, &oom, "Authorization", sig.authorization);
+    for (size_t i = 0; i < nh; i++) /* x-amz-security-token: wiped with the list */
+        http_header_add(&hl, &oom, h[i].name, h[i].value);
+    http_header_add(&hl, &oom, "Authorization", sig.authorization);
     sigv4_result_clear(&sig);
-    if (!oom) {
-        /* No "Expect: 100-continue" round trip and no default Accept. */
-        struct curl_slist *l = curl_slist_append(hl, "Expect:");
-        l = l ? curl_slist_append(l, "Accept:") : NULL;
-        oom = !l;
-        if (l)
-            hl = l;
-    }
+    /* No "Expect: 100-continue" round trip and no default Accept. */
+    http_header_add(&hl, &oom, "Expect", NULL);
+    http_header_add(&hl, &oom, "Accept", NULL);
     char *url = u_asprintf("%s%s%s%s", rq->origin, rq->path, rq->query && *rq->query ? "?" : "",
                            rq->query && *rq->query ? rq->query : "");
     c->headers = hl;
@@ -226,21 +199,10 @@ int ah_call_prepare(ah_call *c, void *easy, ah_signer *g, const ah_request *rq, 
     c->resp.data.max = AH_MAX_BODY;
     http_easy_common(e, url, (long)rq->timeout_ms, (long)rq->timeout_ms, c->errbuf, &c->resp.data);
     curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L); /* the path is signed exactly as sent */
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, &c->resp);
+    http_easy_request(e, hl, on_header, &c->resp, rq->method, body, rq->body_len);
     /* The configured bundle, else the system's where libcurl's built-in
      * one is missing (a release build on another distribution). */
     http_set_ca(e, rq->ca_file);
-    if (strcmp(rq->method, "GET") == 0) {
-        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    } else {
-        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, rq->method);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
-        curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body);
-    }
     free(url);
     return 0;
 }
@@ -252,21 +214,14 @@ void ah_call_release(ah_call *c)
         curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
         curl_easy_setopt(c->easy, CURLOPT_ERRORBUFFER, NULL);
     }
-    free_headers(c->headers);
+    http_headers_free(c->headers);
     http_body_clear(&c->resp.data);
     memset(c, 0, sizeof *c);
 }
 
-long ah_call_status(const ah_call *c)
-{
-    long status = 0;
-    curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
-    return status;
-}
-
 int ah_call_transport_failed(const ah_call *c, int curl_code)
 {
-    return curl_code != CURLE_OK && !(curl_code == CURLE_WRITE_ERROR && c->resp.data.too_large);
+    return http_transport_failed(curl_code, &c->resp.data);
 }
 
 /* ---- one AWS service ---- */

@@ -91,8 +91,6 @@ typedef struct ah_call {
 int ah_call_prepare(ah_call *c, void *easy, ah_signer *g, const ah_request *rq, st_result *out);
 /* Detaches the handle from c and frees what c holds (wiping the headers). */
 void ah_call_release(ah_call *c);
-/* The HTTP status of the finished transfer. */
-long ah_call_status(const ah_call *c);
 /* Did the transfer fail below HTTP (a CURLcode other than OK or our own cut
  * of an over-long body)? */
 int ah_call_transport_failed(const ah_call *c, int curl_code);

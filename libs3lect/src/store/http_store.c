@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* http_store.c - endpoints and transport failures of the HTTP stores
- * (http_store.h). */
+/* http_store.c - what the HTTP stores share (http_store.h): endpoints,
+ * transport failures, answers and bearer tokens. */
 #include "http_store.h"
 
 #include <curl/curl.h>
@@ -130,4 +130,75 @@ void st_transport_failure(int curl_code, const char *errbuf, const char *what, c
                        where, why);
         break;
     }
+}
+
+/* ---- answers ---- */
+
+long st_http_finish_start(void *easy, st_result *out)
+{
+    char *warning = out->warning;
+    memset(out, 0, sizeof *out);
+    out->warning = warning;
+    long status = 0;
+    curl_easy_getinfo((CURL *)easy, CURLINFO_RESPONSE_CODE, &status);
+    out->http_status = (int)status;
+    return status;
+}
+
+void st_http_detail(const http_body *b, long status, const char *message, char *out, size_t n)
+{
+    if (message)
+        snprintf(out, n, "HTTP %ld: %.200s", status, message);
+    else if (b->body && b->len && b->len < 200 && !strpbrk(b->body, "<{"))
+        snprintf(out, n, "HTTP %ld: %.*s", status, (int)strcspn(b->body, "\r\n"), b->body);
+    else
+        snprintf(out, n, "HTTP %ld", status);
+}
+
+void st_result_http_ok(st_result *out, const char *etag, const http_body *body, const char *date,
+                       const char *last_modified)
+{
+    if (st_result_set_etag(out, etag) != 0 ||
+        (body && st_result_set_body(out, body->body ? body->body : "", body->len) != 0)) {
+        st_result_setf(out, ST_TRANSIENT, "out of memory");
+        return;
+    }
+    out->outcome = ST_OK;
+    /* Both HTTP dates are whole seconds (the fraction dropped). */
+    if (body && st_http_date_ms(date, &out->server_now_ms) == 0 &&
+        st_http_date_ms(last_modified, &out->server_modified_ms) != 0)
+        out->server_now_ms = 0;
+    if (out->server_now_ms > 0)
+        out->server_res_ms = 1000;
+}
+
+/* ---- bearer tokens ---- */
+
+#define BEARER_WARN_EVERY_MS 60000
+
+int st_bearer_take(st_bearer *b, char **token, st_result *out)
+{
+    *token = NULL;
+    if (!b->chain)
+        return 0;
+    if (b->stale) {
+        b->stale = 0;
+        cred_cache_stale(b->chain, b->gen);
+    }
+    char err[700];
+    int rc = cred_cache_bearer(b->chain, token, &b->gen, err, sizeof err);
+    if (rc) {
+        st_result_setf(out, rc == S3LECT_EAUTH ? ST_AUTH : ST_TRANSIENT, "%s; will retry", err);
+        return -1;
+    }
+    out->warning = cred_cache_refresh_warning(b->chain, &b->failures_seen, &b->warned_at,
+                                              BEARER_WARN_EVERY_MS);
+    return 0;
+}
+
+void st_bearer_clear(st_bearer *b)
+{
+    if (b->chain)
+        cred_cache_release(b->chain);
+    memset(b, 0, sizeof *b);
 }

@@ -49,16 +49,10 @@ typedef struct az_store {
     int64_t default_timeout_ms;
     az_creds creds;
     /* Entra ID, when no explicit credential is set: the shared token cache
-     * entry, the generation of the token last used, and the refresh-failure
-     * warnings already given. */
-    cred_cache *chain;
-    uint64_t gen, failures_seen;
-    int64_t warned_at;
-    int stale; /* the last token was refused: ask for a fresh one */
+     * entry (bearer.chain NULL otherwise). */
+    st_bearer bearer;
     char source[320];
 } az_store;
-
-#define AZ_WARN_EVERY_MS 60000
 
 /* ---- one request ---- */
 
@@ -110,13 +104,6 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-static void free_headers(struct curl_slist *hl)
-{
-    for (struct curl_slist *l = hl; l; l = l->next)
-        memset(l->data, 0, strlen(l->data));
-    curl_slist_free_all(hl);
-}
-
 static void xfer_free(st_xfer *x)
 {
     if (!x)
@@ -125,29 +112,11 @@ static void xfer_free(st_xfer *x)
         curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, NULL);
         curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, NULL);
     }
-    free_headers(x->headers);
+    http_headers_free(x->headers);
     http_body_clear(&x->resp.data);
     free(x->key);
     free(x->if_match_copy);
     free(x);
-}
-
-static struct curl_slist *add_header(struct curl_slist *list, int *oom, const char *name,
-                                     const char *value)
-{
-    if (*oom)
-        return list;
-    char *line = u_asprintf("%s: %s", name, value);
-    struct curl_slist *l = line ? curl_slist_append(list, line) : NULL;
-    if (line) {
-        memset(line, 0, strlen(line)); /* may hold the signature */
-        free(line);
-    }
-    if (!l) {
-        *oom = 1;
-        return list;
-    }
-    return l;
 }
 
 /* The blob's lock URL for messages. */
@@ -198,28 +167,17 @@ static st_xfer *az_begin(st_store *st, void *easy, const char *key, int put, con
             h[nh++] = (az_header){"If-None-Match", "*"};
     }
     char *bearer = NULL;
-    if (s->chain) {
-        if (s->stale) {
-            s->stale = 0;
-            cred_cache_stale(s->chain, s->gen);
-        }
-        char err[700];
-        int rc = cred_cache_bearer(s->chain, &bearer, &s->gen, err, sizeof err);
-        if (rc) {
-            free(path);
-            xfer_free(x);
-            st_result_setf(out, rc == S3LECT_EAUTH ? ST_AUTH : ST_TRANSIENT, "%s; will retry", err);
-            return NULL;
-        }
-        out->warning = cred_cache_refresh_warning(s->chain, &s->failures_seen, &s->warned_at,
-                                                  AZ_WARN_EVERY_MS);
+    if (st_bearer_take(&s->bearer, &bearer, out) != 0) {
+        free(path);
+        xfer_free(x);
+        return NULL;
     }
     struct curl_slist *hl = NULL;
     int oom = !path;
     if (bearer) {
         char *auth = u_asprintf("Bearer %s", bearer);
         if (auth)
-            hl = add_header(hl, &oom, "Authorization", auth);
+            http_header_add(&hl, &oom, "Authorization", auth);
         else
             oom = 1;
         u_wipe_free(auth);
@@ -227,30 +185,21 @@ static st_xfer *az_begin(st_store *st, void *easy, const char *key, int put, con
     }
     for (size_t i = 0; i < nh; i++)
         if (strcmp(h[i].name, "Content-Length") != 0) /* libcurl sends it */
-            hl = add_header(hl, &oom, h[i].name, h[i].value);
+            http_header_add(&hl, &oom, h[i].name, h[i].value);
     if (!oom && s->creds.kind == AZ_CRED_SHARED_KEY) {
         char *sts = az_sharedkey_string(x->method, h, nh, s->account, path, NULL);
         char *auth =
             sts ? az_sharedkey_authorization(s->account, s->creds.key, s->creds.key_len, sts)
                 : NULL;
         if (auth)
-            hl = add_header(hl, &oom, "Authorization", auth);
+            http_header_add(&hl, &oom, "Authorization", auth);
         else
             oom = 1;
         free(sts);
-        if (auth) {
-            memset(auth, 0, strlen(auth));
-            free(auth);
-        }
+        u_wipe_free(auth);
     }
-    if (!oom) {
-        /* "Name:" with nothing after it removes libcurl's own header. */
-        struct curl_slist *l = curl_slist_append(hl, "Expect:");
-        l = l ? curl_slist_append(l, "Accept:") : NULL;
-        oom = !l;
-        if (l)
-            hl = l;
-    }
+    http_header_add(&hl, &oom, "Expect", NULL);
+    http_header_add(&hl, &oom, "Accept", NULL);
     int sas = s->creds.kind == AZ_CRED_SAS;
     char *url =
         path ? u_asprintf("%s%s%s%s", s->origin, path, sas ? "?" : "", sas ? s->creds.sas : "")
@@ -274,19 +223,8 @@ static st_xfer *az_begin(st_store *st, void *easy, const char *key, int put, con
     memset(url, 0, strlen(url)); /* the SAS */
     free(url);
     curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L); /* the path is signed as sent */
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, &x->resp);
+    http_easy_request(e, hl, on_header, &x->resp, x->method, body, put ? len : 0);
     http_set_ca(e, s->ca_file);
-    if (put) {
-        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PUT");
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-        curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body ? body : "");
-    } else {
-        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    }
     return x;
 }
 
@@ -362,7 +300,7 @@ static void set_http_failure(const st_xfer *x, long status, int outcome, st_resu
     snprintf(detail, sizeof detail, "HTTP %ld%s%s%s%s%s%s%s", status, r->error_code[0] ? " " : "",
              r->error_code, msg[0] ? ": " : "", msg, r->request_id[0] ? " (request id " : "",
              r->request_id, r->request_id[0] ? ")" : "");
-    const char *src = s->chain ? s->source : s->creds.source;
+    const char *src = s->bearer.chain ? s->source : s->creds.source;
     switch (outcome) {
     case ST_NOT_FOUND:
         st_result_setf(out, outcome, AZ_FMT " does not exist (%s)", AZ_ARGS(s, x->key), detail);
@@ -453,14 +391,9 @@ static void az_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
 {
     az_store *s = (az_store *)st;
     CURLcode cc = (CURLcode)curl_code;
-    char *warning = out->warning;
-    memset(out, 0, sizeof *out);
-    out->warning = warning;
-    long status = 0;
-    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-    out->http_status = (int)status;
+    long status = st_http_finish_start(x->easy, out);
     az_response *r = &x->resp;
-    if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && r->data.too_large)) {
+    if (http_transport_failed(cc, &r->data)) {
         char what[1200];
         snprintf(what, sizeof what, "%s " AZ_FMT, x->method, AZ_ARGS(s, x->key));
         st_transport_failure(cc, x->errbuf, what, s->endpoint_desc, x->timeout_ms, out);
@@ -468,24 +401,15 @@ static void az_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         int outcome = classify(status, r);
         if (outcome != ST_OK) {
             set_http_failure(x, status, outcome, out);
-            if (outcome == ST_AUTH && s->chain)
-                s->stale = 1;
+            if (outcome == ST_AUTH && s->bearer.chain)
+                st_bearer_refused(&s->bearer);
         } else if (!r->etag[0]) {
             st_result_setf(out, ST_FATAL,
                            "%s " AZ_FMT ": the server at %s sent no ETag; s3lect needs ETags for "
                            "conditional writes",
                            x->method, AZ_ARGS(s, x->key), s->endpoint_desc);
-        } else if (st_result_set_etag(out, r->etag) != 0 ||
-                   (!x->put &&
-                    st_result_set_body(out, r->data.body ? r->data.body : "", r->data.len) != 0)) {
-            st_result_setf(out, ST_TRANSIENT, "out of memory");
         } else {
-            out->outcome = ST_OK;
-            if (!x->put && st_http_date_ms(r->date, &out->server_now_ms) == 0 &&
-                st_http_date_ms(r->last_modified, &out->server_modified_ms) != 0)
-                out->server_now_ms = 0;
-            if (out->server_now_ms > 0)
-                out->server_res_ms = 1000;
+            st_result_http_ok(out, r->etag, x->put ? NULL : &r->data, r->date, r->last_modified);
         }
     }
     xfer_free(x);
@@ -508,8 +432,7 @@ static void az_destroy(st_store *st)
     free(s->endpoint_desc);
     free(s->ca_file);
     az_creds_clear(&s->creds);
-    if (s->chain)
-        cred_cache_release(s->chain);
+    st_bearer_clear(&s->bearer);
     free(s);
 }
 
@@ -576,10 +499,10 @@ int st_azure_open(const struct s3lect_config *cfg, const st_location *loc, st_st
     rc = az_creds_resolve(s->account, &s->creds, err, errlen);
     if (rc == 0 && s->creds.kind == AZ_CRED_NONE) {
         /* Entra ID: the Azure SDKs' default chain (az_creds.h). */
-        rc = az_chain_open(cfg, 0, &s->chain, err, errlen);
+        rc = az_chain_open(cfg, 0, &s->bearer.chain, err, errlen);
         if (rc == 0) {
             cred_cache_info info;
-            cred_cache_describe(s->chain, &info);
+            cred_cache_describe(s->bearer.chain, &info);
             snprintf(s->source, sizeof s->source, "%s", info.source);
         }
     }

@@ -322,8 +322,7 @@ static const char *item_string(const cJSON *item, const char *name)
  * deletes) when the call worked, else NULL with out set. */
 static cJSON *ddb_answer(ddb_store *s, st_xfer *x, int curl_code, st_result *out)
 {
-    long status = ah_call_status(&x->call);
-    out->http_status = (int)status;
+    long status = st_http_finish_start(x->call.easy, out);
     if (ah_call_transport_failed(&x->call, curl_code)) {
         char what[400];
         snprintf(what, sizeof what, "DynamoDB %s on dynamodb://%s/%.200s", x->action, s->table,
@@ -356,9 +355,6 @@ static cJSON *ddb_answer(ddb_store *s, st_xfer *x, int curl_code, st_result *out
 static void ddb_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
 {
     ddb_store *s = (ddb_store *)st;
-    char *warning = out->warning; /* set by begin (a failed credential refresh): kept */
-    memset(out, 0, sizeof *out);
-    out->warning = warning;
     cJSON *j = ddb_answer(s, x, curl_code, out);
     if (!j) {
         xfer_free(x);

@@ -74,13 +74,6 @@ struct st_xfer {
     char errbuf[CURL_ERROR_SIZE];
 };
 
-static void wipe_list(struct curl_slist *l)
-{
-    for (struct curl_slist *p = l; p; p = p->next)
-        u_wipe(p->data, strlen(p->data));
-    curl_slist_free_all(l);
-}
-
 static void xfer_free(st_xfer *x)
 {
     if (!x)
@@ -89,7 +82,7 @@ static void xfer_free(st_xfer *x)
         curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, NULL);
         curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, NULL);
     }
-    wipe_list(x->headers);
+    http_headers_free(x->headers);
     http_body_clear(&x->data);
     free(x->key);
     free(x->if_match);
@@ -101,9 +94,8 @@ static void easy_setup(etcd_store *s, CURL *e, const char *url, int64_t timeout_
                        http_body *body, struct curl_slist *hl)
 {
     http_easy_common(e, url, (long)timeout_ms, (long)timeout_ms, errbuf, body);
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
+    /* the method's body is the caller's (no copy of a password) */
+    http_easy_request(e, hl, NULL, NULL, NULL, NULL, 0);
     if (strncmp(url, "https:", 6) == 0) {
         http_set_ca(e, s->ca_file);
         if (s->cert) {
@@ -125,12 +117,7 @@ static void error_detail(const http_body *b, long status, char *out, size_t n, i
     const cJSON *c = j ? cJSON_GetObjectItemCaseSensitive(j, "code") : NULL;
     if (c && cJSON_IsNumber(c))
         *code = c->valueint;
-    if (m && cJSON_IsString(m))
-        snprintf(out, n, "HTTP %ld: %.200s", status, m->valuestring);
-    else if (b->body && b->len && b->len < 200 && !strpbrk(b->body, "<{"))
-        snprintf(out, n, "HTTP %ld: %.*s", status, (int)strcspn(b->body, "\r\n"), b->body);
-    else
-        snprintf(out, n, "HTTP %ld", status);
+    st_http_detail(b, status, m && cJSON_IsString(m) ? m->valuestring : NULL, out, n);
     cJSON_Delete(j);
 }
 
@@ -260,15 +247,14 @@ static int authenticate(etcd_store *s, int64_t timeout_ms, st_result *out)
 /* The request's headers, with the current token; NULL when out of memory. */
 static struct curl_slist *make_headers(const etcd_store *s)
 {
-    struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
-    struct curl_slist *l = hl ? curl_slist_append(hl, "Content-Type: application/json") : NULL;
-    if (l && s->token) {
-        char *auth = u_asprintf("Authorization: %s", s->token);
-        l = auth ? curl_slist_append(hl, auth) : NULL;
-        u_wipe_free(auth);
-    }
-    if (!l) {
-        wipe_list(hl);
+    struct curl_slist *hl = NULL;
+    int oom = 0;
+    http_header_add(&hl, &oom, "Expect", NULL);
+    http_header_add(&hl, &oom, "Content-Type", "application/json");
+    if (s->token)
+        http_header_add(&hl, &oom, "Authorization", s->token);
+    if (oom) {
+        http_headers_free(hl);
         return NULL;
     }
     return hl;
@@ -432,12 +418,7 @@ static void http_failure(st_xfer *x, long status, st_result *out)
 static void etcd_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
 {
     etcd_store *s = (etcd_store *)st;
-    char *warning = out->warning;
-    memset(out, 0, sizeof *out);
-    out->warning = warning;
-    long status = 0;
-    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-    out->http_status = (int)status;
+    long status = st_http_finish_start(x->easy, out);
     CURLcode cc = (CURLcode)curl_code;
     /* The same request goes to the next endpoint, within the call's time:
      * after a refused connection (nothing was sent: a write too), each
@@ -491,7 +472,7 @@ static void etcd_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         struct curl_slist *hl = make_headers(s);
         if (hl) {
             curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, hl);
-            wipe_list(x->headers);
+            http_headers_free(x->headers);
             x->headers = hl;
             http_body_clear(&x->data);
             x->errbuf[0] = '\0';
@@ -504,7 +485,7 @@ static void etcd_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     curl_code = (int)cc;
     char where[1200];
     where_text(s, x->ep, where, sizeof where);
-    if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && x->data.too_large)) {
+    if (http_transport_failed(cc, &x->data)) {
         char what[400];
         snprintf(what, sizeof what, "etcd %s of key '%.200s'", x->put ? "txn" : "range", x->key);
         st_transport_failure(curl_code, x->errbuf, what, where, x->timeout_ms, out);

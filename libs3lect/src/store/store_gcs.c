@@ -35,7 +35,6 @@
 
 #define GCS_DEFAULT_TIMEOUT_MS 10000
 #define GCS_DEFAULT_ENDPOINT "https://storage.googleapis.com"
-#define GCS_WARN_EVERY_MS 60000
 #define GCS_MAX_BODY (1024 * 1024)
 
 typedef struct gcs_store {
@@ -46,10 +45,7 @@ typedef struct gcs_store {
     char *endpoint_desc; /* for messages */
     char *ca_file;
     int64_t default_timeout_ms;
-    cred_cache *chain; /* NULL: no token (an emulator) */
-    uint64_t gen, failures_seen;
-    int64_t warned_at;
-    int stale;
+    st_bearer bearer; /* chain NULL: no token (an emulator) */
 } gcs_store;
 
 /* ---- request state ---- */
@@ -76,9 +72,7 @@ static void xfer_free(st_xfer *x)
         curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, NULL);
         curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, NULL);
     }
-    for (struct curl_slist *l = x->headers; l; l = l->next)
-        u_wipe(l->data, strlen(l->data));
-    curl_slist_free_all(x->headers);
+    http_headers_free(x->headers);
     http_body_clear(&x->data);
     free(x->key);
     free(x->if_match);
@@ -105,27 +99,6 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
 static char *pct(const char *s)
 {
     return u_pct_encode(s, strlen(s), 0);
-}
-
-/* The token for the next request (NULL without auth); -1 with out set. */
-static int take_token(gcs_store *s, char **token, st_result *out)
-{
-    *token = NULL;
-    if (!s->chain)
-        return 0;
-    if (s->stale) {
-        s->stale = 0;
-        cred_cache_stale(s->chain, s->gen);
-    }
-    char err[700];
-    int rc = cred_cache_bearer(s->chain, token, &s->gen, err, sizeof err);
-    if (rc) {
-        st_result_setf(out, rc == S3LECT_EAUTH ? ST_AUTH : ST_TRANSIENT, "%s; will retry", err);
-        return -1;
-    }
-    out->warning =
-        cred_cache_refresh_warning(s->chain, &s->failures_seen, &s->warned_at, GCS_WARN_EVERY_MS);
-    return 0;
 }
 
 static st_xfer *gcs_begin(st_store *st, void *easy, const char *key, int put, const void *body,
@@ -164,7 +137,7 @@ static st_xfer *gcs_begin(st_store *st, void *easy, const char *key, int put, co
         }
     }
     char *token;
-    if (take_token(s, &token, out) != 0) {
+    if (st_bearer_take(&s->bearer, &token, out) != 0) {
         xfer_free(x);
         return NULL;
     }
@@ -182,24 +155,17 @@ static st_xfer *gcs_begin(st_store *st, void *easy, const char *key, int put, co
     free(ek);
     int oom = !url;
     struct curl_slist *hl = NULL;
-    const char *fixed[] = {"Expect:", "Accept:", put ? "Content-Type: application/json" : NULL};
-    for (size_t i = 0; i < 3 && !oom; i++) {
-        if (!fixed[i])
-            continue;
-        struct curl_slist *l = curl_slist_append(hl, fixed[i]);
-        if (l)
-            hl = l;
+    http_header_add(&hl, &oom, "Expect", NULL);
+    http_header_add(&hl, &oom, "Accept", NULL);
+    if (put)
+        http_header_add(&hl, &oom, "Content-Type", "application/json");
+    if (token) {
+        char *auth = u_asprintf("Bearer %s", token);
+        if (auth)
+            http_header_add(&hl, &oom, "Authorization", auth);
         else
             oom = 1;
-    }
-    if (!oom && token) {
-        char *auth = u_asprintf("Authorization: Bearer %s", token);
-        struct curl_slist *l = auth ? curl_slist_append(hl, auth) : NULL;
         u_wipe_free(auth);
-        if (l)
-            hl = l;
-        else
-            oom = 1;
     }
     u_wipe_free(token);
     x->headers = hl;
@@ -214,19 +180,8 @@ static st_xfer *gcs_begin(st_store *st, void *easy, const char *key, int put, co
     curl_easy_reset(e);
     http_easy_common(e, url, (long)x->timeout_ms, (long)x->timeout_ms, x->errbuf, &x->data);
     free(url);
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+    http_easy_request(e, hl, on_header, x, put ? "POST" : "GET", body, put ? len : 0);
     http_set_ca(e, s->ca_file);
-    if (put) {
-        curl_easy_setopt(e, CURLOPT_POST, 1L);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-        curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body ? body : "");
-    } else {
-        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    }
     return x;
 }
 
@@ -236,12 +191,7 @@ static void error_detail(const http_body *b, long status, char *out, size_t n)
     cJSON *j = b->body ? cJSON_ParseWithLength(b->body, b->len) : NULL;
     const cJSON *e = j ? cJSON_GetObjectItemCaseSensitive(j, "error") : NULL;
     const cJSON *m = e && cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "message") : NULL;
-    if (m && cJSON_IsString(m))
-        snprintf(out, n, "HTTP %ld: %.200s", status, m->valuestring);
-    else if (b->body && b->len && b->len < 200 && !strpbrk(b->body, "<{"))
-        snprintf(out, n, "HTTP %ld: %.*s", status, (int)strcspn(b->body, "\r\n"), b->body);
-    else
-        snprintf(out, n, "HTTP %ld", status);
+    st_http_detail(b, status, m && cJSON_IsString(m) ? m->valuestring : NULL, out, n);
     cJSON_Delete(j);
 }
 
@@ -255,9 +205,9 @@ static void http_failure(st_xfer *x, long status, st_result *out)
                        : x->create ? "storage.objects.create"
                                    : "storage.objects.create and storage.objects.delete";
     char src[400];
-    if (s->chain) {
+    if (s->bearer.chain) {
         cred_cache_info in;
-        cred_cache_describe(s->chain, &in);
+        cred_cache_describe(s->bearer.chain, &in);
         snprintf(src, sizeof src, "%s%s%s%s", in.source, in.principal[0] ? " (" : "", in.principal,
                  in.principal[0] ? ")" : "");
     } else {
@@ -283,7 +233,7 @@ static void http_failure(st_xfer *x, long status, st_result *out)
                            s->bucket, x->key, x->if_match, detail);
     } else if (status == 401 || status == 403) {
         if (status == 401)
-            s->stale = 1; /* an expired or revoked token: refresh once */
+            st_bearer_refused(&s->bearer); /* an expired or revoked token: refresh once */
         st_result_setf(out, ST_AUTH,
                        "%s gs://%s/%s refused (%s): the credentials from %s lack %s on bucket "
                        "'%s' (grant roles/storage.objectUser or a role with "
@@ -306,14 +256,9 @@ static void http_failure(st_xfer *x, long status, st_result *out)
 static void gcs_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
 {
     gcs_store *s = (gcs_store *)st;
-    char *warning = out->warning;
-    memset(out, 0, sizeof *out);
-    out->warning = warning;
-    long status = 0;
-    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-    out->http_status = (int)status;
+    long status = st_http_finish_start(x->easy, out);
     CURLcode cc = (CURLcode)curl_code;
-    if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && x->data.too_large)) {
+    if (http_transport_failed(cc, &x->data)) {
         char what[1200];
         snprintf(what, sizeof what, "%s gs://%s/%s", x->put ? "POST" : "GET", s->bucket, x->key);
         st_transport_failure(curl_code, x->errbuf, what, s->endpoint_desc, x->timeout_ms, out);
@@ -331,7 +276,6 @@ static void gcs_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         xfer_free(x);
         return;
     }
-    int64_t modified = 0;
     if (x->put) {
         /* The upload answers with the object's metadata. */
         cJSON *j = x->data.body ? cJSON_ParseWithLength(x->data.body, x->data.len) : NULL;
@@ -341,26 +285,14 @@ static void gcs_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
         else if (g && cJSON_IsNumber(g) && g->valuedouble > 0)
             snprintf(x->generation, sizeof x->generation, "%.0f", g->valuedouble);
         cJSON_Delete(j);
-    } else if (x->last_modified[0]) {
-        st_http_date_ms(x->last_modified, &modified);
     }
     if (!x->generation[0] || strspn(x->generation, "0123456789") != strlen(x->generation)) {
         st_result_setf(out, ST_FATAL,
                        "%s gs://%s/%s: the server at %s sent no object generation; s3lect needs "
                        "generations for conditional writes",
                        x->put ? "POST" : "GET", s->bucket, x->key, s->endpoint_desc);
-    } else if (st_result_set_etag(out, x->generation) != 0 ||
-               (!x->put &&
-                st_result_set_body(out, x->data.body ? x->data.body : "", x->data.len) != 0)) {
-        st_result_setf(out, ST_TRANSIENT, "out of memory");
     } else {
-        out->outcome = ST_OK;
-        if (!x->put && modified > 0 && st_http_date_ms(x->date, &out->server_now_ms) == 0)
-            out->server_modified_ms = modified;
-        else
-            out->server_now_ms = 0;
-        if (out->server_now_ms > 0)
-            out->server_res_ms = 1000;
+        st_result_http_ok(out, x->generation, x->put ? NULL : &x->data, x->date, x->last_modified);
     }
     xfer_free(x);
 }
@@ -375,8 +307,7 @@ static void gcs_destroy(st_store *st)
     gcs_store *s = (gcs_store *)st;
     if (!s)
         return;
-    if (s->chain)
-        cred_cache_release(s->chain);
+    st_bearer_clear(&s->bearer);
     free(s->bucket);
     free(s->origin);
     free(s->base_path);
@@ -469,7 +400,7 @@ int st_gcs_open(const struct s3lect_config *cfg, const st_location *loc, st_stor
     if (!rc)
         rc = st_gcs_emulator(cfg, &emulator, err, errlen);
     if (!rc)
-        rc = gcp_chain_open(cfg, emulator ? GCP_CHAIN_OPTIONAL : 0, &s->chain, err, errlen);
+        rc = gcp_chain_open(cfg, emulator ? GCP_CHAIN_OPTIONAL : 0, &s->bearer.chain, err, errlen);
     st_endpoint_clear(&ep);
     free(url);
     if (rc) {

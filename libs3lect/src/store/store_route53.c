@@ -418,11 +418,7 @@ static void parse_list(r53_store *s, const st_xfer *x, const ah_response *r, st_
 static void r53_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
 {
     r53_store *s = (r53_store *)st;
-    char *warning = out->warning;
-    memset(out, 0, sizeof *out);
-    out->warning = warning;
-    long status = ah_call_status(&x->call);
-    out->http_status = (int)status;
+    long status = st_http_finish_start(x->call.easy, out);
     if (ah_call_transport_failed(&x->call, curl_code)) {
         char what[400];
         snprintf(what, sizeof what, "%s route53://%s/%.200s", x->put ? "change" : "read", s->zone,

@@ -278,11 +278,7 @@ static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
     req_ctx *c = &x->c;
     ah_response *resp = &x->call.resp;
     int put = strcmp(c->method, "PUT") == 0;
-    char *warning = out->warning; /* set by begin (a failed credential refresh): kept */
-    memset(out, 0, sizeof *out);
-    out->warning = warning;
-    long status = ah_call_status(&x->call);
-    out->http_status = (int)status;
+    long status = st_http_finish_start(x->call.easy, out);
     if (ah_call_transport_failed(&x->call, cc)) {
         set_transport_failure(c, cc, x->call.errbuf, out);
     } else {
@@ -301,18 +297,9 @@ static void s3_finish(st_store *st, st_xfer *x, int curl_code, st_result *out)
                            "%s s3://%s/%s: the server at %s sent no ETag; s3lect needs ETags "
                            "for conditional writes",
                            c->method, s->bucket, c->key, s->v.endpoint_desc);
-        } else if (st_result_set_etag(out, resp->etag) != 0 ||
-                   (!put && st_result_set_body(out, resp->data.body ? resp->data.body : "",
-                                               resp->data.len) != 0)) {
-            st_result_setf(out, ST_TRANSIENT, "out of memory");
         } else {
-            out->outcome = ST_OK;
-            /* Both HTTP dates are whole seconds (the fraction dropped). */
-            if (!put && st_http_date_ms(resp->date, &out->server_now_ms) == 0 &&
-                st_http_date_ms(resp->last_modified, &out->server_modified_ms) != 0)
-                out->server_now_ms = 0;
-            if (out->server_now_ms > 0)
-                out->server_res_ms = 1000;
+            st_result_http_ok(out, resp->etag, put ? NULL : &resp->data, resp->date,
+                              resp->last_modified);
         }
     }
     xfer_free(x);
