@@ -120,7 +120,10 @@ typedef enum s3lect_error {
     S3LECT_ENOTFOUND = -12,     /**< the lock object does not exist */
     S3LECT_EIO = -13,           /**< local I/O or system call failure */
     S3LECT_EUNSUPPORTED = -14,  /**< feature not compiled in or not available */
-    S3LECT_ECALLBACK = -15      /**< a user callback failed (acquire hook veto) */
+    S3LECT_ECALLBACK = -15,     /**< a user callback failed (acquire hook veto) */
+    S3LECT_EFENCED = -16,       /**< fenced: a newer term (or another holder of ours) owns it */
+    S3LECT_ENOTLEADER = -17,    /**< this elector does not lead: refused before sending */
+    S3LECT_ERETRIES = -18       /**< the object kept changing: a write's retries ran out */
 } s3lect_error;
 
 /**
@@ -901,6 +904,100 @@ S3LECT_API int s3lect_option_count(void);
 /** The option called `name` (as s3lect_option_info names it), or 0 (also for
  *  NULL). Any thread, any time, never blocks. */
 S3LECT_API int s3lect_option_by_name(const char *name);
+
+/* ------------------------------------------------------------------------ */
+/* Fenced writes (docs/fencing.md)                                          */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * A leader's writes of its own objects that a store refuses once a newer
+ * term has written them: a deposed leader's write that was already on its
+ * way (a GC pause, SIGSTOP, a slow network) fails with S3LECT_EFENCED
+ * instead of overwriting its successor's. Objects are named by URLs of the
+ * lock's schemes (s3://BUCKET/KEY, gs://, azure://, file://, ...) and
+ * stored in an envelope: a header line with the writer's term, then its
+ * bytes; s3lect_fenced_get strips it. Every write goes over the version it
+ * read (If-Match, or create-only) and only when the stored term is older
+ * than the writer's or the same term of the same holder, so along an
+ * object's versions the term never decreases (docs/algorithm.md "Fenced
+ * writes"). Steady state: one PUT a write. Objects up to the store's read
+ * limit (1 MiB; 64 KiB in a file store).
+ */
+typedef struct s3lect_fence s3lect_fence;
+
+/**
+ * A fence for the writes of elector e: its term while it leads, its server
+ * id as the holder, its configuration's credentials and endpoint (so: its
+ * store; a fence for another store is made with s3lect_fence_new_token and
+ * that store's configuration). Each write is refused with
+ * S3LECT_ENOTLEADER, before anything is sent, while e does not lead.
+ * Returns S3LECT_OK with *out (free with s3lect_fence_free, before e), or
+ * S3LECT_EINVAL / S3LECT_ENOMEM.
+ * Contract: any thread; never blocks.
+ */
+S3LECT_API int s3lect_fence_new(s3lect_elector *e, s3lect_fence **out);
+/**
+ * A fence for a process that holds only a fence token (s3lect_fence_token,
+ * S3LECT_FENCE_TOKEN under `s3lect run`): the token's term and holder, the
+ * credentials and endpoint of cfg (NULL: the defaults and the store's own
+ * variables). No leadership check is possible: the fence alone refuses a
+ * stale term. S3LECT_EINVAL for a string that is no token.
+ * Contract: any thread; never blocks; cfg is copied.
+ */
+S3LECT_API int s3lect_fence_new_token(const s3lect_config *cfg, const char *token,
+                                      s3lect_fence **out);
+/** Frees a fence (NULL is fine). Contract: no call on f may be running. */
+S3LECT_API void s3lect_fence_free(s3lect_fence *f);
+/**
+ * The fence token of e's current leadership, "s3lect-fence.1.TERM.HOLDER.LOCK"
+ * (HOLDER and LOCK in base64url), copied into buf with snprintf semantics;
+ * returns its length, 0 (buf "") while e does not lead.
+ * Contract: any thread, callbacks too; never blocks.
+ */
+S3LECT_API size_t s3lect_fence_token(s3lect_elector *e, char *buf, size_t buflen);
+/**
+ * Reads a fenced object: *body (its writer's bytes, NUL-terminated, free
+ * with s3lect_free) and *len; *version (the store's version, for
+ * s3lect_fenced_cas; free with s3lect_free) and *term (the writer's term; 0:
+ * an object no fenced writer wrote, read as it is) when not NULL.
+ * S3LECT_ENOTFOUND when there is none, or a fenced delete left its
+ * tombstone (then *version and *term are the tombstone's: a create can go
+ * over it). S3LECT_ECORRUPT for bytes that begin like an envelope but are
+ * none; store errors as an elector's (EAUTH, ETRANSIENT, EFATAL).
+ * Contract: one call at a time per fence (others wait); blocks up to the
+ * request timeout.
+ */
+S3LECT_API int s3lect_fenced_get(s3lect_fence *f, const char *url, char **body, size_t *len,
+                                 char **version, int64_t *term);
+/**
+ * Writes data at url, fenced: S3LECT_OK once stored; S3LECT_EFENCED when a
+ * newer term (or another holder of this term) wrote it last, nothing
+ * written; S3LECT_ENOTLEADER (elector fences); S3LECT_ERETRIES when other
+ * writers kept changing it between the read and the write; store errors.
+ * Contract: one call at a time per fence (others wait); blocks up to a few
+ * request timeouts.
+ */
+S3LECT_API int s3lect_fenced_put(s3lect_fence *f, const char *url, const void *data, size_t len);
+/**
+ * As s3lect_fenced_put, but only over `version` (from s3lect_fenced_get; NULL:
+ * only where there is no object at all): read-modify-write.
+ * S3LECT_EPRECONDITION when the object is at another version (read it
+ * again), S3LECT_EFENCED when a newer term wrote it.
+ * Contract: as s3lect_fenced_put.
+ */
+S3LECT_API int s3lect_fenced_cas(s3lect_fence *f, const char *url, const void *data, size_t len,
+                                 const char *version);
+/**
+ * Deletes a fenced object: writes its tombstone (fenced as a put), so that
+ * a deposed leader cannot create it again under its older term.
+ * Contract: as s3lect_fenced_put.
+ */
+S3LECT_API int s3lect_fenced_delete(s3lect_fence *f, const char *url);
+/**
+ * The message of f's last failed call (never a secret), snprintf semantics.
+ * Contract: any thread; never blocks.
+ */
+S3LECT_API size_t s3lect_fence_errmsg(const s3lect_fence *f, char *buf, size_t buflen);
 
 #ifdef __cplusplus
 }

@@ -38,6 +38,12 @@ const char *s3lect_strerror(int code)
         return "not supported by this build";
     case S3LECT_ECALLBACK:
         return "callback failed";
+    case S3LECT_EFENCED:
+        return "fenced: a newer term owns the object";
+    case S3LECT_ENOTLEADER:
+        return "not the leader";
+    case S3LECT_ERETRIES:
+        return "retries exhausted: the object kept changing";
     default:
         return "unknown error";
     }
