@@ -84,6 +84,8 @@ int cli_init_store(int argc, char **argv);
 int cli_whoami(int argc, char **argv);
 /* `s3lect stores` (stores.c): the scheme table for people and scripts. */
 int cli_stores(int argc, char **argv);
+/* `s3lect fence get|put|cas|rm|policy` (fence.c): fenced writes. */
+int cli_fence(int argc, char **argv);
 extern const char CLI_STORES_HELP[];
 /* Prints what whoami prints about credentials (never a secret), each line
  * after indent. */

@@ -24,6 +24,8 @@ static const char MAIN_HELP[] =
     "  reset-term URL      start the lock's terms again when they cannot grow (2^53 - 1)\n"
     "  whoami URL          which source supplies the AWS or Google credentials, and until when\n"
     "  stores [--json]     list the stores this s3lect knows, their URL forms and credentials\n"
+    "  fence get|put|cas|rm URL [FILE]\n"
+    "                      fenced writes: refused once a newer leadership term wrote the object\n"
     "  completion SHELL    print the bash, zsh or fish completion script\n"
     "  help [command]      show help for a command\n"
     "\n";
@@ -34,8 +36,8 @@ static const char MAIN_HELP_TAIL[] =
     "  -V, --version       print the version\n"
     "\n"
     "exit codes: 0 ok, 1 error, 2 usage error, 3 no live leader (status),\n"
-    "            127 command could not be run (run); run exits with CMD's status\n"
-    "            when CMD ends by itself.\n";
+    "            75 fenced (fence), 127 command could not be run (run); run exits\n"
+    "            with CMD's status when CMD ends by itself.\n";
 
 /* Printed between RUN_HELP and the lock options. */
 static const char RUN_COMMON_HELP[] =

@@ -52,6 +52,7 @@ typedef struct runner {
     s3lect_elector *el;
     char **cmd;
     const char *id;
+    char *lock; /* canonical, no password: S3LECT_LOCK of the command */
     int64_t kill_timeout, lease, deadline, margin;
     struct sigaction orig_sigpipe;
     pid_t self;
@@ -222,9 +223,17 @@ static int sample(runner *r, int64_t now)
 
 static void start_cmd(runner *r)
 {
-    char term[32];
+    char term[32], token[4096], want[64];
     snprintf(term, sizeof term, "%lld", (long long)r->term);
-    sv_spawn_args a = {r->cmd, term, r->id, r->hard, r->kill_timeout, &r->orig_sigpipe};
+    /* The fence token of this leadership (docs/fencing.md): none when the
+     * elector has led on (a newer term) or stopped leading since. */
+    size_t n = s3lect_fence_token(r->el, token, sizeof token);
+    snprintf(want, sizeof want, "s3lect-fence.1.%s.", term);
+    if (n == 0 || n >= sizeof token || strncmp(token, want, strlen(want)) != 0)
+        token[0] = '\0';
+    sv_spawn_args a = {
+        r->cmd,          term, r->id, r->hard, r->kill_timeout, r->lock, token[0] ? token : NULL,
+        &r->orig_sigpipe};
     pid_t pid = sv_spawn(&a, &r->to_shim, &r->from_shim);
     if (pid < 0) {
         say("cannot fork: %s", strerror(errno));
@@ -469,6 +478,12 @@ static void fmt_ms(int64_t ms, char *out, size_t n)
 /* The elector of cfg, with run's callbacks, in r->el. */
 static int make_elector(runner *r, s3lect_config *cfg)
 {
+    char lock[4096];
+    int n = s3lect_config_get_str(cfg, S3LECT_OPT_LOCK, lock, sizeof lock);
+    free(r->lock);
+    r->lock = n >= 0 && (size_t)n < sizeof lock ? st_lock_canonical(lock) : NULL;
+    if (!r->lock)
+        return S3LECT_ENOMEM;
     int rc = s3lect_new(cfg, &r->el);
     if (rc)
         return rc;
@@ -877,8 +892,10 @@ int cli_run(int argc, char **argv)
     s3lect_config *cfg = NULL;
     char id[300];
     int rc = prepare_run(argc, argv, &o, &r, &cfg, id, sizeof id);
-    if (rc >= 0)
+    if (rc >= 0) {
+        free(r.lock);
         return rc;
+    }
     /* Peer mode on by default, not asked for: an endpoint that cannot
      * start does not keep the node from running (start_elector). */
     int peer_default = o.peer < 0 && o.no_peer <= 0;
@@ -890,6 +907,7 @@ int cli_run(int argc, char **argv)
         if (cli_metrics_start(o.metrics_listen, r.el, &metrics, merr, sizeof merr) != 0) {
             fprintf(stderr, "s3lect run: %s\n", merr);
             s3lect_free_elector(r.el);
+            free(r.lock);
             s3lect_config_free(cfg);
             return CLI_EXIT_ERROR;
         }
@@ -902,6 +920,7 @@ int cli_run(int argc, char **argv)
     if (sfd < 0) {
         fprintf(stderr, "s3lect run: cannot start: signalfd: %s\n", strerror(errno));
         s3lect_free_elector(r.el);
+        free(r.lock);
         s3lect_config_free(cfg);
         return CLI_EXIT_ERROR;
     }
@@ -911,6 +930,7 @@ int cli_run(int argc, char **argv)
         close(sfd);
         cli_metrics_stop(metrics);
         s3lect_free_elector(r.el);
+        free(r.lock);
         logw_flush(300);
         return CLI_EXIT_ERROR;
     }
@@ -951,6 +971,7 @@ int cli_run(int argc, char **argv)
     free(shown);
     cli_metrics_stop(metrics);
     s3lect_free_elector(r.el);
+    free(r.lock);
     /* The last lines out, unless nobody reads them. */
     logw_flush(300);
     if (r.child_done)

@@ -482,6 +482,11 @@ static void shim_main(const sv_spawn_args *a, pid_t parent, int in, int out)
 
     setenv("S3LECT_TERM", a->term, 1);
     setenv("S3LECT_LEADER_ID", a->leader_id, 1);
+    setenv("S3LECT_LOCK", a->lock, 1);
+    if (a->token) /* never an outer s3lect run's token */
+        setenv("S3LECT_FENCE_TOKEN", a->token, 1);
+    else
+        unsetenv("S3LECT_FENCE_TOKEN");
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;

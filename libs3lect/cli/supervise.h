@@ -56,6 +56,8 @@ typedef struct sv_spawn_args {
     const char *term, *leader_id;
     int64_t hard;         /* first hard deadline (mono ms) */
     int64_t kill_timeout; /* ms from SIGTERM to SIGKILL when the shim stops by itself */
+    const char *lock;     /* S3LECT_LOCK: the canonical lock URL */
+    const char *token;    /* S3LECT_FENCE_TOKEN, or NULL: none (unset in CMD) */
     const struct sigaction *orig_sigpipe; /* restored in CMD */
 } sv_spawn_args;
 
