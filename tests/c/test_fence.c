@@ -231,6 +231,23 @@ static void t_api(void)
     snprintf(odd, sizeof odd, "file://%s", path);
     CHECK(s3lect_fenced_put(fb, odd, "x", 1) == S3LECT_ECORRUPT, "not overwritten");
 
+    /* The store's read limit: a write that could not be read back whole is
+     * refused; an object larger than the store reads is never taken for one. */
+    char *large = calloc(1, 70000);
+    CHECK(large && s3lect_fenced_put(fb, obj, large, 70000) == S3LECT_EINVAL,
+          "70000 bytes on a file store: refused before writing");
+    snprintf(path, sizeof path, "%s/large.json", dir);
+    fp = fopen(path, "w");
+    if (fp && large) {
+        fwrite(large, 1, 70000, fp);
+        fclose(fp);
+    }
+    snprintf(odd, sizeof odd, "file://%s", path);
+    CHECK(s3lect_fenced_get(fb, odd, &body, &len, NULL, NULL) == S3LECT_ECORRUPT && !body,
+          "a file larger than the store reads: not read as a fenced object");
+    CHECK(s3lect_fenced_put(fb, odd, "x", 1) == S3LECT_ECORRUPT, "nor overwritten");
+    free(large);
+
     s3lect_fence_free(ff);
     s3lect_fence_free(fz);
     s3lect_fence_free(fb);

@@ -23,6 +23,10 @@
 #define FENCE_SEEN 32
 /* Stores a handle keeps open (one per bucket, directory or container). */
 #define FENCE_STORES 8
+/* The most an object store reads back (S3, GCS, Azure: 1 MiB); the others
+ * read ST_MAX_OBJECT. A fenced object is its envelope: its bytes and a
+ * header of up to FN_MAX_HEADER. */
+#define FENCE_HTTP_OBJECT (1024 * 1024)
 
 typedef struct fence_seen {
     char *url, *etag, *holder;
@@ -32,6 +36,7 @@ typedef struct fence_seen {
 typedef struct fence_store {
     char *base; /* the location but its key */
     st_store *st;
+    size_t max; /* the largest object the store reads back */
 } fence_store;
 
 struct s3lect_fence {
@@ -175,7 +180,7 @@ static int writer_term(s3lect_fence *f, int64_t *term)
 
 /* The store of url (opened on first use, kept) and, allocated in *key, the
  * key in it. NULL with *rc and the message set when it cannot be opened. */
-static st_store *open_store(s3lect_fence *f, const char *url, char **key, int *rc)
+static st_store *open_store(s3lect_fence *f, const char *url, char **key, size_t *max, int *rc)
 {
     st_location loc;
     char err[512];
@@ -190,6 +195,10 @@ static st_store *open_store(s3lect_fence *f, const char *url, char **key, int *r
     *key = u_strdup(loc.key ? loc.key : "");
     st_store *st = NULL;
     *rc = base && *key ? S3LECT_OK : fence_fail(f, S3LECT_ENOMEM, "out of memory");
+    const char *sn = loc.scheme->name;
+    *max = !strcmp(sn, "s3") || !strcmp(sn, "gs") || loc.scheme->cred == ST_CRED_AZURE
+               ? FENCE_HTTP_OBJECT
+               : ST_MAX_OBJECT;
     for (size_t i = 0; !*rc && !st && i < FENCE_STORES; i++)
         if (f->stores[i].base && strcmp(f->stores[i].base, base) == 0)
             st = f->stores[i].st;
@@ -277,15 +286,22 @@ static int store_error(s3lect_fence *f, const char *what, const char *url, const
 /* What the object at key holds now: its version (NULL: absent), its header
  * (term 0: absent or plain) and, when body is not NULL, the writer's bytes.
  * S3LECT_ECORRUPT for bytes that start like an envelope but are none. */
-static int read_object(s3lect_fence *f, st_store *st, const char *key, const char *url, char **etag,
-                       fn_header *h, char **body, size_t *len)
+static int read_object(s3lect_fence *f, st_store *st, const char *key, size_t max, const char *url,
+                       char **etag, fn_header *h, char **body, size_t *len)
 {
     st_result r = {0};
     *etag = NULL;
     memset(h, 0, sizeof *h);
     st_get(st, key, f->cfg->request_timeout, &r);
     int rc = S3LECT_OK;
-    if (r.outcome == ST_OK) {
+    if (r.outcome == ST_OK && r.body_len > max) {
+        char *shown = st_lock_display(url);
+        rc = fence_fail(f, S3LECT_ECORRUPT,
+                        "%s is larger than this store reads back (%zu bytes): not a fenced "
+                        "object s3lect wrote, and never overwritten",
+                        shown ? shown : "the object", max);
+        free(shown);
+    } else if (r.outcome == ST_OK) {
         const char *b;
         size_t n;
         int kind = fn_parse(r.body ? r.body : "", r.body_len, h, &b, &n);
@@ -336,13 +352,14 @@ int s3lect_fenced_get(s3lect_fence *f, const char *url, char **body, size_t *len
         *term = 0;
     pthread_mutex_lock(&f->mu);
     char *key = NULL;
+    size_t max = 0;
     int rc;
-    st_store *st = open_store(f, url, &key, &rc);
+    st_store *st = open_store(f, url, &key, &max, &rc);
     char *etag = NULL;
     fn_header h;
     memset(&h, 0, sizeof h);
     if (st)
-        rc = read_object(f, st, key, url, &etag, &h, body, len);
+        rc = read_object(f, st, key, max, url, &etag, &h, body, len);
     if (!rc && etag)
         remember(f, url, etag, h.term, h.holder);
     if (!rc && (!etag || h.deleted)) {
@@ -390,9 +407,16 @@ static int fenced_write(s3lect_fence *f, const char *url, const void *data, size
     int64_t term;
     int rc = writer_term(f, &term);
     char *key = NULL;
-    st_store *st = rc ? NULL : open_store(f, url, &key, &rc);
+    size_t max = 0;
+    st_store *st = rc ? NULL : open_store(f, url, &key, &max, &rc);
     if (!st)
         return rc;
+    if (len > max - FN_MAX_HEADER) {
+        free(key);
+        return fence_fail(f, S3LECT_EINVAL,
+                          "%zu bytes is more than a fenced object holds on this store (%zu)", len,
+                          max - FN_MAX_HEADER);
+    }
     fn_header mine = {.term = term, .holder = f->holder, .lock = f->lock, .deleted = deleted};
     size_t n = 0;
     char *env = fn_encode(&mine, data, len, &n);
@@ -419,7 +443,7 @@ static int fenced_write(s3lect_fence *f, const char *url, const void *data, size
                 free(etag);
                 break;
             }
-        } else if ((rc = read_object(f, st, key, url, &etag, &h, NULL, NULL)) != 0) {
+        } else if ((rc = read_object(f, st, key, max, url, &etag, &h, NULL, NULL)) != 0) {
             break;
         }
         if (!fn_may_write(term, f->holder, &h)) {
