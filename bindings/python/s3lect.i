@@ -42,6 +42,13 @@
  *   s3lect_peer_response(e, method, target) (code, status, body); bodies the
  *   library allocates are released with s3lect_free() here. snprintf-style getters are
  *   replaced by helpers that return str (s3lect_py_errmsg, ...).
+ *
+ * - Fenced writes: s3lect_fence_new(e) and s3lect_fence_new_token(cfg, token)
+ *   return (code, fence); s3lect_fenced_get(f, url) returns
+ *   (code, body, version, term) with body as bytes (binary-safe: the length
+ *   the library gives, not up to a NUL) or None; put and cas take bytes.
+ *   s3lect_py_fence_token(e) and s3lect_py_fence_errmsg(f) return str. They
+ *   block up to a few request timeouts with the GIL released (-threads).
  */
 %module(package="s3lect") _core
 
@@ -269,6 +276,14 @@ static size_t s3py_leader_id_fn(const void *h, char *b, size_t n)
 {
     return s3lect_leader_id((const s3lect_elector *)h, b, n);
 }
+static size_t s3py_fence_token_fn(const void *h, char *b, size_t n)
+{
+    return s3lect_fence_token((s3lect_elector *)h, b, n);
+}
+static size_t s3py_fence_errmsg_fn(const void *h, char *b, size_t n)
+{
+    return s3lect_fence_errmsg((const s3lect_fence *)h, b, n);
+}
 %}
 
 %include <stdint.i>
@@ -320,6 +335,32 @@ static size_t s3py_leader_id_fn(const void *h, char *b, size_t n)
 %typemap(in, numinputs=0) s3lect_status **out (s3lect_status *tmp = NULL) { $1 = &tmp; }
 %typemap(argout) s3lect_status **out {
     %append_output(SWIG_NewPointerObj(SWIG_as_voidptr(*$1), $*1_descriptor, 0));
+}
+
+%typemap(in, numinputs=0) s3lect_fence **out (s3lect_fence *tmp = NULL) { $1 = &tmp; }
+%typemap(argout) s3lect_fence **out {
+    %append_output(SWIG_NewPointerObj(SWIG_as_voidptr(*$1), $*1_descriptor, 0));
+}
+
+/* s3lect_fenced_get(f, url) -> (code, body, version, term): body is bytes of
+ * the length the library gives (None when there is none), version a str or
+ * None, term an int. */
+%typemap(in, numinputs=0) (char **body, size_t *len) (char *tmp = NULL, size_t n = 0) {
+    $1 = &tmp;
+    $2 = &n;
+}
+%typemap(argout) (char **body, size_t *len) {
+    PyObject *b;
+    if (*$1) {
+        b = PyBytes_FromStringAndSize(*$1, (Py_ssize_t)*$2);
+        s3lect_free(*$1);
+        if (!b)
+            SWIG_fail;
+    } else {
+        Py_INCREF(Py_None);
+        b = Py_None;
+    }
+    %append_output(b);
 }
 
 %typemap(in, numinputs=0) char **out (char *tmp = NULL) { $1 = &tmp; }
@@ -448,6 +489,8 @@ static size_t s3py_leader_id_fn(const void *h, char *b, size_t n)
     %append_output(PyLong_FromLong((long)*$1));
 }
 %apply int64_t *out { int64_t *min, int64_t *max, int64_t *default_value };
+%apply int64_t *out { int64_t *term };
+%apply char **out { char **version };
 
 /* bytes options (PEM blobs) */
 %typemap(in) (const void *data, size_t len) (char *buf = NULL, Py_ssize_t n = 0) {
@@ -481,6 +524,8 @@ static size_t s3py_leader_id_fn(const void *h, char *b, size_t n)
 %newobject s3lect_py_config_errmsg;
 %newobject s3lect_py_leader_id;
 %newobject s3lect_py_config_get_str;
+%newobject s3lect_py_fence_token;
+%newobject s3lect_py_fence_errmsg;
 
 /* Replaced by the helpers below or only meaningful inside C callbacks. */
 /* s3lect_stop_many takes a C array of handles: Python stops each (Elector.stop). */
@@ -489,6 +534,8 @@ static size_t s3py_leader_id_fn(const void *h, char *b, size_t n)
 %ignore s3lect_config_errmsg;
 %ignore s3lect_leader_id;
 %ignore s3lect_config_get_str;
+%ignore s3lect_fence_token;
+%ignore s3lect_fence_errmsg;
 %ignore s3lect_free;
 %ignore s3lect_store_result_set_body;
 %ignore s3lect_store_result_set_etag;
@@ -519,6 +566,16 @@ char *s3lect_py_config_errmsg(const s3lect_config *cfg)
 char *s3lect_py_leader_id(const s3lect_elector *e)
 {
     return s3py_grow(e, s3py_leader_id_fn);
+}
+/** The fence token of e's leadership ("" while it does not lead). */
+char *s3lect_py_fence_token(s3lect_elector *e)
+{
+    return s3py_grow(e, s3py_fence_token_fn);
+}
+/** The message of a fence's last failed call. */
+char *s3lect_py_fence_errmsg(const s3lect_fence *f)
+{
+    return s3py_grow(f, s3py_fence_errmsg_fn);
 }
 /** A string option's value, or None when opt is not a string option. */
 char *s3lect_py_config_get_str(const s3lect_config *cfg, int opt)

@@ -35,9 +35,12 @@ from ._errors import (
     CorruptRecordError,
     Error,
     FatalStoreError,
+    FencedError,
     LocalIOError,
     NotFoundError,
+    NotLeaderError,
     PreconditionFailed,
+    RetriesExhaustedError,
     StateError,
     StoppedError,
     StoreError,
@@ -46,6 +49,7 @@ from ._errors import (
     WaitTimeout,
     error_from_code,
 )
+from ._fence import Fence, FencedObject
 from ._store import MemoryStore, Store
 from ._types import Event, EventType, LostReason, State, Status
 
@@ -84,6 +88,8 @@ __all__ = [
     "Duration",
     "Elector",
     "EventStream",
+    "Fence",
+    "FencedObject",
     "Event",
     "EventType",
     "LostReason",
@@ -107,4 +113,7 @@ __all__ = [
     "CallbackError",
     "UnsupportedError",
     "LocalIOError",
+    "FencedError",
+    "NotLeaderError",
+    "RetriesExhaustedError",
 ]

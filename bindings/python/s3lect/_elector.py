@@ -40,6 +40,7 @@ from ._errors import (
     StoppedError,
     error_from_code,
 )
+from ._fence import Fence
 from ._store import StoreAdapter, _current, in_store_call
 from ._types import Event, EventType, LostReason, Status
 
@@ -997,6 +998,26 @@ class Elector:
         rc, text = _core.s3lect_status_json(self._h())
         self._check(rc)
         return text or "{}"
+
+    # ---- fenced writes ----
+
+    def fence(self) -> Fence:
+        """A :class:`Fence` for this elector's writes to other objects
+        (docs/fencing.md): its term while it leads, its server id as the
+        holder, its store settings (credentials, endpoint). Each write raises
+        :class:`~s3lect.NotLeaderError`, before anything is sent, while it
+        does not lead. Never blocks; close the fence (or use ``with``)."""
+        h = self._h()
+        rc, fh = _core.s3lect_fence_new(h)
+        if rc != _core.S3LECT_OK:
+            raise error_from_code(rc, "s3lect_fence_new failed")
+        return Fence(fh, self)
+
+    def fence_token(self) -> Optional[str]:
+        """The fence token of this leadership
+        (``"s3lect-fence.1.TERM.HOLDER.LOCK"``) for a process that writes on
+        its behalf (:meth:`Fence.from_token`); None while it does not lead."""
+        return _core.s3lect_py_fence_token(self._h()) or None
 
     # ---- peer mode ----
 

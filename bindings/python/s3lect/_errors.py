@@ -24,6 +24,9 @@ __all__ = [
     "CallbackError",
     "UnsupportedError",
     "LocalIOError",
+    "FencedError",
+    "NotLeaderError",
+    "RetriesExhaustedError",
     "error_from_code",
 ]
 
@@ -154,6 +157,31 @@ class LocalIOError(Error, OSError):
     default_code = _core.S3LECT_EIO
 
 
+class FencedError(StoreError):
+    """A fenced write was refused: a newer term (or another holder of this
+    term) wrote the object last, and nothing was written
+    (``S3LECT_EFENCED``; docs/fencing.md). This process is a deposed leader:
+    it must stop acting as one, not retry."""
+
+    default_code = _core.S3LECT_EFENCED
+
+
+class NotLeaderError(StateError):
+    """A fenced write of an elector's :class:`~s3lect.Fence` while the elector
+    does not lead (never led, stopped, or its lease passed): refused before
+    anything was sent (``S3LECT_ENOTLEADER``)."""
+
+    default_code = _core.S3LECT_ENOTLEADER
+
+
+class RetriesExhaustedError(StoreError):
+    """Other writers kept changing the object between a fenced write's read
+    and its write, and its retries ran out (``S3LECT_ERETRIES``); nothing
+    was written."""
+
+    default_code = _core.S3LECT_ERETRIES
+
+
 _BY_CODE: Dict[int, Type[Error]] = {
     cls.default_code: cls
     for cls in (
@@ -171,6 +199,9 @@ _BY_CODE: Dict[int, Type[Error]] = {
         CallbackError,
         UnsupportedError,
         LocalIOError,
+        FencedError,
+        NotLeaderError,
+        RetriesExhaustedError,
     )
 }
 
