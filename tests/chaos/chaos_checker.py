@@ -263,3 +263,124 @@ def check(cmd_log: str, node_logs: dict[str, str], pauses: list[Pause],
 
 def read_logs(paths: list[Path]) -> dict[str, str]:
     return {p.name: p.read_text(errors="replace") for p in paths if p.exists()}
+
+
+# ---------------------------------------------------------------------------
+# Fenced writes (issue 41 item 5): the appends of the chaos fence workload
+# (fence_cmd.py) against the object they went to.
+
+
+@dataclass
+class Attempt:
+    """One read-modify-write of fence_cmd.py: its outcome (ack, fenced,
+    precondition, retries, error), the line it appended ("TERM SEQ NODE")
+    and when its write started and ended (CLOCK_MONOTONIC)."""
+
+    kind: str
+    term: int
+    seq: int
+    node: str
+    pid: int
+    t_start: float
+    t_end: float
+
+    @property
+    def line(self) -> str:
+        return f"{self.term} {self.seq} {self.node}"
+
+
+@dataclass
+class FenceReport:
+    violations: list[str] = field(default_factory=list)
+    acked: int = 0            # acknowledged appends
+    lines: int = 0            # lines in the final object
+    fenced: int = 0           # writes refused as fenced
+    zombie_refused: int = 0   # ... of them by a term older than one that had written already
+    zombie_attempts: int = 0  # every write (any outcome) by such a term
+    terms: int = 0            # terms that wrote
+
+    def ok(self) -> bool:
+        return not self.violations
+
+
+FENCE_KINDS = ("ack", "fenced", "precondition", "retries", "error")
+
+
+def parse_fence_log(text: str) -> list[Attempt]:
+    """The lines of fence_cmd.py's EVENTS_LOG; ValueError on a malformed one."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        p = line.split()
+        try:
+            if len(p) != 7 or p[0] not in FENCE_KINDS:
+                raise ValueError
+            out.append(Attempt(p[0], int(p[1]), int(p[2]), p[3], int(p[4]), float(p[5]),
+                               float(p[6])))
+        except ValueError:
+            raise ValueError(f"fence log line {n} is malformed: {line!r}") from None
+    return out
+
+
+def check_fence(attempts: list[Attempt], final: bytes | None) -> FenceReport:
+    """The fence's properties on a run's attempts and its object's final
+    bytes (the writers' bytes, envelope stripped; None: no object):
+
+      lost        an acknowledged append is not in the final object
+      order       a line of a smaller term after one of a larger term
+      duplicate   a line twice (every attempt appends a line of its own)
+      object      a line that no attempt wrote, or one that is malformed
+      zombie      a write by term T acknowledged although it started after
+                  a larger term's first acknowledged write had ended (the
+                  object held a newer term's bytes when it began: the fence
+                  must refuse it)
+
+    Also counts the writes a zombie attempted (a term older than one whose
+    first write had ended before this one began) and the ones of them
+    refused as fenced."""
+    rep = FenceReport()
+    text = (final or b"").decode(errors="replace")
+    lines = [ln for ln in text.split("\n") if ln]
+    rep.lines = len(lines)
+    written = {a.line for a in attempts}
+    seen: set[str] = set()
+    prev: tuple[int, str] | None = None
+    for i, ln in enumerate(lines, 1):
+        p = ln.split()
+        if len(p) != 3 or not p[0].isdigit() or not p[1].isdigit():
+            rep.violations.append(f"object: line {i} is malformed: {ln!r}")
+            continue
+        if ln in seen:
+            rep.violations.append(f"duplicate: line {i} {ln!r} appears twice")
+        seen.add(ln)
+        if ln not in written:
+            rep.violations.append(f"object: line {i} {ln!r} was written by no attempt")
+        term = int(p[0])
+        if prev is not None and term < prev[0]:
+            rep.violations.append(f"order: line {i} {ln!r} (term {term}) comes after "
+                                  f"{prev[1]!r} (term {prev[0]}): a term went down")
+        if prev is None or term >= prev[0]:
+            prev = (term, ln)
+    acks = [a for a in attempts if a.kind == "ack"]
+    rep.acked = len(acks)
+    rep.fenced = sum(1 for a in attempts if a.kind == "fenced")
+    for a in acks:
+        if a.line not in seen:
+            rep.violations.append(
+                f"lost: {a.node}'s append {a.line!r} (term {a.term}, acknowledged at "
+                f"{a.t_end:.3f}) is not in the final object")
+    first: dict[int, float] = {}  # term -> end of its first acknowledged write
+    for a in acks:
+        first[a.term] = min(first.get(a.term, a.t_end), a.t_end)
+    rep.terms = len(first)
+    for a in sorted(attempts, key=lambda x: x.t_start):
+        newer = [(t, e) for t, e in first.items() if t > a.term and e < a.t_start]
+        if not newer:
+            continue
+        rep.zombie_attempts += 1
+        rep.zombie_refused += a.kind == "fenced"
+        if a.kind == "ack":
+            t, e = min(newer, key=lambda te: te[1])
+            rep.violations.append(
+                f"zombie: {a.node}'s write of term {a.term} ({a.line!r}, {a.t_start:.3f}-"
+                f"{a.t_end:.3f}) was accepted after term {t} had written at {e:.3f}")
+    return rep

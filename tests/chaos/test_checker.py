@@ -140,3 +140,77 @@ def test_a_tree_runs_until_its_last_descendant_stops():
     assert "unended" in kinds(unended)
     stray = ck.check("start 1 a 11 1.1 10\n", acquired(a=[1]), [], {}, [], **BOUNDS)
     assert kinds(stray) == ["cmdlog"]  # a descendant of an unknown tree
+
+
+# -- the fence workload's checker (check_fence), on hand-made logs
+
+
+def attempts(*rows: tuple) -> list[ck.Attempt]:
+    """rows: (kind, term, seq, node, t_start, t_end); pid 100 + term."""
+    text = "".join(f"{k} {term} {seq} {node} {100 + term} {t0:.6f} {t1:.6f}\n"
+                   for k, term, seq, node, t0, t1 in rows)
+    return ck.parse_fence_log(text)
+
+
+CLEAN = [("ack", 1, 1, "a", 1.0, 1.1), ("ack", 1, 2, "a", 1.2, 1.3),
+         ("fenced", 1, 3, "a", 5.0, 5.1),  # a zombie's write after b's first: refused
+         ("ack", 2, 1, "b", 4.0, 4.1), ("error", 2, 2, "b", 4.2, 4.3)]
+
+
+def test_fence_clean_run_passes():
+    rep = ck.check_fence(attempts(*CLEAN), b"1 1 a\n1 2 a\n2 1 b\n")
+    assert rep.ok(), rep.violations
+    assert (rep.acked, rep.lines, rep.fenced, rep.zombie_refused, rep.terms) == (3, 3, 1, 1, 2)
+
+
+def test_fence_unacknowledged_lines_may_be_there_or_not():
+    # b's errored write landed (a lost answer): its line may be in the object.
+    rep = ck.check_fence(attempts(*CLEAN), b"1 1 a\n1 2 a\n2 1 b\n2 2 b\n")
+    assert rep.ok(), rep.violations
+
+
+def fence_kinds(rep: ck.FenceReport) -> list[str]:
+    return sorted({v.split(":")[0] for v in rep.violations})
+
+
+def test_fence_lost_acknowledged_append_is_caught():
+    rep = ck.check_fence(attempts(*CLEAN), b"1 1 a\n2 1 b\n")
+    assert fence_kinds(rep) == ["lost"], rep.violations
+    assert "'1 2 a'" in rep.violations[0]
+    assert fence_kinds(ck.check_fence(attempts(*CLEAN), None)) == ["lost"]
+
+
+def test_fence_term_going_down_is_caught():
+    rep = ck.check_fence(attempts(*CLEAN), b"1 1 a\n2 1 b\n1 2 a\n")
+    assert fence_kinds(rep) == ["order"], rep.violations
+
+
+def test_fence_zombie_write_accepted_after_successor_is_caught():
+    # a froze after its read, b wrote at 4.1, a's write began at 5.0 and was
+    # accepted: b's append is gone and a's term follows b's nowhere.
+    rows = [r for r in CLEAN if r[0] != "fenced"] + [("ack", 1, 3, "a", 5.0, 5.1)]
+    rep = ck.check_fence(attempts(*rows), b"1 1 a\n1 2 a\n1 3 a\n")
+    assert fence_kinds(rep) == ["lost", "zombie"], rep.violations
+    # Even when the object kept the successor's line (the zombie appended to
+    # it), an older term after a newer one is caught twice over.
+    rep = ck.check_fence(attempts(*rows), b"1 1 a\n1 2 a\n2 1 b\n1 3 a\n")
+    assert fence_kinds(rep) == ["order", "zombie"], rep.violations
+    # A write of the older term that began before the newer term's first
+    # write ended is no zombie's (they raced; the store ordered them).
+    early = [r for r in CLEAN if r[0] != "fenced"] + [("ack", 1, 3, "a", 4.05, 4.2)]
+    rep = ck.check_fence(attempts(*early), b"1 1 a\n1 2 a\n1 3 a\n2 1 b\n")
+    assert rep.ok() and rep.zombie_attempts == 0, rep.violations
+
+
+def test_fence_object_lines_must_come_from_attempts_once():
+    rep = ck.check_fence(attempts(*CLEAN), b"1 1 a\n1 2 a\n2 1 b\n2 1 b\n9 9 z\nbad\n")
+    assert fence_kinds(rep) == ["duplicate", "object"], rep.violations
+
+
+def test_fence_malformed_log_is_refused():
+    for bad in ("ack 1 1 a 101 1.0\n", "won 1 1 a 101 1.0 1.1\n", "ack x 1 a 101 1.0 1.1\n"):
+        try:
+            ck.parse_fence_log(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {bad!r}")
