@@ -29,6 +29,9 @@ const (
 	CodeIO           Code = C.S3LECT_EIO
 	CodeUnsupported  Code = C.S3LECT_EUNSUPPORTED
 	CodeCallback     Code = C.S3LECT_ECALLBACK
+	CodeFenced       Code = C.S3LECT_EFENCED
+	CodeNotLeader    Code = C.S3LECT_ENOTLEADER
+	CodeRetries      Code = C.S3LECT_ERETRIES
 )
 
 // String returns libs3lect's static description of the code.
@@ -62,13 +65,18 @@ func (e *Error) Error() string {
 //
 // An error with code CodeAuth also matches ErrStorageAuth, and one with
 // code CodeFatal ErrStorageFatal, whether the store is S3, a file or a
-// custom Storage.
+// custom Storage; a Fence's CodeNotFound matches ErrStorageNotFound and its
+// CodePrecondition ErrStoragePrecondition.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrStorageAuth:
 		return e.Code == CodeAuth
 	case ErrStorageFatal:
 		return e.Code == CodeFatal
+	case ErrStorageNotFound:
+		return e.Code == CodeNotFound
+	case ErrStoragePrecondition:
+		return e.Code == CodePrecondition
 	}
 	t, ok := target.(*Error)
 	return ok && t.Op == "" && t.Msg == "" && t.Code == e.Code
@@ -86,6 +94,16 @@ var (
 	// ErrVersionMismatch: the loaded libs3lect is not the version this package
 	// was compiled against.
 	ErrVersionMismatch error = &Error{Code: CodeUnsupported}
+	// ErrFenced: a fenced write (Fence) was refused because a newer term, or
+	// another holder of this term, wrote the object last; nothing was
+	// written. This process is a deposed leader: stop acting as one.
+	ErrFenced error = &Error{Code: CodeFenced}
+	// ErrNotLeader: a write of an elector's Fence while the elector does not
+	// lead; refused before anything was sent.
+	ErrNotLeader error = &Error{Code: CodeNotLeader}
+	// ErrRetriesExhausted: other writers kept changing the object between a
+	// fenced write's read and its write; nothing was written.
+	ErrRetriesExhausted error = &Error{Code: CodeRetries}
 )
 
 func newError(code C.int, op, msg string) error {
