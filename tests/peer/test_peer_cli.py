@@ -9,8 +9,6 @@ leader falls back to S3 and still follows correctly.
 """
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import re
@@ -23,14 +21,16 @@ from pathlib import Path
 
 import pytest
 
+from harness import cli
+from harness.cli import only_leader
+from harness.countproxy import CountingProxy
+from harness.pki import issue as issue_cert, make_ca, spki_pin
+from harness.servers import free_port
 from harness.wait import wait_for
 
-from harness.countproxy import CountingProxy
-from harness.pki import issue as issue_cert, make_ca
-from harness.servers import free_port
-
+# And --kill-timeout 500ms, Node's default.
 TIMING = ["--lease-timeout", "3s", "--renew-interval", "1s", "--renew-deadline", "2s",
-          "--frequent-interval", "500ms", "--infrequent-interval", "2s", "--kill-timeout", "500ms"]
+          "--frequent-interval", "500ms", "--infrequent-interval", "2s"]
 
 
 @pytest.fixture(scope="module")
@@ -49,49 +49,35 @@ def pki(tmp_path_factory) -> dict:
     return {"ca": d / "ca.pem", "other-ca": d / "other-ca.pem", "issue": issue}
 
 
-class PeerNode:
-    """One `s3lect run --peer` node. With zero_config it gets no certificate
-    flags and no --addr: it makes its own key, and advertises the address that
-    routes to the S3 endpoint (127.0.0.1 here) with an ephemeral port."""
+class PeerNode(cli.Node):
+    """One `s3lect run --peer` node (a harness Node: its own process group and
+    log TMP/ID.log, the command `sleep 600`), reaching MinIO through its own
+    counting proxy. With zero_config it gets no certificate flags and no
+    --addr: it makes its own key, and advertises the address that routes to
+    the S3 endpoint (127.0.0.1 here) with an ephemeral port."""
 
     def __init__(self, bin_, tmp, minio, lock, node_id, pki, ca=None, zero_config=False,
                  extra=()):
-        self.id = node_id
         self.proxy = CountingProxy("127.0.0.1", int(minio.endpoint.rsplit(":", 1)[1]))
-        self.port = free_port()
-        self.log = tmp / f"{node_id}.log"
         env = dict(os.environ, **minio.env())
         env.pop("AWS_ENDPOINT_URL_S3", None)
         env.pop("AWS_ENDPOINT_URL", None)
-        cert, key = (None, None) if zero_config else pki["issue"](node_id)
-        tls = [] if zero_config else [
-            "--addr", f"127.0.0.1:{self.port}", "--peer-cert", str(cert),
-            "--peer-key", str(key), "--peer-ca", str(ca or pki["ca"])]
-        self.proc = subprocess.Popen(
-            [str(bin_), "run", "--lock", lock, "--id", node_id, "--endpoint", self.proxy.endpoint,
-             "--peer", *tls, *extra, *TIMING, "--", "sleep", "600"],
-            stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=env,
-            start_new_session=True)
-
-    def text(self) -> str:
-        return self.log.read_text()
-
-    def leading(self) -> bool:
-        t = self.text()
-        return self.proc.poll() is None and t.rfind("acquired leadership") > max(
-            t.rfind("lost leadership"), -1)
-
-    def terms(self) -> list[int]:
-        return [int(x) for x in re.findall(r"acquired leadership term=(\d+)", self.text())]
+        peer = None if zero_config else (*pki["issue"](node_id), ca or pki["ca"])
+        try:
+            super().__init__(bin_, tmp, lock, node_id, env,
+                             ["--endpoint", self.proxy.endpoint, *(["--peer"] if zero_config
+                                                                  else []), *extra, *TIMING],
+                             cmd=["sleep", "600"], peer=peer)
+        except BaseException:
+            self.proxy.close()
+            raise
+        self.port = self.peer_port  # --addr (None with zero_config)
 
     def stop(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(timeout=10)
-        self.proxy.close()
+        try:
+            super().stop()
+        finally:
+            self.proxy.close()
 
 
 @pytest.fixture
@@ -115,21 +101,16 @@ def peer_cluster(s3lect_bin, minio, tmp_path, pki, request):
         n.stop()
 
 
-def one_leader(nodes):
-    ls = [n for n in nodes if n.leading()]
-    return ls[0] if len(ls) == 1 else None
-
-
 @pytest.mark.parametrize("peer_cluster", ["ca", "zero-config"], indirect=True)
 def test_followers_make_no_s3_requests_when_stable(peer_cluster):
     nodes = peer_cluster()
-    leader = wait_for(lambda: one_leader(nodes), 20, "one leader")
+    leader = wait_for(lambda: only_leader(nodes), 20, "one leader")
     time.sleep(4)  # followers reach the stable state and start long-polling
     before = {n.id: n.proxy.snapshot() for n in nodes}
     window = 10.0
     time.sleep(window)
     after = {n.id: n.proxy.snapshot() for n in nodes}
-    assert one_leader(nodes) is leader, "leadership stayed put"
+    assert only_leader(nodes) is leader, "leadership stayed put"
     for n in nodes:
         d = after[n.id] - before[n.id]
         if n is leader:
@@ -146,13 +127,13 @@ def test_followers_make_no_s3_requests_when_stable(peer_cluster):
 @pytest.mark.parametrize("peer_cluster", ["ca", "zero-config"], indirect=True)
 def test_release_is_noticed_at_once(peer_cluster):
     nodes = peer_cluster()
-    old = wait_for(lambda: one_leader(nodes), 20, "one leader")
+    old = wait_for(lambda: only_leader(nodes), 20, "one leader")
     time.sleep(4)
     term = old.terms()[-1]
     t0 = time.monotonic()
     old.proc.send_signal(signal.SIGTERM)
     assert old.proc.wait(timeout=10) == 0
-    new = wait_for(lambda: one_leader([n for n in nodes if n is not old]), 10, "a new leader")
+    new = wait_for(lambda: only_leader([n for n in nodes if n is not old]), 10, "a new leader")
     took = time.monotonic() - t0
     assert new.terms()[-1] > term
     # Stable followers wait infrequent (2 s) between S3 reads without peer mode; the
@@ -164,13 +145,12 @@ def test_release_is_noticed_at_once(peer_cluster):
 @pytest.mark.parametrize("peer_cluster", ["ca", "zero-config"], indirect=True)
 def test_crash_falls_back_to_s3_and_fails_over(peer_cluster):
     nodes = peer_cluster()
-    old = wait_for(lambda: one_leader(nodes), 20, "one leader")
+    old = wait_for(lambda: only_leader(nodes), 20, "one leader")
     time.sleep(4)
     term = old.terms()[-1]
     t0 = time.monotonic()
-    os.killpg(old.proc.pid, signal.SIGKILL)
-    old.proc.wait(timeout=10)
-    new = wait_for(lambda: one_leader([n for n in nodes if n is not old]), 20, "a new leader")
+    old.kill9()
+    new = wait_for(lambda: only_leader([n for n in nodes if n is not old]), 20, "a new leader")
     took = time.monotonic() - t0
     assert new.terms()[-1] > term
     assert took < 3 + 0.5 + 2, f"failover took {took:.2f}s (bound: lease + frequent + slack)"
@@ -179,7 +159,7 @@ def test_crash_falls_back_to_s3_and_fails_over(peer_cluster):
 
 def test_follower_that_cannot_verify_the_leader_uses_s3(peer_cluster):
     nodes = peer_cluster(2)
-    leader = wait_for(lambda: one_leader(nodes), 20, "one leader")
+    leader = wait_for(lambda: only_leader(nodes), 20, "one leader")
     nodes = peer_cluster(1, bad_ca=True)   # joins as a follower of a live leader
     bad = nodes[2]
     time.sleep(4)
@@ -187,19 +167,15 @@ def test_follower_that_cannot_verify_the_leader_uses_s3(peer_cluster):
     time.sleep(6)
     d = bad.proxy.snapshot() - b0
     assert d["GET"] >= 3, f"the follower that cannot verify the leader must poll S3 ({dict(d)})"
-    assert one_leader(nodes) is leader, "and the election is undisturbed"
+    assert only_leader(nodes) is leader, "and the election is undisturbed"
 
 
-def served_key_pin(addr: str) -> str:
-    """The base64 SHA-256 of the public key (SubjectPublicKeyInfo, DER) of the
-    certificate served at addr, computed with the openssl command."""
+def served_key_pin(addr: str, tmp: Path) -> str:
+    """The pin (pki.spki_pin) of the certificate served at addr."""
     host, port = addr.rsplit(":", 1)
-    pem = ssl.get_server_certificate((host, int(port)), timeout=10)
-    pub = subprocess.run(["openssl", "x509", "-pubkey", "-noout"], input=pem.encode(),
-                         capture_output=True, check=True, timeout=30).stdout
-    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"], input=pub,
-                         capture_output=True, check=True, timeout=30).stdout
-    return base64.b64encode(hashlib.sha256(der).digest()).decode()
+    pem = tmp / f"served-{port}.pem"
+    pem.write_text(ssl.get_server_certificate((host, int(port)), timeout=10))
+    return spki_pin(pem)
 
 
 def lock_record(minio, lock: str) -> dict:
@@ -210,16 +186,16 @@ def lock_record(minio, lock: str) -> dict:
 
 
 @pytest.mark.parametrize("peer_cluster", ["zero-config"], indirect=True)
-def test_zero_config_record_pins_the_key_the_leader_serves(peer_cluster, minio):
+def test_zero_config_record_pins_the_key_the_leader_serves(peer_cluster, minio, tmp_path):
     nodes = peer_cluster()
-    leader = wait_for(lambda: one_leader(nodes), 20, "one leader")
+    leader = wait_for(lambda: only_leader(nodes), 20, "one leader")
     rec = wait_for(lambda: (lambda r: r if r.get("leaderID") == leader.id else None)(
         lock_record(minio, peer_cluster.lock)), 10, "the leader's record")
     pin = rec.get("peerKeySha256", "")
     assert len(pin) == 44 and pin.endswith("="), f"record without a key fingerprint: {rec}"
     host, port = rec["leaderAddr"].rsplit(":", 1)
     assert host == "127.0.0.1", f"advertised {rec['leaderAddr']}: not the route to MinIO"
-    assert served_key_pin(rec["leaderAddr"]) == pin, "the record names another key"
+    assert served_key_pin(rec["leaderAddr"], tmp_path) == pin, "the record names another key"
     # A self-signed certificate: nothing but the pin can authenticate it.
     ctx = ssl.create_default_context()
     with pytest.raises(ssl.SSLError):
@@ -228,11 +204,11 @@ def test_zero_config_record_pins_the_key_the_leader_serves(peer_cluster, minio):
     # Every leader makes its own key: the next one publishes another.
     leader.proc.send_signal(signal.SIGTERM)
     assert leader.proc.wait(timeout=10) == 0
-    nxt = wait_for(lambda: one_leader([n for n in nodes if n is not leader]), 10, "a new leader")
+    nxt = wait_for(lambda: only_leader([n for n in nodes if n is not leader]), 10, "a new leader")
     rec2 = wait_for(lambda: (lambda r: r if r.get("leaderID") == nxt.id else None)(
         lock_record(minio, peer_cluster.lock)), 10, "the new leader's record")
     assert rec2["peerKeySha256"] != pin, "a new leader published the old key"
-    assert served_key_pin(rec2["leaderAddr"]) == rec2["peerKeySha256"]
+    assert served_key_pin(rec2["leaderAddr"], tmp_path) == rec2["peerKeySha256"]
 
 
 @pytest.mark.parametrize("flags, words", [
@@ -269,23 +245,22 @@ def test_zero_config_stale_fingerprint_after_leader_change(s3lect_bin, minio, tm
         old = node("z0", fixed=True)
         wait_for(lambda: old.leading(), 20, "the node on the fixed port leads")
         followers = [node("z1"), node("z2")]
-        wait_for(lambda: all(f"leader is z0" in f.text() for f in followers), 20, "followers")
+        wait_for(lambda: all("leader is z0" in f.text() for f in followers), 20, "followers")
         time.sleep(3)  # stable: long-polling z0 with its key pinned
         old_pin = lock_record(minio, lock)["peerKeySha256"]
-        os.killpg(old.proc.pid, signal.SIGKILL)
-        old.proc.wait(timeout=10)
+        old.kill9()
         new = node("z3", fixed=True)  # same address, another key
         wait_for(lambda: "peer mode (tlsPin)" in new.text(), 15,
                  "the new process reports the stale fingerprint")
         everyone = followers + [new]
-        leader = wait_for(lambda: one_leader(everyone), 20, "a new leader")
+        leader = wait_for(lambda: only_leader(everyone), 20, "a new leader")
         rec = wait_for(lambda: (lambda r: r if r.get("leaderID") == leader.id else None)(
             lock_record(minio, lock)), 10, "the new leader's record")
         assert rec["peerKeySha256"] != old_pin
         time.sleep(4)
         before = {n.id: n.proxy.snapshot() for n in everyone}
         time.sleep(6)
-        assert one_leader(everyone) is leader, "leadership stayed put"
+        assert only_leader(everyone) is leader, "leadership stayed put"
         for n in everyone:
             if n is not leader:
                 d = n.proxy.snapshot() - before[n.id]
@@ -365,8 +340,7 @@ def test_answers_count_only_from_the_holder_the_record_names(s3lect_bin, minio, 
         time.sleep(2)
         assert leader.leading() and not follower.leading()
         t0 = time.monotonic()
-        os.killpg(leader.proc.pid, signal.SIGKILL)
-        leader.proc.wait(timeout=10)
+        leader.kill9()
         wait_for(follower.leading, 20, "the follower to take over despite the impostor")
         took = time.monotonic() - t0
         assert took < 3 + 0.5 + 2, f"takeover took {took:.2f}s (bound: lease + frequent + slack)"
