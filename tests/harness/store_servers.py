@@ -47,12 +47,10 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from harness.backends import FAMILY  # noqa: E402
-    from harness.backends import create_hosted_zone  # noqa: E402,F401
     from harness.servers import ServerStartError, run_child  # noqa: E402
     from harness.stores import STORES  # noqa: E402
 else:
     from .backends import FAMILY
-    from .backends import create_hosted_zone  # noqa: F401 - tests/python/test_stores.py imports it here
     from .servers import ServerStartError, run_child
     from .stores import STORES
 

@@ -31,7 +31,7 @@ TESTS = Path(__file__).resolve().parent.parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from harness.store_servers import create_hosted_zone  # noqa: E402
+from harness.backends import create_hosted_zone  # noqa: E402
 from harness.stores import kinds  # noqa: E402
 
 STORES = kinds("python")
