@@ -31,6 +31,14 @@ static void t_envelope(void)
     free(a);
     free(b);
 
+    /* Terms up to 2^53 - 1 read back exactly (cJSON would print 15 digits). */
+    fn_header big_term = {.term = FN_MAX_TERM - 1, .holder = "n", .lock = ""};
+    a = fn_encode(&big_term, "", 0, &n1);
+    CHECK(a && fn_parse(a, n1, &g, &body, &len) == FN_FENCED && g.term == FN_MAX_TERM - 1,
+          "term 2^53 - 1 reads back: %lld", (long long)g.term);
+    fn_header_clear(&g);
+    free(a);
+
     h.deleted = 1;
     a = fn_encode(&h, "", 0, &n1);
     CHECK(a && fn_parse(a, n1, &g, &body, &len) == FN_FENCED && g.deleted && len == 0,

@@ -44,6 +44,14 @@
  *                    of the lock's nodes (its documented setting with mixed
  *                    timings); nodes restart (kill -9 and start) at random,
  *                    and often right after a delete.
+ *   --break-fence    the leaders' fenced writes (engine/fence.h; every node's
+ *                    command writes one data object while it believes it
+ *                    leads) go out without the term check and without
+ *                    If-Match, as a plain PUT: a zombie's late write then
+ *                    lands after its successor's and the data object's term
+ *                    goes down, which the checker must see. In every other
+ *                    run the data object's versions must never go down in
+ *                    term (docs/algorithm.md "Fenced writes").
  *   --break-store-clock  the records claim holdMs = renew_deadline while the
  *                    command tree lives to the default kill deadline (the cap
  *                    before issue 38): with the store's Date running ahead of
@@ -81,7 +89,8 @@
  *   test_sim [--seeds N] [--seconds S] [--seed X] [--shard K] [--nodes K]
  *            [--store s3|dynamodb|postgres|route53|gcs|azure|etcd|redis]
  *            [--stale-ms MS]
- *            [--break-skew | --break-suspend | --break-store-clock | --break-new-lock] [-v]
+ *            [--break-skew | --break-suspend | --break-store-clock | --break-new-lock |
+ *             --break-fence] [-v]
  */
 #include <math.h>
 #include <stdio.h>
@@ -90,6 +99,7 @@
 #include <time.h>
 
 #include "election.h"
+#include "fence.h"
 #include "roster.h"
 #include "store.h"
 #include "s3lect.h"
@@ -112,6 +122,13 @@ enum {
 static unsigned long long azure_409s;
 /* Writes of the followers' roster (engine/roster.h), over all seeds. */
 static unsigned long long roster_writes;
+/* Fenced writes of the data object, over all seeds: stored, refused before
+ * sending (fenced; a deposed leader's: a newer leadership exists), refused
+ * by the store's condition (412), skipped because the node no longer led;
+ * and, with --break-fence, deposed leaders' writes that landed over a newer
+ * term. */
+static unsigned long long fd_writes, fd_fenced, fd_zombies, fd_conflicts, fd_notleader,
+    fd_zombie_landed;
 
 /* A past state of the store (route53: stale reads). */
 typedef struct past_state {
@@ -134,7 +151,11 @@ enum {
     EV_RESET,      /* the operator resets an exhausted term (gen: the write it follows) */
     EV_STORE_JUMP, /* the store's clock, or its Date alone, jumps */
     EV_DELETE,     /* the lock object is deleted (by hand, a lifecycle rule, a lost store) */
-    EV_RESTART     /* a node's process is killed and started again: a fresh engine */
+    EV_RESTART,    /* a node's process is killed and started again: a fresh engine */
+    EV_FD_START,   /* a node's command begins a fenced write (if it leads) */
+    EV_FD_READ,    /* its read of the data object reaches the store */
+    EV_FD_GOT,     /* the answer reaches the node: it decides and sends */
+    EV_FD_PUT      /* its conditional write reaches the store (late: body, if_match) */
 };
 
 /* A write that lands after its sender gave up on it. */
@@ -182,6 +203,14 @@ typedef struct node {
     int64_t acquired_term;
     int64_t kill_at;    /* true µs: the kill deadline of its command tree while it led */
     int64_t kill_after; /* ms after a renewal's send at which s3lect run kills the tree */
+    /* Its command's fenced write of the data object (one at a time): the
+     * term it writes in, what its read saw. fd_seq tells its events apart. */
+    int fd_busy;
+    uint64_t fd_seq;
+    int64_t fd_term;
+    int fd_read_done, fd_read_exists;
+    char fd_read_etag[40];
+    fn_header fd_read_hdr;
 } node;
 
 /* A follower's long-poll waiting at a (would-be) leader's endpoint. */
@@ -230,6 +259,17 @@ typedef struct sim {
     char ro_etag[32];
     uint64_t ro_ctr;
     int64_t max_term_written;
+    /* The data object the leaders' commands write, fenced (engine/fence.h):
+     * its etag is a hash of its bytes, as an S3 ETag is their MD5. The
+     * checker: along its versions the term never goes down, and one term
+     * has one holder. */
+    int break_fence;
+    int fd_exists;
+    char *fd_body;
+    size_t fd_len;
+    char fd_etag[40];
+    int64_t fd_term;
+    char fd_holder[16];
     /* Backend profile. */
     int store_kind;
     int64_t stale_us;
@@ -668,6 +708,10 @@ static void node_restart(sim *s, int i)
     free(nd->op.body);
     free(nd->op.if_match);
     st_result_clear(&nd->op.res);
+    /* Its command dies too: a fenced write it had not sent yet is gone (one
+     * already sent still lands: EV_FD_PUT is the store's). */
+    nd->fd_busy = 0;
+    nd->fd_seq++;
     uint64_t id = nd->op.id;
     memset(&nd->op, 0, sizeof nd->op);
     nd->op.id = id;
@@ -1056,6 +1100,7 @@ static void check_liveness(sim *s)
 
 /* ---- setup and main loop ---- */
 
+static void fd_schedule(sim *s, int i);
 static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspend, int break_store,
                   int break_new_lock, int store_kind, int64_t stale_ms)
 {
@@ -1138,6 +1183,7 @@ static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspen
         if (nd->p.peer) /* as the runtime does for peer mode */
             el_set_roster(&nd->eng, "lock.s3lect-roster");
         push(s, (int64_t)(urand(s) * 2e6), EV_WAKE, i, 0);
+        fd_schedule(s, i);
     }
     if (seed % 4 == 0) {
         /* Next to a record whose term is at or near the limit: 2^53 - 1 - k,
@@ -1185,11 +1231,154 @@ static void teardown(sim *s)
             free(s->heap[k].late->if_match);
             free(s->heap[k].late);
         }
+    for (int i = 0; i < s->n; i++)
+        fn_header_clear(&s->nodes[i].fd_read_hdr);
     free(s->heap);
     free(s->body);
     free(s->ro_body);
+    free(s->fd_body);
     for (size_t k = 0; k < MAXHIST; k++)
         free(s->hist[k].body);
+}
+
+/* ---- fenced writes of a data object ---- */
+
+static void fd_hash(const char *body, size_t len, char out[40])
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a: same bytes, same etag */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)body[i]) * 1099511628211ULL;
+    snprintf(out, 40, "\"%016llx\"", (unsigned long long)h);
+}
+
+/* The next fenced write of node i's command: every 1 to 5 s. */
+static void fd_schedule(sim *s, int i)
+{
+    push(s, s->t + (int64_t)(1e6 + urand(s) * 4e6), EV_FD_START, i, 0);
+}
+
+static void fd_start(sim *s, int i)
+{
+    node *nd = &s->nodes[i];
+    fd_schedule(s, i);
+    if (nd->fd_busy || !el_is_leader(&nd->eng, node_now(nd, s->t).mono) || nd->eng.term < 1)
+        return;
+    nd->fd_busy = 1;
+    nd->fd_seq++;
+    nd->fd_term = nd->eng.term;
+    nd->fd_read_done = 0;
+    fn_header_clear(&nd->fd_read_hdr);
+    int64_t there = s->t + latency(s, nd);
+    push(s, there, EV_FD_READ, i, nd->fd_seq);
+    push(s, there + latency(s, nd), EV_FD_GOT, i, nd->fd_seq);
+}
+
+/* The read reaches the store: what is there now. */
+static void fd_read(sim *s, int i, uint64_t seq)
+{
+    node *nd = &s->nodes[i];
+    if (!nd->fd_busy || nd->fd_seq != seq)
+        return;
+    nd->fd_read_done = 1;
+    nd->fd_read_exists = s->fd_exists;
+    snprintf(nd->fd_read_etag, sizeof nd->fd_read_etag, "%s", s->fd_exists ? s->fd_etag : "");
+    fn_header_clear(&nd->fd_read_hdr);
+    if (s->fd_exists) {
+        const char *b;
+        size_t n;
+        if (fn_parse(s->fd_body, s->fd_len, &nd->fd_read_hdr, &b, &n) != FN_FENCED)
+            nd->fd_read_hdr.term = -1; /* never: only envelopes are written */
+    }
+}
+
+/* The answer reaches the node (after any pause of it): the fence's rule,
+ * the leadership check just before sending, and the conditional write. */
+static void fd_got(sim *s, int i, uint64_t seq)
+{
+    node *nd = &s->nodes[i];
+    if (!nd->fd_busy || nd->fd_seq != seq)
+        return;
+    nd->fd_busy = 0;
+    if (!nd->fd_read_done)
+        return; /* the read was lost: the next write tries again */
+    if (!s->break_fence) {
+        if (nd->fd_read_hdr.term < 0 || !fn_may_write(nd->fd_term, nd->id, &nd->fd_read_hdr)) {
+            fd_fenced++;
+            if (s->max_acq_term > nd->fd_term)
+                fd_zombies++;
+            return;
+        }
+        if (!el_is_leader(&nd->eng, node_now(nd, s->t).mono) || nd->eng.term != nd->fd_term) {
+            fd_notleader++;
+            return;
+        }
+    }
+    fn_header mine = {.term = nd->fd_term, .holder = nd->id, .lock = "lock"};
+    char data[64];
+    int len = snprintf(data, sizeof data, "%s %lld", nd->id, (long long)nd->fd_term);
+    size_t n = 0;
+    char *env = fn_encode(&mine, data, (size_t)len, &n);
+    if (!env)
+        return;
+    late_write *lw = calloc(1, sizeof *lw);
+    lw->body = env;
+    lw->body_len = n;
+    /* The fence writes over the version it read; a plain PUT does not. */
+    lw->if_match = !s->break_fence && nd->fd_read_exists ? strdup(nd->fd_read_etag) : NULL;
+    int64_t at = s->t + latency(s, nd);
+    if (s->t < nd->partitioned_until || (s->chaos && urand(s) < s->p_drop_req)) {
+        s->faults++;
+        if (!s->chaos || urand(s) >= s->p_late / (s->p_late + s->p_drop_req + 1e-9)) {
+            free(lw->body);
+            free(lw->if_match);
+            free(lw);
+            return; /* lost */
+        }
+        at += (int64_t)(urand(s) * 3e6); /* queued: it lands after the client gave up */
+    }
+    /* gen: 1 for a create-only write (the fence saw no object) */
+    push_late(s, at, EV_FD_PUT, i, !s->break_fence && !nd->fd_read_exists, lw);
+}
+
+/* The write reaches the store: compare-and-set, then the checker. */
+static void fd_put(sim *s, int i, int create_only, late_write *lw)
+{
+    int ok = s->break_fence ? 1
+             : create_only  ? !s->fd_exists
+                            : s->fd_exists && lw->if_match && !strcmp(lw->if_match, s->fd_etag);
+    if (!ok) {
+        fd_conflicts++;
+        return;
+    }
+    fn_header h;
+    const char *b;
+    size_t n;
+    if (fn_parse(lw->body, lw->body_len, &h, &b, &n) != FN_FENCED) {
+        fn_header_clear(&h);
+        return;
+    }
+    if (s->fd_exists &&
+        (h.term < s->fd_term || (h.term == s->fd_term && strcmp(h.holder, s->fd_holder) != 0))) {
+        s->violations++;
+        if (s->max_acq_term > h.term)
+            fd_zombie_landed++; /* a newer leadership exists: a deposed leader's write */
+        if (s->violations < 5)
+            fprintf(stderr,
+                    "  t=%.3fs: node %d's fenced write of term %lld (%s) landed over term %lld "
+                    "(%s): the data object's term went down\n",
+                    s->t / 1e6, i, (long long)h.term, h.holder, (long long)s->fd_term,
+                    s->fd_holder);
+    }
+    free(s->fd_body);
+    s->fd_body = lw->body;
+    s->fd_len = lw->body_len;
+    lw->body = NULL;
+    s->fd_exists = 1;
+    fd_hash(s->fd_body, s->fd_len, s->fd_etag);
+    s->fd_term = h.term;
+    snprintf(s->fd_holder, sizeof s->fd_holder, "%s", h.holder);
+    fn_header_clear(&h);
+    fd_writes++;
 }
 
 static void run(sim *s, int64_t seconds)
@@ -1254,6 +1443,17 @@ static void run(sim *s, int64_t seconds)
             s->faults++;
             continue;
         }
+        if (ev.type == EV_FD_READ) {
+            fd_read(s, ev.node, ev.gen);
+            continue;
+        }
+        if (ev.type == EV_FD_PUT) {
+            fd_put(s, ev.node, (int)ev.gen, ev.late);
+            free(ev.late->body);
+            free(ev.late->if_match);
+            free(ev.late);
+            continue;
+        }
         if (ev.type == EV_LATE) {
             st_result r = {0};
             store_apply(s, EL_OP_PUT, ev.late->body, ev.late->body_len, ev.late->if_match, &r);
@@ -1268,6 +1468,12 @@ static void run(sim *s, int64_t seconds)
             continue;
         }
         switch (ev.type) {
+        case EV_FD_START:
+            fd_start(s, ev.node);
+            break;
+        case EV_FD_GOT:
+            fd_got(s, ev.node, ev.gen);
+            break;
         case EV_WAKE:
             if (ev.gen == nd->gen && !nd->op.busy)
                 step(s, ev.node);
@@ -1302,7 +1508,7 @@ static void run(sim *s, int64_t seconds)
 int main(int argc, char **argv)
 {
     int seeds = 10, nodes = 7, break_skew = 0, break_suspend = 0, break_store = 0, verbose = 0;
-    int break_new_lock = 0;
+    int break_new_lock = 0, break_fence = 0;
     int store_kind = STORE_S3;
     int64_t stale_ms = 10000;
     static const char *const store_names[] = {"s3",  "dynamodb", "postgres", "route53",
@@ -1343,14 +1549,16 @@ int main(int argc, char **argv)
             break_store = 1;
         else if (!strcmp(argv[i], "--break-new-lock"))
             break_new_lock = 1;
+        else if (!strcmp(argv[i], "--break-fence"))
+            break_fence = 1;
         else if (!strcmp(argv[i], "-v"))
             verbose = 1;
         else {
             fprintf(stderr,
                     "usage: test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] "
                     "[--store s3|dynamodb|postgres|route53|gcs|azure|etcd|redis] [--stale-ms MS] "
-                    "[--break-skew | --break-suspend | --break-store-clock | --break-new-lock] "
-                    "[-v]\n");
+                    "[--break-skew | --break-suspend | --break-store-clock | --break-new-lock | "
+                    "--break-fence] [-v]\n");
             return 2;
         }
     }
@@ -1368,7 +1576,7 @@ int main(int argc, char **argv)
     uint64_t stale = 0;
     int64_t deletes = 0;
     int64_t near = 0, resets = 0, skips = 0;
-    int broken = break_skew || break_suspend || break_store || break_new_lock;
+    int broken = break_skew || break_suspend || break_store || break_new_lock || break_fence;
     uint64_t restarts = 0;
     uint64_t stamped = 0, jumps = 0;
     int64_t checks = 0;
@@ -1378,6 +1586,7 @@ int main(int argc, char **argv)
         uint64_t seed = first_seed + (uint64_t)k;
         setup(s, seed, nodes, break_skew, break_suspend, break_store, break_new_lock, store_kind,
               stale_ms);
+        s->break_fence = break_fence;
         s->verbose = verbose;
         run(s, seconds);
         steps += s->steps;
@@ -1435,6 +1644,12 @@ int main(int argc, char **argv)
     if (store_kind == STORE_ROUTE53)
         CHECK(stale > 0, "the route53 model served no stale read");
     printf("simulation: %llu writes of the followers' roster\n", roster_writes);
+    printf("simulation: fenced writes of the data object: %llu stored, %llu fenced before sending "
+           "(%llu of them a deposed leader's: a newer leadership existed; the rest after the "
+           "lock's terms started again lower), %llu refused by the store's condition, %llu "
+           "skipped: not leading\n",
+           fd_writes, fd_fenced, fd_zombies, fd_conflicts, fd_notleader);
+    CHECK(fd_writes > 0, "no leader's fenced write was stored");
     /* Peer checks fail rarely enough that one short seed may see none (the
      * sanitizer builds run one seed of 2·10^5 s): judged on 10^6 s or more. */
     if ((double)seconds * seeds >= 1e6 && !break_skew && !break_suspend)
@@ -1478,13 +1693,22 @@ int main(int argc, char **argv)
                           "right after a delete under a leader, must produce a detectable "
                           "violation");
     }
+    if (break_fence) {
+        printf("break-fence: the checker caught a violation in %d of %d seeds, %llu of them a "
+               "deposed leader's write landing over a newer term\n",
+               caught, seeds, fd_zombie_landed);
+        CHECK(caught > 0 && fd_zombie_landed > 0,
+              "fenced writes without the term check and If-Match (plain PUTs) must let a deposed "
+              "leader's write land over its successor's");
+    }
     if (break_store) {
         printf("break-store-clock: the checker caught a violation in %d of %d seeds\n", caught,
                seeds);
         CHECK(caught > 0, "records that claim a shorter hold than their command tree lives, under "
                           "a store clock that runs ahead, must produce a detectable violation");
     }
-    return t_done(break_skew       ? "simulation (broken clocks)"
+    return t_done(break_fence      ? "simulation (fence removed)"
+                  : break_skew     ? "simulation (broken clocks)"
                   : break_suspend  ? "simulation (clock stops in suspend)"
                   : break_store    ? "simulation (store clock jumps)"
                   : break_new_lock ? "simulation (missing lock created at once)"

@@ -91,14 +91,20 @@ char *fn_encode(const fn_header *h, const void *body, size_t len, size_t *out_le
     if (h->term < 1 || h->term > FN_MAX_TERM || !fn_text_ok(h->holder, 1, FN_MAX_HOLDER) ||
         !fn_text_ok(h->lock ? h->lock : "", 0, FN_MAX_LOCK) || cr_random_token(nonce) != 0)
         return NULL;
+    /* The strings by cJSON (escaped); the term in whole digits: cJSON prints
+     * a number with 15 significant digits when that reads back within its
+     * tolerance, and 2^53 - 1 would come back as 9007199254740990. */
     cJSON *root = cJSON_CreateObject();
-    int bad = !root || !cJSON_AddNumberToObject(root, "term", (double)h->term) ||
-              !cJSON_AddStringToObject(root, "holder", h->holder) ||
+    int bad = !root || !cJSON_AddStringToObject(root, "holder", h->holder) ||
               !cJSON_AddStringToObject(root, "lock", h->lock ? h->lock : "") ||
               !cJSON_AddStringToObject(root, "nonce", nonce) ||
               (h->deleted && !cJSON_AddTrueToObject(root, "deleted"));
-    char *json = bad ? NULL : cJSON_PrintUnformatted(root);
+    char *rest = bad ? NULL : cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
+    char *json = rest && rest[0] == '{'
+                     ? u_asprintf("{\"term\":%lld,%s", (long long)h->term, rest + 1)
+                     : NULL;
+    free(rest);
     if (!json)
         return NULL;
     size_t m = strlen(FN_MAGIC), j = strlen(json);
