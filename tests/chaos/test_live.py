@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import secrets
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from chaos_lib import Proxy
+from harness import cli
 from harness.wait import wait_for
 
 # Suite chaos runs this file in its second pytest session (scripts/test).
@@ -63,51 +63,47 @@ def full_pipe() -> tuple[int, int]:
     return r, w
 
 
-class LiveNode:
+class LiveNode(cli.Node):
+    """A harness Node through its own fault proxy; with full, stdout and
+    stderr on one full pipe that nobody reads (else its log TMP/ID.log). Its
+    command appends "start ID TERM PID" to the marker TMP/cmd.log."""
+
     def __init__(self, bin_: Path, tmp: Path, lock: str, node_id: str, env: dict[str, str],
                  minio_port: int, full: bool, timing: list[str]):
-        self.id = node_id
-        self.marker = tmp / "starts.log"
         self.proxy = Proxy(node_id, minio_port, seed=len(node_id))
-        self.log = tmp / f"{node_id}.log"
-        self._pipe: tuple[int, int] | None = None
-        cmd = f'echo "start $S3LECT_LEADER_ID $S3LECT_TERM $$" >> {self.marker}; exec sleep 600'
-        argv = [str(bin_), "run", "--lock", lock, "--id", node_id, *timing,
-                "--endpoint", f"http://127.0.0.1:{self.proxy.port}",
-                "--kill-timeout", "500ms", "--", "sh", "-c", cmd]
-        if full:
-            self._pipe = full_pipe()
-            out = self._pipe[1]
-        else:
-            self._file = open(self.log, "w")
-            out = self._file
-        self.proc = subprocess.Popen(argv, stdout=out, stderr=out, env=env, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+        marker = tmp / "cmd.log"
+        cmd = f'echo "start $S3LECT_LEADER_ID $S3LECT_TERM $$" >> {marker}; exec sleep 600'
+        self._pipe: tuple[int, int] | None = full_pipe() if full else None
+        out = self._pipe[1] if self._pipe else cli.LOG
+        try:
+            super().__init__(bin_, tmp, lock, node_id, env,
+                             [*timing, "--endpoint", f"http://127.0.0.1:{self.proxy.port}"],
+                             cmd=["sh", "-c", cmd], stdout=out, stderr=out,
+                             stdin=subprocess.DEVNULL)
+        except BaseException:
+            self.close_pipe()
+            self.proxy.close()
+            raise
         if self._pipe:
             os.close(self._pipe[1])  # the child holds it; the read end stays open, unread
+            self._pipe = (self._pipe[0], -1)
 
     def starts(self) -> list[tuple[str, int, int, float]]:
         return [s for s in starts(self.marker) if s[0] == self.id]
 
-    def kill9(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(timeout=10)
+    def close_pipe(self) -> None:
+        if self._pipe:
+            for fd in self._pipe:
+                if fd >= 0:
+                    os.close(fd)
+            self._pipe = None
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(timeout=10)
-        self.proxy.close()
-        if self._pipe:
-            os.close(self._pipe[0])
-        else:
-            self._file.close()
+        try:
+            self.stop()
+        finally:
+            self.proxy.close()
+            self.close_pipe()
 
 
 _seen: dict[tuple[str, int], float] = {}
@@ -148,7 +144,7 @@ def live(tmp_path: Path, s3lect_bin: Path, minio, clean_env):
         nodes.append(n)
         return n
 
-    start.marker = tmp_path / "starts.log"  # type: ignore[attr-defined]
+    start.marker = tmp_path / "cmd.log"  # type: ignore[attr-defined]
     try:
         yield start
     finally:
@@ -223,19 +219,18 @@ def test_full_stderr_sigterm_stops_and_releases(live, s3lect_bin, minio, clean_e
 # ---- --startup-timeout (item 8): fail fast where nothing can work ----
 
 
-def run_until_exit(bin_: Path, lock: str, env: dict, extra: list[str], limit: float):
+def run_until_exit(bin_: Path, tmp: Path, lock: str, env: dict, extra: list[str], limit: float):
     """Runs `s3lect run` until it exits (or `limit` s): (exit code or None, seconds, output)."""
     t = time.monotonic()
-    p = subprocess.Popen([str(bin_), "run", "--lock", lock, "--id", "st", *TIMING, *extra, "--",
-                          "sleep", "600"], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    n = cli.Node(bin_, tmp, lock, "st", env, [*TIMING, *extra], cmd=["sleep", "600"],
+                 kill_timeout=None)
     try:
-        out, _ = p.communicate(timeout=limit)
-        return p.returncode, time.monotonic() - t, out
+        rc = n.wait(limit)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate(timeout=10)
-        return None, time.monotonic() - t, out
+        rc = None
+    finally:
+        n.stop()
+    return rc, time.monotonic() - t, n.text()
 
 
 @pytest.mark.parametrize("fault", ["missing bucket", "wrong secret", "unknown key id",
@@ -267,7 +262,7 @@ def test_permanent_errors_exit_after_the_startup_timeout(fault, s3lect_bin, mini
         else:
             env["AWS_ACCESS_KEY_ID"] = "AKIDUNKNOWN" + secrets.token_hex(4).upper()
         lock = f"s3://{bucket}/live/startup-{secrets.token_hex(3)}.json"
-    rc, took, out = run_until_exit(s3lect_bin, lock, env, ["--startup-timeout", "3s"], 40)
+    rc, took, out = run_until_exit(s3lect_bin, tmp_path, lock, env, ["--startup-timeout", "3s"], 40)
     assert rc == 1, f"{fault}: exit {rc} after {took:.1f} s, want 1:\n{out}"
     if fault == "bad credentials file":
         # Refused at once, before the election starts: nothing to wait for.
@@ -288,24 +283,22 @@ def test_a_store_that_comes_up_late_does_not_make_it_exit(s3lect_bin, minio, cle
     proxy.set(mode="reset")
     lock = f"s3://{minio.bucket}/live/late-{secrets.token_hex(3)}.json"
     marker = tmp_path / "late.log"
-    p = subprocess.Popen([str(s3lect_bin), "run", "--lock", lock, "--id", "late", *TIMING,
-                          "--endpoint", f"http://127.0.0.1:{proxy.port}", "--startup-timeout", "3s",
-                          "--", "sh", "-c", f"echo started >> {marker}; exec sleep 600"],
-                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+    p = cli.Node(s3lect_bin, tmp_path, lock, "late", env,
+                 [*TIMING, "--endpoint", f"http://127.0.0.1:{proxy.port}", "--startup-timeout",
+                  "3s"], cmd=["sh", "-c", f"echo started >> {marker}; exec sleep 600"],
+                 kill_timeout=None)
     try:
         time.sleep(10)
-        assert p.poll() is None, f"exited with {p.returncode} while the store was coming up"
+        assert p.alive(), f"exited with {p.proc.returncode} while the store was coming up"
         proxy.heal()
         wait_for(lambda: marker.exists(), 20, "the command once the store is up")
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait(timeout=10)
+        p.stop()
         proxy.close()
 
 
-def test_store_down_then_wrong_secret_exits_by_the_startup_timeout(s3lect_bin, minio, clean_env):
+def test_store_down_then_wrong_secret_exits_by_the_startup_timeout(s3lect_bin, minio, clean_env,
+                                                                    tmp_path):
     """Issue 38 item 5: connections refused for the first 10 s (a pod started
     before its network), then the store answers SignatureDoesNotMatch (a
     wrong secret): the early transient error does not defeat
@@ -318,23 +311,20 @@ def test_store_down_then_wrong_secret_exits_by_the_startup_timeout(s3lect_bin, m
     proxy.set(mode="reset")
     lock = f"s3://{minio.bucket}/live/late-wrong-{secrets.token_hex(3)}.json"
     t = time.monotonic()
-    p = subprocess.Popen([str(s3lect_bin), "run", "--lock", lock, "--id", "lw", *TIMING,
-                          "--endpoint", f"http://127.0.0.1:{proxy.port}", "--startup-timeout",
-                          "15s", "--", "sleep", "600"],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
+    p = cli.Node(s3lect_bin, tmp_path, lock, "lw", env,
+                 [*TIMING, "--endpoint", f"http://127.0.0.1:{proxy.port}", "--startup-timeout",
+                  "15s"], cmd=["sleep", "600"], kill_timeout=None)
     try:
         time.sleep(10)
-        assert p.poll() is None, f"exited with {p.returncode} while the store was down"
+        assert p.alive(), f"exited with {p.proc.returncode} while the store was down"
         proxy.heal()
-        out, _ = p.communicate(timeout=30)
+        rc = p.wait(30)
         took = time.monotonic() - t
-        assert p.returncode == 1, f"exit {p.returncode} after {took:.1f} s:\n{out}"
+        out = p.text()
+        assert rc == 1, f"exit {rc} after {took:.1f} s:\n{out}"
         assert 15.0 <= took <= 15.0 + 5.0, f"exited after {took:.1f} s (startup timeout 15 s)"
         assert "never reached" in out and "SignatureDoesNotMatch" in out, out
         assert "started command" not in out, out
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=10)
+        p.stop()
         proxy.close()
