@@ -30,6 +30,7 @@
 #include "compat.h"
 
 #define ELECTOR_MT "s3lect.elector"
+#define FENCE_MT "s3lect.fence"
 #define MODULE_NAME "s3lect"
 
 /* Lua callbacks an elector may hold. */
@@ -56,7 +57,19 @@ typedef struct lelector {
     int queue_ref;      /* registry reference of the queue table (events = true) */
     lua_Integer q_head; /* queue[q_head + 1 .. q_tail] are the queued events */
     lua_Integer q_tail;
+    struct lfence *fences; /* the open fences of this elector (el:fence()) */
 } lelector;
+
+/* A fence (docs/fencing.md): el:fence() or s3lect.fence_from_token(). An
+ * elector's fence is freed before the elector: el:close() closes its fences,
+ * and a registry reference keeps the elector from being collected first. */
+typedef struct lfence {
+    s3lect_fence *f;     /* NULL once closed */
+    s3lect_config *cfg;  /* only while s3lect.fence_from_token() builds it */
+    lelector *le;        /* an elector's fence, while open; NULL otherwise */
+    struct lfence *next; /* in le->fences */
+    int el_ref;          /* registry reference of the elector; LUA_NOREF */
+} lfence;
 
 /* The most events el:next_event() keeps queued; older ones are dropped. */
 #define EVENT_QUEUE_MAX 1024
@@ -800,6 +813,8 @@ static int do_stop(lua_State *L, lelector *le, int release)
     return rc;
 }
 
+static void fence_close(lua_State *L, lfence *lf);
+
 static void do_close(lua_State *L, lelector *le, int run_callbacks)
 {
     if (le->e != NULL) {
@@ -807,6 +822,8 @@ static void do_close(lua_State *L, lelector *le, int run_callbacks)
             do_stop(L, le, 1);
             report_yield(L, le);
         }
+        while (le->fences != NULL) /* a fence goes before its elector */
+            fence_close(L, le->fences);
         s3lect_free_elector(le->e);
         le->e = NULL;
     }
@@ -1561,6 +1578,286 @@ static int l_options(lua_State *L)
     return 1;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Fenced writes                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Frees lf's fence and drops its link to the elector; idempotent. */
+static void fence_close(lua_State *L, lfence *lf)
+{
+    if (lf->le != NULL) {
+        lfence **p = &lf->le->fences;
+        while (*p != NULL && *p != lf)
+            p = &(*p)->next;
+        if (*p == lf)
+            *p = lf->next;
+        lf->le = NULL;
+        lf->next = NULL;
+    }
+    s3lect_fence_free(lf->f);
+    lf->f = NULL;
+    s3lect_config_free(lf->cfg);
+    lf->cfg = NULL;
+    luaL_unref(L, LUA_REGISTRYINDEX, lf->el_ref);
+    lf->el_ref = LUA_NOREF;
+}
+
+/* A new fence userdata on the stack, closed, with its metatable. */
+static lfence *new_fence_ud(lua_State *L)
+{
+    lfence *lf = lua_newuserdata(L, sizeof *lf);
+    memset(lf, 0, sizeof *lf);
+    lf->el_ref = LUA_NOREF;
+    luaL_getmetatable(L, FENCE_MT);
+    lua_setmetatable(L, -2);
+    return lf;
+}
+
+/* Pushes nil, "context: message" and the code; returns 3. */
+static int push_fence_fail(lua_State *L, lfence *lf, const char *context, int code)
+{
+    char msg[512] = "";
+    if (lf != NULL && lf->f != NULL)
+        s3lect_fence_errmsg(lf->f, msg, sizeof msg);
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", context, msg[0] != '\0' ? msg : s3lect_strerror(code));
+    lua_pushinteger(L, code);
+    return 3;
+}
+
+/* el:fence() -> fence | nil, message, code. Its writes return ENOTLEADER,
+ * before anything is sent, while el does not lead. */
+static int l_fence(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    lfence *lf = new_fence_ud(L);
+    int rc = s3lect_fence_new(le->e, &lf->f);
+    if (rc != S3LECT_OK)
+        return push_fence_fail(L, NULL, "el:fence()", rc);
+    lua_pushvalue(L, 1);
+    lf->el_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lf->le = le;
+    lf->next = le->fences;
+    le->fences = lf;
+    return 1;
+}
+
+/* el:fence_token() -> the token of its leadership, or nil while it does not lead. */
+static int l_fence_token(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    char buf[512];
+    size_t n = s3lect_fence_token(le->e, buf, sizeof buf);
+    if (n == 0) {
+        lua_pushnil(L);
+        return 1;
+    }
+    if (n < sizeof buf) {
+        lua_pushlstring(L, buf, n);
+        return 1;
+    }
+    char *big = lua_newuserdata(L, n + 1); /* collected: nothing leaks on a raise */
+    n = s3lect_fence_token(le->e, big, n + 1);
+    if (n == 0)
+        lua_pushnil(L);
+    else
+        lua_pushstring(L, big);
+    return 1;
+}
+
+/* s3lect.fence_from_token(token[, opts]) -> fence | nil, message, code.
+ * opts: the store's options as s3lect.new takes them (endpoint, region,
+ * access_key_id, profile, request_timeout, ...). */
+static int l_fence_from_token(lua_State *L)
+{
+    static const char fn[] = "s3lect.fence_from_token";
+    const char *token = luaL_checkstring(L, 1);
+    if (!lua_isnoneornil(L, 2))
+        luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 2);
+    lfence *lf = new_fence_ud(L); /* at 3; __gc frees its config on a raise */
+    lf->cfg = s3lect_config_new();
+    if (lf->cfg == NULL)
+        return luaL_error(L, "%s: out of memory", fn);
+    if (lua_istable(L, 2)) {
+        for (lua_pushnil(L); lua_next(L, 2) != 0; lua_pop(L, 1)) {
+            if (lua_type(L, -2) != LUA_TSTRING)
+                return luaL_error(L, "%s: option names must be strings, got a %s key", fn,
+                                  luaL_typename(L, -2));
+            const char *name = lua_tostring(L, -2);
+            const optdef *d = find_opt(name);
+            if (d == NULL || d->kind == K_CALLBACK)
+                return unknown_option(L, fn, name, 0);
+            int rc = apply_option(L, fn, lf->cfg, d, lua_gettop(L));
+            if (rc != S3LECT_OK) {
+                char msg[512] = "";
+                s3lect_config_errmsg(lf->cfg, msg, sizeof msg);
+                lua_pushnil(L);
+                lua_pushfstring(L, "%s: option '%s': %s", fn, name,
+                                msg[0] != '\0' ? msg : s3lect_strerror(rc));
+                lua_pushinteger(L, rc);
+                return 3;
+            }
+        }
+    }
+    int rc = s3lect_fence_new_token(lf->cfg, token, &lf->f);
+    s3lect_config_free(lf->cfg);
+    lf->cfg = NULL;
+    if (rc == S3LECT_EINVAL) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: not a fence token (expected s3lect-fence.1.TERM.HOLDER.LOCK)", fn);
+        lua_pushinteger(L, rc);
+        return 3;
+    }
+    if (rc != S3LECT_OK)
+        return push_fence_fail(L, NULL, fn, rc);
+    lua_settop(L, 3);
+    return 1;
+}
+
+static lfence *check_fence_open(lua_State *L, int idx)
+{
+    lfence *lf = luaL_checkudata(L, idx, FENCE_MT);
+    if (lf->f == NULL)
+        luaL_error(L, "s3lect: fence is closed (by f:close(), or by its elector's close)");
+    return lf;
+}
+
+/* What s3lect_fenced_get gave, library-allocated until pushed. */
+typedef struct fenced_read {
+    char *body, *version;
+    size_t len;
+    int ref_body, ref_version;
+} fenced_read;
+
+static int push_fenced_read(lua_State *L)
+{
+    fenced_read *r = lua_touserdata(L, 1);
+    if (r->body != NULL)
+        lua_pushlstring(L, r->body, r->len);
+    else
+        lua_pushnil(L);
+    r->ref_body = luaL_ref(L, LUA_REGISTRYINDEX);
+    if (r->version != NULL)
+        lua_pushstring(L, r->version);
+    else
+        lua_pushnil(L);
+    r->ref_version = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 0;
+}
+
+/* Pushes body and version (nil when NULL) and frees them; raises only
+ * after they were freed (out of memory). */
+static void push_read_and_free(lua_State *L, fenced_read *r)
+{
+    r->ref_body = r->ref_version = LUA_NOREF;
+    int status = s3l_cpcall(L, push_fenced_read, r);
+    s3lect_free(r->body);
+    s3lect_free(r->version);
+    r->body = r->version = NULL;
+    if (status != LUA_OK) {
+        luaL_unref(L, LUA_REGISTRYINDEX, r->ref_body);
+        lua_error(L);
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, r->ref_body);
+    luaL_unref(L, LUA_REGISTRYINDEX, r->ref_body);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, r->ref_version);
+    luaL_unref(L, LUA_REGISTRYINDEX, r->ref_version);
+}
+
+/* f:get(url) -> body, version, term | nil, message, code[, version, term]:
+ * on ENOTFOUND after a fenced delete, the tombstone's version and term (a
+ * create can go over it: f:cas(url, data, version)). */
+static int l_fence_get(lua_State *L)
+{
+    lfence *lf = check_fence_open(L, 1);
+    const char *url = luaL_checkstring(L, 2);
+    fenced_read r = {.body = NULL};
+    int64_t term = 0;
+    int rc = s3lect_fenced_get(lf->f, url, &r.body, &r.len, &r.version, &term);
+    char msg[512] = "";
+    if (rc != S3LECT_OK)
+        s3lect_fence_errmsg(lf->f, msg, sizeof msg);
+    push_read_and_free(L, &r); /* body, version */
+    if (rc == S3LECT_OK) {
+        lua_pushinteger(L, (lua_Integer)term);
+        return 3;
+    }
+    lua_pushnil(L);
+    lua_pushfstring(L, "f:get(): %s", msg[0] != '\0' ? msg : s3lect_strerror(rc));
+    lua_pushinteger(L, rc);
+    if (rc != S3LECT_ENOTFOUND)
+        return 3;
+    lua_pushvalue(L, -4); /* the tombstone's version (nil: no object at all) */
+    lua_pushinteger(L, (lua_Integer)term);
+    return 5;
+}
+
+/* The result of a fenced write: true | nil, message, code. */
+static int fence_result(lua_State *L, lfence *lf, const char *what, int rc)
+{
+    if (rc != S3LECT_OK)
+        return push_fence_fail(L, lf, what, rc);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* f:put(url, data) -> true | nil, message, code */
+static int l_fence_put(lua_State *L)
+{
+    lfence *lf = check_fence_open(L, 1);
+    const char *url = luaL_checkstring(L, 2);
+    size_t len;
+    const char *data = luaL_checklstring(L, 3, &len);
+    return fence_result(L, lf, "f:put()", s3lect_fenced_put(lf->f, url, data, len));
+}
+
+/* f:cas(url, data, version_or_nil) -> true | nil, message, code; nil:
+ * only where there is no object at all. */
+static int l_fence_cas(lua_State *L)
+{
+    lfence *lf = check_fence_open(L, 1);
+    const char *url = luaL_checkstring(L, 2);
+    size_t len;
+    const char *data = luaL_checklstring(L, 3, &len);
+    const char *version = luaL_optstring(L, 4, NULL);
+    return fence_result(L, lf, "f:cas()", s3lect_fenced_cas(lf->f, url, data, len, version));
+}
+
+/* f:delete(url) -> true | nil, message, code */
+static int l_fence_delete(lua_State *L)
+{
+    lfence *lf = check_fence_open(L, 1);
+    const char *url = luaL_checkstring(L, 2);
+    return fence_result(L, lf, "f:delete()", s3lect_fenced_delete(lf->f, url));
+}
+
+/* f:close(), __close and __gc; idempotent. */
+static int l_fence_close(lua_State *L)
+{
+    fence_close(L, luaL_checkudata(L, 1, FENCE_MT));
+    return 0;
+}
+
+static int l_fence_tostring(lua_State *L)
+{
+    lfence *lf = luaL_checkudata(L, 1, FENCE_MT);
+    lua_pushfstring(L, "s3lect.fence%s: %p", lf->f == NULL ? " (closed)" : "", (void *)lf);
+    return 1;
+}
+
+static const luaL_Reg fence_methods[] = {
+    {"get", l_fence_get},       {"put", l_fence_put},     {"cas", l_fence_cas},
+    {"delete", l_fence_delete}, {"close", l_fence_close}, {NULL, NULL},
+};
+
+static const luaL_Reg fence_meta[] = {
+    {"__gc", l_fence_close},
+    {"__close", l_fence_close},
+    {"__tostring", l_fence_tostring},
+    {NULL, NULL},
+};
+
 static const luaL_Reg elector_methods[] = {
     {"start", l_start},
     {"stop", l_stop},
@@ -1579,6 +1876,8 @@ static const luaL_Reg elector_methods[] = {
     {"peer_response", l_peer_response},
     {"peer_port", l_peer_port},
     {"enable_peer_mode", l_enable_peer_mode},
+    {"fence", l_fence},
+    {"fence_token", l_fence_token},
     {NULL, NULL},
 };
 
@@ -1597,6 +1896,7 @@ static const luaL_Reg module_funcs[] = {
     {"monotonic", l_monotonic},
     {"options", l_options},
     {"metrics_text", l_metrics_text},
+    {"fence_from_token", l_fence_from_token},
     {NULL, NULL},
 };
 
@@ -1620,6 +1920,9 @@ static const struct {
     {"EIO", S3LECT_EIO},
     {"EUNSUPPORTED", S3LECT_EUNSUPPORTED},
     {"ECALLBACK", S3LECT_ECALLBACK},
+    {"EFENCED", S3LECT_EFENCED},
+    {"ENOTLEADER", S3LECT_ENOTLEADER},
+    {"ERETRIES", S3LECT_ERETRIES},
 };
 
 /* Keeps this module mapped until the process exits. The library's shared
@@ -1648,6 +1951,14 @@ __attribute__((visibility("default"))) int luaopen_s3lect(lua_State *L)
     s3l_setfuncs(L, elector_methods);
     lua_setfield(L, -2, "__index");
     lua_pushliteral(L, "s3lect.elector");
+    lua_setfield(L, -2, "__name");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, FENCE_MT);
+    s3l_setfuncs(L, fence_meta);
+    lua_newtable(L);
+    s3l_setfuncs(L, fence_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushliteral(L, "s3lect.fence");
     lua_setfield(L, -2, "__name");
     lua_pop(L, 1);
 

@@ -21,5 +21,6 @@ dofile(here .. "/test_options.lua")
 dofile(here .. "/test_config_table.lua")
 dofile(here .. "/test_coroutines.lua")
 dofile(here .. "/test_stores.lua")
+dofile(here .. "/test_fence.lua")
 -- close=true closes the state, so __gc stops any elector a test left behind.
 os.exit(T.run(arg[1]), true)
