@@ -5,6 +5,8 @@
  * S3-compatible servers exist that accept If-None-Match / If-Match and then
  * ignore them; on such a store two nodes would both "win". The probes run on
  * a scratch key next to the lock (never the lock itself) and print a table.
+ * With --data URL it checks a location of fenced writes' objects too
+ * (docs/fencing.md): the store's conditions there and the fence on them.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -24,7 +26,8 @@
 #define MAX_ROUNDS 100
 
 static const char HELP[] =
-    "usage: s3lect check-store URL [--racers N] [--rounds N] [S3 options]\n"
+    "usage: s3lect check-store URL [--data DATA_URL] [--racers N] [--rounds N] [S3 options]\n"
+    "       s3lect check-store --data DATA_URL [S3 options]\n"
     "\n"
     "Checks that the store at URL enforces conditional writes, which s3lect's\n"
     "safety rests on. On a scratch key next to the lock (URL's key plus\n"
@@ -42,7 +45,24 @@ static const char HELP[] =
     "It prints a pass/fail table. The scratch object is left in place (s3lect\n"
     "needs no delete permission); remove it when you like.\n"
     "\n"
+    "With --data DATA_URL (an object where fenced writes will go: s3://, gs://,\n"
+    "az://, file; docs/fencing.md) it checks, on a scratch object next to it\n"
+    "(DATA_URL plus '.s3lect-check-<random>'), that:\n"
+    "  - a create-if-absent creates it, and If-None-Match on it is refused,\n"
+    "  - If-Match with the current version succeeds, with a stale one is refused,\n"
+    "  - a fenced write stores its envelope ('s3lect-fenced/1 ...') and reads back,\n"
+    "  - identical bytes written twice, fenced, get two versions,\n"
+    "  - a fenced read-modify-write over a stale version is refused,\n"
+    "  - an older term's writes after a newer term's are fenced,\n"
+    "  - a fenced delete reads as not found and an older term cannot re-create it,\n"
+    "  - a second holder of a term is fenced after the first wrote.\n"
+    "It says whether the store gives identical bytes the same version (S3's ETag\n"
+    "is their MD5: why fenced writes carry a nonce). The scratch object is left\n"
+    "in place as a fenced delete's tombstone. The store API s3lect uses has no\n"
+    "user metadata, so none is checked.\n"
+    "\n"
     "options:\n"
+    "  --data DATA_URL         also (or, without URL, only) check this data location\n"
     "  --racers N              concurrent writers per round (default 8, 2..64)\n"
     "  --rounds N              racing rounds (default 5, 1..100)\n"
     "\n"
@@ -65,6 +85,7 @@ typedef struct checker {
     char *scratch; /* the scratch key */
     int passed, failed;
     int created; /* the scratch object exists */
+    int stopped; /* a store cannot be used as configured */
 } checker;
 
 static void report(checker *c, int ok, const char *what, const char *detail)
@@ -376,6 +397,352 @@ static int run_checks(checker *c, int nracers, int rounds)
     return 0;
 }
 
+/* ---- the data location (--data): the store's conditions and the fence ---- */
+
+#define D_BYTES "{\"s3lectCheck\":\"data\"}"
+#define D_UPDATE "{\"s3lectCheck\":\"data-update\"}"
+#define D_HOLDER "s3lect-check-store"
+#define D_OTHER_HOLDER "s3lect-check-store-other"
+
+typedef struct data_checker {
+    checker *c;
+    s3lect_config *cfg;
+    st_store *store;
+    char *key;     /* the data URL's key */
+    char *scratch; /* the scratch object's key */
+    char *url;     /* and its URL, for the fence */
+    /* Fences of term 1 and of term 2, and of term 2 with another holder
+     * (tokens made here: no elector leads anything). */
+    s3lect_fence *older, *newer, *second;
+    int created;
+} data_checker;
+
+/* A fence token "s3lect-fence.1.TERM.HOLDER.LOCK" (s3lect.h), HOLDER and
+ * LOCK in unpadded base64url. Allocated; NULL when out of memory. */
+static char *make_token(int64_t term, const char *holder, const char *lock)
+{
+    char *h = u_base64_dup(holder, strlen(holder), U_B64_URL | U_B64_NOPAD);
+    char *l = u_base64_dup(lock, strlen(lock), U_B64_URL | U_B64_NOPAD);
+    char *t = h && l ? u_asprintf("s3lect-fence.1.%lld.%s.%s", (long long)term, h, l) : NULL;
+    free(h);
+    free(l);
+    return t;
+}
+
+/* "what: the code's name (the fence's message)", for a fenced call's answer. */
+static void fence_detail(s3lect_fence *f, int rc, const char *what, char *buf, size_t len)
+{
+    char msg[512] = "";
+    if (rc != S3LECT_OK)
+        s3lect_fence_errmsg(f, msg, sizeof msg);
+    snprintf(buf, len, "%s: %s%s%s%s", what, rc == S3LECT_OK ? "accepted" : s3lect_strerror(rc),
+             msg[0] ? " (" : "", msg, msg[0] ? ")" : "");
+}
+
+/* The store's own conditions at the data location, on the scratch object.
+ * 0 to go on to the fence's checks, 1 to skip them (no scratch object), -1
+ * when the store cannot be used as configured. */
+static int data_conditions(data_checker *d)
+{
+    checker *c = d->c;
+    char det[700] = "";
+    st_result r1 = {0}, r2 = {0}, r3 = {0}, r4 = {0}, r5 = {0}, rd = {0};
+    st_put(d->store, d->scratch, D_BYTES, strlen(D_BYTES), NULL, TIMEOUT_MS, &r1);
+    describe(&r1, det, sizeof det);
+    int ok = r1.outcome == ST_OK && r1.etag;
+    report(c, ok, "data: create-if-absent (If-None-Match: *) creates the scratch object",
+           ok ? "" : det);
+    if (!ok) {
+        int stop = unreachable(&r1);
+        st_result_clear(&r1);
+        return stop ? -1 : 1;
+    }
+    d->created = 1;
+
+    st_put(d->store, d->scratch, D_BYTES, strlen(D_BYTES), NULL, TIMEOUT_MS, &r2);
+    describe(&r2, det, sizeof det);
+    ok = r2.outcome == ST_PRECONDITION;
+    report(c, ok, "data: If-None-Match on an existing object is refused (412)", ok ? "" : det);
+
+    /* The same bytes again over the current version. */
+    st_put(d->store, d->scratch, D_BYTES, strlen(D_BYTES), r1.etag, TIMEOUT_MS, &r3);
+    describe(&r3, det, sizeof det);
+    ok = r3.outcome == ST_OK && r3.etag;
+    report(c, ok, "data: a write with the current version (If-Match) succeeds", ok ? "" : det);
+    if (ok && strcmp(r1.etag, r3.etag) == 0)
+        printf("  info  identical bytes written again kept their version %s: this store's "
+               "version is a hash of the bytes (an S3 ETag is their MD5), so a version alone "
+               "cannot tell two writes apart; fenced writes put a nonce in every write\n",
+               r3.etag);
+    else if (ok)
+        printf("  info  identical bytes written again got a new version (%s, then %s)\n", r1.etag,
+               r3.etag);
+
+    /* A stale version: r1's, once other bytes went over the current one. */
+    const char *what = "data: a write with a stale version (If-Match) is refused (412) and "
+                       "changes nothing";
+    if (!ok) {
+        report(c, 0, what, "not checked: the If-Match write before it failed");
+    } else {
+        st_put(d->store, d->scratch, D_UPDATE, strlen(D_UPDATE), r3.etag, TIMEOUT_MS, &r4);
+        if (r4.outcome != ST_OK) {
+            describe(&r4, det, sizeof det);
+            char w[760];
+            snprintf(w, sizeof w, "not checked: an If-Match write with the current version: %s",
+                     det);
+            report(c, 0, what, w);
+        } else {
+            st_put(d->store, d->scratch, V_STALE, strlen(V_STALE), r1.etag, TIMEOUT_MS, &r5);
+            st_get(d->store, d->scratch, TIMEOUT_MS, &rd);
+            describe(&r5, det, sizeof det);
+            int same = rd.outcome == ST_OK && rd.body && strcmp(rd.body, D_UPDATE) == 0;
+            if (r5.outcome == ST_PRECONDITION && !same)
+                snprintf(det, sizeof det, "refused, but the object changed anyway");
+            ok = r5.outcome == ST_PRECONDITION && same;
+            report(c, ok, what, ok ? "" : det);
+        }
+    }
+    st_result_clear(&r1);
+    st_result_clear(&r2);
+    st_result_clear(&r3);
+    st_result_clear(&r4);
+    st_result_clear(&r5);
+    st_result_clear(&rd);
+    return 0;
+}
+
+/* Reads the scratch object through fence f: its rc, and *version, *term
+ * (the body must be bytes: else rc is S3LECT_ECORRUPT). */
+static int fenced_read(data_checker *d, s3lect_fence *f, const char *bytes, char **version,
+                       int64_t *term)
+{
+    char *body = NULL;
+    size_t len = 0;
+    *version = NULL;
+    *term = 0;
+    int rc = s3lect_fenced_get(f, d->url, &body, &len, version, term);
+    if (rc == S3LECT_OK && bytes && (len != strlen(bytes) || memcmp(body, bytes, len) != 0))
+        rc = S3LECT_ECORRUPT;
+    s3lect_free(body);
+    return rc;
+}
+
+/* The fence on the scratch object: envelope, versions, terms, tombstones. */
+static void data_fence(data_checker *d)
+{
+    checker *c = d->c;
+    char det[900] = "";
+    char *v1 = NULL, *v2 = NULL, *v3 = NULL;
+    int64_t term = 0;
+    size_t n = strlen(D_BYTES);
+
+    /* A fenced write: its envelope is what the store holds. */
+    int rc = s3lect_fenced_put(d->older, d->url, D_BYTES, n);
+    st_result raw = {0};
+    st_get(d->store, d->scratch, TIMEOUT_MS, &raw);
+    int g = fenced_read(d, d->older, D_BYTES, &v1, &term);
+    int ok = 0;
+    if (rc != S3LECT_OK)
+        fence_detail(d->older, rc, "the fenced put", det, sizeof det);
+    else if (raw.outcome != ST_OK || !raw.body ||
+             strncmp(raw.body, "s3lect-fenced/1 ", strlen("s3lect-fenced/1 ")) != 0)
+        snprintf(det, sizeof det, "the stored bytes do not begin with 's3lect-fenced/1 '");
+    else if (g != S3LECT_OK || term != 1)
+        fence_detail(d->older, g, "reading it back", det, sizeof det);
+    else
+        ok = 1;
+    report(c, ok, "data: a fenced write stores its envelope (s3lect-fenced/1 ...) and reads back",
+           ok ? "" : det);
+    st_result_clear(&raw);
+
+    /* The same bytes again, fenced: a version of their own. */
+    rc = s3lect_fenced_put(d->older, d->url, D_BYTES, n);
+    g = fenced_read(d, d->older, D_BYTES, &v2, &term);
+    ok = rc == S3LECT_OK && g == S3LECT_OK && v1 && v2 && strcmp(v1, v2) != 0;
+    if (rc != S3LECT_OK)
+        fence_detail(d->older, rc, "the second fenced put", det, sizeof det);
+    else if (g != S3LECT_OK)
+        fence_detail(d->older, g, "reading it back", det, sizeof det);
+    else if (!ok)
+        snprintf(det, sizeof det, "both writes have version %s: a zombie's If-Match would match",
+                 v2 ? v2 : "(none)");
+    report(c, ok, "data: identical bytes written twice, fenced, get two versions", ok ? "" : det);
+
+    /* A read-modify-write over a stale version. */
+    rc = v1 ? s3lect_fenced_cas(d->older, d->url, D_UPDATE, strlen(D_UPDATE), v1) : S3LECT_EINVAL;
+    char *now = NULL;
+    g = fenced_read(d, d->older, D_BYTES, &now, &term);
+    ok = rc == S3LECT_EPRECONDITION && g == S3LECT_OK && now && v2 && strcmp(now, v2) == 0;
+    if (rc != S3LECT_EPRECONDITION)
+        fence_detail(d->older, rc, "the cas over the first version", det, sizeof det);
+    else if (!ok)
+        snprintf(det, sizeof det, "refused, but the object changed anyway");
+    report(c, ok, "data: a fenced read-modify-write over a stale version is refused",
+           ok ? "" : det);
+    s3lect_free(now);
+
+    /* A newer term writes the same bytes; the older term's writes, one
+     * over the version it read, are fenced. */
+    rc = s3lect_fenced_put(d->newer, d->url, D_BYTES, n);
+    int zp = s3lect_fenced_put(d->older, d->url, D_UPDATE, strlen(D_UPDATE));
+    int zc =
+        v2 ? s3lect_fenced_cas(d->older, d->url, D_UPDATE, strlen(D_UPDATE), v2) : S3LECT_EINVAL;
+    g = fenced_read(d, d->newer, D_BYTES, &v3, &term);
+    ok = rc == S3LECT_OK && zp == S3LECT_EFENCED && zc == S3LECT_EFENCED && g == S3LECT_OK &&
+         term == 2;
+    if (rc != S3LECT_OK)
+        fence_detail(d->newer, rc, "the newer term's put", det, sizeof det);
+    else if (zp != S3LECT_EFENCED)
+        fence_detail(d->older, zp, "the older term's put", det, sizeof det);
+    else if (zc != S3LECT_EFENCED)
+        fence_detail(d->older, zc, "the older term's cas over the version it read", det,
+                     sizeof det);
+    else if (!ok)
+        snprintf(det, sizeof det, "the newer term's bytes are not there any more");
+    report(c, ok,
+           "data: an older term's put and read-modify-write after a newer term wrote the same "
+           "bytes are fenced",
+           ok ? "" : det);
+    s3lect_free(v3);
+
+    /* A fenced delete: a tombstone the older term cannot write over. */
+    rc = s3lect_fenced_delete(d->newer, d->url);
+    g = fenced_read(d, d->newer, NULL, &v3, &term);
+    zp = s3lect_fenced_put(d->older, d->url, D_UPDATE, strlen(D_UPDATE));
+    zc = s3lect_fenced_cas(d->older, d->url, D_UPDATE, strlen(D_UPDATE), NULL);
+    s3lect_free(v3);
+    int g2 = fenced_read(d, d->newer, NULL, &v3, &term);
+    ok = rc == S3LECT_OK && g == S3LECT_ENOTFOUND && zp == S3LECT_EFENCED && zc == S3LECT_EFENCED &&
+         g2 == S3LECT_ENOTFOUND;
+    if (rc != S3LECT_OK)
+        fence_detail(d->newer, rc, "the fenced delete", det, sizeof det);
+    else if (g != S3LECT_ENOTFOUND)
+        fence_detail(d->newer, g, "reading it after the delete", det, sizeof det);
+    else if (zp != S3LECT_EFENCED)
+        fence_detail(d->older, zp, "the older term's re-create (put)", det, sizeof det);
+    else if (zc != S3LECT_EFENCED)
+        fence_detail(d->older, zc, "the older term's create-only cas", det, sizeof det);
+    else if (!ok)
+        snprintf(det, sizeof det, "the object is there again after the delete");
+    report(c, ok,
+           "data: a fenced delete reads as not found, and an older term cannot create it again",
+           ok ? "" : det);
+    s3lect_free(v3);
+
+    /* Another holder of the newer term, after the first wrote. */
+    rc = s3lect_fenced_put(d->second, d->url, D_UPDATE, strlen(D_UPDATE));
+    ok = rc == S3LECT_EFENCED;
+    fence_detail(d->second, rc, "its put", det, sizeof det);
+    report(c, ok, "data: a second holder of a term is fenced after the first wrote", ok ? "" : det);
+    s3lect_free(v1);
+    s3lect_free(v2);
+}
+
+/* The scratch object's URL: the data URL with tag after its key (before a
+ * query), when that URL names the store's sibling key; NULL otherwise. */
+static char *data_scratch_url(const char *data, const char *scratch, const char *tag)
+{
+    size_t at = strcspn(data, "?#");
+    char *url = u_asprintf("%.*s%s%s", (int)at, data, tag, data + at);
+    st_location loc;
+    char err[512];
+    if (!url || st_location_parse(url, &loc, err, sizeof err) != 0) {
+        free(url);
+        return NULL;
+    }
+    int same = loc.key && strcmp(loc.key, scratch) == 0;
+    st_location_clear(&loc);
+    if (!same) {
+        free(url);
+        return NULL;
+    }
+    return url;
+}
+
+static void data_clear(data_checker *d)
+{
+    s3lect_fence_free(d->older);
+    s3lect_fence_free(d->newer);
+    s3lect_fence_free(d->second);
+    st_destroy(d->store);
+    free(d->key);
+    free(d->scratch);
+    free(d->url);
+    s3lect_config_free(d->cfg);
+}
+
+/* Checks the data location of --data. An exit code when it cannot be
+ * checked at all (usage, setup), else -1; c->stopped when the store cannot
+ * be used as configured. */
+static int check_data(checker *c, const cli_opts *o, const char *data)
+{
+    data_checker d = {0};
+    d.c = c;
+    cli_opts od = *o;
+    od.lock = data;
+    d.cfg = cli_config(CMD, &od);
+    if (!d.cfg)
+        return CLI_EXIT_USAGE;
+    char err[512];
+    int rc = st_open_config(d.cfg, &d.store, &d.key, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "s3lect %s: --data: %s\n", CMD, err);
+        data_clear(&d);
+        return rc == S3LECT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
+    }
+    uint8_t rnd[4];
+    char hex[9], tag[32];
+    if (cr_random(rnd, sizeof rnd) != 0)
+        memset(rnd, 0xa5, sizeof rnd);
+    cr_hex(rnd, sizeof rnd, hex);
+    snprintf(tag, sizeof tag, ".s3lect-check-%s", hex);
+    d.scratch = st_sibling_key(d.store, d.key, tag);
+    d.url = d.scratch ? data_scratch_url(data, d.scratch, tag) : NULL;
+    if (!d.url) {
+        cli_usage_error(CMD,
+                        "--data: no scratch object can be named next to '%.200s': give an "
+                        "object URL (s3://BUCKET/KEY, gs://, az://, a file)",
+                        data);
+        data_clear(&d);
+        return CLI_EXIT_USAGE;
+    }
+    char *lock = st_lock_canonical(data);
+    char *t1 = lock ? make_token(1, D_HOLDER, lock) : NULL;
+    char *t2 = lock ? make_token(2, D_HOLDER, lock) : NULL;
+    char *t3 = lock ? make_token(2, D_OTHER_HOLDER, lock) : NULL;
+    rc = t1 && t2 && t3 ? s3lect_fence_new_token(d.cfg, t1, &d.older) : S3LECT_ENOMEM;
+    if (rc == S3LECT_OK)
+        rc = s3lect_fence_new_token(d.cfg, t2, &d.newer);
+    if (rc == S3LECT_OK)
+        rc = s3lect_fence_new_token(d.cfg, t3, &d.second);
+    free(lock);
+    free(t1);
+    free(t2);
+    free(t3);
+    if (rc != S3LECT_OK) {
+        fprintf(stderr, "s3lect %s: --data: cannot make a fence for '%.200s': %s\n", CMD, data,
+                s3lect_strerror(rc));
+        data_clear(&d);
+        return CLI_EXIT_ERROR;
+    }
+
+    char *shown = st_lock_display(d.url);
+    printf("data location %s\n  scratch object: %s\n", data, shown ? shown : "");
+    free(shown);
+    fflush(stdout);
+    int r = data_conditions(&d);
+    if (r == 0)
+        data_fence(&d);
+    else if (r < 0)
+        c->stopped = 1;
+    if (d.created)
+        printf("note: the scratch object %s was left in place (a fenced delete's tombstone); "
+               "delete it when you like\n",
+               d.scratch);
+    data_clear(&d);
+    return -1;
+}
+
 /* ---- arguments ---- */
 
 static int parse_count(const char *flag, const char *v, int lo, int hi, int *out)
@@ -422,7 +789,7 @@ static int count_opt(int argc, char **argv, int *i, const char *flag, int lo, in
  * (NULL): the lock URL, the store options and --help. Returns -1 to go on,
  * else the exit code. */
 static int parse_args(const char *cmd, const char *help, const char *example, int argc, char **argv,
-                      cli_opts *o, int *nracers, int *rounds)
+                      cli_opts *o, int *nracers, int *rounds, const char **data)
 {
     cli_opts_init(o);
     for (int i = 1; i < argc; i++) {
@@ -430,6 +797,22 @@ static int parse_args(const char *cmd, const char *help, const char *example, in
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(help, stdout);
             return CLI_EXIT_OK;
+        }
+        if (data && (strcmp(a, "--data") == 0 || strncmp(a, "--data=", 7) == 0)) {
+            if (*data) {
+                cli_usage_error(cmd, "more than one --data URL");
+                return CLI_EXIT_USAGE;
+            }
+            if (!a[6] && i + 1 >= argc) {
+                cli_usage_error(cmd, "option --data needs a value");
+                return CLI_EXIT_USAGE;
+            }
+            *data = a[6] ? a + 7 : argv[++i];
+            if (!**data) {
+                cli_usage_error(cmd, "--data: empty URL");
+                return CLI_EXIT_USAGE;
+            }
+            continue;
         }
         int r = nracers ? count_opt(argc, argv, &i, "--racers", 2, MAX_RACERS, nracers) : 0;
         if (r == 0 && rounds)
@@ -441,7 +824,7 @@ static int parse_args(const char *cmd, const char *help, const char *example, in
         if (r > 0)
             continue;
         if (a[0] == '-') {
-            static const char *const own[] = {"--racers", "--rounds", NULL};
+            static const char *const own[] = {"--racers", "--rounds", "--data", NULL};
             cli_unknown_option(cmd, a, nracers ? own : NULL);
             return CLI_EXIT_USAGE;
         }
@@ -451,30 +834,25 @@ static int parse_args(const char *cmd, const char *help, const char *example, in
         }
         o->lock = a;
     }
-    if (!o->lock) {
+    if (!o->lock && !(data && *data)) {
         cli_usage_error(cmd, "missing lock URL, e.g. s3lect %s %s", cmd, example);
         return CLI_EXIT_USAGE;
     }
     return -1;
 }
 
-int cli_check_store(int argc, char **argv)
+/* Checks the lock location of o->lock. An exit code when it cannot be
+ * checked at all, else -1; c->stopped when the store cannot be used as
+ * configured. */
+static int check_lock(checker *c, const cli_opts *o, int nracers, int rounds)
 {
-    cli_opts o;
-    int nracers = 8, rounds = 5;
-    int pr = parse_args(CMD, HELP, "s3://bucket/leader.json", argc, argv, &o, &nracers, &rounds);
-    if (pr >= 0)
-        return pr;
-
-    checker c = {0};
-    c.cfg = cli_config(CMD, &o);
-    if (!c.cfg)
+    c->cfg = cli_config(CMD, o);
+    if (!c->cfg)
         return CLI_EXIT_USAGE;
     char err[512];
-    int rc = st_open_config(c.cfg, &c.store, &c.key, err, sizeof err);
+    int rc = st_open_config(c->cfg, &c->store, &c->key, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "s3lect %s: %s\n", CMD, err);
-        s3lect_config_free(c.cfg);
         return rc == S3LECT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
     }
     uint8_t rnd[4];
@@ -484,43 +862,69 @@ int cli_check_store(int argc, char **argv)
     cr_hex(rnd, sizeof rnd, hex);
     char tag[32];
     snprintf(tag, sizeof tag, ".s3lect-check-%s", hex);
-    c.scratch = st_sibling_key(c.store, c.key, tag);
-    if (!c.scratch) {
+    c->scratch = st_sibling_key(c->store, c->key, tag);
+    if (!c->scratch) {
         fprintf(stderr, "s3lect %s: out of memory\n", CMD);
-        st_destroy(c.store);
-        free(c.key);
-        s3lect_config_free(c.cfg);
         return CLI_EXIT_ERROR;
     }
 
-    char *shown = st_lock_display(o.lock);
-    printf("s3lect check-store %s\n  scratch key: %s\n", shown ? shown : "", c.scratch);
+    char *shown = st_lock_display(o->lock);
+    printf("s3lect check-store %s\n  scratch key: %s\n", shown ? shown : "", c->scratch);
     free(shown);
-    print_credentials(c.cfg);
+    print_credentials(c->cfg);
     fflush(stdout);
-    rc = run_checks(&c, nracers, rounds);
-    /* One verdict, whatever the store. */
+    if (run_checks(c, nracers, rounds) < 0)
+        c->stopped = 1;
+    return -1;
+}
+
+int cli_check_store(int argc, char **argv)
+{
+    cli_opts o;
+    int nracers = 8, rounds = 5;
+    const char *data = NULL;
+    int pr =
+        parse_args(CMD, HELP, "s3://bucket/leader.json", argc, argv, &o, &nracers, &rounds, &data);
+    if (pr >= 0)
+        return pr;
+
+    checker c = {0};
+    int rc = o.lock ? check_lock(&c, &o, nracers, rounds) : -1;
+    if (rc < 0 && data && !c.stopped)
+        rc = check_data(&c, &o, data);
     if (rc < 0) {
-        printf("stopped: the store cannot be used as configured (see the message above)\n");
-    } else if (c.failed == 0) {
-        printf("all %d checks passed: this store enforces conditional writes\n", c.passed);
-        const st_scheme *sc = st_scheme_of(o.lock);
-        if (sc && sc->caveat)
-            printf("%s: %s\n", sc->name, sc->caveat);
-    } else {
-        printf("%d of %d checks FAILED: this store does not reliably enforce conditional writes; "
-               "do not use it for s3lect\n",
-               c.failed, c.passed + c.failed);
+        /* One verdict, whatever the stores. */
+        const char *what = !data    ? "this store enforces conditional writes"
+                           : o.lock ? "this store enforces conditional writes, and fenced writes "
+                                      "hold at the data location"
+                                    : "the data location enforces conditional writes, and "
+                                      "fenced writes hold there";
+        if (c.stopped) {
+            printf("stopped: the store cannot be used as configured (see the message above)\n");
+        } else if (c.failed == 0) {
+            printf("all %d checks passed: %s\n", c.passed, what);
+            const st_scheme *sc = o.lock ? st_scheme_of(o.lock) : NULL;
+            if (sc && sc->caveat)
+                printf("%s: %s\n", sc->name, sc->caveat);
+        } else if (o.lock) {
+            printf("%d of %d checks FAILED: this store does not reliably enforce conditional "
+                   "writes; do not use it for s3lect\n",
+                   c.failed, c.passed + c.failed);
+        } else {
+            printf("%d of %d checks FAILED: the data location does not reliably enforce "
+                   "conditional writes; do not use it for fenced writes\n",
+                   c.failed, c.passed + c.failed);
+        }
+        if (c.created)
+            printf("note: the scratch object %s was left in place; delete it when you like\n",
+                   c.scratch);
+        rc = c.failed > 0 || c.stopped ? CLI_EXIT_ERROR : CLI_EXIT_OK;
     }
-    if (c.created)
-        printf("note: the scratch object %s was left in place; delete it when you like\n",
-               c.scratch);
-    int failed = c.failed > 0 || rc < 0;
     st_destroy(c.store);
     free(c.scratch);
     free(c.key);
     s3lect_config_free(c.cfg);
-    return failed ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+    return rc;
 }
 
 /* ---- init-store ---- */
@@ -549,7 +953,8 @@ int cli_init_store(int argc, char **argv)
 {
     static const char *const ICMD = "init-store";
     cli_opts o;
-    int pr = parse_args(ICMD, INIT_HELP, "dynamodb://locks/leader", argc, argv, &o, NULL, NULL);
+    int pr =
+        parse_args(ICMD, INIT_HELP, "dynamodb://locks/leader", argc, argv, &o, NULL, NULL, NULL);
     if (pr >= 0)
         return pr;
     s3lect_config *cfg = cli_config(ICMD, &o);
