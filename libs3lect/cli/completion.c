@@ -19,7 +19,7 @@ static const struct comp_cmd {
     {"run", C_RUN, ""},
     {"status", C_STATUS, ""},
     {"watch", C_WATCH, ""},
-    {"check-store", 0, S3_STORE_OPTS " --racers --rounds"},
+    {"check-store", 0, S3_STORE_OPTS " --racers --rounds --data"},
     {"init-store", 0, S3_STORE_OPTS},
     {"whoami", 0, S3_STORE_OPTS " --json"},
     {"reset-term", C_RESET, ""},
