@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
+from harness import cli
 from harness.countproxy import CountingProxy
 from harness.servers import free_port
 
@@ -44,9 +44,11 @@ def parse(line: str) -> tuple[str, tuple[str, ...]] | None:
     return None
 
 
-class Proc:
-    """One node process (Go s3lect or `s3lect run`): its stderr lines, each
-    stamped on arrival, and the time it was signalled or died."""
+class Proc(cli.Proc):
+    """One node process (Go s3lect or `s3lect run`), a harness Proc (its own
+    process group; stdout into its log): its stderr lines, each stamped on
+    arrival and copied into the log with the stamp, and the time it was
+    signalled or died."""
 
     def __init__(self, kind: str, node_id: str, argv: list[str], env: dict[str, str],
                  proxy: CountingProxy, log: Path):
@@ -57,15 +59,20 @@ class Proc:
         self.end: float | None = None  # when it was killed / asked to stop
         self._lock = threading.Lock()
         self._log = open(log, "w")
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.PIPE, text=True,
-                                     env=env, start_new_session=True)
+        try:
+            super().__init__(argv, log, env, stdout=self._log, stderr=subprocess.PIPE)
+        except BaseException:
+            self._log.close()
+            proxy.close()
+            raise
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
-        for line in self.proc.stderr:
+        for raw in self.proc.stderr:
             t = time.monotonic()
+            line = raw.decode(errors="replace")
             with self._lock:
                 self.lines.append((t, line.rstrip("\n")))
             self._log.write(f"{t:.3f} {line}")
@@ -85,9 +92,6 @@ class Proc:
         with self._lock:
             return "\n".join(line for _, line in self.lines)
 
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
     def leading(self) -> bool:
         ev = [e for e in self.events() if e[1] in ("acquired", "lost", "releasing")]
         return self.alive() and self.end is None and bool(ev) and ev[-1][1] == "acquired"
@@ -101,25 +105,16 @@ class Proc:
 
     def kill9(self) -> None:
         self.end = time.monotonic()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(timeout=10)
+        super().kill9()
 
     def sigterm(self, wait: float = 15) -> int:
         self.end = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=wait)
+        self.terminate()
+        return self.wait(wait)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         try:
-            self.proc.wait(timeout=10)
+            super().stop()
         finally:
             self._reader.join(timeout=5)
             self.proxy.close()
