@@ -735,10 +735,13 @@ static int check_data(checker *c, const cli_opts *o, const char *data)
         data_fence(&d);
     else if (r < 0)
         c->stopped = 1;
-    if (d.created)
-        printf("note: the scratch object %s was left in place (a fenced delete's tombstone); "
-               "delete it when you like\n",
-               d.scratch);
+    if (d.created) {
+        shown = st_lock_display(d.url);
+        printf("note: the scratch object %s was left in place (the store API s3lect uses has no "
+               "delete); delete it when you like\n",
+               shown ? shown : d.scratch);
+        free(shown);
+    }
     data_clear(&d);
     return -1;
 }

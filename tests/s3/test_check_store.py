@@ -138,10 +138,75 @@ def test_wrong_credentials_stop_with_the_reason(minio, s3lect_bin, clean_env):
     assert env["AWS_SECRET_ACCESS_KEY"] not in r.stdout + r.stderr
 
 
+DATA_CHECKS = [
+    "data: create-if-absent (If-None-Match: *) creates the scratch object",
+    "data: If-None-Match on an existing object is refused (412)",
+    "data: a write with the current version (If-Match) succeeds",
+    "data: a write with a stale version (If-Match) is refused (412) and changes nothing",
+    "data: a fenced write stores its envelope (s3lect-fenced/1 ...) and reads back",
+    "data: identical bytes written twice, fenced, get two versions",
+    "data: a fenced read-modify-write over a stale version is refused",
+    "data: an older term's put and read-modify-write after a newer term wrote the same bytes "
+    "are fenced",
+    "data: a fenced delete reads as not found, and an older term cannot create it again",
+    "data: a second holder of a term is fenced after the first wrote",
+]
+
+
+def data_results(stdout: str) -> dict[str, str]:
+    """The --data checks' lines (a FAIL's detail after the name): check -> "PASS"/"FAIL"."""
+    out = {}
+    for line in stdout.splitlines():
+        line = line.strip()
+        for check in DATA_CHECKS:
+            if line[:4] in ("PASS", "FAIL") and line[6:].startswith(check):
+                out[check] = line[:4]
+    return out
+
+
+def test_data_fails_on_a_store_that_ignores_conditions(lying_server, s3lect_bin, clean_env):
+    """--data on a store that accepts every PUT: the store's conditions fail,
+    and so does the fence (an older term's write goes over a newer one's)."""
+    env = dict(clean_env, AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s")
+    r = run([str(s3lect_bin), "check-store", "--data", "s3://bucket/state.json", "--endpoint",
+             lying_server], env, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    table = data_results(r.stdout)
+    assert len(table) == 10, r.stdout
+    assert table["data: create-if-absent (If-None-Match: *) creates the scratch object"] == "PASS"
+    for check in ("data: If-None-Match on an existing object is refused (412)",
+                  "data: a write with a stale version (If-Match) is refused (412) and changes "
+                  "nothing",
+                  "data: an older term's put and read-modify-write after a newer term wrote the "
+                  "same bytes are fenced"):
+        assert table[check] == "FAIL", f"{check} should fail:\n{r.stdout}"
+    failed = sum(1 for v in table.values() if v == "FAIL")
+    assert check_store_verdict(r.stdout) == (
+        f"{failed} of 10 checks FAILED: the data location does not reliably enforce conditional "
+        "writes; do not use it for fenced writes"), r.stdout
+
+
+def test_lock_and_data_on_the_file_store(s3lect_bin, clean_env, tmp_path):
+    r = run([str(s3lect_bin), "check-store", str(tmp_path / "leader.json"), "--data",
+             f"file://{tmp_path}/state.json", "--racers", "3", "--rounds", "2"], clean_env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert results(r.stdout) == {c: "PASS" for c in CHECKS}
+    assert set(data_results(r.stdout).values()) == {"PASS"} and len(data_results(r.stdout)) == 10
+    assert check_store_verdict(r.stdout) == (
+        "all 17 checks passed: this store enforces conditional writes, and fenced writes hold at "
+        "the data location"), r.stdout
+    assert not (tmp_path / "state.json").exists()
+
+
 @pytest.mark.parametrize(
     "args,needle",
     [
         ([], "missing lock URL"),
+        (["--data"], "--data needs a value"),
+        (["--data="], "--data: empty URL"),
+        (["--data", "s3://b/k", "--data", "s3://b/k2"], "more than one --data URL"),
+        (["--data", "postgres://u@127.0.0.1:1/db?key=k"], "no scratch object can be named"),
+        (["--data", "s3://b"], "needs a bucket and a key"),
         (["--racers", "1", "s3://b/k"], "--racers"),
         (["--rounds", "x", "s3://b/k"], "--rounds"),
         (["s3://b/k", "--bogus"], "unknown option"),
@@ -159,4 +224,4 @@ def test_usage_errors_exit_2_with_one_line(args, needle, s3lect_bin, clean_env):
 def test_help(s3lect_bin, clean_env):
     r = run([str(s3lect_bin), "check-store", "--help"], clean_env)
     assert r.returncode == 0 and "usage: s3lect check-store URL" in r.stdout
-    assert "--racers" in r.stdout and "--endpoint" in r.stdout
+    assert "--racers" in r.stdout and "--endpoint" in r.stdout and "--data DATA_URL" in r.stdout
