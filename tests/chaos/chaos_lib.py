@@ -30,6 +30,8 @@ if str(TESTS) not in sys.path:
 # The stores' backends moved to tests/harness/backends.py (issue 40 item 1).
 from harness import cli  # noqa: E402
 from harness.backends import BACKENDS, SLOWDOWN_RESPONSE, Backend  # noqa: E402,F401
+# A process tree from /proc (harness/freeze.py); the tests import both from here too.
+from harness.freeze import pid_gone, tree_below as descendants  # noqa: E402,F401
 
 LEADER_CMD = Path(__file__).resolve().parent / "leader_cmd.py"
 FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
@@ -510,42 +512,6 @@ class _Reader:
 
 # ---------------------------------------------------------------------------
 # s3lect run nodes
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    out += [int(x) for x in f.read().split()]
-            except OSError:
-                pass
-    except OSError:
-        pass
-    return out
-
-
-def descendants(pid: int) -> list[int]:
-    """Live processes below pid, at any depth, parents before children."""
-    out: list[int] = []
-    todo = [pid]
-    while todo and len(out) < 10000:
-        for c in _children(todo.pop(0)):
-            if c not in out and not pid_gone(c):
-                out.append(c)
-                todo.append(c)
-    return out
-
-
-def pid_gone(pid: int) -> bool:
-    """True once pid has exited (a zombie counts as gone: it runs no code)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
 class Node:

@@ -27,6 +27,7 @@ import pytest
 
 from chaos_lib import Proxy
 from harness import cli
+from harness.freeze import pid_gone
 from harness.wait import wait_for
 
 # Suite chaos runs this file in its second pytest session (scripts/test).
@@ -122,14 +123,6 @@ def starts(marker: Path) -> list[tuple[str, int, int, float]]:
     return out
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
 @pytest.fixture
 def live(tmp_path: Path, s3lect_bin: Path, minio, clean_env):
     env = dict(clean_env)
@@ -166,7 +159,7 @@ def test_full_stderr_leader_steps_down_on_store_errors(live):
     s = wait_for(lambda: other.starts(), LEASE_S + FREQUENT_S + SLACK_S,
                  "the healthy node's command after the full-stderr leader's store failed")
     took = s[-1][3] - t_fault
-    assert not pid_alive(pid), "the old leader's command must be dead once another node's runs"
+    assert pid_gone(pid), "the old leader's command must be dead once another node's runs"
     assert full.proc.poll() is None, "the full-stderr node keeps running as a follower"
     print(f"takeover {took:.2f} s after the leader's store failed")
 
@@ -190,7 +183,7 @@ def test_full_stderr_follower_wins_and_runs(live):
     # no node holds the lock without its command (the full node, if it won,
     # must have started it; if it let go, another must run).
     time.sleep(LEASE_S)
-    running = [s for s in starts(live.marker) if s[0] != "leader" and pid_alive(s[2])]
+    running = [s for s in starts(live.marker) if s[0] != "leader" and not pid_gone(s[2])]
     assert len(running) == 1, f"exactly one command runs: {starts(live.marker)}"
 
 
@@ -207,7 +200,7 @@ def test_full_stderr_sigterm_stops_and_releases(live, s3lect_bin, minio, clean_e
     rc = full.proc.wait(timeout=10)
     stopped = time.monotonic() - t
     assert rc == 0, f"graceful stop exits 0, got {rc}"
-    assert not pid_alive(pid), "the command is dead when s3lect run exits"
+    assert pid_gone(pid), "the command is dead when s3lect run exits"
     # A release is seen at the follower's next read (infrequent interval 1 s).
     wait_for(lambda: other.starts(), 8.0 + SLACK_S, "the next node's command")
     took = other.starts()[-1][3] - t

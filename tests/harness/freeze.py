@@ -18,7 +18,7 @@ import signal
 from pathlib import Path
 
 
-def _gone(pid: int) -> bool:
+def pid_gone(pid: int) -> bool:
     """pid has exited (a zombie counts: it runs no code)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -47,7 +47,7 @@ def tree_below(pid: int) -> list[int]:
     todo = [pid]
     while todo and len(out) < 10000:
         for c in _children(todo.pop(0)):
-            if c not in out and not _gone(c):
+            if c not in out and not pid_gone(c):
                 out.append(c)
                 todo.append(c)
     return out
