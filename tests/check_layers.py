@@ -35,8 +35,9 @@ SRC = ROOT / "libs3lect" / "src"
 
 # header -> what the CLI needs it for that s3lect.h does not offer.
 CLI_INTERNAL = {
-    "util.h": "the library's clocks, u_asprintf and RFC 3339 formatting (base helpers, "
-              "not API: the CLI shares them rather than keeping copies)",
+    "util.h": "the library's clocks, u_asprintf, RFC 3339 formatting and base64 (check-store "
+              "--data's fence tokens) (base helpers, not API: the CLI shares them rather than "
+              "keeping copies)",
     "proc.h": "u_thread_create (threads with asynchronous signals blocked, docs/threading.md) "
               "and the process-ownership lock the supervisor shares with the library's own "
               "child processes",
