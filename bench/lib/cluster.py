@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from common import BenchError
+from common import BenchError, overlap
 from harness.cli import Proc  # tests/harness/cli.py
 from harness.pki import issue, make_ca  # tests/harness/pki.py
 from harness.servers import free_port  # tests/harness/servers.py
@@ -352,18 +352,6 @@ class Cluster:
         """Total seconds during which two or more nodes reported leadership
         (which="lead") or ran their command (which="cmd"), and how many such
         stretches there were."""
-        pts = []
-        for n in self.nodes:
-            for s, e in getattr(n, which):
-                e = e if e is not None else time.monotonic()
-                pts += [(s, 1), (e, -1)]
-        pts.sort(key=lambda p: (p[0], p[1]))  # ends before starts at equal times
-        depth, total, count, since = 0, 0.0, 0, None
-        for t, d in pts:
-            depth += d
-            if depth >= 2 and since is None:
-                since, count = t, count + 1
-            elif depth < 2 and since is not None:
-                total += t - since
-                since = None
-        return total, count
+        now = time.monotonic()
+        return overlap([(s, e if e is not None else now)
+                        for n in self.nodes for s, e in getattr(n, which)])

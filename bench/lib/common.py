@@ -49,6 +49,21 @@ def fmt_s(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}"
 
 
+def overlap(intervals: list[tuple[float, float]]) -> tuple[float, int]:
+    """Total seconds during which two or more of the (start, end) intervals
+    hold at once, and how many such stretches there were (an interval that
+    ends when another starts does not overlap it)."""
+    pts = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    depth, total, count, since = 0, 0.0, 0, None
+    for t, d in pts:  # ends before starts at equal times
+        depth += d
+        if depth >= 2 and since is None:
+            since, count = t, count + 1
+        elif depth < 2 and since is not None:
+            total += t - since
+            since = None
+    return total, count
+
 def md_table(headers: list[str], rows: list[list[object]]) -> str:
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     for r in rows:

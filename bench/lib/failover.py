@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster import Cluster
-from common import BenchError, fmt_s, log, md_table, paired_with_first, percentile
+from common import BenchError, fmt_s, log, md_table, overlap, paired_with_first, percentile
 from impls import (COST, LIKE_FOR_LIKE, MODE_TEXT, PEER_SETUPS_TEXT, Impl, Timing,
                    zero_config_for)
 
@@ -79,22 +79,12 @@ def read_trees(path: Path) -> Trees:
                 if p[3] == "grandchild":
                     gc.add(k)
     ivs = sorted(trees.values())
-    pts = sorted([(s, 1) for s, _ in ivs] + [(e, -1) for _, e in ivs],
-                 key=lambda x: (x[0], x[1]))
-    depth, total, count, since = 0, 0.0, 0, None
-    for t, d in pts:
-        depth += d
-        if depth >= 2 and since is None:
-            since, count = t, count + 1
-        elif depth < 2 and since is not None:
-            total += t - since
-            since = None
     gap, last = None, None
     for s, e in ivs:
         if last is not None:
             gap = s - last if gap is None else min(gap, s - last)
         last = e if last is None else max(last, e)
-    return Trees(len(ivs), (total, count), gap, len(gc))
+    return Trees(len(ivs), overlap(ivs), gap, len(gc))
 
 
 @dataclass
