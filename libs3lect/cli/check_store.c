@@ -527,20 +527,17 @@ static int fenced_read(data_checker *d, s3lect_fence *f, const char *bytes, char
     return rc;
 }
 
-/* The fence on the scratch object: envelope, versions, terms, tombstones. */
-static void data_fence(data_checker *d)
+/* A fenced write: its envelope is what the store holds, and reads back.
+ * *v1: its version. */
+static void fence_check_envelope(data_checker *d, char **v1)
 {
     checker *c = d->c;
     char det[900] = "";
-    char *v1 = NULL, *v2 = NULL, *v3 = NULL;
     int64_t term = 0;
-    size_t n = strlen(D_BYTES);
-
-    /* A fenced write: its envelope is what the store holds. */
-    int rc = s3lect_fenced_put(d->older, d->url, D_BYTES, n);
+    int rc = s3lect_fenced_put(d->older, d->url, D_BYTES, strlen(D_BYTES));
     st_result raw = {0};
     st_get(d->store, d->scratch, TIMEOUT_MS, &raw);
-    int g = fenced_read(d, d->older, D_BYTES, &v1, &term);
+    int g = fenced_read(d, d->older, D_BYTES, v1, &term);
     int ok = 0;
     if (rc != S3LECT_OK)
         fence_detail(d->older, rc, "the fenced put", det, sizeof det);
@@ -554,42 +551,59 @@ static void data_fence(data_checker *d)
     report(c, ok, "data: a fenced write stores its envelope (s3lect-fenced/1 ...) and reads back",
            ok ? "" : det);
     st_result_clear(&raw);
+}
 
-    /* The same bytes again, fenced: a version of their own. */
-    rc = s3lect_fenced_put(d->older, d->url, D_BYTES, n);
-    g = fenced_read(d, d->older, D_BYTES, &v2, &term);
-    ok = rc == S3LECT_OK && g == S3LECT_OK && v1 && v2 && strcmp(v1, v2) != 0;
+/* The same bytes again, fenced: a version of their own (*v2). */
+static void fence_check_identical(data_checker *d, const char *v1, char **v2)
+{
+    char det[900] = "";
+    int64_t term = 0;
+    int rc = s3lect_fenced_put(d->older, d->url, D_BYTES, strlen(D_BYTES));
+    int g = fenced_read(d, d->older, D_BYTES, v2, &term);
+    int ok = rc == S3LECT_OK && g == S3LECT_OK && v1 && *v2 && strcmp(v1, *v2) != 0;
     if (rc != S3LECT_OK)
         fence_detail(d->older, rc, "the second fenced put", det, sizeof det);
     else if (g != S3LECT_OK)
         fence_detail(d->older, g, "reading it back", det, sizeof det);
     else if (!ok)
         snprintf(det, sizeof det, "both writes have version %s: a zombie's If-Match would match",
-                 v2 ? v2 : "(none)");
-    report(c, ok, "data: identical bytes written twice, fenced, get two versions", ok ? "" : det);
+                 *v2 ? *v2 : "(none)");
+    report(d->c, ok, "data: identical bytes written twice, fenced, get two versions",
+           ok ? "" : det);
+}
 
-    /* A read-modify-write over a stale version. */
-    rc = v1 ? s3lect_fenced_cas(d->older, d->url, D_UPDATE, strlen(D_UPDATE), v1) : S3LECT_EINVAL;
+/* A read-modify-write over a stale version (v1; v2 is current). */
+static void fence_check_stale(data_checker *d, const char *v1, const char *v2)
+{
+    char det[900] = "";
+    int64_t term = 0;
+    int rc =
+        v1 ? s3lect_fenced_cas(d->older, d->url, D_UPDATE, strlen(D_UPDATE), v1) : S3LECT_EINVAL;
     char *now = NULL;
-    g = fenced_read(d, d->older, D_BYTES, &now, &term);
-    ok = rc == S3LECT_EPRECONDITION && g == S3LECT_OK && now && v2 && strcmp(now, v2) == 0;
+    int g = fenced_read(d, d->older, D_BYTES, &now, &term);
+    int ok = rc == S3LECT_EPRECONDITION && g == S3LECT_OK && now && v2 && strcmp(now, v2) == 0;
     if (rc != S3LECT_EPRECONDITION)
         fence_detail(d->older, rc, "the cas over the first version", det, sizeof det);
     else if (!ok)
         snprintf(det, sizeof det, "refused, but the object changed anyway");
-    report(c, ok, "data: a fenced read-modify-write over a stale version is refused",
+    report(d->c, ok, "data: a fenced read-modify-write over a stale version is refused",
            ok ? "" : det);
     s3lect_free(now);
+}
 
-    /* A newer term writes the same bytes; the older term's writes, one
-     * over the version it read, are fenced. */
-    rc = s3lect_fenced_put(d->newer, d->url, D_BYTES, n);
+/* A newer term writes the same bytes; the older term's writes, one over
+ * the version it read (v2), are fenced. */
+static void fence_check_newer(data_checker *d, const char *v2)
+{
+    char det[900] = "", *v3 = NULL;
+    int64_t term = 0;
+    int rc = s3lect_fenced_put(d->newer, d->url, D_BYTES, strlen(D_BYTES));
     int zp = s3lect_fenced_put(d->older, d->url, D_UPDATE, strlen(D_UPDATE));
     int zc =
         v2 ? s3lect_fenced_cas(d->older, d->url, D_UPDATE, strlen(D_UPDATE), v2) : S3LECT_EINVAL;
-    g = fenced_read(d, d->newer, D_BYTES, &v3, &term);
-    ok = rc == S3LECT_OK && zp == S3LECT_EFENCED && zc == S3LECT_EFENCED && g == S3LECT_OK &&
-         term == 2;
+    int g = fenced_read(d, d->newer, D_BYTES, &v3, &term);
+    int ok = rc == S3LECT_OK && zp == S3LECT_EFENCED && zc == S3LECT_EFENCED && g == S3LECT_OK &&
+             term == 2;
     if (rc != S3LECT_OK)
         fence_detail(d->newer, rc, "the newer term's put", det, sizeof det);
     else if (zp != S3LECT_EFENCED)
@@ -599,21 +613,26 @@ static void data_fence(data_checker *d)
                      sizeof det);
     else if (!ok)
         snprintf(det, sizeof det, "the newer term's bytes are not there any more");
-    report(c, ok,
+    report(d->c, ok,
            "data: an older term's put and read-modify-write after a newer term wrote the same "
            "bytes are fenced",
            ok ? "" : det);
     s3lect_free(v3);
+}
 
-    /* A fenced delete: a tombstone the older term cannot write over. */
-    rc = s3lect_fenced_delete(d->newer, d->url);
-    g = fenced_read(d, d->newer, NULL, &v3, &term);
-    zp = s3lect_fenced_put(d->older, d->url, D_UPDATE, strlen(D_UPDATE));
-    zc = s3lect_fenced_cas(d->older, d->url, D_UPDATE, strlen(D_UPDATE), NULL);
+/* A fenced delete: a tombstone the older term cannot write over. */
+static void fence_check_delete(data_checker *d)
+{
+    char det[900] = "", *v3 = NULL;
+    int64_t term = 0;
+    int rc = s3lect_fenced_delete(d->newer, d->url);
+    int g = fenced_read(d, d->newer, NULL, &v3, &term);
+    int zp = s3lect_fenced_put(d->older, d->url, D_UPDATE, strlen(D_UPDATE));
+    int zc = s3lect_fenced_cas(d->older, d->url, D_UPDATE, strlen(D_UPDATE), NULL);
     s3lect_free(v3);
     int g2 = fenced_read(d, d->newer, NULL, &v3, &term);
-    ok = rc == S3LECT_OK && g == S3LECT_ENOTFOUND && zp == S3LECT_EFENCED && zc == S3LECT_EFENCED &&
-         g2 == S3LECT_ENOTFOUND;
+    int ok = rc == S3LECT_OK && g == S3LECT_ENOTFOUND && zp == S3LECT_EFENCED &&
+             zc == S3LECT_EFENCED && g2 == S3LECT_ENOTFOUND;
     if (rc != S3LECT_OK)
         fence_detail(d->newer, rc, "the fenced delete", det, sizeof det);
     else if (g != S3LECT_ENOTFOUND)
@@ -624,16 +643,28 @@ static void data_fence(data_checker *d)
         fence_detail(d->older, zc, "the older term's create-only cas", det, sizeof det);
     else if (!ok)
         snprintf(det, sizeof det, "the object is there again after the delete");
-    report(c, ok,
+    report(d->c, ok,
            "data: a fenced delete reads as not found, and an older term cannot create it again",
            ok ? "" : det);
     s3lect_free(v3);
+}
 
+/* The fence on the scratch object: envelope, versions, terms, tombstones,
+ * a second holder. */
+static void data_fence(data_checker *d)
+{
+    char det[900] = "", *v1 = NULL, *v2 = NULL;
+    fence_check_envelope(d, &v1);
+    fence_check_identical(d, v1, &v2);
+    fence_check_stale(d, v1, v2);
+    fence_check_newer(d, v2);
+    fence_check_delete(d);
     /* Another holder of the newer term, after the first wrote. */
-    rc = s3lect_fenced_put(d->second, d->url, D_UPDATE, strlen(D_UPDATE));
-    ok = rc == S3LECT_EFENCED;
+    int rc = s3lect_fenced_put(d->second, d->url, D_UPDATE, strlen(D_UPDATE));
+    int ok = rc == S3LECT_EFENCED;
     fence_detail(d->second, rc, "its put", det, sizeof det);
-    report(c, ok, "data: a second holder of a term is fenced after the first wrote", ok ? "" : det);
+    report(d->c, ok, "data: a second holder of a term is fenced after the first wrote",
+           ok ? "" : det);
     s3lect_free(v1);
     s3lect_free(v2);
 }

@@ -142,46 +142,47 @@ typedef struct fence_args {
     const char *sub, *url, *file, *token, *version;
 } fence_args;
 
-/* Parses `s3lect fence SUB ...`. 1: help printed; -1: usage error (said). */
-static int parse(int argc, char **argv, fence_args *a)
+/* One argument at argv[*i]: --token/--version (own), a shared option, or a
+ * positional (SUB, URL, FILE). 1: help printed; -1: usage error (said). */
+static int parse_arg(int argc, char **argv, int *i, fence_args *a)
 {
-    memset(a, 0, sizeof *a);
-    cli_opts_init(&a->o);
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
-            fputs(HELP, stdout);
-            return 1;
-        }
-        const char **own = !strcmp(s, "--token") || !strncmp(s, "--token=", 8)        ? &a->token
-                           : !strcmp(s, "--version") || !strncmp(s, "--version=", 10) ? &a->version
-                                                                                      : NULL;
-        if (own) {
-            const char *eq = strchr(s, '=');
-            if (!eq && i + 1 >= argc) {
-                cli_usage_error(CMD, "%s needs a value", s);
-                return -1;
-            }
-            *own = eq ? eq + 1 : argv[++i];
-            continue;
-        }
-        int r = s[0] == '-' && s[1] ? cli_common_opt(CMD, argc, argv, &i, &a->o) : 0;
-        if (r < 0)
-            return -1;
-        if (r > 0)
-            continue;
-        if (s[0] == '-' && s[1]) {
-            static const char *const extra[] = {"--token", "--version", NULL};
-            cli_unknown_option(CMD, s, extra);
-            return -1;
-        }
-        const char **pos = !a->sub ? &a->sub : !a->url ? &a->url : !a->file ? &a->file : NULL;
-        if (!pos) {
-            cli_usage_error(CMD, "too many arguments ('%.100s')", s);
-            return -1;
-        }
-        *pos = s;
+    const char *s = argv[*i];
+    if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
+        fputs(HELP, stdout);
+        return 1;
     }
+    const char **own = !strcmp(s, "--token") || !strncmp(s, "--token=", 8)        ? &a->token
+                       : !strcmp(s, "--version") || !strncmp(s, "--version=", 10) ? &a->version
+                                                                                  : NULL;
+    if (own) {
+        const char *eq = strchr(s, '=');
+        if (!eq && *i + 1 >= argc) {
+            cli_usage_error(CMD, "%s needs a value", s);
+            return -1;
+        }
+        *own = eq ? eq + 1 : argv[++*i];
+        return 0;
+    }
+    int r = s[0] == '-' && s[1] ? cli_common_opt(CMD, argc, argv, i, &a->o) : 0;
+    if (r != 0)
+        return r < 0 ? -1 : 0;
+    if (s[0] == '-' && s[1]) {
+        static const char *const extra[] = {"--token", "--version", NULL};
+        cli_unknown_option(CMD, s, extra);
+        return -1;
+    }
+    const char **pos = !a->sub ? &a->sub : !a->url ? &a->url : !a->file ? &a->file : NULL;
+    if (!pos) {
+        cli_usage_error(CMD, "too many arguments ('%.100s')", s);
+        return -1;
+    }
+    *pos = s;
+    return 0;
+}
+
+/* The arguments together make sense. -1: usage error (said). */
+static int check_args(fence_args *a)
+{
     if (!a->url && a->o.lock)
         a->url = a->o.lock; /* --lock URL */
     static const char *const subs[] = {"get", "put", "cas", "rm", "policy"};
@@ -208,6 +209,19 @@ static int parse(int argc, char **argv, fence_args *a)
         return -1;
     }
     return 0;
+}
+
+/* Parses `s3lect fence SUB ...`. 1: help printed; -1: usage error (said). */
+static int parse(int argc, char **argv, fence_args *a)
+{
+    memset(a, 0, sizeof *a);
+    cli_opts_init(&a->o);
+    for (int i = 1; i < argc; i++) {
+        int r = parse_arg(argc, argv, &i, a);
+        if (r)
+            return r;
+    }
+    return check_args(a);
 }
 
 static int exit_code(int rc)

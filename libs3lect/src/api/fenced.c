@@ -399,6 +399,28 @@ static int fenced(s3lect_fence *f, const char *url, int64_t term, const fn_heade
     return S3LECT_EFENCED;
 }
 
+/* What is at key before a write: what this handle saw last of the object
+ * (its own write, or the read a cas goes over: want) when may_cache, else a
+ * read. *etag NULL: absent; h.term 0: absent or plain. */
+static int current(s3lect_fence *f, st_store *st, const char *key, size_t max, const char *url,
+                   int may_cache, const char *want, int cas, char **etag, fn_header *h)
+{
+    fence_seen *s = seen_of(f, url);
+    memset(h, 0, sizeof *h);
+    *etag = NULL;
+    if (!may_cache || !s || (cas && (!want || strcmp(want, s->etag) != 0)))
+        return read_object(f, st, key, max, url, etag, h, NULL, NULL);
+    *etag = u_strdup(s->etag);
+    h->term = s->term;
+    h->holder = u_strdup(s->holder);
+    if (*etag && h->holder)
+        return S3LECT_OK;
+    fn_header_clear(h);
+    free(*etag);
+    *etag = NULL;
+    return fence_fail(f, S3LECT_ENOMEM, "out of memory");
+}
+
 /* One fenced write of data (a tombstone when deleted) at url. cas: only
  * over version `want` (NULL: only where there is no object). */
 static int fenced_write(s3lect_fence *f, const char *url, const void *data, size_t len, int cas,
@@ -428,24 +450,11 @@ static int fenced_write(s3lect_fence *f, const char *url, const void *data, size
     for (int attempt = 0; attempt < FENCE_TRIES; attempt++) {
         /* What is there: what this handle saw last of the object (its own
          * write, or the read a cas goes over), else a read. */
-        fence_seen *s = seen_of(f, url);
         char *etag = NULL;
         fn_header h;
-        memset(&h, 0, sizeof h);
-        int known = attempt == 0 && s && (!cas || (want && strcmp(want, s->etag) == 0));
-        if (known) {
-            etag = u_strdup(s->etag);
-            h.term = s->term;
-            h.holder = u_strdup(s->holder);
-            if (!etag || !h.holder) {
-                rc = fence_fail(f, S3LECT_ENOMEM, "out of memory");
-                fn_header_clear(&h);
-                free(etag);
-                break;
-            }
-        } else if ((rc = read_object(f, st, key, max, url, &etag, &h, NULL, NULL)) != 0) {
+        if ((rc = current(f, st, key, max, url, attempt == 0, cas ? want : NULL, cas, &etag, &h)) !=
+            0)
             break;
-        }
         if (!fn_may_write(term, f->holder, &h)) {
             rc = fenced(f, url, term, &h);
         } else if (cas && (want ? !etag || strcmp(want, etag) != 0 : etag != NULL)) {
