@@ -522,3 +522,24 @@ def test_etcd_txn_fails_after_a_renewal_and_the_helper_reads_again(electors, etc
     # The helper reads the renewed record (same term and holder) and commits.
     app.write(term, "a", "fresh")
     assert app.read() == "fresh"
+
+
+# ---------------------------------------------------------------------------
+# Redis: the command's own reply comes back
+# ---------------------------------------------------------------------------
+
+
+def test_redis_fenced_call_returns_the_commands_reply(electors, redis, monkeypatch):
+    app = RedisApp(redis, monkeypatch)
+    el = electors(app.lock, server_id="a", **TIMINGS).start()
+    assert el.wait_for_leadership(timeout=30), el.last_error
+    term = el.term
+    call = recipes.redis_fenced_call
+    assert call(app.client, app.key, term, "a", ["GET", app.app_key], keys=[app.app_key]) is None
+    assert call(app.client, app.key, term, "a", ["INCR", app.app_key], keys=[app.app_key]) == 1
+    assert call(app.client, app.key, term, "a", ["INCRBY", app.app_key, 4],
+                keys=[app.app_key]) == 5
+    # A lock key with no s3lect record: fenced, nothing run.
+    with pytest.raises(s3lect.FencedError, match="no lock record"):
+        call(app.client, app.key + "-none", term, "a", ["INCR", app.app_key], keys=[app.app_key])
+    assert app.read() == "5"
