@@ -543,3 +543,23 @@ def test_redis_fenced_call_returns_the_commands_reply(electors, redis, monkeypat
     with pytest.raises(s3lect.FencedError, match="no lock record"):
         call(app.client, app.key + "-none", term, "a", ["INCR", app.app_key], keys=[app.app_key])
     assert app.read() == "5"
+
+
+def test_helpers_refuse_what_names_no_leadership():
+    """Arguments that cannot name a leadership are refused before anything
+    is sent (no server: nothing to send to)."""
+    for term, holder in ((True, "a"), (-1, "a"), (2**53, "a"), ("7", "a"), (7, ""), (7, None)):
+        with pytest.raises(s3lect.ConfigError):
+            recipes.dynamodb_condition_check("t", "k", term, holder)
+    with pytest.raises(s3lect.ConfigError):
+        recipes.etcd_fenced_txn("lock", 5)  # nothing to write
+    with pytest.raises(s3lect.ConfigError):
+        recipes.redis_fenced_call(object(), "lock", 7, "a", [])
+    # The record check itself: exact term and holder, a released record matches nobody.
+    rec = '{"leaderID":"a","leaderAddr":"","lastUpdated":"x","term":123,"leaseMs":1}'
+    assert recipes.record_holds(rec, 123, "a")
+    assert not recipes.record_holds(rec, 12, "a")
+    assert not recipes.record_holds(rec, 123, "b")
+    assert not recipes.record_holds(rec.replace('"a"', '""', 1), 123, "a")
+    assert not recipes.record_holds("not json", 123, "a")
+    assert not recipes.record_holds(None, 123, "a")

@@ -55,12 +55,16 @@ REDIS_RECORD_FIELD = "r"
 #: The PostgreSQL store's default table (``&table=`` of the lock URL).
 POSTGRES_DEFAULT_TABLE = "s3lect_locks"
 
+#: The largest term a record holds (docs/algorithm.md, "Terms").
+TERM_MAX = 2**53 - 1
+
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
 def _check_term_holder(term: Any, holder: Any) -> Tuple[int, str]:
-    if isinstance(term, bool) or not isinstance(term, int) or term < 1:
-        raise ConfigError(f"term must be a leadership's term (an int >= 1), not {term!r}")
+    if isinstance(term, bool) or not isinstance(term, int) or not 0 <= term <= TERM_MAX:
+        raise ConfigError(f"term must be a leadership's term (an int, 0 to 2^53 - 1), "
+                          f"not {term!r}")
     if not isinstance(holder, str) or not holder:
         raise ConfigError(f"holder must be the leader's server_id (a non-empty str), not {holder!r}")
     return term, holder
