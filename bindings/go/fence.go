@@ -20,7 +20,7 @@ import (
 // so that a leader deposed without knowing it (a GC pause, a frozen host, a
 // slow network) gets ErrFenced instead of overwriting its successor's
 // bytes. Objects are named by URLs of the lock's schemes ("s3://BUCKET/KEY",
-// "gs://", "azure://", "file://", ...) and stored in an envelope that Get
+// "gs://", "az://", "file://", ...) and stored in an envelope that Get
 // strips.
 //
 // Make one with (*S3Elector).Fence (its term while it leads) or

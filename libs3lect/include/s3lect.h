@@ -914,7 +914,7 @@ S3LECT_API int s3lect_option_by_name(const char *name);
  * term has written them: a deposed leader's write that was already on its
  * way (a GC pause, SIGSTOP, a slow network) fails with S3LECT_EFENCED
  * instead of overwriting its successor's. Objects are named by URLs of the
- * lock's schemes (s3://BUCKET/KEY, gs://, azure://, file://, ...) and
+ * lock's schemes (s3://BUCKET/KEY, gs://, az://, file://, ...) and
  * stored in an envelope: a header line with the writer's term, then its
  * bytes; s3lect_fenced_get strips it. Every write goes over the version it
  * read (If-Match, or create-only) and only when the stored term is older

@@ -50,7 +50,7 @@ class Fence:
     bytes.
 
     Objects are named by URLs of the lock's schemes (``s3://BUCKET/KEY``,
-    ``gs://``, ``azure://``, ``file://``, ...) and stored in an envelope that
+    ``gs://``, ``az://``, ``file://``, ...) and stored in an envelope that
     :meth:`get` strips. Make one with :meth:`Elector.fence` (its term while it
     leads; :class:`~s3lect.NotLeaderError` before anything is sent while it
     does not) or :meth:`from_token` (a process that holds only a fence
