@@ -14,6 +14,42 @@ import threading
 from collections import Counter
 
 
+class RequestHeads:
+    """The requests of one client's HTTP/1.1 byte stream, fed as it arrives:
+    each request's head (request line and headers); bodies are skipped by
+    their Content-Length (no chunked requests). The one parser of the
+    harness's proxies (counting, Date rewriting, outages)."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._need = 0  # body bytes still to skip
+
+    def feed(self, data: bytes) -> list[tuple[str, str, dict[str, str]]]:
+        """(method, path, headers by lower-case name) of every request whose
+        head data completes, in order. ValueError on a Content-Length that is
+        no number."""
+        self._buf += data
+        out = []
+        while True:
+            if self._need:
+                take = min(self._need, len(self._buf))
+                self._buf, self._need = self._buf[take:], self._need - take
+                if self._need:
+                    return out
+            end = self._buf.find(b"\r\n\r\n")
+            if end < 0:
+                return out
+            head, self._buf = self._buf[:end].decode("latin-1"), self._buf[end + 4:]
+            lines = head.split("\r\n")
+            parts = lines[0].split(" ")
+            headers = {}
+            for line in lines[1:]:
+                k, _, v = line.partition(":")
+                headers[k.strip().lower()] = v.strip()
+            self._need = int(headers.get("content-length") or 0)
+            out.append((parts[0], parts[1] if len(parts) > 1 else "", headers))
+
+
 class LoopbackProxy:
     """A TCP listener on 127.0.0.1 that connects each client to the upstream
     server and runs the subclass's workers (``_workers``) on the pair; close()
@@ -117,35 +153,16 @@ class CountingProxy(LoopbackProxy):
         return method
 
     def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
-        buf = b""
-        need_body = 0
+        heads = RequestHeads()
         try:
             while not self._stop.is_set():
                 data = client.recv(65536)
                 if not data:
                     break
                 upstream.sendall(data)
-                buf += data
-                while True:
-                    if need_body:
-                        take = min(need_body, len(buf))
-                        buf, need_body = buf[take:], need_body - take
-                        if need_body:
-                            break
-                    end = buf.find(b"\r\n\r\n")
-                    if end < 0:
-                        break
-                    head, buf = buf[:end].decode("latin-1"), buf[end + 4:]
-                    lines = head.split("\r\n")
-                    parts = lines[0].split(" ")
-                    method, path = parts[0], (parts[1] if len(parts) > 1 else "")
-                    headers = {}
-                    for line in lines[1:]:
-                        k, _, v = line.partition(":")
-                        headers[k.strip().lower()] = v.strip()
+                for method, path, headers in heads.feed(data):
                     with self._lock:
                         self.counts[self.key(method, path, headers)] += 1
-                    need_body = int(headers.get("content-length") or 0)
         except OSError:
             pass
         finally:

@@ -19,7 +19,7 @@ import email.utils
 import socket
 import time
 
-from harness.countproxy import LoopbackProxy
+from harness.countproxy import LoopbackProxy, RequestHeads
 
 
 class DateProxy(LoopbackProxy):
@@ -42,29 +42,15 @@ class DateProxy(LoopbackProxy):
 
     def _requests(self, client: socket.socket, upstream: socket.socket,
                   methods: collections.deque[str]) -> None:
-        buf, need = b"", 0
+        heads = RequestHeads()
         try:
             while not self._stop.is_set():
                 data = client.recv(65536)
                 if not data:
                     break
                 self._hold()
-                buf += data
-                while True:  # note the method of each request in the data
-                    if need:
-                        take = min(need, len(buf))
-                        buf, need = buf[take:], need - take
-                        if need:
-                            break
-                    end = buf.find(b"\r\n\r\n")
-                    if end < 0:
-                        break
-                    head, buf = buf[:end].decode("latin-1"), buf[end + 4:]
-                    methods.append(head.split(" ", 1)[0])
-                    for line in head.split("\r\n")[1:]:
-                        k, _, v = line.partition(":")
-                        if k.strip().lower() == "content-length":
-                            need = int(v.strip() or 0)
+                # note the method of each request in the data
+                methods.extend(method for method, _, _ in heads.feed(data))
                 upstream.sendall(data)
         except OSError:
             pass

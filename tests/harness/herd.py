@@ -28,6 +28,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from harness.countproxy import RequestHeads
+
 
 class OutageProxy:
     def __init__(self, upstream_port: int):
@@ -128,31 +130,17 @@ class OutageProxy:
         w.transport.abort()
 
     async def _up(self, r: asyncio.StreamReader, uw: asyncio.StreamWriter) -> None:
-        buf, need = b"", 0
+        heads = RequestHeads()
         try:
             while data := await r.read(65536):
                 uw.write(data)
-                buf += data
-                while True:
-                    if need:
-                        take = min(need, len(buf))
-                        buf, need = buf[take:], need - take
-                        if need:
-                            break
-                    end = buf.find(b"\r\n\r\n")
-                    if end < 0:
-                        break
-                    head, buf = buf[:end].decode("latin-1"), buf[end + 4:]
+                for method, path, _ in heads.feed(data):
                     tenth = int(time.monotonic() * 10)
                     self.requests[tenth] += 1
-                    if head.startswith("GET "):
+                    if method == "GET":
                         self.gets[tenth] += 1
                         if len(self.get_paths) < 500000:
-                            self.get_paths.append((time.monotonic(), head.split(" ", 2)[1]))
-                    for line in head.split("\r\n")[1:]:
-                        k, _, v = line.partition(":")
-                        if k.strip().lower() == "content-length":
-                            need = int(v.strip() or 0)
+                            self.get_paths.append((time.monotonic(), path))
                 await uw.drain()
         except (OSError, ValueError):
             pass
