@@ -78,27 +78,13 @@ def one_line(text: str) -> str:
 # ---- throttling ----
 
 def test_gcs_throttling_is_ridden_out(fake_gcs, cluster):
-    from throttle_proxy import GCS_THROTTLE, ThrottleProxy
+    from throttle_proxy import GCS_THROTTLE, ThrottleProxy, ride_out
     for status in (b"429 Too Many Requests", b"503 Service Unavailable"):
         proxy = ThrottleProxy(fake_gcs.port, GCS_THROTTLE, status)
         try:
             env = dict(gcs_env(fake_gcs), STORAGE_EMULATOR_HOST=f"127.0.0.1:{proxy.port}")
             nodes = cluster(lock_url(fake_gcs, "throttle"), env, n=2)
-            leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
-            term = leader.terms()[-1]
-            # Shorter than the renew deadline: retried, leadership kept.
-            proxy.throttle_for(1.2)
-            time.sleep(LEASE_S + 1)
-            assert proxy.throttled > 0, "the proxy throttled nothing"
-            assert leader.leading() and leader.terms()[-1] == term, leader.text()
-            assert sum(n.leading() for n in nodes) == 1
-            texts = "".join(n.text() for n in nodes)
-            assert "temporary failure" in texts and "will retry" in texts, texts
-            assert status.split()[0].decode() in texts, texts
-            # Longer than the lease: the leader steps down, one leader afterwards.
-            proxy.throttle_for(LEASE_S + 2)
-            wait_for(lambda: not leader.leading(), LEASE_S + 3, "the leader to step down")
-            wait_for(lambda: only_leader(nodes), LEASE_S + 20, "a leader after throttling")
+            ride_out(proxy, nodes, LEASE_S, ["temporary failure", status.split()[0].decode()])
         finally:
             for n in nodes:
                 n.stop()

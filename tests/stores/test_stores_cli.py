@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from harness.cli import (CHECK_STORE_PASSED, FAST, check_store_verdict, only_leader, probe, run,
-                         status_json, started_lines, wait_for)
+from harness.cli import (CHECK_STORE_PASSED, FAST, check_store_verdict, node_env, only_leader,
+                         probe, run, status_json, started_lines, wait_for)
 
 LEASE_S = 3.0
 FAILOVER_BOUND_S = LEASE_S + 1.0 + 8.0
@@ -192,50 +192,25 @@ def test_unavailable_backend_stops_the_leader_then_recovers(cas_backend, cluster
 
 
 def test_dynamodb_throttling_is_ridden_out(dynamodb_local, ddb_table, cluster, s3lect_bin):
-    from throttle_proxy import ThrottleProxy
+    from throttle_proxy import ThrottleProxy, ride_out
     proxy = ThrottleProxy(dynamodb_local.port)
     try:
-        env = dict(dynamodb_local.env(), AWS_ENDPOINT_URL_DYNAMODB=proxy.endpoint)
-        import os
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3LECT_")) or k == "S3LECT_NEW_LOCK_WAIT"},
-               **env}
+        env = node_env()
+        env.update(dynamodb_local.env(), AWS_ENDPOINT_URL_DYNAMODB=proxy.endpoint)
         nodes = cluster(f"dynamodb://{ddb_table}/throttle", env, n=2)
-        leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
-        term = leader.terms()[-1]
-        # Throttled for less than the renew deadline: transient, retried with
-        # back-off, leadership kept.
-        proxy.throttle_for(1.2)
-        time.sleep(LEASE_S + 1)
-        assert proxy.throttled > 0, "the proxy throttled nothing"
-        assert leader.leading() and leader.terms()[-1] == term, leader.text()
-        assert sum(n.leading() for n in nodes) == 1
-        texts = "".join(n.text() for n in nodes)
-        assert "ProvisionedThroughputExceededException" in texts and "will retry" in texts, texts
-        # Throttled for longer than the lease: the leader steps down (no
-        # renewal), nobody can take over meanwhile, one leader afterwards.
-        proxy.throttle_for(LEASE_S + 2)
-        wait_for(lambda: not leader.leading(), LEASE_S + 3, "the leader to step down")
-        assert not any(n.leading() for n in nodes)
-        wait_for(lambda: only_leader(nodes), FAILOVER_BOUND_S + 10, "a leader after throttling")
+        ride_out(proxy, nodes, LEASE_S, ["ProvisionedThroughputExceededException"])
     finally:
         proxy.close()
 
 
 def test_route53_throttling_is_ridden_out(moto, r53_zone, cluster):
     from storeutil import ddb_env
-    from throttle_proxy import ROUTE53_THROTTLE, ThrottleProxy
+    from throttle_proxy import ROUTE53_THROTTLE, ThrottleProxy, ride_out
     proxy = ThrottleProxy(moto.port, ROUTE53_THROTTLE)
     try:
         env = dict(ddb_env(moto), AWS_ENDPOINT_URL_ROUTE_53=proxy.endpoint)
         nodes = cluster(f"route53://{r53_zone}/throttle.stores.example.com", env, n=2, serial=True)
-        leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
-        term = leader.terms()[-1]
-        proxy.throttle_for(1.2)
-        time.sleep(LEASE_S + 1)
-        assert proxy.throttled > 0, "the proxy throttled nothing"
-        assert leader.leading() and leader.terms()[-1] == term, leader.text()
-        texts = "".join(n.text() for n in nodes)
-        assert "Throttling" in texts and "will retry" in texts, texts
+        ride_out(proxy, nodes, LEASE_S, ["Throttling"], past_the_lease=False)
     finally:
         proxy.close()
 

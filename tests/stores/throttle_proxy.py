@@ -11,6 +11,8 @@ import socket
 import threading
 import time
 
+from harness.cli import only_leader, wait_for
+
 THROTTLE_BODY = (b'{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",'
                  b'"message":"The level of configured provisioned throughput for the table was exceeded."}')
 DYNAMODB_THROTTLE = (b"application/x-amz-json-1.0", THROTTLE_BODY)
@@ -161,3 +163,27 @@ class ThrottleProxy:
             pass
         finally:
             c.close()
+
+
+def ride_out(proxy: ThrottleProxy, nodes: list, lease_s: float, words: list[str],
+             past_the_lease: bool = True) -> None:
+    """Every store's throttling test, on nodes electing through proxy. Throttled
+    for 1.2 s (less than the renew deadline): retried with back-off, the
+    leader keeps its term and stays the only one, and the logs say "will
+    retry" and each of words. Then (past_the_lease) throttled for longer than
+    the lease: the leader steps down (no renewal), nobody takes over
+    meanwhile, and a leader is back within lease_s + 20 s."""
+    leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
+    term = leader.terms()[-1]
+    proxy.throttle_for(1.2)
+    time.sleep(lease_s + 1)
+    assert proxy.throttled > 0, "the proxy throttled nothing"
+    assert leader.leading() and leader.terms()[-1] == term, leader.text()
+    assert sum(n.leading() for n in nodes) == 1
+    texts = "".join(n.text() for n in nodes)
+    assert all(w in texts for w in [*words, "will retry"]), (words, texts)
+    if past_the_lease:
+        proxy.throttle_for(lease_s + 2)
+        wait_for(lambda: not leader.leading(), lease_s + 3, "the leader to step down")
+        assert not any(n.leading() for n in nodes)
+        wait_for(lambda: only_leader(nodes), lease_s + 20, "a leader after throttling")
