@@ -481,7 +481,6 @@ int cli_env_opts(const char *cmd, cli_opts *o)
  * Returns 0, 1 after a usage error, or a negative code. */
 static int env_only_options(const char *cmd, s3lect_config *c)
 {
-    extern char **environ;
     cli_opts scratch;
     cli_opt_def opts[CLI_MAX_OPT_DEFS];
     size_t nopts = cli_opt_defs(&scratch, opts), n = 0;

@@ -135,7 +135,9 @@ static int lead(s3lect_elector *e)
 static void t_api(void)
 {
     char dir[512], lock[600], obj[640], other[640];
-    snprintf(dir, sizeof dir, "%s", t_tmpdir("fence"));
+    char *tmp = t_tmpdir("fence");
+    snprintf(dir, sizeof dir, "%s", tmp);
+    free(tmp);
     snprintf(lock, sizeof lock, "file://%s/lock.json", dir);
     snprintf(obj, sizeof obj, "file://%s/state.json", dir);
     snprintf(other, sizeof other, "file://%s/other.json", dir);

@@ -194,7 +194,15 @@ static st_store *open_store(s3lect_fence *f, const char *url, char **key, size_t
                    loc.opt1 ? loc.opt1 : "", loc.opt2 ? loc.opt2 : "", loc.opt3 ? loc.opt3 : "");
     *key = u_strdup(loc.key ? loc.key : "");
     st_store *st = NULL;
-    *rc = base && *key ? S3LECT_OK : fence_fail(f, S3LECT_ENOMEM, "out of memory");
+    if (!base || !*key) {
+        *rc = fence_fail(f, S3LECT_ENOMEM, "out of memory");
+        free(base);
+        free(*key);
+        *key = NULL;
+        st_location_clear(&loc);
+        return NULL;
+    }
+    *rc = S3LECT_OK;
     const char *sn = loc.scheme->name;
     *max = !strcmp(sn, "s3") || !strcmp(sn, "gs") || loc.scheme->cred == ST_CRED_AZURE
                ? FENCE_HTTP_OBJECT
