@@ -66,7 +66,7 @@ from harness.servers import (  # noqa: E402
     MinioServer,
     MotoServer,
     Server,
-    ServerStartError,
+    serve,
 )
 
 
@@ -97,17 +97,6 @@ def s3_probe_bin(build_dir: Path) -> Path:
     return _built(build_dir / "tests" / "c" / "s3_probe", "tests/c/s3_probe")
 
 
-def _start(server: Server | PostgresServer) -> Iterator[Server | PostgresServer]:
-    try:
-        server.start()
-    except ServerStartError as e:
-        pytest.fail(str(e), pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture(scope="session")
 def minio() -> Iterator[Server | ExternalServer]:
     ep = os.environ.get("S3LECT_TEST_ENDPOINT")
@@ -126,67 +115,43 @@ def minio() -> Iterator[Server | ExternalServer]:
         srv.client().create_bucket(srv.bucket)
         yield srv
         return
-    try:
-        server = MinioServer()
-    except ServerStartError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield from _start(server)
+    yield from serve(MinioServer)
 
 
 @pytest.fixture(scope="session")
 def moto() -> Iterator[Server]:
-    yield from _start(MotoServer())
+    yield from serve(MotoServer)
 
 
 @pytest.fixture(scope="session")
 def dynamodb_local() -> Iterator[DynamoDBLocal]:
-    try:
-        server = DynamoDBLocal()  # fetches it on first use
-    except ServerStartError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield from _start(server)
+    yield from serve(DynamoDBLocal)  # fetches it on first use
 
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresServer]:
-    try:
-        server = PostgresServer()
-    except ServerStartError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield from _start(server)
+    yield from serve(PostgresServer)
 
 
 @pytest.fixture(scope="session")
 def azurite():
     """Azurite (tests/harness/azurite.py), installed from npm on first use."""
     from harness.azurite import AzuriteServer
-    try:
-        server = AzuriteServer()
-    except ServerStartError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield from _start(server)
+    yield from serve(AzuriteServer)
 
 
 @pytest.fixture(scope="session")
 def fake_gcs():
     """fake-gcs-server (tests/harness/fake_gcs.py), built on first use."""
     from harness.fake_gcs import FakeGCS
-    try:
-        server = FakeGCS()
-    except ServerStartError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield from _start(server)
+    yield from serve(FakeGCS)
 
 
 @pytest.fixture(scope="session")
 def etcd_server():
     """etcd (tests/harness/etcd.py, Debian's etcd-server), plain HTTP, no auth."""
     from harness.etcd import EtcdServer
-    try:
-        server = EtcdServer()
-    except ServerStartError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield from _start(server)
+    yield from serve(EtcdServer)
 
 
 @pytest.fixture(scope="session")
@@ -194,11 +159,7 @@ def redis():
     """redis-server (tests/harness/redis_server.py): append-only file fsynced
     on every write, the store's ACL user, password in S3LECT_REDIS_PASSWORD."""
     from harness.redis_server import RedisServer
-    try:
-        server = RedisServer()
-    except ServerStartError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield from _start(server)
+    yield from serve(RedisServer)
 
 
 @pytest.fixture(params=["minio", "moto"])

@@ -25,16 +25,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from harness.servers import Server, ServerStartError, cache_dir  # noqa: E402
+    from harness.servers import Server, ServerStartError, cache_dir, http_status  # noqa: E402
 else:
-    from .servers import Server, ServerStartError, cache_dir
+    from .servers import Server, ServerStartError, cache_dir, http_status
 
 DYNAMODB_LOCAL_VERSION = "3.3.1"
 MAIN_JAR = f"DynamoDBLocal-{DYNAMODB_LOCAL_VERSION}.jar"
@@ -169,18 +167,6 @@ def _fetch(mvn: str, dest: Path) -> Path:
     return dest
 
 
-def _post_status(url: str) -> int:
-    req = urllib.request.Request(url, data=b"{}", method="POST",
-                                 headers={"Content-Type": "application/x-amz-json-1.0"})
-    try:
-        with urllib.request.urlopen(req, timeout=2) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except (OSError, ValueError):
-        return 0
-
-
 class DynamoDBLocal(Server):
     """DynamoDB Local on 127.0.0.1:port, file database in its work directory.
 
@@ -223,7 +209,8 @@ class DynamoDBLocal(Server):
 
     def ready(self) -> bool:
         # Any answer from DynamoDB's JSON endpoint (400: no X-Amz-Target) means up.
-        return _post_status(self.endpoint + "/") in (200, 400)
+        return http_status(self.endpoint + "/", b"{}",
+                           {"Content-Type": "application/x-amz-json-1.0"}) in (200, 400)
 
     def on_ready(self) -> None:
         pass  # no bucket; tables are the tests' business

@@ -98,6 +98,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def serve(make):
+    """For a pytest fixture, `yield from serve(lambda: SomeServer(...))`: makes
+    the server (which may fetch or build it) and starts it, failing the test
+    with the server's log when either cannot (ServerStartError), yields it,
+    and stops it when the fixture ends, even after a failure."""
+    import pytest
+
+    try:
+        server = make()
+        server.start()
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
 def stop_process_group(p: subprocess.Popen | None) -> None:
     """Stops a process started with start_new_session=True, with its whole
     group: SIGTERM (and SIGCONT, should the group be stopped), then SIGKILL
@@ -304,9 +321,12 @@ class Server(S3Access):
         self.stop()
 
 
-def _http_status(url: str) -> int:
+def http_status(url: str, data: bytes | None = None, headers: dict[str, str] | None = None) -> int:
+    """The HTTP status of a GET of url (a POST of data when given), 0 when
+    nothing answers: a server's readiness probe."""
+    req = urllib.request.Request(url, data=data, headers=headers or {})
     try:
-        with urllib.request.urlopen(url, timeout=2) as r:
+        with urllib.request.urlopen(req, timeout=2) as r:
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
@@ -347,7 +367,7 @@ class MinioServer(Server):
         return env
 
     def ready(self) -> bool:
-        return _http_status(f"{self.endpoint}/minio/health/live") == 200
+        return http_status(f"{self.endpoint}/minio/health/live") == 200
 
 
 class MotoServer(Server):
@@ -363,7 +383,7 @@ class MotoServer(Server):
         return super().start()
 
     def ready(self) -> bool:
-        return _http_status(f"{self.endpoint}/moto-api/") in (200, 404)
+        return http_status(f"{self.endpoint}/moto-api/") in (200, 404)
 
 
 def ensure_minio() -> str:

@@ -19,7 +19,7 @@ import secrets
 import pytest
 
 from harness.herd import run_outages
-from harness.servers import MinioServer, ServerStartError
+from harness.servers import MinioServer, serve
 from test_s3_store import env_for
 
 # lease, renew, deadline, frequent, infrequent (ms)
@@ -28,14 +28,7 @@ TIMINGS = (3000, 1000, 2000, 1000, 15000)
 
 @pytest.fixture
 def own_minio():
-    try:
-        server = MinioServer().start()
-    except ServerStartError as e:
-        pytest.fail(str(e), pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serve(MinioServer)
 
 
 def test_outages_are_probed_not_stormed(own_minio, clean_env, build_dir):

@@ -83,25 +83,14 @@ def test_racing_writers_check_store(azurite, s3lect_bin):
 
 @pytest.mark.parametrize("status", [b"503 Server Busy", b"429 Too Many Requests"])
 def test_throttling_is_ridden_out(azurite, cluster, status):
-    from throttle_proxy import AZURE_THROTTLE, ThrottleProxy
+    from throttle_proxy import AZURE_THROTTLE, ThrottleProxy, ride_out
     proxy = ThrottleProxy(azurite.port, AZURE_THROTTLE, status=status,
                           headers=b"x-ms-error-code: ServerBusy\r\n")
     try:
         from harness.cli import FAST
         extra = [*FAST, "--endpoint", f"{proxy.endpoint}/{azurite.account}"]
         nodes = cluster(_lock(azurite, "throttle"), _key_env(azurite), n=2, extra=extra)
-        leader = wait_for(lambda: only_leader(nodes), 30, "a leader")
-        term = leader.terms()[-1]
-        proxy.throttle_for(1.2)
-        time.sleep(LEASE_S + 1)
-        assert proxy.throttled > 0, "the proxy throttled nothing"
-        assert leader.leading() and leader.terms()[-1] == term, leader.text()
-        assert sum(n.leading() for n in nodes) == 1
-        texts = "".join(n.text() for n in nodes)
-        assert "ServerBusy" in texts and "will retry" in texts, texts
-        proxy.throttle_for(LEASE_S + 2)
-        wait_for(lambda: not leader.leading(), LEASE_S + 3, "the leader to step down")
-        wait_for(lambda: only_leader(nodes), FAILOVER_BOUND_S + 10, "a leader after throttling")
+        ride_out(proxy, nodes, LEASE_S, ["ServerBusy"])
         _assert_no_secret("".join(n.text() for n in nodes), _secrets(azurite))
     finally:
         proxy.close()
@@ -282,14 +271,8 @@ CLIENT = "11111111-2222-3333-4444-" + "5" * 12
 @pytest.fixture(scope="module")
 def azurite_tls():
     from harness.azurite import AzuriteServer
-    from harness.servers import ServerStartError
-    try:
-        server = AzuriteServer(https=True)
-        server.start()
-    except ServerStartError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield server
-    server.stop()
+    from harness.servers import serve
+    yield from serve(lambda: AzuriteServer(https=True))
 
 
 @pytest.fixture
