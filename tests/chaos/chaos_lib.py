@@ -31,6 +31,7 @@ if str(TESTS) not in sys.path:
 from harness import cli  # noqa: E402
 from harness.backends import BACKENDS, SLOWDOWN_RESPONSE, Backend  # noqa: E402,F401
 # A process tree from /proc (harness/freeze.py); the tests import both from here too.
+from harness.freeze import freeze, thaw  # noqa: E402
 from harness.freeze import pid_gone, tree_below as descendants  # noqa: E402,F401
 
 LEADER_CMD = Path(__file__).resolve().parent / "leader_cmd.py"
@@ -639,18 +640,7 @@ class Node:
         """SIGSTOP of s3lect and every process below it: a paused machine.
         Returns (the pids below s3lect, monotonic time all were stopped)."""
         assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGSTOP)
-        stopped: list[int] = []
-        for _ in range(20):  # stopped processes cannot fork: a few walks suffice
-            new = [p for p in descendants(self.proc.pid) if p not in stopped]
-            if not new:
-                break
-            for p in new:
-                try:
-                    os.kill(p, signal.SIGSTOP)
-                except ProcessLookupError:
-                    pass
-            stopped += new
+        stopped = freeze(self.proc.pid)[1:]
         self.paused = True
         return stopped, time.monotonic()
 
@@ -659,12 +649,7 @@ class Node:
         monotonic time just before."""
         assert self.proc is not None
         t = time.monotonic()
-        for p in reversed(cmds):
-            try:
-                os.kill(p, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-        os.kill(self.proc.pid, signal.SIGCONT)
+        thaw([self.proc.pid, *cmds])
         self.paused = False
         return t
 
