@@ -11,9 +11,10 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from harness.servers import free_port
+from harness.wait import wait_for  # noqa: F401 (re-exported: the suites import it from here)
 
 # Scaled-down timings: lease 3 s; followers poll every 0.5 s in transitions
 # and every 1 s when stable, so failover takes about L + 1 s.
@@ -25,18 +26,6 @@ FAST = [
     "--infrequent-interval", "1s",
     "--max-clock-skew", "0",
 ]
-
-
-def wait_for(cond: Callable[[], Any], timeout: float, what: str, step: float = 0.05) -> Any:
-    """Polls cond() until it is truthy; raises AssertionError naming `what` after timeout s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(step)
 
 
 def run(cmd: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:

@@ -11,11 +11,13 @@ T = TypeVar("T")
 
 def wait_for(cond: Callable[[], T], timeout: float, what: str, step: float = 0.05) -> T:
     """Polls cond() every `step` seconds until it returns something truthy and
-    returns that; raises AssertionError naming `what` after `timeout` seconds."""
+    returns that; raises AssertionError naming `what` after `timeout` seconds
+    (cond is asked at least once, and once more at the deadline)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         v = cond()
         if v:
             return v
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(step)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
