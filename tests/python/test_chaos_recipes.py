@@ -95,9 +95,13 @@ class RecipeChaos(FenceChaos):
         path = tmp / "recipe-spec.json"
         path.touch(mode=0o600)
         path.write_text(json.dumps(spec))
+        # Under S3LECT_PY_ASAN=1 the binding needs the sanitizer runtimes
+        # preloaded (scripts/test-python), which the nodes' environment drops.
+        pre = os.environ.get("LD_PRELOAD", "")
         for n in self.nodes:
-            n.cmd = [sys.executable, str(RECIPE_CMD), str(self.cmd_log),
-                     str(tmp / f"events-{n.id}.log"), str(tmp), str(path)]
+            n.cmd = [*(["env", f"LD_PRELOAD={pre}"] if pre else []), sys.executable,
+                     str(RECIPE_CMD), str(self.cmd_log), str(tmp / f"events-{n.id}.log"),
+                     str(tmp), str(path)]
 
     def kinds(self) -> list[str]:
         return ["kill_leader", "zombie", "sigterm_leader", self.backend.restart_kind]
