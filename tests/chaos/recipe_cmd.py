@@ -129,7 +129,7 @@ class RecipeWorkload(Workload):
         app = self.spec["app"]
         try:
             if self.store == "postgres":
-                from test_fence_recipes import PgConn
+                from harness.pgclient import PgConn
                 self.pg_close()
                 self.pg = PgConn("127.0.0.1", self.port, "s3lect", "s3lect", timeout=TIMEOUT_S)
                 rows = self.pg.query(f"SELECT v FROM {app} WHERE k = 'data'")
