@@ -428,17 +428,14 @@ def test_chaos_fence(store: str, tmp_path: Path, s3lect_bin: Path, chaos_summary
         f"the zombie fault produced no refused write ({c.zombies}, {rep.zombie_refused})"
 
 
-def test_broken_fence_is_caught(tmp_path: Path, s3lect_bin: Path, chaos_summary: list[str]):
-    """The zombie fault on MinIO with the fence off (the write an
-    unconditional PUT): the checker must report the successor's lost append
-    and the zombie's accepted write. Deterministic: the leader is frozen
-    right after its read, the successor appends, then the leader's write."""
-    if not FAKETIME_LIB.exists():
-        pytest.fail(f"libfaketime not found at {FAKETIME_LIB}")
-    rng = random.Random(1)
+def run_broken(make, tmp_path: Path):
+    """The zombie fault with the fence off, deterministic: the leader is
+    frozen right after its read, the successor appends, then the leader's
+    write. make(stack) builds the run (a FenceChaos in mode "plain").
+    Returns the run and the kinds of violation the checker found."""
     with ExitStack() as stack:
         try:
-            c = FenceChaos("minio", tmp_path, s3lect_bin, rng, stack, mode="plain")
+            c = make(stack)
         except ServerStartError as e:
             pytest.fail(str(e), pytrace=False)
         for n in c.nodes:
@@ -451,10 +448,22 @@ def test_broken_fence_is_caught(tmp_path: Path, s3lect_bin: Path, chaos_summary:
             c.finish()
         final = c.final()
     rep = ck.check_fence(c.attempts(), final)
-    kinds = sorted({v.split(":")[0] for v in rep.violations})
-    chaos_summary.append(f"[fence off, minio] the checker found: {', '.join(kinds) or 'nothing'} "
-                         f"({len(rep.violations)} violations)")
     assert not c.problems, "\n".join(c.problems)
     assert c.zombies == 1, "the zombie fault did not happen"
+    return c, sorted({v.split(":")[0] for v in rep.violations}), rep
+
+
+def test_broken_fence_is_caught(tmp_path: Path, s3lect_bin: Path, chaos_summary: list[str]):
+    """The zombie fault on MinIO with the fence off (the write an
+    unconditional PUT): the checker must report the successor's lost append
+    and the zombie's accepted write."""
+    if not FAKETIME_LIB.exists():
+        pytest.fail(f"libfaketime not found at {FAKETIME_LIB}")
+    rng = random.Random(1)
+    _, kinds, rep = run_broken(
+        lambda stack: FenceChaos("minio", tmp_path, s3lect_bin, rng, stack, mode="plain"),
+        tmp_path)
+    chaos_summary.append(f"[fence off, minio] the checker found: {', '.join(kinds) or 'nothing'} "
+                         f"({len(rep.violations)} violations)")
     assert {"lost", "zombie"} <= set(kinds), (
         f"the checker missed the broken fence (logs in {tmp_path}): {rep.violations}")

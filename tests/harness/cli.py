@@ -277,6 +277,33 @@ CHECK_STORE_PASSED = "all 7 checks passed: this store enforces conditional write
 CHECK_STORE_VERDICTS = (r"all \d+ checks passed: ", r"\d+ of \d+ checks FAILED: ", r"stopped: ")
 
 
+#: The checks of `s3lect check-store --data`, in order (their names as printed).
+DATA_CHECKS = [
+    "data: create-if-absent (If-None-Match: *) creates the scratch object",
+    "data: If-None-Match on an existing object is refused (412)",
+    "data: a write with the current version (If-Match) succeeds",
+    "data: a write with a stale version (If-Match) is refused (412) and changes nothing",
+    "data: a fenced write stores its envelope (s3lect-fenced/1 ...) and reads back",
+    "data: identical bytes written twice, fenced, get two versions",
+    "data: a fenced read-modify-write over a stale version is refused",
+    "data: an older term's put and read-modify-write after a newer term wrote the same bytes "
+    "are fenced",
+    "data: a fenced delete reads as not found, and an older term cannot create it again",
+    "data: a second holder of a term is fenced after the first wrote",
+]
+
+
+def data_results(stdout: str) -> dict[str, str]:
+    """The --data checks' lines (a FAIL's detail after the name): check -> "PASS"/"FAIL"."""
+    out = {}
+    for line in stdout.splitlines():
+        line = line.strip()
+        for check in DATA_CHECKS:
+            if line[:4] in ("PASS", "FAIL") and line[6:].startswith(check):
+                out[check] = line[:4]
+    return out
+
+
 def check_store_verdict(stdout: str) -> str:
     """The one verdict line `s3lect check-store` printed (passed, FAILED or
     stopped); fails the test when it printed none or more than one (issue 39

@@ -8,11 +8,10 @@ import http.server
 import secrets
 import threading
 import uuid
-from pathlib import Path
 
 import pytest
 
-from harness.cli import CHECK_STORE_PASSED, check_store_verdict, run
+from harness.cli import CHECK_STORE_PASSED, check_store_verdict, data_results, run
 
 CHECKS = [
     "create-if-absent (If-None-Match: *) creates the object",
@@ -136,32 +135,6 @@ def test_wrong_credentials_stop_with_the_reason(minio, s3lect_bin, clean_env):
     assert check_store_verdict(r.stdout) == (
         "stopped: the store cannot be used as configured (see the message above)"), r.stdout
     assert env["AWS_SECRET_ACCESS_KEY"] not in r.stdout + r.stderr
-
-
-DATA_CHECKS = [
-    "data: create-if-absent (If-None-Match: *) creates the scratch object",
-    "data: If-None-Match on an existing object is refused (412)",
-    "data: a write with the current version (If-Match) succeeds",
-    "data: a write with a stale version (If-Match) is refused (412) and changes nothing",
-    "data: a fenced write stores its envelope (s3lect-fenced/1 ...) and reads back",
-    "data: identical bytes written twice, fenced, get two versions",
-    "data: a fenced read-modify-write over a stale version is refused",
-    "data: an older term's put and read-modify-write after a newer term wrote the same bytes "
-    "are fenced",
-    "data: a fenced delete reads as not found, and an older term cannot create it again",
-    "data: a second holder of a term is fenced after the first wrote",
-]
-
-
-def data_results(stdout: str) -> dict[str, str]:
-    """The --data checks' lines (a FAIL's detail after the name): check -> "PASS"/"FAIL"."""
-    out = {}
-    for line in stdout.splitlines():
-        line = line.strip()
-        for check in DATA_CHECKS:
-            if line[:4] in ("PASS", "FAIL") and line[6:].startswith(check):
-                out[check] = line[:4]
-    return out
 
 
 def test_data_fails_on_a_store_that_ignores_conditions(lying_server, s3lect_bin, clean_env):

@@ -23,7 +23,7 @@ from typing import Callable
 
 import pytest
 
-from harness.cli import Node, check_store_verdict, node_env, run, wait_for
+from harness.cli import DATA_CHECKS, Node, check_store_verdict, node_env, run, wait_for
 from harness.freeze import freeze, thaw
 
 pytestmark = pytest.mark.second_session
@@ -267,21 +267,6 @@ def test_identical_bytes_share_an_s3_etag_unless_fenced(request, s3lect_bin, tmp
         assert r.returncode == 0, r.stderr
         tags.append(st.raw(fenced_url)[1])
     assert tags[0] and tags[0] != tags[1], tags
-
-
-DATA_CHECKS = [
-    "data: create-if-absent (If-None-Match: *) creates the scratch object",
-    "data: If-None-Match on an existing object is refused (412)",
-    "data: a write with the current version (If-Match) succeeds",
-    "data: a write with a stale version (If-Match) is refused (412) and changes nothing",
-    "data: a fenced write stores its envelope (s3lect-fenced/1 ...) and reads back",
-    "data: identical bytes written twice, fenced, get two versions",
-    "data: a fenced read-modify-write over a stale version is refused",
-    "data: an older term's put and read-modify-write after a newer term wrote the same bytes "
-    "are fenced",
-    "data: a fenced delete reads as not found, and an older term cannot create it again",
-    "data: a second holder of a term is fenced after the first wrote",
-]
 
 
 def test_check_store_data_passes(store, s3lect_bin):
