@@ -158,6 +158,13 @@ static void t_api(void)
     char tok_a[512];
     CHECK(s3lect_fence_token(a, tok_a, sizeof tok_a) > 0, "a's token: %s", tok_a);
 
+    CHECK(s3lect_fenced_put(fa, lock, "x", 1) == S3LECT_EINVAL,
+          "the lock itself is never written as a fenced object");
+    char roster[700];
+    snprintf(roster, sizeof roster, "%s.s3lect-roster", lock);
+    CHECK(s3lect_fenced_delete(fa, roster) == S3LECT_EINVAL,
+          "nor an object s3lect keeps next to it");
+    CHECK(s3lect_is_leader(a), "a still leads after the refused writes");
     CHECK(s3lect_fenced_put(fa, obj, "v1", 2) == 0, "a writes");
     CHECK(s3lect_fenced_get(fa, obj, &body, &len, &ver, &term) == 0 && len == 2 &&
               !memcmp(body, "v1", 2) && ver && term == ta,

@@ -429,6 +429,22 @@ static int current(s3lect_fence *f, st_store *st, const char *key, size_t max, c
     return fence_fail(f, S3LECT_ENOMEM, "out of memory");
 }
 
+/* Whether url names the lock this fence's term comes from, or an object
+ * s3lect keeps next to it (the followers' roster KEY.s3lect-roster,
+ * check-store's scratch objects): a fenced write there would replace the
+ * lock record with an envelope, and no node could read the lock again. */
+static int is_lock_object(const s3lect_fence *f, const char *url)
+{
+    if (!f->lock || !f->lock[0])
+        return 0;
+    char *c = st_lock_canonical(url);
+    size_t n = strlen(f->lock);
+    int same =
+        c && strncmp(c, f->lock, n) == 0 && (c[n] == '\0' || strncmp(c + n, ".s3lect-", 8) == 0);
+    free(c);
+    return same;
+}
+
 /* One fenced write of data (a tombstone when deleted) at url. cas: only
  * over version `want` (NULL: only where there is no object). */
 static int fenced_write(s3lect_fence *f, const char *url, const void *data, size_t len, int cas,
@@ -436,6 +452,11 @@ static int fenced_write(s3lect_fence *f, const char *url, const void *data, size
 {
     int64_t term;
     int rc = writer_term(f, &term);
+    if (!rc && is_lock_object(f, url))
+        return fence_fail(f, S3LECT_EINVAL,
+                          "%s is the lock itself (or an object s3lect keeps next to it): a fenced "
+                          "write there would destroy the lock record; write your data elsewhere",
+                          f->lock);
     char *key = NULL;
     size_t max = 0;
     st_store *st = rc ? NULL : open_store(f, url, &key, &max, &rc);
