@@ -424,8 +424,11 @@ static size_t s3py_fence_errmsg_fn(const void *h, char *b, size_t n)
         }
         for (Py_ssize_t i = 0; i < cnt; i++) {
             PyObject *o = PySequence_GetItem($input, i);
-            const char *t = o && PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
+            /* the limited API (abi3, Python 3.9): no PyUnicode_AsUTF8 */
+            PyObject *b = o && PyUnicode_Check(o) ? PyUnicode_AsUTF8String(o) : NULL;
+            const char *t = b ? PyBytes_AsString(b) : NULL;
             arr[i] = t ? strdup(t) : NULL;
+            Py_XDECREF(b);
             Py_XDECREF(o);
             if (!arr[i]) {
                 for (Py_ssize_t j = 0; j < i; j++) {
