@@ -331,9 +331,20 @@ class FenceChaos:
         t = time.monotonic()
         self.progress(t, what=f"after {node.id}'s clock step")
 
+    # Stores whose restart may drop writes they acknowledged: Azurite keeps
+    # its blobs in LokiJS, saved to --location now and then, so a restart can
+    # bring back an older version of the object (seen in CI: 26 acknowledged
+    # appends gone, the next read-modify-write over the old version). A store
+    # that loses acknowledged writes breaks the fence's assumption F1
+    # (docs/algorithm.md), which no fence can make up for; the lock's own
+    # chaos run still restarts Azurite.
+    NO_RESTART = {"azure"}
+
     def kinds(self) -> list[str]:
         k = ["kill_leader", "zombie", "sigterm_leader", "vanish_lock", "clock_step"]
-        return k + ([self.backend.restart_kind] if self.backend.restart_kind else [])
+        if self.backend.restart_kind and self.store not in self.NO_RESTART:
+            k.append(self.backend.restart_kind)
+        return k
 
     def step(self, kind: str) -> None:
         if not self.wait(lambda: self.leader() is not None, PROGRESS_S, f"no leader before {kind}"):
