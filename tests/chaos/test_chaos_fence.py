@@ -407,24 +407,7 @@ def test_chaos_fence(store: str, tmp_path: Path, s3lect_bin: Path, chaos_summary
     seed = int(os.environ.get("S3LECT_CHAOS_SEED") or secrets.randbits(32))
     rng = random.Random(seed)
     t0 = time.monotonic()
-    with ExitStack() as stack:
-        try:
-            c = FenceChaos(store, tmp_path, s3lect_bin, rng, stack)
-        except ServerStartError as e:
-            pytest.fail(str(e), pytrace=False)
-        for n in c.nodes:
-            n.start()
-        if c.wait(lambda: c.acked_after(0.0), 30, "no append at start"):
-            kinds = c.kinds()
-            rng.shuffle(kinds)
-            try:
-                for kind in kinds:
-                    c.step(kind)
-                c.progress(time.monotonic(), what="after the last fault")
-            finally:
-                c.finish()
-        final = c.final()
-    rep = ck.check_fence(c.attempts(), final)
+    c, rep = run_round(lambda stack: FenceChaos(store, tmp_path, s3lect_bin, rng, stack), rng)
     line = report(store, c, rep, time.monotonic() - t0)
     chaos_summary.append(line)
     print(line)
@@ -437,6 +420,30 @@ def test_chaos_fence(store: str, tmp_path: Path, s3lect_bin: Path, chaos_summary
         f"too little happened: {rep.acked} appends by {rep.terms} terms"
     assert c.zombies == 1 and rep.zombie_refused >= 1, \
         f"the zombie fault produced no refused write ({c.zombies}, {rep.zombie_refused})"
+
+
+def run_round(make, rng: random.Random):
+    """One round of every fault kind of the run make(stack) builds, in an
+    order rng shuffles, then the fence checker. Returns the run and the
+    checker's report."""
+    with ExitStack() as stack:
+        try:
+            c = make(stack)
+        except ServerStartError as e:
+            pytest.fail(str(e), pytrace=False)
+        for n in c.nodes:
+            n.start()
+        try:
+            if c.wait(lambda: c.acked_after(0.0), 30, "no append at start"):
+                kinds = c.kinds()
+                rng.shuffle(kinds)
+                for kind in kinds:
+                    c.step(kind)
+                c.progress(time.monotonic(), what="after the last fault")
+        finally:
+            c.finish()
+        final = c.final()
+    return c, ck.check_fence(c.attempts(), final)
 
 
 def run_broken(make, tmp_path: Path):

@@ -53,10 +53,8 @@ for _p in (TESTS, TESTS / "chaos"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-import chaos_checker as ck  # noqa: E402
 from chaos_lib import FAKETIME_LIB  # noqa: E402
-from harness.servers import ServerStartError  # noqa: E402
-from test_chaos_fence import FenceChaos, report, run_broken  # noqa: E402
+from test_chaos_fence import FenceChaos, report, run_broken, run_round  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 
@@ -155,26 +153,7 @@ def test_chaos_recipe(store: str, tmp_path: Path, s3lect_bin: Path, summary: lis
     seed = int(os.environ.get("S3LECT_CHAOS_SEED") or secrets.randbits(32))
     rng = random.Random(seed)
     t0 = time.monotonic()
-    with ExitStack() as stack:
-        try:
-            c = RecipeChaos(store, tmp_path, s3lect_bin, rng, stack)
-        except ServerStartError as e:
-            pytest.fail(str(e), pytrace=False)
-        for n in c.nodes:
-            n.start()
-        if c.wait(lambda: c.acked_after(0.0), 30, "no append at start"):
-            kinds = c.kinds()
-            rng.shuffle(kinds)
-            try:
-                for kind in kinds:
-                    c.step(kind)
-                c.progress(time.monotonic(), what="after the last fault")
-            finally:
-                c.finish()
-        else:
-            c.finish()
-        final = c.final()
-    rep = ck.check_fence(c.attempts(), final)
+    c, rep = run_round(lambda stack: RecipeChaos(store, tmp_path, s3lect_bin, rng, stack), rng)
     line = report(f"recipe {store}", c, rep, time.monotonic() - t0)
     summary.append(line)
     print(line)
