@@ -67,6 +67,15 @@ int cli_metrics_port(const cli_metrics *m);
 /* Serves el's metrics from now on (the caller frees the old one after). */
 void cli_metrics_set_elector(cli_metrics *m, s3lect_elector *el);
 void cli_metrics_stop(cli_metrics *m);
+/* The supervised command's state, as GET /leader and /healthz report it
+ * (200 on /leader only while RUNNING and leading). s3lect run sets STARTING
+ * when it spawns the command, RUNNING once it is exec'd, STOPPING when it
+ * asks it to stop or it exited, STOPPED once its tree is gone. NULL m: no-op. */
+enum { CLI_CMD_STOPPED = 0, CLI_CMD_STARTING = 1, CLI_CMD_RUNNING = 2, CLI_CMD_STOPPING = 3 };
+void cli_metrics_set_command(cli_metrics *m, int state);
+/* The supervisor loop's turn (GET /healthz fails when it stalls); stopping:
+ * s3lect run is on its way out (from then on /healthz and /leader fail). */
+void cli_metrics_beat(cli_metrics *m, int stopping);
 
 int cli_run(int argc, char **argv);
 /* read_cmds.c: status, watch, reset-term (each prints its help for --help). */

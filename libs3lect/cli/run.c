@@ -69,6 +69,7 @@ typedef struct runner {
     int sigchld;  /* SIGCHLD since the last reap */
     int64_t orphan_kill_at;
     int64_t shim_kill_at; /* SIGKILL the shim itself (it did not end at the deadline) */
+    cli_metrics *metrics; /* --metrics-listen: told the command's state, or NULL */
     /* leadership */
     int64_t term;
     int leading;
@@ -240,6 +241,7 @@ static void start_cmd(runner *r)
         return;
     }
     r->shim = pid;
+    cli_metrics_set_command(r->metrics, CLI_CMD_STARTING);
     r->cmd_pid = 0;
     r->stop_sent = 0;
     r->shim_done = 0;
@@ -256,6 +258,7 @@ static void stop_cmd(runner *r, const char *why)
         kill_at = r->hard;
     say("stopping command pid=%ld (%s): SIGTERM", (long)r->cmd_pid, why);
     sv_send(r->to_shim, SV_STOP, 0, kill_at, 0);
+    cli_metrics_set_command(r->metrics, CLI_CMD_STOPPING);
     r->stop_sent = 1;
 }
 
@@ -336,9 +339,11 @@ static void read_reports(runner *r)
         switch (m.type) {
         case SV_STARTED:
             r->cmd_pid = m.arg;
+            cli_metrics_set_command(r->metrics, CLI_CMD_RUNNING);
             say("started command pid=%ld term=%lld", (long)m.arg, (long long)r->term);
             break;
         case SV_MAIN_EXITED:
+            cli_metrics_set_command(r->metrics, CLI_CMD_STOPPING);
             if (m.b > 0 && !r->stop_sent)
                 say("command pid=%ld ended with status %lld; stopping the %lld processes it left",
                     (long)m.arg, (long long)m.a, (long long)m.b);
@@ -400,6 +405,7 @@ static void shim_ended(runner *r, int status)
     close(r->from_shim);
     r->to_shim = r->from_shim = -1;
     r->shim = 0;
+    cli_metrics_set_command(r->metrics, CLI_CMD_STOPPED);
     r->cmd_pid = 0;
     r->stop_sent = 0;
     /* Nothing should be left; if something is (the shim was killed), kill it. */
@@ -912,6 +918,7 @@ int cli_run(int argc, char **argv)
             return CLI_EXIT_ERROR;
         }
     }
+    r.metrics = metrics;
     /* From here on every line goes through the log writer thread. */
     logw_start(STDERR_FILENO, dropped_notice);
     setup_supervisor(&r);
@@ -944,6 +951,7 @@ int cli_run(int argc, char **argv)
         int64_t now = u_mono_ms();
         /* Alive: the command runs, or is being started or stopped, below. */
         s3lect_heartbeat(r.el);
+        cli_metrics_beat(metrics, r.stopping || r.child_done);
         /* Leadership is computed at call time: never trust a stale "yes". */
         int lead = sample(&r, now);
         startup_checks(&r, &o, shown, now, started, startup, &gave_up);

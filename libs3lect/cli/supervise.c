@@ -487,6 +487,12 @@ static void shim_main(const sv_spawn_args *a, pid_t parent, int in, int out)
         setenv("S3LECT_FENCE_TOKEN", a->token, 1);
     else
         unsetenv("S3LECT_FENCE_TOKEN");
+    /* Closed by the exec (close-on-exec) or by the child's exit: SV_STARTED
+     * goes out once CMD runs its own program (GET /leader answers 200 from
+     * then on), not while the child still runs s3lect's code. */
+    int execd[2];
+    if (pipe2(execd, O_CLOEXEC) != 0)
+        execd[0] = execd[1] = -1;
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
@@ -519,6 +525,16 @@ static void shim_main(const sv_spawn_args *a, pid_t parent, int in, int out)
     }
     setpgid(pid, pid);
     s.cmd = pid;
+    if (execd[1] >= 0) {
+        close(execd[1]);
+        char c;
+        struct pollfd ep = {execd[0], POLLIN, 0};
+        int64_t left = s.hard - u_mono_ms();
+        /* bounded: the hard deadline holds even if the exec hangs */
+        if (left > 0 && poll(&ep, 1, (int)left) > 0 && read(execd[0], &c, 1) < 0) {
+        }
+        close(execd[0]);
+    }
     sv_send(out, SV_STARTED, (int)pid, 0, 0);
 
     int sent_main_exit = 0;
