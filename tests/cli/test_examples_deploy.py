@@ -290,18 +290,29 @@ BROKEN = {
     "no_irsa": ("eks.amazonaws.com/role-arn: arn:aws:iam::111122223333:role/s3lect-job",
                 "example.com/role: x", "is not an IAM role ARN"),
     "root": ("        runAsNonRoot: true\n", "        runAsNonRoot: false\n", "runAsNonRoot must be true"),
-    "probe_on_peer": ("              path: /metrics\n              port: metrics\n            periodSeconds: 10\n"
-                      "            timeoutSeconds: 3\n            failureThreshold: 3\n",
-                      "              path: /health/leadership\n              port: peer\n            periodSeconds: 10\n"
-                      "            timeoutSeconds: 3\n            failureThreshold: 3\n",
-                      "livenessProbe must GET /metrics"),
+    "probe_on_peer": ("              path: /healthz\n              port: metrics\n",
+                      "              path: /health/leadership\n              port: peer\n",
+                      "livenessProbe must GET /healthz"),
+    "liveness_on_leader": ("              path: /healthz\n", "              path: /leader\n",
+                           "livenessProbe must GET /healthz"),
+    "readiness_on_metrics": ("              path: /leader\n", "              path: /metrics\n",
+                             "readinessProbe must GET /leader"),
+    "rollout_keeps_a_pod": ("      maxUnavailable: 100%\n", "      maxUnavailable: 1\n",
+                            "rollingUpdate.maxUnavailable must be 100%"),
     "api_token": ("      automountServiceAccountToken: false\n",
                   "      automountServiceAccountToken: true\n",
                   "automountServiceAccountToken must be false"),
-    "no_budget": ("kind: PodDisruptionBudget\n", "kind: PodDisruptionBudgets\n",
-                  'unknown kind "PodDisruptionBudgets"'),
-    "budget_of_two": ("spec:\n  maxUnavailable: 1\n", "spec:\n  maxUnavailable: 2\n",
-                      "want maxUnavailable: 1"),
+    "a_budget": ("      targetPort: app\n      protocol: TCP\n",
+                 "      targetPort: app\n      protocol: TCP\n---\napiVersion: policy/v1\n"
+                 "kind: PodDisruptionBudget\nmetadata:\n  name: pdb\nspec:\n  maxUnavailable: 1\n"
+                 "  selector:\n    matchLabels:\n      app.kubernetes.io/name: s3lect-job\n",
+                 "PodDisruptionBudget pdb selects the pods"),
+    "no_service": ("  selector:\n    app.kubernetes.io/name: s3lect-job\n",
+                   "  selector:\n    app.kubernetes.io/name: other\n", "no Service selects its pods"),
+    "service_to_followers": ("  type: ClusterIP\n", "  type: ClusterIP\n  publishNotReadyAddresses: true\n",
+                             "publishNotReadyAddresses would route to the followers"),
+    "service_to_no_port": ("      targetPort: app\n", "      targetPort: web\n",
+                           "targetPort web is not a port of the pods"),
 }
 
 

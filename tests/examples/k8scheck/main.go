@@ -81,6 +81,7 @@ func main() {
 	}
 	var deployments []*appsv1.Deployment
 	var pdbs []*policyv1.PodDisruptionBudget
+	var services []*corev1.Service
 	accounts := map[string]*corev1.ServiceAccount{}
 	for i, doc := range splitDocuments(data) {
 		var tm metav1.TypeMeta
@@ -98,7 +99,9 @@ func main() {
 			sa := &corev1.ServiceAccount{}
 			obj = sa
 		case "v1 Service":
-			obj = &corev1.Service{}
+			svc := &corev1.Service{}
+			services = append(services, svc)
+			obj = svc
 		case "policy/v1 PodDisruptionBudget":
 			p := &policyv1.PodDisruptionBudget{}
 			pdbs = append(pdbs, p)
@@ -120,6 +123,7 @@ func main() {
 	for _, d := range deployments {
 		checkDeployment(d, accounts)
 		checkBudget(d, pdbs)
+		checkService(d, services)
 	}
 	if len(problems) > 0 {
 		for _, p := range problems {
@@ -154,6 +158,20 @@ func checkDeployment(d *appsv1.Deployment, accounts map[string]*corev1.ServiceAc
 	}
 	if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
 		fail("Deployment %s: pod securityContext.runAsNonRoot must be true", d.Name)
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		fail("Deployment %s: automountServiceAccountToken must be false (s3lect needs no Kubernetes API access; IRSA's token is a volume of its own)", d.Name)
+	}
+	// Only the leader is Ready (readiness on /leader): a rolling update that
+	// keeps any pod available waits for a new pod to become Ready, which it
+	// cannot while the old leader holds the lock.
+	if st := d.Spec.Strategy; st.Type != appsv1.RecreateDeploymentStrategyType {
+		mu := st.RollingUpdate
+		if mu == nil || mu.MaxUnavailable == nil ||
+			!(mu.MaxUnavailable.Type == intstr.String && mu.MaxUnavailable.StrVal == "100%") &&
+				!(mu.MaxUnavailable.Type == intstr.Int && d.Spec.Replicas != nil && mu.MaxUnavailable.IntVal >= *d.Spec.Replicas) {
+			fail("Deployment %s: rollingUpdate.maxUnavailable must be 100%% (only the leader is Ready: a rollout that keeps a pod available never ends)", d.Name)
+		}
 	}
 	var s3lect *corev1.Container
 	for i := range pod.Containers {
@@ -284,22 +302,22 @@ func checkContainer(d *appsv1.Deployment, c *corev1.Container) {
 		}
 		return p.IntVal
 	}
-	// Probes: a follower is healthy. Only the metrics endpoint (200 on every
-	// node) or a TCP connect to it; never an exec probe or the peer endpoint.
-	for name, p := range map[string]*corev1.Probe{"livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe} {
+	// Probes on the metrics port: liveness on /healthz (200 on every healthy
+	// node: a follower is healthy), readiness on /leader (only the leader is
+	// Ready, so the Service routes to it). Never leadership for liveness (it
+	// would restart the followers forever), never the peer endpoint.
+	for _, pr := range []struct {
+		name, path, why string
+		p               *corev1.Probe
+	}{
+		{"livenessProbe", "/healthz", "a follower is healthy", c.LivenessProbe},
+		{"readinessProbe", "/leader", "only the leader is Ready", c.ReadinessProbe},
+	} {
 		switch {
-		case p == nil:
-			fail("container %s: no %s", c.Name, name)
-		case p.HTTPGet != nil:
-			if p.HTTPGet.Path != "/metrics" || probePort(p.HTTPGet.Port) != mp {
-				fail("container %s: %s must GET /metrics on port %d (every node answers there; a follower is healthy)", c.Name, name, mp)
-			}
-		case p.TCPSocket != nil:
-			if probePort(p.TCPSocket.Port) != mp {
-				fail("container %s: %s must connect to the metrics port %d", c.Name, name, mp)
-			}
-		default:
-			fail("container %s: %s must be httpGet /metrics or tcpSocket on the metrics port", c.Name, name)
+		case pr.p == nil:
+			fail("container %s: no %s", c.Name, pr.name)
+		case pr.p.HTTPGet == nil || pr.p.HTTPGet.Path != pr.path || probePort(pr.p.HTTPGet.Port) != mp:
+			fail("container %s: %s must GET %s on port %d (%s)", c.Name, pr.name, pr.path, mp, pr.why)
 		}
 	}
 	// The grace period must cover the supervisor's worst stop: a store request
@@ -348,34 +366,54 @@ func checkContainer(d *appsv1.Deployment, c *corev1.Container) {
 	}
 }
 
-// checkBudget: one PodDisruptionBudget selects the Deployment's pods and lets
-// a drain take at most one of them at a time (a standby stays up while the
-// leader's node drains).
+// selects: labels (non-empty) all on the Deployment's pod template.
+func selects(d *appsv1.Deployment, labels map[string]string) bool {
+	match := len(labels) > 0
+	for k, v := range labels {
+		if d.Spec.Template.Labels[k] != v {
+			match = false
+		}
+	}
+	return match
+}
+
+// checkBudget: no PodDisruptionBudget selects the Deployment's pods. A
+// budget counts Ready pods and only the leader is Ready: one that protects a
+// standby also refuses to evict the leader, and a drain of its node hangs.
 func checkBudget(d *appsv1.Deployment, pdbs []*policyv1.PodDisruptionBudget) {
-	var found *policyv1.PodDisruptionBudget
 	for _, p := range pdbs {
-		if p.Spec.Selector == nil {
+		if p.Spec.Selector != nil && selects(d, p.Spec.Selector.MatchLabels) {
+			fail("PodDisruptionBudget %s selects the pods: only the leader is Ready, so the budget would block the leader's eviction (drains hang)", p.Name)
+		}
+	}
+}
+
+// checkService: a Service selects the Deployment's pods, routes to a port
+// the pods declare, and only to Ready pods (the leader).
+func checkService(d *appsv1.Deployment, services []*corev1.Service) {
+	declared := map[string]bool{}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			declared[p.Name] = p.Name != ""
+			declared[strconv.Itoa(int(p.ContainerPort))] = true
+		}
+	}
+	found := false
+	for _, s := range services {
+		if !selects(d, s.Spec.Selector) {
 			continue
 		}
-		match := len(p.Spec.Selector.MatchLabels) > 0
-		for k, v := range p.Spec.Selector.MatchLabels {
-			if d.Spec.Template.Labels[k] != v {
-				match = false
+		found = true
+		if s.Spec.PublishNotReadyAddresses {
+			fail("Service %s: publishNotReadyAddresses would route to the followers", s.Name)
+		}
+		for _, p := range s.Spec.Ports {
+			if !declared[p.TargetPort.String()] {
+				fail("Service %s: targetPort %s is not a port of the pods", s.Name, p.TargetPort.String())
 			}
 		}
-		if match {
-			found = p
-		}
 	}
-	if found == nil {
-		fail("Deployment %s: no PodDisruptionBudget selects its pods", d.Name)
-		return
-	}
-	if mu := found.Spec.MaxUnavailable; mu == nil || mu.Type != intstr.Int || mu.IntVal != 1 {
-		fail("PodDisruptionBudget %s: want maxUnavailable: 1", found.Name)
-	}
-	if d.Spec.Template.Spec.AutomountServiceAccountToken == nil ||
-		*d.Spec.Template.Spec.AutomountServiceAccountToken {
-		fail("Deployment %s: automountServiceAccountToken must be false (s3lect needs no Kubernetes API access; IRSA's token is a volume of its own)", d.Name)
+	if !found {
+		fail("Deployment %s: no Service selects its pods", d.Name)
 	}
 }
