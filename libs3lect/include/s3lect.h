@@ -999,6 +999,83 @@ S3LECT_API int s3lect_fenced_delete(s3lect_fence *f, const char *url);
  */
 S3LECT_API size_t s3lect_fence_errmsg(const s3lect_fence *f, char *buf, size_t buflen);
 
+/* ---- Test helpers (docs/testing-your-code.md) ----
+ *
+ * A mem://NAME[/KEY] lock is an object in this process's memory, shared by
+ * every elector of the process that names the same NAME (tests only: no
+ * other process sees it). With the system's clock it is simply a fast
+ * store. With a virtual clock (s3lect_config_set_clock) the electors on
+ * it run in virtual time: nothing happens between two calls of
+ * s3lect_clock_advance, which runs their elections (store requests,
+ * callbacks) in the calling thread, deterministically. */
+
+/** A virtual clock: virtual monotonic time, in ms, starting at 0. */
+typedef struct s3lect_clock s3lect_clock;
+/**
+ * A new virtual clock at virtual time 0, whose wall clock reads
+ * wall_start_ms (ms since the epoch) then. NULL when out of memory.
+ * Contract: any thread.
+ */
+S3LECT_API s3lect_clock *s3lect_clock_new(int64_t wall_start_ms);
+/**
+ * Lets go of the caller's reference (NULL is fine). Each elector made on
+ * the clock holds its own until s3lect_free_elector, so the order does
+ * not matter; a configuration holds none: keep the clock until s3lect_new
+ * has been called with every configuration that names it.
+ * Contract: not from a callback of an elector on it.
+ */
+S3LECT_API void s3lect_clock_free(s3lect_clock *c);
+/**
+ * Advances virtual time by ms (>= 0): every started elector on c runs each
+ * step due until then, in order of virtual time, in the calling thread
+ * (store requests, and callbacks: not in poll mode, where they wait for
+ * s3lect_dispatch); then the clock reads now + ms. S3LECT_EBUSY from a
+ * callback run by an advance of the same clock; S3LECT_EINVAL for ms < 0.
+ * Contract: any thread; advances of one clock run one at a time.
+ */
+S3LECT_API int s3lect_clock_advance(s3lect_clock *c, int64_t ms);
+/**
+ * The clock's virtual time in ms (0 for NULL). Inside a callback run by an
+ * advance: the time of the step that raised the event.
+ * Contract: any thread, callbacks too; never blocks.
+ */
+S3LECT_API int64_t s3lect_clock_now(const s3lect_clock *c);
+/**
+ * Every store request of the electors on c is answered ms (>= 0) of
+ * virtual time after it is sent (default 0: at once); performed on the
+ * store when sent.
+ * Contract: any thread.
+ */
+S3LECT_API int s3lect_clock_set_latency(s3lect_clock *c, int64_t ms);
+/**
+ * Electors made from cfg run on the virtual clock c (NULL: the system's).
+ * Only with a mem:// lock and without peer mode: s3lect_config_validate
+ * and s3lect_new refuse others (S3LECT_EINVAL, saying so). s3lect_start
+ * schedules the first step at the current virtual time (it runs in the
+ * next advance, s3lect_clock_advance(c, 0) included); s3lect_stop runs the
+ * release at once, in the calling thread; s3lect_is_leader answers for
+ * the virtual time. The random choices of an elector on a virtual clock
+ * (jitter) are seeded from its server_id and wall_start_ms: the same test
+ * runs the same way every time.
+ * Contract: as the other s3lect_config_set_* functions.
+ */
+S3LECT_API int s3lect_config_set_clock(s3lect_config *cfg, s3lect_clock *c);
+/**
+ * Drops every object of mem://NAME (and its pending failures): a fresh
+ * store for the next test. Electors still using it see the lock missing.
+ * S3LECT_EINVAL for a name that is not one.
+ * Contract: any thread; never blocks for long.
+ */
+S3LECT_API int s3lect_mem_reset(const char *name);
+/**
+ * The next n requests (GET or PUT, of any elector) to mem://NAME fail as a
+ * store outage does (transient; nothing written), n = 0 none: a leader
+ * that cannot renew loses its lease, then leads again. S3LECT_EINVAL for a
+ * bad name or n < 0.
+ * Contract: any thread; never blocks for long.
+ */
+S3LECT_API int s3lect_mem_fail(const char *name, int64_t n);
+
 #ifdef __cplusplus
 }
 #endif

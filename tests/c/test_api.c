@@ -51,7 +51,7 @@ static void t_validation(void)
     s3lect_config_errmsg(c, msg, sizeof msg);
     CHECK(strstr(msg, "unsupported lock URL scheme") != NULL, "scheme message: %s", msg);
     /* Every store's URL is listed, whole (the list comes from the table). */
-    CHECK(strstr(msg, "redis://[[USER]:PASSWORD@]HOST:PORT/KEY (docs/stores.md)") != NULL,
+    CHECK(strstr(msg, "redis://[[USER]:PASSWORD@]HOST:PORT/KEY, mem://NAME[/KEY] (docs/stores.md)"),
           "the list is whole: %s", msg);
     /* A server's http:// address says how to write it. */
     s3lect_config_set_str(c, S3LECT_OPT_LOCK, "http://x/y");

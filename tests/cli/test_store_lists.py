@@ -23,7 +23,7 @@ from harness.backends import BACKENDS, FAMILY, Backend  # noqa: E402
 from harness.stores import STORES, by_scheme, kinds  # noqa: E402
 
 # The registry's stores that need no server (so no backend).
-SERVERLESS = {"file"}
+SERVERLESS = {"file", "mem"}
 
 
 def test_every_registry_store_has_a_backend():

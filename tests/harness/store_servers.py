@@ -60,6 +60,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ELSEWHERE = {
     "s3": "scripts/with-minio's MinIO (the bindings' main suites)",
     "file": "no server (the bindings' main suites)",
+    "mem": "no server: one process's memory (the bindings' test helpers)",
 }
 
 

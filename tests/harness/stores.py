@@ -38,6 +38,8 @@ def _s(*names: str) -> frozenset[str]:
 STORES: tuple[Store, ...] = (
     Store("s3", "s3", "servers.MinioServer", _s("chaos", "cost"), chaos="minio"),
     Store("file", "file", "none: the embedded file store", _s()),
+    # Tests only: one process's memory (tests/c/test_vclock.c, the bindings' helpers).
+    Store("mem", "mem", "none: in the test's own process", _s()),
     Store("dynamodb", "dynamodb", "dynamodb_local.DynamoDBLocal",
           _s("stores", "cas", "python", "chaos", "cost"), chaos="dynamodb"),
     Store("postgres", "postgres", "pgserver.PostgresServer",

@@ -132,6 +132,7 @@ static int validate_rest(s3lect_config *c);
 static void free_handle(s3lect_elector *e)
 {
     rt_release(e); /* the runtime's last elector stops its threads */
+    rt_vclock_detach(e);
     for (int i = 0; i < RT_NCALLBACKS; i++)
         if (e->cb[i].userdata_free)
             e->cb[i].userdata_free(e->cb[i].userdata);
@@ -226,6 +227,10 @@ int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
     cr_hex(rnd, 16, e->incarnation);
     uint64_t seed;
     memcpy(&seed, rnd + 16, sizeof seed);
+    if (e->cfg->vclock && (rc = rt_vclock_attach(e, &seed)) != 0) { /* a fixed seed */
+        free_handle(e);
+        return rc;
+    }
     el_params p = rt_params(e->cfg);
     rc = el_init(&e->eng, &p, e->cfg->server_id, e->cfg->server_addr, e->incarnation, seed);
     if (rc == 0) { /* the successor key: 16 more random bytes, never shown by the endpoint */
@@ -299,7 +304,7 @@ int s3lect_require_heartbeat(s3lect_elector *e, int64_t timeout_ms)
         return S3LECT_EINVAL;
     pthread_mutex_lock(&e->mu);
     e->hb_timeout = timeout_ms;
-    e->hb_at = u_mono_ms();
+    e->hb_at = rt_now(e);
     pthread_mutex_unlock(&e->mu);
     return 0;
 }
@@ -309,7 +314,7 @@ int s3lect_heartbeat(s3lect_elector *e)
     if (!e)
         return S3LECT_EINVAL;
     pthread_mutex_lock(&e->mu);
-    e->hb_at = u_mono_ms();
+    e->hb_at = rt_now(e);
     pthread_mutex_unlock(&e->mu);
     return 0;
 }
@@ -359,7 +364,10 @@ int s3lect_free_elector(s3lect_elector *e)
 
 int s3lect_is_leader(const s3lect_elector *e)
 {
-    return e ? LOCKED(e, el_is_leader(&e->eng, u_mono_ms())) : 0;
+    if (!e)
+        return 0;
+    int64_t now = rt_now(e);
+    return LOCKED(e, el_is_leader(&e->eng, now));
 }
 
 int64_t s3lect_term(const s3lect_elector *e)
@@ -389,7 +397,7 @@ size_t s3lect_leader_id(const s3lect_elector *e, char *buf, size_t buflen)
         return u_copyout("", buf, buflen);
     s3lect_elector *m = (s3lect_elector *)e;
     pthread_mutex_lock(&m->mu);
-    size_t n = u_copyout(leader_id_locked(e, u_mono_ms()), buf, buflen);
+    size_t n = u_copyout(leader_id_locked(e, rt_now(e)), buf, buflen);
     pthread_mutex_unlock(&m->mu);
     return n;
 }
@@ -453,7 +461,7 @@ static int wait_until(s3lect_elector *e, int64_t timeout_ms, int (*done)(s3lect_
 static int is_leader_done(s3lect_elector *e, void *arg)
 {
     (void)arg;
-    return el_is_leader(&e->eng, u_mono_ms());
+    return el_is_leader(&e->eng, rt_now(e));
 }
 
 static int cycle_done(s3lect_elector *e, void *arg)
@@ -567,7 +575,7 @@ static s3lect_status *snapshot(const s3lect_elector *e)
     s3lect_elector *m = (s3lect_elector *)e;
     pthread_mutex_lock(&m->mu);
     const el_engine *g = &e->eng;
-    int64_t now = u_mono_ms();
+    int64_t now = rt_now(e);
     st->is_leader = el_is_leader(g, now);
     st->state = e->started ? el_state(g, now) : S3LECT_STATE_NEW;
     if (e->stopped)
@@ -747,6 +755,8 @@ int s3lect_enable_peer_mode(s3lect_elector *e, const void *ca_pem, size_t len)
     if (!e || !ca_pem || !len)
         return e ? rt_fail(e, S3LECT_EINVAL, "enable_peer_mode needs a CA bundle (PEM)")
                  : S3LECT_EINVAL;
+    if (e->cfg->vclock)
+        return rt_fail(e, S3LECT_EINVAL, "peer mode does not run on a virtual clock (no sockets)");
     pthread_mutex_lock(&e->mu);
     if (!e->cfg->server_addr || !e->cfg->server_addr[0]) {
         pthread_mutex_unlock(&e->mu);
@@ -815,6 +825,17 @@ static int validate(s3lect_config *c, st_location *loc)
     if (rc)
         return cfg_fail(c, rc == S3LECT_ENOMEM ? rc : S3LECT_EINVAL, "%s", err);
     rc = validate_rest(c);
+    if (rc == 0 && c->vclock && !st_mem_is(loc)) {
+        char *shown = st_lock_display(c->lock);
+        rc = cfg_fail(c, S3LECT_EINVAL,
+                      "a virtual clock (s3lect_config_set_clock) runs only electors of a mem:// "
+                      "lock, not '%.200s': real stores keep real time",
+                      shown ? shown : "");
+        free(shown);
+    } else if (rc == 0 && c->vclock && c->peer_mode) {
+        rc = cfg_fail(c, S3LECT_EINVAL,
+                      "peer mode does not run on a virtual clock (no sockets): turn it off");
+    }
     if (rc)
         st_location_clear(loc);
     return rc;

@@ -55,6 +55,9 @@ struct s3lect_config {
     char *peer_listen;
     cfg_blob peer_cert, peer_key, peer_ca, peer_client_cert;
     cfg_custom *custom;
+    /* s3lect_config_set_clock (runtime/vclock.c): a virtual clock, or NULL.
+     * No reference: each elector made on it takes its own. */
+    s3lect_clock *vclock;
     uint64_t set; /* bit 1 << opt: option opt was set (s3lect_config_is_set) */
     char errmsg[512];
 };

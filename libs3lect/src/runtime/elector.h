@@ -140,6 +140,20 @@ static inline const char *rt_op_key(const struct s3lect_elector *e)
     return e->op.key ? e->op.key : e->key;
 }
 
+/* Virtual clocks (vclock.c, s3lect_config_set_clock): electors whose
+ * cfg->vclock is set are run by s3lect_clock_advance, not by the loop. */
+/* s3lect_new: e joins its clock (a reference) and gets its seed. */
+int rt_vclock_attach(s3lect_elector *e, uint64_t *seed);
+/* free: e leaves its clock (NULL clock, or never attached: nothing). */
+void rt_vclock_detach(s3lect_elector *e);
+/* The monotonic ms e's engine lives in: its clock's, else u_mono_ms(). */
+int64_t rt_now(const s3lect_elector *e);
+/* start and stop of an elector on a virtual clock (lifecycle.c hands them over). */
+int rt_vclock_start(s3lect_elector *e);
+int rt_vclock_stop(s3lect_elector *e, int release);
+/* rt_kick_locked of an elector on a virtual clock: due at once. Holds e->mu. */
+void rt_vclock_kick_locked(s3lect_elector *e);
+
 int rt_start(s3lect_elector *e);
 int rt_stop(s3lect_elector *e, int release);
 /* Stops es[0..n) together (s3lect_stop_many): the first error, after

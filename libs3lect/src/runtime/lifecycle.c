@@ -47,6 +47,10 @@ int rt_start(s3lect_elector *e)
     }
     e->started = 1;
     e->heap_idx = NOT_IN_HEAP;
+    if (e->cfg->vclock) { /* run by its clock's advances, not the runtime */
+        pthread_mutex_unlock(&e->mu);
+        return rt_vclock_start(e);
+    }
     /* With a certificate and key the endpoint serves them; with neither
      * (zero-config) it makes its own. Peer mode turned on by
      * s3lect_enable_peer_mode without a certificate: the node long-polls as
@@ -102,6 +106,8 @@ static int stop_begin(s3lect_elector *e, int release, int *own)
         return rt_fail(e, S3LECT_EBUSY,
                        "s3lect_stop called from a custom store function (a worker thread of the "
                        "runtime): it would deadlock; stop from another thread");
+    if (e->cfg->vclock) /* stopped here and now; stop_finish finds it stopped */
+        return rt_vclock_stop(e, release);
     pthread_mutex_lock(&e->mu);
     if (!e->started || e->stopped) {
         e->stopped = 1;

@@ -32,6 +32,10 @@ static void requeue(rt_runtime *rt, s3lect_elector *e)
 
 void rt_kick_locked(s3lect_elector *e)
 {
+    if (e->cfg->vclock) { /* no loop: its next advance runs it (vclock.c) */
+        rt_vclock_kick_locked(e);
+        return;
+    }
     rt_runtime *rt = rt_shared;
     if (!rt || !e->joined || e->done)
         return;
@@ -128,8 +132,9 @@ static int submit(rt_runtime *rt, s3lect_elector *e, st_result *res)
     return 1;
 }
 
-/* Applies what other threads asked for. Holds mu; loop thread. */
-static void apply_requests(s3lect_elector *e)
+/* Applies what other threads asked for. Holds mu; loop thread (or the
+ * thread advancing a virtual clock: vclock.c). */
+void rt_apply_requests(s3lect_elector *e)
 {
     for (size_t i = 0; i < e->nvetoes; i++)
         el_veto(&e->eng, e->vetoes[i]);
@@ -214,7 +219,7 @@ void rt_run(rt_runtime *rt, s3lect_elector *e, st_result *first)
             int64_t t = u_mono_ms();
             el_store_back(&e->eng, t, t + (int64_t)(u_rng_next(&rt->lrng) % (uint64_t)spread));
         }
-        apply_requests(e);
+        rt_apply_requests(e);
         el_time now = now_time();
         el_op op;
         int64_t wake;

@@ -183,6 +183,8 @@ int rt_peer_single(rt_runtime *rt, s3lect_elector *e, st_result *res);
 
 /* The loop. */
 void rt_run(rt_runtime *rt, s3lect_elector *e, st_result *first);
+/* Applies what other threads asked of e (stop, vetoes, parameters). Holds e->mu. */
+void rt_apply_requests(s3lect_elector *e);
 int rt_spawn_detached(void *(*fn)(void *), void *arg);
 void *rt_loop_main(void *arg);
 

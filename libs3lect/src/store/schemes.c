@@ -142,6 +142,17 @@ static const st_scheme schemes[] = {
      .doc = "docs/stores.md#redis",
      .compiled = st_redis_compiled,
      .caveat = REDIS_CAVEAT},
+    {.name = "mem",
+     .parse = st_mem_parse,
+     .open = st_mem_open,
+     .canonical = st_mem_canonical,
+     .form = "mem://NAME[/KEY] (two slashes)",
+     .noun = "an in-memory object (tests only: one process)",
+     .usage = "mem://NAME[/KEY]",
+     .cred = ST_CRED_NONE,
+     .doc = "docs/stores.md#mem-tests-only",
+     .caveat = "tests only: the object lives in this process's memory, no other process sees "
+               "it (docs/testing-your-code.md)"},
 };
 #define NSCHEMES (sizeof schemes / sizeof schemes[0])
 

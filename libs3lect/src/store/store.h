@@ -297,6 +297,13 @@ int st_azure_https_parse(const char *url, const char *rest, st_location *out, ch
 int st_azure_outcome(long status, const char *error_code);
 ST_STORE_FUNCS(etcd)
 ST_STORE_FUNCS(redis)
+/* mem://NAME[/KEY] (tests only: one process's memory, docs/testing-your-code.md). */
+ST_STORE_FUNCS(mem)
+/* 1 when loc names a mem:// lock. */
+int st_mem_is(const st_location *loc);
+/* A mem store answers with this clock (wall ms; a virtual clock's) instead
+ * of the system's; a store of another kind is left alone. */
+void st_mem_use_clock(st_store *s, int64_t (*wall_ms)(void *), void *arg);
 /* The custom store (the user's functions, cfg->custom): no URL of its own. */
 extern const st_scheme st_custom_scheme;
 int st_custom_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
