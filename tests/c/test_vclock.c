@@ -272,6 +272,9 @@ static void test_acquire_handover_crash(void)
         CHECK(s3lect_is_leader(a) && !s3lect_is_leader(b), "a leads at %lld",
               (long long)s3lect_clock_now(w.clock));
     }
+    char tok[512];
+    CHECK(s3lect_fence_token(a, tok, sizeof tok) > 0 && s3lect_fence_token(b, tok, sizeof tok) == 0,
+          "fence tokens on virtual time: the leader's only");
     char id[64];
     s3lect_leader_id(b, id, sizeof id);
     CHECK(strcmp(id, "node-0") == 0, "b sees a: %s", id);

@@ -146,7 +146,7 @@ size_t s3lect_fence_errmsg(const s3lect_fence *f, char *buf, size_t buflen)
 static int64_t leading_term(s3lect_elector *e)
 {
     pthread_mutex_lock(&e->mu);
-    int64_t t = el_is_leader(&e->eng, u_mono_ms()) ? e->eng.term : 0;
+    int64_t t = el_is_leader(&e->eng, rt_now(e)) ? e->eng.term : 0;
     pthread_mutex_unlock(&e->mu);
     return t;
 }
