@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from harness import cli
 from harness.cli import running_commands
-from harness.freeze import freeze, thaw
+from harness.freeze import thaw
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("S3LECT_BUILD_DIR", ROOT / "build")) / "bin" / "s3lect"
@@ -77,6 +77,18 @@ def nodes(tmp_path):
 def sleeper(tag: str, n: int) -> list[str]:
     """A command whose process /proc shows as `sleep <tag><n>` once exec'd."""
     return ["sleep", f"{tag}{n}"]
+
+
+def all_threads_stopped(pid: int) -> bool:
+    """Every thread of pid is in the stopped state (T)."""
+    states = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            states.append(stat.rsplit(")", 1)[1].split()[0])
+        except OSError:
+            pass
+    return bool(states) and all(st in ("T", "t") for st in states)
 
 
 def new_tag() -> str:
@@ -150,6 +162,8 @@ def test_lost_lease_the_thawed_node_never_answers_200(nodes):
     frozen = [a.pid]
     os.kill(a.pid, signal.SIGSTOP)  # s3lect run alone: its shim still kills at the hard deadline
     try:
+        # kill() returns before every thread has stopped: wait until they have
+        cli.wait_for(lambda: all_threads_stopped(a.pid), 5, "a's threads stopped")
         assert a.get("/leader", timeout=0.5) is None, "a frozen process answered"
         wait_answer(b, "/leader", lambda s, body: s == 200, 20, "b leads after a's lease")
     finally:
