@@ -542,6 +542,10 @@ class Elector:
             stop [3 s].
         release_on_stop: write a released record when a leader stops [True].
         store: a custom store object instead of S3/file (see :class:`s3lect.Store`).
+        clock: a virtual :class:`s3lect.testing.Clock` (tests: a ``mem://``
+            lock, no peer mode): the elector runs in the clock's virtual time,
+            driven by ``clock.advance()`` in the calling thread, callbacks
+            included (docs/testing-your-code.md).
         on_acquire: ``on_acquire(term)``, called when this node became leader,
             while the lease keeps being renewed. Raise to veto: the exception is
             logged with its traceback, the lock is released and the node backs
@@ -621,6 +625,7 @@ class Elector:
         peer_client_cert: Optional[Any] = None,
         release_on_stop: Optional[bool] = None,
         store: Optional[Any] = None,
+        clock: Optional[Any] = None,
         on_acquire: Optional[Callable[[int], Any]] = None,
         on_lose: Optional[Callable[[int, LostReason], Any]] = None,
         on_leader_change: Optional[Callable[[str, str, int], Any]] = None,
@@ -728,6 +733,11 @@ class Elector:
         # An explicit loop=, else the loop running now (if any); start()
         # takes the loop running then instead, when there is one.
         self._dispatch.loop = loop or _running_loop()
+        if clock is not None:
+            from .testing import Clock  # not at import: it imports pytest where there is one
+            if not isinstance(clock, Clock):
+                raise ConfigError(f"clock must be an s3lect.testing.Clock, not {clock!r}")
+        self._clock = clock  # the C elector holds the clock itself too
         self._handle = self._create(options, store)
 
     def _create(self, options: Dict[str, Any], store: Any) -> Any:
@@ -746,6 +756,8 @@ class Elector:
             if store is not None:
                 adapter = StoreAdapter(store, self._logger)
                 _config.check(cfg, _core.s3lect_config_set_custom_store(cfg, adapter), "store")
+            if self._clock is not None:
+                _config.check(cfg, _core.s3lect_config_set_clock(cfg, self._clock._h()), "clock")
             _config.check(cfg, _core.s3lect_config_validate(cfg), "")
             rc, handle = _core.s3lect_new(cfg)
             _config.check(cfg, rc, "")
