@@ -71,6 +71,11 @@ type S3ElectorOptions struct {
 	Storage Storage
 	// Logger receives the elector's log records (default slog.Default()).
 	Logger *slog.Logger
+	// Clock, optional (tests), runs the elector in virtual time, driven by
+	// Clock.Advance on the caller's goroutine, hooks included: only with a
+	// "mem://NAME" lock and without peer mode (docs/testing-your-code.md;
+	// the package s3lecttest).
+	Clock *Clock
 }
 
 const (
@@ -83,6 +88,7 @@ const (
 // for concurrent use by multiple goroutines.
 type S3Elector struct {
 	storage Storage
+	clock   *Clock
 	logger  *slog.Logger
 	ev      *events
 
@@ -118,6 +124,7 @@ func NewS3Elector(opts S3ElectorOptions) (*S3Elector, error) {
 	}
 	e := &S3Elector{
 		storage: opts.Storage,
+		clock:   opts.Clock,
 		logger:  opts.Logger,
 		ev:      newEvents(opts.Logger, hooksOf(opts.Config)),
 		cfg:     *opts.Config,
@@ -143,6 +150,17 @@ func (e *S3Elector) build(cfg *ElectorConfig) (*C.s3lect_elector, error) {
 		return nil, err
 	}
 	defer C.s3lect_config_free(cc)
+	if e.clock != nil { // the C elector takes its own reference to it
+		e.clock.mu.RLock()
+		h, err := e.clock.handle("NewS3Elector")
+		if err == nil {
+			C.s3lect_config_set_clock(cc, h)
+		}
+		defer e.clock.mu.RUnlock()
+		if err != nil {
+			return nil, err
+		}
+	}
 	var c *C.s3lect_elector
 	if rc := C.s3lect_new(cc, &c); rc != C.S3LECT_OK {
 		msg := configErrmsg(cc)
