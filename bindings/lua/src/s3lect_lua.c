@@ -31,6 +31,7 @@
 
 #define ELECTOR_MT "s3lect.elector"
 #define FENCE_MT "s3lect.fence"
+#define CLOCK_MT "s3lect.clock"
 #define MODULE_NAME "s3lect"
 
 /* Lua callbacks an elector may hold. */
@@ -70,6 +71,15 @@ typedef struct lfence {
     struct lfence *next; /* in le->fences */
     int el_ref;          /* registry reference of the elector; LUA_NOREF */
 } lfence;
+
+/* A virtual clock (s3lect.clock(), docs/testing-your-code.md): electors made
+ * with clock = c run in its virtual time; c:advance() runs their elections,
+ * then their callbacks (their events wait in poll mode for dispatch). */
+typedef struct lclock {
+    s3lect_clock *c; /* NULL once closed */
+    int els_ref;     /* registry reference of a weak table: its electors, 1..n_els */
+    lua_Integer n_els;
+} lclock;
 
 /* The most events el:next_event() keeps queued; older ones are dropped. */
 #define EVENT_QUEUE_MAX 1024
@@ -670,6 +680,7 @@ static int l_new(lua_State *L)
         return push_config_fail(L, fn, "env", le->cfg, rc);
 
     int seen_id = 0, seen_addr = 0;
+    lclock *clock = NULL;
     lua_pushnil(L);
     while (lua_next(L, 1) != 0) {
         /* key at -2, value at -1 */
@@ -678,6 +689,16 @@ static int l_new(lua_State *L)
                               luaL_typename(L, -2));
         const char *name = lua_tostring(L, -2);
         if (strcmp(name, "env") == 0) { /* applied first (apply_env) */
+            lua_pop(L, 1);
+            continue;
+        }
+        if (strcmp(name, "clock") == 0) { /* a virtual clock (tests) */
+            lclock *lc = s3l_testudata(L, -1, CLOCK_MT);
+            if (lc == NULL || lc->c == NULL)
+                return luaL_error(L, "%s: option 'clock' must be an open s3lect.clock(), not a %s",
+                                  fn, luaL_typename(L, -1));
+            s3lect_config_set_clock(le->cfg, lc->c);
+            clock = lc;
             lua_pop(L, 1);
             continue;
         }
@@ -738,6 +759,12 @@ static int l_new(lua_State *L)
             rc = s3lect_set_callback(e, (s3lect_event_kind)evmap[i].type, on_event, le, NULL);
     if (rc != S3LECT_OK)
         return push_fail(L, le, fn, rc);
+    if (clock != NULL) { /* its advances dispatch this elector's events */
+        lua_rawgeti(L, LUA_REGISTRYINDEX, clock->els_ref);
+        lua_pushvalue(L, 2);
+        lua_rawseti(L, -2, (int)++clock->n_els);
+        lua_pop(L, 1);
+    }
     return 1;
 }
 
@@ -1888,7 +1915,178 @@ static const luaL_Reg elector_meta[] = {
     {NULL, NULL},
 };
 
+/* ------------------------------------------------------------------------ */
+/* Test helpers: virtual clocks and the mem:// store                        */
+/* ------------------------------------------------------------------------ */
+
+/* s3lect.clock([wall_start_s]) -> clock: virtual time 0, whose electors'
+ * wall clock reads wall_start_s (seconds since the epoch, default 0) then. */
+static int l_clock(lua_State *L)
+{
+    lua_Number wall = luaL_optnumber(L, 1, 0);
+    if (!isfinite((double)wall) || fabs((double)wall) > 9.0e12)
+        return luaL_error(L, "s3lect.clock(): wall_start must be a finite number of seconds");
+    lclock *lc = lua_newuserdata(L, sizeof *lc);
+    memset(lc, 0, sizeof *lc);
+    lc->els_ref = LUA_NOREF;
+    luaL_getmetatable(L, CLOCK_MT);
+    lua_setmetatable(L, -2);
+    lua_newtable(L); /* its electors, weakly: they may be collected */
+    lua_newtable(L);
+    lua_pushliteral(L, "v");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lc->els_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lc->c = s3lect_clock_new((int64_t)llround((double)wall * 1000.0));
+    if (lc->c == NULL)
+        return luaL_error(L, "s3lect.clock(): out of memory");
+    return 1;
+}
+
+static lclock *check_clock(lua_State *L)
+{
+    lclock *lc = luaL_checkudata(L, 1, CLOCK_MT);
+    if (lc->c == NULL)
+        luaL_error(L, "s3lect: clock is closed");
+    return lc;
+}
+
+/* c:advance(seconds) -> true | nil, message: runs the electors made on c
+ * through that much virtual time, then the callbacks of the events they
+ * raised, elector by elector in the order they were made. */
+static int l_clock_advance(lua_State *L)
+{
+    lclock *lc = check_clock(L);
+    int64_t ms = seconds_to_ms(L, "c:advance()", "seconds", 2);
+    if (ms < 0)
+        return luaL_error(L, "c:advance(): seconds must not be negative");
+    lua_settop(L, 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lc->els_ref); /* 2 */
+    for (lua_Integer i = 1; i <= lc->n_els; i++) {
+        lua_rawgeti(L, 2, (int)i);
+        lelector *le = s3l_testudata(L, -1, ELECTOR_MT);
+        if (le != NULL && le->in_dispatch)
+            return luaL_error(L, "c:advance(): called from a callback that an advance of this "
+                                 "clock runs; return from the callback instead");
+        lua_pop(L, 1);
+    }
+    int rc = s3lect_clock_advance(lc->c, ms);
+    if (rc != S3LECT_OK) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "c:advance(): %s", s3lect_strerror(rc));
+        return 2;
+    }
+    for (lua_Integer i = 1; i <= lc->n_els; i++) {
+        lua_rawgeti(L, 2, (int)i);
+        lelector *le = s3l_testudata(L, -1, ELECTOR_MT);
+        if (le != NULL && le->e != NULL && le->started && !le->stopped)
+            dispatch_round(L, le, 0); /* a yield error is raised from here, as in dispatch */
+        lua_pop(L, 1);
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* c:now() -> seconds of virtual time since the clock's start. */
+static int l_clock_now(lua_State *L)
+{
+    lclock *lc = check_clock(L);
+    lua_pushnumber(L, (lua_Number)s3lect_clock_now(lc->c) / 1000.0);
+    return 1;
+}
+
+/* c:set_latency(seconds) -> true: every store request is answered this
+ * long after it is sent (default 0). */
+static int l_clock_set_latency(lua_State *L)
+{
+    lclock *lc = check_clock(L);
+    int64_t ms = seconds_to_ms(L, "c:set_latency()", "seconds", 2);
+    if (s3lect_clock_set_latency(lc->c, ms) != S3LECT_OK)
+        return luaL_error(L, "c:set_latency(): seconds must not be negative");
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* c:close(): lets go of the clock (its electors keep what they need). */
+static int l_clock_close(lua_State *L)
+{
+    lclock *lc = luaL_checkudata(L, 1, CLOCK_MT);
+    if (lc->c != NULL) {
+        s3lect_clock_free(lc->c);
+        lc->c = NULL;
+    }
+    luaL_unref(L, LUA_REGISTRYINDEX, lc->els_ref);
+    lc->els_ref = LUA_NOREF;
+    return 0;
+}
+
+static int l_clock_tostring(lua_State *L)
+{
+    lclock *lc = luaL_checkudata(L, 1, CLOCK_MT);
+    if (lc->c == NULL)
+        lua_pushliteral(L, "s3lect.clock (closed)");
+    else
+        lua_pushfstring(L, "s3lect.clock (%f s)", (lua_Number)s3lect_clock_now(lc->c) / 1000.0);
+    return 1;
+}
+
+/* The NAME of "mem://NAME[/KEY]" at idx (or NAME itself), on the stack top. */
+static const char *mem_name(lua_State *L, int idx)
+{
+    const char *s = luaL_checkstring(L, idx);
+    if (strncmp(s, "mem://", 6) == 0 || strncmp(s, "MEM://", 6) == 0)
+        s += 6;
+    lua_pushlstring(L, s, strcspn(s, "/"));
+    return lua_tostring(L, -1);
+}
+
+/* s3lect.mem_reset(lock) -> true | nil, message: drops every object of
+ * mem://NAME (a fresh store for the next test). */
+static int l_mem_reset(lua_State *L)
+{
+    int rc = s3lect_mem_reset(mem_name(L, 1));
+    if (rc != S3LECT_OK) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "s3lect.mem_reset(): not a mem:// lock or name: %s", lua_tostring(L, 1));
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* s3lect.mem_fail(lock, n) -> true | nil, message: the next n requests to
+ * mem://NAME fail as a store outage does (0: none). */
+static int l_mem_fail(lua_State *L)
+{
+    lua_Number n = luaL_checknumber(L, 2);
+    if (!(n >= 0) || n != floor(n) || n > 9.0e15)
+        return luaL_error(L, "s3lect.mem_fail(): n must be a whole number >= 0");
+    int rc = s3lect_mem_fail(mem_name(L, 1), (int64_t)n);
+    if (rc != S3LECT_OK) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "s3lect.mem_fail(): not a mem:// lock or name: %s", lua_tostring(L, 1));
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static const luaL_Reg clock_methods[] = {
+    {"advance", l_clock_advance}, {"now", l_clock_now}, {"set_latency", l_clock_set_latency},
+    {"close", l_clock_close},     {NULL, NULL},
+};
+
+static const luaL_Reg clock_meta[] = {
+    {"__gc", l_clock_close},
+    {"__close", l_clock_close},
+    {"__tostring", l_clock_tostring},
+    {NULL, NULL},
+};
+
 static const luaL_Reg module_funcs[] = {
+    {"clock", l_clock},
+    {"mem_reset", l_mem_reset},
+    {"mem_fail", l_mem_fail},
     {"new", l_new},
     {"version", l_version},
     {"strerror", l_strerror},
@@ -1959,6 +2157,14 @@ __attribute__((visibility("default"))) int luaopen_s3lect(lua_State *L)
     s3l_setfuncs(L, fence_methods);
     lua_setfield(L, -2, "__index");
     lua_pushliteral(L, "s3lect.fence");
+    lua_setfield(L, -2, "__name");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, CLOCK_MT);
+    s3l_setfuncs(L, clock_meta);
+    lua_newtable(L);
+    s3l_setfuncs(L, clock_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushliteral(L, "s3lect.clock");
     lua_setfield(L, -2, "__name");
     lua_pop(L, 1);
 

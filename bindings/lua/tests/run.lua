@@ -22,5 +22,6 @@ dofile(here .. "/test_config_table.lua")
 dofile(here .. "/test_coroutines.lua")
 dofile(here .. "/test_stores.lua")
 dofile(here .. "/test_fence.lua")
+dofile(here .. "/test_testing.lua")
 -- close=true closes the state, so __gc stops any elector a test left behind.
 os.exit(T.run(arg[1]), true)
