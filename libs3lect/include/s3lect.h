@@ -263,7 +263,18 @@ typedef enum s3lect_option {
      *  lock at once: only where no leader of it can be running (a lock name never used
      *  before, a test). With mixed timings, set it to the longest lease_timeout of any
      *  node of the lock. */
-    S3LECT_OPT_NEW_LOCK_WAIT = 34
+    S3LECT_OPT_NEW_LOCK_WAIT = 34,
+    /** int [0], 0..1000000: this node's priority. A follower whose priority is
+     *  higher than its leader's, and that has followed for a lease without a break,
+     *  asks the leader for the lock (at most once a lease), and the leader hands it
+     *  over as with s3lect_transfer() (at most one such transfer per lease of its
+     *  tenure). Equal priorities (the default) keep the plain election. */
+    S3LECT_OPT_PRIORITY = 35,
+    /** int ms [0 = never], 0..86400000: a leader that has held the lock this long
+     *  hands it to a live follower, as with s3lect_transfer(e, NULL) (rotation;
+     *  exercising failover in production). Without a live follower it keeps leading
+     *  and tries again a lease later. */
+    S3LECT_OPT_MAX_HOLD = 36
 } s3lect_option;
 
 /**
@@ -417,7 +428,11 @@ typedef enum s3lect_event_kind {
     S3LECT_EVENT_LOST = 2,           /**< this node stopped being leader: term, reason */
     S3LECT_EVENT_LEADER_CHANGED = 3, /**< observed leader changed: leader_id, leader_addr, term */
     S3LECT_EVENT_ERROR = 4,          /**< store or record problem: code, message */
-    S3LECT_EVENT_CYCLE = 5           /**< one election cycle completed: cycle */
+    S3LECT_EVENT_CYCLE = 5,          /**< one election cycle completed: cycle */
+    /** this leader is asked to hand over and the target confirmed it is live:
+     *  leader_id names the target, term the leadership. Stop the leader work,
+     *  then call s3lect_transfer_commit() (see s3lect_transfer()). */
+    S3LECT_EVENT_TRANSFER = 6
 } s3lect_event_kind;
 
 /** Why leadership was lost. */
@@ -429,8 +444,9 @@ typedef enum s3lect_lost_reason {
     S3LECT_LOST_LOST_RACE = 3,     /**< another node wrote the record (412 confirmed, 404) */
     S3LECT_LOST_HOOK_FAILED = 4,   /**< the acquire hook vetoed */
     S3LECT_LOST_STOPPED = 5,       /**< s3lect_stop() */
-    S3LECT_LOST_RENEW_TIMEOUT = 6  /**< renewals were sent but none succeeded before
+    S3LECT_LOST_RENEW_TIMEOUT = 6, /**< renewals were sent but none succeeded before
                                         renew_deadline (store slow, failing or unreachable) */
+    S3LECT_LOST_TRANSFERRED = 7    /**< handed to another node (s3lect_transfer_commit) */
 } s3lect_lost_reason;
 
 /**
@@ -559,6 +575,36 @@ S3LECT_API int s3lect_start(s3lect_elector *e);
  *   is stopped.
  */
 S3LECT_API int s3lect_stop(s3lect_elector *e);
+
+/**
+ * Asks this leader to hand the lock to the follower whose node id is
+ * target_id (NULL or "": the best live follower: the first to confirm, one of
+ * higher priority before one of lower). Returns at once: S3LECT_OK when the
+ * request is under way, S3LECT_ENOTLEADER when this elector does not lead,
+ * S3LECT_EINVAL for its own id or a malformed one, S3LECT_EBUSY while a
+ * transfer is being committed. The request is written in the lock record;
+ * the target confirms it is live by writing there too, and then this elector
+ * emits S3LECT_EVENT_TRANSFER: stop the leader work and call
+ * s3lect_transfer_commit(). The leader stops leading at that call (LOST
+ * with S3LECT_LOST_TRANSFERRED) and writes a released record reserved for
+ * the target, which leads at once (in peer mode it is told by this node's
+ * endpoint; without, it reads the store often while it waits). A target that
+ * does not confirm within lease_timeout + renew_interval + frequent_interval
+ * is refused (an ERROR event says why) and this node keeps leading; a
+ * commit that does not come within twice max(lease_timeout, leader_hold)
+ * abandons the transfer the same way. Requests from elsewhere (`s3lect
+ * transfer`, a follower of higher priority, max_hold) arrive the same way.
+ * Contract: any thread.
+ */
+S3LECT_API int s3lect_transfer(s3lect_elector *e, const char *target_id);
+
+/**
+ * After S3LECT_EVENT_TRANSFER, once this node's leader work has stopped:
+ * hands the lock over (see s3lect_transfer()). S3LECT_EINVAL when no
+ * confirmed transfer is pending (refused, abandoned, or the leadership was
+ * lost meanwhile). Contract: any thread, callbacks included.
+ */
+S3LECT_API int s3lect_transfer_commit(s3lect_elector *e);
 /**
  * Like s3lect_stop() but does not write the released record: followers take
  * over only after the lease expires (simulates a crash; for tests).
@@ -820,7 +866,7 @@ typedef enum s3lect_option_flag {
     /** An int option in milliseconds: a duration (seconds, a timedelta or a
      *  time.Duration in the bindings; "500ms", "2s" in the CLI and S3LECT_*). */
     S3LECT_OPTION_UNIT_MS = 1,
-    /** An int option that is a plain count. */
+    /** An int option that is a plain number (a count, the priority). */
     S3LECT_OPTION_UNIT_COUNT = 2,
     /** A secret (a credential or a private key): never logged or shown. */
     S3LECT_OPTION_SECRET = 4,

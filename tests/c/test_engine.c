@@ -32,7 +32,7 @@ typedef struct mem {
     int64_t mod_at; /* mono ms of the last write */
 } mem;
 
-static el_params P = {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0, 0, 0};
+static el_params P = {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0, 0, 0, 0, 0, 0};
 
 /* The engine parameters a default configuration gives (what users get). */
 static el_params default_params(void)

@@ -81,8 +81,8 @@ static void t_count_and_names(void)
             highest = g_enums[i].value;
     CHECK(count == highest, "s3lect_option_count() = %d, the header's last option is %d", count,
           highest);
-    CHECK(count == S3LECT_OPT_NEW_LOCK_WAIT, "count %d, last enumerator %d", count,
-          (int)S3LECT_OPT_NEW_LOCK_WAIT);
+    CHECK(count == S3LECT_OPT_MAX_HOLD, "count %d, last enumerator %d", count,
+          (int)S3LECT_OPT_MAX_HOLD);
     CHECK(g_nenums == count, "the header has %d options numbered up to %d (gaps?)", g_nenums,
           count);
     for (int i = 0; i < g_nenums; i++) {
@@ -333,8 +333,11 @@ static void t_facts_and_set(void)
         s3lect_option_info(opt, &name, &type, NULL, NULL, NULL);
         int units = !!(f & S3LECT_OPTION_UNIT_MS) + !!(f & S3LECT_OPTION_UNIT_COUNT);
         CHECK(f >= 0 && units == (type == S3LECT_OPTION_INT), "%s: flags %d", name, f);
-        CHECK(!(f & S3LECT_OPTION_PROCESS_WIDE) == !(f & S3LECT_OPTION_UNIT_COUNT),
-              "%s: the counts are the process-wide sizes", name);
+        CHECK(!(f & S3LECT_OPTION_PROCESS_WIDE) || (f & S3LECT_OPTION_UNIT_COUNT),
+              "%s: the process-wide sizes are counts", name);
+        CHECK(!(f & S3LECT_OPTION_UNIT_COUNT) || (f & S3LECT_OPTION_PROCESS_WIDE) ||
+                  opt == S3LECT_OPT_PRIORITY,
+              "%s: the counts are the process-wide sizes and the priority", name);
     }
     CHECK(s3lect_option_flags(0) == S3LECT_EINVAL, "option 0");
     CHECK(s3lect_option_flags(S3LECT_OPT_PEER_KEY) & S3LECT_OPTION_SECRET, "peer_key is secret");

@@ -366,7 +366,7 @@ static void test_answers(void)
     free(body);
 
     peer_view_clear(NULL);
-    peer_view v = {1, strdup("x"), strdup("{}"), 3, strdup("{}")};
+    peer_view v = {1, strdup("x"), strdup("{}"), 3, strdup("{}"), ""};
     peer_view_clear(&v);
     CHECK(v.etag == NULL && v.body == NULL && v.leading == 0 && v.released == NULL,
           "peer_view_clear frees and zeroes");

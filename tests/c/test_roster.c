@@ -153,7 +153,7 @@ static void trio_init(trio *t, store2 *s, int roster)
     memset(t, 0, sizeof *t);
     t->s = s;
     /* lease 15 s, renew 5 s, deadline 10 s, frequent 5 s, infrequent 30 s */
-    el_params p = {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 1, 30000, 0, 0, 0};
+    el_params p = {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 1, 30000, 0, 0, 0, 0, 0, 0};
     static const char *const ids[] = {"a", "b", "c"};
     static const char *const incs[] = {"inc-a", "inc-b", "inc-c"};
     for (int i = 0; i < 3; i++) {

@@ -122,6 +122,11 @@ enum {
 static unsigned long long azure_409s;
 /* Writes of the followers' roster (engine/roster.h), over all seeds. */
 static unsigned long long roster_writes;
+/* Transfers (docs/algorithm.md "Transfer"), over all seeds: asked (by the
+ * operator model), committed by the node's application, handed over
+ * (LOST(transferred)), and leaderships that began on a reserved release. */
+static unsigned long long xf_asked, xf_commits, xf_done, xf_taken;
+/* (xf_taken: acquisitions within 5 s of a handover.) */
 /* Fenced writes of the data object, over all seeds: stored, refused before
  * sending (fenced; a deposed leader's: a newer leadership exists), refused
  * by the store's condition (412), skipped because the node no longer led;
@@ -155,7 +160,9 @@ enum {
     EV_FD_START,   /* a node's command begins a fenced write (if it leads) */
     EV_FD_READ,    /* its read of the data object reaches the store */
     EV_FD_GOT,     /* the answer reaches the node: it decides and sends */
-    EV_FD_PUT      /* its conditional write reaches the store (late: body, if_match) */
+    EV_FD_PUT,     /* its conditional write reaches the store (late: body, if_match) */
+    EV_TRANSFER,   /* the operator asks the leader to hand over (s3lect transfer) */
+    EV_COMMIT      /* a node's application has stopped its work: commit the transfer */
 };
 
 /* A write that lands after its sender gave up on it. */
@@ -203,6 +210,7 @@ typedef struct node {
     int64_t acquired_term;
     int64_t kill_at;    /* true µs: the kill deadline of its command tree while it led */
     int64_t kill_after; /* ms after a renewal's send at which s3lect run kills the tree */
+    int tree_dead;      /* stopped for a transfer (committed): no tree until it leads again */
     /* Its command's fenced write of the data object (one at a time): the
      * term it writes in, what its read saw. fd_seq tells its events apart. */
     int fd_busy;
@@ -225,6 +233,7 @@ typedef struct peer_wait {
 #define MAXWAIT (MAXN * 4)
 
 typedef struct sim {
+    int64_t xf_released_at; /* true µs of the last LOST(transferred) */
     u_rng g;
     int n, break_skew, break_suspend, break_store, break_new_lock, verbose;
     uint64_t restarts;
@@ -427,7 +436,7 @@ static void check_safety(sim *s, int who)
 static int64_t true_at(const node *nd, int64_t mono_ms);
 static void note_kill_deadline(node *nd)
 {
-    if (nd->eng.role != EL_LEADER)
+    if (nd->eng.role != EL_LEADER || nd->tree_dead)
         return;
     int64_t t = true_at(nd, nd->eng.renewed_at + nd->kill_after);
     if (t > nd->kill_at)
@@ -439,7 +448,26 @@ static void on_events(sim *s, node *nd, int idx)
     size_t n;
     el_event *evs = el_take_events(&nd->eng, &n);
     for (size_t i = 0; i < n; i++) {
+        if (evs[i].type == S3LECT_EVENT_TRANSFER) {
+            /* s3lect run stops its command tree (up to a few seconds), then
+             * commits; now and then the application never commits (the
+             * transfer is abandoned and the node keeps leading). */
+            if (urand(s) < 0.9)
+                push(s, s->t + (int64_t)(urand(s) * 3e6), EV_COMMIT, idx, 0);
+        }
+        if (evs[i].type == S3LECT_EVENT_LOST && s->verbose)
+            printf("  t=%.3fs node %d lost term %lld: %s\n", s->t / 1e6, idx,
+                   (long long)evs[i].term, s3lect_lost_reason_str(evs[i].reason));
+        if (evs[i].type == S3LECT_EVENT_TRANSFER && s->verbose)
+            printf("  t=%.3fs node %d hands over to %s\n", s->t / 1e6, idx, evs[i].leader_id);
+        if (evs[i].type == S3LECT_EVENT_LOST && evs[i].reason == S3LECT_LOST_TRANSFERRED) {
+            xf_done++;
+            s->xf_released_at = s->t;
+        }
         if (evs[i].type == S3LECT_EVENT_ACQUIRED) {
+            nd->tree_dead = 0;
+            if (s->t - s->xf_released_at < 5000000)
+                xf_taken++;
             s->leader_changes++;
             for (int j = 0; j < s->n; j++) {
                 if (j == idx || s->t >= s->nodes[j].kill_at)
@@ -728,6 +756,34 @@ static void node_restart(sim *s, int i)
     push(s, s->t + (int64_t)(urand(s) * 200e3), EV_WAKE, i, nd->gen);
     if (s->verbose)
         printf("  t=%.3fs node %d restarts\n", s->t / 1e6, i);
+}
+
+/* The operator asks whichever node leads to hand over: to another node, to
+ * the best ("*"), or to a node that does not exist (refused). */
+static void operator_transfer(sim *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        node *nd = &s->nodes[i];
+        if (!el_is_leader(&nd->eng, node_now(nd, s->t).mono))
+            continue;
+        char to[16];
+        double u = urand(s);
+        if (u < 0.6)
+            snprintf(to, sizeof to, "n%d",
+                     (int)((i + 1 + u_rng_next(&s->g) % (uint64_t)(s->n - 1)) % (uint64_t)s->n));
+        else if (u < 0.85)
+            snprintf(to, sizeof to, "*");
+        else
+            snprintf(to, sizeof to, "nobody");
+        if (el_transfer(&nd->eng, to, node_now(nd, s->t).mono) == 0) {
+            xf_asked++;
+            if (!nd->op.busy) {
+                nd->gen++;
+                push(s, s->t, EV_WAKE, i, nd->gen);
+            }
+        }
+        return;
+    }
 }
 
 /* Someone deletes the lock object (by hand, a lifecycle or TTL rule, a
@@ -1069,12 +1125,16 @@ static void begin_phase(sim *s)
          * that saw the lock missing in between; docs/stores.md). */
         if (!s->near_limit && urand(s) < 0.25)
             push(s, s->t + (int64_t)(urand(s) * len), EV_DELETE, -1, 0);
+        if (urand(s) < 0.5) /* the operator moves leadership */
+            push(s, s->t + (int64_t)(urand(s) * len), EV_TRANSFER, -1, 0);
         if (urand(s) < 0.3) /* a node is killed and started again */
             push(s, s->t + (int64_t)(urand(s) * len), EV_RESTART,
                  (int)(u_rng_next(&s->g) % (uint64_t)s->n), 0);
     } else {
         int64_t bound = liveness_bound(s);
         s->phase_end = s->t + bound + (int64_t)(urand(s) * 600e6);
+        if (urand(s) < 0.5) /* the operator moves leadership (while calm too) */
+            push(s, s->t + (int64_t)(urand(s) * (double)(s->phase_end - s->t)), EV_TRANSFER, -1, 0);
         push(s, s->heal_at + bound, EV_CHECK, -1, 0);
     }
 }
@@ -1089,6 +1149,15 @@ static void check_liveness(sim *s)
         (s->store_term >= REC_TERM_MAX ||
          s->t - s->last_exhausted < liveness_bound(s) + ms_to_us(2 * max_lease(s)))) {
         s->exhausted_skips++; /* the term cannot grow (or was just reset): nobody may lead */
+        return;
+    }
+    if (s->t - s->xf_released_at < ms_to_us(2 * max_lease(s))) {
+        /* A transfer is being handed over (its release was written a
+         * moment ago; the target may be backing off its writes after the
+         * faults): look again once it had time, if still calm. */
+        int64_t again = s->t + ms_to_us(2 * max_lease(s));
+        if (!s->chaos && again < s->phase_end)
+            push(s, again, EV_CHECK, -1, 0);
         return;
     }
     if (!s->break_skew && !s->break_suspend && !s->break_store) {
@@ -1124,11 +1193,11 @@ static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspen
     s->date_off = urand(s) < 0.4 ? 0 : (int64_t)((urand(s) * 2 - 1) * 60e6);
     /* Mixed timing configs, all valid: renew_interval < renew_deadline < lease. */
     static const el_params configs[] = {
-        {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0, 0, 0},
-        {15000, 5000, 10000, 5000, 15000, 0, 3000, 10000, 0, 0, 0, 0, 0},
-        {10000, 2000, 6000, 2000, 10000, 0, 3000, 5000, 0, 0, 0, 0, 0},
-        {20000, 4000, 12000, 3000, 20000, 0, 3000, 8000, 0, 0, 0, 0, 0},
-        {6000, 1000, 3000, 1000, 6000, 0, 3000, 2000, 0, 0, 0, 0, 0},
+        {15000, 5000, 10000, 5000, 30000, 0, 3000, 10000, 0, 0, 0, 0, 0, 0, 0, 0},
+        {15000, 5000, 10000, 5000, 15000, 0, 3000, 10000, 0, 0, 0, 0, 0, 0, 0, 0},
+        {10000, 2000, 6000, 2000, 10000, 0, 3000, 5000, 0, 0, 0, 0, 0, 0, 0, 0},
+        {20000, 4000, 12000, 3000, 20000, 0, 3000, 8000, 0, 0, 0, 0, 0, 0, 0, 0},
+        {6000, 1000, 3000, 1000, 6000, 0, 3000, 2000, 0, 0, 0, 0, 0, 0, 0, 0},
     };
     /* The default: the wall-clock rule off. --break-skew turns it on. */
     int64_t skew = break_skew ? 2000 : 0;
@@ -1163,6 +1232,14 @@ static void setup(sim *s, uint64_t seed, int n, int break_skew, int break_suspen
         nd->wall_off = 1700000000000000LL + (int64_t)(urand(s) * spread);
         nd->lat_mean = 5000 + urand(s) * 60000;
         snprintf(nd->id, sizeof nd->id, "n%d", i);
+    }
+    /* Preference and maximum tenure on some seeds (the others: plain). */
+    int prios = urand(s) < 0.3, holds = urand(s) < 0.2;
+    for (int i = 0; i < n; i++) {
+        node *nd = &s->nodes[i];
+        nd->p.priority = prios ? (int64_t)(u_rng_next(&s->g) % 3) : 0;
+        nd->p.max_hold = holds ? (int64_t)(30000 + urand(s) * 90000) : 0;
+        nd->p.xfer_off = store_kind == STORE_ROUTE53; /* as s3lect_new sets it */
     }
     /* A node that never saw the lock waits new_lock_wait before creating it:
      * with mixed timings, the longest lease (or hold) of any node of the lock,
@@ -1405,6 +1482,10 @@ static void run(sim *s, int64_t seconds)
             node_restart(s, ev.node);
             continue;
         }
+        if (ev.type == EV_TRANSFER) {
+            operator_transfer(s);
+            continue;
+        }
         if (ev.type == EV_STORE_JUMP) {
             double u = urand(s);
             if (u < 0.4) /* the whole clock: 1 to 60 s ahead */
@@ -1470,6 +1551,20 @@ static void run(sim *s, int64_t seconds)
         switch (ev.type) {
         case EV_FD_START:
             fd_start(s, ev.node);
+            break;
+        case EV_COMMIT:
+            /* The command tree is dead now (s3lect run commits only then):
+             * nobody may lead before this, and anyone may after. */
+            if (el_transfer_commit(&nd->eng) == 0) {
+                xf_commits++;
+                nd->tree_dead = 1;
+                if (nd->kill_at > s->t)
+                    nd->kill_at = s->t;
+                if (!nd->op.busy) {
+                    nd->gen++;
+                    push(s, s->t, EV_WAKE, ev.node, nd->gen);
+                }
+            }
             break;
         case EV_FD_GOT:
             fd_got(s, ev.node, ev.gen);
@@ -1644,6 +1739,13 @@ int main(int argc, char **argv)
     if (store_kind == STORE_ROUTE53)
         CHECK(stale > 0, "the route53 model served no stale read");
     printf("simulation: %llu writes of the followers' roster\n", roster_writes);
+    printf("simulation: transfers: %llu asked, %llu committed, %llu handed over, %llu "
+           "leaderships begun within 5 s of a handover\n",
+           xf_asked, xf_commits, xf_done, xf_taken);
+    if ((double)seconds * seeds >= 1e6 && store_kind != STORE_ROUTE53)
+        CHECK(xf_done > 0 && xf_taken > 0, "no transfer was handed over");
+    if (store_kind == STORE_ROUTE53) /* stale reads: transfers are refused there */
+        CHECK(xf_done == 0, "%llu transfers on a store with stale reads", xf_done);
     printf("simulation: fenced writes of the data object: %llu stored, %llu fenced before sending "
            "(%llu of them a deposed leader's: a newer leadership existed; the rest after the "
            "lock's terms started again lower), %llu refused by the store's condition, %llu "

@@ -10,6 +10,7 @@
 
 #include "crypto.h"
 #include "elector.h"
+#include "peer.h"
 #include "store.h"
 #include "util.h"
 
@@ -45,6 +46,8 @@ const char *s3lect_lost_reason_str(int reason)
         return "stopped";
     case S3LECT_LOST_RENEW_TIMEOUT:
         return "renew_timeout";
+    case S3LECT_LOST_TRANSFERRED:
+        return "transferred";
     default:
         return "none";
     }
@@ -63,6 +66,8 @@ const char *s3lect_event_type_str(int type)
         return "error";
     case S3LECT_EVENT_CYCLE:
         return "cycle";
+    case S3LECT_EVENT_TRANSFER:
+        return "transfer";
     default:
         return "unknown";
     }
@@ -205,6 +210,7 @@ int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
      * next to the lock (engine/roster.h); never next to a custom store's
      * key, whose functions may not tell keys apart. */
     int roster = e->cfg->peer_mode && loc.scheme != &st_custom_scheme;
+    int stale_reads = loc.scheme && (loc.scheme->flags & ST_SCHEME_STALE_READS);
     rc = st_open(e->cfg, &loc, &e->store, err, sizeof err);
     if (rc == 0) {
         e->key = loc.key;
@@ -232,6 +238,7 @@ int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
         return rc;
     }
     el_params p = rt_params(e->cfg);
+    p.xfer_off = stale_reads;
     rc = el_init(&e->eng, &p, e->cfg->server_id, e->cfg->server_addr, e->incarnation, seed);
     if (rc == 0) { /* the successor key: 16 more random bytes, never shown by the endpoint */
         uint8_t sk[16];
@@ -242,6 +249,8 @@ int s3lect_new(s3lect_config *cfg, s3lect_elector **out)
             memcpy(e->succ_key, hex, sizeof hex);
             rc = el_set_succ_key(&e->eng, hex);
         }
+        if (rc == 0) /* what a transfer's confirmation names (one successor) */
+            rc = el_set_process(&e->eng, peer_process_token());
         if (rc == 0 && roster) {
             char *rk = st_sibling_key(e->store, e->key, ".s3lect-roster");
             rc = rk ? el_set_roster(&e->eng, rk) : S3LECT_ENOMEM;
@@ -279,7 +288,7 @@ static int set_cb(s3lect_elector *e, int slot, s3lect_event_fn fn, s3lect_acquir
 int s3lect_set_callback(s3lect_elector *e, s3lect_event_kind type, s3lect_event_fn fn,
                         void *userdata, s3lect_free_fn userdata_free)
 {
-    if (!e || type < S3LECT_EVENT_ACQUIRED || type > S3LECT_EVENT_CYCLE) {
+    if (!e || type < S3LECT_EVENT_ACQUIRED || type > S3LECT_EVENT_TRANSFER) {
         if (userdata_free)
             userdata_free(userdata);
         return e ? rt_fail(e, S3LECT_EINVAL, "unknown event type %d", (int)type) : S3LECT_EINVAL;

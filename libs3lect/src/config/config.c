@@ -85,6 +85,9 @@ static const opt_def opt_defs[] = {
     [S3LECT_OPT_LEADER_HOLD] = {"leader_hold", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(leader_hold), ENV("S3LECT_LEADER_HOLD"), TIMING},
     /* -1: lease_timeout, at least leader_hold */
     [S3LECT_OPT_NEW_LOCK_WAIT] = {"new_lock_wait", S3LECT_OPTION_INT, -1, DAY_MS, -1, OFF(new_lock_wait), ENV("S3LECT_NEW_LOCK_WAIT"), TIMING},
+    [S3LECT_OPT_PRIORITY] = {"priority", S3LECT_OPTION_INT, 0, 1000000, 0, OFF(priority), ENV("S3LECT_PRIORITY"), S3LECT_OPTION_UNIT_COUNT},
+    /* 0: never */
+    [S3LECT_OPT_MAX_HOLD] = {"max_hold", S3LECT_OPTION_INT, 0, DAY_MS, 0, OFF(max_hold), ENV("S3LECT_MAX_HOLD"), MS},
 };
 /* clang-format on */
 

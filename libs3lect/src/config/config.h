@@ -37,6 +37,8 @@ struct s3lect_config {
     int64_t max_lease_timeout; /* 0: 4 × lease_timeout */
     int64_t leader_hold;       /* 0: renew_deadline (el_params.hold) */
     int64_t new_lock_wait;     /* -1: lease_timeout, at least leader_hold */
+    int64_t priority;          /* el_params.priority */
+    int64_t max_hold;          /* 0: never */
     int64_t max_connections;   /* shared runtime: connections per store endpoint */
     int64_t worker_threads;    /* shared runtime: threads for blocking stores */
     int64_t callback_threads;  /* shared runtime: base number of callback threads */

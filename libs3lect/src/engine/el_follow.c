@@ -487,6 +487,13 @@ void el_observe(el_engine *e, el_time now, const st_result *r)
         el_set_error(e, S3LECT_ECORRUPT, msg);
     }
     int free_now = !e->corrupt && rec_released(&e->cur);
+    int64_t reserved = free_now ? xf_reserved_until(e, now) : 0;
+    if (reserved) {
+        /* Handed to another follower (a transfer): it is theirs for a moment. */
+        e->stable = 0;
+        el_schedule(e, EL_K_GET, reserved);
+        return;
+    }
     if (free_now || own_record(e) || holder_presumed_dead(e, now)) {
         if (!el_acquire_term(e, now.wall)) {
             el_term_stuck(e, now.mono);
@@ -513,6 +520,10 @@ void el_observe(el_engine *e, el_time now, const st_result *r)
         free(e->pdown_id);
         e->pdown_id = NULL;
     }
+    if (changed)
+        xf_follower_observe(e, now);
+    if (e->next_kind == EL_K_ACK && e->next_at <= now.mono)
+        return; /* the confirmation goes first */
     if (changed && fresh) {
         e->stable = 1;
         int down = e->p.peer && peer_down_leader(e);
@@ -532,4 +543,5 @@ void el_observe(el_engine *e, el_time now, const st_result *r)
             at = el_expiry_at(e);
         el_schedule(e, EL_K_GET, at);
     }
+    xf_follower_schedule(e, now);
 }

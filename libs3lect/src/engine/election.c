@@ -106,6 +106,7 @@ void el_free(el_engine *e)
     free(e->ro.key);
     free(e->ro.etag);
     free(e->ro.body);
+    xf_free(&e->xf);
     rec_clear(&e->cur);
     attempt_clear(&e->att);
     for (size_t i = 0; i < e->nevents; i++)
@@ -162,7 +163,8 @@ void el_schedule(el_engine *e, int kind, int64_t at)
  * within renew_interval plus one request's latency. */
 static void schedule_renewal(el_engine *e, int64_t sent_at)
 {
-    el_schedule(e, EL_K_RENEW, sent_at + e->p.renew_interval);
+    e->renew_due = sent_at + e->p.renew_interval;
+    el_schedule(e, EL_K_RENEW, e->renew_due);
 }
 
 void el_store_back(el_engine *e, int64_t now, int64_t at)
@@ -211,6 +213,7 @@ static void step_down(el_engine *e, int reason, int64_t now)
         return;
     e->role = EL_FOLLOWER;
     e->stable = 0;
+    xf_leader_end(e, now);
     el_emit(e, S3LECT_EVENT_LOST, e->term, reason, e->id, e->addr);
     u_setstr(&e->led_etag, e->etag); /* the record we may reclaim (own_record) */
     el_forget_etag(e);
@@ -230,6 +233,7 @@ static char *make_body(el_engine *e, int released, int64_t term, int64_t wall, s
     r.incarnation = released ? "" : e->incarnation;
     r.peer_key = released ? "" : e->peer_key;
     r.succ_key = released ? "" : e->succ_key;
+    xf_fill(e, &r, released, wall);
     char *s = rec_encode(&r);
     *len = s ? strlen(s) : 0;
     return s;
@@ -284,6 +288,12 @@ static void become_leader(el_engine *e, const char *etag, int64_t sent_at, int64
     e->cur.lease_ms = e->p.lease;
     e->cur.last_updated_ms = now.wall;
     if (!was_leader) {
+        xf_leader_end(e, now.mono);
+        e->xf.led_since = now.mono;
+        e->xf.retry_at = 0;
+        free(e->xf.err_n);
+        free(e->xf.err);
+        e->xf.err_n = e->xf.err = NULL;
         el_emit(e, S3LECT_EVENT_ACQUIRED, term, 0, e->id, e->addr);
         ro_leading(e, now.mono);
     }
@@ -384,6 +394,10 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
             /* After a 412, an unchanged etag means a store that refuses our
              * writes: step down rather than loop on it. */
             if (r->outcome == ST_OK && u_streq(r->etag, e->etag) && !refused) {
+                if (e->xf.polling) { /* a transfer's poll: nothing new yet */
+                    xf_poll_again(e, now.mono);
+                    return;
+                }
                 /* Our last write still stands; the renewal did not land. */
                 el_schedule(e, EL_K_RENEW, now.mono);
                 return;
@@ -396,6 +410,14 @@ static void on_get(el_engine *e, el_time now, const st_result *r)
                  * succeeded, which is earlier: safe. */
                 u_setstr(&e->etag, r->etag);
                 u_setstr(&e->my_body, r->body);
+                /* Also what s3lect transfer and the followers write in our
+                 * record: a transfer request, a confirmation. */
+                rec x;
+                if (rec_parse(r->body, r->body_len, &x, NULL, 0) == 0) {
+                    xf_adopt(e, &x, now.mono);
+                    rec_clear(&x);
+                }
+                e->xf.polling = 0;
                 el_schedule(e, EL_K_RENEW, now.mono);
                 return;
             }
@@ -501,6 +523,12 @@ static void on_peer(el_engine *e, el_time now, const st_result *r)
         if (e->ro.member) /* at its turn, capped at the lease's end */
             at = el_stable_read_at(e, now, e->p.frequent);
     }
+    if (xf_expecting(e, now.mono)) {
+        /* A transfer's target: its release is in the store now (or soon):
+         * read it at once, not at a roster turn or after yielding. */
+        el_schedule(e, EL_K_GET, now.mono);
+        return;
+    }
     if (r->peer_failure == ST_PEER_OK && r->peer_yield) {
         /* Another follower was named to take over first (docs/peer.md "One
          * successor"): read a frequent interval later (jittered by a third,
@@ -601,6 +629,8 @@ static void on_renew(el_engine *e, el_time now, const st_result *r)
         e->seen_wall = now.wall;
         e->cur.last_updated_ms = now.wall;
         schedule_renewal(e, a.sent_at);
+        if (e->xf.active)
+            e->xf.announced = 1;
         el_end_cycle(e);
         return;
     }
@@ -690,6 +720,9 @@ void el_complete(el_engine *e, el_time now, const st_result *r)
         break;
     case EL_K_ROSTER:
         ro_complete(e, now, r);
+        break;
+    case EL_K_ACK:
+        xf_on_ack(e, now, r);
         break;
     default:
         break;
@@ -821,6 +854,26 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
             el_schedule(e, EL_K_GET, e->backoff_until);
         }
     }
+    /* A transfer the application committed: not leader from this instant;
+     * the released record names the follower that confirmed. */
+    if (e->role == EL_LEADER && !e->pending && xf_leader_step(e, now)) {
+        e->role = EL_FOLLOWER;
+        e->stable = 0;
+        e->backoff_until = now.mono;
+        el_emit(e, S3LECT_EVENT_LOST, e->term, S3LECT_LOST_TRANSFERRED, e->id, e->addr);
+        /* It gave the lock away: it competes for it again only a lease
+         * later (should the target and every other node be gone). */
+        e->write_backoff_until = now.mono + e->p.lease;
+        free(e->led_etag); /* never reclaimed: it was handed over */
+        e->led_etag = NULL;
+        if (e->etag && issue_release(e, now, op) > 0) {
+            xf_leader_end(e, now.mono);
+            return op->kind;
+        }
+        xf_leader_end(e, now.mono);
+        el_forget_etag(e);
+        el_schedule(e, EL_K_GET, now.mono);
+    }
     /* The roster's turn, between the lock's steps (before a follower's long
      * poll too, which would otherwise leave it no time between two). */
     if (now.mono < e->next_at || e->next_kind == EL_K_PEER) {
@@ -931,6 +984,11 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
         }
         break;
     }
+    case EL_K_ACK:
+        if (xf_issue_ack(e, now, op))
+            return op->kind;
+        *wake = e->next_at;
+        return EL_OP_NONE;
     case EL_K_VERIFY:
         if (e->role == EL_LEADER) {
             int64_t left = e->renewed_at + e->p.renew_deadline - now.mono;

@@ -47,6 +47,16 @@ typedef struct el_params {
      * max(lease, hold)): the lock may have been deleted under a leader it cannot
      * see, which runs until its next renewal is refused. */
     int64_t new_lock_wait;
+    /* Preference (docs/algorithm.md "Transfer"): a follower whose priority
+     * is higher than its leader's asks it for the lock; 0 everywhere keeps
+     * the plain election. */
+    int64_t priority;
+    /* A leader that has held the lock this long hands it to a live
+     * follower (0: never). */
+    int64_t max_hold;
+    /* The store's reads may be stale (Route 53): no transfers (requests
+     * refused, no confirmation or nomination written). */
+    int xfer_off;
 } el_params;
 
 /* A leader whose peer endpoint failed is followed through the store, and
@@ -99,8 +109,39 @@ enum el_next_kind {
     EL_K_VERIFY,
     EL_K_RELEASE,
     EL_K_PEER,
-    EL_K_ROSTER /* a request for the roster (engine/roster.c) */
+    EL_K_ROSTER, /* a request for the roster (engine/roster.c) */
+    EL_K_ACK     /* a follower's write of a transfer confirmation (el_transfer.c) */
 };
+
+/* A transfer (el_transfer.c; docs/algorithm.md "Transfer"). */
+typedef struct el_xfer {
+    /* Leader side: the request being served. */
+    int active;
+    char *to;                          /* the target id, "*" for the best live follower */
+    char *n;                           /* its nonce */
+    char *ack_id, *ack_inc, *ack_proc; /* the follower that confirmed ("" none) */
+    int64_t ack_prio;
+    int64_t since;    /* mono ms the request came */
+    int announced;    /* a renewal carrying it landed */
+    int polling;      /* the leader's read in flight looks for the confirmation */
+    int64_t poll_gap; /* the wait before its next such read (doubles) */
+    int ready;        /* confirmed: the TRANSFER event went out */
+    int64_t ready_at; /* mono ms of that */
+    int commit;       /* the application stopped its work: release to the target */
+    /* The last request refused and why: written in our records until the next. */
+    char *err_n, *err;
+    int64_t led_since; /* mono ms this leadership began */
+    int64_t retry_at;  /* max_hold: no new attempt before this */
+    /* Follower side. */
+    char *acked;          /* the nonce we confirmed (or asked with: a nomination) */
+    int64_t expect_until; /* mono ms until which we watch for the release */
+    int64_t acked_at;     /* mono ms our confirmation landed */
+    int64_t nominated_at; /* mono ms of our last nomination (0: none) */
+    int64_t follow_since; /* mono ms since which we follow without a break */
+    char *body;           /* the ACK write in flight */
+    size_t body_len;
+    char *proc; /* this process's token (peer.md "One successor"), "" none */
+} el_xfer;
 
 /* The followers' roster (engine/roster.h): who reads the store when. */
 typedef struct el_roster {
@@ -260,6 +301,8 @@ typedef struct el_engine {
     int64_t hb_timeout, hb_at;
 
     el_roster ro;
+    el_xfer xf;
+    int64_t renew_due; /* mono ms of the leader's next renewal */
 
     el_event *events;
     size_t nevents, capevents;
@@ -286,6 +329,17 @@ void el_complete(el_engine *e, el_time now, const st_result *res);
 void el_stop(el_engine *e, int release);
 /* The acquire hook vetoed leadership of `term`. */
 void el_veto(el_engine *e, int64_t term);
+
+/* Transfer (el_transfer.c). el_transfer asks this leader to hand the lock
+ * to `to` (NULL or "": the best live follower); S3LECT_ENOTLEADER when it
+ * does not lead, S3LECT_EINVAL for its own id or a malformed id. Once a
+ * live follower confirms, a TRANSFER event goes out; the application stops
+ * its leader work and calls el_transfer_commit, and the leader then writes
+ * a released record reserved for that follower. */
+int el_transfer(el_engine *e, const char *to, int64_t now);
+int el_transfer_commit(el_engine *e);
+/* The process token our confirmations carry (before the first el_next). */
+int el_set_process(el_engine *e, const char *token);
 
 /* 1 while this node holds a valid lease at mono time `now`. */
 int el_is_leader(const el_engine *e, int64_t now);
@@ -382,6 +436,37 @@ int64_t el_stable_read_at(el_engine *e, el_time now, int64_t period);
 void el_term_stuck(el_engine *e, int64_t now);
 /* The earliest time the next acquisition write may go out. */
 int64_t el_write_gate(const el_engine *e);
+
+/* Transfer, the engine's side (el_transfer.c). */
+/* The transfer fields of a body we write (leader: the request; released:
+ * the reservation). Pointers into e, valid until e changes. */
+void xf_fill(const el_engine *e, rec *r, int released, int64_t wall);
+/* A record of ours that someone else rewrote (a request, a confirmation)
+ * was adopted: take up what it asks. */
+void xf_adopt(el_engine *e, const rec *x, int64_t now);
+/* The leader's transfer steps (timeouts, max_hold, the confirmation
+ * poll): may reschedule; returns 1 when the application committed and
+ * the release to the target is due. */
+int xf_leader_step(el_engine *e, el_time now);
+/* The leader's poll read came back with its own record unchanged: the
+ * next step (a poll or the renewal). */
+void xf_poll_again(el_engine *e, int64_t now);
+/* This node stops leading: forget the request. */
+void xf_leader_end(el_engine *e, int64_t now);
+/* A follower read a changed record: confirm a transfer asked of it,
+ * or ask for the lock by priority (schedules EL_K_ACK). */
+void xf_follower_observe(el_engine *e, el_time now);
+/* A released record reserved for another follower: mono ms until which it
+ * is not ours to take (0: free). */
+int64_t xf_reserved_until(const el_engine *e, el_time now);
+/* After a follower's step was scheduled: a target watching for its release
+ * reads often (or long-polls). */
+void xf_follower_schedule(el_engine *e, el_time now);
+/* A follower that confirmed a transfer and waits for its release. */
+int xf_expecting(const el_engine *e, int64_t now);
+int xf_issue_ack(el_engine *e, el_time now, el_op *op);
+void xf_on_ack(el_engine *e, el_time now, const st_result *r);
+void xf_free(el_xfer *x);
 
 /* The followers' roster, the engine's side (el_roster.c; the object:
  * roster.h). */

@@ -21,6 +21,15 @@ void rec_clear(rec *r)
     free(r->incarnation);
     free(r->peer_key);
     free(r->succ_key);
+    free(r->xfer_to);
+    free(r->xfer_n);
+    free(r->xfer_ack_id);
+    free(r->xfer_ack_inc);
+    free(r->xfer_ack_proc);
+    free(r->xfer_err);
+    free(r->to_id);
+    free(r->to_inc);
+    free(r->to_proc);
     memset(r, 0, sizeof *r);
 }
 
@@ -95,6 +104,45 @@ static int get_int(const cJSON *root, const char *name, int64_t min, int64_t *ou
     return 0;
 }
 
+/* An auxiliary string: a string of at most max bytes with no control
+ * character, else "" (absent). -2 on OOM. */
+static int aux_str(const cJSON *root, const char *name, size_t max, char **out)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, name);
+    const char *v = cJSON_IsString(it) && it->valuestring ? it->valuestring : "";
+    size_t n = strlen(v);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20)
+            n = max + 1;
+    *out = u_strdup(n <= max ? v : "");
+    return *out ? 0 : -2;
+}
+
+/* An auxiliary integer in [lo, hi], else 0. */
+static int64_t aux_int(const cJSON *root, const char *name, int64_t lo, int64_t hi)
+{
+    int64_t v = 0;
+    if (get_int(root, name, lo, &v) != 0 || v > hi)
+        return 0;
+    return v;
+}
+
+/* The transfer fields: every one auxiliary (malformed reads as absent). */
+static int parse_xfer(const cJSON *root, rec *out)
+{
+    out->prio = aux_int(root, "prio", 0, REC_PRIO_MAX);
+    out->xfer_ack_prio = aux_int(root, "xferAckPrio", 0, REC_PRIO_MAX);
+    out->to_until = aux_int(root, "toUntil", 0, LAST_MS_OF_9999);
+    if (aux_str(root, "xferTo", 256, &out->xfer_to) || aux_str(root, "xferN", 64, &out->xfer_n) ||
+        aux_str(root, "xferAckId", 256, &out->xfer_ack_id) ||
+        aux_str(root, "xferAckInc", 64, &out->xfer_ack_inc) ||
+        aux_str(root, "xferAckProc", 64, &out->xfer_ack_proc) ||
+        aux_str(root, "xferErr", 512, &out->xfer_err) || aux_str(root, "toId", 256, &out->to_id) ||
+        aux_str(root, "toInc", 64, &out->to_inc) || aux_str(root, "toProc", 64, &out->to_proc))
+        return -2;
+    return 0;
+}
+
 int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -155,6 +203,8 @@ int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen)
             cJSON_IsString(sk) && rec_succ_key_valid(sk->valuestring) ? sk->valuestring : "";
         if (!(out->succ_key = u_strdup(k)))
             rc = -2;
+        if (!rc && parse_xfer(root, out) != 0)
+            rc = -2;
     }
     free(lu);
     cJSON_Delete(root);
@@ -170,6 +220,31 @@ int rec_parse(const char *body, size_t len, rec *out, char *err, size_t errlen)
         return S3LECT_ECORRUPT;
     }
     return 0;
+}
+
+static int add_aux_str(cJSON *o, const char *name, const char *v)
+{
+    return !v || !v[0] || cJSON_AddStringToObject(o, name, v) ? 0 : -1;
+}
+
+static int add_aux_int(cJSON *o, const char *name, int64_t v)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%lld", (long long)v);
+    return v == 0 || cJSON_AddRawToObject(o, name, num) ? 0 : -1;
+}
+
+/* Only the fields that are set: a record without a transfer reads as before. */
+static int encode_xfer(cJSON *o, const rec *r)
+{
+    return add_aux_int(o, "prio", r->prio) | add_aux_str(o, "xferTo", r->xfer_to) |
+           add_aux_str(o, "xferN", r->xfer_n) | add_aux_str(o, "xferAckId", r->xfer_ack_id) |
+           add_aux_str(o, "xferAckInc", r->xfer_ack_inc) |
+           add_aux_str(o, "xferAckProc", r->xfer_ack_proc) |
+           add_aux_int(o, "xferAckPrio", r->xfer_ack_prio) |
+           add_aux_str(o, "xferErr", r->xfer_err) | add_aux_str(o, "toId", r->to_id) |
+           add_aux_str(o, "toInc", r->to_inc) | add_aux_str(o, "toProc", r->to_proc) |
+           add_aux_int(o, "toUntil", r->to_until);
 }
 
 char *rec_encode(const rec *r)
@@ -199,7 +274,8 @@ char *rec_encode(const rec *r)
         (!r->succ_key || !r->succ_key[0] || cJSON_AddStringToObject(o, "succKey", r->succ_key)) &&
         cJSON_AddStringToObject(o, "incarnation", r->incarnation ? r->incarnation : "") &&
         (!r->peer_key || !r->peer_key[0] ||
-         cJSON_AddStringToObject(o, "peerKeySha256", r->peer_key)))
+         cJSON_AddStringToObject(o, "peerKeySha256", r->peer_key)) &&
+        encode_xfer(o, r) == 0)
         s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;

@@ -26,6 +26,21 @@ typedef struct rec {
                                 leadership may still act (what it runs is stopped by
                                 then); 0 when absent or malformed (then unknown) */
     int term_too_large;      /* set by a failed rec_parse: the term was 2^53 or more */
+    /* Transfer and preference (docs/algorithm.md "Transfer"). All auxiliary:
+     * anything malformed reads as absent, and none of them ever decides a
+     * takeover of a held record; only who writes first after a release. */
+    int64_t prio;          /* "prio": the holder's priority (0 when absent) */
+    char *xfer_to;         /* "xferTo": a transfer asked to this id ("*": the best), "" none */
+    char *xfer_n;          /* "xferN": the request's nonce (hex), "" none */
+    char *xfer_ack_id;     /* "xferAckId": the follower that confirmed it is live, "" none */
+    char *xfer_ack_inc;    /* "xferAckInc": its incarnation */
+    char *xfer_ack_proc;   /* "xferAckProc": its process token (peer.md "One successor") */
+    int64_t xfer_ack_prio; /* "xferAckPrio": its priority */
+    char *xfer_err;        /* "xferErr": why request xferN was refused, "" none */
+    /* A released record of a transfer: reserved for this follower until
+     * to_until (the releaser's wall ms) or a reservation after first sight. */
+    char *to_id, *to_inc, *to_proc;
+    int64_t to_until;
 } rec;
 
 /* The largest term a record holds exactly (2^53 - 1: JSON readers in most
@@ -38,6 +53,9 @@ int rec_peer_key_valid(const char *s);
 #define REC_SUCC_KEY_LEN 32 /* lower-case hex of 16 random bytes */
 /* 1 if s is REC_SUCC_KEY_LEN lower-case hexadecimal digits. */
 int rec_succ_key_valid(const char *s);
+
+#define REC_XFER_N_LEN 32 /* lower-case hex of a request's nonce */
+#define REC_PRIO_MAX 1000000
 
 /* Parses body. Returns 0, or S3LECT_ECORRUPT with a one-line reason in err
  * (then out is cleared, but out->term_too_large says whether the reason was a

@@ -33,6 +33,10 @@ typedef struct peer_view {
      * with "etag"), handed to the successor (docs/peer.md "One
      * successor"); NULL otherwise. */
     char *released;
+    /* The released record is a transfer's: only the follower of this
+     * process token is its successor ("" none; docs/algorithm.md
+     * "Transfer"). */
+    char to_proc[33];
 } peer_view;
 
 void peer_view_clear(peer_view *v);

@@ -199,10 +199,14 @@ static int waits_on(const conn *x, const peer_server *r)
  * process waits (this process may be stopping them all: SIGTERM). Only
  * ordering: every write stays conditional, and a successor that does not
  * take over leaves the lock to the others' next read. */
-static int answer_yields(conn *c, peer_server *r, uint64_t ver, const char *proof)
+static int answer_yields(conn *c, peer_server *r, uint64_t ver, const char *proof,
+                         const char *to_proc)
 {
     if (!r || !c->req.process[0])
-        return 0; /* a health probe, an older s3lect: neither named nor told */
+        return 0;              /* a health probe, an older s3lect: neither named nor told */
+    if (to_proc && to_proc[0]) /* a transfer's release: its target's, and no one else's */
+        return strcmp(c->req.process, to_proc) != 0 ||
+               (r->src.succ_key[0] && strcmp(proof ? proof : "", r->src.succ_key) != 0);
     /* Only a follower that read the lock from the store (it presents the
      * record's succKey, which this endpoint never shows) can be named: any
      * client can send a process token and the etag it read here, and one
@@ -237,7 +241,7 @@ static void answer_get(conn *c, peer_server *r)
          * the others with "yield" (answer_yields). */
         free(body);
         body = NULL;
-        if (answer_yields(c, r, v.version, c->req.proof))
+        if (answer_yields(c, r, v.version, c->req.proof, v.to_proc))
             body = u_strdup(NOT_LEADER_YIELD);
         else if (v.released)
             body = u_asprintf("{\"error\":\"this node is not the leader\",\"released\":%s}",
@@ -366,8 +370,9 @@ static void answer_batch(conn *c, int changed_only)
         peer_view v;
         int status = 404;
         uint64_t ver = 0;
-        char *released = NULL;
+        char *released = NULL, to_proc[sizeof v.to_proc] = "";
         if (r && ps_reg_view(r, &v) == 0) {
+            memcpy(to_proc, v.to_proc, sizeof to_proc);
             if (!r->tomb && v.leading && v.body) {
                 status = 200;
                 bodies[k] = v.body;
@@ -381,7 +386,7 @@ static void answer_batch(conn *c, int changed_only)
             peer_view_clear(&v);
         items[k].incarnation = e->incarnation;
         items[k].status = status;
-        items[k].yield = status == 404 && answer_yields(c, r, ver, e->proof);
+        items[k].yield = status == 404 && answer_yields(c, r, ver, e->proof, to_proc);
         if (status == 404 && !items[k].yield && released) {
             bodies[k] = released; /* the successor's: freed with the bodies */
             released = NULL;

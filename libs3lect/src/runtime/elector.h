@@ -23,7 +23,7 @@ typedef struct rt_qevent {
     el_event ev;
 } rt_qevent;
 
-#define RT_NCALLBACKS 6 /* indexed by s3lect_event_type; [0] is the acquire hook */
+#define RT_NCALLBACKS 7 /* indexed by s3lect_event_type; [0] is the acquire hook */
 
 struct rt_pool;
 

@@ -40,6 +40,9 @@ static int view_locked(s3lect_elector *e, peer_view *v)
         /* The released record it wrote last, for the successor. */
         if (!e->peer_leading && e->eng.rel_body && e->eng.rel_etag) {
             cJSON *o = cJSON_Parse(e->eng.rel_body);
+            const cJSON *tp = cJSON_GetObjectItemCaseSensitive(o, "toProc");
+            if (cJSON_IsString(tp) && strlen(tp->valuestring) < sizeof v->to_proc)
+                strcpy(v->to_proc, tp->valuestring);
             if (o && cJSON_AddStringToObject(o, "etag", e->eng.rel_etag))
                 v->released = cJSON_PrintUnformatted(o);
             cJSON_Delete(o); /* out of memory: no record, the successor reads the store */

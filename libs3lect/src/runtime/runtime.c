@@ -35,6 +35,8 @@ el_params rt_params(const s3lect_config *c)
         .max_lease = cfg_max_lease_of(c->max_lease_timeout, c->lease_timeout),
         .hold = c->leader_hold,
         .new_lock_wait = cfg_new_lock_wait_of(c->new_lock_wait, c->lease_timeout, c->leader_hold),
+        .priority = c->priority,
+        .max_hold = c->max_hold,
     };
     /* The long-poll wait: the follower's infrequent interval, but at least
      * two renew intervals, so that a live leader's next renewal (not the

@@ -82,6 +82,7 @@ static const st_scheme schemes[] = {
      .canonical = st_route53_canonical,
      .noun = "a Route 53 record",
      .usage = "route53://ZONE_ID/NAME",
+     .flags = ST_SCHEME_STALE_READS,
      .cred = ST_CRED_AWS,
      .doc = "docs/stores.md#route-53",
      .home = "a hosted zone"},

@@ -167,6 +167,10 @@ typedef struct st_location {
 
 enum {
     ST_SCHEME_PATHS = 2, /* a plain path (no scheme) names a lock of this store */
+    /* Its reads may be stale (Route 53): a transfer's confirmation, written
+     * into the holder's record, could be read back as the old record and
+     * make the holder step down; transfers are refused there. */
+    ST_SCHEME_STALE_READS = 4,
 };
 
 struct s3lect_config;
