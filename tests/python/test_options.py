@@ -80,7 +80,8 @@ def test_every_int_option_is_a_known_duration_or_count():
     )
     assert not _config.DURATION_NAMES & _config.COUNT_NAMES
     assert _config.DURATION_NAMES | _config.COUNT_NAMES == ints, "stale names"
-    assert set(_config.COUNTS) == {"max_connections", "worker_threads", "callback_threads"}
+    assert set(_config.COUNTS) == {"max_connections", "worker_threads", "callback_threads",
+                                   "priority"}
 
 
 def test_binding_covers_every_library_option():

@@ -30,6 +30,7 @@ S3LECT_EVENT_CYCLE: int
 S3LECT_EVENT_ERROR: int
 S3LECT_EVENT_LEADER_CHANGED: int
 S3LECT_EVENT_LOST: int
+S3LECT_EVENT_TRANSFER: int
 S3LECT_LOST_HOOK_FAILED: int
 S3LECT_LOST_LEASE_EXPIRED: int
 S3LECT_LOST_LOST_RACE: int
@@ -37,6 +38,7 @@ S3LECT_LOST_NONE: int
 S3LECT_LOST_RELEASED: int
 S3LECT_LOST_RENEW_TIMEOUT: int
 S3LECT_LOST_STOPPED: int
+S3LECT_LOST_TRANSFERRED: int
 S3LECT_OK: int
 S3LECT_OPTION_BOOL: int
 S3LECT_OPTION_BYTES: int
@@ -59,6 +61,7 @@ S3LECT_OPT_LEASE_TIMEOUT: int
 S3LECT_OPT_LOCK: int
 S3LECT_OPT_MAX_CLOCK_SKEW: int
 S3LECT_OPT_MAX_CONNECTIONS: int
+S3LECT_OPT_MAX_HOLD: int
 S3LECT_OPT_MAX_LEASE_TIMEOUT: int
 S3LECT_OPT_PATH_STYLE: int
 S3LECT_OPT_PEER_CA: int
@@ -70,6 +73,7 @@ S3LECT_OPT_PEER_LISTEN: int
 S3LECT_OPT_PEER_MODE: int
 S3LECT_OPT_PEER_TIMEOUT: int
 S3LECT_OPT_POLL_MODE: int
+S3LECT_OPT_PRIORITY: int
 S3LECT_OPT_PROFILE: int
 S3LECT_OPT_REGION: int
 S3LECT_OPT_RELEASE_ON_STOP: int
@@ -180,6 +184,8 @@ def s3lect_stop(*args: Any) -> Any: ...
 def s3lect_stop_no_release(*args: Any) -> Any: ...
 def s3lect_strerror(*args: Any) -> Any: ...
 def s3lect_term(*args: Any) -> Any: ...
+def s3lect_transfer(*args: Any) -> Any: ...
+def s3lect_transfer_commit(*args: Any) -> Any: ...
 def s3lect_update_config(*args: Any) -> Any: ...
 def s3lect_version(*args: Any) -> Any: ...
 def s3lect_version_number(*args: Any) -> Any: ...

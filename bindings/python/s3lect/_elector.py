@@ -36,6 +36,7 @@ from ._errors import (
     BusyError,
     ConfigError,
     Error,
+    NotLeaderError,
     StateError,
     StoppedError,
     error_from_code,
@@ -177,6 +178,7 @@ class _Dispatch:
         on_event: Optional[Callable[[Event], Any]],
         server_id: str = "",
         lock: str = "",
+        on_transfer: Optional[Callable[[str, int], Any]] = None,
     ) -> None:
         self.logger = logger
         self.server_id = server_id
@@ -186,6 +188,11 @@ class _Dispatch:
         self.on_leader_change = on_leader_change
         self.on_error = on_error
         self.on_event = on_event
+        self.on_transfer = on_transfer
+        # The C elector, set once it exists: without on_transfer, a
+        # TRANSFER event is committed here (_event). Events stop before the
+        # elector is freed, so it is valid whenever an event runs.
+        self.handle: Any = None
         self.lock = threading.Lock()
         self.subscribers: List[Callable[[Any], None]] = []
         self.callback_errors: Deque[BaseException] = collections.deque(maxlen=16)
@@ -325,6 +332,17 @@ class _Dispatch:
             else:
                 self.logger.info("%s has no leader (term %d)", self.lock_shown,
                                  ev.term, extra=extra)
+        elif ev.type is EventType.TRANSFER:
+            extra["s3lect_leader_id"] = ev.leader_id
+            self.logger.info("%s hands leadership of %s over to %s (term %d)", self.server_id,
+                             self.lock_shown, ev.leader_id, ev.term, extra=extra)
+
+    def _commit_transfer(self) -> None:
+        """Without on_transfer: hands over at once (LOST transferred follows)."""
+        rc = _core.s3lect_transfer_commit(self.handle) if self.handle is not None else -1
+        if rc != _core.S3LECT_OK:  # refused or lost meanwhile: the library said why
+            self.logger.debug("%s: committing the transfer at its event failed: %s",
+                              self.server_id, _core.s3lect_strerror(rc))
 
     def _event(self, t: Tuple[Any, ...]) -> None:
         ev = Event._from_core(t)
@@ -336,6 +354,11 @@ class _Dispatch:
         elif ev.type is EventType.LEADER_CHANGED:
             self._call("on_leader_change", self.on_leader_change, ev.leader_id, ev.leader_addr,
                        ev.term)
+        elif ev.type is EventType.TRANSFER:
+            if self.on_transfer is None:
+                self._commit_transfer()
+            else:
+                self._call("on_transfer", self.on_transfer, ev.leader_id, ev.term)
         elif ev.type is EventType.ERROR:
             key = (ev.code, ev.message)
             # Misconfiguration (credentials, bucket) at ERROR, the rest
@@ -506,6 +529,15 @@ class Elector:
             [None = lease_timeout, at least leader_hold]. 0 creates a missing
             lock at once: only where no leader of it can be running (a lock
             name never used before, a test).
+        priority: this node's priority, a whole number [0, 0..1000000]. A
+            follower of higher priority than its leader's that has followed
+            for a lease without a break asks for the lock, and the leader
+            hands it over as with :meth:`transfer` (at most once a lease).
+            Equal priorities (the default) keep the plain election.
+        max_hold: the longest this node leads before it hands the lock to a
+            live follower, as ``transfer()`` would [0 = never]: rotation,
+            to exercise failover. Without a live follower it keeps leading
+            and tries again a lease later.
         max_connections, worker_threads, callback_threads: sizes of
             libs3lect's shared runtime, one per process (docs/threading.md):
             the most connections to one S3 endpoint [64, 1..1024], the
@@ -558,6 +590,16 @@ class Elector:
             that repeats is reported at once, then at most every 30 s, the
             next report saying how many similar ones were not.
         on_event: ``on_event(event)`` for every :class:`s3lect.Event`.
+        on_transfer: ``on_transfer(target_id, term)``, called when this
+            leader is asked to hand the lock over (:meth:`transfer`,
+            ``s3lect transfer``, a follower of higher ``priority``,
+            ``max_hold``) and the target confirmed it is live: stop the
+            leader work, then call :meth:`transfer_commit` (in the callback
+            or later, from any thread); ``on_lose(term, "transferred")``
+            follows. A transfer not committed within twice the lease is
+            abandoned (an error event) and this node keeps leading. Without
+            ``on_transfer`` the elector commits by itself at once, and
+            ``on_lose`` is the cue to stop, as for :meth:`stop`.
         logger: where to log (default: the ``"s3lect"`` logger).
         loop: the asyncio event loop that runs ``async def`` callbacks
             [the loop running when :meth:`start` is called, else the one
@@ -612,6 +654,8 @@ class Elector:
         request_timeout: Optional[Duration] = None,
         leader_hold: Optional[Duration] = None,
         new_lock_wait: Optional[Duration] = None,
+        priority: Optional[int] = None,
+        max_hold: Optional[Duration] = None,
         max_connections: Optional[int] = None,
         worker_threads: Optional[int] = None,
         callback_threads: Optional[int] = None,
@@ -631,6 +675,7 @@ class Elector:
         on_leader_change: Optional[Callable[[str, str, int], Any]] = None,
         on_error: Optional[Callable[[Error], Any]] = None,
         on_event: Optional[Callable[[Event], Any]] = None,
+        on_transfer: Optional[Callable[[str, int], Any]] = None,
         logger: Optional[logging.Logger] = None,
         loop: Optional[asyncio.AbstractEventLoop] = None,
         endpoint_url: Optional[str] = None,
@@ -668,6 +713,7 @@ class Elector:
             ("on_leader_change", on_leader_change),
             ("on_error", on_error),
             ("on_event", on_event),
+            ("on_transfer", on_transfer),
         ):
             if fn is not None and not callable(fn):
                 raise ConfigError(f"{name} must be callable, not {fn!r}")
@@ -681,6 +727,7 @@ class Elector:
                 ("on_leader_change", on_leader_change),
                 ("on_error", on_error),
                 ("on_event", on_event),
+                ("on_transfer", on_transfer),
             ) if _is_async_callable(fn)
         ]
         if store is not None and not (callable(getattr(store, "get", None))
@@ -709,6 +756,8 @@ class Elector:
                 request_timeout=request_timeout,
                 leader_hold=leader_hold,
                 new_lock_wait=new_lock_wait,
+                priority=priority,
+                max_hold=max_hold,
                 max_connections=max_connections,
                 worker_threads=worker_threads,
                 callback_threads=callback_threads,
@@ -728,7 +777,7 @@ class Elector:
         self._logger = logger or log
         self._dispatch = _Dispatch(
             self._logger, on_acquire, on_lose, on_leader_change, on_error, on_event,
-            server_id=self._server_id, lock=self._lock_url,
+            server_id=self._server_id, lock=self._lock_url, on_transfer=on_transfer,
         )
         # An explicit loop=, else the loop running now (if any); start()
         # takes the loop running then instead, when there is one.
@@ -771,9 +820,11 @@ class Elector:
                 _core.S3LECT_EVENT_LEADER_CHANGED,
                 _core.S3LECT_EVENT_ERROR,
                 _core.S3LECT_EVENT_CYCLE,
+                _core.S3LECT_EVENT_TRANSFER,
             ):
                 self._check(_core.s3lect_set_callback(handle, etype, d.event), handle)
             self._check(_core.s3lect_set_acquire_hook(handle, d.hook), handle)
+            d.handle = handle
         except BaseException:
             _core.s3lect_free_elector(handle)
             raise
@@ -1011,6 +1062,51 @@ class Elector:
         self._check(rc)
         return text or "{}"
 
+    # ---- handing over ----
+
+    def transfer(self, to: Optional[str] = None) -> None:
+        """Asks this leader to hand the lock to the follower whose server id
+        is ``to`` (None: the best live follower, one of higher ``priority``
+        first). Returns at once: the request travels in the lock record, the
+        target confirms it is live, then ``on_transfer(target_id, term)``
+        runs here (stop the leader work and call :meth:`transfer_commit`).
+        A target that does not confirm within about a lease is refused: an
+        error event (``on_error``) says why and this node keeps leading.
+
+        Raises:
+            NotLeaderError: this elector does not lead.
+            ConfigError: ``to`` is this node's own id or not a valid id.
+            BusyError: a transfer is being committed already.
+            UnsupportedError: the store's reads may be stale (Route 53).
+        """
+        if to is not None and not isinstance(to, str):
+            raise ConfigError(f"transfer(to): to must be a server id (str) or None, not {to!r}")
+        h = self._h()
+        rc = _core.s3lect_transfer(h, to)
+        if rc == _core.S3LECT_ENOTLEADER:
+            raise NotLeaderError(f"transfer(): {self._server_id} does not lead "
+                                 f"{lock_display(self._lock_url)}; only its leader can hand it over",
+                                 rc)
+        if rc == _core.S3LECT_EBUSY:
+            raise BusyError("transfer(): a transfer is being committed already", rc)
+        self._check(rc)
+
+    def transfer_commit(self) -> None:
+        """After ``on_transfer``, once the leader work has stopped: hands the
+        lock over. This node stops leading at once
+        (``on_lose(term, "transferred")``) and the target leads. Any thread,
+        this elector's callbacks included.
+
+        Raises:
+            StateError: no confirmed transfer is pending (refused, abandoned,
+                or leadership was lost meanwhile).
+        """
+        rc = _core.s3lect_transfer_commit(self._h())
+        if rc == _core.S3LECT_EINVAL:
+            raise StateError("transfer_commit(): no confirmed transfer is pending (it was "
+                             "refused or abandoned, or leadership was lost meanwhile)", rc)
+        self._check(rc)
+
     # ---- fenced writes ----
 
     def fence(self) -> Fence:
@@ -1160,7 +1256,7 @@ class Elector:
                 "max_lease_timeout cannot change on an existing elector (libs3lect applies "
                 "it when the elector is created); create a new elector"
             )
-        fixed = sorted(set(timings) & set(_config.COUNTS))
+        fixed = sorted(set(timings) & _config.PROCESS_WIDE_NAMES)
         if fixed:
             raise ConfigError(
                 f"{', '.join(fixed)} cannot change on an existing elector: the sizes of "

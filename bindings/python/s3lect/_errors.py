@@ -167,9 +167,10 @@ class FencedError(StoreError):
 
 
 class NotLeaderError(StateError):
-    """A fenced write of an elector's :class:`~s3lect.Fence` while the elector
-    does not lead (never led, stopped, or its lease passed): refused before
-    anything was sent (``S3LECT_ENOTLEADER``)."""
+    """The call needs this elector to lead, and it does not (never led,
+    stopped, or its lease passed; ``S3LECT_ENOTLEADER``): a fenced write of
+    its :class:`~s3lect.Fence` (refused before anything was sent), or
+    :meth:`~s3lect.Elector.transfer`."""
 
     default_code = _core.S3LECT_ENOTLEADER
 

@@ -32,6 +32,10 @@ class EventType(_StrEnum):
     """A store or record problem (``code``, ``message``; see :attr:`Event.error`)."""
     CYCLE = "cycle"
     """One election cycle completed (``cycle``)."""
+    TRANSFER = "transfer"
+    """This leader is asked to hand the lock over and the target confirmed
+    it is live (``leader_id`` names the target, ``term`` the leadership):
+    stop the leader work, then call :meth:`Elector.transfer_commit`."""
 
 
 class LostReason(_StrEnum):
@@ -54,6 +58,10 @@ class LostReason(_StrEnum):
     RENEW_TIMEOUT = "renew_timeout"
     """Renewals were sent but none succeeded before renew_deadline: the
     store was slow, failing or unreachable."""
+    TRANSFERRED = "transferred"
+    """Handed to another node (:meth:`Elector.transfer_commit`, after a
+    :meth:`Elector.transfer`, ``s3lect transfer``, a follower of higher
+    ``priority`` or ``max_hold``)."""
     UNKNOWN = "unknown"
 
 
@@ -75,6 +83,7 @@ _EVENT_TYPES = {
     _core.S3LECT_EVENT_LEADER_CHANGED: EventType.LEADER_CHANGED,
     _core.S3LECT_EVENT_ERROR: EventType.ERROR,
     _core.S3LECT_EVENT_CYCLE: EventType.CYCLE,
+    _core.S3LECT_EVENT_TRANSFER: EventType.TRANSFER,
 }
 _REASONS = {
     _core.S3LECT_LOST_RELEASED: LostReason.RELEASED,
@@ -83,6 +92,7 @@ _REASONS = {
     _core.S3LECT_LOST_HOOK_FAILED: LostReason.HOOK_FAILED,
     _core.S3LECT_LOST_STOPPED: LostReason.STOPPED,
     _core.S3LECT_LOST_RENEW_TIMEOUT: LostReason.RENEW_TIMEOUT,
+    _core.S3LECT_LOST_TRANSFERRED: LostReason.TRANSFERRED,
 }
 _STATES = {
     _core.S3LECT_STATE_NEW: State.NEW,
