@@ -32,6 +32,8 @@ typedef struct cli_opts {
     int64_t startup_timeout; /* run: -1 = default (60 s), 0 = retry for ever */
     int64_t max_lease;       /* 0: default (4 x lease) */
     int64_t new_lock_wait;   /* -1: default (the lease) */
+    int64_t max_hold;        /* run: -1 = default (never) */
+    const char *priority;    /* run: --priority N (NULL: default 0) */
     int json;
     const char *log_format;     /* run: "text" (default) or "json" */
     int log_time;               /* run: RFC 3339 time before each text line */
@@ -95,6 +97,8 @@ int cli_whoami(int argc, char **argv);
 int cli_stores(int argc, char **argv);
 /* `s3lect fence get|put|cas|rm|policy` (fence.c): fenced writes. */
 int cli_fence(int argc, char **argv);
+/* s3lect transfer (transfer.c). */
+int cli_transfer(int argc, char **argv);
 extern const char CLI_STORES_HELP[];
 /* Prints what whoami prints about credentials (never a secret), each line
  * after indent. */

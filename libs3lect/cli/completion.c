@@ -26,6 +26,7 @@ static const struct comp_cmd {
     {"stores", 0, "--json"},
     {"fence", 0,
      "get put cas rm policy --endpoint --region --ca-file --path-style --token --version"},
+    {"transfer", 0, S3_STORE_OPTS " --to --timeout"},
 };
 /* Options whose value is a file, and options with a fixed set of values. */
 static const char *const COMP_FILES[] = {"--ca-file", "--peer-cert",        "--peer-key",

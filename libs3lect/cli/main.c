@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* main.c - the s3lect command: its help and version, and which command runs.
  * The commands live in their files (run.c, read_cmds.c, check_store.c,
- * whoami.c, stores.c, fence.c, completion.c), the help texts in help.c and the
+ * whoami.c, stores.c, fence.c, transfer.c, completion.c), the help texts in help.c and the
  * options the commands share in options.c. */
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -14,9 +14,9 @@
 #include "cli.h"
 #include "options.h"
 
-static const char *const COMMANDS[] = {"run",        "status", "watch",      "check-store",
-                                       "init-store", "whoami", "reset-term", "stores",
-                                       "fence",      "help",   "completion"};
+static const char *const COMMANDS[] = {"run",        "status",   "watch",      "check-store",
+                                       "init-store", "whoami",   "reset-term", "stores",
+                                       "fence",      "transfer", "help",       "completion"};
 
 /* "run, status, ..., completion": every command, for the errors that list them. */
 static const char *command_list(void)
@@ -106,6 +106,9 @@ int main(int argc, char **argv)
         } else if (strcmp(sub, "fence") == 0) {
             char *av[] = {"fence", "--help", NULL};
             return cli_fence(2, av);
+        } else if (strcmp(sub, "transfer") == 0) {
+            char *av[] = {"transfer", "--help", NULL};
+            return cli_transfer(2, av);
         } else {
             return unknown_command(sub);
         }
@@ -131,5 +134,7 @@ int main(int argc, char **argv)
         return cli_stores(argc - 1, argv + 1);
     if (strcmp(cmd, "fence") == 0)
         return cli_fence(argc - 1, argv + 1);
+    if (strcmp(cmd, "transfer") == 0)
+        return cli_transfer(argc - 1, argv + 1);
     return unknown_command(cmd);
 }

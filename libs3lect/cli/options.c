@@ -290,6 +290,8 @@ size_t cli_opt_defs(cli_opts *o, cli_opt_def *out)
         {"--infrequent-interval", K_DUR, C_RUN, NULL, &o->infrequent, NULL},
         {"--max-clock-skew", K_DUR, C_RUN, NULL, &o->skew, NULL},
         {"--new-lock-wait", K_DUR, C_RUN, NULL, &o->new_lock_wait, NULL},
+        {"--priority", K_STR, C_RUN, &o->priority, NULL, NULL},
+        {"--max-hold", K_DUR, C_RUN, NULL, &o->max_hold, NULL},
         {"--kill-timeout", K_DUR, C_RUN, NULL, &o->kill_timeout, NULL},
         {"--startup-timeout", K_DUR, C_RUN, NULL, &o->startup_timeout, NULL},
         {"--interval", K_DUR, C_WATCH, NULL, &o->interval, NULL},
@@ -572,6 +574,7 @@ static int set_given(s3lect_config *c, const cli_opts *o, const char *id, int pe
                 {o->infrequent, S3LECT_OPT_INFREQUENT_INTERVAL},
                 {o->skew, S3LECT_OPT_MAX_CLOCK_SKEW},
                 {o->new_lock_wait, S3LECT_OPT_NEW_LOCK_WAIT},
+                {o->max_hold, S3LECT_OPT_MAX_HOLD},
                 {o->max_lease > 0 ? o->max_lease : -1, S3LECT_OPT_MAX_LEASE_TIMEOUT}};
     int rc = 0;
     for (size_t k = 0; !rc && k < sizeof strs / sizeof strs[0]; k++)
@@ -583,6 +586,12 @@ static int set_given(s3lect_config *c, const cli_opts *o, const char *id, int pe
     for (size_t k = 0; !rc && k < sizeof ints / sizeof ints[0]; k++)
         if (ints[k].v >= 0)
             rc = s3lect_config_set_int(c, ints[k].opt, ints[k].v);
+    if (!rc && o->priority) {
+        char *end = NULL;
+        long long v = strtoll(o->priority, &end, 10);
+        rc = end == o->priority || *end ? S3LECT_EINVAL
+                                        : s3lect_config_set_int(c, S3LECT_OPT_PRIORITY, v);
+    }
     return rc;
 }
 
@@ -628,6 +637,7 @@ void cli_opts_init(cli_opts *o)
     o->peer = -1;
     o->lease = o->renew = o->deadline = o->frequent = o->infrequent = o->skew = -1;
     o->new_lock_wait = -1;
+    o->max_hold = -1;
     o->kill_timeout = -1;
     o->startup_timeout = -1;
     o->interval = 1000;

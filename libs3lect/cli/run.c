@@ -75,6 +75,8 @@ typedef struct runner {
     int leading;
     int stopping;     /* SIGTERM/SIGINT received */
     int child_done;   /* CMD exited on its own while we led */
+    int transferring; /* a transfer was confirmed: CMD is stopped, then it is committed */
+    char transfer_to[260];
     int child_status; /* its exit status for our exit code */
     /* --startup-timeout: until the store is first reached */
     int reached;         /* the store answered once (a read or a write) */
@@ -276,9 +278,43 @@ static void on_lost(s3lect_elector *e, const s3lect_event *ev, void *ud)
     (void)e;
     runner *r = ud;
     r->leading = 0;
+    r->transferring = 0;
     say("lost leadership term=%lld reason=%s", (long long)s3lect_event_term(ev),
         s3lect_lost_reason_str(s3lect_event_reason(ev)));
     stop_cmd(r, "leadership lost");
+}
+
+/* The target of a transfer confirmed it is live (s3lect transfer, a
+ * follower of higher --priority, --max-hold): the command tree is stopped
+ * first (within --kill-timeout), and only then is the transfer committed
+ * (commit_transfer), so that the target never starts beside it. */
+static void on_transfer(s3lect_elector *e, const s3lect_event *ev, void *ud)
+{
+    (void)e;
+    runner *r = ud;
+    if (!r->leading || r->stopping || r->child_done)
+        return;
+    snprintf(r->transfer_to, sizeof r->transfer_to, "%s", s3lect_event_leader_id(ev));
+    r->transferring = 1;
+    say("handing leadership to %s term=%lld", r->transfer_to, (long long)s3lect_event_term(ev));
+    char why[320];
+    snprintf(why, sizeof why, "handing leadership to %s", r->transfer_to);
+    stop_cmd(r, why);
+}
+
+/* Once the tree is gone: the transfer goes ahead (or it was abandoned
+ * meanwhile, and the command starts again while this node leads). */
+static void commit_transfer(runner *r)
+{
+    if (!r->transferring || r->shim || r->orphans)
+        return;
+    r->transferring = 0;
+    if (s3lect_transfer_commit(r->el) == 0)
+        say("command stopped: leadership goes to %s", r->transfer_to);
+    else
+        say("warning: the transfer to %s is no longer pending (refused, abandoned, or the "
+            "lease was lost meanwhile); this node goes on as before",
+            r->transfer_to);
 }
 
 static void on_changed(s3lect_elector *e, const s3lect_event *ev, void *ud)
@@ -497,6 +533,7 @@ static int make_elector(runner *r, s3lect_config *cfg)
     s3lect_set_callback(r->el, S3LECT_EVENT_LOST, on_lost, r, NULL);
     s3lect_set_callback(r->el, S3LECT_EVENT_LEADER_CHANGED, on_changed, r, NULL);
     s3lect_set_callback(r->el, S3LECT_EVENT_ERROR, on_error, r, NULL);
+    s3lect_set_callback(r->el, S3LECT_EVENT_TRANSFER, on_transfer, r, NULL);
     /* Defence in depth: the library renews and acquires only while this
      * loop confirms it is alive, so a stuck supervisor costs one lease. */
     s3lect_require_heartbeat(r->el, r->deadline);
@@ -836,8 +873,8 @@ static void supervise_tree(runner *r, int64_t now, int lead)
         if (n <= 0)
             r->orphans = 0;
     }
-    if (lead && r->leading && !r->stopping && !r->child_done && !r->shim && !r->orphans &&
-        r->hard > now) {
+    if (lead && r->leading && !r->stopping && !r->child_done && !r->transferring && !r->shim &&
+        !r->orphans && r->hard > now) {
         if (sv_own_tree_signal(r->self, 0, 0) > 0)
             start_orphan_kill(r, now);
         else
@@ -956,6 +993,7 @@ int cli_run(int argc, char **argv)
         int lead = sample(&r, now);
         startup_checks(&r, &o, shown, now, started, startup, &gave_up);
         supervise_tree(&r, now, lead);
+        commit_transfer(&r);
         if ((r.stopping || r.child_done) && !r.shim && !r.orphans) {
             if (s3lect_is_leader(r.el))
                 say("releasing leadership");
