@@ -245,7 +245,9 @@ void xf_adopt(el_engine *e, const rec *x, int64_t now)
                  "priority per lease); '%.100s' may ask again",
                  x->xfer_to);
     } else {
-        if (take_request(e, x->xfer_to, x->xfer_n, now) == 0 && nomination)
+        /* A confirmation may have come before this leader saw the request
+         * (a follower read it first): take both. */
+        if (take_request(e, x->xfer_to, x->xfer_n, now) == 0)
             take_ack(e, x, now);
         return;
     }
@@ -407,15 +409,21 @@ void xf_follower_observe(el_engine *e, el_time now)
 int64_t xf_reserved_until(const el_engine *e, el_time now)
 {
     const rec *c = &e->cur;
-    if (e->corrupt || !rec_released(c) || !c->to_inc || !c->to_inc[0] ||
-        u_streq(c->to_inc, e->incarnation))
+    if (e->corrupt || !rec_released(c) || (c->to_inc && u_streq(c->to_inc, e->incarnation)))
         return 0;
+    /* A node that handed the lock over competes for it again only a lease
+     * later (should the target and every other node be gone). */
+    int64_t gave = e->xf.gave_until > now.mono ? e->xf.gave_until : 0;
+    if (!c->to_inc || !c->to_inc[0])
+        return gave;
     /* The earlier of the releaser's wall-clock end (a skewed clock only
      * moves who writes first) and a reservation counted from our first
      * sight of it. */
     int64_t by_sight = e->seen_recv + xf_reserve(e);
     int64_t by_wall = c->to_until > 0 ? now.mono + (c->to_until - now.wall) : by_sight;
     int64_t until = by_sight < by_wall ? by_sight : by_wall;
+    if (gave > until)
+        until = gave;
     return until > now.mono ? until : 0;
 }
 

@@ -862,8 +862,8 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
         e->backoff_until = now.mono;
         el_emit(e, S3LECT_EVENT_LOST, e->term, S3LECT_LOST_TRANSFERRED, e->id, e->addr);
         /* It gave the lock away: it competes for it again only a lease
-         * later (should the target and every other node be gone). */
-        e->write_backoff_until = now.mono + e->p.lease;
+         * later (xf_reserved_until), unless it is handed back. */
+        e->xf.gave_until = now.mono + e->p.lease;
         free(e->led_etag); /* never reclaimed: it was handed over */
         e->led_etag = NULL;
         if (e->etag && issue_release(e, now, op) > 0) {

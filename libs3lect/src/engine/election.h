@@ -130,8 +130,9 @@ typedef struct el_xfer {
     int commit;       /* the application stopped its work: release to the target */
     /* The last request refused and why: written in our records until the next. */
     char *err_n, *err;
-    int64_t led_since; /* mono ms this leadership began */
-    int64_t retry_at;  /* max_hold: no new attempt before this */
+    int64_t led_since;  /* mono ms this leadership began */
+    int64_t retry_at;   /* max_hold: no new attempt before this */
+    int64_t gave_until; /* mono ms: this node handed the lock over; not its to take before */
     /* Follower side. */
     char *acked;          /* the nonce we confirmed (or asked with: a nomination) */
     int64_t expect_until; /* mono ms until which we watch for the release */
