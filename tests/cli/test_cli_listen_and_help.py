@@ -131,7 +131,7 @@ def test_bad_any_addresses_are_refused(opt, value, env, tmp_path):
     (["whoamI"], "did you mean whoami?"),
     (["help", "stats"], "did you mean status?"),
     (["frobnicate"], "commands: run, status, watch, check-store, init-store, whoami, reset-term, "
-                     "stores, fence, help, completion"),
+                     "stores, fence, transfer, help, completion"),
     (["stors"], "did you mean stores?"),
 ])
 def test_unknown_command_suggests(argv, suggestion, env):
