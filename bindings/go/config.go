@@ -90,8 +90,8 @@ type ElectorConfig struct {
 	OnAcquireLeadership func(ctx context.Context) error
 
 	// OnLoseLeadership runs after this node stopped being leader (lease lost,
-	// lost race, veto, Stop); LostReasonFrom(ctx) says why. Its error is
-	// logged; it cannot keep leadership.
+	// lost race, veto, Stop, a transfer); LostReasonFrom(ctx) says why. Its
+	// error is logged; it cannot keep leadership.
 	OnLoseLeadership func(ctx context.Context) error
 
 	// ---- specific to this package ----
@@ -157,6 +157,28 @@ type ElectorConfig struct {
 	// lock name never used before, a test). With mixed timings, set it to
 	// the longest LeaderTimeout of any node of the lock.
 	NewLockWait time.Duration
+
+	// Priority is this node's priority (default 0, 0..1000000). A follower
+	// of higher priority than its leader's that has followed for a lease
+	// without a break asks for the lock, and the leader hands it over as
+	// with Transfer (at most once a lease). Equal priorities keep the plain
+	// election. UpdateConfig cannot change it.
+	Priority int
+	// MaxHold is the longest this node leads before it hands the lock to a
+	// live follower, as Transfer("") would (default 0: never): rotation, to
+	// exercise failover. Without a live follower it keeps leading and tries
+	// again a lease later. UpdateConfig cannot change it.
+	MaxHold time.Duration
+
+	// OnTransfer runs when this leader is asked to hand the lock over
+	// (Transfer, `s3lect transfer`, a follower of higher Priority, MaxHold)
+	// and the target targetID confirmed it is live: stop the leader work,
+	// then call TransferCommit (in the hook or later, from any goroutine);
+	// OnLoseLeadership (LostTransferred) follows. A transfer not committed
+	// within twice the lease is abandoned (logged) and this node keeps
+	// leading. Without OnTransfer the elector commits by itself at once, and
+	// OnLoseLeadership is the cue to stop, as for Stop.
+	OnTransfer func(targetID string, term int64)
 
 	// PeerListen is the address the leadership endpoint listens on (default
 	// ServerAddr, else the address of the interface that routes to the
@@ -568,6 +590,10 @@ func (c *ElectorConfig) immutableDiff(o *ElectorConfig) string {
 		return "ServerAddr"
 	case c.MaxLeaseTimeout != o.MaxLeaseTimeout:
 		return "MaxLeaseTimeout"
+	case c.Priority != o.Priority:
+		return "Priority"
+	case c.MaxHold != o.MaxHold:
+		return "MaxHold"
 	case c.MaxConnections != o.MaxConnections, c.WorkerThreads != o.WorkerThreads,
 		c.CallbackThreads != o.CallbackThreads:
 		return "the runtime sizes (MaxConnections, WorkerThreads, CallbackThreads)"

@@ -168,7 +168,8 @@ func (e *S3Elector) build(cfg *ElectorConfig) (*C.s3lect_elector, error) {
 	}
 	// One handle per registration: libs3lect frees each userdata once.
 	for _, t := range []C.s3lect_event_kind{C.S3LECT_EVENT_ACQUIRED, C.S3LECT_EVENT_LOST,
-		C.S3LECT_EVENT_LEADER_CHANGED, C.S3LECT_EVENT_ERROR, C.S3LECT_EVENT_CYCLE} {
+		C.S3LECT_EVENT_LEADER_CHANGED, C.S3LECT_EVENT_ERROR, C.S3LECT_EVENT_CYCLE,
+		C.S3LECT_EVENT_TRANSFER} {
 		if rc := C.gos3lect_set_callback(c, t, C.uintptr_t(newHandle(e.ev))); rc != C.S3LECT_OK {
 			C.s3lect_free_elector(c)
 			return nil, newError(rc, "NewS3Elector", "registering callbacks failed")
@@ -559,6 +560,55 @@ func (e *S3Elector) PeerResponse(method, target string) (status int, body []byte
 		C.s3lect_free(unsafePointer(out))
 	}
 	return int(st), body, nil
+}
+
+// Transfer asks this leader to hand the lock to the follower whose ServerID
+// is to ("": the best live follower, one of higher Priority first). It
+// returns at once: the request travels in the lock record, the target
+// confirms it is live, then OnTransfer(targetID, term) runs on this node:
+// stop the leader work and call TransferCommit. A target that does not
+// confirm within about a lease is refused: a "Leader election error" is
+// logged saying why, and this node keeps leading.
+//
+// Errors: ErrNotLeader when this elector does not lead; ErrInvalidConfig
+// for its own ServerID or a malformed one; CodeBusy while a transfer is
+// being committed; CodeUnsupported on Route 53 (its reads may be stale).
+func (e *S3Elector) Transfer(to string) error {
+	ct := C.CString(to)
+	defer C.free(unsafe.Pointer(ct))
+	e.hmu.RLock()
+	rc := C.s3lect_transfer(e.c, ct)
+	msg := ""
+	if rc != C.S3LECT_OK && rc != C.S3LECT_ENOTLEADER && rc != C.S3LECT_EBUSY {
+		msg = e.errmsgLocked() // set by libs3lect for these
+	}
+	e.hmu.RUnlock()
+	switch rc {
+	case C.S3LECT_OK:
+		return nil
+	case C.S3LECT_ENOTLEADER:
+		msg = "this node does not lead; only the leader can hand the lock over"
+	case C.S3LECT_EBUSY:
+		msg = "a transfer is being committed already"
+	}
+	return newError(rc, "Transfer", msg)
+}
+
+// TransferCommit hands the lock over after OnTransfer, once this node's
+// leader work has stopped: the node stops leading at once
+// (OnLoseLeadership, LostTransferred) and the target leads. It may be
+// called from any goroutine, OnTransfer included. CodeInvalid when no
+// confirmed transfer is pending (refused, abandoned, or leadership was
+// lost meanwhile).
+func (e *S3Elector) TransferCommit() error {
+	e.hmu.RLock()
+	rc := C.s3lect_transfer_commit(e.c)
+	e.hmu.RUnlock()
+	if rc != C.S3LECT_OK {
+		return newError(rc, "TransferCommit",
+			"no confirmed transfer is pending (refused or abandoned, or leadership was lost meanwhile)")
+	}
+	return nil
 }
 
 // UpdateConfig applies new timings (LeaderTimeout, RenewInterval,

@@ -98,8 +98,8 @@ var (
 	// another holder of this term, wrote the object last; nothing was
 	// written. This process is a deposed leader: stop acting as one.
 	ErrFenced error = &Error{Code: CodeFenced}
-	// ErrNotLeader: a write of an elector's Fence while the elector does not
-	// lead; refused before anything was sent.
+	// ErrNotLeader: the call needs the elector to lead and it does not: a
+	// write of its Fence (refused before anything was sent), or Transfer.
 	ErrNotLeader error = &Error{Code: CodeNotLeader}
 	// ErrRetriesExhausted: other writers kept changing the object between a
 	// fenced write's read and its write; nothing was written.

@@ -39,6 +39,9 @@ const (
 	// LostRenewTimeout: renewals were sent but none succeeded before
 	// RenewDeadline: the store was slow, failing or unreachable.
 	LostRenewTimeout LostReason = "renew_timeout"
+	// LostTransferred: handed to another node (TransferCommit, after a
+	// Transfer, `s3lect transfer`, a follower of higher Priority or MaxHold).
+	LostTransferred LostReason = "transferred"
 	// LostUnknown: a reason this package does not know (from a newer libs3lect).
 	LostUnknown LostReason = "unknown"
 )
@@ -58,6 +61,8 @@ func lostReasonOf(r C.int) LostReason {
 		return LostStopped
 	case C.S3LECT_LOST_RENEW_TIMEOUT:
 		return LostRenewTimeout
+	case C.S3LECT_LOST_TRANSFERRED:
+		return LostTransferred
 	}
 	return LostUnknown
 }
@@ -102,10 +107,11 @@ type hooks struct {
 	onAcquire      func(context.Context) error
 	onLose         func(context.Context) error
 	onLeaderChange func(leaderID, leaderAddr string, term int64)
+	onTransfer     func(targetID string, term int64)
 }
 
 func hooksOf(c *ElectorConfig) hooks {
-	return hooks{c.OnAcquireLeadership, c.OnLoseLeadership, c.OnLeaderChange}
+	return hooks{c.OnAcquireLeadership, c.OnLoseLeadership, c.OnLeaderChange, c.OnTransfer}
 }
 
 func newEvents(logger *slog.Logger, h hooks) *events {
@@ -187,7 +193,9 @@ func copyEvent(ev *C.s3lect_event) eventData {
 	}
 }
 
-func (ev *events) handle(d eventData) {
+// handle delivers one event of elector c (valid during the call: libs3lect
+// frees an elector only once its callbacks have returned).
+func (ev *events) handle(c *C.s3lect_elector, d eventData) {
 	switch d.typ {
 	case C.S3LECT_EVENT_ACQUIRED:
 		ev.mu.Lock()
@@ -228,6 +236,21 @@ func (ev *events) handle(d eventData) {
 		ev.mu.Lock()
 		ev.broadcast()
 		ev.mu.Unlock()
+	case C.S3LECT_EVENT_TRANSFER:
+		ev.logger.Info("Handing leadership over", "targetID", d.leaderID, "term", d.term)
+		h, _ := ev.current()
+		if h.onTransfer == nil {
+			// Nothing to stop first that the program told us of: hand over
+			// now (OnLoseLeadership follows, as for Stop).
+			if rc := C.s3lect_transfer_commit(c); rc != C.S3LECT_OK {
+				ev.logger.Debug("Committing the transfer at its event failed", "code", Code(rc).String())
+			}
+			break
+		}
+		_ = ev.callHook("OnTransfer", func() error {
+			h.onTransfer(d.leaderID, d.term)
+			return nil
+		})
 	case C.S3LECT_EVENT_CYCLE:
 		ev.mu.Lock()
 		ev.lastCycleAt = time.Now()
@@ -263,13 +286,13 @@ func (ev *events) acquire(term int64) error {
 }
 
 //export gos3lectEvent
-func gos3lectEvent(_ *C.s3lect_elector, cev *C.s3lect_event, h C.uintptr_t) {
+func gos3lectEvent(c *C.s3lect_elector, cev *C.s3lect_event, h C.uintptr_t) {
 	defer func() {
 		if r := recover(); r != nil {
 			slog.Error("s3lect: event callback panicked", "panic", r)
 		}
 	}()
-	cgo.Handle(h).Value().(*events).handle(copyEvent(cev))
+	cgo.Handle(h).Value().(*events).handle(c, copyEvent(cev))
 }
 
 //export gos3lectAcquire

@@ -209,7 +209,8 @@ func TestRenewTimeoutReason(t *testing.T) {
 func TestLostReasonMapping(t *testing.T) {
 	want := map[int]LostReason{
 		1: LostReleased, 2: LostLeaseExpired, 3: LostRace, 4: LostHookFailed, 5: LostStopped,
-		6: LostRenewTimeout, 0: LostUnknown, 7: LostUnknown, 1000: LostUnknown, -1: LostUnknown,
+		6: LostRenewTimeout, 7: LostTransferred, 0: LostUnknown, 8: LostUnknown, 1000: LostUnknown,
+		-1: LostUnknown,
 	}
 	for code, w := range want {
 		if got := lostReasonOf(_Ctype_int(code)); got != w {

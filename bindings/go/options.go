@@ -171,7 +171,8 @@ func goTypeOf(o optionInfo) reflect.Type {
 // newFieldNames builds the replacer that rewrites libs3lect's option names
 // in its messages into the field names a Go user sets. Only names with an
 // underscore are rewritten: "lock", "region" or "endpoint" are also plain
-// words of the messages. Longer names go first ("peer_client_cert" before
+// words of the messages (a one-word integer option only in its range
+// message). Longer names go first ("peer_client_cert" before
 // "peer_cert"... and "max_lease_timeout" before "lease_timeout").
 func newFieldNames() *strings.Replacer {
 	var opts []optionInfo
@@ -181,9 +182,16 @@ func newFieldNames() *strings.Replacer {
 		}
 	}
 	sort.SliceStable(opts, func(i, j int) bool { return len(opts[i].name) > len(opts[j].name) })
-	pairs := make([]string, 0, 2*len(opts)+2)
+	pairs := make([]string, 0, 2*len(libOptions)+2)
 	for _, o := range opts {
 		pairs = append(pairs, o.name, o.field)
+	}
+	// A one-word name only where the library's range message names it
+	// ("priority must be between 0 and 1000000, got -1").
+	for _, o := range libOptions {
+		if o.field != "" && !strings.Contains(o.name, "_") && o.typ == typInt {
+			pairs = append(pairs, o.name+" must be between", o.field+" must be between")
+		}
 	}
 	pairs = append(pairs, "set lock to", "set LockfilePath to")
 	return strings.NewReplacer(pairs...)
