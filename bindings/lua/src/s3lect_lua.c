@@ -35,10 +35,10 @@
 #define MODULE_NAME "s3lect"
 
 /* Lua callbacks an elector may hold. */
-enum cb_kind { CB_ACQUIRE, CB_LOSE, CB_LEADER_CHANGE, CB_ERROR, CB_CYCLE, CB_COUNT };
+enum cb_kind { CB_ACQUIRE, CB_LOSE, CB_LEADER_CHANGE, CB_ERROR, CB_CYCLE, CB_TRANSFER, CB_COUNT };
 
-static const char *const cb_names[CB_COUNT] = {"on_acquire", "on_lose", "on_leader_change",
-                                               "on_error", "on_cycle"};
+static const char *const cb_names[CB_COUNT] = {"on_acquire", "on_lose",  "on_leader_change",
+                                               "on_error",   "on_cycle", "on_transfer"};
 
 /* Deferred actions requested from inside one of the elector's own callbacks. */
 enum pending { PENDING_NONE, PENDING_STOP, PENDING_STOP_NO_RELEASE };
@@ -223,6 +223,11 @@ static int push_args(lua_State *L, const cb_call *c)
     case CB_CYCLE:
         s3l_pushint64(L, (int64_t)s3lect_event_cycle(ev));
         return 1;
+    case CB_TRANSFER: /* (target_id, term) */
+        s = s3lect_event_leader_id(ev);
+        lua_pushstring(L, s != NULL ? s : "");
+        s3l_pushint64(L, s3lect_event_term(ev));
+        return 2;
     default:
         return 0;
     }
@@ -287,8 +292,9 @@ static int invoke(lelector *le, enum cb_kind kind, const s3lect_event *ev)
 }
 
 /* Pushes an event as a table: {type = "acquired" | "lost" | "leader_changed"
- * | "error" | "cycle", term, reason, leader_id, leader_addr, message, code,
- * cycle} (the fields the type has). */
+ * | "error" | "cycle" | "transfer", term, reason, leader_id, leader_addr,
+ * message, code, cycle} (the fields the type has; a transfer's leader_id is
+ * its target). */
 static void push_event_table(lua_State *L, const s3lect_event *ev)
 {
     int type = s3lect_event_type(ev);
@@ -307,6 +313,7 @@ static void push_event_table(lua_State *L, const s3lect_event *ev)
         break;
     }
     case S3LECT_EVENT_LEADER_CHANGED:
+    case S3LECT_EVENT_TRANSFER:
         s = s3lect_event_leader_id(ev);
         if (s != NULL && s[0] != '\0') {
             lua_pushstring(L, s);
@@ -374,7 +381,6 @@ static void queue_event(lelector *le, const s3lect_event *ev)
 
 static void on_event(s3lect_elector *e, const s3lect_event *ev, void *userdata)
 {
-    (void)e;
     lelector *le = userdata;
     queue_event(le, ev);
     switch (s3lect_event_type(ev)) {
@@ -389,6 +395,15 @@ static void on_event(s3lect_elector *e, const s3lect_event *ev, void *userdata)
         break;
     case S3LECT_EVENT_CYCLE:
         invoke(le, CB_CYCLE, ev);
+        break;
+    case S3LECT_EVENT_TRANSFER:
+        /* Without on_transfer there is nothing the host told us to stop
+         * first: hand over now (on_lose "transferred" follows, as for a
+         * stop). With it, the host calls el:transfer_commit(). */
+        if (le->ref[CB_TRANSFER] == LUA_NOREF)
+            (void)s3lect_transfer_commit(e);
+        else
+            invoke(le, CB_TRANSFER, ev);
         break;
     default:
         break;
@@ -436,6 +451,7 @@ static const optdef extra_optdefs[] = {
     {"on_leader_change", CB_LEADER_CHANGE, K_CALLBACK, 0},
     {"on_error", CB_ERROR, K_CALLBACK, 0},
     {"on_cycle", CB_CYCLE, K_CALLBACK, 0},
+    {"on_transfer", CB_TRANSFER, K_CALLBACK, 0},
 };
 
 #define N_EXTRA_OPTDEFS (sizeof extra_optdefs / sizeof extra_optdefs[0])
@@ -743,19 +759,22 @@ static int l_new(lua_State *L)
     if (le->ref[CB_ACQUIRE] != LUA_NOREF)
         rc = s3lect_set_acquire_hook(e, on_acquire_hook, le, NULL);
     static const struct {
-        int kind; /* enum cb_kind; -1: none (events = true only) */
-        int type; /* s3lect_event_kind */
-    } evmap[] = {{-1, S3LECT_EVENT_ACQUIRED},
-                 {CB_LOSE, S3LECT_EVENT_LOST},
-                 {CB_LEADER_CHANGE, S3LECT_EVENT_LEADER_CHANGED},
-                 {CB_ERROR, S3LECT_EVENT_ERROR},
-                 {CB_CYCLE, S3LECT_EVENT_CYCLE}};
+        int kind;   /* enum cb_kind; -1: none (events = true only) */
+        int type;   /* s3lect_event_kind */
+        int always; /* registered without a callback too (on_event acts on it) */
+    } evmap[] = {{-1, S3LECT_EVENT_ACQUIRED, 0},
+                 {CB_LOSE, S3LECT_EVENT_LOST, 0},
+                 {CB_LEADER_CHANGE, S3LECT_EVENT_LEADER_CHANGED, 0},
+                 {CB_ERROR, S3LECT_EVENT_ERROR, 0},
+                 {CB_CYCLE, S3LECT_EVENT_CYCLE, 0},
+                 {CB_TRANSFER, S3LECT_EVENT_TRANSFER, 1}};
     if (rc == S3LECT_OK && le->events) {
         lua_newtable(L);
         le->queue_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     }
     for (size_t i = 0; rc == S3LECT_OK && i < sizeof evmap / sizeof evmap[0]; i++)
-        if (le->events || (evmap[i].kind >= 0 && le->ref[evmap[i].kind] != LUA_NOREF))
+        if (le->events || evmap[i].always ||
+            (evmap[i].kind >= 0 && le->ref[evmap[i].kind] != LUA_NOREF))
             rc = s3lect_set_callback(e, (s3lect_event_kind)evmap[i].type, on_event, le, NULL);
     if (rc != S3LECT_OK)
         return push_fail(L, le, fn, rc);
@@ -1040,6 +1059,60 @@ static int l_next_event(lua_State *L)
     }
     lua_pushnil(L);
     return 1;
+}
+
+/* Pushes nil, "context: message", code; returns 3. */
+static int push_fail_code(lua_State *L, lelector *le, const char *context, int code,
+                          const char *why)
+{
+    if (why != NULL) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", context, why);
+    } else {
+        push_fail(L, le, context, code);
+    }
+    lua_pushinteger(L, code);
+    return 3;
+}
+
+/* el:transfer([to]) -> true | nil, message, code. Asks this leader to hand
+ * the lock to the follower whose id is `to` (nil or "": the best live
+ * follower). Returns at once; when the target confirms, on_transfer(target,
+ * term) runs in el:dispatch(): stop the leader work, then el:transfer_commit().
+ * code: S3LECT_ENOTLEADER (not leading), S3LECT_EINVAL (its own or a
+ * malformed id), S3LECT_EBUSY (a transfer is being committed),
+ * S3LECT_EUNSUPPORTED (Route 53). */
+static int l_transfer(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    const char *to = luaL_optstring(L, 2, NULL);
+    int rc = s3lect_transfer(le->e, to);
+    if (rc == S3LECT_OK) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    if (rc == S3LECT_ENOTLEADER)
+        return push_fail_code(L, le, "el:transfer()", rc,
+                              "this node does not lead; only the leader can hand the lock over");
+    if (rc == S3LECT_EBUSY)
+        return push_fail_code(L, le, "el:transfer()", rc, "a transfer is being committed already");
+    return push_fail_code(L, le, "el:transfer()", rc, NULL);
+}
+
+/* el:transfer_commit() -> true | nil, message, code: after on_transfer, once
+ * the leader work has stopped, hands the lock over (on_lose "transferred"
+ * follows). S3LECT_EINVAL when no confirmed transfer is pending. */
+static int l_transfer_commit(lua_State *L)
+{
+    lelector *le = check_open(L, 1);
+    int rc = s3lect_transfer_commit(le->e);
+    if (rc == S3LECT_OK) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    return push_fail_code(L, le, "el:transfer_commit()", rc,
+                          "no confirmed transfer is pending (refused or abandoned, or leadership "
+                          "was lost meanwhile)");
 }
 
 /* el:fd() -> integer | nil, message */
@@ -1905,6 +1978,8 @@ static const luaL_Reg elector_methods[] = {
     {"enable_peer_mode", l_enable_peer_mode},
     {"fence", l_fence},
     {"fence_token", l_fence_token},
+    {"transfer", l_transfer},
+    {"transfer_commit", l_transfer_commit},
     {NULL, NULL},
 };
 

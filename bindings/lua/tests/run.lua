@@ -23,5 +23,6 @@ dofile(here .. "/test_coroutines.lua")
 dofile(here .. "/test_stores.lua")
 dofile(here .. "/test_fence.lua")
 dofile(here .. "/test_testing.lua")
+dofile(here .. "/test_transfer.lua")
 -- close=true closes the state, so __gc stops any elector a test left behind.
 os.exit(T.run(arg[1]), true)

@@ -11,8 +11,10 @@ local s3lect = require "s3lect"
 -- in src/s3lect_lua.c): poll mode is always on in this binding.
 local HIDDEN = { poll_mode = true }
 -- The integer options that are counts (the shared runtime's sizes,
--- docs/threading.md); every other integer option is a duration in ms.
-local COUNTS = { max_connections = true, worker_threads = true, callback_threads = true }
+-- docs/threading.md, and the priority); every other integer option is a
+-- duration in ms.
+local COUNTS = { max_connections = true, worker_threads = true, callback_threads = true,
+                 priority = true }
 -- A lock in an existing directory; s3lect.new does not create it.
 local LOCK = (os.getenv("TMPDIR") or "/tmp") .. "/s3lect-lua-options-unused-lock"
 
@@ -189,4 +191,24 @@ T.test("count options (max_connections, worker_threads, callback_threads) are in
   T.raises("option 'callback_threads' cannot change on an existing elector", el.update_config,
            el, { callback_threads = 4 })
   el:close()
+end)
+
+T.test("priority is a count and max_hold a duration", function()
+  local el = assert(s3lect.new({ lock = LOCK, id = "a", priority = 7, max_hold = 90 }))
+  local cfg = el:get_config()
+  el:close()
+  T.eq(cfg.priority, 7, "get_config().priority")
+  T.eq(math.type and math.type(cfg.priority) or "integer", "integer", "priority is an integer")
+  T.eq(cfg.max_hold, 90, "get_config().max_hold (seconds)")
+  local bad, err = new_with("priority", 1000001)
+  T.eq(bad, nil, "priority above its maximum")
+  T.contains(err, "priority must be between 0 and 1000000, got 1000001", "priority's range")
+  T.raises("option 'priority' must be a whole number from 0 to 1000000 (a count)",
+           new_with, "priority", 1.5)
+  el = assert(s3lect.new({ lock = LOCK, id = "a",
+                           env = { S3LECT_PRIORITY = "5", S3LECT_MAX_HOLD = "1m" } }))
+  cfg = el:get_config()
+  el:close()
+  T.eq(cfg.priority, 5, "S3LECT_PRIORITY")
+  T.eq(cfg.max_hold, 60, "S3LECT_MAX_HOLD")
 end)
