@@ -176,8 +176,9 @@ type ElectorConfig struct {
 	// then call TransferCommit (in the hook or later, from any goroutine);
 	// OnLoseLeadership (LostTransferred) follows. A transfer not committed
 	// within twice the lease is abandoned (logged) and this node keeps
-	// leading. Without OnTransfer the elector commits by itself at once, and
-	// OnLoseLeadership is the cue to stop, as for Stop.
+	// leading. Without OnTransfer this node never hands over (nothing would
+	// stop its leader work before the target starts): a warning is logged
+	// and the transfer is abandoned.
 	OnTransfer func(targetID string, term int64)
 
 	// PeerListen is the address the leadership endpoint listens on (default

@@ -240,11 +240,12 @@ func (ev *events) handle(c *C.s3lect_elector, d eventData) {
 		ev.logger.Info("Handing leadership over", "targetID", d.leaderID, "term", d.term)
 		h, _ := ev.current()
 		if h.onTransfer == nil {
-			// Nothing to stop first that the program told us of: hand over
-			// now (OnLoseLeadership follows, as for Stop).
-			if rc := C.s3lect_transfer_commit(c); rc != C.S3LECT_OK {
-				ev.logger.Debug("Committing the transfer at its event failed", "code", Code(rc).String())
-			}
+			// Nothing stops the program's leader work before the target
+			// starts: never hand over by itself (the transfer is abandoned
+			// and this node keeps leading).
+			ev.logger.Warn("Asked to hand leadership over, but no OnTransfer stops the leader "+
+				"work first: not handed over (set OnTransfer and call TransferCommit in it)",
+				"targetID", d.leaderID)
 			break
 		}
 		_ = ev.callHook("OnTransfer", func() error {

@@ -397,12 +397,11 @@ static void on_event(s3lect_elector *e, const s3lect_event *ev, void *userdata)
         invoke(le, CB_CYCLE, ev);
         break;
     case S3LECT_EVENT_TRANSFER:
-        /* Without on_transfer there is nothing the host told us to stop
-         * first: hand over now (on_lose "transferred" follows, as for a
-         * stop). With it, the host calls el:transfer_commit(). */
-        if (le->ref[CB_TRANSFER] == LUA_NOREF)
-            (void)s3lect_transfer_commit(e);
-        else
+        /* Without on_transfer nothing stops the host's leader work before
+         * the target starts: never hand over by itself (the transfer is
+         * abandoned, an error event says so, and this node keeps leading).
+         * With it, the host calls el:transfer_commit(). */
+        if (le->ref[CB_TRANSFER] != LUA_NOREF)
             invoke(le, CB_TRANSFER, ev);
         break;
     default:

@@ -337,12 +337,14 @@ class _Dispatch:
             self.logger.info("%s hands leadership of %s over to %s (term %d)", self.server_id,
                              self.lock_shown, ev.leader_id, ev.term, extra=extra)
 
-    def _commit_transfer(self) -> None:
-        """Without on_transfer: hands over at once (LOST transferred follows)."""
-        rc = _core.s3lect_transfer_commit(self.handle) if self.handle is not None else -1
-        if rc != _core.S3LECT_OK:  # refused or lost meanwhile: the library said why
-            self.logger.debug("%s: committing the transfer at its event failed: %s",
-                              self.server_id, _core.s3lect_strerror(rc))
+    def _no_transfer(self, target: str) -> None:
+        """Without on_transfer nothing stops this node's leader work first, so
+        it never hands over by itself: the transfer is abandoned (an error
+        event says so) and this node keeps leading."""
+        self.logger.warning("%s: asked to hand %s over to %s, but no on_transfer callback "
+                            "stops this application's leader work first: not handed over "
+                            "(give on_transfer and call transfer_commit() in it)",
+                            self.server_id, self.lock_shown, target)
 
     def _event(self, t: Tuple[Any, ...]) -> None:
         ev = Event._from_core(t)
@@ -356,7 +358,7 @@ class _Dispatch:
                        ev.term)
         elif ev.type is EventType.TRANSFER:
             if self.on_transfer is None:
-                self._commit_transfer()
+                self._no_transfer(ev.leader_id)
             else:
                 self._call("on_transfer", self.on_transfer, ev.leader_id, ev.term)
         elif ev.type is EventType.ERROR:
@@ -598,8 +600,9 @@ class Elector:
             or later, from any thread); ``on_lose(term, "transferred")``
             follows. A transfer not committed within twice the lease is
             abandoned (an error event) and this node keeps leading. Without
-            ``on_transfer`` the elector commits by itself at once, and
-            ``on_lose`` is the cue to stop, as for :meth:`stop`.
+            ``on_transfer`` this node never hands over (nothing would stop
+            its leader work before the target starts): a warning is logged
+            and the transfer is abandoned.
         logger: where to log (default: the ``"s3lect"`` logger).
         loop: the asyncio event loop that runs ``async def`` callbacks
             [the loop running when :meth:`start` is called, else the one
