@@ -6,6 +6,7 @@ and the options priority and max_hold, on a mem:// lock in virtual time
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict, List, Tuple
 
 import pytest
@@ -26,13 +27,15 @@ class Node:
 
     def __init__(self, clock: Clock, lock: str, name: str, commit: str = "callback",
                  **kw: Any) -> None:
+        # commit: "callback" (on_transfer commits at once), "later" (the test
+        # commits) or "none" (no on_transfer: this node never hands over).
         self.name = name
         self.log: List[Tuple[str, Any, ...]] = []  # type: ignore[misc]
         self.transfers: List[Tuple[str, int]] = []
         self.errors: List[s3lect.Error] = []
         self.events: List[s3lect.Event] = []
         cb: Dict[str, Any] = {}
-        if commit != "auto":
+        if commit != "none":
             cb["on_transfer"] = self._on_transfer
         self.commit = commit
         self.el = s3lect.Elector(
@@ -167,10 +170,52 @@ def test_transfer_refusals(s3lect_clock: Clock, mem_lock: str) -> None:
         a.el.transfer("b")  # stopped
 
 
+def test_without_on_transfer_the_leader_never_hands_over(
+        s3lect_clock: Clock, mem_lock: str, caplog: pytest.LogCaptureFixture) -> None:
+    # Nothing would stop a's leader work before b starts its own: a logs a
+    # warning, the transfer is abandoned after its commit window, a leads on.
+    a, b = two_nodes(s3lect_clock, mem_lock, commit="none")
+    try:
+        cfg = a.el.get_config()
+        window = 2 * max(cfg["lease_timeout"], cfg["leader_hold"])
+        term = a.el.term
+        with caplog.at_level(logging.WARNING, logger="s3lect"):
+            a.el.transfer("b")
+
+            def asked() -> bool:
+                return any(e.type is s3lect.EventType.TRANSFER for e in a.events)
+
+            advance_until(s3lect_clock, asked, 5 * LEASE, [a, b])
+            assert asked(), "b never confirmed: the test did not reach the commit step"
+            warned = [r for r in caplog.records
+                      if r.levelno == logging.WARNING and "on_transfer" in r.getMessage()]
+            assert len(warned) == 1, [r.getMessage() for r in caplog.records]
+            assert "not handed over" in warned[0].getMessage()
+            assert "over to b," in warned[0].getMessage()
+            # Through the commit window and past it: a leads at every step.
+            t0 = s3lect_clock.now
+            while not a.errors and s3lect_clock.now - t0 < window + 2 * LEASE:
+                s3lect_clock.advance(STEP)
+                assert a.el.is_leader and not b.el.is_leader, (
+                    f"{s3lect_clock.now - t0:.2f} s after the confirmation")
+            took = s3lect_clock.now - t0
+            assert a.errors, "the transfer was never abandoned"
+            assert "did not stop its leader work" in str(a.errors[0]), str(a.errors[0])
+            assert window - STEP <= took <= window + 0.2, (
+                f"abandoned {took:.2f} s after the confirmation, window {window:.2f} s")
+            # Long after: still a, same term; b never led.
+            advance_until(s3lect_clock, lambda: False, 10 * LEASE, [a, b])
+        assert a.el.is_leader and a.el.term == term and a.lost() == [] and a.transfers == []
+        assert not b.el.is_leader and [e for e in b.log if e[0] == "acquired"] == []
+        assert len([r for r in caplog.records if "on_transfer" in r.getMessage()]) == 1
+    finally:
+        stop_all(a, b)
+
+
 def test_priority_moves_leadership_to_the_preferred_node(s3lect_clock: Clock,
                                                          mem_lock: str) -> None:
-    # a (priority 0) commits by itself: no on_transfer.
-    a = Node(s3lect_clock, mem_lock, "a", commit="auto")
+    # a (priority 0) stops its work and commits in on_transfer.
+    a = Node(s3lect_clock, mem_lock, "a")
     a.el.start()
     advance_until(s3lect_clock, lambda: False, 4 * LEASE, [a])
     assert a.el.is_leader
@@ -183,6 +228,7 @@ def test_priority_moves_leadership_to_the_preferred_node(s3lect_clock: Clock,
         # It asks once it has followed for a lease without a break.
         assert LEASE <= took <= 3 * LEASE, f"b led {took:.2f} s after it started"
         assert a.lost() == [s3lect.LostReason.TRANSFERRED]
+        assert a.transfers and a.transfers[0][0] == "b", "on_transfer named the preferred node"
         advance_until(s3lect_clock, lambda: False, 30 * LEASE, [a, b])
         assert b.el.is_leader and a.lost() == [s3lect.LostReason.TRANSFERRED], "it keeps it"
     finally:
