@@ -31,6 +31,7 @@ type xferNode struct {
 	lost      []s3lect.LostReason
 	transfers []string // OnTransfer's targets
 	errors    []string // "Leader election error" log records
+	warnings  []string // warnings naming OnTransfer: "message targetID=..."
 }
 
 func (n *xferNode) lostReasons() []s3lect.LostReason {
@@ -39,13 +40,27 @@ func (n *xferNode) lostReasons() []s3lect.LostReason {
 	return append([]s3lect.LostReason(nil), n.lost...)
 }
 
-// recorder is a slog handler that keeps the elector's error records.
+// recorder is a slog handler that keeps the elector's error records and its
+// warnings about OnTransfer.
 type recorder struct{ n *xferNode }
 
 func (r recorder) Enabled(context.Context, slog.Level) bool { return true }
 func (r recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
 func (r recorder) WithGroup(string) slog.Handler            { return r }
 func (r recorder) Handle(_ context.Context, rec slog.Record) error {
+	if rec.Level == slog.LevelWarn && strings.Contains(rec.Message, "OnTransfer") {
+		w := rec.Message
+		rec.Attrs(func(a slog.Attr) bool {
+			if a.Key == "targetID" {
+				w += " targetID=" + a.Value.String()
+			}
+			return true
+		})
+		r.n.mu.Lock()
+		r.n.warnings = append(r.n.warnings, w)
+		r.n.mu.Unlock()
+		return nil
+	}
 	if rec.Message != "Leader election error" {
 		return nil
 	}
@@ -62,7 +77,7 @@ func (r recorder) Handle(_ context.Context, rec slog.Record) error {
 
 // startNode starts an elector named id on clock; commit says whether its
 // OnTransfer commits at once (true), leaves it to the test (false), or
-// whether it has no OnTransfer at all (nil: the elector commits itself).
+// whether it has no OnTransfer at all (nil: this node never hands over).
 func startNode(t *testing.T, clock *s3lect.Clock, lock, id string, commit *bool,
 	set func(*s3lect.ElectorConfig)) *xferNode {
 	t.Helper()
@@ -235,11 +250,75 @@ func TestTransferRefused(t *testing.T) {
 	}
 }
 
+// Without OnTransfer nothing would stop a's leader work before b starts its
+// own: a logs a warning, the transfer is abandoned after its commit window
+// (2 × max(lease, LeaderHold)) and a keeps leading; b never leads.
+func TestTransferWithoutOnTransferNeverHandsOver(t *testing.T) {
+	clock, a, b := twoNodes(t, nil)
+	cfg := a.el.GetConfig()
+	window := cfg.LeaderTimeout
+	if cfg.LeaderHold > window {
+		window = cfg.LeaderHold
+	}
+	window *= 2
+	term := a.el.Term()
+	if err := a.el.Transfer("b"); err != nil {
+		t.Fatal(err)
+	}
+	warned := func() int { a.mu.Lock(); defer a.mu.Unlock(); return len(a.warnings) }
+	advanceUntil(t, clock, func() bool { return warned() > 0 }, 5*xferLease, a, b)
+	if warned() != 1 {
+		t.Fatalf("want one warning about OnTransfer once b confirmed, got %v", a.warnings)
+	}
+	if w := a.warnings[0]; !strings.Contains(w, "not handed over") || !strings.HasSuffix(w, "targetID=b") {
+		t.Errorf("the warning %q should say it was not handed over to b", w)
+	}
+	abandoned := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for _, e := range a.errors {
+			if strings.Contains(e, "did not stop its leader work") {
+				return true
+			}
+		}
+		return false
+	}
+	// Through the commit window and past it: a leads at every step.
+	t0 := clock.Now()
+	for !abandoned() && clock.Now()-t0 < window+2*xferLease {
+		s3lecttest.Advance(t, clock, 10*time.Millisecond)
+		if !a.el.IsLeader() || b.el.IsLeader() {
+			t.Fatalf("%v after the confirmation: a leads %v, b leads %v",
+				clock.Now()-t0, a.el.IsLeader(), b.el.IsLeader())
+		}
+	}
+	took := clock.Now() - t0
+	if !abandoned() {
+		t.Fatalf("the transfer was never abandoned (errors %v)", a.errors)
+	}
+	if took < window-10*time.Millisecond || took > window+200*time.Millisecond {
+		t.Errorf("abandoned %v after the confirmation, window %v", took, window)
+	}
+	advanceUntil(t, clock, never, 10*xferLease, a, b)
+	if !a.el.IsLeader() || a.el.Term() != term || len(a.lostReasons()) != 0 || b.el.IsLeader() {
+		t.Errorf("a should keep leading with term %d (term %d, lost %v, b leads %v)",
+			term, a.el.Term(), a.lostReasons(), b.el.IsLeader())
+	}
+	b.mu.Lock()
+	if b.acquired != 0 {
+		t.Errorf("b led %d times", b.acquired)
+	}
+	b.mu.Unlock()
+	if warned() != 1 {
+		t.Errorf("warnings %v, want one", a.warnings)
+	}
+}
+
 func TestPriorityGetsTheLock(t *testing.T) {
 	clock, lock := s3lecttest.NewClock(t), s3lecttest.MemLock(t)
-	a := startNode(t, clock, lock, "a", nil, nil) // no OnTransfer: commits itself
-	advanceUntil(t, clock, never, 4*xferLease, a)
 	yes := true
+	a := startNode(t, clock, lock, "a", &yes, nil) // OnTransfer commits
+	advanceUntil(t, clock, never, 4*xferLease, a)
 	b := startNode(t, clock, lock, "b", &yes, func(c *s3lect.ElectorConfig) { c.Priority = 10 })
 	if got := b.el.GetConfig().Priority; got != 10 {
 		t.Errorf("GetConfig().Priority = %d", got)
@@ -255,6 +334,9 @@ func TestPriorityGetsTheLock(t *testing.T) {
 	if got := a.lostReasons(); len(got) != 1 || got[0] != s3lect.LostTransferred {
 		t.Errorf("a lost leadership as %v, want [transferred]", got)
 	}
+	if len(a.transfers) != 1 || a.transfers[0] != "b" {
+		t.Errorf("a's OnTransfer targets %v, want [b]", a.transfers)
+	}
 	changed := *b.el.GetConfig()
 	changed.Priority = 3
 	if err := b.el.UpdateConfig(changed); err == nil || !strings.Contains(err.Error(), "Priority") {
@@ -268,7 +350,7 @@ func TestMaxHoldRotates(t *testing.T) {
 	yes := true
 	a := startNode(t, clock, lock, "a", &yes, hold)
 	s3lecttest.Advance(t, clock, 0)
-	b := startNode(t, clock, lock, "b", nil, hold)
+	b := startNode(t, clock, lock, "b", &yes, hold)
 	advanceUntil(t, clock, never, 10*time.Second, a, b)
 	handed := 0
 	for _, n := range []*xferNode{a, b} {
