@@ -218,6 +218,14 @@ static int check_str(const char *cmd, const char *name, const char *v)
             cli_usage_error(cmd, "--log-format '%.100s' is not text or json", v);
             return -1;
         }
+    } else if (strcmp(name, "--priority") == 0) {
+        char *end = NULL;
+        errno = 0;
+        long long p = strtoll(v, &end, 10);
+        if (end == v || *end || errno || p < 0 || p > 1000000) {
+            cli_usage_error(cmd, "--priority '%.50s' is not a whole number from 0 to 1000000", v);
+            return -1;
+        }
     } else if (strcmp(name, "--lock") != 0) { /* files: --ca-file, --peer-* */
         struct stat sb;
         if (stat(v, &sb) != 0 || access(v, R_OK) != 0) {

@@ -381,6 +381,7 @@ static void queue_event(lelector *le, const s3lect_event *ev)
 
 static void on_event(s3lect_elector *e, const s3lect_event *ev, void *userdata)
 {
+    (void)e;
     lelector *le = userdata;
     queue_event(le, ev);
     switch (s3lect_event_type(ev)) {
