@@ -19,15 +19,15 @@ local function fresh_lock(t)
 end
 
 -- A node records what its callbacks saw. commit: "callback" (on_transfer
--- commits at once), "later" (the test commits), "auto" (no on_transfer:
--- the binding commits by itself).
+-- commits at once), "later" (the test commits), "none" (no on_transfer:
+-- this node never hands over).
 local function node(t, lock, clock, id, commit, extra)
   local nd = { id = id, lost = {}, transfers = {}, errors = {}, acquired = 0 }
   local opts = { lock = lock, id = id, clock = clock,
     on_acquire = function() nd.acquired = nd.acquired + 1 end,
     on_lose = function(_, reason) nd.lost[#nd.lost + 1] = reason end,
     on_error = function(msg) nd.errors[#nd.errors + 1] = msg end }
-  if commit ~= "auto" then
+  if commit ~= "none" then
     opts.on_transfer = function(target, term)
       nd.transfers[#nd.transfers + 1] = { target, term }
       if commit == "callback" then assert(nd.el:transfer_commit()) end
@@ -133,15 +133,62 @@ T.test("transfer: refusals, and 'nobody' is refused later", function(t)
        "a keeps leading with its term")
 end)
 
+-- Without on_transfer nothing would stop a's leader work before b starts
+-- its own: the transfer is abandoned after its commit window (2 x
+-- max(lease, leader_hold)), on_error says so, and a keeps leading.
+T.test("transfer: without on_transfer the leader never hands over", function(t)
+  local lock, clock = fresh_lock(t), s3lect.clock()
+  local a = node(t, lock, clock, "a", "none", { events = true })
+  clock:advance(0)
+  local b = node(t, lock, clock, "b", "none")
+  advance_until(clock, never, 4 * LEASE, { a, b })
+  T.ok(a.el:is_leader() and not b.el:is_leader(), "a leads, b follows")
+  local cfg = a.el:get_config()
+  local window = 2 * math.max(cfg.lease_timeout, cfg.leader_hold)
+  local term = a.el:term()
+  T.eq(a.el:transfer("b"), true, "el:transfer('b')")
+  local seen
+  advance_until(clock, function()
+    while not seen do
+      local ev = a.el:next_event()
+      if not ev then break end
+      if ev.type == "transfer" then seen = ev end
+    end
+    return seen ~= nil
+  end, 5 * LEASE, { a, b })
+  T.ok(seen ~= nil and seen.leader_id == "b", "b confirmed (the transfer event names b)")
+  local function abandoned()
+    for _, m in ipairs(a.errors) do
+      if m:find("did not stop its leader work", 1, true) then return true end
+    end
+    return false
+  end
+  -- Through the commit window and past it: a leads at every step.
+  local t0, steady = clock:now(), true
+  while not abandoned() and clock:now() - t0 < window + 2 * LEASE do
+    clock:advance(0.01)
+    if not a.el:is_leader() or b.el:is_leader() then steady = false break end
+  end
+  local took = clock:now() - t0
+  T.ok(steady, "a leads and b follows %.2f s after the confirmation", took)
+  T.ok(abandoned(), "on_error said the transfer was abandoned")
+  T.ok(took >= window - 0.01 - 1e-9 and took <= window + 0.2,
+       "abandoned %.2f s after the confirmation, window %.2f s", took, window)
+  advance_until(clock, never, 10 * LEASE, { a, b })
+  T.ok(a.el:is_leader() and a.el:term() == term and #a.lost == 0, "a keeps leading with its term")
+  T.ok(not b.el:is_leader() and b.acquired == 0, "b never led")
+end)
+
 T.test("transfer: priority gets the lock", function(t)
   local lock, clock = fresh_lock(t), s3lect.clock()
-  local a = node(t, lock, clock, "a", "auto")
+  local a = node(t, lock, clock, "a", "callback")
   advance_until(clock, never, 4 * LEASE, { a })
   local b = node(t, lock, clock, "b", "callback", { priority = 10 })
   local took = advance_until(clock, function() return b.el:is_leader() end, 10 * LEASE, { a, b })
   T.ok(b.el:is_leader() and took >= LEASE - 1e-9 and took <= 3 * LEASE,
        "b (priority 10) leads %.2f s after it started", took)
-  T.eq(a.lost[1], "transferred", "a (no on_transfer) handed over by itself")
+  T.eq(a.lost[1], "transferred", "a handed over")
+  T.eq(a.transfers[1] and a.transfers[1][1], "b", "a's on_transfer named b")
   advance_until(clock, never, 30 * LEASE, { a, b })
   T.ok(b.el:is_leader() and #a.lost == 1, "b keeps the lock")
 end)
@@ -150,7 +197,7 @@ T.test("transfer: max_hold rotates leadership", function(t)
   local lock, clock = fresh_lock(t), s3lect.clock()
   local a = node(t, lock, clock, "a", "callback", { max_hold = 1 })
   clock:advance(0)
-  local b = node(t, lock, clock, "b", "auto", { max_hold = 1 })
+  local b = node(t, lock, clock, "b", "callback", { max_hold = 1 })
   advance_until(clock, never, 10, { a, b })
   local handed = 0
   for _, nd in ipairs({ a, b }) do
