@@ -270,7 +270,8 @@ func TestTransferWithoutOnTransferNeverHandsOver(t *testing.T) {
 	if warned() != 1 {
 		t.Fatalf("want one warning about OnTransfer once b confirmed, got %v", a.warnings)
 	}
-	if w := a.warnings[0]; !strings.Contains(w, "not handed over") || !strings.HasSuffix(w, "targetID=b") {
+	w := a.warnings[0]
+	if !strings.Contains(w, "not handed over") || !strings.HasSuffix(w, "targetID=b") {
 		t.Errorf("the warning %q should say it was not handed over to b", w)
 	}
 	abandoned := func() bool {
