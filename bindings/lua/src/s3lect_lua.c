@@ -767,7 +767,7 @@ static int l_new(lua_State *L)
                  {CB_LEADER_CHANGE, S3LECT_EVENT_LEADER_CHANGED, 0},
                  {CB_ERROR, S3LECT_EVENT_ERROR, 0},
                  {CB_CYCLE, S3LECT_EVENT_CYCLE, 0},
-                 {CB_TRANSFER, S3LECT_EVENT_TRANSFER, 1}};
+                 {CB_TRANSFER, S3LECT_EVENT_TRANSFER, 0}};
     if (rc == S3LECT_OK && le->events) {
         lua_newtable(L);
         le->queue_ref = luaL_ref(L, LUA_REGISTRYINDEX);

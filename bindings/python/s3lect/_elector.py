@@ -189,9 +189,8 @@ class _Dispatch:
         self.on_error = on_error
         self.on_event = on_event
         self.on_transfer = on_transfer
-        # The C elector, set once it exists: without on_transfer, a
-        # TRANSFER event is committed here (_event). Events stop before the
-        # elector is freed, so it is valid whenever an event runs.
+        # The C elector, set once it exists. Events stop before the elector
+        # is freed, so it is valid whenever an event runs.
         self.handle: Any = None
         self.lock = threading.Lock()
         self.subscribers: List[Callable[[Any], None]] = []
