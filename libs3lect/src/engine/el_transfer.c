@@ -274,6 +274,16 @@ static void max_hold_step(el_engine *e, int64_t now)
     take_request(e, "*", n, now);
 }
 
+/* Gives up the request being served, saying why. */
+static void abandon(el_engine *e, const char *why)
+{
+    char *n = u_strdup(e->xf.n);
+    clear_request(&e->xf);
+    if (n)
+        refuse(e, n, why);
+    free(n);
+}
+
 int xf_leader_step(el_engine *e, el_time now)
 {
     el_xfer *f = &e->xf;
@@ -295,11 +305,7 @@ int xf_leader_step(el_engine *e, el_time now)
                      "'%.100s' did not confirm within %lld ms: not a live follower of this lock "
                      "(its --id, or it is stopped, cut off or paused)",
                      f->to, (long long)xf_ack_window(e));
-        char *n = u_strdup(f->n);
-        clear_request(f);
-        if (n)
-            refuse(e, n, why);
-        free(n);
+        abandon(e, why);
         return 0;
     }
     if (f->ready && t - f->ready_at >= xf_commit_window(e)) {
@@ -307,11 +313,7 @@ int xf_leader_step(el_engine *e, el_time now)
                  "the application did not stop its leader work within %lld ms "
                  "(s3lect_transfer_commit)",
                  (long long)xf_commit_window(e));
-        char *n = u_strdup(f->n);
-        clear_request(f);
-        if (n)
-            refuse(e, n, why);
-        free(n);
+        abandon(e, why);
         return 0;
     }
     /* Announced, not yet confirmed: look for the confirmation often
