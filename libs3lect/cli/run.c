@@ -75,7 +75,8 @@ typedef struct runner {
     int leading;
     int stopping;     /* SIGTERM/SIGINT received */
     int child_done;   /* CMD exited on its own while we led */
-    int transferring; /* a transfer was confirmed: CMD is stopped, then it is committed */
+    int transferring; /* a transfer was confirmed: CMD is stopped, then it is committed;
+                       * 2: committed, CMD stays stopped until the LOST that follows */
     char transfer_to[260];
     int child_status; /* its exit status for our exit code */
     /* --startup-timeout: until the store is first reached */
@@ -306,15 +307,20 @@ static void on_transfer(s3lect_elector *e, const s3lect_event *ev, void *ud)
  * meanwhile, and the command starts again while this node leads). */
 static void commit_transfer(runner *r)
 {
-    if (!r->transferring || r->shim || r->orphans)
+    if (r->transferring != 1 || r->shim || r->orphans)
         return;
-    r->transferring = 0;
-    if (s3lect_transfer_commit(r->el) == 0)
+    if (s3lect_transfer_commit(r->el) == 0) {
+        /* The elector stops leading at its next step, a moment later:
+         * until its LOST (on_lost clears it) the command must not start
+         * again, though a sample may still say "leader". */
+        r->transferring = 2;
         say("command stopped: leadership goes to %s", r->transfer_to);
-    else
-        say("warning: the transfer to %s is no longer pending (refused, abandoned, or the "
-            "lease was lost meanwhile); this node goes on as before",
-            r->transfer_to);
+        return;
+    }
+    r->transferring = 0;
+    say("warning: the transfer to %s is no longer pending (refused, abandoned, or the "
+        "lease was lost meanwhile); this node goes on as before",
+        r->transfer_to);
 }
 
 static void on_changed(s3lect_elector *e, const s3lect_event *ev, void *ud)

@@ -176,16 +176,18 @@ static int ask(st_store *s, const char *key, const char *lock, const char *to, c
         }
         /* The record as it is, with the request: its holder keeps counting
          * its lease from its own write, and adopts this one. */
-        char *keep_to = r.xfer_to, *keep_n = r.xfer_n, *keep_err = r.xfer_err;
+        char *keep_to = r.xfer_to, *keep_n = r.xfer_n, *keep_err = r.xfer_err,
+             *keep_why = r.xfer_why;
         char *keep_aid = r.xfer_ack_id, *keep_ainc = r.xfer_ack_inc, *keep_ap = r.xfer_ack_proc;
         r.xfer_to = (char *)(to ? to : "*");
         r.xfer_n = (char *)n;
-        r.xfer_err = r.xfer_ack_id = r.xfer_ack_inc = r.xfer_ack_proc = (char *)"";
+        r.xfer_err = r.xfer_why = r.xfer_ack_id = r.xfer_ack_inc = r.xfer_ack_proc = (char *)"";
         r.xfer_ack_prio = 0;
         char *body = rec_encode(&r);
         r.xfer_to = keep_to;
         r.xfer_n = keep_n;
         r.xfer_err = keep_err;
+        r.xfer_why = keep_why;
         r.xfer_ack_id = keep_aid;
         r.xfer_ack_inc = keep_ainc;
         r.xfer_ack_proc = keep_ap;

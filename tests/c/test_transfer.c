@@ -246,6 +246,27 @@ static void t_transfer_to_named(void)
     world_free(&w);
 }
 
+/* Handed back within a lease: the node that gave the lock away takes the
+ * release reserved for it at once (its own "not before a lease" rule is for
+ * releases that are not its). */
+static void t_transfer_back(void)
+{
+    world w;
+    world_init(&w, NULL);
+    start_with_leader_a(&w);
+    CHECK(el_transfer(&w.n[0].e, "b", w.now) == 0, "a transfer to b is under way");
+    w.n[0].wake = w.now;
+    CHECK(run_until_leads(&w, 1, w.now + 60000) >= 0, "b leads");
+    run(&w, w.now + 2000);
+    CHECK(el_transfer(&w.n[1].e, "a", w.now) == 0, "a transfer back to a is under way");
+    w.n[1].wake = w.now;
+    int64_t took = run_until_leads(&w, 0, w.now + 60000);
+    CHECK(took >= 0 && took <= 15000 + 2000, "a leads again %lld ms after the request",
+          (long long)took);
+    CHECK(w.n[2].acquired == 0 && w.two_leaders == 0, "c never led; never two leaders");
+    world_free(&w);
+}
+
 static void t_unknown_target_refused(void)
 {
     world w;
@@ -359,6 +380,7 @@ static void t_max_hold(void)
 int main(void)
 {
     t_transfer_to_named();
+    t_transfer_back();
     t_unknown_target_refused();
     t_target_dies_after_confirming();
     t_priority();

@@ -489,9 +489,13 @@ void el_observe(el_engine *e, el_time now, const st_result *r)
     int free_now = !e->corrupt && rec_released(&e->cur);
     int64_t reserved = free_now ? xf_reserved_until(e, now) : 0;
     if (reserved) {
-        /* Handed to another follower (a transfer): it is theirs for a moment. */
+        /* Handed to another follower (a transfer): it is theirs for a
+         * moment. Read again then, or a frequent interval from now if that
+         * is sooner (a node that gave the lock away leaves it alone for a
+         * lease, but follows whoever took it). */
         e->stable = 0;
-        el_schedule(e, EL_K_GET, reserved);
+        int64_t next = now.mono + u_jitter(&e->rng, e->p.frequent, 0.1);
+        el_schedule(e, EL_K_GET, reserved < next ? reserved : next);
         return;
     }
     if (free_now || own_record(e) || holder_presumed_dead(e, now)) {

@@ -228,7 +228,10 @@ void xf_adopt(el_engine *e, const rec *x, int64_t now)
     if (f->err_n && u_streq(f->err_n, x->xfer_n))
         return; /* refused already */
     char why[400];
-    int nomination = x->xfer_ack_id[0] && u_streq(x->xfer_to, x->xfer_ack_id);
+    /* A follower's own request by priority (not a request from elsewhere
+     * that its target confirmed before this leader saw it). */
+    int nomination = u_streq(x->xfer_why, "priority") && x->xfer_ack_id[0] &&
+                     u_streq(x->xfer_to, x->xfer_ack_id);
     if (e->p.xfer_off) {
         snprintf(why, sizeof why,
                  "this store's reads may be stale (Route 53): transfers are not supported on it");
@@ -354,13 +357,14 @@ static int follower_may_write(const el_engine *e, int64_t now)
            e->cur.incarnation && e->cur.incarnation[0];
 }
 
-/* Builds the confirmation (or nomination) body: the record as read, with
- * our id in the confirmation fields. */
-static int build_ack(el_engine *e, const char *to, const char *n)
+/* Builds the confirmation (or nomination: why "priority") body: the record
+ * as read, with our id in the confirmation fields. */
+static int build_ack(el_engine *e, const char *to, const char *n, const char *why)
 {
     rec r = e->cur; /* borrowed pointers; only the xfer fields change */
     r.xfer_to = (char *)to;
     r.xfer_n = (char *)n;
+    r.xfer_why = (char *)why;
     r.xfer_ack_id = e->id;
     r.xfer_ack_inc = e->incarnation;
     r.xfer_ack_proc = e->xf.proc ? e->xf.proc : (char *)"";
@@ -389,7 +393,7 @@ void xf_follower_observe(el_engine *e, el_time now)
         !(u_streq(c->xfer_to, "*") && c->xfer_ack_prio < e->p.priority))
         for_us = 0; /* confirmed by another (one of higher priority, for "*") */
     if (for_us) {
-        if (build_ack(e, c->xfer_to, c->xfer_n) == 0)
+        if (build_ack(e, c->xfer_to, c->xfer_n, c->xfer_why) == 0)
             el_schedule(e, EL_K_ACK, t);
         return;
     }
@@ -401,7 +405,7 @@ void xf_follower_observe(el_engine *e, el_time now)
         (!f->nominated_at || t - f->nominated_at >= e->p.lease)) {
         char n[REC_XFER_N_LEN + 1];
         new_nonce(e, n);
-        if (build_ack(e, e->id, n) == 0) {
+        if (build_ack(e, e->id, n, "priority") == 0) {
             f->nominated_at = t;
             el_schedule(e, EL_K_ACK, t);
         }

@@ -27,6 +27,7 @@ void rec_clear(rec *r)
     free(r->xfer_ack_inc);
     free(r->xfer_ack_proc);
     free(r->xfer_err);
+    free(r->xfer_why);
     free(r->to_id);
     free(r->to_inc);
     free(r->to_proc);
@@ -137,7 +138,8 @@ static int parse_xfer(const cJSON *root, rec *out)
         aux_str(root, "xferAckId", 256, &out->xfer_ack_id) ||
         aux_str(root, "xferAckInc", 64, &out->xfer_ack_inc) ||
         aux_str(root, "xferAckProc", 64, &out->xfer_ack_proc) ||
-        aux_str(root, "xferErr", 512, &out->xfer_err) || aux_str(root, "toId", 256, &out->to_id) ||
+        aux_str(root, "xferErr", 512, &out->xfer_err) ||
+        aux_str(root, "xferWhy", 16, &out->xfer_why) || aux_str(root, "toId", 256, &out->to_id) ||
         aux_str(root, "toInc", 64, &out->to_inc) || aux_str(root, "toProc", 64, &out->to_proc))
         return -2;
     return 0;
@@ -242,9 +244,9 @@ static int encode_xfer(cJSON *o, const rec *r)
            add_aux_str(o, "xferAckInc", r->xfer_ack_inc) |
            add_aux_str(o, "xferAckProc", r->xfer_ack_proc) |
            add_aux_int(o, "xferAckPrio", r->xfer_ack_prio) |
-           add_aux_str(o, "xferErr", r->xfer_err) | add_aux_str(o, "toId", r->to_id) |
-           add_aux_str(o, "toInc", r->to_inc) | add_aux_str(o, "toProc", r->to_proc) |
-           add_aux_int(o, "toUntil", r->to_until);
+           add_aux_str(o, "xferErr", r->xfer_err) | add_aux_str(o, "xferWhy", r->xfer_why) |
+           add_aux_str(o, "toId", r->to_id) | add_aux_str(o, "toInc", r->to_inc) |
+           add_aux_str(o, "toProc", r->to_proc) | add_aux_int(o, "toUntil", r->to_until);
 }
 
 char *rec_encode(const rec *r)

@@ -37,6 +37,7 @@ typedef struct rec {
     char *xfer_ack_proc;   /* "xferAckProc": its process token (peer.md "One successor") */
     int64_t xfer_ack_prio; /* "xferAckPrio": its priority */
     char *xfer_err;        /* "xferErr": why request xferN was refused, "" none */
+    char *xfer_why;        /* "xferWhy": "priority" for a follower's own request, "" else */
     /* A released record of a transfer: reserved for this follower until
      * to_until (the releaser's wall ms) or a reservation after first sight. */
     char *to_id, *to_inc, *to_proc;
