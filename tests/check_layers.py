@@ -55,6 +55,9 @@ CLI_INTERNAL = {
     "az_creds.h": "whoami resolves the Entra ID chain and says which source answered",
     "duration.h": "the one duration syntax (config/duration.c) for the CLI's own flags that are "
                   "not library options (--kill-timeout, --startup-timeout, --interval)",
+    "peer.h": "s3lect transfer tells a peer-mode leader that its record holds a request "
+              "(peer_client_* with ?xfer=1, the record's key pinned and its succKey as proof): "
+              "a one-off check the public API has no call for",
 }
 
 

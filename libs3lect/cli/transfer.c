@@ -18,6 +18,7 @@
 #include "crypto.h"
 #include "duration.h"
 #include "options.h"
+#include "peer.h"
 #include "record.h"
 #include "store.h"
 #include "util.h"
@@ -213,6 +214,31 @@ static int ask(st_store *s, const char *key, const char *lock, const char *to, c
     return CLI_EXIT_ERROR;
 }
 
+/* Tells a peer-mode leader that its record holds a request, so that it
+ * reads it now rather than at its next renewal (up to renew_interval
+ * later). Authenticated as a follower's check is: the leader's key pinned
+ * from the record, the record's succKey as proof (only a reader of the
+ * store has it). Best effort: a leader without an endpoint, or one that
+ * cannot be reached, takes the request up at its renewal. */
+static void poke(const s3lect_config *cfg, const rec *held)
+{
+    if (!held->leader_addr[0] || !held->succ_key[0])
+        return;
+    peer_client *pc = NULL;
+    char err[300], path[256] = "";
+    if (peer_client_new(cfg, &pc, err, sizeof err) != 0)
+        return;
+    s3lect_config_get_str(cfg, S3LECT_OPT_PEER_HEALTH_PATH, path, sizeof path);
+    peer_client_set_pin(pc, held->peer_key);
+    peer_client_set_incarnation(pc, held->incarnation);
+    peer_client_set_proof(pc, held->succ_key);
+    peer_client_set_xfer(pc, 1);
+    st_result res = {0};
+    peer_client_check(pc, held->leader_addr, path, "", 0, 3000, held->leader_id, NULL, &res);
+    st_result_clear(&res);
+    peer_client_free(pc);
+}
+
 /* Waits for the outcome of request n made to the holder in *held. */
 static int await(st_store *s, const char *key, const char *lock, const char *to, const char *n,
                  const rec *held, int64_t timeout)
@@ -294,8 +320,8 @@ int cli_transfer(int argc, char **argv)
     st_store *s = NULL;
     char *key = NULL, err[512];
     int rc = st_open_config(c, &s, &key, err, sizeof err);
-    s3lect_config_free(c);
     if (rc) {
+        s3lect_config_free(c);
         if (rc == S3LECT_EINVAL) {
             cli_usage_error(CMD, "%s", err);
             return CLI_EXIT_USAGE;
@@ -318,6 +344,7 @@ int cli_transfer(int argc, char **argv)
                    (long long)held.term, a.to ? "'" : "the best live follower", a.to ? a.to : "",
                    a.to ? "'" : "");
             fflush(stdout);
+            poke(c, &held);
             rc = await(s, key, lock, a.to, n, &held, timeout);
         } else if (rc == -2) {
             rc = CLI_EXIT_OK; /* the target leads already */
@@ -327,5 +354,6 @@ int cli_transfer(int argc, char **argv)
     free(shown);
     st_destroy(s);
     free(key);
+    s3lect_config_free(c);
     return rc;
 }

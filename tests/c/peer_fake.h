@@ -138,7 +138,7 @@ static inline int fake_wait(void *ctx, uint64_t version, int64_t deadline)
 
 static inline peer_source fake_source_of(fake_source *f)
 {
-    peer_source s = {fake_view, fake_wait, f, NULL, ""};
+    peer_source s = {fake_view, fake_wait, f, NULL, NULL, ""};
     return s;
 }
 
@@ -157,7 +157,7 @@ static inline void fake_state(void *ctx, peer_state *st)
 
 static inline peer_source fake_source_notified(fake_source *f)
 {
-    peer_source s = {fake_view, fake_wait, f, fake_state, ""};
+    peer_source s = {fake_view, fake_wait, f, fake_state, NULL, ""};
     return s;
 }
 

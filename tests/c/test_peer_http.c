@@ -139,6 +139,12 @@ static void test_target(void)
           "a bare query string");
     CHECK(peer_parse_target("?etag=y", &r) == 1 && strcmp(r.etag, "y") == 0 && r.wait_ms == 0,
           "a query with its '?'");
+    CHECK(peer_parse_target("/h?xfer=1&etag=x", &r) == 1 && r.xfer == 1,
+          "xfer=1: a transfer request is in the record");
+    CHECK(peer_parse_target("/h?xfer=2", &r) == 1 && r.xfer == 0 &&
+              peer_parse_target("/h?xfer=11", &r) == 1 && r.xfer == 0 &&
+              peer_parse_target("/h?etag=x", &r) == 1 && r.xfer == 0,
+          "anything but xfer=1 is no hint");
     CHECK(peer_parse_target(NULL, &r) == 1 && r.path[0] == '\0', "NULL is an empty target");
     CHECK(peer_parse_target("", &r) == 1, "empty target");
     CHECK(peer_parse_target("/a b", &r) == -400, "space in target");
@@ -359,7 +365,7 @@ static void test_answers(void)
     free(body);
 
     /* A failing view: an error code, no body. */
-    peer_source bad = {failing_view, fake_wait, &f, NULL, ""};
+    peer_source bad = {failing_view, fake_wait, &f, NULL, NULL, ""};
     answer(&bad, "/health/leadership", "GET", &status, &body, &rc);
     CHECK(rc == S3LECT_ENOMEM && body == NULL && status == 503, "view failure: rc %d status %d", rc,
           status);

@@ -91,12 +91,14 @@ class Cluster:
             self._stop.wait(0.05)
 
     def node(self, nid: str, extra: list[str] | None = None, *, slow: bool = False,
-             log: str | None = None, kill_timeout: str = "500ms") -> cli.Node:
+             log: str | None = None, kill_timeout: str = "500ms",
+             timing: list[str] | None = None) -> cli.Node:
         mode = ["--no-peer"] if self.mode == "no-peer" else [
             "--peer-listen", f"127.0.0.1:{free_port()}"]
         cmd = ["sh", str(self.script), str(self.events), self.tag, "slow" if slow else "-"]
         n = cli.Node(BIN, self.tmp, self.lock, nid, cli.node_env(),
-                     [*TIMING, *mode, *(extra or [])], cmd=cmd, kill_timeout=kill_timeout,
+                     [*(timing or TIMING), *mode, *(extra or [])], cmd=cmd,
+                     kill_timeout=kill_timeout,
                      log=self.tmp / (log or f"{nid}.log"))
         self.nodes.append(n)
         return n
@@ -437,4 +439,29 @@ def test_sigterm_while_a_transfer_is_pending(cluster, mode):
         p.stop()
     print(f"[{mode}] SIGTERM while pending: transfer exit {p.proc.returncode}; "
           f"{p.text().strip()}")
+    c.check_never_two()
+
+
+def test_peer_transfer_does_not_wait_for_the_renewal(cluster):
+    """In peer mode `s3lect transfer` tells the leader's endpoint (?xfer=1,
+    the record's succKey as proof) that its record holds a request: the
+    leader reads it at once instead of at its next renewal, here up to 10 s
+    later. Two transfers, there and back, each well under the interval."""
+    c = cluster("peer")
+    slow = ["--lease-timeout", "30s", "--renew-interval", "10s", "--renew-deadline", "20s",
+            "--frequent-interval", "1s", "--infrequent-interval", "30s", "--new-lock-wait", "0"]
+    a = c.node("a", timing=slow, kill_timeout="2s")
+    assert c.wait_leader(10, "a leads") is a
+    b = c.node("b", timing=slow, kill_timeout="2s")
+    c.follows(b, "a")
+    time.sleep(0.5)
+    for target in ("b", "a"):
+        r = c.transfer("--to", target)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        m = re.search(rf"'{target}' leads now \(term \d+\), (\d+\.\d\d)s after the request",
+                      r.stdout)
+        assert m, r.stdout
+        print(f"transfer to {target}: {m.group(1)}s after the request (renew interval 10s)")
+        assert float(m.group(1)) < 2.0, r.stdout
+        time.sleep(1.5)
     c.check_never_two()

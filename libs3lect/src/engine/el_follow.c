@@ -487,7 +487,8 @@ void el_observe(el_engine *e, el_time now, const st_result *r)
         el_set_error(e, S3LECT_ECORRUPT, msg);
     }
     int free_now = !e->corrupt && rec_released(&e->cur);
-    int64_t reserved = free_now ? xf_reserved_until(e, now) : 0;
+    int64_t look = 0;
+    int64_t reserved = free_now ? xf_reserved_until(e, now, &look) : 0;
     if (reserved) {
         /* Handed to another follower (a transfer): it is theirs for a
          * moment. Read again then, or a frequent interval from now if that
@@ -495,6 +496,8 @@ void el_observe(el_engine *e, el_time now, const st_result *r)
          * lease, but follows whoever took it). */
         e->stable = 0;
         int64_t next = now.mono + u_jitter(&e->rng, e->p.frequent, 0.1);
+        if (look && look < next)
+            next = look;
         el_schedule(e, EL_K_GET, reserved < next ? reserved : next);
         return;
     }

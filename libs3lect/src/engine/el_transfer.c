@@ -164,6 +164,22 @@ int el_transfer(el_engine *e, const char *to, int64_t now)
     return take_request(e, t, n, now);
 }
 
+int el_poke(el_engine *e, int64_t now)
+{
+    el_xfer *f = &e->xf;
+    if (e->role != EL_LEADER || e->stop_requested || e->pending || f->active ||
+        e->next_kind != EL_K_RENEW || e->next_at <= now ||
+        (f->poked_at && now - f->poked_at < 1000))
+        return 0;
+    f->poked_at = now;
+    /* A poll read (xf_poll_again): an unchanged record sends it back to
+     * its renewal's schedule; a changed one of its own is adopted. */
+    f->polling = 1;
+    f->poll_gap = e->p.renew_interval;
+    el_schedule(e, EL_K_VERIFY, now);
+    return 1;
+}
+
 int el_transfer_commit(el_engine *e)
 {
     if (e->role != EL_LEADER || !e->xf.active || !e->xf.ready)
@@ -321,7 +337,9 @@ int xf_leader_step(el_engine *e, el_time now)
     }
     /* Announced, not yet confirmed: look for the confirmation often
      * rather than at the next renewal. */
-    int64_t gap = f->poll_gap ? f->poll_gap : xf_fast(e);
+    /* The first poll soon (a follower long-polling this leader confirms
+     * within milliseconds), then doubling (xf_poll_again). */
+    int64_t gap = f->poll_gap ? f->poll_gap : 50;
     if (f->announced && !f->ready && !f->polling && !e->pending && e->next_kind == EL_K_RENEW &&
         e->next_at > t + gap) {
         f->polling = 1;
@@ -412,9 +430,10 @@ void xf_follower_observe(el_engine *e, el_time now)
     }
 }
 
-int64_t xf_reserved_until(const el_engine *e, el_time now)
+int64_t xf_reserved_until(const el_engine *e, el_time now, int64_t *look)
 {
     const rec *c = &e->cur;
+    *look = 0;
     if (e->corrupt || !rec_released(c) || (c->to_inc && u_streq(c->to_inc, e->incarnation)))
         return 0;
     /* A node that handed the lock over competes for it again only a lease
@@ -428,6 +447,8 @@ int64_t xf_reserved_until(const el_engine *e, el_time now)
     int64_t by_sight = e->seen_recv + xf_reserve(e);
     int64_t by_wall = c->to_until > 0 ? now.mono + (c->to_until - now.wall) : by_sight;
     int64_t until = by_sight < by_wall ? by_sight : by_wall;
+    /* Look again when the reservation ends: the target leads by then. */
+    *look = until > now.mono ? until : 0;
     if (gave > until)
         until = gave;
     return until > now.mono ? until : 0;

@@ -133,6 +133,7 @@ typedef struct el_xfer {
     int64_t led_since;  /* mono ms this leadership began */
     int64_t retry_at;   /* max_hold: no new attempt before this */
     int64_t gave_until; /* mono ms: this node handed the lock over; not its to take before */
+    int64_t poked_at;   /* mono ms of the last el_poke that scheduled a read */
     /* Follower side. */
     char *acked;          /* the nonce we confirmed (or asked with: a nomination) */
     int64_t expect_until; /* mono ms until which we watch for the release */
@@ -341,6 +342,11 @@ int el_transfer(el_engine *e, const char *to, int64_t now);
 int el_transfer_commit(el_engine *e);
 /* The process token our confirmations carry (before the first el_next). */
 int el_set_process(el_engine *e, const char *token);
+/* A hint that a transfer request was written into this leader's record
+ * (its peer endpoint, authenticated by the succKey): the leader reads the
+ * record at once instead of at its next renewal, at most once a second.
+ * 1 when a read was scheduled. */
+int el_poke(el_engine *e, int64_t now);
 
 /* 1 while this node holds a valid lease at mono time `now`. */
 int el_is_leader(const el_engine *e, int64_t now);
@@ -458,8 +464,9 @@ void xf_leader_end(el_engine *e, int64_t now);
  * or ask for the lock by priority (schedules EL_K_ACK). */
 void xf_follower_observe(el_engine *e, el_time now);
 /* A released record reserved for another follower: mono ms until which it
- * is not ours to take (0: free). */
-int64_t xf_reserved_until(const el_engine *e, el_time now);
+ * is not ours to take (0: free); *look: when to read again to find the
+ * target leading (0: no sooner than that). */
+int64_t xf_reserved_until(const el_engine *e, el_time now, int64_t *look);
 /* After a follower's step was scheduled: a target watching for its release
  * reads often (or long-polls). */
 void xf_follower_schedule(el_engine *e, el_time now);

@@ -78,6 +78,10 @@ typedef struct peer_source {
      * view() every PEER_RECHECK_MS; with it, on peer_server_notify() (and
      * every second as a safety net). */
     peer_state_fn state;
+    /* Optional. A check with ?xfer=1 and the succKey as proof: a transfer
+     * request was written into the record (the leader reads it at once,
+     * at most once a second). */
+    void (*poke)(void *ctx);
     /* The successor key the elector's records carry (32 hex digits; "" =
      * none): only a follower that presents it (it read the record from the
      * store) is named successor (docs/peer.md "One successor"). */
@@ -109,6 +113,7 @@ typedef struct peer_request {
     int64_t wait_ms;                    /* ?wait= capped at PEER_MAX_WAIT_MS, 0 if absent */
     char process[PEER_PROCESS_LEN + 1]; /* ?process= (hex): the asking process, "" if absent */
     char proof[33];                     /* ?proof= (32 hex): the record's succKey, "" if absent */
+    int xfer;                           /* ?xfer=1: a transfer request is in the record */
     int keep_alive;                     /* HTTP/1.1 without "Connection: close" */
     size_t header_len;                  /* bytes consumed by request line + headers + CRLFCRLF */
     size_t content_length;
@@ -263,6 +268,11 @@ void peer_client_set_incarnation(peer_client *c, const char *inc);
  * store: it makes this follower eligible to be named successor; NULL or
  * anything but 32 lower-case hex digits = none). */
 void peer_client_set_proof(peer_client *c, const char *proof);
+/* The next checks carry "&xfer=1": a transfer request was just written into
+ * the leader's record (s3lect transfer), so that a leader whose endpoint
+ * sees it with the record's succKey as proof reads its record at once
+ * (docs/algorithm.md "Transfer"). */
+void peer_client_set_xfer(peer_client *c, int on);
 
 /* GET https://{addr}{path}?wait=<wait_ms>&etag=<etag> and expect the leader
  * `expect_id`. On success out->outcome = ST_OK, out->body = the record JSON as

@@ -54,6 +54,7 @@ struct peer_client {
     char used_pin[PEER_PIN_LEN + 1]; /* the pin of the last check sent */
     char inc[PEER_INC_MAX + 1];      /* the leader's incarnation, sent ("" = not sent) */
     char proof[33];                  /* the record's succKey for the next checks ("": none) */
+    int xfer; /* the next checks tell the leader a transfer request is in its record */
     /* The check in flight (between begin and finish). */
     response resp;
     char *where, *addr, *path, *expect_id;
@@ -189,6 +190,12 @@ void peer_client_set_proof(peer_client *c, const char *proof)
         snprintf(c->proof, sizeof c->proof, "%s",
                  proof && strlen(proof) == 32 && strspn(proof, "0123456789abcdef") == 32 ? proof
                                                                                          : "");
+}
+
+void peer_client_set_xfer(peer_client *c, int on)
+{
+    if (c)
+        c->xfer = on != 0;
 }
 
 void peer_client_set_incarnation(peer_client *c, const char *inc)
@@ -804,14 +811,16 @@ static int begin(peer_client *c, const char *addr, const char *path, const char 
     const char *isep = c->inc[0] ? "?incarnation=" : "", *inc = c->inc;
     if (c->where && wait_ms > 0 && etag && *etag) {
         char *eetag = curl_easy_escape(c->curl, etag, 0);
-        url = eetag ? u_asprintf("%s%s%s%swait=%lld&etag=%s&process=%s%s%s", c->where, isep, inc,
-                                 inc[0] ? "&" : "?", (long long)wait_ms, eetag,
-                                 peer_process_token(), c->proof[0] ? "&proof=" : "", c->proof)
-                    : NULL;
+        url = eetag
+                  ? u_asprintf("%s%s%s%swait=%lld&etag=%s&process=%s%s%s%s", c->where, isep, inc,
+                               inc[0] ? "&" : "?", (long long)wait_ms, eetag, peer_process_token(),
+                               c->proof[0] ? "&proof=" : "", c->proof, c->xfer ? "&xfer=1" : "")
+                  : NULL;
         curl_free(eetag);
     } else if (c->where) {
-        url = u_asprintf("%s%s%s%sprocess=%s%s%s", c->where, isep, inc, inc[0] ? "&" : "?",
-                         peer_process_token(), c->proof[0] ? "&proof=" : "", c->proof);
+        url = u_asprintf("%s%s%s%sprocess=%s%s%s%s", c->where, isep, inc, inc[0] ? "&" : "?",
+                         peer_process_token(), c->proof[0] ? "&proof=" : "", c->proof,
+                         c->xfer ? "&xfer=1" : "");
         wait_ms = 0;
     }
     c->addr = u_strdup(addr);

@@ -233,6 +233,11 @@ static void answer_get(conn *c, peer_server *r)
     peer_view v;
     int status = 404;
     char *body = NULL;
+    /* s3lect transfer wrote a request into the record: with the record's
+     * succKey (only a store reader has it), the leader reads it at once. */
+    if (r && c->req.xfer && r->src.poke && r->src.succ_key[0] &&
+        strcmp(c->req.proof, r->src.succ_key) == 0)
+        r->src.poke(r->src.ctx);
     int rc = r ? ps_reg_view(r, &v) : (memset(&v, 0, sizeof v), 0);
     if (rc == 0 && r)
         rc = peer_answer_view(&v, &status, &body);

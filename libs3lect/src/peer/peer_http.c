@@ -164,6 +164,8 @@ static int parse_query(const char *q, size_t n, peer_request *req)
                      (req->proof[j] >= 'a' && req->proof[j] <= 'f');
             if (!ok)
                 req->proof[0] = '\0';
+        } else if (kl >= 0 && strcmp(key, "xfer") == 0) {
+            req->xfer = vlen == 1 && val[0] == '1';
         } else if (kl >= 0 && strcmp(key, "etag") == 0) {
             /* An etag that does not fit cannot be ours: refuse it rather
              * than compare a truncated copy. */

@@ -111,9 +111,19 @@ static void peer_state_cb(void *ctx, peer_state *st)
     pthread_mutex_unlock(&e->mu);
 }
 
+/* s3lect transfer's hint: a request is in the record. */
+static void peer_poke_cb(void *ctx)
+{
+    s3lect_elector *e = ctx;
+    pthread_mutex_lock(&e->mu);
+    if (el_poke(&e->eng, rt_now(e)))
+        rt_kick_locked(e);
+    pthread_mutex_unlock(&e->mu);
+}
+
 peer_source rt_peer_source(s3lect_elector *e)
 {
-    peer_source src = {peer_view_cb, peer_wait_cb, e, peer_state_cb, ""};
+    peer_source src = {peer_view_cb, peer_wait_cb, e, peer_state_cb, peer_poke_cb, ""};
     memcpy(src.succ_key, e->succ_key, sizeof src.succ_key);
     return src;
 }
