@@ -789,6 +789,29 @@ static int issue_release(el_engine *e, el_time now, el_op *op)
     return issue(e, EL_K_RELEASE, op, e->p.release_timeout);
 }
 
+/* A transfer the application committed: not leader from this instant; the
+ * released record names the follower that confirmed. 1 when the release
+ * write was issued (op). */
+static int transfer_release(el_engine *e, el_time now, el_op *op)
+{
+    e->role = EL_FOLLOWER;
+    e->stable = 0;
+    e->backoff_until = now.mono;
+    el_emit(e, S3LECT_EVENT_LOST, e->term, S3LECT_LOST_TRANSFERRED, e->id, e->addr);
+    /* It gave the lock away: it competes for it again only a lease later
+     * (xf_reserved_until), unless it is handed back. */
+    e->xf.gave_until = now.mono + e->p.lease;
+    free(e->led_etag); /* never reclaimed: it was handed over */
+    e->led_etag = NULL;
+    int issued = e->etag && issue_release(e, now, op) > 0;
+    xf_leader_end(e, now.mono);
+    if (!issued) {
+        el_forget_etag(e);
+        el_schedule(e, EL_K_GET, now.mono);
+    }
+    return issued;
+}
+
 int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
 {
     memset(op, 0, sizeof *op);
@@ -854,26 +877,9 @@ int el_next(el_engine *e, el_time now, el_op *op, int64_t *wake)
             el_schedule(e, EL_K_GET, e->backoff_until);
         }
     }
-    /* A transfer the application committed: not leader from this instant;
-     * the released record names the follower that confirmed. */
-    if (e->role == EL_LEADER && !e->pending && xf_leader_step(e, now)) {
-        e->role = EL_FOLLOWER;
-        e->stable = 0;
-        e->backoff_until = now.mono;
-        el_emit(e, S3LECT_EVENT_LOST, e->term, S3LECT_LOST_TRANSFERRED, e->id, e->addr);
-        /* It gave the lock away: it competes for it again only a lease
-         * later (xf_reserved_until), unless it is handed back. */
-        e->xf.gave_until = now.mono + e->p.lease;
-        free(e->led_etag); /* never reclaimed: it was handed over */
-        e->led_etag = NULL;
-        if (e->etag && issue_release(e, now, op) > 0) {
-            xf_leader_end(e, now.mono);
-            return op->kind;
-        }
-        xf_leader_end(e, now.mono);
-        el_forget_etag(e);
-        el_schedule(e, EL_K_GET, now.mono);
-    }
+    if (e->role == EL_LEADER && !e->pending && xf_leader_step(e, now) &&
+        transfer_release(e, now, op))
+        return op->kind;
     /* The roster's turn, between the lock's steps (before a follower's long
      * poll too, which would otherwise leave it no time between two). */
     if (now.mono < e->next_at || e->next_kind == EL_K_PEER) {
