@@ -178,6 +178,21 @@ rt_qevent *rt_pop_event(s3lect_elector *e)
     return q;
 }
 
+int rt_deliver_queued(s3lect_elector *e)
+{
+    int count = 0;
+    rt_qevent *q;
+    while ((q = rt_pop_event(e)) != NULL) {
+        pthread_mutex_unlock(&e->mu);
+        rt_deliver(e, &q->ev);
+        el_event_clear(&q->ev);
+        free(q);
+        count++;
+        pthread_mutex_lock(&e->mu);
+    }
+    return count;
+}
+
 void *rt_callback_main(void *arg)
 {
     rt_runtime *rt = arg;

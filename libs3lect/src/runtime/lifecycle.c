@@ -231,16 +231,7 @@ int rt_dispatch(s3lect_elector *e, int64_t timeout_ms)
                 break;
         }
     }
-    int count = 0;
-    rt_qevent *q;
-    while ((q = rt_pop_event(e)) != NULL) {
-        pthread_mutex_unlock(&e->mu);
-        rt_deliver(e, &q->ev);
-        el_event_clear(&q->ev);
-        free(q);
-        count++;
-        pthread_mutex_lock(&e->mu);
-    }
+    int count = rt_deliver_queued(e);
     rt_drain_evfd(e); /* the queue is empty and we hold mu: nothing can be pending */
     e->dispatching = 0;
     pthread_mutex_unlock(&e->mu);

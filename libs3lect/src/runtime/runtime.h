@@ -152,6 +152,9 @@ void rt_flush_events(rt_runtime *rt, s3lect_elector *e, el_time now);
 void rt_note_peer_failure(s3lect_elector *e, int cls, st_result *res);
 void rt_deliver(s3lect_elector *e, el_event *ev);
 rt_qevent *rt_pop_event(s3lect_elector *e);
+/* Delivers every queued event of e in this thread; called and returns with
+ * e->mu held (released around each callback). Returns how many. */
+int rt_deliver_queued(s3lect_elector *e);
 void *rt_callback_main(void *arg);
 
 /* Store endpoints: connections, health and send rate (loop thread). */

@@ -175,14 +175,7 @@ static void deliver(s3lect_elector *e)
     if (e->cfg->poll_mode)
         return;
     pthread_mutex_lock(&e->mu);
-    rt_qevent *q;
-    while ((q = rt_pop_event(e)) != NULL) {
-        pthread_mutex_unlock(&e->mu);
-        rt_deliver(e, &q->ev);
-        el_event_clear(&q->ev);
-        free(q);
-        pthread_mutex_lock(&e->mu);
-    }
+    rt_deliver_queued(e);
     pthread_cond_broadcast(&e->q_cv);
     pthread_mutex_unlock(&e->mu);
 }
