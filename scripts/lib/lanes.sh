@@ -163,7 +163,8 @@ pytest_pair() {
 # which both use; the computing lane then runs at nice 10, so that a waking
 # node of a waiting test preempts a compiler at once (the waiting tests'
 # bounds are about leases, not CPU). Its result is a summary line per suite,
-# as if it ran here; its output is printed at the end.
+# as if it ran here; its output is printed at the end. Suite c starts it
+# as soon as build/ is built (before the C tests, which mostly wait too).
 # S3LECT_SIDE_BY_SIDE=0 runs every suite here, in order.
 lane=()
 start_lane() {
@@ -171,7 +172,7 @@ start_lane() {
     echo
     echo "==== suites ${lane[*]}: side by side with the others (log $log_dir/lane.log, printed at the end)"
     bg_start lane env S3LECT_LANE_CHILD=1 "$root/scripts/test" "${lane[@]}"
-    renice 10 -p $$ >/dev/null 2>&1 || true
+    renice 10 -p $$ "$BASHPID" >/dev/null 2>&1 || true
 }
 finish_lane() {
     bg_started lane || return 0
