@@ -429,12 +429,13 @@ int sigv4_sign(const sigv4_request *req, const sigv4_params *p, sigv4_result *ou
     const char *date_hdr = find_header(h, n, "x-amz-date");
     if (date_hdr && strcmp(date_hdr, p->amz_date) != 0)
         rc = -1;
-    if (rc == 0 && !date_hdr)
+    if (rc == 0 && !date_hdr && !p->presign)
         rc = push_header(h, &n, "x-amz-date", p->amz_date);
     if (rc == 0 && p->sign_body && !find_header(h, n, "x-amz-content-sha256"))
         rc = push_header(h, &n, "x-amz-content-sha256", out->payload_hash);
     int token = p->session_token && *p->session_token;
-    if (rc == 0 && token && !p->omit_session_token && !find_header(h, n, "x-amz-security-token"))
+    if (rc == 0 && token && !p->omit_session_token && !p->presign &&
+        !find_header(h, n, "x-amz-security-token"))
         rc = push_header(h, &n, "x-amz-security-token", p->session_token);
     if (rc) {
         free_headers(h, n);

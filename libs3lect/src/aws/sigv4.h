@@ -49,6 +49,11 @@ typedef struct sigv4_params {
     /* Leave x-amz-security-token out of the signature (some services want it
      * added after signing); the caller still sends it. */
     int omit_session_token;
+    /* A presigned request (query-string authentication): the caller's query
+     * carries X-Amz-Algorithm, -Credential, -Date, -Expires, -SignedHeaders
+     * (and -Security-Token), so x-amz-date and x-amz-security-token are not
+     * added to the signed headers; authorization is then of no use. */
+    int presign;
 } sigv4_params;
 
 typedef struct sigv4_result {
