@@ -25,9 +25,12 @@ import json
 import os
 import re
 import secrets
+import ssl
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -93,13 +96,15 @@ class Cluster:
     def node(self, nid: str, extra: list[str] | None = None, *, slow: bool = False,
              log: str | None = None, kill_timeout: str = "500ms",
              timing: list[str] | None = None) -> cli.Node:
+        port = free_port()
         mode = ["--no-peer"] if self.mode == "no-peer" else [
-            "--peer-listen", f"127.0.0.1:{free_port()}"]
+            "--peer-listen", f"127.0.0.1:{port}"]
         cmd = ["sh", str(self.script), str(self.events), self.tag, "slow" if slow else "-"]
         n = cli.Node(BIN, self.tmp, self.lock, nid, cli.node_env(),
                      [*(timing or TIMING), *mode, *(extra or [])], cmd=cmd,
                      kill_timeout=kill_timeout,
                      log=self.tmp / (log or f"{nid}.log"))
+        n.peer_listen = port if self.mode != "no-peer" else None  # type: ignore[attr-defined]
         self.nodes.append(n)
         return n
 
@@ -445,23 +450,83 @@ def test_sigterm_while_a_transfer_is_pending(cluster, mode):
 def test_peer_transfer_does_not_wait_for_the_renewal(cluster):
     """In peer mode `s3lect transfer` tells the leader's endpoint (?xfer=1,
     the record's succKey as proof) that its record holds a request: the
-    leader reads it at once instead of at its next renewal, here up to 10 s
-    later. Two transfers, there and back, each well under the interval."""
+    leader reads it at once instead of at its next renewal, here up to 30 s
+    later. Three transfers, there and back and there again, each well under
+    the interval (without the hint each would land under 2 s with a chance
+    of 2/30: all three, 3 in 10,000; test_forged_transfer_hint_is_ignored
+    counts the hint's reads exactly)."""
     c = cluster("peer")
-    slow = ["--lease-timeout", "30s", "--renew-interval", "10s", "--renew-deadline", "20s",
+    slow = ["--lease-timeout", "90s", "--renew-interval", "30s", "--renew-deadline", "60s",
             "--frequent-interval", "1s", "--infrequent-interval", "30s", "--new-lock-wait", "0"]
     a = c.node("a", timing=slow, kill_timeout="2s")
     assert c.wait_leader(10, "a leads") is a
     b = c.node("b", timing=slow, kill_timeout="2s")
     c.follows(b, "a")
     time.sleep(0.5)
-    for target in ("b", "a"):
+    for target in ("b", "a", "b"):
         r = c.transfer("--to", target)
         assert r.returncode == 0, (r.stdout, r.stderr)
         m = re.search(rf"'{target}' leads now \(term \d+\), (\d+\.\d\d)s after the request",
                       r.stdout)
         assert m, r.stdout
-        print(f"transfer to {target}: {m.group(1)}s after the request (renew interval 10s)")
+        print(f"transfer to {target}: {m.group(1)}s after the request (renew interval 30s)")
         assert float(m.group(1)) < 2.0, r.stdout
         time.sleep(1.5)
+    c.check_never_two()
+
+
+def _store_gets(port: int) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return sum(float(m.group(1)) for m in re.finditer(
+        r'^s3lect_store_requests_total\{[^}]*op="get"[^}]*\} (\S+)$', text, re.M))
+
+
+def _hint(port: int, query: str) -> int:
+    """A check sent as anyone could: zero-config peer mode serves TLS with a
+    self-signed certificate, which this client does not verify."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/health/leadership?{query}", timeout=5,
+                                    context=ctx) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_forged_transfer_hint_is_ignored(cluster):
+    """The hint makes the leader read its record at once: one store read,
+    at most one a second. Only a store reader can send it: without the
+    record's succKey as proof (none, a wrong one, or the right one without
+    xfer=1) the leader reads nothing, so nobody who can merely reach the
+    endpoint can make it read the store at will. Counted exactly, by the
+    leader's own store request metrics, with renewals 30 s apart."""
+    c = cluster("peer")
+    slow = ["--lease-timeout", "90s", "--renew-interval", "30s", "--renew-deadline", "60s",
+            "--frequent-interval", "1s", "--infrequent-interval", "30s", "--new-lock-wait", "0"]
+    mport = free_port()
+    a = c.node("a", ["--metrics-listen", f"127.0.0.1:{mport}"], timing=slow, kill_timeout="2s")
+    assert c.wait_leader(10, "a leads") is a
+    port = a.peer_listen  # type: ignore[attr-defined]
+    wait_for(lambda: _store_gets(mport) > 0, 10, "the leader's first read counted")
+    time.sleep(1.0)
+    succ = json.loads((c.tmp / "lock.json").read_text())["succKey"]
+    assert re.fullmatch(r"[0-9a-f]{32}", succ), succ
+    wrong = "0" * 32 if succ != "0" * 32 else "1" * 32
+    before = _store_gets(mport)
+    for query in ("xfer=1", f"proof={wrong}&xfer=1", f"proof={succ}", f"proof={succ}&xfer=0",
+                  f"proof={succ.upper()}&xfer=1", f"proof={succ}x&xfer=1"):
+        _hint(port, query)
+        time.sleep(1.2)  # past the one-a-second bound each time
+    forged = _store_gets(mport)
+    assert forged == before, f"forged hints made the leader read: {before} -> {forged}"
+    assert _hint(port, f"proof={succ}&xfer=1") == 200
+    wait_for(lambda: _store_gets(mport) >= before + 1, 5, "the hint's read")
+    _hint(port, f"proof={succ}&xfer=1")  # within the second: not another read
+    time.sleep(1.0)
+    after = _store_gets(mport)
+    print(f"store reads: {before} before, {forged} after 6 forged hints, {after} after 2 true "
+          f"ones within a second")
+    assert after == before + 1, f"{before} -> {after}: two hints within a second read twice"
     c.check_never_two()
