@@ -123,7 +123,7 @@ int cli_credentials_info(const s3lect_config *cfg, const char *lock, int fetch, 
     st_location loc;
     if (st_location_parse(lock, &loc, err, errlen) != 0)
         return CLI_CRED_BADLOCK;
-    int cred = loc.scheme ? loc.scheme->cred : ST_CRED_NONE;
+    int cred = st_location_cred(&loc); /* the row's, or the lock's own (?auth=aws-iam) */
     int is_aws = cred == ST_CRED_AWS, is_gcs = cred == ST_CRED_GCP, is_az = cred == ST_CRED_AZURE;
     char account[64];
     snprintf(account, sizeof account, "%s", is_az && loc.bucket ? loc.bucket : "");

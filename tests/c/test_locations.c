@@ -123,6 +123,43 @@ int main(void)
     bad("postgres://u:hunter2@h/db?key=k#x", "fragment", "hunter2");
     bad("postgres://h/db?password=hunter2&key=k&key=x", "given twice", "hunter2");
 
+    /* PostgreSQL with IAM database authentication (?auth=aws-iam): the
+     * lock's credentials are the AWS chain's, TLS only, no password. */
+    ok("postgres://iam_user@db.abc.us-east-1.rds.amazonaws.com:5432/app?key=leader&auth=aws-iam",
+       "postgres", "postgres://iam_user@db.abc.us-east-1.rds.amazonaws.com:5432/app", "leader",
+       "s3lect_locks", NULL, NULL);
+    ok("postgres://u@h/db?auth=aws-iam&region=eu-west-1&key=k&sslmode=verify-full", "postgres",
+       "postgres://u@h/db?sslmode=verify-full", "k", "s3lect_locks", "eu-west-1", NULL);
+    {
+        st_location loc;
+        char err[600] = "";
+        CHECK(st_location_parse("postgres://u@h/db?key=k&auth=aws-iam", &loc, err, sizeof err) == 0,
+              "iam: %s", err);
+        CHECK(loc.cred == ST_CRED_AWS && st_location_cred(&loc) == ST_CRED_AWS &&
+                  st_location_is_aws(&loc),
+              "auth=aws-iam: cred %d", st_location_cred(&loc));
+        st_location_clear(&loc);
+        CHECK(st_location_parse("postgres://u@h/db?key=k", &loc, err, sizeof err) == 0, "%s", err);
+        CHECK(loc.cred == 0 && st_location_cred(&loc) == loc.scheme->cred &&
+                  !st_location_is_aws(&loc),
+              "no auth: cred %d", st_location_cred(&loc));
+        st_location_clear(&loc);
+        char *c = st_lock_canonical("POSTGRES://u@h/db?region=eu-west-1&auth=aws-iam&key=k");
+        CHECK(c && strcmp(c, "postgres://u@h/db?key=k&table=s3lect_locks&auth=aws-iam&region=eu-"
+                             "west-1") == 0,
+              "canonical iam: %s", c ? c : "(null)");
+        free(c);
+    }
+    bad("postgres://u@h/db?key=k&auth=password", "auth=password is not known", NULL);
+    bad("postgres://u@h/db?key=k&region=eu-west-1", "region= goes with auth=aws-iam", NULL);
+    bad("postgres://u@h/db?key=k&auth=aws-iam&region=eu%20west", "is not a region name", NULL);
+    bad("postgres://u@h/db?key=k&auth=aws-iam&sslmode=disable", "RDS requires TLS", NULL);
+    bad("postgres://u@h/db?sslmode=allow&key=k&auth=aws-iam", "sslmode=allow", NULL);
+    bad("postgres://u@h/db?key=k&auth=aws-iam&sslmode=prefer", "sslmode=prefer", NULL);
+    bad("postgres://u:hunter2@h/db?key=k&auth=aws-iam", "takes no password", "hunter2");
+    bad("postgres://u@h/db?key=k&auth=aws-iam&password=hunter2", "takes no password", "hunter2");
+    bad("postgres://u@h/db?key=k&auth=aws-iam&auth=aws-iam", "given twice", NULL);
+
     /* Route 53: names lower case, with the final dot. */
     ok("route53://Z0123456789ABC/Lock.Example.com", "route53", "Z0123456789ABC",
        "lock.example.com.", NULL, NULL, NULL);

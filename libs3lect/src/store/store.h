@@ -163,6 +163,10 @@ typedef struct st_location {
      * redis: the password (opt2, decoded) and the database number (opt3,
      * NULL: 0) */
     char *opt2, *opt3;
+    /* ST_CRED_* when this lock's credentials are not its row's kind
+     * (postgres ?auth=aws-iam: ST_CRED_AWS, the token is signed with the AWS
+     * chain), else 0; read it with st_location_cred. */
+    int cred;
 } st_location;
 
 enum {
@@ -228,10 +232,17 @@ int st_redis_compiled(void);
 size_t st_scheme_count(void);
 const st_scheme *st_scheme_at(size_t i);
 
+/* Where a lock of this location takes its credentials from (ST_CRED_*):
+ * its own (an ?auth= parameter) or its row's. */
+static inline int st_location_cred(const st_location *loc)
+{
+    return loc->cred ? loc->cred : loc->scheme ? loc->scheme->cred : ST_CRED_NONE;
+}
+
 /* Does a lock of this location use AWS credentials (the credential chain)? */
 static inline int st_location_is_aws(const st_location *loc)
 {
-    return loc->scheme && loc->scheme->cred == ST_CRED_AWS;
+    return st_location_cred(loc) == ST_CRED_AWS;
 }
 
 /* Parses "s3://bucket/key", "file:///dir/key", a plain path,

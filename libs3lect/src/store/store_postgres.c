@@ -22,6 +22,12 @@
  * connection is dropped when it passes) and on the server side
  * (statement_timeout). A failed connection is dropped and made again by the
  * next call.
+ *
+ * With ?auth=aws-iam (Amazon RDS and Aurora: IAM database authentication)
+ * the password of every new connection is an IAM token (aws/rds_token.h,
+ * signed with the AWS credential chain, reused for up to 10 of its 15
+ * minutes), and TLS is required: sslmode defaults to require, and the lock
+ * URL cannot weaken it.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -34,6 +40,7 @@
 
 #include "config.h"
 #include "crypto.h"
+#include "rds_token.h"
 #include "store.h"
 #include "util.h"
 
@@ -57,6 +64,7 @@ typedef struct conninfo_option {
 
 static struct libpq {
     PGconn *(*connectStart)(const char *);
+    PGconn *(*connectStartParams)(const char *const *, const char *const *, int);
     int (*connectPoll)(PGconn *);
     int (*status)(const PGconn *);
     int (*socket)(const PGconn *);
@@ -100,6 +108,7 @@ static void pq_load(void)
         void **slot;
     } syms[] = {
         {"PQconnectStart", (void **)&pq.connectStart},
+        {"PQconnectStartParams", (void **)&pq.connectStartParams},
         {"PQconnectPoll", (void **)&pq.connectPoll},
         {"PQstatus", (void **)&pq.status},
         {"PQsocket", (void **)&pq.socket},
@@ -141,6 +150,7 @@ static void pq_load(void)
 typedef struct pg_pool {
     struct pg_pool *next;
     char *conninfo;
+    int iam; /* its connections log in with IAM tokens (not shared with password ones) */
     int refs;
     PGconn *idle[PG_POOL_MAX];
     int nidle, open; /* open: connections in use or idle */
@@ -160,14 +170,15 @@ static void pools_cv_init(void)
     pthread_condattr_destroy(&a);
 }
 
-static pg_pool *pool_get(const char *conninfo)
+static pg_pool *pool_get(const char *conninfo, int iam)
 {
     pthread_once(&pools_cv_once, pools_cv_init);
     pthread_mutex_lock(&pools_mu);
     pg_pool *p = pools;
-    while (p && strcmp(p->conninfo, conninfo) != 0)
+    while (p && (strcmp(p->conninfo, conninfo) != 0 || p->iam != iam))
         p = p->next;
     if (!p && (p = calloc(1, sizeof *p)) != NULL) {
+        p->iam = iam;
         if (!(p->conninfo = u_strdup(conninfo))) {
             free(p);
             p = NULL;
@@ -211,6 +222,14 @@ typedef struct pg_store {
     char *origin;   /* "postgres://host:port" (peer mode's route), or NULL */
     char *sql_get, *sql_insert, *sql_update; /* the three statements, made once */
     int64_t default_timeout_ms;
+    /* ?auth=aws-iam: what the token is made for, and the AWS settings of
+     * the config it was opened with (profile, keys, region...). */
+    struct {
+        int on;
+        char *host, *user, *region; /* region NULL: the endpoint's or the chain's */
+        int port;
+        struct s3lect_config cfg;
+    } iam;
 } pg_store;
 
 /* Waits until the connection's socket is ready for events or the deadline. */
@@ -275,6 +294,45 @@ static void ignore_notice(void *arg, const char *msg)
     (void)msg;
 }
 
+/* sslmode when the lock URL sets none: PGSSLMODE when it asks for TLS,
+ * else require (IAM authentication needs TLS). */
+static const char *iam_sslmode(void)
+{
+    const char *e = getenv("PGSSLMODE");
+    if (e &&
+        (strcmp(e, "require") == 0 || strcmp(e, "verify-ca") == 0 || strcmp(e, "verify-full") == 0))
+        return e;
+    return "require";
+}
+
+/* Starts a connection that logs in with an IAM token (?auth=aws-iam), or
+ * returns NULL with out set. The URL's own parameters are expanded after
+ * sslmode (so an sslmode there wins: the parser let only TLS modes through)
+ * and before the password (so the token wins over PGPASSWORD, ~/.pgpass). */
+static PGconn *iam_connect(pg_store *s, st_result *out)
+{
+    char *token = NULL, err[600];
+    int rc = rds_token_get(&s->iam.cfg, s->iam.host, s->iam.port, s->iam.user, s->iam.region,
+                           &token, err, sizeof err);
+    if (rc != 0) {
+        st_result_setf(out,
+                       rc == S3LECT_EAUTH        ? ST_AUTH
+                       : rc == S3LECT_ETRANSIENT ? ST_TRANSIENT
+                       : rc == S3LECT_ENOMEM     ? ST_TRANSIENT
+                                                 : ST_FATAL,
+                       "no IAM database authentication token for PostgreSQL %s: %s%s", s->where,
+                       err, rc == S3LECT_ETRANSIENT ? "; will retry" : "");
+        return NULL;
+    }
+    const char *const keys[] = {"sslmode", "dbname", "password", NULL};
+    const char *const vals[] = {iam_sslmode(), s->pool->conninfo, token, NULL};
+    PGconn *c = pq.connectStartParams(keys, vals, 1);
+    u_wipe_free(token);
+    if (!c)
+        st_result_setf(out, ST_TRANSIENT, "out of memory");
+    return c;
+}
+
 /* Takes a connection from the pool or makes one. NULL with out set. */
 static PGconn *conn_take(pg_store *s, int64_t deadline, st_result *out)
 {
@@ -302,7 +360,14 @@ static PGconn *conn_take(pg_store *s, int64_t deadline, st_result *out)
 
     char why[300] = "timed out";
     int outcome = ST_TRANSIENT;
-    PGconn *c = pq.connectStart(p->conninfo);
+    PGconn *c = s->iam.on ? iam_connect(s, out) : pq.connectStart(p->conninfo);
+    if (s->iam.on && !c) {
+        pthread_mutex_lock(&pools_mu);
+        p->open--;
+        pthread_cond_broadcast(&pools_cv);
+        pthread_mutex_unlock(&pools_mu);
+        return NULL;
+    }
     if (c)
         pq.setNoticeProcessor(c, ignore_notice, NULL);
     if (c && pq.status(c) != 1 /* CONNECTION_BAD */) {
@@ -341,7 +406,14 @@ static PGconn *conn_take(pg_store *s, int64_t deadline, st_result *out)
     p->open--;
     pthread_cond_broadcast(&pools_cv);
     pthread_mutex_unlock(&pools_mu);
-    if (outcome == ST_AUTH)
+    if (outcome == ST_AUTH && s->iam.on)
+        st_result_setf(out, outcome,
+                       "PostgreSQL refused the IAM token for %s (%s): check that the AWS "
+                       "credentials' policy allows rds-db:connect on "
+                       "arn:aws:rds-db:REGION:ACCOUNT:dbuser:DBI-RESOURCE-ID/%s, that the user "
+                       "was granted rds_iam, and the region (docs/stores.md)",
+                       s->where, why, s->iam.user);
+    else if (outcome == ST_AUTH)
         st_result_setf(out, outcome,
                        "PostgreSQL refused the connection to %s (%s): fix the user or password "
                        "(PGPASSWORD, ~/.pgpass, pg_hba.conf)",
@@ -615,6 +687,15 @@ static void pg_destroy(st_store *st)
     free(s->sql_get);
     free(s->sql_insert);
     free(s->sql_update);
+    free(s->iam.host);
+    free(s->iam.user);
+    free(s->iam.region);
+    free(s->iam.cfg.access_key_id);
+    u_wipe_free(s->iam.cfg.secret_access_key);
+    u_wipe_free(s->iam.cfg.session_token);
+    free(s->iam.cfg.profile);
+    free(s->iam.cfg.region);
+    free(s->iam.cfg.ca_file);
     free(s);
 }
 
@@ -635,9 +716,12 @@ static const st_vtable pg_vtable = {.name = "postgres",
 /* Checks the connection string with libpq and describes it: *where gets
  * "database D on H:P as U" from it and the PG* variables (never the
  * password); *origin gets "postgres://H:P" when the server is one TCP host
- * (peer mode advertises the address on the route to it), else NULL.
+ * (peer mode advertises the address on the route to it), else NULL. With
+ * iam (?auth=aws-iam) the host name, port and user the token is for go
+ * into iam's fields: one TCP host and a user are then required.
  * Returns 0, S3LECT_EINVAL with err set, or S3LECT_ENOMEM. */
-static int describe(const char *conninfo, char **where, char **origin, char *err, size_t errlen)
+static int describe(const char *conninfo, char **where, char **origin, pg_store *iam, char *err,
+                    size_t errlen)
 {
     *where = *origin = NULL;
     char *perr = NULL;
@@ -680,12 +764,56 @@ static int describe(const char *conninfo, char **where, char **origin, char *err
     if (tcp)
         *origin = u_asprintf(strchr(h, ':') ? "postgres://[%s]:%s" : "postgres://%s:%s", h,
                              port ? port : "5432");
-    pq.conninfoFree(opts);
-    if (!*where || (tcp && !*origin)) {
-        snprintf(err, errlen, "out of memory");
-        return S3LECT_ENOMEM;
+    int rc = 0;
+    if (iam) {
+        /* The token names the host as the client connects to it (host, not
+         * hostaddr, when both are given). */
+        const char *th = host ? host : hostaddr;
+        char *end = NULL;
+        long pn = port ? strtol(port, &end, 10) : 5432;
+        if (!tcp || !th || strchr(th, ',') || (port && (*end || pn < 1 || pn > 65535))) {
+            snprintf(err, errlen,
+                     "lock URL: auth=aws-iam needs one database host name and port "
+                     "(postgres://USER@HOST:PORT/DB), not a socket or a list of hosts");
+            rc = S3LECT_EINVAL;
+        } else if (!user) {
+            snprintf(err, errlen,
+                     "lock URL: auth=aws-iam needs the database user the token is for: write "
+                     "postgres://USER@HOST:PORT/DB (or set PGUSER)");
+            rc = S3LECT_EINVAL;
+        } else if (!(iam->iam.host = u_strdup(th)) || !(iam->iam.user = u_strdup(user))) {
+            rc = S3LECT_ENOMEM;
+        }
+        iam->iam.port = (int)pn;
     }
-    return 0;
+    pq.conninfoFree(opts);
+    if (rc == 0 && (!*where || (tcp && !*origin)))
+        rc = S3LECT_ENOMEM;
+    if (rc == S3LECT_ENOMEM)
+        snprintf(err, errlen, "out of memory");
+    return rc;
+}
+
+/* The AWS settings of cfg that the IAM token's credential chain reads. */
+static int iam_config(pg_store *s, const struct s3lect_config *cfg, const st_location *loc)
+{
+    struct s3lect_config *c = &s->iam.cfg;
+    s->iam.on = 1;
+    c->access_key_id = u_strdup(cfg->access_key_id);
+    c->secret_access_key = u_strdup(cfg->secret_access_key);
+    c->session_token = u_strdup(cfg->session_token);
+    c->profile = u_strdup(cfg->profile);
+    c->region = u_strdup(cfg->region);
+    c->ca_file = u_strdup(cfg->ca_file);
+    c->request_timeout = cfg->request_timeout;
+    s->iam.region = u_strdup(loc->opt2);
+    return (cfg->access_key_id && !c->access_key_id) ||
+                   (cfg->secret_access_key && !c->secret_access_key) ||
+                   (cfg->session_token && !c->session_token) || (cfg->profile && !c->profile) ||
+                   (cfg->region && !c->region) || (cfg->ca_file && !c->ca_file) ||
+                   (loc->opt2 && !s->iam.region)
+               ? -1
+               : 0;
 }
 
 int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st_store **out,
@@ -704,7 +832,13 @@ int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st
     }
     s->base.vt = &pg_vtable;
     s->default_timeout_ms = cfg->request_timeout > 0 ? cfg->request_timeout : PG_DEFAULT_TIMEOUT_MS;
-    int rc = describe(loc->bucket, &s->where, &s->origin, err, errlen);
+    int iam = loc->cred == ST_CRED_AWS;
+    if (iam && iam_config(s, cfg, loc) != 0) {
+        pg_destroy(&s->base);
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
+    int rc = describe(loc->bucket, &s->where, &s->origin, iam ? s : NULL, err, errlen);
     if (rc) {
         pg_destroy(&s->base);
         return rc;
@@ -727,7 +861,7 @@ int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st
                                    "WHERE name = $1 AND version = $4",
                                    s->table);
     }
-    s->pool = pool_get(loc->bucket);
+    s->pool = pool_get(loc->bucket, iam);
     if (!s->table_in || !s->table || !s->sql_get || !s->sql_insert || !s->sql_update || !s->pool) {
         pg_destroy(&s->base);
         snprintf(err, errlen, "out of memory");
@@ -737,7 +871,9 @@ int st_postgres_open(const struct s3lect_config *cfg, const st_location *loc, st
     return 0;
 }
 
-#define PG_USAGE "postgres://[USER@HOST[:PORT]]/DB?key=NAME[&table=TABLE][&libpq parameters]"
+#define PG_USAGE                                                                                   \
+    "postgres://[USER@HOST[:PORT]]/DB?key=NAME[&table=TABLE][&auth=aws-iam[&region=R]][&libpq "    \
+    "parameters]"
 
 /* A table name: identifier or schema.identifier, each [A-Za-z_][A-Za-z0-9_]*
  * of at most 63 bytes (it is quoted in SQL: case is kept). */
@@ -757,6 +893,70 @@ static int pg_table_ok(const char *t)
     return 1;
 }
 
+/* The value of libpq parameter name in query rest ("a=b&c=d"), or NULL. */
+static const char *rest_param(const char *rest, const char *name, size_t *len)
+{
+    size_t n = strlen(name);
+    for (const char *p = rest; p && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL)
+        if (strncmp(p, name, n) == 0 && p[n] == '=') {
+            *len = strcspn(p + n + 1, "&");
+            return p + n + 1;
+        }
+    return NULL;
+}
+
+/* ?auth= and ?region=: auth=aws-iam marks the location's credentials as
+ * the AWS chain's (loc->cred), which needs TLS and no password of its own. */
+static int iam_parse(const char *url, const char *shown, const char *auth, st_location *out,
+                     const char *rest, char *err, size_t errlen)
+{
+    if (!auth) {
+        if (out->opt2) {
+            snprintf(err, errlen, "lock URL '%.200s': region= goes with auth=aws-iam", shown);
+            return S3LECT_EINVAL;
+        }
+        return 0;
+    }
+    if (strcmp(auth, "aws-iam") != 0) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': auth=%.40s is not known: the one value is aws-iam (IAM "
+                 "database authentication on Amazon RDS and Aurora)",
+                 shown, auth);
+        return S3LECT_EINVAL;
+    }
+    out->cred = ST_CRED_AWS;
+    if (out->opt2 && !cfg_region_valid(out->opt2)) {
+        snprintf(err, errlen, "lock URL '%.200s': region '%.80s' is not a region name", shown,
+                 out->opt2);
+        return S3LECT_EINVAL;
+    }
+    size_t n = 0;
+    const char *mode = rest_param(rest, "sslmode", &n);
+    if (mode && ((n == 7 && strncmp(mode, "disable", 7) == 0) ||
+                 (n == 5 && strncmp(mode, "allow", 5) == 0) ||
+                 (n == 6 && strncmp(mode, "prefer", 6) == 0))) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': sslmode=%.*s with auth=aws-iam: RDS requires TLS for IAM "
+                 "database authentication and the token must not travel in clear; leave sslmode "
+                 "out (require) or use verify-full with sslrootcert",
+                 shown, (int)n, mode);
+        return S3LECT_EINVAL;
+    }
+    /* A password of the URL's own (user-info or password=) would be ignored. */
+    const char *auth_part = strstr(url, "://");
+    size_t host_len = auth_part ? strcspn(auth_part + 3, "/?") : 0;
+    const char *at = auth_part ? memchr(auth_part + 3, '@', host_len) : NULL;
+    if ((at && memchr(auth_part + 3, ':', (size_t)(at - auth_part - 3))) ||
+        rest_param(rest, "password", &n)) {
+        snprintf(err, errlen,
+                 "lock URL '%.200s': auth=aws-iam takes no password (the IAM token is the "
+                 "password): remove it",
+                 shown);
+        return S3LECT_EINVAL;
+    }
+    return 0;
+}
+
 int st_postgres_parse(const char *url, const char *after, st_location *out, char *err,
                       size_t errlen)
 {
@@ -774,8 +974,12 @@ int st_postgres_parse(const char *url, const char *after, st_location *out, char
         rc = S3LECT_EINVAL;
         goto done;
     }
-    st_qparam ps[] = {{"key", &out->key}, {"table", &out->opt1}};
-    if ((rc = st_parse_query(shown, PG_USAGE, q ? q + 1 : NULL, ps, 2, &rest, err, errlen)) != 0)
+    char *auth = NULL;
+    st_qparam ps[] = {
+        {"key", &out->key}, {"table", &out->opt1}, {"auth", &auth}, {"region", &out->opt2}};
+    if ((rc = st_parse_query(shown, PG_USAGE, q ? q + 1 : NULL, ps, 4, &rest, err, errlen)) != 0)
+        goto done;
+    if ((rc = iam_parse(url, shown, auth, out, rest, err, errlen)) != 0)
         goto done;
     if (!out->key) {
         snprintf(err, errlen,
@@ -809,6 +1013,7 @@ int st_postgres_parse(const char *url, const char *after, st_location *out, char
         goto done;
     }
 done:
+    free(auth);
     free(rest);
     free(shown);
     return rc;
@@ -822,7 +1027,9 @@ int st_postgres_canonical(const st_location *loc, char **out)
     const char *q = shown ? strchr(shown, '?') : NULL;
     int rc = !sep || st_canon_add(out, "postgres", sep, 0) ||
              st_canon_add(out, q ? "&key=" : "?key=", loc->key, 1) ||
-             st_canon_add(out, "&table=", loc->opt1, 1);
+             st_canon_add(out, "&table=", loc->opt1, 1) ||
+             (loc->cred == ST_CRED_AWS && st_canon_add(out, "&auth=", "aws-iam", 0)) ||
+             (loc->opt2 && st_canon_add(out, "&region=", loc->opt2, 1));
     free(shown);
     return rc;
 }
