@@ -32,6 +32,12 @@ static size_t scheme_len(const char *url)
     "(appendonly yes, appendfsync always): a failover or a restart that loses a write can give "   \
     "two leaders (docs/stores.md)"
 
+#define MYSQL_CAVEAT                                                                               \
+    "not verifiable from here: a replica that takes over from this server has every write it "     \
+    "acknowledged only with synchronous replication (Galera, group replication); with "            \
+    "asynchronous replication a failover that loses a write can give two leaders "                 \
+    "(docs/stores.md)"
+
 /* One row a store (rows with no noun only spell a store another way). What
  * the whole project knows of a store is here: the CLI's help, its error
  * lists, whoami, check-store, `s3lect stores`, the man page and the
@@ -76,6 +82,18 @@ static const st_scheme schemes[] = {
      .cred = ST_CRED_URL,
      .doc = "docs/stores.md#postgresql",
      .needs = "libpq.so.5 (libpq5), loaded when a postgres:// lock is used"},
+    {.name = "mysql",
+     .alias = "mariadb",
+     .parse = st_mysql_parse,
+     .open = st_mysql_open,
+     .canonical = st_mysql_canonical,
+     .form = "mysql://USER@HOST[:PORT]/DB?key=NAME (two slashes)",
+     .noun = "a MySQL or MariaDB row",
+     .usage = "mysql://USER@HOST[:PORT]/DB?key=NAME (mariadb:// too)",
+     .cred = ST_CRED_URL,
+     .doc = "docs/stores.md#mysql-and-mariadb",
+     .needs = "libmariadb.so.3 (libmariadb3), loaded when a mysql:// lock is used",
+     .caveat = MYSQL_CAVEAT},
     {.name = "route53",
      .parse = st_route53_parse,
      .open = st_route53_open,

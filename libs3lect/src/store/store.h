@@ -297,6 +297,8 @@ ST_STORE_FUNCS(s3)
 ST_STORE_FUNCS(file)
 ST_STORE_FUNCS(dynamodb)
 ST_STORE_FUNCS(postgres)
+/* mysql://USER@HOST[:PORT]/DB?key=K (mariadb:// too): a row of a MySQL or MariaDB table. */
+ST_STORE_FUNCS(mysql)
 ST_STORE_FUNCS(route53)
 ST_STORE_FUNCS(gcs)
 /* Whether requests to the configured GCS endpoint may go without a token
