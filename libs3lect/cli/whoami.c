@@ -127,6 +127,15 @@ int cli_credentials_info(const s3lect_config *cfg, const char *lock, int fetch, 
     int is_aws = cred == ST_CRED_AWS, is_gcs = cred == ST_CRED_GCP, is_az = cred == ST_CRED_AZURE;
     char account[64];
     snprintf(account, sizeof account, "%s", is_az && loc.bucket ? loc.bucket : "");
+    if (cred == ST_CRED_KUBE) {
+        /* k8s://: the pod's service account or a kubeconfig (never the token) */
+        int rc = st_k8s_whoami(&loc, fetch, in->source, sizeof in->source, in->principal,
+                               sizeof in->principal, &in->expires_ms, err, errlen);
+        st_location_clear(&loc);
+        if (rc == S3LECT_EINVAL || rc == S3LECT_ENOMEM)
+            return CLI_CRED_ERROR;
+        return rc ? CLI_CRED_UNUSABLE : CLI_CRED_OK;
+    }
     st_location_clear(&loc);
     if (!is_aws && !is_gcs && !is_az)
         return CLI_CRED_NONE;
@@ -214,8 +223,8 @@ int cli_whoami(int argc, char **argv)
     if (cr == CLI_CRED_NONE) {
         cli_usage_error(
             CMD, "this lock is not on an AWS store (s3://, dynamodb://, route53://), "
-                 "Google Cloud Storage (gs://) or Azure (az://); file locks use no credentials and "
-                 "postgres:// ones libpq's");
+                 "Google Cloud Storage (gs://), Azure (az://) or Kubernetes (k8s://); file locks "
+                 "use no credentials and postgres:// ones libpq's");
         return CLI_EXIT_USAGE;
     }
     if (cr == CLI_CRED_BADLOCK) {

@@ -161,6 +161,21 @@ static const st_scheme schemes[] = {
      .doc = "docs/stores.md#redis",
      .compiled = st_redis_compiled,
      .caveat = REDIS_CAVEAT},
+    {.name = "k8s",
+     .alias = "kubernetes",
+     .parse = st_k8s_parse,
+     .open = st_k8s_open,
+     .canonical = st_k8s_canonical,
+     .form = "k8s://NAMESPACE/NAME (two slashes)",
+     .noun = "a Kubernetes Lease (coordination.k8s.io/v1)",
+     .usage = "k8s://NAMESPACE/NAME[?context=CTX&kubeconfig=PATH]",
+     .cred = ST_CRED_KUBE,
+     .doc = "docs/stores.md#kubernetes-lease",
+     .home = "a namespace",
+     .caveat = "client-go electors (leaderelection) may share the Lease: they count a holder's "
+               "lease from their own observation of each change and s3lect writes "
+               "leaseDurationSeconds no shorter than its lease; give both the same lease "
+               "(docs/stores.md#kubernetes-lease)"},
     {.name = "mem",
      .parse = st_mem_parse,
      .open = st_mem_open,
@@ -184,16 +199,18 @@ static const struct {
     [ST_CRED_GCP] = {"gcp", "Google application-default credentials (s3lect whoami URL)"},
     [ST_CRED_AZURE] = {"azure", "a Shared Key or SAS, else Microsoft Entra ID (s3lect whoami URL)"},
     [ST_CRED_URL] = {"url", "in the lock URL or the store's own variables and files"},
+    [ST_CRED_KUBE] = {"kube", "the pod's service account, else a kubeconfig: token, client "
+                              "certificate or exec plugin (s3lect whoami URL)"},
 };
 
 const char *st_cred_name(int cred)
 {
-    return CREDS[cred >= 0 && cred <= ST_CRED_URL ? cred : ST_CRED_NONE].name;
+    return CREDS[cred >= 0 && cred <= ST_CRED_KUBE ? cred : ST_CRED_NONE].name;
 }
 
 const char *st_cred_text(int cred)
 {
-    return CREDS[cred >= 0 && cred <= ST_CRED_URL ? cred : ST_CRED_NONE].text;
+    return CREDS[cred >= 0 && cred <= ST_CRED_KUBE ? cred : ST_CRED_NONE].text;
 }
 
 const st_scheme *st_scheme_of(const char *lock)

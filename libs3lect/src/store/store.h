@@ -219,6 +219,7 @@ enum {
     ST_CRED_GCP,      /* Google credentials (ADC) */
     ST_CRED_AZURE,    /* a Shared Key or SAS, else Microsoft Entra ID */
     ST_CRED_URL,      /* in the lock URL or the store's own variables and files */
+    ST_CRED_KUBE,     /* the pod's service account, else a kubeconfig (k8s://) */
 };
 /* A credential kind's name ("aws") and a line on it, for people. */
 const char *st_cred_name(int cred);
@@ -314,6 +315,23 @@ int st_azure_https_parse(const char *url, const char *rest, st_location *out, ch
 int st_azure_outcome(long status, const char *error_code);
 ST_STORE_FUNCS(etcd)
 ST_STORE_FUNCS(redis)
+/* k8s://NAMESPACE/NAME[?context=CTX&kubeconfig=PATH]: bucket the
+ * namespace, key the Lease name, opt1 the context, opt2 the kubeconfig. */
+ST_STORE_FUNCS(k8s)
+/* whoami for a k8s:// lock: where the server and credentials come from
+ * (source), the user (principal), an exec plugin's expiry; fetch: read the
+ * token file or run the exec plugin now. 0, or an error with err. */
+int st_k8s_whoami(const st_location *loc, int fetch, char *source, size_t sn, char *principal,
+                  size_t pn, int64_t *expires_ms, char *err, size_t errlen);
+/* The Lease <-> record mapping (tests): the body a Lease (JSON) reads as,
+ * its resourceVersion, and whether a foreign holder (client-go) wrote it;
+ * 0, -1 (not a Lease) or -2 (out of memory). */
+int st_k8s_lease_read(const char *lease_json, size_t len, char **body, char **rv, int *foreign,
+                      char *err, size_t errlen);
+/* The Lease (JSON, allocated) that writing body over prev_json (NULL: a
+ * create) at wall time now_ms sends; NULL with err. */
+char *st_k8s_lease_write(const char *prev_json, const char *ns, const char *name, const char *body,
+                         size_t len, int64_t now_ms, char *err, size_t errlen);
 /* mem://NAME[/KEY] (tests only: one process's memory, docs/testing-your-code.md). */
 ST_STORE_FUNCS(mem)
 /* 1 when loc names a mem:// lock. */
