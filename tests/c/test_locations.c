@@ -265,14 +265,75 @@ int main(void)
     bad("redis:h/k", "redis://HOST:PORT/KEY", NULL);
     bad("rediss:/h/k", "rediss://HOST:PORT/KEY", NULL);
 
+    /* MySQL and MariaDB: bucket HOST:PORT/DB (host lower case, port
+     * defaulted), key, opt1 the table, opt2 the URL's password (decoded), opt3
+     * the connection's settings as a query (user, tls, ...). */
+    ok("mysql://elector@DB.example.com/app?key=leader", "mysql", "db.example.com:3306/app",
+       "leader", "s3lect_locks", NULL, "user=elector&tls=preferred");
+    ok("MariaDB://u:p%40ss@[::1]:3307/app?key=a%20b&table=Locks_2&tls=verify-full&ca=/etc/ca.pem"
+       "&timeout=2500ms&password_env=APP_DB_PW",
+       "mysql", "[::1]:3307/app", "a b", "Locks_2", "p@ss",
+       "user=u&tls=verify-full&ca=/etc/ca.pem&timeout=2500ms&password_env=APP_DB_PW");
+    ok("mysql://u@h:1/d?key=k&auth=aws-iam&region=eu-west-1", "mysql", "h:1/d", "k", "s3lect_locks",
+       NULL, "user=u&tls=required&auth=aws-iam&region=eu-west-1");
+    ok("mysql://u%26x@h/d?key=k&tls=disable", "mysql", "h:3306/d", "k", "s3lect_locks", NULL,
+       "user=u%26x&tls=disable");
+    {
+        st_location loc;
+        char err[300];
+        CHECK(st_location_parse("mysql://u@h/d?key=k&auth=aws-iam", &loc, err, sizeof err) == 0 &&
+                  st_location_cred(&loc) == ST_CRED_AWS,
+              "mysql auth=aws-iam takes the AWS chain: %s", err);
+        st_location_clear(&loc);
+        CHECK(st_location_parse("mysql://u@h/d?key=k", &loc, err, sizeof err) == 0 &&
+                  st_location_cred(&loc) == ST_CRED_URL,
+              "mysql: credentials of the URL: %s", err);
+        st_location_clear(&loc);
+        char *c = st_lock_canonical("MARIADB://u:hunter2@Host/d?tls=required&key=a%26b&table=T");
+        CHECK(c && strcmp(c, "mysql://u@host:3306/d?key=a%26b&table=T") == 0, "canonical mysql: %s",
+              c ? c : "(null)");
+        free(c);
+        c = st_lock_canonical("mysql://u@h:1/d?key=k&auth=aws-iam");
+        CHECK(c && strcmp(c, "mysql://u@h:1/d?key=k&table=s3lect_locks&auth=aws-iam") == 0,
+              "canonical mysql iam: %s", c ? c : "(null)");
+        free(c);
+    }
+    bad("mysql://h/db?key=k", "names no user", NULL);
+    bad("mysql://:hunter2@h/db?key=k", "names no user", "hunter2");
+    bad("mysql://u@h/db", "add ?key=NAME", NULL);
+    bad("mysql://u@h?key=k", "names no database", NULL);
+    bad("mysql://u@h/a/b?key=k", "one name", NULL);
+    bad("mysql://u@/db?key=k", "names no server", NULL);
+    bad("mysql://u@h:0/db?key=k", "from 1 to 65535", NULL);
+    bad("mysql://u@h:x/db?key=k", "from 1 to 65535", NULL);
+    bad("mysql://u@h%20x/db?key=k", "not a host name", NULL);
+    bad("mysql://u@h/db?key=k&table=a;drop", "letters, digits and '_'", NULL);
+    bad("mysql://u@h/db?key=k&table=a`b", "letters, digits and '_'", NULL);
+    bad("mysql://u:hunter2@h/db?key=k&tls=on", "tls=on is not a mode", "hunter2");
+    bad("mysql://u@h/db?key=k&tls=verify-ca", "needs ca=FILE", NULL);
+    bad("mysql://u@h/db?key=k&tls=disable&ca=/x", "remove one", NULL);
+    bad("mysql://u@h/db?key=k&timeout=5", "timeout=5 is not a duration", NULL);
+    bad("mysql://u@h/db?key=k&timeout=0", "above zero", NULL);
+    bad("mysql://u@h/db?key=k&password_env=1X", "password_env=", NULL);
+    bad("mysql://u@h/db?key=k&auth=kerberos", "auth=kerberos is not known", NULL);
+    bad("mysql://u@h/db?key=k&region=eu-west-1", "goes with auth=aws-iam", NULL);
+    bad("mysql://u:hunter2@h/db?key=k&auth=aws-iam", "remove the password", "hunter2");
+    bad("mysql://u@h/db?key=k&auth=aws-iam&tls=preferred", "needs TLS", NULL);
+    bad("mysql://u@h/db?key=k&password=hunter2", "unknown parameter 'password'", "hunter2");
+    bad("mysql://u@h/db?key=k&key=j", "given twice", NULL);
+    bad("mysql://u:hunter2@h/db?key=k#x", "fragment", "hunter2");
+    bad("mysql:u@h/db?key=k", "mysql://USER@HOST", NULL);
+    shown("mysql://u:hunter2@h:3306/db?key=k", "mysql://u:***@h:3306/db?key=k");
+
     /* A password never shows in a message, whatever the scheme. */
     bad("dynamodb://u:hunter2@locks/k", "lock URL", "hunter2");
     bad("s3://u:hunter2@bucket", "lock URL", "hunter2");
     bad("route53://Z1/x.com?password=hunter2", "query or fragment", "hunter2");
-    bad("mysql://u:hunter2@h/db", "unsupported lock URL scheme", "hunter2");
+    bad("mysql://u:hunter2@h/db", "add ?key=NAME", "hunter2");
 
     /* Unknown schemes name the new ones. */
-    bad("mysql://h/db", "dynamodb://", NULL);
+    bad("cockroach://h/db", "dynamodb://", NULL);
+    bad("cockroach://h/db", "mysql://", NULL);
 
     /* Display: passwords hidden, the rest kept. */
     shown("postgres://u:hunter2@h:5432/db?key=k", "postgres://u:***@h:5432/db?key=k");

@@ -31,7 +31,7 @@ def test_every_registry_store_has_a_backend():
     assert set(FAMILY) == want, f"backends {sorted(FAMILY)} vs the registry's {sorted(want)}"
     for kind, cls in FAMILY.items():
         assert cls.kind == kind and issubclass(cls, Backend)
-        assert cls.protocol in ("http", "postgres", "redis"), (kind, cls.protocol)
+        assert cls.protocol in ("http", "postgres", "redis", "mysql"), (kind, cls.protocol)
         for method in ("make_server", "lock_url"):
             assert getattr(cls, method) is not getattr(Backend, method), f"{kind}: no {method}"
         # The store suite shares tests/conftest.py's server, or starts its own.

@@ -459,6 +459,52 @@ class PostgresBackend(Backend):
         return out.encode() if out else None
 
 
+class MySQLBackend(Backend):
+    """A throwaway MariaDB (tests/harness/mariadb_server.py; Debian's
+    mariadb-server), the store's user's password in MYSQL_PWD. A restart is,
+    at random, a crash (SIGKILL: InnoDB recovers every commit, the log is
+    flushed at each), a clean shutdown (SIGTERM) or the server down for
+    0.5-3 s; always the same port and data. Each node's lock URL names its
+    own proxy's port; no "slow down" answer (binary protocol)."""
+
+    kind = name = "mysql"
+    restart_kind = "mysql_restart"
+    answer = None
+    protocol = "mysql"
+    url_port = True
+
+    def make_server(self):
+        from .mariadb_server import MariaDBServer
+        return MariaDBServer()  # ServerStartError without mariadb-server
+
+    def env(self) -> dict[str, str]:
+        return {"MYSQL_PWD": self.server.password}
+
+    def lock_url(self, key: str, port) -> str:
+        from .mariadb_server import DATABASE, USER
+        return f"mysql://{USER}@127.0.0.1:{port}/{DATABASE}?key={key}"
+
+    def init(self, bin_: Path, key: str, env: dict[str, str], timeout: float = 60) -> None:
+        self._init_store(bin_, self.lock_url(key, self.port), env, [], timeout)
+
+    def restart(self, rng: random.Random, sleep) -> str:
+        how = rng.choice(["SIGKILL", "SIGTERM", "down"])
+        if how == "down":
+            self.server.stop(keep_dir=True)
+            sleep(rng.uniform(0.5, 3.0))
+        self.server.restart(hard=how == "SIGKILL")  # (after a stop: just starts it)
+        return how
+
+    def version(self) -> str:
+        return _version([self.server.bin["mariadbd"], "--version"], "MariaDB")
+
+    def record(self, key: str) -> bytes | None:
+        from .mariadb_server import DATABASE
+        k = key.replace("\\", "\\\\").replace("'", "''")
+        out = self.server.sql(f"SELECT record FROM {DATABASE}.s3lect_locks WHERE name = '{k}'")
+        return out.rstrip("\n").encode() if out.strip() else None
+
+
 R53_NS = "{https://route53.amazonaws.com/doc/2013-04-01/}"
 
 
@@ -737,8 +783,8 @@ class RedisBackend(Backend):
 
 # By the registry's kind (tests/harness/stores.py).
 FAMILY: dict[str, type[Backend]] = {b.kind: b for b in (
-    MinioBackend, DynamoDBBackend, PostgresBackend, Route53Backend, GcsBackend, AzureBackend,
-    EtcdBackend, RedisBackend)}
+    MinioBackend, DynamoDBBackend, PostgresBackend, MySQLBackend, Route53Backend, GcsBackend,
+    AzureBackend, EtcdBackend, RedisBackend)}
 
 
 def _chaos() -> dict[str, type[Backend]]:

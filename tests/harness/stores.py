@@ -44,6 +44,8 @@ STORES: tuple[Store, ...] = (
           _s("stores", "cas", "python", "chaos", "cost"), chaos="dynamodb"),
     Store("postgres", "postgres", "pgserver.PostgresServer",
           _s("stores", "cas", "python", "chaos", "cost"), chaos="postgres"),
+    Store("mysql", "mysql", "mariadb_server.MariaDBServer",
+          _s("stores", "cas", "python", "chaos"), chaos="mysql"),
     # moto's Route 53 does not enforce compare-and-set (tests/stores/conftest.py).
     Store("route53", "route53", "servers.MotoServer", _s("stores", "python", "cost")),
     Store("gcs", "gs", "fake_gcs.FakeGCS", _s("stores", "cas", "python", "chaos", "cost"),

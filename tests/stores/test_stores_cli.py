@@ -240,7 +240,9 @@ def test_route53_unavailable_then_back(request, cluster):
     ("postgres://127.0.0.1/db?key=a&table=drop;table", "must be NAME or SCHEMA.NAME"),
     ("route53://Z1", "needs a hosted zone id and a record name"),
     ("route53://Z1/bad..name", "not a DNS record name"),
-    ("mysql://h/db", "unsupported lock URL scheme"),
+    ("mysql://h/db", "names no user"),
+    ("mysql://u@h/db", "add ?key=NAME"),
+    ("mariadb://u@h/db?key=k&tls=maybe", "tls=maybe is not a mode"),
 ])
 def test_bad_urls_are_one_clear_line(s3lect_bin, clean_env, url, want):
     for cmd in (["status", url], ["run", "--lock", url, "--", "true"], ["init-store", url]):

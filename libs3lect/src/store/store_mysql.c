@@ -503,11 +503,6 @@ static int err_kind(unsigned e)
     }
 }
 
-/* rds_token_get comes from aws/rds_token.c, written beside this store: a
- * weak reference until it is in every build (then ?auth=aws-iam says it is
- * not available instead of failing to link). */
-#pragma weak rds_token_get
-
 /* The password for a new connection: the pool's, or an IAM token. 0, or an
  * outcome with why set. *pw is allocated (wipe it) or NULL. */
 static int conn_password(my_store *s, char **pw, char *why, size_t whylen)
@@ -522,10 +517,6 @@ static int conn_password(my_store *s, char **pw, char *why, size_t whylen)
         return 0;
     }
     char err[400] = "";
-    if (!rds_token_get) {
-        snprintf(why, whylen, "this build of s3lect has no IAM authentication (auth=aws-iam)");
-        return ST_FATAL;
-    }
     int rc = rds_token_get(s->cfg, p->host, (int)p->port, p->user, p->region, pw, err, sizeof err);
     if (rc == 0)
         return 0;
@@ -639,7 +630,13 @@ fail:
     p->open--;
     pthread_cond_broadcast(&pools_cv);
     pthread_mutex_unlock(&pools_mu);
-    if (outcome == ST_AUTH)
+    if (outcome == ST_AUTH && p->iam)
+        st_result_setf(out, outcome,
+                       "MySQL %s refused the IAM login (%s): the AWS credentials' policy must "
+                       "allow rds-db:connect on this user, and the user must be IDENTIFIED WITH "
+                       "AWSAuthenticationPlugin (docs/stores.md)",
+                       s->where, why);
+    else if (outcome == ST_AUTH)
         st_result_setf(out, outcome,
                        "MySQL %s refused the login (%s): fix the user or password (the lock URL, "
                        "password_env=, MYSQL_PWD or ~/.my.cnf) or the user's grants",
@@ -1422,9 +1419,9 @@ int st_mysql_parse(const char *url, const char *rest, st_location *out, char *er
             goto done;
         }
     }
+    if (m.auth)
+        out->cred = ST_CRED_AWS; /* the token is signed with the AWS chain (whoami) */
     /* The settings open reads back (opt3), and HOST:PORT/DB (bucket). */
-    char tbuf[32];
-    snprintf(tbuf, sizeof tbuf, "%lld", (long long)tms);
     out->opt3 = u_strdup("");
     if (!out->opt3 || q_add(&out->opt3, "user", user) || q_add(&out->opt3, "tls", TLS_NAMES[tls]) ||
         q_add(&out->opt3, "ca", m.ca) || (tms && q_add(&out->opt3, "timeout", m.timeout)) ||
@@ -1461,7 +1458,8 @@ int st_mysql_canonical(const st_location *loc, char **out)
     int rc = settings_parse(loc->opt3, &m, err, sizeof err);
     rc = rc || st_canon_add(out, "mysql://", m.user ? m.user : "", 1) ||
          st_canon_add(out, "@", loc->bucket, 0) || st_canon_add(out, "?key=", loc->key, 1) ||
-         st_canon_add(out, "&table=", loc->opt1, 1);
+         st_canon_add(out, "&table=", loc->opt1, 1) ||
+         (m.auth && st_canon_add(out, "&auth=", m.auth, 1));
     settings_clear(&m);
     return rc;
 }
