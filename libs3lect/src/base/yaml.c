@@ -51,6 +51,10 @@ __attribute__((format(printf, 3, 4))) static cJSON *fail(yp *p, int line, const 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* one line of text: what the input put into it (a key, an escape) too */
+    for (char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     if (line > 0)
         snprintf(p->err, p->errlen, "line %d: %s", line, msg);
     else
@@ -339,7 +343,8 @@ static int rest_blank(yp *p, size_t i, size_t end, int line)
     while (i < end && is_blank(p->s[i]))
         i++;
     if (i < end && p->s[i] != '#') {
-        fail(p, line, "unexpected text after a value: '%.30s'", p->s + i);
+        int n = end - i > 30 ? 30 : (int)(end - i);
+        fail(p, line, "unexpected text after a value: '%.*s'", n, p->s + i);
         return -1;
     }
     return 0;
