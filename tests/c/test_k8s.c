@@ -526,6 +526,7 @@ static void exec_run_tests(void)
     free(t.exec.command);
     t.exec.command = u_strdup("s3lect-no-such-plugin");
     rc = kube_exec_open(&t, 0, &c1, err, sizeof err);
+    /* posix_spawnp's ENOENT, or exit status 127 where it forks first */
     CHECK(rc != 0 && strstr(err, "cannot be started"), "missing plugin: %s", err);
     if (rc == 0)
         cred_cache_release(c1);

@@ -1032,8 +1032,10 @@ static int exec_fetch(const void *state, int first, const _Atomic int *abort, cr
         snprintf(err, errlen, "%s was killed by signal %d", s->desc, WTERMSIG(status));
         rc = S3LECT_EAUTH;
     } else if (waited == 1 && WEXITSTATUS(status) != 0) {
-        snprintf(err, errlen, "%s exited with status %d (its own messages are on stderr)", s->desc,
-                 WEXITSTATUS(status));
+        snprintf(err, errlen, "%s exited with status %d (%s)", s->desc, WEXITSTATUS(status),
+                 WEXITSTATUS(status) == 127
+                     ? "the command cannot be started: is it installed and in PATH?"
+                     : "its own messages are on stderr");
         rc = S3LECT_EAUTH;
     } else {
         char why[300];
