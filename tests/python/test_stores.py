@@ -67,6 +67,19 @@ def r53_zone(moto: Any) -> Tuple[str, str]:
     return create_hosted_zone(moto.endpoint, domain), domain
 
 
+@pytest.fixture(scope="module")
+def mariadb() -> Any:
+    """A throwaway MariaDB for the mysql:// store (tests/harness/mariadb_server.py)."""
+    from harness.mariadb_server import MariaDBServer
+    from harness.servers import ServerStartError
+    try:
+        srv = MariaDBServer().start()
+    except ServerStartError as e:
+        pytest.fail(f"mysql: {e}", pytrace=False)
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, s3lect_bin: Path) -> Tuple[str, str, Dict[str, Any]]:
     """(kind, lock URL, elector settings) on a fresh lock of the parametrised
@@ -90,6 +103,19 @@ def store(request: pytest.FixtureRequest, s3lect_bin: Path) -> Tuple[str, str, D
         # The table is really there, with the columns the store documents.
         cols = pg.psql(f"SELECT column_name FROM information_schema.columns "
                        f"WHERE table_name = '{table}' ORDER BY column_name").split()
+        assert cols == ["name", "record", "updated_at", "version"], cols
+        return kind, url, {}
+    if kind == "mysql":
+        # A throwaway MariaDB (this module's); the library reads the user's
+        # password from MYSQL_PWD.
+        my = request.getfixturevalue("mariadb")
+        table = _unique("locks").replace("-", "_")
+        url = my.url(_unique("leader"), extra=f"table={table}")
+        mp = request.getfixturevalue("monkeypatch")
+        mp.setenv("MYSQL_PWD", my.password)
+        init_store(s3lect_bin, url, dict(os.environ))
+        cols = my.sql(f"SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_NAME = "
+                      f"'{table}' ORDER BY COLUMN_NAME").split()
         assert cols == ["name", "record", "updated_at", "version"], cols
         return kind, url, {}
     if kind == "redis":
@@ -195,7 +221,7 @@ def test_two_electors_one_leader_then_graceful_handover(electors, store):
         assert lost[follower.server_id] == [], lost
 
 
-@pytest.mark.parametrize("kind", ["dynamodb", "postgres"])
+@pytest.mark.parametrize("kind", ["dynamodb", "postgres", "mysql"])
 def test_missing_table_is_a_clear_fatal_error(electors, kind, request):
     """A lock on a table nobody made: wait_for_leadership gives up at once
     with FatalStoreError naming the table and `s3lect init-store`."""
@@ -205,6 +231,11 @@ def test_missing_table_is_a_clear_fatal_error(electors, kind, request):
         lock = f"dynamodb://{table}/leader"
         settings = dict(endpoint=ddb.endpoint, access_key_id=ddb.access_key,
                         secret_access_key=ddb.secret_key, region="us-east-1")
+    elif kind == "mysql":
+        my = request.getfixturevalue("mariadb")
+        request.getfixturevalue("monkeypatch").setenv("MYSQL_PWD", my.password)
+        lock = my.url("leader", extra=f"table={table}")
+        settings = {}
     else:
         pg = request.getfixturevalue("postgres")
         lock = f"{pg.dsn}?key=leader&table={table}"
