@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""IAM database authentication (?auth=aws-iam) of the postgres:// store,
-end to end through the CLI against a loopback stand-in for Amazon RDS
-(tests/harness/rds_iam.py: a test double, labelled as such): the server asks
-for a cleartext password over TLS as RDS does for IAM users, verifies the
+"""IAM database authentication (?auth=aws-iam) of the postgres:// and
+mysql:// stores, end to end through the CLI against loopback stand-ins for
+Amazon RDS (tests/harness/rds_iam.py: test doubles, labelled as such): the
+server asks for a cleartext password over TLS as RDS does for IAM users
+(PostgreSQL: AuthenticationCleartextPassword; MySQL: an AuthSwitchRequest to
+mysql_clear_password), verifies the
 token it gets with its own SigV4 code against the throwaway secret key, and
 refuses the login with a message that says whether the token verified. So
 each test checks what the server saw (a valid token for the right host,
@@ -34,7 +36,7 @@ if str(TESTS) not in sys.path:
 from harness.cli import FAST, run  # noqa: E402
 from harness.credtest import no_secrets  # noqa: E402
 from harness.pki import make_ca  # noqa: E402
-from harness.rds_iam import FakeRdsPostgres  # noqa: E402
+from harness.rds_iam import FakeRdsMysql, FakeRdsPostgres  # noqa: E402
 
 REGION = "us-west-2"
 AKID = "AKIDRDSTHROWAWAY"
@@ -42,16 +44,20 @@ SECRET = "tsecret-" + secrets.token_hex(8)
 SESSION = "tsession-" + secrets.token_hex(8)
 
 
-def _libpq() -> bool:
+def _loads(lib: str) -> bool:
     try:
-        ctypes.CDLL("libpq.so.5")
+        ctypes.CDLL(lib)
         return True
     except OSError:
         return False
 
 
-pytestmark = pytest.mark.skipif(not _libpq(), reason="libpq.so.5 is not installed (libpq5): "
-                                "postgres:// locks cannot connect without it")
+needs_libpq = pytest.mark.skipif(not _loads("libpq.so.5"), reason="libpq.so.5 is not installed "
+                                 "(libpq5): postgres:// locks cannot connect without it")
+needs_libmariadb = pytest.mark.skipif(not _loads("libmariadb.so.3"), reason="libmariadb.so.3 is "
+                                      "not installed (libmariadb3): mysql:// locks cannot "
+                                      "connect without it")
+pytestmark = needs_libpq
 
 
 def _env(home: Path, **add: str) -> dict[str, str]:
@@ -154,6 +160,49 @@ def test_password_in_url_refused(rds, s3lect_bin, tmp_path):
     assert rds.snapshot() == []
 
 
+# ---- MySQL (RDS MySQL, Aurora MySQL) ----
+
+
+@pytest.fixture
+def rds_mysql(tmp_path):
+    srv = FakeRdsMysql(tmp_path / "rds-mysql", {AKID: SECRET}, REGION).start()
+    yield srv
+    srv.stop()
+
+
+def _mysql_lock(srv: FakeRdsMysql, extra: str = "") -> str:
+    return f"mysql://iam_user@127.0.0.1:{srv.port}/app?key=leader&auth=aws-iam{extra}"
+
+
+@needs_libmariadb
+def test_mysql_token_verified_over_tls_and_refusal_reported_cleanly(rds_mysql, s3lect_bin,
+                                                                    tmp_path):
+    r = run([str(s3lect_bin), "status", _mysql_lock(rds_mysql)], _keys_env(tmp_path), timeout=60)
+    seen = rds_mysql.snapshot()
+    assert seen, f"the server saw no login; s3lect said: {r.stderr}"
+    for a in seen:
+        assert a.verified, f"the server could not verify the token: {a.why}"
+        assert a.tls, "the token was sent without TLS"
+        assert (a.user, a.database) == ("iam_user", "app")
+        assert a.access_key_id == AKID and a.session_token == SESSION
+    assert r.returncode == 1, r.stdout + r.stderr
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "IAM" in err and "rds-db:connect" in err and "test server: token verified" in err, err
+    _outputs_clean(r, rds_mysql)
+
+
+@needs_libmariadb
+def test_mysql_whoami_names_the_aws_chain(rds_mysql, s3lect_bin, tmp_path):
+    r = run([str(s3lect_bin), "whoami", _mysql_lock(rds_mysql)], _keys_env(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the environment (AWS_ACCESS_KEY_ID" in r.stdout, r.stdout
+    no_secrets([r.stdout, r.stderr], [SECRET, SESSION])
+
+
+# ---- both ----
+
+
 def test_no_credentials_is_a_clear_error_and_nothing_is_sent(rds, s3lect_bin, tmp_path):
     r = run([str(s3lect_bin), "status", _lock(rds)], _env(tmp_path, AWS_REGION=REGION))
     assert r.returncode == 1, r.stdout + r.stderr
@@ -194,16 +243,19 @@ def _write_process_profile(d: Path) -> Path:
     return cfg
 
 
-def test_refreshed_credentials_give_a_new_token_in_one_process(tmp_path, s3lect_bin):
+@pytest.mark.parametrize("store", ["postgres", pytest.param("mysql", marks=needs_libmariadb)])
+def test_refreshed_credentials_give_a_new_token_in_one_process(tmp_path, s3lect_bin, store):
     def secret_of(akid: str):
         return "tsecret-" + akid[len("ASIATEST"):] if akid.startswith("ASIATEST") else None
 
-    srv = FakeRdsPostgres(tmp_path / "rds", secret_of, REGION).start()
+    cls = FakeRdsPostgres if store == "postgres" else FakeRdsMysql
+    srv = cls(tmp_path / "rds", secret_of, REGION).start()
+    lock = _lock(srv) if store == "postgres" else _mysql_lock(srv)
     cfg = _write_process_profile(tmp_path)
     env = _env(tmp_path, AWS_CONFIG_FILE=str(cfg), AWS_PROFILE="rds")
     log = tmp_path / "node.log"
     with open(log, "w") as out:
-        p = subprocess.Popen([str(s3lect_bin), "run", _lock(srv), "--id", "n1", *FAST, "--",
+        p = subprocess.Popen([str(s3lect_bin), "run", lock, "--id", "n1", *FAST, "--",
                               "sleep", "100"], env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 4 * REFRESH_S
@@ -235,7 +287,7 @@ def test_refreshed_credentials_give_a_new_token_in_one_process(tmp_path, s3lect_
     assert all(a.session_token == "tsession-" + a.access_key_id[len("ASIATEST"):] for a in seen)
     assert sum(len([a for a in seen if a.access_key_id == k]) for k in keys) > len(keys), \
         "no reconnect reused a token"
-    assert "refused the IAM token" in text, text
+    assert "IAM" in text and "rds-db:connect" in text, text
     no_secrets([text], [t for ts in by_key.values() for t in ts] +
                [f"tsecret-{k[len('ASIATEST'):]}" for k in keys] +
                [f"tsession-{k[len('ASIATEST'):]}" for k in keys])
