@@ -896,7 +896,7 @@ int st_k8s_open(const struct s3lect_config *cfg, const st_location *loc, st_stor
         rc = S3LECT_ENOMEM;
     }
     if (!rc && s->t.auth == KUBE_AUTH_EXEC)
-        rc = kube_exec_open(&s->t, CRED_CACHE_NOWAIT, &s->bearer.chain, err, errlen);
+        rc = kube_exec_open(&s->t, 0, &s->bearer.chain, err, errlen); /* run it now */
     if (rc) {
         k8s_destroy(&s->base);
         return rc;
