@@ -155,6 +155,16 @@ def etcd_server():
 
 
 @pytest.fixture(scope="session")
+def kube_apiserver():
+    """kube-apiserver (tests/harness/kube_apiserver.py) with its own etcd,
+    static tokens, RBAC for the test namespace and a CA for client
+    certificates; the binary is the cached build of scripts/kube-apiserver-
+    install (waited for while a build runs; a failure without it)."""
+    from harness.kube_apiserver import KubeApiServer
+    yield from serve(KubeApiServer)
+
+
+@pytest.fixture(scope="session")
 def redis():
     """redis-server (tests/harness/redis_server.py): append-only file fsynced
     on every write, the store's ACL user, password in S3LECT_REDIS_PASSWORD."""

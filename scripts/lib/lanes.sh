@@ -5,7 +5,8 @@
 # ALL_SUITES, WAIT_SUITES, PAIRS) and run_suite; this file runs them.
 #
 #   background jobs  bg_start/bg_wait/bg_stop_all: the simulation shards of
-#                    suite c, the dist suite's builds and the side-by-side lane
+#                    suite c, the dist suite's builds, kube-apiserver's build
+#                    and the side-by-side lane
 #   pytest_pair      one suite as two pytest sessions side by side
 #   the lane         the suites that mostly wait, a child run of scripts/test
 #                    beside the ones that mostly compute
@@ -127,6 +128,38 @@ wait_dist_build() { # fails if the build failed
     [ "$bg_rc" -eq 0 ]
 }
 
+# kube-apiserver, the k8s:// store's test server (tests/harness/
+# kube_apiserver.py), is built once from the Go module proxy
+# (scripts/kube-apiserver-install: about 13 minutes on 2 cores, then cached
+# in ${S3LECT_CACHE:-~/.cache/s3lect}/bin): in the background at nice 19 (and
+# idle I/O priority) from the start of a run with a suite that starts it
+# (KUBE_SUITES), as the dist suite's build. Nothing waits for the job here:
+# the harness waits (bounded, S3LECT_KUBE_BUILD_WAIT) when a test first needs
+# the binary, in this run or in the side-by-side lane, and fails naming
+# S3LECT_KUBE_BUILD_LOG when the build failed; the script holds a lock while
+# it builds, so a second one waits instead of building again. Its result is
+# the summary's "kube-build" line. S3LECT_KUBE_BACKGROUND=0: no background
+# build (the tests then fail, saying how to build it, without the binary).
+KUBE_SUITES="stores chaos interop python go lua"
+start_kube_build() {
+    local s need=0
+    [ "$lane_child" != 1 ] && [ "${S3LECT_KUBE_BACKGROUND:-1}" = 1 ] || return 0
+    for s in "${SUITES[@]}"; do
+        [[ " $KUBE_SUITES " == *" $s "* ]] && need=1
+    done
+    [ $need = 1 ] || return 0
+    export S3LECT_KUBE_BUILD_LOG=$log_dir/kube-build.log
+    echo "test: kube-apiserver (the k8s store's test server) is built in the background if it is not cached (log $S3LECT_KUBE_BUILD_LOG)"
+    bg_start kube-build nice -n 19 ionice -c 3 "$root/scripts/kube-apiserver-install"
+}
+finish_kube_build() {
+    bg_started kube-build || return 0
+    bg_wait kube-build
+    summarize kube-build "$bg_rc" "${bg_secs}s in the background" \
+        "$(grep -E "^kube-apiserver-install: " "$log_dir/kube-build.log" | tail -n 1)" \
+        "$log_dir/kube-build.log"
+}
+
 # pytest_pair NAME: suite NAME as two pytest sessions side by side over the
 # paths PAIRS[NAME] names, each with its own base directory (and so its own
 # servers on their own ports): for suites whose tests mostly wait on leases
@@ -201,6 +234,7 @@ run_suites() {
     fi
     trap bg_stop_all EXIT
     start_dist_build
+    start_kube_build
     [[ " ${SUITES[*]} " == *" c "* ]] || start_lane
     for s in "${SUITES[@]}"; do
         [[ " ${lane[*]} " == *" $s "* ]] && continue
@@ -209,6 +243,7 @@ run_suites() {
     done
     finish_lane
     finish_sim
+    finish_kube_build
 
     echo
     echo "==== summary"

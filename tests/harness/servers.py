@@ -35,6 +35,8 @@ $S3LECT_BUILD_DIR/bin/s3lect, else build/bin/s3lect).
     python3 tests/harness/servers.py with-redis -- CMD      # redis-server (redis_server.py):
         S3LECT_REDIS_PASSWORD (the ACL user's), S3LECT_TEST_LOCK_PREFIX=
         redis://s3lect@127.0.0.1:PORT/s3lect/
+    python3 tests/harness/servers.py with-k8s -- CMD        # kube-apiserver (kube_apiserver.py):
+        KUBECONFIG (the s3lect user's token), S3LECT_TEST_LOCK_PREFIX=k8s://s3lect-test/
 
 Every server can also be restart()ed on the same port and data, and paused
 (SIGSTOP) and resume()d, for tests of an unavailable or restarting backend.
@@ -420,7 +422,7 @@ def ensure_moto() -> None:
         raise ServerStartError(f"pip install 'moto[server]' failed:\n{r.stdout[-4000:]}")
 
 
-KINDS = ("minio", "moto", "dynamodb", "postgres", "gcs", "azure", "etcd", "redis")
+KINDS = ("minio", "moto", "dynamodb", "postgres", "gcs", "azure", "etcd", "redis", "k8s")
 
 
 def make_server(kind: str):
@@ -465,6 +467,12 @@ def make_server(kind: str):
         else:
             from .redis_server import RedisServer
         return RedisServer()
+    if kind == "k8s":
+        if __package__ in (None, ""):
+            from harness.kube_apiserver import KubeApiServer
+        else:
+            from .kube_apiserver import KubeApiServer
+        return KubeApiServer()
     raise ValueError(f"unknown server kind {kind!r}")
 
 
@@ -481,7 +489,7 @@ def lock_prefix(kind: str, server) -> str:
         return f"dynamodb://{DYNAMODB_TABLE}/"
     if kind == "gcs":
         return f"gs://{server.bucket}/"
-    if kind in ("azure", "etcd"):
+    if kind in ("azure", "etcd", "k8s"):
         return server.lock_prefix()
     if kind == "redis":
         return server.lock_prefix
@@ -521,7 +529,7 @@ def server_env(kind: str, server) -> tuple[dict[str, str], str]:
     if kind == "postgres":
         env["S3LECT_PG_DSN"] = server.dsn
         return env, f"{server.name} at {server.dsn}"
-    if kind in ("dynamodb", "etcd", "redis"):
+    if kind in ("dynamodb", "etcd", "redis", "k8s"):
         return env, f"{server.name} at {server.endpoint}"
     if kind == "azure":
         return env, f"{server.name} at {server.blob_endpoint}, container {server.container}"

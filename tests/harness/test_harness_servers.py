@@ -398,3 +398,108 @@ def test_redis_server_aof_restart_pause_and_acl() -> None:
         srv.call("HSET", KEY_PREFIX + "x", "v", "1")
         srv.restart(hard=True)
         assert srv.call("EXISTS", KEY_PREFIX + "x") == 0
+
+
+# -- kube-apiserver -------------------------------------------------------------
+
+def test_kube_apiserver_rbac_credentials_conditions_restart_and_pauses(kube_apiserver) -> None:
+    """The k8s:// store's test server (tests/harness/kube_apiserver.py): on
+    loopback only, ready within its bound; the RBAC it was given (s3lect:
+    get, create, update on leases; noupdate: no update; nobody: nothing; an
+    unknown token: 401); a client certificate of its CA authenticates as its
+    CN; the two conditions the store relies on (409 reason AlreadyExists for
+    a create of an existing Lease, 409 reason Conflict for a stale
+    resourceVersion); the written files (kubeconfig, in-cluster directory);
+    a restart, soft or hard, keeps the Lease; a paused API server and a
+    paused etcd behind it do not answer, and both come back."""
+    from harness.kube_apiserver import LEASES
+
+    srv = kube_apiserver
+    _loopback_only(srv.port)
+    assert 0 < srv.start_seconds < 90, srv.start_seconds
+    print(f"\nkube-apiserver started (with its etcd) in {srv.start_seconds:.2f} s")
+    ns, name = srv.namespace, _name("lease")
+    base = LEASES.format(ns=ns)
+
+    def lease(holder: str, rv: str | None = None) -> dict:
+        meta = {"name": name, "namespace": ns, **({"resourceVersion": rv} if rv else {})}
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+                "spec": {"holderIdentity": holder, "leaseDurationSeconds": 6}}
+
+    status, created = srv.request("POST", base, lease("a"), user="s3lect")
+    assert status == 201, (status, created)
+    rv = created["metadata"]["resourceVersion"]
+    status, ans = srv.request("POST", base, lease("b"), user="s3lect")
+    assert (status, ans.get("reason")) == (409, "AlreadyExists"), (status, ans)
+    status, upd = srv.request("PUT", f"{base}/{name}", lease("b", rv), user="s3lect")
+    assert status == 200 and upd["spec"]["holderIdentity"] == "b", (status, upd)
+    status, ans = srv.request("PUT", f"{base}/{name}", lease("c", rv), user="s3lect")
+    assert (status, ans.get("reason")) == (409, "Conflict"), (status, ans)
+    assert srv.request("GET", f"{base}/{name}", user="s3lect")[0] == 200
+    assert srv.request("DELETE", f"{base}/{name}", user="s3lect")[0] == 403  # not granted
+
+    status, ans = srv.request("PUT", f"{base}/{name}", lease("x", upd["metadata"]["resourceVersion"]),
+                              user="noupdate")
+    assert status == 403 and ans.get("reason") == "Forbidden", (status, ans)
+    assert 'cannot update resource "leases"' in ans.get("message", ""), ans
+    assert srv.request("GET", f"{base}/{name}", user="noupdate")[0] == 200
+    assert srv.request("GET", f"{base}/{name}", user="nobody")[0] == 403
+    assert srv.request("GET", f"{base}/{name}", token=secrets.token_hex(16))[0] == 401
+    assert srv.request("GET", f"{base}/{name}", user="s3lect-2")[0] == 200  # a second token
+    # Another namespace has no Role until add_namespace() gives it one.
+    other = _name("ns")
+    srv._must("POST", "/api/v1/namespaces",
+              {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
+    assert srv.request("GET", f"{LEASES.format(ns=other)}/{name}", user="s3lect")[0] == 403
+    srv.add_namespace(other)
+    assert srv.request("GET", f"{LEASES.format(ns=other)}/{name}", user="s3lect")[0] == 404
+
+    cert = srv.client_cert("s3lect")
+    assert srv.request("GET", f"{base}/{name}", cert=cert)[0] == 200
+    assert srv.request("GET", f"{base}/{name}", cert=srv.client_cert("nobody"))[0] == 403
+
+    d = Path(srv.workdir) / "client"
+    kc = srv.kubeconfig(d / "kubeconfig", user="noupdate").read_text()
+    assert f'server: "{srv.endpoint}"' in kc and srv.tokens["noupdate"] in kc
+    assert "current-context: s3lect-test" in kc and f"namespace: {ns}" in kc
+    kc = srv.kubeconfig(d / "kubeconfig-cert", cert=True).read_text()
+    assert "client-certificate:" in kc and srv.tokens["s3lect"] not in kc
+    env = srv.in_cluster(d / "sa")
+    assert env == {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(srv.port),
+                   "S3LECT_K8S_SA_DIR": str(d / "sa")}
+    assert (d / "sa" / "token").read_text() == srv.tokens["s3lect"]
+    assert (d / "sa" / "namespace").read_text() == ns
+    assert (d / "sa" / "ca.crt").read_bytes() == Path(srv.ca_file).read_bytes()
+    assert srv.env()["S3LECT_TEST_LOCK_PREFIX"] == f"k8s://{ns}/"
+
+    for hard in (False, True):
+        took = srv.restart(hard=hard)
+        got = srv.get_lease(name)
+        assert got is not None and got["spec"]["holderIdentity"] == "b", got
+        print(f"kube-apiserver {'hard ' if hard else ''}restart: ready again in {took:.2f} s")
+
+    srv.pause()
+    try:
+        with pytest.raises(OSError):
+            srv.request("GET", f"{base}/{name}", timeout=1)
+    finally:
+        srv.resume()
+    assert srv.get_lease(name) is not None
+
+    srv.pause_etcd()
+    try:
+        t0 = time.monotonic()
+        try:
+            status, _ = srv.request("GET", f"{base}/{name}", timeout=3)
+        except OSError:
+            status = 0  # no answer in time
+        assert status != 200, "a Lease was read while etcd was paused"
+        assert time.monotonic() - t0 < 10
+    finally:
+        srv.resume_etcd()
+    from harness.wait import wait_for
+    wait_for(lambda: srv.ready() and srv.get_lease(name) is not None, 30,
+             "the API server to answer again after etcd's pause")
+    srv.put_lease(name, {"holderIdentity": "", "leaseDurationSeconds": 1})
+    assert srv.get_lease(name)["spec"]["holderIdentity"] == ""
+    assert srv.delete_lease(name) and srv.get_lease(name) is None
