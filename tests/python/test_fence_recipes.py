@@ -24,6 +24,7 @@ requests, Redis through the harness's RESP calls. Every wait is bounded.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -38,13 +39,14 @@ from s3lect import recipes
 from pyutil import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness.myclient import MyConn  # noqa: E402
 from harness.pgclient import PgConn  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent.parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-KINDS = ["postgres", "dynamodb", "etcd", "redis"]
+KINDS = ["postgres", "mysql", "dynamodb", "etcd", "redis"]
 #: FAST's timings (pyutil), spelled out: the takeover bounds below follow from them.
 TIMINGS = dict(lease_timeout=3.0, renew_deadline=2.0, renew_interval=0.5,
                frequent_interval=0.5, infrequent_interval=1.0, request_timeout=5.0)
@@ -121,6 +123,61 @@ class PostgresApp(App):
 
     def record(self) -> Optional[str]:
         out = self.pg.psql(f"SELECT record FROM {self.table} WHERE name = '{self.name}'").strip()
+        return out or None
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class MySQLApp(App):
+    """A MariaDB of the module (tests/harness/mariadb_server.py), the lock
+    table made by init-store, the application's table beside it, reached
+    through the minimal client harness/myclient.py."""
+
+    kind = "mysql"
+
+    def __init__(self, srv: Any, s3lect_bin: Path, monkeypatch: Any) -> None:
+        self.srv = srv
+        self.table = _unique("locks").replace("-", "_")
+        self.name = _unique("leader")
+        self.app_table = _unique("app").replace("-", "_")
+        self.lock = srv.url(self.name, extra=f"table={self.table}")
+        monkeypatch.setenv("MYSQL_PWD", srv.password)  # the electors' password
+        env = {k: v for k, v in os.environ.items() if not k.startswith("S3LECT_")}
+        r = subprocess.run([str(s3lect_bin), "init-store", self.lock], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=90, env=env)
+        assert r.returncode == 0, f"s3lect init-store failed: {r.stderr}{r.stdout}"
+        srv.sql(f"CREATE TABLE s3lect.{self.app_table} (k VARCHAR(20) PRIMARY KEY, "
+                "v TEXT NOT NULL) ENGINE=InnoDB")
+        self.conn = self.connect()
+
+    def connect(self) -> MyConn:
+        from harness.mariadb_server import DATABASE, USER
+        return MyConn(self.srv.host, self.srv.port, USER, self.srv.password, DATABASE)
+
+    def begin_fenced(self, conn: MyConn, term: int, holder: str, value: str) -> None:
+        """BEGIN, the fence, the application's write; the caller commits."""
+        conn.query("BEGIN")
+        cur = conn.cursor()
+        try:
+            recipes.mysql_fence(cur, self.table, self.name, term, holder)
+            cur.execute(f"INSERT INTO {self.app_table} (k, v) VALUES ('state', %s) "
+                        "ON DUPLICATE KEY UPDATE v = VALUES(v)", (value,))
+        except BaseException:
+            conn.query("ROLLBACK")
+            raise
+
+    def write(self, term: int, holder: str, value: str) -> None:
+        self.begin_fenced(self.conn, term, holder, value)
+        self.conn.query("COMMIT")
+
+    def read(self) -> Optional[str]:
+        out = self.srv.sql(f"SELECT v FROM s3lect.{self.app_table} WHERE k = 'state'").strip()
+        return out or None
+
+    def record(self) -> Optional[str]:
+        out = self.srv.sql(f"SELECT record FROM s3lect.{self.table} "
+                           f"WHERE name = '{self.name}'").strip()
         return out or None
 
     def close(self) -> None:
@@ -225,12 +282,28 @@ class RedisApp(App):
         return v.decode() if v is not None else None
 
 
+@pytest.fixture(scope="module")
+def mariadb() -> Any:
+    """A throwaway MariaDB for the mysql:// lock and the application's table."""
+    from harness.mariadb_server import MariaDBServer
+    from harness.servers import ServerStartError
+    try:
+        srv = MariaDBServer().start()
+    except ServerStartError as e:
+        pytest.fail(f"mysql: {e}", pytrace=False)
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture(params=KINDS)
 def app(request: pytest.FixtureRequest) -> Any:
     kind = request.param
     if kind == "postgres":
         a: App = PostgresApp(request.getfixturevalue("postgres"),
                              request.getfixturevalue("s3lect_bin"))
+    elif kind == "mysql":
+        a = MySQLApp(request.getfixturevalue("mariadb"), request.getfixturevalue("s3lect_bin"),
+                     request.getfixturevalue("monkeypatch"))
     elif kind == "dynamodb":
         a = DynamoApp(request.getfixturevalue("dynamodb_local"))
     elif kind == "etcd":
@@ -360,6 +433,66 @@ def test_postgres_fence_refuses_a_missing_row_and_a_bad_table(postgres, s3lect_b
         sql = recipes.postgres_fence_sql("myschema.Locks")
         assert sql.startswith('SELECT 1 FROM "myschema"."Locks" WHERE name = %s'), sql
         assert sql.endswith("FOR SHARE"), sql
+    finally:
+        app.close()
+
+
+# ---------------------------------------------------------------------------
+# MySQL: LOCK IN SHARE MODE makes a takeover wait for the application's commit
+# ---------------------------------------------------------------------------
+
+
+def test_mysql_takeover_waits_for_the_fenced_transaction(electors, mariadb, s3lect_bin,
+                                                         monkeypatch):
+    app = MySQLApp(mariadb, s3lect_bin, monkeypatch)
+    try:
+        a, b = _lead(electors, app)
+        ta = a.term
+        # a is deposed without a release; a transaction of its term checks the
+        # lock (it still names term ta of a) and writes, then stays open.
+        a.stop(release=False)
+        conn = app.connect()
+        try:
+            app.begin_fenced(conn, ta, "a", "late-commit")
+            opened = time.monotonic()
+            # Without the share lock b would lead after a's lease (3 s) and a
+            # poll; hold the transaction for more than twice that (b's UPDATE
+            # waits for the row lock, times out after innodb_lock_wait_timeout
+            # and is retried).
+            hold_s = 2 * TIMINGS["lease_timeout"] + 2.0
+            while time.monotonic() - opened < hold_s:
+                assert not b.is_leader, \
+                    f"b took over {time.monotonic() - opened:.2f} s into the open transaction"
+                time.sleep(0.05)
+            assert app.read() is None, "an uncommitted write is visible"
+            conn.query("COMMIT")
+            committed = time.monotonic()
+        finally:
+            conn.close()
+        assert app.read() == "late-commit"
+        assert b.wait_for_leadership(timeout=TAKEOVER_BOUND_S), \
+            f"b did not take over once the transaction committed: {b.last_error}"
+        print(f"mysql: b took over {time.monotonic() - committed:.2f} s after the commit "
+              f"(the transaction was open {committed - opened:.1f} s)")
+        assert b.term > ta
+        _fenced(app, ta, "a", "too-late")
+        assert app.read() == "late-commit"
+        app.write(b.term, "b", "from-b")
+        assert app.read() == "from-b"
+    finally:
+        app.close()
+
+
+def test_mysql_fence_refuses_a_missing_row_and_a_bad_table(mariadb, s3lect_bin, monkeypatch):
+    app = MySQLApp(mariadb, s3lect_bin, monkeypatch)
+    try:
+        _fenced(app, 1, "a", "nobody-leads")
+        assert app.read() is None
+        with pytest.raises(s3lect.ConfigError):
+            recipes.mysql_fence(app.conn.cursor(), "x`; DROP TABLE y; --", app.name, 1, "a")
+        sql = recipes.mysql_fence_sql("Locks_2")
+        assert sql.startswith("SELECT 1 FROM `Locks_2` WHERE name = %s"), sql
+        assert sql.endswith("LOCK IN SHARE MODE"), sql
     finally:
         app.close()
 

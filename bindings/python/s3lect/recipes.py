@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fenced writes where the lock lives in a database the application also
-writes: PostgreSQL, DynamoDB, etcd and Redis (docs/fencing.md, "Where the
+writes: PostgreSQL, MySQL/MariaDB, DynamoDB, etcd and Redis (docs/fencing.md, "Where the
 lock lives in a database the application also writes").
 
 Each helper makes the application's own write commit only while the lock
@@ -36,6 +36,8 @@ __all__ = [
     "record_holds",
     "postgres_fence_sql",
     "postgres_fence",
+    "mysql_fence_sql",
+    "mysql_fence",
     "dynamodb_condition_check",
     "dynamodb_transact_write",
     "etcd_range_request",
@@ -54,6 +56,8 @@ DYNAMODB_RECORD_ATTR = "s3lectRecord"
 REDIS_RECORD_FIELD = "r"
 #: The PostgreSQL store's default table (``&table=`` of the lock URL).
 POSTGRES_DEFAULT_TABLE = "s3lect_locks"
+#: The MySQL store's default table (``&table=`` of the lock URL).
+MYSQL_DEFAULT_TABLE = "s3lect_locks"
 
 #: The largest term a record holds (docs/algorithm.md, "Terms").
 TERM_MAX = 2**53 - 1
@@ -148,6 +152,57 @@ def postgres_fence(cursor: Any, table: str, name: str, term: int, holder: str) -
     if not isinstance(name, str) or not name:
         raise ConfigError(f"name must be the lock's key (a non-empty str), not {name!r}")
     cursor.execute(postgres_fence_sql(table), (name, term, holder))
+    row = cursor.fetchone()
+    if row is None:
+        raise FencedError(f"lock {name!r} in table {table} is not held at term {term} by "
+                          f"{holder!r}: a newer leader took it over (or it was released); "
+                          "roll back")
+
+
+# ---------------------------------------------------------------------------
+# MySQL and MariaDB: the lock row read LOCK IN SHARE MODE in the transaction
+# ---------------------------------------------------------------------------
+
+_MY_TABLE = re.compile(r"[A-Za-z0-9_]{1,64}")
+
+
+def mysql_fence_sql(table: str = MYSQL_DEFAULT_TABLE) -> str:
+    """The check :func:`mysql_fence` runs, with ``%s`` placeholders for
+    (lock name, term, holder), for drivers it cannot call. No row means
+    fenced: roll back. ``LOCK IN SHARE MODE`` (MySQL 5.7, 8, 8.4 and every
+    MariaDB; ``FOR SHARE`` in MySQL 8) reads the latest committed row, not
+    the transaction's snapshot, and holds it until the transaction ends."""
+    if not isinstance(table, str) or not _MY_TABLE.fullmatch(table):
+        raise ConfigError(f"table must be the lock URL's &table= (letters, digits, '_', at "
+                          f"most 64), not {table!r}")
+    return (f"SELECT 1 FROM `{table}` WHERE name = %s "
+            "AND CAST(JSON_UNQUOTE(JSON_EXTRACT(record, '$.term')) AS UNSIGNED) = %s "
+            "AND JSON_UNQUOTE(JSON_EXTRACT(record, '$.leaderID')) = %s LOCK IN SHARE MODE")
+
+
+def mysql_fence(cursor: Any, table: str, name: str, term: int, holder: str) -> None:
+    """Checks, inside the caller's open InnoDB transaction, that the lock row
+    ``name`` of ``table`` (the lock URL's ``key=`` and ``table=``) names
+    leadership ``term`` of ``holder``, and locks the row in share mode until
+    the transaction ends: a takeover's UPDATE of the row waits for your
+    commit or rollback, so nothing you commit after this call lands after a
+    newer term was written.
+
+    ``cursor`` is a DB-API cursor whose driver takes ``%s`` placeholders
+    (mysqlclient, PyMySQL, mysql-connector-python, MariaDB Connector/Python
+    with ``paramstyle`` format); run this first in the transaction (autocommit
+    off), then your writes, then commit. Raises :class:`s3lect.FencedError`
+    when the row names another term or holder (or is released or missing):
+    roll back.
+
+    The leader's own renewals also wait for the share lock (up to the
+    store's ``innodb_lock_wait_timeout``, its request timeout): keep these
+    transactions much shorter than ``renew_deadline``.
+    """
+    term, holder = _check_term_holder(term, holder)
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"name must be the lock's key (a non-empty str), not {name!r}")
+    cursor.execute(mysql_fence_sql(table), (name, term, holder))
     row = cursor.fetchone()
     if row is None:
         raise FencedError(f"lock {name!r} in table {table} is not held at term {term} by "
