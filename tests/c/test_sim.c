@@ -84,10 +84,21 @@
  *   redis     a precondition failure (the script's "lost"), etags are random
  *             version tokens, reads carry TIME and the write's stamp (1 ms),
  *             connections drop after a script ran (applied, the answer lost)
- *             and LOADING/BUSY answers (transient, not applied) come in bursts.
+ *             and LOADING/BUSY answers (transient, not applied) come in bursts;
+ *   mysql     as postgres (an UPDATE of 0 rows; NOW(6) and updated_at in ms;
+ *             connections killed after the commit), and lock wait timeouts
+ *             and deadlocks (transient, not applied) come in bursts;
+ *   k8s       a Kubernetes Lease: a lost create is 409 AlreadyExists, a stale
+ *             resourceVersion 409 Conflict, a PUT on a deleted Lease 404 (all
+ *             three a precondition failure), through the store's own mapping
+ *             (st_k8s_outcome); etags are
+ *             resourceVersions (etcd revisions: other objects' writes count
+ *             too); no stamps; 429 (API priority and fairness) comes in
+ *             bursts, and a write whose answer timed out (504: etcd slow
+ *             behind the API server) may still have been applied.
  *
  *   test_sim [--seeds N] [--seconds S] [--seed X] [--shard K] [--nodes K]
- *            [--store s3|dynamodb|postgres|route53|gcs|azure|etcd|redis]
+ *            [--store s3|dynamodb|postgres|route53|gcs|azure|etcd|redis|mysql|k8s]
  *            [--stale-ms MS]
  *            [--break-skew | --break-suspend | --break-store-clock | --break-new-lock |
  *             --break-fence] [-v]
@@ -116,10 +127,15 @@ enum {
     STORE_GCS,
     STORE_AZURE,
     STORE_ETCD,
-    STORE_REDIS
+    STORE_REDIS,
+    STORE_MYSQL,
+    STORE_K8S
 };
 /* Lost creates the azure model answered 409 BlobAlreadyExists. */
 static unsigned long long azure_409s;
+/* The k8s model's answers: a lost create (409 AlreadyExists), a stale
+ * resourceVersion (409 Conflict), a PUT on a deleted Lease (404). */
+static unsigned long long k8s_exists, k8s_conflicts, k8s_gone;
 /* Writes of the followers' roster (engine/roster.h), over all seeds. */
 static unsigned long long roster_writes;
 /* Transfers (docs/algorithm.md "Transfer"), over all seeds: asked (by the
@@ -528,8 +544,10 @@ static void store_stamp(sim *s, st_result *r)
     int64_t res =
         s->store_kind == STORE_S3 || s->store_kind == STORE_GCS || s->store_kind == STORE_AZURE
             ? 1000
-        : s->store_kind == STORE_POSTGRES || s->store_kind == STORE_REDIS ? 1
-                                                                          : 0;
+        : s->store_kind == STORE_POSTGRES || s->store_kind == STORE_REDIS ||
+                s->store_kind == STORE_MYSQL
+            ? 1
+            : 0;
     if (!res)
         return;
     int64_t now_ms = (store_now_us(s) + s->date_off) / 1000, mod_ms = s->mod_us / 1000;
@@ -619,6 +637,20 @@ static void store_apply(sim *s, int kind, const char *body, size_t body_len, con
                                      : st_azure_outcome(404, "BlobNotFound");
             return;
         }
+        if (s->store_kind == STORE_K8S) {
+            /* The API server's answers, through the store's own mapping. */
+            if (!if_match) {
+                k8s_exists++;
+                r->outcome = st_k8s_outcome(409, "AlreadyExists", "leases", "create");
+            } else if (s->exists) {
+                k8s_conflicts++;
+                r->outcome = st_k8s_outcome(409, "Conflict", "leases", "update");
+            } else {
+                k8s_gone++;
+                r->outcome = st_k8s_outcome(404, "NotFound", "leases", "update");
+            }
+            return;
+        }
         r->outcome =
             if_match && !s->exists && s->store_kind == STORE_S3 ? ST_NOT_FOUND : ST_PRECONDITION;
         return;
@@ -665,7 +697,8 @@ static void store_apply(sim *s, int kind, const char *body, size_t body_len, con
     if (s->store_kind == STORE_GCS) /* a generation: microseconds, always growing */
         snprintf(s->etag, sizeof s->etag, "%llu",
                  1700000000000000ULL + (unsigned long long)++s->etag_ctr);
-    else if (s->store_kind == STORE_ETCD) /* a revision: other keys' writes count too */
+    else if (s->store_kind == STORE_ETCD ||
+             s->store_kind == STORE_K8S) /* a revision: other keys' writes count too */
         snprintf(s->etag, sizeof s->etag, "%llu",
                  (unsigned long long)(++s->etag_ctr * 8 + (uint64_t)(urand(s) * 7)));
     else if (s->store_kind == STORE_REDIS) /* a random token (hex; the store's has 32 digits) */
@@ -1083,12 +1116,15 @@ static void begin_phase(sim *s)
         s->p_resend = urand(s) * 0.05;
         if ((s->store_kind == STORE_DYNAMODB || s->store_kind == STORE_GCS ||
              s->store_kind == STORE_AZURE || s->store_kind == STORE_ETCD ||
-             s->store_kind == STORE_REDIS) &&
+             s->store_kind == STORE_REDIS || s->store_kind == STORE_MYSQL ||
+             s->store_kind == STORE_K8S) &&
             urand(s) < 0.5)
-            s->p_5xx =
-                0.5 + urand(s) * 0.4; /* a burst (GCS: 429; etcd: no leader; Redis: LOADING) */
-        if (s->store_kind == STORE_POSTGRES || s->store_kind == STORE_REDIS)
-            s->p_drop_reply += urand(s) * 0.2; /* connections drop after commits */
+            s->p_5xx = 0.5 + urand(s) * 0.4; /* a burst (GCS, k8s: 429; etcd: no leader; Redis:
+                                                LOADING; MySQL: lock wait timeout, deadlock) */
+        if (s->store_kind == STORE_POSTGRES || s->store_kind == STORE_REDIS ||
+            s->store_kind == STORE_MYSQL || s->store_kind == STORE_K8S)
+            s->p_drop_reply += urand(s) * 0.2; /* connections drop after commits (k8s: a 504
+                                                  whose write etcd still applied) */
         s->heal_at = s->phase_end;
         /* Partitions and pauses, all healed by the end of the phase. */
         for (int i = 0; i < s->n; i++) {
@@ -1606,8 +1642,8 @@ int main(int argc, char **argv)
     int break_new_lock = 0, break_fence = 0;
     int store_kind = STORE_S3;
     int64_t stale_ms = 10000;
-    static const char *const store_names[] = {"s3",  "dynamodb", "postgres", "route53",
-                                              "gcs", "azure",    "etcd",     "redis"};
+    static const char *const store_names[] = {"s3",    "dynamodb", "postgres", "route53", "gcs",
+                                              "azure", "etcd",     "redis",    "mysql",   "k8s"};
     int64_t seconds = 1000000;
     uint64_t first_seed = 0;
     int one_seed = 0, shard = 0;
@@ -1631,7 +1667,8 @@ int main(int argc, char **argv)
                     store_kind = k;
             if (store_kind < 0) {
                 fprintf(stderr,
-                        "--store: s3, dynamodb, postgres, route53, gcs, azure, etcd or redis\n");
+                        "--store: s3, dynamodb, postgres, route53, gcs, azure, etcd, redis, "
+                        "mysql or k8s\n");
                 return 2;
             }
         } else if (!strcmp(argv[i], "--stale-ms") && i + 1 < argc)
@@ -1651,7 +1688,8 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: test_sim [--seeds N] [--seconds S] [--seed X] [--nodes K] "
-                    "[--store s3|dynamodb|postgres|route53|gcs|azure|etcd|redis] [--stale-ms MS] "
+                    "[--store s3|dynamodb|postgres|route53|gcs|azure|etcd|redis|mysql|k8s] "
+                    "[--stale-ms MS] "
                     "[--break-skew | --break-suspend | --break-store-clock | --break-new-lock | "
                     "--break-fence] [-v]\n");
             return 2;
@@ -1769,8 +1807,23 @@ int main(int argc, char **argv)
               "the azure store maps a lost create, a stale etag, a missing blob or "
               "throttling wrongly");
     }
+    if (store_kind == STORE_K8S) {
+        printf("simulation: k8s answers: %llu lost creates (409 AlreadyExists), %llu stale "
+               "resourceVersions (409 Conflict), %llu writes of a deleted Lease (404)\n",
+               k8s_exists, k8s_conflicts, k8s_gone);
+        CHECK(st_k8s_outcome(409, "AlreadyExists", "leases", "create") == ST_PRECONDITION &&
+                  st_k8s_outcome(409, "Conflict", "leases", "update") == ST_PRECONDITION &&
+                  st_k8s_outcome(404, "NotFound", "leases", "update") == ST_PRECONDITION &&
+                  st_k8s_outcome(404, "NotFound", "leases", "get") == ST_NOT_FOUND &&
+                  st_k8s_outcome(429, "TooManyRequests", "leases", "update") == ST_TRANSIENT &&
+                  st_k8s_outcome(504, "Timeout", "leases", "update") == ST_TRANSIENT,
+              "the k8s store maps a lost create, a stale resourceVersion, a deleted Lease or "
+              "throttling wrongly");
+        if ((double)seconds * seeds >= 1e6)
+            CHECK(k8s_conflicts > 0, "the k8s model answered no 409 Conflict");
+    }
     if (store_kind == STORE_S3 || store_kind == STORE_POSTGRES || store_kind == STORE_GCS ||
-        store_kind == STORE_AZURE || store_kind == STORE_REDIS)
+        store_kind == STORE_AZURE || store_kind == STORE_REDIS || store_kind == STORE_MYSQL)
         CHECK(stamped > 0, "the %s model stamped no read", store_names[store_kind]);
     printf("simulation: seeds %llu..%llu, %d nodes, %lld simulated s/seed (%.3g total), %llu "
            "engine steps, %.0f steps/s, %llu faults, %llu acquisitions, %llu peer answers, "

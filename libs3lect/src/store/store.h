@@ -318,6 +318,13 @@ ST_STORE_FUNCS(redis)
 /* k8s://NAMESPACE/NAME[?context=CTX&kubeconfig=PATH]: bucket the
  * namespace, key the Lease name, opt1 the context, opt2 the kubeconfig. */
 ST_STORE_FUNCS(k8s)
+/* The outcome of an API server's error answer: status, the Status body's
+ * reason ("Conflict", "AlreadyExists") and details.kind ("leases",
+ * "namespaces"), and the request's RBAC verb (get, create, update). A
+ * stale resourceVersion (409 Conflict), a lost create (409 AlreadyExists)
+ * and an update of a deleted Lease (404) are precondition failures. The
+ * simulation's k8s model answers through it. */
+int st_k8s_outcome(long status, const char *reason, const char *kind, const char *verb);
 /* whoami for a k8s:// lock: where the server and credentials come from
  * (source), the user (principal), an exec plugin's expiry; fetch: read the
  * token file or run the exec plugin now. 0, or an error with err. */

@@ -562,8 +562,24 @@ static void status_of(const http_body *b, char *reason, size_t rn, char *msg, si
     cJSON_Delete(j);
 }
 
-/* An error answer: the outcome and a message. verb: the RBAC verb of the
- * request (get, create, update). */
+int st_k8s_outcome(long status, const char *reason, const char *kind, const char *verb)
+{
+    if (status == 401 || status == 403)
+        return ST_AUTH;
+    if (status == 404)
+        return strcmp(kind, "namespaces") == 0 ? ST_FATAL
+               : strcmp(verb, "update") == 0   ? ST_PRECONDITION /* deleted: another writer */
+               : strcmp(verb, "get") == 0      ? ST_NOT_FOUND
+                                               : ST_FATAL;
+    if (status == 409 && (strcmp(reason, "AlreadyExists") == 0 || strcmp(reason, "Conflict") == 0))
+        return ST_PRECONDITION;
+    if (status == 408 || status == 429 || status >= 500 || status == 409)
+        return ST_TRANSIENT;
+    return ST_FATAL;
+}
+
+/* An error answer: the outcome (st_k8s_outcome) and a message. verb: the
+ * RBAC verb of the request (get, create, update). */
 static void failure(k8s_store *s, const char *verb, const char *name, const k8s_resp *r,
                     st_result *out)
 {
@@ -571,44 +587,44 @@ static void failure(k8s_store *s, const char *verb, const char *name, const k8s_
     status_of(&r->data, reason, sizeof reason, msg, sizeof msg, kind, sizeof kind);
     st_http_detail(&r->data, r->status, msg[0] ? msg : NULL, detail, sizeof detail);
     long st = r->status;
+    int outcome = st_k8s_outcome(st, reason, kind, verb);
     if (st == 401) {
-        st_result_setf(out, ST_AUTH,
+        st_result_setf(out, outcome,
                        "%s k8s://%s/%s: the API server refused the credentials (%s; %s): %s; "
                        "will retry",
                        verb, s->ns, name, s->t.source, s->t.auth_desc, detail);
     } else if (st == 403) {
-        st_result_setf(out, ST_AUTH,
+        st_result_setf(out, outcome,
                        "%s k8s://%s/%s refused (%s): grant verb %s on leases "
                        "(coordination.k8s.io) in namespace %s to %s (%s)",
                        verb, s->ns, name, detail, verb, s->ns, s->t.user, K8S_DOC);
     } else if (st == 404) {
         if (strcmp(kind, "namespaces") == 0)
-            st_result_setf(out, ST_FATAL,
+            st_result_setf(out, outcome,
                            "namespace '%s' does not exist at %s (%s): create it or fix the lock "
                            "URL",
                            s->ns, s->t.server, detail);
         else if (strcmp(verb, "update") == 0)
-            st_result_setf(out, ST_PRECONDITION, "k8s://%s/%s was deleted: another writer won (%s)",
-                           s->ns, name, detail);
+            st_result_setf(out, outcome, "k8s://%s/%s was deleted: another writer won (%s)", s->ns,
+                           name, detail);
         else if (strcmp(verb, "get") == 0)
-            st_result_setf(out, ST_NOT_FOUND, "k8s://%s/%s does not exist", s->ns, name);
+            st_result_setf(out, outcome, "k8s://%s/%s does not exist", s->ns, name);
         else
-            st_result_setf(out, ST_FATAL,
+            st_result_setf(out, outcome,
                            "%s k8s://%s/%s: %s answered 404 (%s): is this a Kubernetes API "
                            "server with coordination.k8s.io/v1?",
                            verb, s->ns, name, s->t.server, detail);
     } else if (st == 409 &&
                (strcmp(reason, "AlreadyExists") == 0 || strcmp(reason, "Conflict") == 0)) {
-        st_result_setf(out, ST_PRECONDITION, "k8s://%s/%s %s: another writer won (%s)", s->ns, name,
+        st_result_setf(out, outcome, "k8s://%s/%s %s: another writer won (%s)", s->ns, name,
                        strcmp(reason, "AlreadyExists") == 0 ? "already exists"
                                                             : "changed since it was read",
                        detail);
     } else if (st == 408 || st == 429 || st >= 500 || st == 409) {
-        st_result_setf(out, ST_TRANSIENT,
-                       "%s k8s://%s/%s: temporary failure at %s (%s); will retry", verb, s->ns,
-                       name, s->t.server, detail);
+        st_result_setf(out, outcome, "%s k8s://%s/%s: temporary failure at %s (%s); will retry",
+                       verb, s->ns, name, s->t.server, detail);
     } else {
-        st_result_setf(out, ST_FATAL, "%s k8s://%s/%s failed at %s (%s)", verb, s->ns, name,
+        st_result_setf(out, outcome, "%s k8s://%s/%s failed at %s (%s)", verb, s->ns, name,
                        s->t.server, detail);
     }
 }
