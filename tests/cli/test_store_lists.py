@@ -31,7 +31,8 @@ def test_every_registry_store_has_a_backend():
     assert set(FAMILY) == want, f"backends {sorted(FAMILY)} vs the registry's {sorted(want)}"
     for kind, cls in FAMILY.items():
         assert cls.kind == kind and issubclass(cls, Backend)
-        assert cls.protocol in ("http", "postgres", "redis", "mysql"), (kind, cls.protocol)
+        # "tls": an opaque TLS stream (the API server's): proxies forward its bytes.
+        assert cls.protocol in ("http", "postgres", "redis", "mysql", "tls"), (kind, cls.protocol)
         for method in ("make_server", "lock_url"):
             assert getattr(cls, method) is not getattr(Backend, method), f"{kind}: no {method}"
         # The store suite shares tests/conftest.py's server, or starts its own.
@@ -67,6 +68,11 @@ class _Server:
     secret_key = "SECRET"
     account_key = "a2V5"
     account = "acct"
+    namespace = "ns"  # the API server's test namespace
+    workdir = "/nonexistent"
+
+    def kubeconfig(self, path, server: str | None = None) -> str:  # noqa: ARG002
+        return str(path)
 
     def lock_prefix(self) -> str:
         return "az://acct/ctr/"
@@ -101,6 +107,9 @@ def test_lock_urls_name_the_proxy_or_the_folder():
     assert re.fullmatch(r"redis://u@127\.0\.0\.1:5555/.*chaos/k", got["redis"][0]), got["redis"]
     assert got["redis"][1] == []
     assert re.fullmatch(r"dynamodb://s3lect-[0-9a-f]{8}/k", got["dynamodb"][0]), got["dynamodb"]
+    # The API server's URL names no port: a node's proxy is in its own kubeconfig.
+    assert got["k8s"] == ("k8s://ns/k?kubeconfig=/nonexistent/kubeconfig-s3lect-5555", [])
+    assert FAMILY["k8s"](server=_Server()).lock_url("k", 4242) == "k8s://ns/k"
 
 
 def test_store_servers_serves_every_registry_store_but_the_main_suites():

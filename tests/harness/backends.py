@@ -781,10 +781,76 @@ class RedisBackend(Backend):
         return self.server.call("HGET", KEY_PREFIX + self._key(key), "r")
 
 
+class K8sBackend(Backend):
+    """A real kube-apiserver with its own etcd (tests/harness/kube_apiserver.py:
+    static tokens, RBAC: the s3lect user may get, create and update leases in
+    the test namespace). Nodes get KUBECONFIG (a kubeconfig with the s3lect
+    user's token); a node behind a proxy of its own gets a kubeconfig whose
+    server is that proxy, named by the lock URL (?kubeconfig=PATH). The
+    proxies forward the TLS stream as it is (no "slow down" answer: they
+    cannot read it). A restart is the API server stopped (SIGTERM or
+    SIGKILL) and started again on the same port; etcd, and so every Lease,
+    is kept."""
+
+    kind = name = "k8s"
+    restart_kind = "k8s_restart"
+    answer = None
+    protocol = "tls"
+    url_port = True
+    fixture = "kube_apiserver"
+
+    def make_server(self):
+        from .kube_apiserver import KubeApiServer
+        return KubeApiServer()  # waits for a running build of the binary
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self._kubeconfigs: dict[int, str] = {}
+
+    def kubeconfig(self, port: int) -> str:
+        """A kubeconfig of the s3lect user whose server is 127.0.0.1:port."""
+        if port not in self._kubeconfigs:
+            path = Path(self.server.workdir) / f"kubeconfig-s3lect-{port}"
+            self._kubeconfigs[port] = str(self.server.kubeconfig(
+                path, server=f"https://127.0.0.1:{port}"))
+        return self._kubeconfigs[port]
+
+    def env(self) -> dict[str, str]:
+        return {"KUBECONFIG": self.kubeconfig(self.port)}
+
+    def direct_env(self) -> dict[str, str]:
+        return self.env()
+
+    def _key(self, key: str) -> str:
+        # A Lease's name is a DNS subdomain: lower case letters, digits, '-', '.'.
+        name = "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in key.lower())
+        return name.strip("-.")[:253] or "lock"
+
+    def lock_url(self, key: str, port) -> str:
+        url = f"k8s://{self.server.namespace}/{self._key(key)}"
+        return url if port == self.port else f"{url}?kubeconfig={self.kubeconfig(port)}"
+
+    def restart(self, rng: random.Random, sleep) -> str:  # noqa: ARG002
+        hard = rng.random() < 0.5
+        self.server.restart(hard=hard)
+        return "SIGKILL" if hard else "SIGTERM"
+
+    def version(self) -> str:
+        return _version([self.server.binary, "--version"], "kube-apiserver")
+
+    def record(self, key: str) -> bytes | None:
+        """s3lect's record, from the Lease's annotation (under s3lect's own
+        domain), or None."""
+        lease = self.server.get_lease(self._key(key))
+        notes = (lease or {}).get("metadata", {}).get("annotations") or {}
+        found = [v for k, v in sorted(notes.items()) if "s3lect" in k and k.endswith("record")]
+        return found[0].encode() if found else None
+
+
 # By the registry's kind (tests/harness/stores.py).
 FAMILY: dict[str, type[Backend]] = {b.kind: b for b in (
     MinioBackend, DynamoDBBackend, PostgresBackend, MySQLBackend, Route53Backend, GcsBackend,
-    AzureBackend, EtcdBackend, RedisBackend)}
+    AzureBackend, EtcdBackend, RedisBackend, K8sBackend)}
 
 
 def _chaos() -> dict[str, type[Backend]]:

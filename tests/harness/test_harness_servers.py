@@ -298,7 +298,7 @@ def test_start_failures_carry_the_log(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize("kind", ["minio", "moto", "dynamodb", "postgres", "gcs", "azure", "etcd",
-                                  "redis"])
+                                  "redis", "k8s"])
 def test_with_store_exports_a_lock_prefix_the_cli_elects_on(kind: str, clean_env: dict[str, str],
                                                              s3lect_bin: Path) -> None:
     """servers.py with-STORE -- CMD: CMD finds S3LECT_TEST_LOCK_PREFIX and

@@ -140,6 +140,15 @@ def store(request: pytest.FixtureRequest, s3lect_bin: Path) -> Tuple[str, str, D
     if kind == "etcd":
         etcd = request.getfixturevalue("etcd_server")
         return kind, f"{etcd.lock_prefix()}{_unique('py')}", {}
+    if kind == "k8s":
+        # A real kube-apiserver; the library reads the s3lect user's
+        # kubeconfig from KUBECONFIG when the elector opens.
+        kube = request.getfixturevalue("kube_apiserver")
+        mp = request.getfixturevalue("monkeypatch")
+        mp.setenv("KUBECONFIG", kube.env()["KUBECONFIG"])
+        for k in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+            mp.delenv(k, raising=False)
+        return kind, f"{kube.lock_prefix()}{_unique('py')}", {}
     moto = request.getfixturevalue("moto")
     zone, domain = request.getfixturevalue("r53_zone")
     url = f"route53://{zone}/{_unique('lock')}.{domain}"
