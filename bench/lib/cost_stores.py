@@ -37,7 +37,7 @@ from cluster import Cluster
 from common import (GET_USD_PER_1000, HOURS_PER_MONTH, PUT_USD_PER_1000, BenchError, log,
                     md_table)
 from impls import DEFAULTS, NodeSpec, S3lectC, Timing
-from storeproxy import HttpTypeProxy, PgProxy, RedisProxy
+from storeproxy import HttpTypeProxy, MySqlProxy, PgProxy, RedisProxy
 
 from harness.backends import FAMILY, Backend  # tests/harness/backends.py: the stores' backends
 from harness.stores import kinds  # tests/harness/stores.py: the one list of stores
@@ -165,6 +165,8 @@ def make_proxy(backend: Backend):
         return PgProxy("127.0.0.1", backend.port)
     if backend.protocol == "redis":
         return RedisProxy("127.0.0.1", backend.port)
+    if backend.protocol == "mysql":
+        return MySqlProxy("127.0.0.1", backend.port)
     return HttpTypeProxy("127.0.0.1", backend.port, backend.classify)
 
 
@@ -266,6 +268,11 @@ def run_store(base: S3lectC, backend: Backend, quick: bool, logdir: Path) -> Sto
             counts["connections"] = d.get("connections", 0)
             run.notes.append(f"{role}: {totals[slot].get('connections', 0)} connection(s) opened "
                              f"from start to the end of the window")
+        if backend.protocol == "mysql":
+            counts["connections"] = d.get("connections", 0)
+            run.notes.append(f"{role}: {totals[slot].get('connections', 0)} connection(s) opened "
+                             f"from start to the end of the window, "
+                             f"{totals[slot].get('SET', 0)} SET")
         if backend.protocol == "postgres":
             counts["connections"] = d.get("connections", 0)
             run.notes.append(f"{role}: {totals[slot].get('connections', 0)} connection(s) opened "
@@ -425,6 +432,14 @@ def report(runs: list[StoreRun], command: str) -> tuple[str, str]:
                 "`SET statement_timeout` on each new connection; pooled connections stay "
                 "open, so a steady cluster opens none. No per-request price: the cost is "
                 "your server's. " + "; ".join(r.notes) + ".")
+        elif r.store == "mysql":
+            notes.append(
+                "- **mysql**: statements by first keyword, counted from the client's "
+                "COM_QUERY packets (MariaDB 10.11 here; the store sends each statement as "
+                "text). `SET` is the session setup on each new connection (strict SQL mode, "
+                "statement time limits); pooled connections stay open, so a steady cluster "
+                "opens none. No per-request price: the cost is your server's. "
+                + "; ".join(r.notes) + ".")
         elif r.store == "redis":
             notes.append(
                 "- **redis**: commands by name, counted from RESP: `EVALSHA (read)` is the "

@@ -45,7 +45,7 @@ STORES: tuple[Store, ...] = (
     Store("postgres", "postgres", "pgserver.PostgresServer",
           _s("stores", "cas", "python", "chaos", "cost"), chaos="postgres"),
     Store("mysql", "mysql", "mariadb_server.MariaDBServer",
-          _s("stores", "cas", "python", "chaos"), chaos="mysql"),
+          _s("stores", "cas", "python", "chaos", "cost"), chaos="mysql"),
     # moto's Route 53 does not enforce compare-and-set (tests/stores/conftest.py).
     Store("route53", "route53", "servers.MotoServer", _s("stores", "python", "cost")),
     Store("gcs", "gs", "fake_gcs.FakeGCS", _s("stores", "cas", "python", "chaos", "cost"),
