@@ -22,7 +22,7 @@ static const char MAIN_HELP[] =
     "  check-store URL     check that the store enforces conditional writes\n"
     "  init-store URL      create the table a DynamoDB or PostgreSQL lock needs\n"
     "  reset-term URL      start the lock's terms again when they cannot grow (2^53 - 1)\n"
-    "  whoami URL          which source supplies the AWS or Google credentials, and until when\n"
+    "  whoami URL          which source supplies the credentials, and until when\n"
     "  stores [--json]     list the stores this s3lect knows, their URL forms and credentials\n"
     "  fence get|put|cas|rm URL [FILE]\n"
     "                      fenced writes: refused once a newer leadership term wrote the object\n"

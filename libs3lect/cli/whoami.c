@@ -204,6 +204,33 @@ int cli_credentials_info(const s3lect_config *cfg, const char *lock, int fetch, 
     return rc ? CLI_CRED_UNUSABLE : CLI_CRED_OK;
 }
 
+/* From the scheme table: "s3://, dynamodb://, route53:// (aws), gs:// (gcp),
+ * ..." into chains, the stores with credentials of their own into own. */
+static void schemes_by_cred(char *chains, size_t cn, char *own, size_t on)
+{
+    size_t cl = 0, ol = 0;
+    chains[0] = own[0] = '\0';
+    for (int kind = ST_CRED_AWS; kind <= ST_CRED_KUBE; kind++) {
+        int first = 1;
+        for (size_t i = 0; i < st_scheme_count(); i++) {
+            const st_scheme *sc = st_scheme_at(i);
+            if (!sc->noun || sc->cred != kind || !st_scheme_compiled(sc))
+                continue;
+            char *buf = kind == ST_CRED_URL ? own : chains;
+            size_t *len = kind == ST_CRED_URL ? &ol : &cl, n = kind == ST_CRED_URL ? on : cn;
+            int w = snprintf(buf + *len, n - *len, "%s%s://", *len ? ", " : "", sc->name);
+            if (w > 0 && (size_t)w < n - *len)
+                *len += (size_t)w;
+            first = 0;
+        }
+        if (!first && kind != ST_CRED_URL) {
+            int w = snprintf(chains + cl, cn - cl, " (%s)", st_cred_name(kind));
+            if (w > 0 && (size_t)w < cn - cl)
+                cl += (size_t)w;
+        }
+    }
+}
+
 int cli_whoami(int argc, char **argv)
 {
     cli_opts o;
@@ -221,10 +248,14 @@ int cli_whoami(int argc, char **argv)
     int cr = cli_credentials_info(cfg, o.lock, 1, &in, &no_token, err, sizeof err);
     s3lect_config_free(cfg);
     if (cr == CLI_CRED_NONE) {
-        cli_usage_error(
-            CMD, "this lock is not on an AWS store (s3://, dynamodb://, route53://), "
-                 "Google Cloud Storage (gs://), Azure (az://) or Kubernetes (k8s://); file locks "
-                 "use no credentials and postgres:// ones libpq's");
+        char chains[400], own[200];
+        schemes_by_cred(chains, sizeof chains, own, sizeof own);
+        cli_usage_error(CMD,
+                        "this lock's store has no credential chain to report: whoami reports "
+                        "those of %s; %s take theirs from the lock URL and their own variables "
+                        "and files (postgres:// and mysql:// with ?auth=aws-iam: the AWS chain), "
+                        "and file:// and mem:// use none",
+                        chains, own);
         return CLI_EXIT_USAGE;
     }
     if (cr == CLI_CRED_BADLOCK) {
