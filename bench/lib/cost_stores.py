@@ -37,7 +37,7 @@ from cluster import Cluster
 from common import (GET_USD_PER_1000, HOURS_PER_MONTH, PUT_USD_PER_1000, BenchError, log,
                     md_table)
 from impls import DEFAULTS, NodeSpec, S3lectC, Timing
-from storeproxy import HttpTypeProxy, MySqlProxy, PgProxy, RedisProxy
+from storeproxy import HttpTypeProxy, MySqlProxy, PgProxy, RedisProxy, TlsHttpTypeProxy
 
 from harness.backends import FAMILY, Backend  # tests/harness/backends.py: the stores' backends
 from harness.stores import kinds  # tests/harness/stores.py: the one list of stores
@@ -167,6 +167,10 @@ def make_proxy(backend: Backend):
         return RedisProxy("127.0.0.1", backend.port)
     if backend.protocol == "mysql":
         return MySqlProxy("127.0.0.1", backend.port)
+    if backend.protocol == "tls":  # the API server: its own certificate for 127.0.0.1
+        srv = backend.server
+        return TlsHttpTypeProxy("127.0.0.1", backend.port, backend.classify, srv.cert, srv.key,
+                                srv.ca_file)
     return HttpTypeProxy("127.0.0.1", backend.port, backend.classify)
 
 
@@ -439,6 +443,15 @@ def report(runs: list[StoreRun], command: str) -> tuple[str, str]:
                 "text). `SET` is the session setup on each new connection (strict SQL mode, "
                 "statement time limits); pooled connections stay open, so a steady cluster "
                 "opens none. No per-request price: the cost is your server's. "
+                + "; ".join(r.notes) + ".")
+        elif r.store == "k8s":
+            notes.append(
+                "- **k8s**: API server requests on the Lease by verb (GET a read, PUT a "
+                "renewal with metadata.resourceVersion, POST a create), counted at a proxy "
+                "that terminates each node's TLS with the API server's own certificate; a "
+                "real kube-apiserver v1.37.2 on its own etcd. No per-request price: the cost "
+                "is your API server's and its etcd's (each PUT is an etcd write, and a watch "
+                "event for every watcher of leases in the namespace). "
                 + "; ".join(r.notes) + ".")
         elif r.store == "redis":
             notes.append(

@@ -12,6 +12,10 @@ what the node asked for, keyed by a short type name:
   s3lect's `SET statement_timeout` on each new connection) or a Parse message
   ('P', the extended protocol libpq's PQsendQueryParams uses: SELECT, INSERT,
   UPDATE). Connections are counted as they are accepted.
+- TlsHttpTypeProxy: HttpTypeProxy for a store spoken to over TLS (the
+  Kubernetes API server): it terminates the node's TLS with the server's own
+  certificate and key (the harness's, for 127.0.0.1) and opens its own TLS
+  connection to the server, so it can read and count each request.
 - MySqlProxy: MySQL's client/server protocol. Every COM_QUERY the client
   sends is counted by its first keyword (s3lect's MySQL store sends each
   statement as text: SELECT, INSERT, UPDATE, SET); other commands by name.
@@ -21,6 +25,7 @@ what the node asked for, keyed by a short type name:
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import sys
 from pathlib import Path
@@ -50,6 +55,36 @@ class HttpTypeProxy(CountingProxy):
 
     def key(self, method: str, path: str, headers: dict[str, str]) -> str:
         return self.classify(method, path, headers)
+
+
+class TlsHttpTypeProxy(HttpTypeProxy):
+    """HttpTypeProxy between a TLS client and a TLS server: the node's
+    connection is answered with cert/key (which its CA bundle must trust for
+    127.0.0.1), the server's is verified against ca."""
+
+    def __init__(self, upstream_host: str, upstream_port: int, classify: Classifier,
+                 cert: Path, key: Path, ca: Path):
+        self._server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self._server_ctx.load_cert_chain(str(cert), str(key))
+        self._client_ctx = ssl.create_default_context(cafile=str(ca))
+        super().__init__(upstream_host, upstream_port, classify)
+
+    @property
+    def endpoint(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def _workers(self, client: socket.socket, upstream: socket.socket):
+        try:
+            client.settimeout(10)
+            tclient = self._server_ctx.wrap_socket(client, server_side=True)
+            tclient.settimeout(None)
+            tup = self._client_ctx.wrap_socket(upstream, server_hostname="127.0.0.1")
+        except (OSError, ssl.SSLError):
+            _shutdown(client, upstream)
+            return ()
+        with self._lock:
+            self._conns += [tclient, tup]
+        return super()._workers(tclient, tup)
 
 
 SSL_REQUEST = 80877103

@@ -835,6 +835,11 @@ class K8sBackend(Backend):
         self.server.restart(hard=hard)
         return "SIGKILL" if hard else "SIGTERM"
 
+    def classify(self, method, path, headers):
+        """A Lease request by verb (GET, PUT, POST), anything else by path."""
+        p = path.split("?", 1)[0]
+        return method if "/leases" in p else f"{method} {p}"
+
     def version(self) -> str:
         return _version([self.server.binary, "--version"], "kube-apiserver")
 
