@@ -503,3 +503,22 @@ def test_kube_apiserver_rbac_credentials_conditions_restart_and_pauses(kube_apis
     srv.put_lease(name, {"holderIdentity": "", "leaseDurationSeconds": 1})
     assert srv.get_lease(name)["spec"]["holderIdentity"] == ""
     assert srv.delete_lease(name) and srv.get_lease(name) is None
+
+
+def test_kube_apiserver_audit_log_names_who_wrote_a_lease() -> None:
+    """KubeApiServer(audit=True): every lease request in the audit log with
+    its user (how a test tells which credentials a client sent)."""
+    from harness.kube_apiserver import LEASES, KubeApiServer
+    from harness.wait import wait_for
+
+    with KubeApiServer(audit=True) as srv:
+        name = _name("audited")
+        srv.put_lease(name, {"holderIdentity": "a"})
+        assert srv.request("GET", f"{LEASES.format(ns=srv.namespace)}/{name}",
+                           user="s3lect-2")[0] == 200
+        events = wait_for(lambda: [e for e in srv.audit_events()
+                                   if e.get("objectRef", {}).get("name") == name], 10,
+                          "the lease's audit events")
+        users = {(e["verb"], e["user"]["username"]) for e in events}
+        assert ("create", "admin") in users and ("get", "s3lect") in users, users
+        assert not any(tok in srv.audit_log.read_text() for tok in srv.tokens.values())
