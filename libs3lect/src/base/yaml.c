@@ -43,12 +43,14 @@ typedef struct yp {
 
 __attribute__((format(printf, 3, 4))) static cJSON *fail(yp *p, int line, const char *fmt, ...)
 {
-    if (p->failed)
-        return NULL;
-    p->failed = 1;
     char msg[300];
     va_list ap;
     va_start(ap, fmt);
+    if (p->failed) {
+        va_end(ap);
+        return NULL;
+    }
+    p->failed = 1;
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     /* one line of text: what the input put into it (a key, an escape) too */

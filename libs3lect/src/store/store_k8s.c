@@ -956,9 +956,11 @@ int st_k8s_whoami(const st_location *loc, int fetch, char *source, size_t sn, ch
             cred_cache_release(c);
         }
     } else if (fetch && (t.cert_file || t.key_file)) {
-        if (access(t.cert_file, R_OK) != 0 || access(t.key_file, R_OK) != 0) {
+        if (!t.cert_file || !t.key_file || access(t.cert_file, R_OK) != 0 ||
+            access(t.key_file, R_OK) != 0) {
             snprintf(err, errlen, "cannot read the client certificate %.300s or its key %.300s",
-                     t.cert_file, t.key_file);
+                     t.cert_file ? t.cert_file : "(none given)",
+                     t.key_file ? t.key_file : "(none given)");
             rc = S3LECT_EAUTH;
         }
     }

@@ -967,14 +967,13 @@ int st_postgres_parse(const char *url, const char *after, st_location *out, char
         return S3LECT_ENOMEM;
     }
     int rc = 0;
-    char *rest = NULL;
+    char *rest = NULL, *auth = NULL;
     const char *q = strchr(url, '?');
     if (strchr(url, '#')) {
         snprintf(err, errlen, "lock URL '%.200s' has a fragment ('#'); write %s", shown, PG_USAGE);
         rc = S3LECT_EINVAL;
         goto done;
     }
-    char *auth = NULL;
     st_qparam ps[] = {
         {"key", &out->key}, {"table", &out->opt1}, {"auth", &auth}, {"region", &out->opt2}};
     if ((rc = st_parse_query(shown, PG_USAGE, q ? q + 1 : NULL, ps, 4, &rest, err, errlen)) != 0)
