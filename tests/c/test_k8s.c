@@ -238,7 +238,7 @@ static void resolve_bad(const char *ctx, const char *kc, const char *want)
 
 static void kubeconfig_tests(void)
 {
-    const char *dir = t_tmpdir("k8s");
+    char *dir = t_tmpdir("k8s");
     unsetenv("KUBERNETES_SERVICE_HOST");
     unsetenv("KUBERNETES_SERVICE_PORT");
     /* "Q0EK" is "CA\n" */
@@ -394,6 +394,7 @@ static void kubeconfig_tests(void)
     free(b);
     free(missing);
     free(a);
+    free(dir);
 }
 
 /* ---- ExecCredential ---- */
@@ -463,7 +464,7 @@ static void exec_tests(void)
  * share one run; KUBERNETES_EXEC_INFO and the env reach it. */
 static void exec_run_tests(void)
 {
-    const char *dir = t_tmpdir("k8s-exec");
+    char *dir = t_tmpdir("k8s-exec");
     char *count = u_asprintf("%s/count", dir);
     char *script = u_asprintf(
         "#!/bin/sh\n"
@@ -534,6 +535,7 @@ static void exec_run_tests(void)
     free(path);
     free(script);
     free(count);
+    free(dir);
 }
 
 /* ---- the Lease <-> record mapping ---- */

@@ -247,7 +247,9 @@ static int has_region(const char *tok, const char *region)
 
 static void test_get(void)
 {
-    clean_env(t_tmpdir("rds_token"));
+    char *home = t_tmpdir("rds_token");
+    clean_env(home);
+    free(home); /* setenv copied it */
     struct s3lect_config cfg = {0};
     rds_token_cache_clear();
 
