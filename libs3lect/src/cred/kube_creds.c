@@ -827,30 +827,6 @@ static void exec_state_free(void *p)
     free(s);
 }
 
-static int wait_child(pid_t pid, int64_t deadline, int *status)
-{
-    for (;;) {
-        pid_t w = waitpid(pid, status, WNOHANG);
-        if (w == pid)
-            return 1;
-        if (w < 0 && errno != EINTR)
-            return -1;
-        if (u_mono_ms() >= deadline)
-            return 0;
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-static void kill_group(pid_t pid)
-{
-    if (kill(-pid, SIGKILL) != 0)
-        kill(pid, SIGKILL);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-}
-
 /* The plugin's environment: s3lect's, the kubeconfig's env over it, and
  * KUBERNETES_EXEC_INFO. NULL when out of memory. */
 static char **exec_env(const kube_exec *x)
@@ -921,45 +897,9 @@ static int exec_fetch(const void *state, int first, const _Atomic int *abort, cr
     argv[0] = x->command;
     for (size_t i = 0; i < x->nargs; i++)
         argv[i + 1] = x->args[i];
-    int fds[2];
-    int rc = 0;
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        snprintf(err, errlen, "%s: cannot create a pipe: %s", s->desc, strerror(errno));
-        rc = S3LECT_ETRANSIENT;
-    }
-    pid_t pid = 0;
-    int sp = -1;
-    if (!rc) {
-        posix_spawn_file_actions_t fa;
-        posix_spawnattr_t attr;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawnattr_init(&attr);
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-        posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-        posix_spawnattr_setpgroup(&attr, 0);
-        sigset_t none, all;
-        sigemptyset(&none);
-        sigfillset(&all);
-        posix_spawnattr_setsigmask(&attr, &none);
-        posix_spawnattr_setsigdefault(&attr, &all);
-        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                            POSIX_SPAWN_SETSIGDEF);
-        u_own_lock();
-        sp = strchr(path, '/') ? posix_spawn(&pid, path, &fa, &attr, argv, env)
-                               : posix_spawnp(&pid, path, &fa, &attr, argv, env);
-        if (sp == 0)
-            u_own_pgroup_add(pid);
-        u_own_unlock();
-        posix_spawn_file_actions_destroy(&fa);
-        posix_spawnattr_destroy(&attr);
-        close(fds[1]);
-        if (sp != 0) {
-            close(fds[0]);
-            snprintf(err, errlen, "%s cannot be started: %s%s", s->desc, strerror(sp),
-                     sp == ENOENT ? " (is it installed and in PATH?)" : "");
-            rc = S3LECT_EAUTH;
-        }
-    }
+    int64_t timeout = kube_exec_timeout_ms();
+    u_helper_result r;
+    u_helper_run(path, argv, env, timeout, EXEC_OUTPUT_MAX, abort, &r);
     {
         size_t k = 0;
         while (env[k + 1])
@@ -969,84 +909,51 @@ static int exec_fetch(const void *state, int first, const _Atomic int *abort, cr
     }
     free(argv);
     free(path);
-    if (rc)
-        return rc;
-    int64_t timeout = kube_exec_timeout_ms();
-    int64_t deadline = u_mono_ms() + timeout;
-    char *buf = malloc(EXEC_OUTPUT_MAX + 1);
-    size_t len = 0;
-    int timed_out = 0, too_big = 0, aborted = 0;
-    if (!buf)
-        rc = S3LECT_ENOMEM;
-    while (!rc) {
-        if (abort && *abort) {
-            aborted = 1;
-            break;
-        }
-        int64_t left = deadline - u_mono_ms();
-        if (left <= 0) {
-            timed_out = 1;
-            break;
-        }
-        struct pollfd pf = {fds[0], POLLIN, 0};
-        int pr = poll(&pf, 1, left > 100 ? 100 : (int)left);
-        if (pr <= 0)
-            continue;
-        ssize_t n = read(fds[0], buf + len, EXEC_OUTPUT_MAX + 1 - len);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-        if (len > EXEC_OUTPUT_MAX) {
-            too_big = 1;
-            break;
-        }
-    }
-    close(fds[0]);
-    int status = 0, waited = 0;
-    if (!rc && !timed_out && !too_big && !aborted) {
-        waited = wait_child(pid, deadline, &status);
-        if (waited == 0)
-            timed_out = 1;
-    }
-    if (waited != 1 && waited != -1)
-        kill_group(pid);
-    u_own_pgroup_remove(pid);
-    if (rc == S3LECT_ENOMEM) {
+    int rc = S3LECT_EAUTH;
+    switch (r.state) {
+    case U_HELPER_NOSTART:
+        snprintf(err, errlen, "%s cannot be started: %s%s", s->desc, strerror(r.code),
+                 r.code == ENOENT ? " (is it installed and in PATH?)" : "");
+        break;
+    case U_HELPER_NOPIPE:
+        snprintf(err, errlen, "%s: cannot create a pipe: %s", s->desc, strerror(r.code));
+        rc = S3LECT_ETRANSIENT;
+        break;
+    case U_HELPER_NOMEM:
         snprintf(err, errlen, "out of memory");
-    } else if (aborted) {
+        rc = S3LECT_ENOMEM;
+        break;
+    case U_HELPER_ABORTED:
         snprintf(err, errlen, "%s was cancelled (s3lect is stopping)", s->desc);
         rc = S3LECT_ETRANSIENT;
-    } else if (timed_out) {
+        break;
+    case U_HELPER_TIMEOUT:
         snprintf(err, errlen,
                  "%s did not finish within %lld ms and was killed (S3LECT_K8S_EXEC_TIMEOUT "
                  "allows longer, in seconds)",
                  s->desc, (long long)timeout);
         rc = S3LECT_ETRANSIENT;
-    } else if (too_big) {
+        break;
+    case U_HELPER_TOO_BIG:
         snprintf(err, errlen, "%s printed more than %d bytes; it must print one ExecCredential",
                  s->desc, EXEC_OUTPUT_MAX);
-        rc = S3LECT_EAUTH;
-    } else if (waited == 1 && WIFSIGNALED(status)) {
-        snprintf(err, errlen, "%s was killed by signal %d", s->desc, WTERMSIG(status));
-        rc = S3LECT_EAUTH;
-    } else if (waited == 1 && WEXITSTATUS(status) != 0) {
-        snprintf(err, errlen, "%s exited with status %d (%s)", s->desc, WEXITSTATUS(status),
-                 WEXITSTATUS(status) == 127
-                     ? "the command cannot be started: is it installed and in PATH?"
-                     : "its own messages are on stderr");
-        rc = S3LECT_EAUTH;
-    } else {
-        char why[300];
-        rc = kube_parse_exec_credential(buf, len, x->api_version, out, why, sizeof why);
-        if (rc)
-            snprintf(err, errlen, "%s: %s", s->desc, why);
+        break;
+    case U_HELPER_SIGNALED:
+        snprintf(err, errlen, "%s was killed by signal %d", s->desc, r.code);
+        break;
+    default:
+        if (r.code != 0) {
+            snprintf(err, errlen, "%s exited with status %d (%s)", s->desc, r.code,
+                     r.code == 127 ? "the command cannot be started: is it installed and in PATH?"
+                                   : "its own messages are on stderr");
+        } else {
+            char why[300];
+            rc = kube_parse_exec_credential(r.out, r.len, x->api_version, out, why, sizeof why);
+            if (rc)
+                snprintf(err, errlen, "%s: %s", s->desc, why);
+        }
     }
-    if (buf) {
-        u_wipe(buf, EXEC_OUTPUT_MAX + 1);
-        free(buf);
-    }
+    u_helper_result_clear(&r);
     return rc;
 }
 
