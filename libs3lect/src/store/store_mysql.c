@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "conn_pool.h"
 #include "crypto.h"
 #include "duration.h"
 #include "rds_token.h"
@@ -52,7 +53,6 @@
 #include "util.h"
 
 #define MY_DEFAULT_TIMEOUT_MS 10000
-#define MY_POOL_MAX 4
 #define MY_DEFAULT_PORT 3306
 #define MY_DEFAULT_TABLE "s3lect_locks"
 #define MY_USAGE                                                                                   \
@@ -254,37 +254,20 @@ static int tls_mode(const char *t)
     return -1;
 }
 
-/* ---- the connection pool ---- */
+/* ---- the connection pool (conn_pool.h) ---- */
 
-typedef struct my_pool {
-    struct my_pool *next;
-    char *id; /* what tells pools apart (the server, user, database, settings, password) */
-    int refs;
-    MYSQL *idle[MY_POOL_MAX];
-    int nidle, open; /* open: connections in use or idle */
-    /* how to connect */
+/* A pool's data: how to connect. */
+typedef struct my_conf {
+    char *id; /* the pool's key (the server, user, database, settings, password) */
     char *host, *user, *password, *db, *ca, *region;
     unsigned int port;
     int tls, iam;
     int64_t stmt_timeout_ms; /* the server-side bound of each statement */
-} my_pool;
+} my_conf;
 
-static pthread_mutex_t pools_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pools_cv; /* on CLOCK_MONOTONIC (u_cond_deadline's clock) */
-static pthread_once_t pools_cv_once = PTHREAD_ONCE_INIT;
-static my_pool *pools;
-
-static void pools_cv_init(void)
+static void conf_free(void *v)
 {
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&pools_cv, &a);
-    pthread_condattr_destroy(&a);
-}
-
-static void pool_free(my_pool *p)
-{
+    my_conf *p = v;
     if (!p)
         return;
     if (p->id)
@@ -312,47 +295,16 @@ static void conn_drop(MYSQL *c)
     guard_off(&g);
 }
 
-/* The pool for id (made from proto, which is consumed either way), or NULL. */
-static my_pool *pool_get(my_pool *proto)
+static void conn_drop_v(void *c)
 {
-    pthread_once(&pools_cv_once, pools_cv_init);
-    pthread_mutex_lock(&pools_mu);
-    my_pool *p = pools;
-    while (p && strcmp(p->id, proto->id) != 0)
-        p = p->next;
-    if (p) {
-        pool_free(proto);
-    } else {
-        p = proto;
-        p->next = pools;
-        pools = p;
-    }
-    p->refs++;
-    pthread_mutex_unlock(&pools_mu);
-    return p;
+    conn_drop(c);
 }
 
-static void pool_put(my_pool *p)
-{
-    pthread_mutex_lock(&pools_mu);
-    if (--p->refs > 0) {
-        pthread_mutex_unlock(&pools_mu);
-        return;
-    }
-    for (my_pool **pp = &pools; *pp; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            break;
-        }
-    pthread_mutex_unlock(&pools_mu);
-    for (int i = 0; i < p->nidle; i++)
-        conn_drop(p->idle[i]);
-    pool_free(p);
-}
+#define CONF(s) ((my_conf *)(s)->pool->data)
 
 typedef struct my_store {
     st_store base;
-    my_pool *pool;
+    conn_pool *pool;
     const struct s3lect_config *cfg; /* the elector's, for IAM tokens */
     char *table;                     /* quoted: `name` */
     char *table_in;                  /* as written, for messages */
@@ -507,7 +459,7 @@ static int err_kind(unsigned e)
  * outcome with why set. *pw is allocated (wipe it) or NULL. */
 static int conn_password(my_store *s, char **pw, char *why, size_t whylen)
 {
-    my_pool *p = s->pool;
+    const my_conf *p = CONF(s);
     *pw = NULL;
     if (!p->iam) {
         if (p->password && !(*pw = u_strdup(p->password))) {
@@ -527,7 +479,7 @@ static int conn_password(my_store *s, char **pw, char *why, size_t whylen)
 /* Makes a connection (bounded by deadline). NULL with out set. */
 static MYSQL *conn_make(my_store *s, int64_t deadline, st_result *out)
 {
-    my_pool *p = s->pool;
+    const my_conf *p = CONF(s);
     char why[400] = "";
     int outcome = ST_TRANSIENT;
     unsigned e = 0;
@@ -626,10 +578,7 @@ fail:
     u_wipe_free(pw);
     if (c)
         conn_drop(c);
-    pthread_mutex_lock(&pools_mu);
-    p->open--;
-    pthread_cond_broadcast(&pools_cv);
-    pthread_mutex_unlock(&pools_mu);
+    conn_pool_unreserve(s->pool);
     if (outcome == ST_AUTH && p->iam)
         st_result_setf(out, outcome,
                        "MySQL %s refused the IAM login (%s): the AWS credentials' policy must "
@@ -652,43 +601,21 @@ fail:
 /* Takes a connection from the pool or makes one. NULL with out set. */
 static MYSQL *conn_take(my_store *s, int64_t deadline, st_result *out)
 {
-    my_pool *p = s->pool;
-    pthread_mutex_lock(&pools_mu);
-    while (p->nidle == 0 && p->open >= MY_POOL_MAX) {
-        struct timespec ts = u_cond_deadline(deadline, 1000);
-        pthread_cond_timedwait(&pools_cv, &pools_mu, &ts);
-        if (u_mono_ms() >= deadline) {
-            pthread_mutex_unlock(&pools_mu);
-            st_result_setf(out, ST_TRANSIENT,
-                           "no free connection to MySQL %s within the request timeout (%d in use "
-                           "by this process); will retry",
-                           s->where, MY_POOL_MAX);
-            return NULL;
-        }
-    }
-    if (p->nidle > 0) {
-        MYSQL *c = p->idle[--p->nidle];
-        pthread_mutex_unlock(&pools_mu);
-        return c;
-    }
-    p->open++;
-    pthread_mutex_unlock(&pools_mu);
-    return conn_make(s, deadline, out);
+    int make;
+    MYSQL *idle = conn_pool_take(s->pool, deadline, &make);
+    if (idle || make)
+        return idle ? idle : conn_make(s, deadline, out);
+    st_result_setf(out, ST_TRANSIENT,
+                   "no free connection to MySQL %s within the request timeout (%d in use by this "
+                   "process); will retry",
+                   s->where, CONN_POOL_MAX);
+    return NULL;
 }
 
 /* Returns a connection: to the pool when it is still good, else closed. */
 static void conn_give(my_store *s, MYSQL *c, int good)
 {
-    my_pool *p = s->pool;
-    pthread_mutex_lock(&pools_mu);
-    if (good)
-        p->idle[p->nidle++] = c;
-    else
-        p->open--;
-    pthread_cond_broadcast(&pools_cv);
-    pthread_mutex_unlock(&pools_mu);
-    if (!good)
-        conn_drop(c);
+    conn_pool_give(s->pool, c, good);
 }
 
 static int64_t call_deadline(const my_store *s, int64_t timeout_ms)
@@ -954,8 +881,7 @@ static void my_destroy(st_store *st)
     my_store *s = (my_store *)st;
     if (!s)
         return;
-    if (s->pool)
-        pool_put(s->pool);
+    conn_pool_put(s->pool);
     free(s->table);
     free(s->table_in);
     free(s->where);
@@ -1108,7 +1034,7 @@ int st_mysql_open(const struct s3lect_config *cfg, const st_location *loc, st_st
         return rc;
     }
     my_store *s = calloc(1, sizeof *s);
-    my_pool *p = calloc(1, sizeof *p);
+    my_conf *p = calloc(1, sizeof *p);
     if (!s || !p) {
         free(s);
         free(p);
@@ -1172,12 +1098,17 @@ int st_mysql_open(const struct s3lect_config *cfg, const st_location *loc, st_st
         goto fail;
     }
     settings_clear(&m);
-    s->pool = pool_get(p);
+    /* p is the new pool's data, or freed when a pool for its id exists */
+    if (!(s->pool = conn_pool_get(p->id, p, conf_free, conn_drop_v))) {
+        my_destroy(&s->base);
+        snprintf(err, errlen, "out of memory");
+        return S3LECT_ENOMEM;
+    }
     *out = &s->base;
     return 0;
 fail:
     settings_clear(&m);
-    pool_free(p);
+    conf_free(p);
     my_destroy(&s->base);
     return rc;
 }

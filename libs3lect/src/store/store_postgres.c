@@ -39,13 +39,13 @@
 #include <time.h>
 
 #include "config.h"
+#include "conn_pool.h"
 #include "crypto.h"
 #include "rds_token.h"
 #include "store.h"
 #include "util.h"
 
 #define PG_DEFAULT_TIMEOUT_MS 10000
-#define PG_POOL_MAX 4
 
 /* ---- libpq, loaded at run time ---- */
 
@@ -145,77 +145,39 @@ static void pq_load(void)
     }
 }
 
-/* ---- the connection pool ---- */
+/* ---- the connection pool (conn_pool.h) ---- */
 
-typedef struct pg_pool {
-    struct pg_pool *next;
-    char *conninfo;
-    int iam; /* its connections log in with IAM tokens (not shared with password ones) */
-    int refs;
-    PGconn *idle[PG_POOL_MAX];
-    int nidle, open; /* open: connections in use or idle */
-} pg_pool;
-
-static pthread_mutex_t pools_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pools_cv; /* on CLOCK_MONOTONIC (u_cond_deadline's clock) */
-static pthread_once_t pools_cv_once = PTHREAD_ONCE_INIT;
-static pg_pool *pools;
-
-static void pools_cv_init(void)
+/* Its data: the connection string; its key: that, and whether its
+ * connections log in with IAM tokens (never shared with password ones). */
+static void pg_close_conn(void *c)
 {
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&pools_cv, &a);
-    pthread_condattr_destroy(&a);
+    pq.finish(c);
 }
 
-static pg_pool *pool_get(const char *conninfo, int iam)
+static void pg_free_conninfo(void *d)
 {
-    pthread_once(&pools_cv_once, pools_cv_init);
-    pthread_mutex_lock(&pools_mu);
-    pg_pool *p = pools;
-    while (p && (strcmp(p->conninfo, conninfo) != 0 || p->iam != iam))
-        p = p->next;
-    if (!p && (p = calloc(1, sizeof *p)) != NULL) {
-        p->iam = iam;
-        if (!(p->conninfo = u_strdup(conninfo))) {
-            free(p);
-            p = NULL;
-        } else {
-            p->next = pools;
-            pools = p;
-        }
+    u_wipe_free(d);
+}
+
+static conn_pool *pool_get(const char *conninfo, int iam)
+{
+    char *key = u_asprintf("%s\n%s", iam ? "iam" : "password", conninfo);
+    char *data = u_strdup(conninfo);
+    if (!key || !data) {
+        u_wipe_free(key);
+        u_wipe_free(data);
+        return NULL;
     }
-    if (p)
-        p->refs++;
-    pthread_mutex_unlock(&pools_mu);
+    conn_pool *p = conn_pool_get(key, data, pg_free_conninfo, pg_close_conn);
+    u_wipe_free(key);
     return p;
 }
 
-static void pool_put(pg_pool *p)
-{
-    pthread_mutex_lock(&pools_mu);
-    if (--p->refs > 0) {
-        pthread_mutex_unlock(&pools_mu);
-        return;
-    }
-    for (pg_pool **pp = &pools; *pp; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            break;
-        }
-    pthread_mutex_unlock(&pools_mu);
-    for (int i = 0; i < p->nidle; i++)
-        pq.finish(p->idle[i]);
-    memset(p->conninfo, 0, strlen(p->conninfo));
-    free(p->conninfo);
-    free(p);
-}
+#define POOL_CONNINFO(p) ((const char *)(p)->data)
 
 typedef struct pg_store {
     st_store base;
-    pg_pool *pool;
+    conn_pool *pool;
     char *table;    /* quoted: "name" or "schema"."name" */
     char *table_in; /* as written, for messages */
     char *where;    /* for messages: "database d on h:p" */
@@ -325,7 +287,7 @@ static PGconn *iam_connect(pg_store *s, st_result *out)
         return NULL;
     }
     const char *const keys[] = {"sslmode", "dbname", "password", NULL};
-    const char *const vals[] = {iam_sslmode(), s->pool->conninfo, token, NULL};
+    const char *const vals[] = {iam_sslmode(), POOL_CONNINFO(s->pool), token, NULL};
     PGconn *c = pq.connectStartParams(keys, vals, 1);
     u_wipe_free(token);
     if (!c)
@@ -336,36 +298,24 @@ static PGconn *iam_connect(pg_store *s, st_result *out)
 /* Takes a connection from the pool or makes one. NULL with out set. */
 static PGconn *conn_take(pg_store *s, int64_t deadline, st_result *out)
 {
-    pg_pool *p = s->pool;
-    pthread_mutex_lock(&pools_mu);
-    while (p->nidle == 0 && p->open >= PG_POOL_MAX) {
-        struct timespec ts = u_cond_deadline(deadline, 1000);
-        pthread_cond_timedwait(&pools_cv, &pools_mu, &ts);
-        if (u_mono_ms() >= deadline) {
-            pthread_mutex_unlock(&pools_mu);
-            st_result_setf(out, ST_TRANSIENT,
-                           "no free connection to %s within the request timeout (%d in use by "
-                           "this process); will retry",
-                           s->where, PG_POOL_MAX);
-            return NULL;
-        }
+    conn_pool *p = s->pool;
+    int make;
+    PGconn *idle = conn_pool_take(p, deadline, &make);
+    if (idle)
+        return idle;
+    if (!make) {
+        st_result_setf(out, ST_TRANSIENT,
+                       "no free connection to %s within the request timeout (%d in use by "
+                       "this process); will retry",
+                       s->where, CONN_POOL_MAX);
+        return NULL;
     }
-    if (p->nidle > 0) {
-        PGconn *c = p->idle[--p->nidle];
-        pthread_mutex_unlock(&pools_mu);
-        return c;
-    }
-    p->open++;
-    pthread_mutex_unlock(&pools_mu);
 
     char why[300] = "timed out";
     int outcome = ST_TRANSIENT;
-    PGconn *c = s->iam.on ? iam_connect(s, out) : pq.connectStart(p->conninfo);
+    PGconn *c = s->iam.on ? iam_connect(s, out) : pq.connectStart(POOL_CONNINFO(p));
     if (s->iam.on && !c) {
-        pthread_mutex_lock(&pools_mu);
-        p->open--;
-        pthread_cond_broadcast(&pools_cv);
-        pthread_mutex_unlock(&pools_mu);
+        conn_pool_unreserve(p);
         return NULL;
     }
     if (c)
@@ -402,10 +352,7 @@ static PGconn *conn_take(pg_store *s, int64_t deadline, st_result *out)
     }
     if (c)
         pq.finish(c);
-    pthread_mutex_lock(&pools_mu);
-    p->open--;
-    pthread_cond_broadcast(&pools_cv);
-    pthread_mutex_unlock(&pools_mu);
+    conn_pool_unreserve(p);
     if (outcome == ST_AUTH && s->iam.on)
         st_result_setf(out, outcome,
                        "PostgreSQL refused the IAM token for %s (%s): check that the AWS "
@@ -430,19 +377,7 @@ static PGconn *conn_take(pg_store *s, int64_t deadline, st_result *out)
 /* Returns a connection: to the pool when it is still good, else closed. */
 static void conn_give(pg_store *s, PGconn *c, int good)
 {
-    pg_pool *p = s->pool;
-    if (good && pq.status(c) != CONNECTION_OK)
-        good = 0;
-    pthread_mutex_lock(&pools_mu);
-    if (good) {
-        p->idle[p->nidle++] = c;
-    } else {
-        p->open--;
-    }
-    pthread_cond_broadcast(&pools_cv);
-    pthread_mutex_unlock(&pools_mu);
-    if (!good)
-        pq.finish(c);
+    conn_pool_give(s->pool, c, good && pq.status(c) == CONNECTION_OK);
 }
 
 /* Sends one statement and waits (bounded) for its result, draining the
@@ -678,8 +613,7 @@ static void pg_destroy(st_store *st)
     pg_store *s = (pg_store *)st;
     if (!s)
         return;
-    if (s->pool)
-        pool_put(s->pool);
+    conn_pool_put(s->pool);
     free(s->table);
     free(s->table_in);
     free(s->where);
