@@ -85,16 +85,17 @@ bg_stop_all() {
     return 0
 }
 
-# The simulation shards of suite c (ctest -L sim: about 10 CPU-minutes, all
-# CPU and no waiting) run in the background at nice 10 beside the suites that
-# follow: those mostly wait on leases and servers, so the shards use idle CPU
-# instead of adding their own 5 minutes, and a waking test process preempts
-# them. Their result is the line "c-sim" of the summary; the run waits for
-# them at the end. S3LECT_SIM_BACKGROUND=0 runs them inside suite c.
+# The simulation shards of suite c (ctest -L sim: about 40 CPU-minutes, all
+# CPU and no waiting), clang-tidy and the ABI guard's self-test (ctest -L
+# background: 6 and 3 minutes, CPU too) run in the background at nice 10
+# beside the suites that follow: those mostly wait on leases and servers, so
+# these use idle CPU instead of holding up suite c, and a waking test process
+# preempts them. Their result is the line "c-sim" of the summary; the run
+# waits for them at the end. S3LECT_SIM_BACKGROUND=0 runs them inside suite c.
 sim_background() { [ "${S3LECT_SIM_BACKGROUND:-1}" = 1 ]; }
 start_sim() { # BUILD-DIR
-    echo "suite c: the simulation shards run in the background (log $log_dir/c-sim.log)"
-    bg_start c-sim nice -n 10 bash -c "$(declare -f ctest_in); jobs=$jobs; ctest_in '$1' -L '^sim\$'"
+    echo "suite c: the simulation shards, clang-tidy and abi_selftest run in the background (log $log_dir/c-sim.log)"
+    bg_start c-sim nice -n 10 bash -c "$(declare -f ctest_in); jobs=$jobs; ctest_in '$1' -L '^(sim|background)\$'"
 }
 finish_sim() {
     bg_started c-sim || return 0
