@@ -225,15 +225,23 @@ class DynamoDBLocal(Server):
         }
 
     def client(self, secret_key: str | None = None) -> Any:  # type: ignore[override]
-        """A boto3 DynamoDB client for this server (boto3 comes with moto[server])."""
+        """A boto3 DynamoDB client for this server (boto3 comes with moto[server],
+        which is installed into this interpreter here if it is missing, as the
+        moto server's start does: a binding's venv has it only after that)."""
         try:
             import boto3
             from botocore.config import Config
-        except ImportError as e:
-            raise RuntimeError(
-                "boto3 is not installed: python3 -m pip install boto3 (scripts/deps installs "
-                "moto[server], which brings it)"
-            ) from e
+        except ImportError:
+            from .servers import ensure_moto
+            ensure_moto()
+            try:
+                import boto3
+                from botocore.config import Config
+            except ImportError as e:
+                raise RuntimeError(
+                    "boto3 is not installed: python3 -m pip install boto3 (scripts/deps "
+                    "installs moto[server], which brings it)"
+                ) from e
         return boto3.client(
             "dynamodb",
             endpoint_url=self.endpoint,
