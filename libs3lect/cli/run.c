@@ -859,10 +859,14 @@ static void startup_checks(runner *r, const cli_opts *o, const char *shown, int6
  * the previous term's tree is gone. */
 static void supervise_tree(runner *r, int64_t now, int lead)
 {
-    if (r->leading && !lead) {
-        r->leading = 0;
+    /* Past the lease's deadline without a LOST: a renewal whose answer comes
+     * late. The tree is stopped; should the renewal land after all, the
+     * elector leads on in the same term (nobody else could write meanwhile:
+     * the renewal was conditional), and CMD starts again below once the tree
+     * is gone. r->leading stays: it follows ACQUIRED and LOST only (so a
+     * transfer during the dip is still stopped and committed, on_transfer). */
+    if (r->leading && !lead)
         stop_cmd(r, "lease no longer valid");
-    }
     if (r->shim && !r->stop_sent && lead && r->hard > r->sent_hard &&
         sv_send(r->to_shim, SV_DEADLINE, 0, r->hard, 0) == 0)
         r->sent_hard = r->hard;
