@@ -171,6 +171,63 @@ char *st_pct_decode(const char *in, size_t n, int *bad)
     return out;
 }
 
+int st_parse_server(const char *url, const char *usage, const char *h, size_t hlen, long def_port,
+                    size_t *namelen, long *port, char *err, size_t errlen)
+{
+    const char *p = NULL;
+    *namelen = hlen;
+    if (hlen > 0 && h[0] == '[') {
+        const char *close = memchr(h, ']', hlen);
+        if (!close || close == h + 1) {
+            snprintf(err, errlen, "lock URL '%.200s': an IPv6 host is [ADDRESS]: write %s", url,
+                     usage);
+            return S3LECT_EINVAL;
+        }
+        *namelen = (size_t)(close + 1 - h);
+        if (close + 1 < h + hlen) {
+            if (close[1] != ':') {
+                snprintf(err, errlen, "lock URL '%.200s': write [ADDRESS]:PORT: %s", url, usage);
+                return S3LECT_EINVAL;
+            }
+            p = close + 2;
+        }
+    } else {
+        const char *c = memchr(h, ':', hlen);
+        if (c) {
+            *namelen = (size_t)(c - h);
+            p = c + 1;
+        }
+    }
+    if (*namelen == 0) {
+        snprintf(err, errlen, "lock URL '%.200s' names no server: write %s", url, usage);
+        return S3LECT_EINVAL;
+    }
+    for (size_t i = 0; i < *namelen; i++) {
+        unsigned char c = (unsigned char)h[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-' || c == '_' ||
+              (h[0] == '[' && (c == '[' || c == ']' || c == ':')))) {
+            snprintf(err, errlen, "lock URL '%.200s': host '%.*s' is not a host name or address",
+                     url, (int)(*namelen < 100 ? *namelen : 100), h);
+            return S3LECT_EINVAL;
+        }
+    }
+    *port = def_port;
+    if (p) {
+        size_t plen = (size_t)(h + hlen - p);
+        long pv = 0;
+        for (size_t i = 0; i < plen; i++)
+            pv = (p[i] >= '0' && p[i] <= '9' && pv < 100000) ? pv * 10 + (p[i] - '0') : 100000;
+        if (plen == 0 || pv < 1 || pv > 65535) {
+            snprintf(err, errlen, "lock URL '%.200s': the port must be a number from 1 to 65535",
+                     url);
+            return S3LECT_EINVAL;
+        }
+        *port = pv;
+    }
+    return 0;
+}
+
 /* Checks a name or value: non-empty, at most max bytes of valid UTF-8
  * without control characters. what names it in the message. */
 int st_check_text(const char *url, const char *what, const char *v, size_t max, char *err,

@@ -375,6 +375,12 @@ int st_parse_bucket_object(
     int (*check_bucket)(const char *url, const char *b, size_t bl, char *err, size_t errlen),
     int (*check_object)(const char *url, const char *key, char *err, size_t errlen),
     st_location *out, char *err, size_t errlen);
+/* The server part of a lock URL: HOST, HOST:PORT, [V6] or [V6]:PORT in h
+ * (hlen bytes). *namelen: the host's length (brackets included); *port: the
+ * port, def_port when none is written. 0, or S3LECT_EINVAL with err naming
+ * what to fix (usage: the URL's form, for the message). */
+int st_parse_server(const char *url, const char *usage, const char *h, size_t hlen, long def_port,
+                    size_t *namelen, long *port, char *err, size_t errlen);
 /* Checks a name or value: 1 to max bytes of UTF-8 without control characters. */
 int st_check_text(const char *url, const char *what, const char *v, size_t max, char *err,
                   size_t errlen);

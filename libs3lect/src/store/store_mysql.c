@@ -1178,58 +1178,11 @@ int st_mysql_parse(const char *url, const char *rest, st_location *out, char *er
     rc = S3LECT_EINVAL;
     /* HOST, HOST:PORT, [V6] or [V6]:PORT */
     const char *h = at + 1;
-    size_t hlen = (size_t)(auth + alen - h), namelen = hlen;
-    const char *port = NULL;
-    if (hlen > 0 && h[0] == '[') {
-        const char *close = memchr(h, ']', hlen);
-        if (!close || close == h + 1) {
-            snprintf(err, errlen, "lock URL '%.200s': an IPv6 host is [ADDRESS]: write %s", shown,
-                     MY_USAGE);
-            goto done;
-        }
-        namelen = (size_t)(close + 1 - h);
-        if (close + 1 < h + hlen) {
-            if (close[1] != ':') {
-                snprintf(err, errlen, "lock URL '%.200s': write [ADDRESS]:PORT: %s", shown,
-                         MY_USAGE);
-                goto done;
-            }
-            port = close + 2;
-        }
-    } else {
-        const char *c = memchr(h, ':', hlen);
-        if (c) {
-            namelen = (size_t)(c - h);
-            port = c + 1;
-        }
-    }
-    if (namelen == 0) {
-        snprintf(err, errlen, "lock URL '%.200s' names no server: write %s", shown, MY_USAGE);
+    size_t namelen;
+    long pv;
+    if (st_parse_server(shown, MY_USAGE, h, (size_t)(auth + alen - h), MY_DEFAULT_PORT, &namelen,
+                        &pv, err, errlen) != 0)
         goto done;
-    }
-    for (size_t i = 0; i < namelen; i++) {
-        unsigned char c = (unsigned char)h[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '-' || c == '_' ||
-              (h[0] == '[' && (c == '[' || c == ']' || c == ':')))) {
-            snprintf(err, errlen, "lock URL '%.200s': host '%.*s' is not a host name or address",
-                     shown, (int)(namelen < 100 ? namelen : 100), h);
-            goto done;
-        }
-    }
-    long pv = MY_DEFAULT_PORT;
-    if (port) {
-        size_t plen = (size_t)(h + hlen - port);
-        pv = 0;
-        for (size_t i = 0; i < plen; i++)
-            pv = (port[i] >= '0' && port[i] <= '9' && pv < 100000) ? pv * 10 + (port[i] - '0')
-                                                                   : 100000;
-        if (plen == 0 || pv < 1 || pv > 65535) {
-            snprintf(err, errlen, "lock URL '%.200s': the port must be a number from 1 to 65535",
-                     shown);
-            goto done;
-        }
-    }
     if (!(host = u_asprintf("%.*s", (int)namelen, h)))
         goto oom;
     for (char *c = host; *c; c++)

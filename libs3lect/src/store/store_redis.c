@@ -88,58 +88,12 @@ int st_redis_parse(const char *url, const char *rest, st_location *out, char *er
         }
     }
     /* HOST, HOST:PORT, [V6] or [V6]:PORT */
-    const char *port = NULL;
-    size_t namelen = hlen;
-    if (hlen > 0 && host[0] == '[') {
-        const char *close = memchr(host, ']', hlen);
-        if (!close || close == host + 1) {
-            snprintf(err, errlen, "lock URL '%.200s': an IPv6 host is [ADDRESS]: write %s", shown,
-                     RD_USAGE);
-            goto done;
-        }
-        namelen = (size_t)(close + 1 - host);
-        if (close + 1 < host + hlen) {
-            if (close[1] != ':') {
-                snprintf(err, errlen, "lock URL '%.200s': write [ADDRESS]:PORT: %s", shown,
-                         RD_USAGE);
-                goto done;
-            }
-            port = close + 2;
-        }
-    } else {
-        const char *colon = memchr(host, ':', hlen);
-        if (colon) {
-            namelen = (size_t)(colon - host);
-            port = colon + 1;
-        }
-    }
-    size_t plen = port ? (size_t)(host + hlen - port) : 0;
-    if (namelen == 0) {
-        snprintf(err, errlen, "lock URL '%.200s' names no server: write %s", shown, RD_USAGE);
+    size_t namelen;
+    long pv;
+    if (st_parse_server(shown, RD_USAGE, host, hlen, atol(RD_DEFAULT_PORT), &namelen, &pv, err,
+                        errlen) != 0)
         goto done;
-    }
-    for (size_t i = 0; i < namelen; i++) {
-        unsigned char c = (unsigned char)host[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '-' || c == '_' || c == '[' || c == ']' || c == ':')) {
-            snprintf(err, errlen, "lock URL '%.200s': host '%.*s' is not a host name or address",
-                     shown, (int)(namelen < 100 ? namelen : 100), host);
-            goto done;
-        }
-    }
-    if (port) {
-        long pv = 0;
-        for (size_t i = 0; i < plen; i++)
-            pv = (port[i] >= '0' && port[i] <= '9' && pv < 100000) ? pv * 10 + (port[i] - '0')
-                                                                   : 100000;
-        if (plen == 0 || pv < 1 || pv > 65535) {
-            snprintf(err, errlen, "lock URL '%.200s': the port must be a number from 1 to 65535",
-                     shown);
-            goto done;
-        }
-    }
-    if (!(hostport = u_asprintf("%.*s:%.*s", (int)namelen, host, port ? (int)plen : 4,
-                                port ? port : RD_DEFAULT_PORT)))
+    if (!(hostport = u_asprintf("%.*s:%ld", (int)namelen, host, pv)))
         goto oom;
     const char *key = rest + alen + 1;
     if (rest[alen] != '/' || !*key || *key == '?') {
